@@ -1,0 +1,44 @@
+// swift-tools-version:6.0
+//
+// authd — the authentication daemon. No package dependencies: the toolchain plus
+// system C libraries, each behind one module-map target (DESIGN.md §1).
+import PackageDescription
+
+let package = Package(
+    name: "authd",
+    platforms: [.macOS(.v15)],
+    products: [
+        .library(name: "Protocol", targets: ["Protocol"]),
+        .executable(name: "authd", targets: ["authd"]),
+        .executable(name: "authctl", targets: ["authctl"]),
+    ],
+    targets: [
+        // System libraries: one module map (+ shim.h for macros and varargs) each.
+        .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
+        .systemLibrary(name: "COpenSSL", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
+        .systemLibrary(name: "CSystemd", pkgConfig: "libsystemd", providers: [.apt(["libsystemd-dev"])]),
+
+        // Linux calls the Glibc overlay hides behind _GNU_SOURCE (accept4, SO_PEERCRED, prctl).
+        .target(name: "CLinux"),
+
+        // Wire types shared by authd, authctl and any Swift client. No I/O, no C.
+        .target(name: "Protocol"),
+
+        .executableTarget(
+            name: "authd",
+            dependencies: ["Protocol", "CSQLite", "COpenSSL", "CSystemd", "CLinux"]
+        ),
+        .executableTarget(
+            name: "authctl",
+            dependencies: ["Protocol"]
+        ),
+
+        .testTarget(name: "ProtocolTests", dependencies: ["Protocol"], resources: [.copy("Fixtures")]),
+        .testTarget(name: "AuthdTests", dependencies: ["authd", "Protocol"]),
+        .testTarget(name: "IntegrationTests", dependencies: ["Protocol", "CLinux"], resources: [.copy("Python")]),
+
+        // `make bench`: drives a release build of the real daemon over its socket.
+        .executableTarget(name: "authd-bench", dependencies: ["Protocol", "CLinux"], path: "Tests/Bench"),
+    ],
+    swiftLanguageModes: [.v6]
+)

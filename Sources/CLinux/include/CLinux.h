@@ -1,0 +1,14 @@
+#ifndef AUTHD_CLINUX_H
+#define AUTHD_CLINUX_H
+/* Linux-specific libc calls that Glibc's Swift overlay does not export without _GNU_SOURCE
+ * (as swift-nio's CNIOLinux does). Thin wrappers only: no logic lives here. */
+#include <sys/types.h>
+#include <sys/socket.h>
+#include <stdint.h>
+
+int authd_accept4(int fd, int flags);
+int authd_peer_credentials(int fd, int32_t *pid, uint32_t *uid, uint32_t *gid);
+int authd_disable_dumping(void);
+int authd_set_rlimit_core_zero(void);
+long authd_raise_nofile_limit(void);
+#endif

@@ -1,0 +1,43 @@
+#define _GNU_SOURCE
+#include "CLinux.h"
+#include <stddef.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+
+int authd_accept4(int fd, int flags) {
+    return accept4(fd, NULL, NULL, flags);
+}
+
+int authd_peer_credentials(int fd, int32_t *pid, uint32_t *uid, uint32_t *gid) {
+    struct ucred credentials;
+    socklen_t length = sizeof(credentials);
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &credentials, &length) != 0) return -1;
+    *pid = credentials.pid;
+    *uid = credentials.uid;
+    *gid = credentials.gid;
+    return 0;
+}
+
+int authd_disable_dumping(void) {
+    return prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+}
+
+int authd_set_rlimit_core_zero(void) {
+    struct rlimit none = { 0, 0 };
+    return setrlimit(RLIMIT_CORE, &none);
+}
+
+/* Raises the soft descriptor limit to the hard limit (capped at 2^20); returns the new soft limit. */
+long authd_raise_nofile_limit(void) {
+    struct rlimit files;
+    if (getrlimit(RLIMIT_NOFILE, &files) != 0) return -1;
+    if (files.rlim_cur < files.rlim_max) {
+        rlim_t wanted = files.rlim_max < (1 << 20) ? files.rlim_max : (1 << 20);
+        if (wanted > files.rlim_cur) {
+            files.rlim_cur = wanted;
+            if (setrlimit(RLIMIT_NOFILE, &files) != 0) return -1;
+        }
+    }
+    return (long)files.rlim_cur;
+}

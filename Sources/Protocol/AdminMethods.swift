@@ -1,0 +1,251 @@
+// Admin methods: root or the `authd-admin` group in system mode, the owning user in user mode.
+
+/// `admin.status` — what an admin needs to see the daemon is healthy.
+public enum AdminStatus: RPCMethod {
+    public static let name = "admin.status"
+    public typealias Params = NoParams
+
+    public struct Result: Codable, Sendable, Equatable {
+        public var daemonVersion: String
+        public var protocolVersion: Int
+        public var mode: String
+        public var pid: Int32
+        public var startedAt: String
+        public var uptimeSeconds: Int64
+        public var paths: Paths
+        public var connections: Int
+        public var openFileDescriptors: Int
+        public var residentMemoryBytes: Int64
+        public var keys: [KeyInfo]
+        public var store: StoreHealth
+
+        public init(daemonVersion: String, protocolVersion: Int, mode: String, pid: Int32, startedAt: String,
+                    uptimeSeconds: Int64, paths: Paths, connections: Int, openFileDescriptors: Int,
+                    residentMemoryBytes: Int64, keys: [KeyInfo], store: StoreHealth) {
+            self.daemonVersion = daemonVersion
+            self.protocolVersion = protocolVersion
+            self.mode = mode
+            self.pid = pid
+            self.startedAt = startedAt
+            self.uptimeSeconds = uptimeSeconds
+            self.paths = paths
+            self.connections = connections
+            self.openFileDescriptors = openFileDescriptors
+            self.residentMemoryBytes = residentMemoryBytes
+            self.keys = keys
+            self.store = store
+        }
+
+        enum CodingKeys: String, CodingKey {
+            case daemonVersion = "daemon_version", protocolVersion = "protocol_version", mode, pid
+            case startedAt = "started_at", uptimeSeconds = "uptime_s", paths, connections
+            case openFileDescriptors = "open_fds", residentMemoryBytes = "rss_bytes", keys, store
+        }
+    }
+
+    public struct Paths: Codable, Sendable, Equatable {
+        public var socket: String
+        public var stateDirectory: String
+        public var config: String
+        public var database: String
+        /// `credential` (systemd `authd.key`) or the path of the key file.
+        public var masterKey: String
+
+        public init(socket: String, stateDirectory: String, config: String, database: String, masterKey: String) {
+            self.socket = socket
+            self.stateDirectory = stateDirectory
+            self.config = config
+            self.database = database
+            self.masterKey = masterKey
+        }
+
+        enum CodingKeys: String, CodingKey {
+            case socket, stateDirectory = "state_dir", config, database, masterKey = "master_key"
+        }
+    }
+
+    public struct KeyInfo: Codable, Sendable, Equatable {
+        public var kid: String
+        public var alg: String
+        /// `current` (signs new tokens) or `retired` (published until `published_until`).
+        public var status: String
+        public var createdAt: String
+        public var publishedUntil: String?
+
+        public init(kid: String, alg: String, status: String, createdAt: String, publishedUntil: String?) {
+            self.kid = kid
+            self.alg = alg
+            self.status = status
+            self.createdAt = createdAt
+            self.publishedUntil = publishedUntil
+        }
+
+        enum CodingKeys: String, CodingKey {
+            case kid, alg, status, createdAt = "created_at", publishedUntil = "published_until"
+        }
+    }
+
+    public struct StoreHealth: Codable, Sendable, Equatable {
+        /// `ok`, or the first problem `PRAGMA integrity_check` reports.
+        public var integrity: String
+        public var schemaVersion: Int
+        public var sizeBytes: Int64
+        public var journalMode: String
+
+        public init(integrity: String, schemaVersion: Int, sizeBytes: Int64, journalMode: String) {
+            self.integrity = integrity
+            self.schemaVersion = schemaVersion
+            self.sizeBytes = sizeBytes
+            self.journalMode = journalMode
+        }
+
+        enum CodingKeys: String, CodingKey {
+            case integrity, schemaVersion = "schema_version", sizeBytes = "size_bytes", journalMode = "journal_mode"
+        }
+    }
+}
+
+/// `admin.reload` — re-reads the configuration file (as SIGHUP does). An invalid file is refused
+/// with `config.invalid` naming file and line, and the running configuration stays in force.
+public enum AdminReload: RPCMethod {
+    public static let name = "admin.reload"
+    public typealias Params = NoParams
+
+    public struct Result: Codable, Sendable, Equatable {
+        public var config: String
+        /// Settings whose value changed, as `section.key`.
+        public var changed: [String]
+
+        public init(config: String, changed: [String]) {
+            self.config = config
+            self.changed = changed
+        }
+    }
+}
+
+/// `admin.backup` — a consistent copy of the store through SQLite's online backup API, written
+/// to a new file (never overwriting one) with mode 0600.
+public enum AdminBackup: RPCMethod {
+    public static let name = "admin.backup"
+
+    public struct Params: Codable, Sendable, Equatable {
+        /// An absolute path that does not exist yet, in a directory that does.
+        public var path: String
+        public init(path: String) { self.path = path }
+    }
+
+    public struct Result: Codable, Sendable, Equatable {
+        public var path: String
+        public var bytes: Int64
+
+        public init(path: String, bytes: Int64) {
+            self.path = path
+            self.bytes = bytes
+        }
+    }
+}
+
+/// `admin.keys.rotate` — makes a new current signing key. The previous key stops signing at
+/// once; its public half stays in the JWKS until every token it signed has expired.
+public enum AdminKeysRotate: RPCMethod {
+    public static let name = "admin.keys.rotate"
+    public typealias Params = NoParams
+
+    public struct Result: Codable, Sendable, Equatable {
+        public var kid: String
+        public var previousKid: String?
+        public var previousPublishedUntil: String?
+
+        public init(kid: String, previousKid: String?, previousPublishedUntil: String?) {
+            self.kid = kid
+            self.previousKid = previousKid
+            self.previousPublishedUntil = previousPublishedUntil
+        }
+
+        enum CodingKeys: String, CodingKey {
+            case kid, previousKid = "previous_kid", previousPublishedUntil = "previous_published_until"
+        }
+    }
+}
+
+/// `admin.audit.tail` — the newest audit records, oldest first; with `follow`, the response is
+/// followed by an `audit.record` notification for every new record until `subscription.cancel`
+/// or disconnect.
+public enum AdminAuditTail: RPCMethod {
+    public static let name = "admin.audit.tail"
+
+    public struct Params: Codable, Sendable, Equatable {
+        /// 0…10000, default 50.
+        public var limit: Int?
+        public var follow: Bool?
+
+        public init(limit: Int? = nil, follow: Bool? = nil) {
+            self.limit = limit
+            self.follow = follow
+        }
+    }
+
+    public struct Result: Codable, Sendable, Equatable {
+        public var records: [AuditRecord]
+        /// Set when following: the id to pass to `subscription.cancel`.
+        public var subscription: String?
+
+        public init(records: [AuditRecord], subscription: String?) {
+            self.records = records
+            self.subscription = subscription
+        }
+    }
+}
+
+/// `audit.record` — one new audit record on a followed `admin.audit.tail`.
+public enum AuditRecordNotification: RPCNotification {
+    public static let name = "audit.record"
+
+    public struct Params: Codable, Sendable, Equatable {
+        public var subscription: String
+        public var record: AuditRecord
+
+        public init(subscription: String, record: AuditRecord) {
+            self.subscription = subscription
+            self.record = record
+        }
+    }
+}
+
+/// One audit log entry. Never holds a secret: tokens appear only by their `jti`.
+public struct AuditRecord: Codable, Sendable, Equatable {
+    public var id: Int64
+    /// RFC 3339 with milliseconds, UTC.
+    public var time: String
+    public var caller: AuditCaller
+    public var method: String
+    /// `ok`, `denied` (authorization or policy refused it) or `error`.
+    public var outcome: String
+    public var reason: String?
+    /// Method-specific, non-secret facts (e.g. `aud`, `jti`, `kid`).
+    public var detail: [String: JSONValue]
+
+    public init(id: Int64, time: String, caller: AuditCaller, method: String, outcome: String,
+                reason: String?, detail: [String: JSONValue]) {
+        self.id = id
+        self.time = time
+        self.caller = caller
+        self.method = method
+        self.outcome = outcome
+        self.reason = reason
+        self.detail = detail
+    }
+}
+
+/// The caller as recorded in the audit log.
+public struct AuditCaller: Codable, Sendable, Equatable {
+    public var uid: UInt32
+    public var pid: Int32
+    public var exe: String?
+
+    public init(uid: UInt32, pid: Int32, exe: String?) {
+        self.uid = uid
+        self.pid = pid
+        self.exe = exe
+    }
+}

@@ -1,0 +1,66 @@
+/// A stable, dotted machine-readable reason carried in `error.data.reason`.
+///
+/// Programs match on reasons, never on messages. A reason, once shipped, keeps its meaning;
+/// every reason is documented in authd-protocol(7).
+public struct Reason: RawRepresentable, Hashable, Sendable, Codable, CustomStringConvertible {
+    public let rawValue: String
+    public init(rawValue: String) { self.rawValue = rawValue }
+    public init(_ rawValue: String) { self.rawValue = rawValue }
+    public var description: String { rawValue }
+
+    public init(from decoder: any Decoder) throws {
+        rawValue = try decoder.singleValueContainer().decode(String.self)
+    }
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        try container.encode(rawValue)
+    }
+
+    // MARK: JSON-RPC framing and envelopes
+    /// The line is not valid JSON (or not UTF-8).
+    public static let parseError = Reason("rpc.parse_error")
+    /// The JSON is not a JSON-RPC 2.0 request object.
+    public static let invalidRequest = Reason("rpc.invalid_request")
+    /// No such method.
+    public static let unknownMethod = Reason("rpc.unknown_method")
+    /// Params missing, of the wrong type, or with an unknown field; `data.field` names it.
+    public static let invalidParams = Reason("rpc.invalid_params")
+    /// A line longer than the 1 MiB limit; the connection is closed after this error.
+    public static let lineTooLong = Reason("rpc.line_too_long")
+    /// Something failed inside authd; details are in the daemon's log, never on the wire.
+    public static let `internal` = Reason("internal")
+
+    // MARK: Server
+    /// The daemon holds its maximum number of connections.
+    public static let serverBusy = Reason("server.busy")
+    /// The daemon is stopping and takes no new requests.
+    public static let shuttingDown = Reason("server.shutting_down")
+    /// The request was cancelled (the client cancelled it, or the daemon stopped first).
+    public static let requestCancelled = Reason("request.cancelled")
+    /// The caller may not call this method.
+    public static let forbidden = Reason("auth.forbidden")
+    /// No subscription with that id on this connection.
+    public static let unknownSubscription = Reason("subscription.unknown")
+
+    // MARK: Tokens
+    /// Not a compact JWS of three base64url parts with JSON header and claims.
+    public static let tokenMalformed = Reason("token.malformed")
+    /// The signature does not verify with the key named by `kid`.
+    public static let tokenBadSignature = Reason("token.bad_signature")
+    /// `exp` has passed.
+    public static let tokenExpired = Reason("token.expired")
+    /// `nbf` is in the future.
+    public static let tokenNotYetValid = Reason("token.not_yet_valid")
+    /// `aud` does not contain the expected audience.
+    public static let tokenWrongAudience = Reason("token.wrong_audience")
+    /// `kid` names no key this daemon publishes (never existed, or rotated out of the JWKS).
+    public static let tokenUnknownKey = Reason("token.unknown_key")
+    /// The token was not issued by this daemon (`iss` differs).
+    public static let tokenWrongIssuer = Reason("token.wrong_issuer")
+
+    // MARK: Admin
+    /// The configuration file is invalid; `data.file`, `data.line` say where. The running config stays.
+    public static let configInvalid = Reason("config.invalid")
+    /// The backup could not be written (`data.path`); nothing was left behind.
+    public static let backupFailed = Reason("admin.backup_failed")
+}

@@ -1,0 +1,120 @@
+import Foundation
+import Glibc
+import Protocol
+
+extension MethodTable {
+    mutating func registerAdminMethods(_ services: Services) {
+        register(AdminStatus.self, access: .admin, audit: { _, _ in [:] }) { _, _ in
+            let health = try await services.store.health()
+            let now = services.now()
+            let current = services.keys.current.kid
+            return AdminStatus.Result(
+                daemonVersion: DaemonVersion.string, protocolVersion: protocolVersion, mode: services.options.mode.rawValue,
+                pid: getpid(), startedAt: Timestamp.rfc3339(services.startedAt),
+                uptimeSeconds: Int64(now.timeIntervalSince(services.startedAt)),
+                paths: .init(socket: services.options.socketPath, stateDirectory: services.options.stateDirectory,
+                             config: services.options.configPath, database: services.options.databasePath,
+                             masterKey: services.masterKeySource.description),
+                connections: services.connections.count,
+                openFileDescriptors: Syscalls.openFileDescriptorCount(),
+                residentMemoryBytes: Syscalls.residentMemoryBytes(),
+                keys: services.keys.keys(now: now).map { key in
+                    .init(kid: key.kid, alg: key.alg, status: key.kid == current ? "current" : "retired",
+                          createdAt: Timestamp.rfc3339(epochSeconds: key.createdAt),
+                          publishedUntil: key.publishedUntil.map { Timestamp.rfc3339(epochSeconds: $0) })
+                },
+                store: .init(integrity: health.integrity, schemaVersion: health.schemaVersion, sizeBytes: health.sizeBytes, journalMode: health.journalMode))
+        }
+
+        register(AdminReload.self, access: .admin, audit: { _, result in
+            ["changed": .array(result.changed.map { .string($0) })]
+        }) { _, _ in
+            do throws(ConfigError) {
+                let changed = try services.reloader.reload()
+                services.logger.notice("configuration reloaded", [("AUTHD_CONFIG", services.reloader.path), ("AUTHD_CHANGED", changed.joined(separator: ","))])
+                return AdminReload.Result(config: services.reloader.path, changed: changed)
+            } catch {
+                services.logger.error("configuration not reloaded: \(error)")
+                throw RPCError.failure(.configInvalid, "The configuration was not reloaded: \(error). The running configuration stays in force.",
+                                       details: ["file": .string(error.file), "line": .integer(Int64(error.line)), "problem": .string(error.reason)])
+            }
+        }
+
+        register(AdminBackup.self, access: .admin, audit: { params, result in
+            ["path": .string(params.path), "bytes": .integer(result.bytes)]
+        }) { params, _ in
+            try await Backup.write(store: services.store, to: params.path)
+        }
+
+        register(AdminKeysRotate.self, access: .admin, audit: { _, result in
+            ["kid": .string(result.kid), "previous_kid": result.previousKid.map { .string($0) } ?? .null]
+        }) { _, _ in
+            let rotation = try await services.keys.rotate(now: services.now())
+            services.logger.notice("signing key rotated", [("AUTHD_KID", rotation.kid), ("AUTHD_PREVIOUS_KID", rotation.previousKid ?? "")])
+            return AdminKeysRotate.Result(kid: rotation.kid, previousKid: rotation.previousKid,
+                                          previousPublishedUntil: rotation.previousPublishedUntil.map { Timestamp.rfc3339(epochSeconds: $0) })
+        }
+
+        register(AdminAuditTail.self, access: .admin) { params, context in
+            let limit = params.limit ?? 50
+            guard (0...10_000).contains(limit) else {
+                throw RPCError.invalidParams("Parameter 'limit' must be from 0 to 10000.", field: "limit")
+            }
+            guard params.follow == true else {
+                return AdminAuditTail.Result(records: try await services.audit.tail(limit: limit), subscription: nil)
+            }
+            // Follow before reading the tail, so no record falls between the two; records
+            // already in the tail are skipped from the stream.
+            let (follower, stream) = await services.audit.follow()
+            let records: [AuditRecord]
+            do {
+                records = try await services.audit.tail(limit: limit)
+            } catch {
+                await services.audit.unfollow(follower)
+                throw error
+            }
+            let lastID = records.last?.id ?? 0
+            let audit = services.audit
+            do {
+                let subscription = try context.openSubscription { sink in
+                    for await record in stream where record.id > lastID {
+                        sink.notify(AuditRecordNotification.self, .init(subscription: sink.name, record: record))
+                    }
+                    await audit.unfollow(follower)
+                }
+                return AdminAuditTail.Result(records: records, subscription: subscription)
+            } catch {
+                await audit.unfollow(follower)
+                throw error
+            }
+        }
+    }
+}
+
+/// `admin.backup`: a new 0600 file, never an existing one, written through SQLite's online
+/// backup API. On failure nothing is left at the path.
+enum Backup {
+    static func write(store: Store, to path: String) async throws -> AdminBackup.Result {
+        func fail(_ message: String) -> RPCError {
+            .failure(.backupFailed, message, details: ["path": .string(Redaction.printable(path, limit: 4096))])
+        }
+        guard path.hasPrefix("/"), !path.contains("\0"), path.utf8.count < 4096 else {
+            throw RPCError.invalidParams("Parameter 'path' must be an absolute path.", field: "path")
+        }
+        let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o600)
+        guard fd >= 0 else {
+            let reason = errno == EEXIST ? "it already exists" : String(cString: strerror(errno))
+            throw fail("Cannot create the backup file: \(reason).")
+        }
+        close(fd)
+        do {
+            try await store.backup(to: path)
+        } catch {
+            unlink(path)
+            throw fail("The backup failed: \(error).")
+        }
+        var info = stat()
+        stat(path, &info)
+        return AdminBackup.Result(path: path, bytes: Int64(info.st_size))
+    }
+}

@@ -1,0 +1,365 @@
+import COpenSSL
+import Foundation
+
+// The only file that calls libcrypto. Every function here turns OpenSSL's return codes into a
+// typed `CryptoError`; nothing else in authd touches an OpenSSL handle.
+
+/// A libcrypto failure. The message is OpenSSL's error string, which never contains key material.
+struct CryptoError: Error, CustomStringConvertible {
+    let operation: String
+    let detail: String
+    var description: String { "\(operation) failed: \(detail)" }
+
+    /// Drains OpenSSL's thread-local error queue into an error for `operation`.
+    static func drain(_ operation: String) -> CryptoError {
+        var detail = ""
+        while case let code = ERR_get_error(), code != 0 {
+            var buffer = [CChar](repeating: 0, count: 256)
+            ERR_error_string_n(code, &buffer, buffer.count)
+            if detail.isEmpty { detail = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self) }
+        }
+        return CryptoError(operation: operation, detail: detail.isEmpty ? "unknown error" : detail)
+    }
+}
+
+/// Bytes that hold a secret. The buffer is owned here and wiped with `OPENSSL_cleanse` when the
+/// last reference goes, so secrets do not linger in freed memory.
+final class SecretBytes: @unchecked Sendable {
+    // Sendable because the buffer is written only in `init` and read-only afterwards.
+    private let buffer: UnsafeMutableRawBufferPointer
+
+    init(count: Int, initializer: (UnsafeMutableRawBufferPointer) throws -> Void) rethrows {
+        buffer = .allocate(byteCount: max(count, 1), alignment: 16)
+        do {
+            try initializer(UnsafeMutableRawBufferPointer(rebasing: buffer[0..<count]))
+        } catch {
+            OPENSSL_cleanse(buffer.baseAddress, buffer.count)
+            buffer.deallocate()
+            throw error
+        }
+        self.count = count
+    }
+
+    /// Copies `bytes` in; the caller remains responsible for wiping its own copy.
+    convenience init(_ bytes: some Collection<UInt8>) {
+        self.init(count: bytes.count) { _ = $0.initializeMemory(as: UInt8.self, from: bytes) }
+    }
+
+    let count: Int
+
+    func withUnsafeBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        try body(UnsafeRawBufferPointer(rebasing: buffer[0..<count]))
+    }
+
+    deinit {
+        OPENSSL_cleanse(buffer.baseAddress, buffer.count)
+        buffer.deallocate()
+    }
+}
+
+enum OpenSSL {
+    /// Cryptographically secure random bytes (`RAND_bytes`).
+    static func randomBytes(_ count: Int) throws -> [UInt8] {
+        var out = [UInt8](repeating: 0, count: count)
+        guard RAND_bytes(&out, Int32(count)) == 1 else { throw CryptoError.drain("RAND_bytes") }
+        return out
+    }
+
+    static func randomSecret(_ count: Int) throws -> SecretBytes {
+        try SecretBytes(count: count) { buffer in
+            guard RAND_bytes(buffer.baseAddress!.assumingMemoryBound(to: UInt8.self), Int32(count)) == 1 else {
+                throw CryptoError.drain("RAND_bytes")
+            }
+        }
+    }
+
+    /// SHA-256 (`EVP_Digest`).
+    static func sha256(_ data: some ContiguousBytes) -> [UInt8] {
+        var out = [UInt8](repeating: 0, count: 32)
+        var length: UInt32 = 0
+        let ok = data.withUnsafeBytes { input in
+            EVP_Digest(input.baseAddress, input.count, &out, &length, EVP_sha256(), nil)
+        }
+        precondition(ok == 1 && length == 32, "EVP_Digest(SHA-256) cannot fail on valid input")
+        return out
+    }
+
+    /// HMAC-SHA-256 (`EVP_Q_mac`).
+    static func hmacSHA256(key: SecretBytes, data: some ContiguousBytes) throws -> [UInt8] {
+        var out = [UInt8](repeating: 0, count: 32)
+        var length = 0
+        let result = key.withUnsafeBytes { keyBytes in
+            data.withUnsafeBytes { input in
+                EVP_Q_mac(nil, "HMAC", nil, "SHA256", nil, keyBytes.baseAddress, keyBytes.count,
+                          input.baseAddress?.assumingMemoryBound(to: UInt8.self), input.count, &out, out.count, &length)
+            }
+        }
+        guard result != nil, length == 32 else { throw CryptoError.drain("HMAC-SHA256") }
+        return out
+    }
+
+    /// HKDF-SHA-256 (RFC 5869) through the `EVP_PKEY_HKDF` derivation.
+    static func hkdfSHA256(key: SecretBytes, salt: [UInt8], info: [UInt8], length: Int) throws -> SecretBytes {
+        guard let context = EVP_PKEY_CTX_new_id(EVP_PKEY_HKDF, nil) else { throw CryptoError.drain("EVP_PKEY_CTX_new_id(HKDF)") }
+        defer { EVP_PKEY_CTX_free(context) }
+        let configured = key.withUnsafeBytes { keyBytes in
+            EVP_PKEY_derive_init(context) == 1
+                && EVP_PKEY_CTX_set_hkdf_md(context, EVP_sha256()) == 1
+                && EVP_PKEY_CTX_set1_hkdf_salt(context, salt, Int32(salt.count)) == 1
+                && EVP_PKEY_CTX_set1_hkdf_key(context, keyBytes.baseAddress?.assumingMemoryBound(to: UInt8.self), Int32(keyBytes.count)) == 1
+                && EVP_PKEY_CTX_add1_hkdf_info(context, info, Int32(info.count)) == 1
+        }
+        guard configured else { throw CryptoError.drain("HKDF setup") }
+        return try SecretBytes(count: length) { out in
+            var outLength = length
+            guard EVP_PKEY_derive(context, out.baseAddress?.assumingMemoryBound(to: UInt8.self), &outLength) == 1, outLength == length else {
+                throw CryptoError.drain("HKDF")
+            }
+        }
+    }
+
+    /// Constant-time equality (`CRYPTO_memcmp`); lengths are not secret.
+    static func constantTimeEquals(_ lhs: some ContiguousBytes, _ rhs: some ContiguousBytes) -> Bool {
+        lhs.withUnsafeBytes { a in
+            rhs.withUnsafeBytes { b in
+                a.count == b.count && (a.count == 0 || CRYPTO_memcmp(a.baseAddress, b.baseAddress, a.count) == 0)
+            }
+        }
+    }
+
+    /// Overwrites a buffer we own (`OPENSSL_cleanse`, which the compiler may not elide).
+    static func wipe(_ bytes: inout [UInt8]) {
+        bytes.withUnsafeMutableBytes { OPENSSL_cleanse($0.baseAddress, $0.count) }
+    }
+}
+
+/// AES-256-GCM with a random 96-bit nonce. Output layout: nonce ‖ ciphertext ‖ 16-byte tag.
+enum AESGCM {
+    static let nonceLength = 12
+    static let tagLength = 16
+
+    static func seal(_ plaintext: some ContiguousBytes, key: SecretBytes, associatedData: [UInt8]) throws -> [UInt8] {
+        precondition(key.count == 32)
+        let nonce = try OpenSSL.randomBytes(nonceLength)
+        guard let context = EVP_CIPHER_CTX_new() else { throw CryptoError.drain("EVP_CIPHER_CTX_new") }
+        defer { EVP_CIPHER_CTX_free(context) }
+        return try plaintext.withUnsafeBytes { input -> [UInt8] in
+            var out = [UInt8](repeating: 0, count: nonceLength + input.count + tagLength)
+            out.replaceSubrange(0..<nonceLength, with: nonce)
+            var length: Int32 = 0
+            let ok = key.withUnsafeBytes { keyBytes in
+                EVP_EncryptInit_ex(context, EVP_aes_256_gcm(), nil, keyBytes.baseAddress?.assumingMemoryBound(to: UInt8.self), nonce) == 1
+            }
+            guard ok,
+                  EVP_EncryptUpdate(context, nil, &length, associatedData, Int32(associatedData.count)) == 1
+            else { throw CryptoError.drain("AES-GCM init") }
+            try out.withUnsafeMutableBufferPointer { buffer in
+                let cipher = buffer.baseAddress! + nonceLength
+                if input.count > 0 {
+                    guard EVP_EncryptUpdate(context, cipher, &length, input.baseAddress?.assumingMemoryBound(to: UInt8.self), Int32(input.count)) == 1
+                    else { throw CryptoError.drain("AES-GCM encrypt") }
+                }
+                var finalLength: Int32 = 0
+                guard EVP_EncryptFinal_ex(context, cipher + Int(length), &finalLength) == 1,
+                      EVP_CIPHER_CTX_ctrl(context, EVP_CTRL_GCM_GET_TAG, Int32(tagLength), cipher + input.count) == 1
+                else { throw CryptoError.drain("AES-GCM finish") }
+            }
+            return out
+        }
+    }
+
+    /// Decrypts and authenticates; `nil` when the box was tampered with, moved to another row
+    /// (different associated data) or sealed under another key.
+    static func open(_ box: [UInt8], key: SecretBytes, associatedData: [UInt8]) throws -> SecretBytes? {
+        guard box.count >= nonceLength + tagLength else { return nil }
+        guard let context = EVP_CIPHER_CTX_new() else { throw CryptoError.drain("EVP_CIPHER_CTX_new") }
+        defer { EVP_CIPHER_CTX_free(context) }
+        let cipherLength = box.count - nonceLength - tagLength
+        var length: Int32 = 0
+        let initialized = box.withUnsafeBufferPointer { boxBytes in
+            key.withUnsafeBytes { keyBytes in
+                EVP_DecryptInit_ex(context, EVP_aes_256_gcm(), nil, keyBytes.baseAddress?.assumingMemoryBound(to: UInt8.self), boxBytes.baseAddress) == 1
+            }
+        }
+        guard initialized,
+              EVP_DecryptUpdate(context, nil, &length, associatedData, Int32(associatedData.count)) == 1
+        else { throw CryptoError.drain("AES-GCM init") }
+        var authentic = false
+        let secret = try SecretBytes(count: cipherLength) { out in
+            try box.withUnsafeBufferPointer { boxBytes in
+                let cipher = boxBytes.baseAddress! + nonceLength
+                let plain = out.baseAddress?.assumingMemoryBound(to: UInt8.self)
+                if cipherLength > 0 {
+                    guard EVP_DecryptUpdate(context, plain, &length, cipher, Int32(cipherLength)) == 1
+                    else { throw CryptoError.drain("AES-GCM decrypt") }
+                }
+                let tag = UnsafeMutableRawPointer(mutating: cipher + cipherLength)
+                guard EVP_CIPHER_CTX_ctrl(context, EVP_CTRL_GCM_SET_TAG, Int32(tagLength), tag) == 1
+                else { throw CryptoError.drain("AES-GCM tag") }
+                var finalLength: Int32 = 0
+                var scratch = [UInt8](repeating: 0, count: 16)
+                authentic = scratch.withUnsafeMutableBufferPointer { scratch in
+                    EVP_DecryptFinal_ex(context, plain.map { $0 + Int(length) } ?? scratch.baseAddress, &finalLength) == 1
+                }
+                ERR_clear_error()
+            }
+        }
+        return authentic ? secret : nil
+    }
+}
+
+/// A P-256 key pair (`EVP_PKEY`). Immutable after creation; OpenSSL allows concurrent signing
+/// with one `EVP_PKEY` from several threads (each call has its own `EVP_MD_CTX`), which is why
+/// this type is Sendable.
+final class P256PrivateKey: @unchecked Sendable {
+    fileprivate let key: OpaquePointer
+
+    private init(key: OpaquePointer) { self.key = key }
+    deinit { EVP_PKEY_free(key) }
+
+    static func generate() throws -> P256PrivateKey {
+        guard let context = EVP_PKEY_CTX_new_from_name(nil, "EC", nil) else { throw CryptoError.drain("EVP_PKEY_CTX_new_from_name") }
+        defer { EVP_PKEY_CTX_free(context) }
+        var key: OpaquePointer?
+        guard EVP_PKEY_keygen_init(context) == 1,
+              EVP_PKEY_CTX_set_group_name(context, "P-256") == 1,
+              EVP_PKEY_keygen(context, &key) == 1, let key
+        else { throw CryptoError.drain("EC key generation") }
+        return P256PrivateKey(key: key)
+    }
+
+    /// Parses a DER private key (RFC 5915 / PKCS#8) and checks it is on P-256.
+    convenience init(der: SecretBytes) throws {
+        let parsed: OpaquePointer? = der.withUnsafeBytes { bytes in
+            var pointer: UnsafePointer<UInt8>? = bytes.baseAddress?.assumingMemoryBound(to: UInt8.self)
+            return d2i_AutoPrivateKey(nil, &pointer, bytes.count)
+        }
+        guard let parsed else { throw CryptoError.drain("d2i_AutoPrivateKey") }
+        self.init(key: parsed)
+        guard try P256PublicKey.isP256(parsed) else { throw CryptoError(operation: "load private key", detail: "not a P-256 key") }
+    }
+
+    /// The private key as DER, in a buffer that is wiped after use.
+    func derRepresentation() throws -> SecretBytes {
+        let length = i2d_PrivateKey(key, nil)
+        guard length > 0 else { throw CryptoError.drain("i2d_PrivateKey") }
+        return try SecretBytes(count: Int(length)) { buffer in
+            var pointer: UnsafeMutablePointer<UInt8>? = buffer.baseAddress?.assumingMemoryBound(to: UInt8.self)
+            guard i2d_PrivateKey(key, &pointer) == length else { throw CryptoError.drain("i2d_PrivateKey") }
+        }
+    }
+
+    var publicKey: P256PublicKey {
+        get throws {
+            var pointer: UnsafeMutablePointer<UInt8>?
+            let length = i2d_PUBKEY(key, &pointer)
+            guard length > 0, let pointer else { throw CryptoError.drain("i2d_PUBKEY") }
+            defer { authd_openssl_free(pointer) }
+            return try P256PublicKey(spki: Array(UnsafeBufferPointer(start: pointer, count: Int(length))))
+        }
+    }
+
+    /// ECDSA-SHA-256 over `message`, as the 64-byte `r ‖ s` that JWS (RFC 7518 §3.4) requires.
+    func signES256(_ message: some ContiguousBytes) throws -> [UInt8] {
+        guard let context = EVP_MD_CTX_new() else { throw CryptoError.drain("EVP_MD_CTX_new") }
+        defer { EVP_MD_CTX_free(context) }
+        guard EVP_DigestSignInit(context, nil, EVP_sha256(), nil, key) == 1 else { throw CryptoError.drain("EVP_DigestSignInit") }
+        var der = [UInt8](repeating: 0, count: 80)
+        var length = der.count
+        let ok = message.withUnsafeBytes { input in
+            EVP_DigestSign(context, &der, &length, input.baseAddress?.assumingMemoryBound(to: UInt8.self), input.count)
+        }
+        guard ok == 1 else { throw CryptoError.drain("EVP_DigestSign") }
+        return try ECDSASignature.rawFromDER(Array(der.prefix(length)), coordinateLength: 32)
+    }
+}
+
+/// A P-256 public key (`EVP_PKEY` holding only the public point).
+final class P256PublicKey: @unchecked Sendable {
+    // Sendable: immutable after init; verification uses a fresh EVP_MD_CTX per call.
+    private let key: OpaquePointer
+    /// The SubjectPublicKeyInfo DER, as stored.
+    let spki: [UInt8]
+
+    init(spki: [UInt8]) throws {
+        let parsed: OpaquePointer? = spki.withUnsafeBufferPointer { bytes in
+            var pointer: UnsafePointer<UInt8>? = bytes.baseAddress
+            return d2i_PUBKEY(nil, &pointer, bytes.count)
+        }
+        guard let parsed else { throw CryptoError.drain("d2i_PUBKEY") }
+        key = parsed
+        self.spki = spki
+        guard try P256PublicKey.isP256(parsed) else {
+            throw CryptoError(operation: "load public key", detail: "not a P-256 key")
+        }
+    }
+
+    deinit { EVP_PKEY_free(key) }
+
+    fileprivate static func isP256(_ key: OpaquePointer) throws -> Bool {
+        var name = [CChar](repeating: 0, count: 64)
+        var length = 0
+        guard EVP_PKEY_get_group_name(key, &name, name.count, &length) == 1 else { return false }
+        let group = String(decoding: name.prefix(length).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        return group == "prime256v1" || group == "P-256"
+    }
+
+    /// The affine coordinates (32 bytes each), for a JWK.
+    func coordinates() throws -> (x: [UInt8], y: [UInt8]) {
+        var point = [UInt8](repeating: 0, count: 65)
+        var length = 0
+        guard EVP_PKEY_get_octet_string_param(key, "encoded-pub-key", &point, point.count, &length) == 1,
+              length == 65, point[0] == 0x04
+        else { throw CryptoError.drain("read EC public point") }
+        return (Array(point[1...32]), Array(point[33...64]))
+    }
+
+    /// Verifies a 64-byte `r ‖ s` ES256 signature over `message`.
+    func verifyES256(signature: [UInt8], message: some ContiguousBytes) -> Bool {
+        guard signature.count == 64, let der = try? ECDSASignature.derFromRaw(signature) else { return false }
+        guard let context = EVP_MD_CTX_new() else { return false }
+        defer {
+            EVP_MD_CTX_free(context)
+            ERR_clear_error()
+        }
+        guard EVP_DigestVerifyInit(context, nil, EVP_sha256(), nil, key) == 1 else { return false }
+        return message.withUnsafeBytes { input in
+            EVP_DigestVerify(context, der, der.count, input.baseAddress?.assumingMemoryBound(to: UInt8.self), input.count) == 1
+        }
+    }
+}
+
+/// Conversions between DER `ECDSA-Sig-Value` and the fixed-width `r ‖ s` of JWS.
+enum ECDSASignature {
+    static func rawFromDER(_ der: [UInt8], coordinateLength: Int) throws -> [UInt8] {
+        let signature: OpaquePointer? = der.withUnsafeBufferPointer { bytes in
+            var pointer: UnsafePointer<UInt8>? = bytes.baseAddress
+            return d2i_ECDSA_SIG(nil, &pointer, bytes.count)
+        }
+        guard let signature else { throw CryptoError.drain("d2i_ECDSA_SIG") }
+        defer { ECDSA_SIG_free(signature) }
+        var out = [UInt8](repeating: 0, count: 2 * coordinateLength)
+        guard BN_bn2binpad(ECDSA_SIG_get0_r(signature), &out, Int32(coordinateLength)) == Int32(coordinateLength),
+              out.withUnsafeMutableBufferPointer({ BN_bn2binpad(ECDSA_SIG_get0_s(signature), $0.baseAddress! + coordinateLength, Int32(coordinateLength)) }) == Int32(coordinateLength)
+        else { throw CryptoError.drain("BN_bn2binpad") }
+        return out
+    }
+
+    static func derFromRaw(_ raw: [UInt8]) throws -> [UInt8] {
+        let half = raw.count / 2
+        guard let signature = ECDSA_SIG_new() else { throw CryptoError.drain("ECDSA_SIG_new") }
+        defer { ECDSA_SIG_free(signature) }
+        let r = raw.withUnsafeBufferPointer { BN_bin2bn($0.baseAddress, Int32(half), nil) }
+        let s = raw.withUnsafeBufferPointer { BN_bin2bn($0.baseAddress! + half, Int32(half), nil) }
+        guard let r, let s, ECDSA_SIG_set0(signature, r, s) == 1 else {
+            BN_free(r)
+            BN_free(s)
+            throw CryptoError.drain("ECDSA_SIG_set0")
+        }
+        var pointer: UnsafeMutablePointer<UInt8>?
+        let length = i2d_ECDSA_SIG(signature, &pointer)
+        guard length > 0, let pointer else { throw CryptoError.drain("i2d_ECDSA_SIG") }
+        defer { authd_openssl_free(pointer) }
+        return Array(UnsafeBufferPointer(start: pointer, count: Int(length)))
+    }
+}

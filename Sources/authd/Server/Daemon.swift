@@ -1,0 +1,166 @@
+import Dispatch
+import Foundation
+import Glibc
+import Protocol
+
+/// Start-up, signal handling, reload and graceful shutdown. `main.swift` only calls `run`.
+final class Daemon: @unchecked Sendable {
+    // Sendable: set up once in `start` before any signal source is armed, then read-only;
+    // `signalSources` is only touched on the main queue.
+    private let options: DaemonOptions
+    private let logger: Logger
+    private var services: Services!
+    private var dispatcher: Dispatcher!
+    private var listener: Listener!
+    private var signalSources: [any DispatchSourceSignal] = []
+
+    private init(options: DaemonOptions, logger: Logger) {
+        self.options = options
+        self.logger = logger
+    }
+
+    /// Runs the daemon until SIGTERM/SIGINT; returns the process exit status.
+    static func run(_ options: DaemonOptions) async -> Int32 {
+        let warnings = Hardening.apply()
+        let config: Config
+        do {
+            config = try Config.load(path: options.configPath)
+        } catch {
+            FileHandle.standardError.write(Data("authd: invalid configuration: \(error)\n".utf8))
+            return 1
+        }
+        if options.checkConfigOnly {
+            print("authd: \(options.configPath): configuration is valid")
+            return 0
+        }
+        let logger = Logger(sink: Logger.sink(for: config.logTarget), level: config.logLevel)
+        for warning in warnings { logger.warning("hardening: \(warning)") }
+        let daemon = Daemon(options: options, logger: logger)
+        do {
+            try await daemon.start(config: config)
+        } catch {
+            logger.error("cannot start: \(error)")
+            Systemd.notify("STATUS=Failed to start: \(error)")
+            return 1
+        }
+        await daemon.waitForTermination()
+        await daemon.shutdown()
+        return 0
+    }
+
+    private func start(config: Config) async throws {
+        let started = Date()
+        try Syscalls.ensureDirectory(options.stateDirectory, mode: 0o700, exactMode: true)
+        let masterKey = try MasterKey.load(environment: ProcessInfo.processInfo.environment, keyFilePath: options.keyFilePath)
+        let sealer = try Sealer(masterKey: masterKey)
+        let store = try Store(path: options.databasePath)
+        let now: @Sendable () -> Date = { Date() }
+        let keys = try await KeyRing.open(store: store, sealer: sealer, now: now())
+        let holder = ConfigHolder(config)
+        services = Services(
+            options: options, config: holder, reloader: ConfigReloader(path: options.configPath, holder: holder, logger: logger),
+            logger: logger, store: store, keys: keys, audit: AuditLog(store: store, now: now), connections: ConnectionRegistry(),
+            masterKeySource: masterKey.source, startedAt: started, now: now)
+        dispatcher = Dispatcher(table: DispatchTable.make(services), services: services)
+
+        let (fd, boundPath) = try openListeningSocket()
+        listener = Listener(fd: fd, socketPath: boundPath, dispatcher: dispatcher)
+        listener.start()
+        let elapsed = Date().timeIntervalSince(started)
+        logger.notice("authd \(DaemonVersion.string) ready in \(options.mode.rawValue) mode on \(options.socketPath)", [
+            ("AUTHD_SOCKET", options.socketPath), ("AUTHD_STATE_DIR", options.stateDirectory),
+            ("AUTHD_MASTER_KEY", masterKey.source.description), ("AUTHD_SIGNING_KID", keys.current.kid),
+            ("AUTHD_SOCKET_ACTIVATED", boundPath == nil ? "yes" : "no"),
+            ("AUTHD_STARTUP_MS", String(Int(elapsed * 1000))),
+        ])
+        Systemd.notify("READY=1\nSTATUS=Serving on \(options.socketPath)\nMAINPID=\(getpid())")
+    }
+
+    /// The listening socket: from systemd socket activation, or bound here.
+    private func openListeningSocket() throws -> (Int32, String?) {
+        let activated = try Systemd.listenedSockets()
+        if activated.count > 1 {
+            throw SystemError(call: "socket activation passed \(activated.count) sockets; authd takes exactly one", errno: EINVAL)
+        }
+        if let fd = activated.first {
+            _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+            _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
+            return (fd, nil)
+        }
+        let directory = (options.socketPath as NSString).deletingLastPathComponent
+        switch options.mode {
+        case .user: try Syscalls.ensureDirectory(directory, mode: 0o700, exactMode: true)
+        case .system: try Syscalls.ensureDirectory(directory, mode: 0o755, exactMode: false)
+        }
+        try Syscalls.removeStaleSocket(options.socketPath)
+        let fd = try Syscalls.listenUnix(path: options.socketPath, mode: options.mode == .user ? 0o600 : 0o666)
+        return (fd, options.socketPath)
+    }
+
+    /// Returns on SIGTERM or SIGINT; handles SIGHUP (reload) meanwhile.
+    private func waitForTermination() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            DispatchQueue.main.async { [self] in
+                for signal in [SIGTERM, SIGINT, SIGHUP] { Glibc.signal(signal, SIG_IGN) }
+                var resumed = false
+                for number in [SIGTERM, SIGINT] {
+                    let source = DispatchSource.makeSignalSource(signal: number, queue: .main)
+                    source.setEventHandler {
+                        guard !resumed else { return }
+                        resumed = true
+                        continuation.resume()
+                    }
+                    source.resume()
+                    signalSources.append(source)
+                }
+                let hangup = DispatchSource.makeSignalSource(signal: SIGHUP, queue: .main)
+                hangup.setEventHandler { [self] in reloadOnSignal() }
+                hangup.resume()
+                signalSources.append(hangup)
+            }
+        }
+    }
+
+    private func reloadOnSignal() {
+        Systemd.notify("RELOADING=1")
+        do {
+            let changed = try services.reloader.reload()
+            logger.notice("configuration reloaded (SIGHUP)", [("AUTHD_CONFIG", options.configPath), ("AUTHD_CHANGED", changed.joined(separator: ","))])
+        } catch {
+            logger.error("configuration not reloaded, the running configuration stays: \(error)",
+                         [("AUTHD_CONFIG", error.file), ("AUTHD_CONFIG_LINE", String(error.line))])
+        }
+        Systemd.notify("READY=1\nSTATUS=Serving on \(options.socketPath)")
+    }
+
+    /// Stop accepting, let in-flight requests finish within `shutdown_timeout`, cancel the rest,
+    /// close connections, fold the WAL back. Exit status is 0 either way.
+    private func shutdown() async {
+        Systemd.notify("STOPPING=1\nSTATUS=Stopping")
+        logger.notice("stopping: finishing in-flight requests")
+        listener.stop()
+        let connections = services.connections
+        for connection in connections.all { connection.beginDraining() }
+        await services.audit.finishFollowers()
+        let deadline = ContinuousClock.now + .seconds(services.config.current.shutdownTimeoutSeconds)
+        while dispatcher.tracker.inFlight > 0 && ContinuousClock.now < deadline {
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+        let unfinished = dispatcher.tracker.inFlight
+        if unfinished > 0 {
+            logger.warning("shutdown timeout: cancelling \(unfinished) request(s)")
+            for connection in connections.all { connection.cancelInFlight() }
+            let grace = ContinuousClock.now + .seconds(1)
+            while dispatcher.tracker.inFlight > 0 && ContinuousClock.now < grace {
+                try? await Task.sleep(for: .milliseconds(10))
+            }
+        }
+        for connection in connections.all { connection.close() }
+        let closing = ContinuousClock.now + .milliseconds(500)
+        while connections.count > 0 && ContinuousClock.now < closing {
+            try? await Task.sleep(for: .milliseconds(5))
+        }
+        await services.store.checkpoint()
+        logger.notice("stopped")
+    }
+}

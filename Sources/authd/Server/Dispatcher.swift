@@ -1,0 +1,115 @@
+import Foundation
+import Protocol
+import Synchronization
+
+/// Errors from capabilities that know their wire form.
+protocol WireErrorConvertible: Error {
+    var rpcError: RPCError { get }
+}
+
+/// Turns one decoded request into one response line: method lookup, authorization, the
+/// handler, the audit record, error mapping. Unknown failures become `internal` on the wire and
+/// a full description in the log.
+final class Dispatcher: Sendable {
+    let table: MethodTable
+    let services: Services
+    let tracker = RequestTracker()
+
+    var logger: Logger { services.logger }
+
+    init(table: MethodTable, services: Services) {
+        self.table = table
+        self.services = services
+    }
+
+    struct Response: Sendable {
+        /// Nil for a JSON-RPC notification (no reply is sent).
+        let line: Data?
+        let succeeded: Bool
+    }
+
+    func respond(to request: Request, context: RequestContext) async -> Response {
+        let started = ContinuousClock.now
+        guard let entry = table.entries[request.method] else {
+            return reply(request, .failure(.unknownMethod(request.method)))
+        }
+        let caller = context.caller
+        if entry.access == .admin && !services.isAdmin(caller) {
+            let error = RPCError.forbidden(request.method)
+            if entry.audited {
+                try? await services.audit.record(.init(caller: caller, method: request.method, outcome: .denied, reason: error.reason, detail: [:]))
+            }
+            log(request.method, caller, .failure(error), started)
+            return reply(request, .failure(error))
+        }
+        let outcome: Result<any Encodable & Sendable, RPCError>
+        do {
+            let invocation = try await entry.invoke(request.params, context)
+            if entry.audited {
+                // Fail closed: a result that cannot be recorded is not handed out.
+                try await services.audit.record(.init(caller: caller, method: request.method, outcome: .ok, reason: nil, detail: invocation.auditDetail))
+            }
+            outcome = .success(invocation.result)
+        } catch {
+            let wire = wireError(error, method: request.method)
+            if entry.audited && wire.reason != .invalidParams {
+                try? await services.audit.record(.init(
+                    caller: caller, method: request.method, outcome: wire.code == .forbidden ? .denied : .error,
+                    reason: wire.reason, detail: [:]))
+            }
+            outcome = .failure(wire)
+        }
+        log(request.method, caller, outcome.map { _ in () }, started)
+        return reply(request, outcome)
+    }
+
+    private func reply(_ request: Request, _ outcome: Result<any Encodable & Sendable, RPCError>) -> Response {
+        guard let id = request.id else {
+            return Response(line: nil, succeeded: (try? outcome.get()) != nil)
+        }
+        switch outcome {
+        case .success(let result):
+            do {
+                return Response(line: try WireCodec.responseLine(id: id, result: result), succeeded: true)
+            } catch {
+                logger.error("cannot encode the result of \(request.method): \(error)")
+                return Response(line: WireCodec.errorLine(id: id, error: .internalError), succeeded: false)
+            }
+        case .failure(let error):
+            return Response(line: WireCodec.errorLine(id: id, error: error), succeeded: false)
+        }
+    }
+
+    private func wireError(_ error: any Error, method: String) -> RPCError {
+        switch error {
+        case let error as RPCError: return error
+        case let error as any WireErrorConvertible: return error.rpcError
+        case is CancellationError: return .cancelled
+        default:
+            logger.error("\(method) failed: \(error)", [("AUTHD_METHOD", method)])
+            return .internalError
+        }
+    }
+
+    private func log(_ method: String, _ caller: CallerIdentity, _ outcome: Result<Void, RPCError>, _ started: ContinuousClock.Instant) {
+        let elapsed = ContinuousClock.now - started
+        let milliseconds = Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15
+        var fields = [("AUTHD_METHOD", method), ("AUTHD_CALLER_UID", String(caller.uid)), ("AUTHD_CALLER_PID", String(caller.pid)),
+                      ("AUTHD_DURATION_MS", String(format: "%.3f", milliseconds))]
+        switch outcome {
+        case .success:
+            logger.debug("\(method) ok", fields)
+        case .failure(let error):
+            fields.append(("AUTHD_REASON", error.reason.rawValue))
+            logger.debug("\(method) failed: \(error.reason)", fields)
+        }
+    }
+}
+
+/// Counts requests in flight across all connections, so shutdown can wait for them.
+final class RequestTracker: Sendable {
+    private let count = Mutex(0)
+    func begin() { count.withLock { $0 += 1 } }
+    func end() { count.withLock { $0 -= 1 } }
+    var inFlight: Int { count.withLock { $0 } }
+}

@@ -1,0 +1,103 @@
+import Dispatch
+import Foundation
+import Glibc
+import Protocol
+
+/// Accepts connections on the listening socket, reads each peer's credentials once, enforces
+/// who may connect and how many, and hands the connection its own queue.
+final class Listener: @unchecked Sendable {
+    // Sendable: `source` and `paused` are touched only on `queue`; the rest is immutable.
+    private let fd: Int32
+    private let socketPath: String?
+    private let dispatcher: Dispatcher
+    private let queue = DispatchQueue(label: "authd.accept")
+    private var source: (any DispatchSourceRead)?
+    private var paused = false
+    private var services: Services { dispatcher.services }
+
+    /// `socketPath` is set when authd bound the socket itself (and so removes it at exit).
+    init(fd: Int32, socketPath: String?, dispatcher: Dispatcher) {
+        self.fd = fd
+        self.socketPath = socketPath
+        self.dispatcher = dispatcher
+    }
+
+    func start() {
+        queue.sync {
+            let source = DispatchSource.makeReadSource(fileDescriptor: fd, queue: queue)
+            source.setEventHandler { [unowned self] in acceptPending() }
+            source.setCancelHandler { [fd] in Glibc.close(fd) }
+            self.source = source
+            source.resume()
+        }
+    }
+
+    /// Stops accepting; pending connections in the backlog are refused by the kernel.
+    func stop() {
+        queue.sync {
+            if paused { source?.resume() }
+            source?.cancel()
+            source = nil
+            if let socketPath { unlink(socketPath) }
+        }
+    }
+
+    private func acceptPending() {
+        while true {
+            let client: Int32
+            do {
+                guard let accepted = try Syscalls.accept(fd) else { return }
+                client = accepted
+            } catch {
+                // Out of descriptors: back off instead of spinning on a level-triggered source.
+                services.logger.warning("accept failed: \(error); pausing for 100 ms")
+                pauseBriefly()
+                return
+            }
+            admit(client)
+        }
+    }
+
+    private func pauseBriefly() {
+        guard !paused, let source else { return }
+        paused = true
+        source.suspend()
+        queue.asyncAfter(deadline: .now() + .milliseconds(100)) { [self] in
+            if paused, let source = self.source {
+                paused = false
+                source.resume()
+            }
+        }
+    }
+
+    private func admit(_ client: Int32) {
+        guard let credentials = try? Syscalls.peerCredentials(client) else {
+            Glibc.close(client)
+            return
+        }
+        // User mode: only our own user (and root) may talk to us, like ssh-agent.
+        if services.options.mode == .user && credentials.uid != geteuid() && credentials.uid != 0 {
+            services.logger.warning("refused a connection from another user",
+                                    [("AUTHD_CALLER_UID", String(credentials.uid)), ("AUTHD_CALLER_PID", String(credentials.pid))])
+            Glibc.close(client)
+            return
+        }
+        if services.connections.count >= services.config.current.maxConnections {
+            let line = WireCodec.errorLine(id: .null, error: .busy)
+            _ = line.withUnsafeBytes { try? Syscalls.send(client, $0) }
+            Glibc.close(client)
+            services.logger.warning("connection limit reached; refused a client", [("AUTHD_CALLER_PID", String(credentials.pid))])
+            return
+        }
+        let caller = CallerIdentity(
+            uid: credentials.uid, gid: credentials.gid, pid: credentials.pid,
+            exe: Syscalls.executablePath(pid: credentials.pid),
+            username: Syscalls.userName(uid: credentials.uid), groups: credentials.groups)
+        let registry = services.connections
+        let connection = Connection(id: registry.makeID(), fd: client, caller: caller, dispatcher: dispatcher) { closed in
+            registry.remove(closed)
+        }
+        registry.add(connection)
+        connection.start()
+    }
+}

@@ -1,0 +1,18 @@
+import Protocol
+
+/// What a handler knows about the request it serves.
+struct RequestContext: Sendable {
+    /// The peer as read once at accept.
+    let caller: CallerIdentity
+    let connection: Connection
+    /// Identifies the request within its connection (not the JSON-RPC id, which clients choose).
+    let requestKey: UInt64
+
+    /// Opens a stream whose notifications start after this request's response.
+    func openSubscription(_ body: @escaping @Sendable (SubscriptionSink) async -> Void) throws(RPCError) -> String {
+        guard let name = connection.addSubscription(requestKey: requestKey, body: body) else {
+            throw .failure(Reason("subscription.limit"), "This connection has too many open streams (at most \(Connection.maxSubscriptions)).")
+        }
+        return name
+    }
+}

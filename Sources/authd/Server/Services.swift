@@ -1,0 +1,30 @@
+import Foundation
+import Glibc
+import Protocol
+
+/// Everything handlers share, built once at start by `Daemon`.
+struct Services: Sendable {
+    let options: DaemonOptions
+    let config: ConfigHolder
+    let reloader: ConfigReloader
+    let logger: Logger
+    let store: Store
+    let keys: KeyRing
+    let audit: AuditLog
+    let connections: ConnectionRegistry
+    let masterKeySource: MasterKeySource
+    let startedAt: Date
+    let now: @Sendable () -> Date
+
+    /// Root or the admin group in system mode; the daemon's own user (or root) in user mode.
+    func isAdmin(_ caller: CallerIdentity) -> Bool {
+        if caller.uid == 0 { return true }
+        switch options.mode {
+        case .user:
+            return caller.uid == geteuid()
+        case .system:
+            guard let group = Syscalls.groupID(named: config.current.adminGroup) else { return false }
+            return caller.gid == group || caller.groups.contains(group)
+        }
+    }
+}

@@ -1,0 +1,200 @@
+import CSQLite
+import Foundation
+
+// The only file that calls libsqlite3. `Database` owns a connection, `Statement` owns a prepared
+// statement and finalizes it in `deinit`. Neither is Sendable: both live inside the `Store`
+// actor, which runs on its own serial queue.
+
+/// A SQLite failure. Bound values are never part of the message (they may be secrets).
+struct SQLiteError: Error, CustomStringConvertible {
+    let code: Int32
+    let message: String
+    let sql: String?
+
+    var description: String {
+        "SQLite error \(code) (\(String(cString: sqlite3_errstr(code)))): \(message)" + (sql.map { " in `\($0)`" } ?? "")
+    }
+
+    /// SQLITE_CONSTRAINT and its extended codes.
+    var isConstraintViolation: Bool { code & 0xff == SQLITE_CONSTRAINT }
+}
+
+/// A value bound to or read from a statement.
+enum SQLValue: Equatable {
+    case null
+    case integer(Int64)
+    case real(Double)
+    case text(String)
+    case blob([UInt8])
+}
+
+final class Database {
+    fileprivate let handle: OpaquePointer
+    let path: String
+
+    /// Opens (creating if needed) the database at `path` with the pragmas authd relies on.
+    init(path: String) throws {
+        var handle: OpaquePointer?
+        let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE
+        let status = sqlite3_open_v2(path, &handle, flags, nil)
+        guard status == SQLITE_OK, let handle else {
+            let message = handle.map { String(cString: sqlite3_errmsg($0)) } ?? "cannot open"
+            sqlite3_close_v2(handle)
+            throw SQLiteError(code: status, message: message, sql: nil)
+        }
+        self.handle = handle
+        self.path = path
+        sqlite3_extended_result_codes(handle, 1)
+        try execute("PRAGMA journal_mode = WAL")
+        // Credentials live here: a commit must survive power loss, not just a crash.
+        try execute("PRAGMA synchronous = FULL")
+        try execute("PRAGMA foreign_keys = ON")
+        // Deleted secrets are overwritten on disk rather than left in free pages.
+        try execute("PRAGMA secure_delete = ON")
+        sqlite3_busy_timeout(handle, 5000)
+    }
+
+    deinit {
+        sqlite3_close_v2(handle)
+    }
+
+    private func error(_ code: Int32, sql: String?) -> SQLiteError {
+        SQLiteError(code: code, message: String(cString: sqlite3_errmsg(handle)), sql: sql)
+    }
+
+    func prepare(_ sql: String) throws -> Statement {
+        var statement: OpaquePointer?
+        let status = sqlite3_prepare_v3(handle, sql, -1, 0, &statement, nil)
+        guard status == SQLITE_OK, let statement else { throw error(status, sql: sql) }
+        return Statement(statement: statement, database: self, sql: sql)
+    }
+
+    /// Runs a statement that returns no rows of interest.
+    func execute(_ sql: String, _ values: [SQLValue] = []) throws {
+        let statement = try prepare(sql)
+        try statement.bind(values)
+        while try statement.step() {}
+    }
+
+    /// Runs a query and maps every row.
+    func query<T>(_ sql: String, _ values: [SQLValue] = [], row: (Row) throws -> T) throws -> [T] {
+        let statement = try prepare(sql)
+        try statement.bind(values)
+        var results: [T] = []
+        while try statement.step() { results.append(try row(Row(statement: statement))) }
+        return results
+    }
+
+    /// The first row of a query, if any.
+    func queryOne<T>(_ sql: String, _ values: [SQLValue] = [], row: (Row) throws -> T) throws -> T? {
+        let statement = try prepare(sql)
+        try statement.bind(values)
+        return try statement.step() ? try row(Row(statement: statement)) : nil
+    }
+
+    var lastInsertRowID: Int64 { sqlite3_last_insert_rowid(handle) }
+    var changes: Int { Int(sqlite3_changes(handle)) }
+
+    /// Runs `body` in a `BEGIN IMMEDIATE` transaction: committed if it returns, rolled back if it
+    /// throws. All-or-nothing is how every state change in authd is made.
+    func transaction<T>(_ body: () throws -> T) throws -> T {
+        try execute("BEGIN IMMEDIATE")
+        do {
+            let result = try body()
+            try execute("COMMIT")
+            return result
+        } catch {
+            try? execute("ROLLBACK")
+            throw error
+        }
+    }
+
+    /// Copies the whole database to a new file at `destination` with the online backup API.
+    func backup(to destination: String) throws {
+        var target: OpaquePointer?
+        let status = sqlite3_open_v2(destination, &target, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nil)
+        defer { sqlite3_close_v2(target) }
+        guard status == SQLITE_OK, let target else { throw SQLiteError(code: status, message: "cannot open backup file", sql: nil) }
+        guard let backup = sqlite3_backup_init(target, "main", handle, "main") else {
+            throw SQLiteError(code: sqlite3_errcode(target), message: String(cString: sqlite3_errmsg(target)), sql: nil)
+        }
+        let stepped = sqlite3_backup_step(backup, -1)
+        let finished = sqlite3_backup_finish(backup)
+        guard stepped == SQLITE_DONE, finished == SQLITE_OK else {
+            throw SQLiteError(code: stepped == SQLITE_DONE ? finished : stepped, message: "backup did not complete", sql: nil)
+        }
+        // A backup is a standalone file: no WAL beside it.
+        var mode: OpaquePointer?
+        sqlite3_prepare_v2(target, "PRAGMA journal_mode = DELETE", -1, &mode, nil)
+        sqlite3_step(mode)
+        sqlite3_finalize(mode)
+    }
+
+    /// Aborts any statement running on this connection (used on cancellation).
+    func interrupt() { sqlite3_interrupt(handle) }
+}
+
+final class Statement {
+    private let statement: OpaquePointer
+    private let database: Database
+    let sql: String
+
+    fileprivate init(statement: OpaquePointer, database: Database, sql: String) {
+        self.statement = statement
+        self.database = database
+        self.sql = sql
+    }
+
+    deinit { sqlite3_finalize(statement) }
+
+    func bind(_ values: [SQLValue]) throws {
+        sqlite3_reset(statement)
+        sqlite3_clear_bindings(statement)
+        for (offset, value) in values.enumerated() {
+            let index = Int32(offset + 1)
+            let status: Int32
+            switch value {
+            case .null: status = sqlite3_bind_null(statement, index)
+            case .integer(let v): status = sqlite3_bind_int64(statement, index, v)
+            case .real(let v): status = sqlite3_bind_double(statement, index, v)
+            case .text(let v): status = authd_sqlite3_bind_text_transient(statement, index, v, -1)
+            case .blob(let v):
+                status = v.withUnsafeBytes { authd_sqlite3_bind_blob_transient(statement, index, $0.baseAddress ?? UnsafeRawPointer(bitPattern: 1), Int32(v.count)) }
+            }
+            guard status == SQLITE_OK else { throw SQLiteError(code: status, message: "cannot bind parameter \(index)", sql: sql) }
+        }
+    }
+
+    /// Advances; `true` when a row is available.
+    func step() throws -> Bool {
+        switch sqlite3_step(statement) {
+        case SQLITE_ROW: return true
+        case SQLITE_DONE: return false
+        case let status:
+            throw SQLiteError(code: status, message: String(cString: sqlite3_errmsg(sqlite3_db_handle(statement))), sql: sql)
+        }
+    }
+
+    fileprivate var raw: OpaquePointer { statement }
+}
+
+/// The current row of a statement. Valid only inside the row closure.
+struct Row {
+    fileprivate let statement: Statement
+
+    func isNull(_ column: Int32) -> Bool { sqlite3_column_type(statement.raw, column) == SQLITE_NULL }
+    func int64(_ column: Int32) -> Int64 { sqlite3_column_int64(statement.raw, column) }
+    func int(_ column: Int32) -> Int { Int(sqlite3_column_int64(statement.raw, column)) }
+    func text(_ column: Int32) -> String {
+        guard let pointer = sqlite3_column_text(statement.raw, column) else { return "" }
+        return String(cString: pointer)
+    }
+    func optionalText(_ column: Int32) -> String? { isNull(column) ? nil : text(column) }
+    func optionalInt64(_ column: Int32) -> Int64? { isNull(column) ? nil : int64(column) }
+    func blob(_ column: Int32) -> [UInt8] {
+        let count = Int(sqlite3_column_bytes(statement.raw, column))
+        guard count > 0, let pointer = sqlite3_column_blob(statement.raw, column) else { return [] }
+        return Array(UnsafeRawBufferPointer(start: pointer, count: count))
+    }
+    func optionalBlob(_ column: Int32) -> [UInt8]? { isNull(column) ? nil : blob(column) }
+}

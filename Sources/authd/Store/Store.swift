@@ -1,0 +1,86 @@
+import Dispatch
+import Foundation
+
+/// Runs an actor's jobs on a dedicated serial dispatch queue, so blocking SQLite calls never
+/// occupy a thread of Swift's cooperative pool (DESIGN §5, as GRDB does).
+final class DispatchQueueExecutor: SerialExecutor {
+    private let queue: DispatchQueue
+
+    init(label: String) {
+        queue = DispatchQueue(label: label, qos: .userInitiated)
+    }
+
+    func enqueue(_ job: consuming ExecutorJob) {
+        let job = UnownedJob(job)
+        queue.async { job.runSynchronously(on: self.asUnownedSerialExecutor()) }
+    }
+
+    func asUnownedSerialExecutor() -> UnownedSerialExecutor {
+        UnownedSerialExecutor(ordinary: self)
+    }
+}
+
+/// The daemon's SQLite store. Every query runs inside this actor, on its own serial queue.
+/// Capabilities add their queries as extensions in their own folders.
+actor Store {
+    private let executor = DispatchQueueExecutor(label: "authd.store")
+    nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
+
+    let database: Database
+    nonisolated let path: String
+
+    /// Opens the store and applies pending migrations atomically.
+    init(path: String) throws {
+        database = try Database(path: path)
+        self.path = path
+        try Migrations.apply(to: database)
+    }
+
+    /// How hard a commit pushes to disk.
+    enum Durability {
+        /// `synchronous = FULL`: the commit survives power loss. For credentials and keys.
+        case full
+        /// `synchronous = NORMAL` (WAL): survives a crash or kill -9 of the daemon, may lose the
+        /// last commits on power loss, never corrupts. For the audit log's group commits.
+        case relaxed
+    }
+
+    /// Runs `body` in one all-or-nothing transaction.
+    func transaction<T: Sendable>(durability: Durability = .full, _ body: (Database) throws -> T) throws -> T {
+        if durability == .relaxed { try database.execute("PRAGMA synchronous = NORMAL") }
+        defer { if durability == .relaxed { try? database.execute("PRAGMA synchronous = FULL") } }
+        return try database.transaction { try body(database) }
+    }
+
+    /// Runs `body` against the database without a transaction (single reads).
+    func read<T: Sendable>(_ body: (Database) throws -> T) throws -> T {
+        try body(database)
+    }
+
+    // MARK: Health and backup
+
+    struct Health: Sendable {
+        var integrity: String
+        var schemaVersion: Int
+        var sizeBytes: Int64
+        var journalMode: String
+    }
+
+    func health() throws -> Health {
+        let problems = try database.query("PRAGMA integrity_check") { $0.text(0) }
+        let version = try database.queryOne("PRAGMA user_version") { $0.int(0) } ?? 0
+        let pages = try database.queryOne("PRAGMA page_count") { $0.int64(0) } ?? 0
+        let pageSize = try database.queryOne("PRAGMA page_size") { $0.int64(0) } ?? 0
+        let mode = try database.queryOne("PRAGMA journal_mode") { $0.text(0) } ?? "unknown"
+        return Health(integrity: problems.first ?? "ok", schemaVersion: version, sizeBytes: pages * pageSize, journalMode: mode)
+    }
+
+    func backup(to destination: String) throws {
+        try database.backup(to: destination)
+    }
+
+    /// Folds the WAL back into the main file (at clean shutdown).
+    func checkpoint() {
+        try? database.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    }
+}

@@ -1,0 +1,174 @@
+import Foundation
+import Protocol
+import Synchronization
+
+/// authd.conf(5): INI-style `[section]` / `key = value`, `#` or `;` comments on their own line.
+/// Every key is known and validated; unknown sections or keys are errors, so a typo is reported
+/// instead of silently ignored.
+struct Config: Equatable, Sendable {
+    var maxConnections = 4096
+    var shutdownTimeoutSeconds = 5
+    var logLevel = LogLevel.info
+    var logTarget = LogTarget.auto
+    var tokenIssuer = "authd"
+    var tokenLifetimeSeconds = 300
+    var adminGroup = "authd-admin"
+
+    enum LogTarget: String, Sendable { case auto, journal, stderr }
+
+    /// The longest lifetime any daemon-signed token may have. Retired signing keys stay in the
+    /// JWKS at least this long, so no token outlives the key that verifies it.
+    static let maximumTokenLifetimeSeconds = 3600
+
+    /// Reads and validates `path`. A file that does not exist means the defaults.
+    static func load(path: String) throws(ConfigError) -> Config {
+        let text: String
+        do {
+            text = try String(contentsOfFile: path, encoding: .utf8)
+        } catch let error as CocoaError where error.code == .fileReadNoSuchFile {
+            return Config()
+        } catch {
+            throw ConfigError(file: path, line: 0, reason: "cannot read the file (\(error.localizedDescription))")
+        }
+        return try parse(text, file: path)
+    }
+
+    static func parse(_ text: String, file: String) throws(ConfigError) -> Config {
+        var config = Config()
+        var section: String?
+        var seen: Set<String> = []
+        for (index, rawLine) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+            let number = index + 1
+            let line = rawLine.trimmingCharacters(in: .whitespaces)
+            if line.isEmpty || line.hasPrefix("#") || line.hasPrefix(";") { continue }
+            if line.hasPrefix("[") {
+                guard line.hasSuffix("]") else { throw ConfigError(file: file, line: number, reason: "a section header must end with ']'") }
+                let name = String(line.dropFirst().dropLast()).trimmingCharacters(in: .whitespaces)
+                guard schema[name] != nil else {
+                    throw ConfigError(file: file, line: number, reason: "unknown section [\(Redaction.printable(name, limit: 40))]; known: \(schema.keys.sorted().joined(separator: ", "))")
+                }
+                section = name
+                continue
+            }
+            guard let equals = line.firstIndex(of: "=") else {
+                throw ConfigError(file: file, line: number, reason: "expected 'key = value'")
+            }
+            guard let section else { throw ConfigError(file: file, line: number, reason: "a setting must follow a [section] header") }
+            let key = line[..<equals].trimmingCharacters(in: .whitespaces)
+            let value = line[line.index(after: equals)...].trimmingCharacters(in: .whitespaces)
+            guard let apply = schema[section]?[key] else {
+                let known = schema[section]!.keys.sorted().joined(separator: ", ")
+                throw ConfigError(file: file, line: number, reason: "unknown key '\(Redaction.printable(key, limit: 40))' in [\(section)]; known: \(known)")
+            }
+            guard seen.insert("\(section).\(key)").inserted else {
+                throw ConfigError(file: file, line: number, reason: "'\(key)' is set twice in [\(section)]")
+            }
+            do {
+                try apply(&config, value)
+            } catch {
+                throw ConfigError(file: file, line: number, reason: "\(section).\(key): \(error.message)")
+            }
+        }
+        return config
+    }
+
+    /// The `section.key` names whose values differ between two configs.
+    func changes(from old: Config) -> [String] {
+        var changed: [String] = []
+        if maxConnections != old.maxConnections { changed.append("server.max_connections") }
+        if shutdownTimeoutSeconds != old.shutdownTimeoutSeconds { changed.append("server.shutdown_timeout") }
+        if logLevel != old.logLevel { changed.append("log.level") }
+        if logTarget != old.logTarget { changed.append("log.target") }
+        if tokenIssuer != old.tokenIssuer { changed.append("tokens.issuer") }
+        if tokenLifetimeSeconds != old.tokenLifetimeSeconds { changed.append("tokens.lifetime") }
+        if adminGroup != old.adminGroup { changed.append("admin.group") }
+        return changed
+    }
+
+    struct ValueError: Error { let message: String }
+    private typealias Apply = @Sendable (inout Config, String) throws(ValueError) -> Void
+
+    private static let schema: [String: [String: Apply]] = [
+        "server": [
+            "max_connections": { config, value throws(ValueError) in
+                config.maxConnections = try integer(value, in: 16...1_000_000)
+            },
+            "shutdown_timeout": { config, value throws(ValueError) in
+                config.shutdownTimeoutSeconds = try duration(value, in: 0...300)
+            },
+        ],
+        "log": [
+            "level": { config, value throws(ValueError) in
+                guard let level = LogLevel(name: value) else {
+                    throw ValueError(message: "must be one of \(LogLevel.allCases.map(\.name).joined(separator: ", "))")
+                }
+                config.logLevel = level
+            },
+            "target": { config, value throws(ValueError) in
+                guard let target = LogTarget(rawValue: value) else { throw ValueError(message: "must be auto, journal or stderr") }
+                config.logTarget = target
+            },
+        ],
+        "tokens": [
+            "issuer": { config, value throws(ValueError) in
+                guard (1...256).contains(value.count), value.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value < 0x7f }) else {
+                    throw ValueError(message: "must be 1–256 printable ASCII characters without spaces")
+                }
+                config.tokenIssuer = value
+            },
+            "lifetime": { config, value throws(ValueError) in
+                config.tokenLifetimeSeconds = try duration(value, in: 10...maximumTokenLifetimeSeconds)
+            },
+        ],
+        "admin": [
+            "group": { config, value throws(ValueError) in
+                guard (1...64).contains(value.count), value.allSatisfy({ $0.isLetter || $0.isNumber || "-_.".contains($0) }) else {
+                    throw ValueError(message: "must be a group name")
+                }
+                config.adminGroup = value
+            },
+        ],
+    ]
+
+    private static func integer(_ value: String, in range: ClosedRange<Int>) throws(ValueError) -> Int {
+        guard let number = Int(value), range.contains(number) else {
+            throw ValueError(message: "must be a whole number from \(range.lowerBound) to \(range.upperBound), not '\(Redaction.printable(value, limit: 40))'")
+        }
+        return number
+    }
+
+    /// Seconds, with an optional `s`, `m` or `h` suffix (`90`, `90s`, `5m`, `1h`).
+    static func duration(_ value: String, in range: ClosedRange<Int>) throws(ValueError) -> Int {
+        let units: [Character: Int] = ["s": 1, "m": 60, "h": 3600]
+        var digits = Substring(value)
+        var multiplier = 1
+        if let last = value.last, let unit = units[last] {
+            digits = value.dropLast()
+            multiplier = unit
+        }
+        guard !digits.isEmpty, digits.allSatisfy(\.isASCII), let number = Int(digits), number >= 0,
+              number <= Int.max / multiplier, range.contains(number * multiplier)
+        else {
+            throw ValueError(message: "must be a duration from \(range.lowerBound)s to \(range.upperBound)s (e.g. 90s, 5m, 1h), not '\(Redaction.printable(value, limit: 40))'")
+        }
+        return number * multiplier
+    }
+}
+
+/// The configuration in force; replaced whole on a successful reload.
+final class ConfigHolder: Sendable {
+    private let value: Mutex<Config>
+    init(_ config: Config) { value = Mutex(config) }
+    var current: Config {
+        get { value.withLock { $0 } }
+        set { value.withLock { $0 = newValue } }
+    }
+}
+
+/// An invalid configuration: where and why. Shown to admins as `file:line: reason`.
+struct ConfigError: Error, Equatable, CustomStringConvertible {
+    let file: String
+    let line: Int
+    let reason: String
+    var description: String { line > 0 ? "\(file):\(line): \(reason)" : "\(file): \(reason)" }
+}

@@ -1,0 +1,28 @@
+import Synchronization
+
+/// Re-reads authd.conf on SIGHUP or `admin.reload`. The new file is parsed and validated whole
+/// before anything changes; an invalid file leaves the running configuration in force.
+final class ConfigReloader: Sendable {
+    let path: String
+    private let holder: ConfigHolder
+    private let logger: Logger
+    private let serial = Mutex(())
+
+    init(path: String, holder: ConfigHolder, logger: Logger) {
+        self.path = path
+        self.holder = holder
+        self.logger = logger
+    }
+
+    /// The `section.key` names that changed.
+    func reload() throws(ConfigError) -> [String] {
+        try serial.withLock { _ throws(ConfigError) -> [String] in
+            let new = try Config.load(path: path)
+            let changed = new.changes(from: holder.current)
+            holder.current = new
+            logger.level = new.logLevel
+            if changed.contains("log.target") { logger.setSink(Logger.sink(for: new.logTarget)) }
+            return changed
+        }
+    }
+}

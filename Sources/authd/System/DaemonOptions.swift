@@ -1,0 +1,112 @@
+import Foundation
+import Glibc
+import Protocol
+
+/// Where authd runs: a person's session (`user`) or the machine (`system`).
+enum Mode: String, Sendable {
+    case user, system
+}
+
+/// The daemon's command line, environment and the paths they resolve to (DESIGN §4).
+/// Precedence: flag, then environment variable, then the mode's default.
+struct DaemonOptions: Sendable, Equatable {
+    var mode: Mode
+    var socketPath: String
+    var stateDirectory: String
+    var configPath: String
+    /// Only validate the configuration file and exit (`--check-config`).
+    var checkConfigOnly = false
+
+    static let usage = """
+        Usage: authd [--user | --system] [--socket PATH] [--state-dir DIR] [--config FILE]
+               authd --check-config [--config FILE]
+               authd --version | --help
+
+        The authentication daemon. Runs in the foreground; logs to journald or stderr.
+
+          --user            per-user daemon (default): $XDG_RUNTIME_DIR/authd/authd.sock
+          --system          machine-wide daemon: /run/authd/authd.sock, /var/lib/authd
+          --socket PATH     listening socket          (env AUTHD_SOCKET)
+          --state-dir DIR   store and key file        (env AUTHD_STATE_DIR)
+          --config FILE     configuration, authd.conf(5) (env AUTHD_CONFIG)
+          --check-config    validate the configuration and exit (0 valid, 1 invalid)
+          --version         print the version and exit
+
+        See authd(8).
+        """
+
+    enum ParseOutcome: Equatable {
+        case run(DaemonOptions)
+        case exit(message: String, status: Int32)
+    }
+
+    static func parse(_ arguments: [String], environment: [String: String]) -> ParseOutcome {
+        var mode = Mode.user
+        var socket: String?
+        var state: String?
+        var config: String?
+        var check = false
+        var remaining = arguments[...]
+        while let argument = remaining.popFirst() {
+            func value() -> String? {
+                if let inline = argument.split(separator: "=", maxSplits: 1).dropFirst().first { return String(inline) }
+                return remaining.popFirst()
+            }
+            switch argument.split(separator: "=", maxSplits: 1).first.map(String.init) ?? argument {
+            case "--user": mode = .user
+            case "--system": mode = .system
+            case "--socket": socket = value()
+                if socket == nil { return .exit(message: "authd: --socket needs a path\n\(usage)", status: 2) }
+            case "--state-dir": state = value()
+                if state == nil { return .exit(message: "authd: --state-dir needs a directory\n\(usage)", status: 2) }
+            case "--config": config = value()
+                if config == nil { return .exit(message: "authd: --config needs a file\n\(usage)", status: 2) }
+            case "--check-config": check = true
+            case "--version": return .exit(message: "authd \(DaemonVersion.string)", status: 0)
+            case "--help", "-h": return .exit(message: usage, status: 0)
+            default: return .exit(message: "authd: unknown argument '\(Redaction.printable(argument, limit: 80))'\n\(usage)", status: 2)
+            }
+        }
+        socket = socket ?? environment["AUTHD_SOCKET"]
+        state = state ?? environment["AUTHD_STATE_DIR"]
+        config = config ?? environment["AUTHD_CONFIG"]
+
+        let home = environment["HOME"] ?? Syscalls.homeDirectory() ?? "/"
+        switch mode {
+        case .system:
+            socket = socket ?? "/run/authd/authd.sock"
+            state = state ?? environment["STATE_DIRECTORY"] ?? "/var/lib/authd"
+            config = config ?? "/etc/authd/authd.conf"
+        case .user:
+            if socket == nil {
+                guard let runtime = environment["XDG_RUNTIME_DIR"], runtime.hasPrefix("/") else {
+                    return .exit(message: "authd: XDG_RUNTIME_DIR is not set; pass --socket or set AUTHD_SOCKET", status: 2)
+                }
+                socket = runtime + "/authd/authd.sock"
+            }
+            state = state ?? (environment["XDG_STATE_HOME"].flatMap { $0.hasPrefix("/") ? $0 : nil } ?? home + "/.local/state") + "/authd"
+            config = config ?? (environment["XDG_CONFIG_HOME"].flatMap { $0.hasPrefix("/") ? $0 : nil } ?? home + "/.config") + "/authd/authd.conf"
+        }
+        for (name, path) in [("socket", socket!), ("state directory", state!), ("config", config!)] where !path.hasPrefix("/") {
+            return .exit(message: "authd: the \(name) path must be absolute: \(path)", status: 2)
+        }
+        return .run(DaemonOptions(mode: mode, socketPath: socket!, stateDirectory: state!, configPath: config!, checkConfigOnly: check))
+    }
+
+    var databasePath: String { stateDirectory + "/authd.db" }
+    var keyFilePath: String { stateDirectory + "/master.key" }
+}
+
+enum DaemonVersion {
+    static let string = "0.1.0"
+}
+
+extension Syscalls {
+    static func homeDirectory() -> String? {
+        var entry = passwd()
+        var result: UnsafeMutablePointer<passwd>?
+        var buffer = [CChar](repeating: 0, count: 4096)
+        guard getpwuid_r(geteuid(), &entry, &buffer, buffer.count, &result) == 0, result != nil, let dir = entry.pw_dir else { return nil }
+        return String(cString: dir)
+    }
+}

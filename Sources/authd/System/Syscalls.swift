@@ -1,0 +1,238 @@
+import CLinux
+import Glibc
+
+// The only file that calls libc for sockets, files and process state. Every call that can be
+// interrupted retries on EINTR; failures become `SystemError` carrying errno and the call's name.
+
+struct SystemError: Error, CustomStringConvertible, Equatable {
+    let call: String
+    let errno: Int32
+    var description: String { "\(call): \(String(cString: strerror(errno)))" }
+}
+
+/// Runs `body` until it does not fail with EINTR. The corresponding C idiom is `while (r == -1 && errno == EINTR)`.
+@inline(__always)
+func retryingEINTR<T: BinaryInteger>(_ call: String, _ body: () -> T) throws(SystemError) -> T {
+    while true {
+        let result = body()
+        if result != -1 { return result }
+        let code = Glibc.errno
+        if code != EINTR { throw SystemError(call: call, errno: code) }
+    }
+}
+
+enum Syscalls {
+    /// A listening, non-blocking, close-on-exec AF_UNIX stream socket bound at `path`.
+    /// The corresponding C functions are `socket`, `bind`, `listen`.
+    static func listenUnix(path: String, mode: mode_t, backlog: Int32 = 1024) throws -> Int32 {
+        let fd = try retryingEINTR("socket") { socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0) }
+        do {
+            var address = try unixAddress(path)
+            // Bind with a restrictive umask so the socket is never briefly wider than `mode`.
+            let previous = umask(0o177)
+            defer { umask(previous) }
+            _ = try retryingEINTR("bind(\(path))") {
+                withUnsafePointer(to: &address) {
+                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+                }
+            }
+            _ = try retryingEINTR("chmod(\(path))") { chmod(path, mode) }
+            _ = try retryingEINTR("listen") { listen(fd, backlog) }
+            return fd
+        } catch {
+            close(fd)
+            throw error
+        }
+    }
+
+    /// A connected, blocking AF_UNIX stream socket (used by tests and tools).
+    static func connectUnix(path: String) throws -> Int32 {
+        let fd = try retryingEINTR("socket") { socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0) }
+        var address = try unixAddress(path)
+        do {
+            _ = try retryingEINTR("connect(\(path))") {
+                withUnsafePointer(to: &address) {
+                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+                }
+            }
+        } catch {
+            close(fd)
+            throw error
+        }
+        return fd
+    }
+
+    static func unixAddress(_ path: String) throws(SystemError) -> sockaddr_un {
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        let bytes = Array(path.utf8)
+        guard bytes.count < MemoryLayout.size(ofValue: address.sun_path), !bytes.contains(0) else {
+            throw SystemError(call: "socket path too long", errno: ENAMETOOLONG)
+        }
+        withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: bytes) }
+        return address
+    }
+
+    /// Accepts one pending connection as non-blocking and close-on-exec; `nil` when none is pending.
+    static func accept(_ listener: Int32) throws(SystemError) -> Int32? {
+        while true {
+            let fd = authd_accept4(listener, Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue))
+            if fd >= 0 { return fd }
+            switch errno {
+            case EINTR, ECONNABORTED: continue
+            case EAGAIN, EWOULDBLOCK: return nil
+            case let code: throw SystemError(call: "accept4", errno: code)
+            }
+        }
+    }
+
+    enum IOResult: Equatable {
+        case bytes(Int)
+        case wouldBlock
+        case endOfFile
+    }
+
+    /// Reads into `buffer`; end of file and EAGAIN are results, not errors.
+    static func read(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer) throws(SystemError) -> IOResult {
+        while true {
+            let count = Glibc.read(fd, buffer.baseAddress, buffer.count)
+            if count > 0 { return .bytes(count) }
+            if count == 0 { return .endOfFile }
+            switch errno {
+            case EINTR: continue
+            case EAGAIN, EWOULDBLOCK: return .wouldBlock
+            case let code: throw SystemError(call: "read", errno: code)
+            }
+        }
+    }
+
+    /// Sends without raising SIGPIPE; EAGAIN is a result.
+    static func send(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) throws(SystemError) -> IOResult {
+        while true {
+            let count = Glibc.send(fd, bytes.baseAddress, bytes.count, Int32(MSG_NOSIGNAL))
+            if count >= 0 { return .bytes(count) }
+            switch errno {
+            case EINTR: continue
+            case EAGAIN, EWOULDBLOCK: return .wouldBlock
+            case let code: throw SystemError(call: "send", errno: code)
+            }
+        }
+    }
+
+    /// After reading end-of-file: true when the peer closed the socket entirely (POLLHUP), false
+    /// when it only shut down its writing side and still reads.
+    static func peerHasClosed(_ fd: Int32) -> Bool {
+        var entry = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
+        guard poll(&entry, 1, 0) >= 0 else { return true }
+        return entry.revents & Int16(POLLHUP | POLLERR) != 0
+    }
+
+    struct PeerCredentials {
+        var pid: Int32
+        var uid: UInt32
+        var gid: UInt32
+        var groups: [UInt32]
+    }
+
+    /// The peer's credentials at connect time (`SO_PEERCRED`) and its supplementary groups
+    /// (`SO_PEERGROUPS`, Linux ≥ 4.13).
+    static func peerCredentials(_ fd: Int32) throws(SystemError) -> PeerCredentials {
+        var pid: Int32 = 0
+        var uid: UInt32 = 0
+        var gid: UInt32 = 0
+        _ = try retryingEINTR("getsockopt(SO_PEERCRED)") { authd_peer_credentials(fd, &pid, &uid, &gid) }
+        var groups = [gid_t](repeating: 0, count: 64)
+        var groupBytes = socklen_t(groups.count * MemoryLayout<gid_t>.size)
+        var status = getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, &groups, &groupBytes)
+        if status == -1 && errno == ERANGE {
+            groups = [gid_t](repeating: 0, count: Int(groupBytes) / MemoryLayout<gid_t>.size)
+            status = getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, &groups, &groupBytes)
+        }
+        let peerGroups = status == 0 ? Array(groups.prefix(Int(groupBytes) / MemoryLayout<gid_t>.size)) : []
+        return PeerCredentials(pid: pid, uid: uid, gid: gid, groups: peerGroups)
+    }
+
+    /// The target of `/proc/PID/exe`, or nil when it cannot be read.
+    static func executablePath(pid: Int32) -> String? {
+        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+        let count = readlink("/proc/\(pid)/exe", &buffer, buffer.count - 1)
+        guard count > 0 else { return nil }
+        return String(decoding: buffer.prefix(count).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
+    static func userName(uid: UInt32) -> String? {
+        var entry = passwd()
+        var result: UnsafeMutablePointer<passwd>?
+        var buffer = [CChar](repeating: 0, count: 4096)
+        guard getpwuid_r(uid, &entry, &buffer, buffer.count, &result) == 0, result != nil, let name = entry.pw_name else { return nil }
+        return String(cString: name)
+    }
+
+    static func groupID(named name: String) -> UInt32? {
+        var entry = group()
+        var result: UnsafeMutablePointer<group>?
+        var buffer = [CChar](repeating: 0, count: 16384)
+        guard getgrnam_r(name, &entry, &buffer, buffer.count, &result) == 0, result != nil else { return nil }
+        return entry.gr_gid
+    }
+
+    /// Creates `path` (and missing parents) with `mode`; an existing directory must be owned by
+    /// us and not group/world-writable (or, with `exactMode`, have exactly `mode`).
+    static func ensureDirectory(_ path: String, mode: mode_t, exactMode: Bool) throws {
+        var components: [String] = []
+        for part in path.split(separator: "/") {
+            components.append(String(part))
+            let prefix = "/" + components.joined(separator: "/")
+            if mkdir(prefix, prefix == path ? mode : 0o755) == -1 && errno != EEXIST {
+                throw SystemError(call: "mkdir(\(prefix))", errno: errno)
+            }
+        }
+        var info = stat()
+        _ = try retryingEINTR("stat(\(path))") { lstat(path, &info) }
+        guard info.st_mode & S_IFMT == S_IFDIR else { throw SystemError(call: "\(path) is not a directory", errno: ENOTDIR) }
+        guard info.st_uid == geteuid() else { throw SystemError(call: "\(path) is owned by uid \(info.st_uid), not us", errno: EPERM) }
+        if exactMode, info.st_mode & 0o7777 != mode {
+            _ = try retryingEINTR("chmod(\(path))") { chmod(path, mode) }
+        } else if info.st_mode & 0o022 != 0 {
+            throw SystemError(call: "\(path) is writable by group or others", errno: EPERM)
+        }
+    }
+
+    /// Removes a stale socket file left by an earlier run, but nothing that is not a socket.
+    static func removeStaleSocket(_ path: String) throws {
+        var info = stat()
+        guard lstat(path, &info) == 0 else { return }
+        guard info.st_mode & S_IFMT == S_IFSOCK else {
+            throw SystemError(call: "\(path) exists and is not a socket", errno: EEXIST)
+        }
+        // A live daemon answers connect(); refuse to steal its socket.
+        if let fd = try? connectUnix(path: path) {
+            close(fd)
+            throw SystemError(call: "another authd is already listening on \(path)", errno: EADDRINUSE)
+        }
+        unlink(path)
+    }
+
+    static func openFileDescriptorCount() -> Int {
+        guard let directory = opendir("/proc/self/fd") else { return -1 }
+        defer { closedir(directory) }
+        var count = 0
+        while let entry = readdir(directory) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+            if name != "." && name != ".." { count += 1 }
+        }
+        return count - 1  // the directory stream's own descriptor
+    }
+
+    /// Resident set size from /proc/self/statm.
+    static func residentMemoryBytes() -> Int64 {
+        guard let file = fopen("/proc/self/statm", "r") else { return -1 }
+        defer { fclose(file) }
+        var size: Int64 = 0
+        var resident: Int64 = 0
+        guard withUnsafeMutablePointer(to: &size, { s in withUnsafeMutablePointer(to: &resident) { r in
+            withVaList([s, r]) { vfscanf(file, "%lld %lld", $0) }
+        } }) == 2 else { return -1 }
+        return resident * Int64(sysconf(Int32(_SC_PAGESIZE)))
+    }
+}

@@ -1,0 +1,10 @@
+import Foundation
+
+// authd: wires options to the daemon and nothing else. See Server/Daemon.swift.
+switch DaemonOptions.parse(Array(CommandLine.arguments.dropFirst()), environment: ProcessInfo.processInfo.environment) {
+case .exit(let message, let status):
+    if status == 0 { print(message) } else { FileHandle.standardError.write(Data((message + "\n").utf8)) }
+    exit(status)
+case .run(let options):
+    exit(await Daemon.run(options))
+}
