@@ -30,7 +30,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "authctl",
-            dependencies: ["Protocol"]
+            dependencies: ["Protocol", "CLinux"]
         ),
 
         .testTarget(name: "ProtocolTests", dependencies: ["Protocol"], resources: [.copy("Fixtures")]),

@@ -91,7 +91,7 @@ echo "== systemd-analyze security --offline=true --threshold=$THRESHOLD authd.se
 out=$(systemd-analyze security --no-pager --offline=true --threshold="$THRESHOLD" \
         "$tmp/system/authd.service" 2>&1) || rc=1
 # Show the settings that still add exposure (lines with a number at the end).
-printf '%s\n' "$out" | grep -E '^✗.*[0-9]\.[0-9]+[[:space:]]*$' || true
+printf '%s\n' "$out" | grep -E '[[:space:]][0-9]+\.[0-9]+[[:space:]]*$' | grep -v 'Overall exposure' || true
 exposure=$(printf '%s\n' "$out" | sed -n 's/.*Overall exposure level for [^:]*: \([0-9][0-9.]*\).*/\1/p' | tail -n1)
 [[ -n $exposure ]] || { printf '%s\n' "$out"; die "could not find the overall exposure level"; }
 echo "overall exposure: $exposure (limit $MAX_EXPOSURE)"

@@ -1,1 +1,35 @@
-print("x")
+import Foundation
+import Protocol
+
+// authctl: parse, run one command, map the outcome to an exit code. Commands live one group
+// per file; this list is the whole CLI.
+extension Command {
+    static let allCommands: [Command] = [
+        .status,
+        .tokenLocal, .tokenVerify, .keysJWKS,
+        .adminStatus, .adminReload, .adminBackup, .adminKeysRotate, .adminAudit,
+        .call, .completion,
+    ]
+}
+
+let version = "0.1.0"
+
+func runCLI() -> Int32 {
+    do throws(CLIError) {
+        switch try ArgumentParser.parse(Array(CommandLine.arguments.dropFirst()), commands: Command.allCommands) {
+        case .version:
+            Output.line("authctl \(version)")
+            return ExitCode.ok.rawValue
+        case .help(let text):
+            Output.line(text)
+            return ExitCode.ok.rawValue
+        case .run(let command, let invocation):
+            return try command.run(invocation).rawValue
+        }
+    } catch {
+        Output.error(error.line)
+        return error.exitCode.rawValue
+    }
+}
+
+exit(runCLI())

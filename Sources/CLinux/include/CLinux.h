@@ -11,4 +11,8 @@ int authd_peer_credentials(int fd, int32_t *pid, uint32_t *uid, uint32_t *gid);
 int authd_disable_dumping(void);
 int authd_set_rlimit_core_zero(void);
 long authd_raise_nofile_limit(void);
+
+/* Connects a blocking, close-on-exec AF_UNIX stream socket to `path`; -1 with errno on failure
+ * (ENAMETOOLONG when the path does not fit sun_path). */
+int authd_connect_unix(const char *path);
 #endif

@@ -126,9 +126,7 @@ actor AuditLog {
 /// RFC 3339 timestamps in UTC, as every date on the wire is written.
 enum Timestamp {
     static func rfc3339(_ date: Date, milliseconds: Bool = false) -> String {
-        var style = Date.ISO8601FormatStyle(timeZone: .gmt)
-        if milliseconds { style = style.time(includingFractionalSeconds: true) }
-        return date.formatted(style)
+        date.formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: milliseconds, timeZone: .gmt))
     }
 
     static func rfc3339(epochSeconds: Int64) -> String {

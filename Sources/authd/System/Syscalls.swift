@@ -45,20 +45,10 @@ enum Syscalls {
         }
     }
 
-    /// A connected, blocking AF_UNIX stream socket (used by tests and tools).
-    static func connectUnix(path: String) throws -> Int32 {
-        let fd = try retryingEINTR("socket") { socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0) }
-        var address = try unixAddress(path)
-        do {
-            _ = try retryingEINTR("connect(\(path))") {
-                withUnsafePointer(to: &address) {
-                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-                }
-            }
-        } catch {
-            close(fd)
-            throw error
-        }
+    /// A connected, blocking AF_UNIX stream socket. The corresponding C function is `connect`.
+    static func connectUnix(path: String) throws(SystemError) -> Int32 {
+        let fd = authd_connect_unix(path)
+        guard fd >= 0 else { throw SystemError(call: "connect(\(path))", errno: errno) }
         return fd
     }
 

@@ -1,0 +1,107 @@
+import Foundation
+import Protocol
+
+extension Command {
+    static let adminStatus = Command(
+        path: ["admin", "status"], synopsis: "",
+        abstract: "Show the daemon's health: uptime, paths, connections, memory, signing keys, store integrity."
+    ) { invocation throws(CLIError) in
+        let status = try invocation.connect().call(AdminStatus.self, NoParams())
+        if invocation.global.json {
+            Output.json(status)
+            return .ok
+        }
+        Output.line("authd \(status.daemonVersion) (protocol \(status.protocolVersion)), \(status.mode) mode, pid \(status.pid)")
+        Output.line("up \(status.uptimeSeconds) s since \(status.startedAt)")
+        Output.line("socket:      \(status.paths.socket)")
+        Output.line("state:       \(status.paths.stateDirectory)")
+        Output.line("config:      \(status.paths.config)")
+        Output.line("master key:  \(status.paths.masterKey)")
+        Output.line("connections: \(status.connections), open fds: \(status.openFileDescriptors), rss: \(status.residentMemoryBytes / 1024) KiB")
+        Output.line("store:       integrity \(status.store.integrity), schema \(status.store.schemaVersion), \(status.store.sizeBytes) bytes, journal \(status.store.journalMode)")
+        for key in status.keys {
+            Output.line("key:         \(key.kid) \(key.alg) \(key.status) since \(key.createdAt)\(key.publishedUntil.map { ", published until \($0)" } ?? "")")
+        }
+        return status.store.integrity == "ok" ? .ok : .failure
+    }
+
+    static let adminReload = Command(
+        path: ["admin", "reload"], synopsis: "",
+        abstract: "Re-read authd.conf. An invalid file is refused (file, line, reason) and the running configuration stays."
+    ) { invocation throws(CLIError) in
+        let result = try invocation.connect().call(AdminReload.self, NoParams())
+        if invocation.global.json { Output.json(result); return .ok }
+        Output.line("reloaded \(result.config): " + (result.changed.isEmpty ? "nothing changed" : "changed " + result.changed.joined(separator: ", ")))
+        return .ok
+    }
+
+    static let adminBackup = Command(
+        path: ["admin", "backup"], synopsis: "PATH",
+        abstract: """
+            Write a consistent copy of the store to PATH (a new file, mode 0600). The copy holds only
+            sealed secrets: restoring it also needs the master key (authd.key credential or master.key).
+            """,
+        positionals: 1...1
+    ) { invocation throws(CLIError) in
+        var path = invocation.positionals[0]
+        if !path.hasPrefix("/") { path = FileManager.default.currentDirectoryPath + "/" + path }
+        let result = try invocation.connect().call(AdminBackup.self, .init(path: path))
+        if invocation.global.json { Output.json(result); return .ok }
+        Output.line("backup written to \(result.path) (\(result.bytes) bytes)")
+        return .ok
+    }
+
+    static let adminKeysRotate = Command(
+        path: ["admin", "keys", "rotate"], synopsis: "",
+        abstract: "Make a new token-signing key. The old key stops signing now and stays in the JWKS until its tokens expire."
+    ) { invocation throws(CLIError) in
+        let result = try invocation.connect().call(AdminKeysRotate.self, NoParams())
+        if invocation.global.json { Output.json(result); return .ok }
+        Output.line("new signing key: \(result.kid)")
+        if let previous = result.previousKid {
+            Output.line("retired key:     \(previous), published until \(result.previousPublishedUntil ?? "?")")
+        }
+        return .ok
+    }
+
+    static let adminAudit = Command(
+        path: ["admin", "audit"], synopsis: "[--limit N] [--follow]",
+        abstract: "Print the newest audit records (tokens issued, admin actions); --follow keeps printing new ones.",
+        options: [
+            OptionSpec(name: "limit", value: "N", help: "how many records (0–10000, default 50)"),
+            OptionSpec(name: "follow", value: nil, help: "keep printing records as they are written"),
+        ]
+    ) { invocation throws(CLIError) in
+        var limit: Int?
+        if let text = invocation.value("limit") {
+            guard let number = Int(text), (0...10_000).contains(number) else { throw .usage("--limit must be a number from 0 to 10000") }
+            limit = number
+        }
+        let follow = invocation.flag("follow")
+        let connection = try invocation.connect()
+        let result = try connection.call(AdminAuditTail.self, .init(limit: limit, follow: follow ? true : nil))
+        let json = invocation.global.json
+        for record in result.records { printRecord(record, json: json) }
+        guard follow else { return .ok }
+        while let (method, params) = try connection.nextNotification() {
+            guard method == AuditRecordNotification.name, let params,
+                  let notification = try? WireCodec.decode(AuditRecordNotification.Params.self, from: params)
+            else { continue }
+            printRecord(notification.record, json: json)
+        }
+        return .ok
+    }
+
+    private static func printRecord(_ record: AuditRecord, json: Bool) {
+        if json { Output.json(record); return }
+        var line = "\(record.time) uid=\(record.caller.uid) pid=\(record.caller.pid) exe=\(record.caller.exe ?? "?") \(record.method) \(record.outcome)"
+        if let reason = record.reason { line += " reason=\(reason)" }
+        for (key, value) in record.detail.sorted(by: { $0.key < $1.key }) {
+            switch value {
+            case .string(let text): line += " \(key)=\(text)"
+            default: line += " \(key)=\(String(decoding: (try? WireCodec.encodeJSON(value)) ?? Data(), as: UTF8.self))"
+            }
+        }
+        Output.line(line)
+    }
+}

@@ -1,0 +1,60 @@
+import Protocol
+
+/// authctl's exit codes, documented in authctl(1). Scripts rely on them: never renumber.
+enum ExitCode: Int32 {
+    case ok = 0
+    case failure = 1
+    case usage = 2
+    case cancelled = 3
+    case timedOut = 4
+    case authenticationFailed = 5
+    case lockedOrBlocked = 6
+    case notLoggedIn = 7
+    case unavailable = 69
+
+    /// The exit code for a daemon error reason. Exact reasons first, then families.
+    static func forReason(_ reason: String) -> ExitCode {
+        switch reason {
+        case "user.cancelled", "request.cancelled": return .cancelled
+        case "server.busy", "server.shutting_down", "daemon.unavailable", "daemon.closed": return .unavailable
+        case "pin.blocked", "account.locked", "session.locked", "card.blocked": return .lockedOrBlocked
+        case "session.logged_out", "session.required", "session.expired": return .notLoggedIn
+        case "auth.failed", "pin.wrong", "otp.wrong", "card.can_mismatch", "biometric.no_match": return .authenticationFailed
+        case "rpc.invalid_params": return .usage
+        default: break
+        }
+        if reason.hasPrefix("token.") { return .authenticationFailed }
+        if reason.hasSuffix(".timeout") { return .timedOut }
+        return .failure
+    }
+}
+
+/// A failure to report as `authctl: <message> (<reason>)` with an exit code.
+struct CLIError: Error {
+    let message: String
+    let reason: String?
+    let exitCode: ExitCode
+
+    init(message: String, reason: String?, exitCode: ExitCode) {
+        self.message = message
+        self.reason = reason
+        self.exitCode = exitCode
+    }
+
+    init(_ error: RPCError) {
+        message = error.message
+        reason = error.reason.rawValue
+        exitCode = ExitCode.forReason(error.reason.rawValue)
+    }
+
+    static func usage(_ message: String) -> CLIError {
+        CLIError(message: message, reason: nil, exitCode: .usage)
+    }
+
+    /// The one line written to stderr.
+    var line: String {
+        var text = message
+        while text.hasSuffix(".") { text.removeLast() }
+        return reason.map { "authctl: \(text) (\($0))" } ?? "authctl: \(text)"
+    }
+}
