@@ -33,9 +33,9 @@ let package = Package(
             dependencies: ["Protocol", "CLinux"]
         ),
 
-        .testTarget(name: "ProtocolTests", dependencies: ["Protocol"], resources: [.copy("Fixtures")]),
-        .testTarget(name: "AuthdTests", dependencies: ["authd", "Protocol"]),
-        .testTarget(name: "IntegrationTests", dependencies: ["Protocol", "CLinux"], resources: [.copy("Python")]),
+        .testTarget(name: "ProtocolTests", dependencies: ["Protocol"], exclude: ["Fixtures"]),
+        .testTarget(name: "AuthdTests", dependencies: ["authd", "Protocol", "CLinux"]),
+        .testTarget(name: "IntegrationTests", dependencies: ["Protocol", "CLinux"], exclude: ["Python"]),
 
         // `make bench`: drives a release build of the real daemon over its socket.
         .executableTarget(name: "authd-bench", dependencies: ["Protocol", "CLinux"], path: "Tests/Bench"),

@@ -60,6 +60,12 @@ extension JSONValue {
         }
     }
 
+    /// The elements, when this value is an array.
+    public var arrayValue: [JSONValue]? {
+        if case .array(let value) = self { return value }
+        return nil
+    }
+
     /// The members, when this value is an object.
     public var objectValue: [String: JSONValue]? {
         if case .object(let value) = self { return value }

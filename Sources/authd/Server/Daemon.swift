@@ -12,7 +12,6 @@ final class Daemon: @unchecked Sendable {
     private var services: Services!
     private var dispatcher: Dispatcher!
     private var listener: Listener!
-    private var signalSources: [any DispatchSourceSignal] = []
 
     private init(options: DaemonOptions, logger: Logger) {
         self.options = options
@@ -35,6 +34,10 @@ final class Daemon: @unchecked Sendable {
         }
         let logger = Logger(sink: Logger.sink(for: config.logTarget), level: config.logLevel)
         for warning in warnings { logger.warning("hardening: \(warning)") }
+        // Signals are caught from here on, before READY=1, so a SIGTERM that arrives while
+        // starting is handled (after start-up) instead of killing the process outright.
+        let (signals, sources) = catchSignals([SIGTERM, SIGINT, SIGHUP])
+        defer { sources.forEach { $0.cancel() } }
         let daemon = Daemon(options: options, logger: logger)
         do {
             try await daemon.start(config: config)
@@ -43,9 +46,28 @@ final class Daemon: @unchecked Sendable {
             Systemd.notify("STATUS=Failed to start: \(error)")
             return 1
         }
-        await daemon.waitForTermination()
+        for await number in signals {
+            if number == SIGHUP {
+                daemon.reloadOnSignal()
+            } else {
+                break
+            }
+        }
         await daemon.shutdown()
         return 0
+    }
+
+    private static func catchSignals(_ numbers: [Int32]) -> (AsyncStream<Int32>, [any DispatchSourceSignal]) {
+        let (stream, continuation) = AsyncStream.makeStream(of: Int32.self)
+        let queue = DispatchQueue(label: "authd.signals")
+        let sources = numbers.map { number in
+            Glibc.signal(number, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: number, queue: queue)
+            source.setEventHandler { continuation.yield(number) }
+            source.resume()
+            return source
+        }
+        return (stream, sources)
     }
 
     private func start(config: Config) async throws {
@@ -97,31 +119,7 @@ final class Daemon: @unchecked Sendable {
         return (fd, options.socketPath)
     }
 
-    /// Returns on SIGTERM or SIGINT; handles SIGHUP (reload) meanwhile.
-    private func waitForTermination() async {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            DispatchQueue.main.async { [self] in
-                for signal in [SIGTERM, SIGINT, SIGHUP] { Glibc.signal(signal, SIG_IGN) }
-                var resumed = false
-                for number in [SIGTERM, SIGINT] {
-                    let source = DispatchSource.makeSignalSource(signal: number, queue: .main)
-                    source.setEventHandler {
-                        guard !resumed else { return }
-                        resumed = true
-                        continuation.resume()
-                    }
-                    source.resume()
-                    signalSources.append(source)
-                }
-                let hangup = DispatchSource.makeSignalSource(signal: SIGHUP, queue: .main)
-                hangup.setEventHandler { [self] in reloadOnSignal() }
-                hangup.resume()
-                signalSources.append(hangup)
-            }
-        }
-    }
-
-    private func reloadOnSignal() {
+    func reloadOnSignal() {
         Systemd.notify("RELOADING=1")
         do {
             let changed = try services.reloader.reload()

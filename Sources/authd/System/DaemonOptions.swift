@@ -79,10 +79,13 @@ struct DaemonOptions: Sendable, Equatable {
             config = config ?? "/etc/authd/authd.conf"
         case .user:
             if socket == nil {
-                guard let runtime = environment["XDG_RUNTIME_DIR"], runtime.hasPrefix("/") else {
+                if let runtime = environment["XDG_RUNTIME_DIR"], runtime.hasPrefix("/") {
+                    socket = runtime + "/authd/authd.sock"
+                } else if check {
+                    socket = "/"  // --check-config needs no socket
+                } else {
                     return .exit(message: "authd: XDG_RUNTIME_DIR is not set; pass --socket or set AUTHD_SOCKET", status: 2)
                 }
-                socket = runtime + "/authd/authd.sock"
             }
             state = state ?? (environment["XDG_STATE_HOME"].flatMap { $0.hasPrefix("/") ? $0 : nil } ?? home + "/.local/state") + "/authd"
             config = config ?? (environment["XDG_CONFIG_HOME"].flatMap { $0.hasPrefix("/") ? $0 : nil } ?? home + "/.config") + "/authd/authd.conf"

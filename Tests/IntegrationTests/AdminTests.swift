@@ -1,0 +1,102 @@
+import Foundation
+import Glibc
+import Protocol
+import Testing
+
+@Suite("Admin")
+struct AdminTests {
+    @Test("admin.status reports mode, paths, keys, store health and this connection")
+    func status() throws {
+        let daemon = try DaemonHarness()
+        try daemon.start()
+        let status = try daemon.connect().result("admin.status")
+        #expect(status["mode"] == "user")
+        #expect(status["pid"]?.integerValue == Int64(daemon.pid))
+        #expect(status["paths"]?["socket"] == .string(daemon.socketPath))
+        #expect(status["paths"]?["database"] == .string(daemon.stateDirectory + "/authd.db"))
+        #expect(status["store"]?["integrity"] == "ok")
+        #expect(status["store"]?["journal_mode"] == "wal")
+        #expect(status["store"]?["schema_version"] == 1)
+        #expect(status["connections"] == 1)
+        #expect((status["rss_bytes"]?.integerValue ?? 0) > 1_000_000)
+        #expect(status["keys"]?.arrayValue?.count == 1)
+    }
+
+    @Test("admin.backup writes a consistent, private copy and never overwrites")
+    func backup() throws {
+        let daemon = try DaemonHarness()
+        try daemon.start()
+        let client = try daemon.connect()
+        _ = try client.result("auth.local", ["aud": "x"])
+        let path = daemon.directory + "/backup.db"
+        let result = try client.result("admin.backup", ["path": .string(path)])
+        #expect(result["bytes"]?.integerValue ?? 0 > 0)
+        var info = stat()
+        #expect(stat(path, &info) == 0 && info.st_mode & 0o777 == 0o600)
+        let check = try DaemonHarness.run(["/usr/bin/python3", "-c", """
+            import sqlite3, sys
+            db = sqlite3.connect(sys.argv[1])
+            print(db.execute("PRAGMA integrity_check").fetchone()[0], db.execute("SELECT count(*) FROM signing_keys").fetchone()[0], db.execute("SELECT count(*) FROM audit WHERE method = 'auth.local'").fetchone()[0])
+            """, path])
+        #expect(check.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "ok 1 1")
+        let again = try client.call("admin.backup", ["path": .string(path)])
+        #expect(again.errorReason == "admin.backup_failed")
+        #expect(try client.call("admin.backup", ["path": "relative.db"]).errorReason == "rpc.invalid_params")
+        #expect(try client.call("admin.backup", ["path": .string(daemon.directory + "/missing/dir/b.db")]).errorReason == "admin.backup_failed")
+        #expect(access(daemon.directory + "/missing", F_OK) != 0)
+    }
+
+    @Test("admin.audit.tail follows new records until subscription.cancel")
+    func followAudit() throws {
+        let daemon = try DaemonHarness()
+        try daemon.start()
+        let follower = try daemon.connect()
+        let other = try daemon.connect()
+        _ = try other.result("auth.local", ["aud": "before"])
+        let started = try follower.result("admin.audit.tail", ["follow": true, "limit": 5])
+        #expect(started["records"]?.arrayValue?.last?["detail"]?["aud"] == "before")
+        let subscription = try #require(started["subscription"]?.stringValue)
+        _ = try other.result("auth.local", ["aud": "after"])
+        let notification = try #require(try follower.readJSON())
+        #expect(notification["method"] == "audit.record")
+        #expect(notification["id"] == nil)
+        #expect(notification["params"]?["subscription"] == .string(subscription))
+        #expect(notification["params"]?["record"]?["detail"]?["aud"] == "after")
+        #expect(notification["params"]?["record"]?["caller"]?["pid"]?.integerValue == Int64(getpid()))
+        #expect(try follower.result("subscription.cancel", ["subscription": .string(subscription)])["cancelled"] == true)
+        _ = try other.result("auth.local", ["aud": "ignored"])
+        // After cancel the next line on the follower is the answer to its next call, not a record.
+        let response = try follower.call("subscription.cancel", ["subscription": .string(subscription)])
+        #expect(response.errorReason == "subscription.unknown")
+    }
+
+    @Test("system mode: any user gets a token for their own uid; only root/admin group may call admin methods")
+    func systemModeAuthorization() throws {
+        try #require(getuid() == 0, "needs root to run a client as another user")
+        let daemon = try DaemonHarness()
+        try daemon.start(arguments: ["--system"])
+        chmod(daemon.directory + "/run", 0o755)
+        let token = try daemon.authctl(["token", "local", "--aud", "svc"], user: "nobody")
+        #expect(token.status == 0, "\(token.stderr)")
+        let claims = try daemon.connect().result("token.verify", ["token": .string(token.stdout.trimmingCharacters(in: .whitespacesAndNewlines))])["claims"]
+        #expect(claims?["sub"] == "unix:65534")
+        let status = try daemon.authctl(["admin", "status"], user: "nobody")
+        #expect(status.status == 1)
+        #expect(status.stderr.contains("(auth.forbidden)"))
+        #expect(try daemon.authctl(["admin", "status"]).status == 0)
+        let denied = try #require(try daemon.connect().result("admin.audit.tail")["records"]?.arrayValue)
+        #expect(denied.contains { $0["method"] == "admin.status" && $0["outcome"] == "denied" && $0["caller"]?["uid"] == 65534 })
+    }
+
+    @Test("user mode: other users cannot even connect")
+    func userModeRefusesOthers() throws {
+        try #require(getuid() == 0, "needs root to run a client as another user")
+        let daemon = try DaemonHarness()
+        try daemon.start()
+        chmod(daemon.directory + "/run", 0o755)
+        chmod(daemon.socketPath, 0o666)
+        let result = try daemon.authctl(["status"], user: "nobody")
+        #expect(result.status == 69)
+        #expect(daemon.log.contains("refused a connection from another user"))
+    }
+}

@@ -1,0 +1,97 @@
+import Foundation
+import Glibc
+import Protocol
+import Testing
+
+@Suite("authctl")
+struct AuthctlTests {
+    @Test("token local prints the token alone on stdout")
+    func tokenOnStdout() throws {
+        let daemon = try DaemonHarness()
+        try daemon.start()
+        let result = try daemon.authctl(["token", "local", "--aud", "myapp"])
+        #expect(result.status == 0)
+        #expect(result.stderr.isEmpty)
+        let lines = result.stdout.split(separator: "\n")
+        #expect(lines.count == 1)
+        #expect(lines.first?.split(separator: ".").count == 3)
+        let verify = try daemon.authctl(["token", "verify", String(lines[0]), "--aud", "myapp"])
+        #expect(verify.status == 0)
+        #expect(verify.stdout.contains("\"sub\" : \"unix:\(getuid())\""))
+        let fromStdin = try daemon.authctl(["token", "verify", "-", "--json"], stdin: String(lines[0]) + "\n")
+        #expect(fromStdin.status == 0)
+        #expect(fromStdin.stdout.hasPrefix("{\"claims\""))
+    }
+
+    @Test("exit codes and the one-line error format", arguments: [
+        (["token", "verify", "abc"], Int32(5), "(token.malformed)"),
+        (["token", "local"], Int32(2), "--aud is required"),
+        (["token", "local", "--aud"], Int32(2), "--aud needs a value"),
+        (["token", "local", "--aud", "x", "--bogus"], Int32(2), "unknown option '--bogus'"),
+        (["frobnicate"], Int32(2), "unknown command 'frobnicate'"),
+        (["call", "no.such"], Int32(1), "(rpc.unknown_method)"),
+        (["call", "auth.local", "{\"aud\":7}"], Int32(2), "(rpc.invalid_params)"),
+        (["call", "hello", "[1]"], Int32(2), "PARAMS must be a JSON object"),
+        (["admin", "backup", "/nonexistent-dir/x.db"], Int32(1), "(admin.backup_failed)"),
+    ])
+    func exitCodes(arguments: [String], status: Int32, message: String) throws {
+        let daemon = try DaemonHarness()
+        try daemon.start()
+        let result = try daemon.authctl(arguments)
+        #expect(result.status == status)
+        #expect(result.stderr.hasPrefix("authctl: "))
+        #expect(result.stderr.contains(message), "\(result.stderr)")
+        #expect(result.stderr.split(separator: "\n").count == 1 || status == 2)
+    }
+
+    @Test("no daemon: exit 69 with a clear message")
+    func daemonUnavailable() throws {
+        let result = try DaemonHarness.run([DaemonHarness.authctlPath, "--socket", "/tmp/authd-no-such-dir/authd.sock", "status"])
+        #expect(result.status == 69)
+        #expect(result.stderr == "authctl: cannot connect to authd at /tmp/authd-no-such-dir/authd.sock: No such file or directory; is the daemon running? (daemon.unavailable)\n")
+    }
+
+    @Test("--help on every command, --version, and JSON output")
+    func helpAndVersion() throws {
+        let daemon = try DaemonHarness()
+        try daemon.start()
+        for command in [["status"], ["token", "local"], ["token", "verify"], ["keys", "jwks"], ["admin", "status"], ["admin", "reload"],
+                        ["admin", "backup"], ["admin", "keys", "rotate"], ["admin", "audit"], ["call"], ["completion", "bash"]] {
+            let help = try daemon.authctl(command + ["--help"])
+            #expect(help.status == 0)
+            #expect(help.stdout.hasPrefix("Usage: authctl \(command.joined(separator: " "))"))
+        }
+        #expect(try daemon.authctl(["--version"]).stdout == "authctl 0.1.0\n")
+        let status = try daemon.authctl(["status", "--json"])
+        let hello = try WireCodec.decode(Hello.Result.self, from: Data(status.stdout.utf8))
+        #expect(hello.protocolVersion == protocolVersion)
+        #expect(hello.caller.uid == getuid())
+        let admin = try daemon.authctl(["admin", "status"])
+        #expect(admin.stdout.contains("integrity ok"))
+    }
+
+    @Test("admin commands: reload, backup, rotate, audit")
+    func adminCommands() throws {
+        let daemon = try DaemonHarness()
+        try daemon.start()
+        #expect(try daemon.authctl(["admin", "reload"]).stdout.contains("nothing changed"))
+        let backup = try daemon.authctl(["admin", "backup", daemon.directory + "/b.db"])
+        #expect(backup.status == 0 && backup.stdout.hasPrefix("backup written to \(daemon.directory)/b.db"))
+        let rotate = try daemon.authctl(["admin", "keys", "rotate"])
+        #expect(rotate.stdout.hasPrefix("new signing key: "))
+        let audit = try daemon.authctl(["admin", "audit", "--limit", "2", "--json"])
+        let records = audit.stdout.split(separator: "\n").compactMap { try? WireCodec.decode(AuditRecord.self, from: Data($0.utf8)) }
+        #expect(records.map(\.method) == ["admin.backup", "admin.keys.rotate"])
+        #expect(try daemon.authctl(["admin", "audit", "--limit", "-1"]).status == 2)
+    }
+
+    @Test("bash completion is valid bash and knows the commands")
+    func completion() throws {
+        let daemon = try DaemonHarness()
+        let script = try daemon.authctl(["completion", "bash"]).stdout
+        let check = try DaemonHarness.run(["/bin/bash", "-c", script + "\nCOMP_WORDS=(authctl admin ''); COMP_CWORD=2; _authctl; echo \"${COMPREPLY[*]}\""])
+        #expect(check.status == 0)
+        #expect(check.stdout.contains("audit"))
+        #expect(check.stdout.contains("keys"))
+    }
+}

@@ -1,0 +1,227 @@
+import Foundation
+import Glibc
+import Protocol
+import Synchronization
+import Testing
+
+@Suite("Start, signals, restart")
+struct LifecycleTests {
+    @Test("READY, then SIGTERM: STOPPING, exit 0, socket removed")
+    func sigterm() throws {
+        let daemon = try DaemonHarness()
+        try daemon.start()
+        #expect(daemon.receivedNotifications.contains { $0.contains("READY=1") && $0.contains("STATUS=") })
+        let client = try daemon.connect()
+        _ = try client.result("hello")
+        #expect(try daemon.terminate() == 0)
+        try daemon.waitForNotification("STOPPING=1", seconds: 5)
+        #expect(access(daemon.socketPath, F_OK) != 0, "the socket file is removed")
+        #expect(try client.readLine() == nil, "open connections are closed")
+    }
+
+    @Test("SIGTERM while a stream is open still exits promptly with 0")
+    func sigtermWithFollower() throws {
+        let daemon = try DaemonHarness()
+        try daemon.start()
+        let follower = try daemon.connect()
+        _ = try follower.result("admin.audit.tail", ["follow": true])
+        let started = Date()
+        #expect(try daemon.terminate() == 0)
+        #expect(Date().timeIntervalSince(started) < 5, "streams are not in-flight work and must not hold up shutdown")
+    }
+
+    @Test("restart keeps the master key, signing key and audit log")
+    func restartKeepsState() throws {
+        let daemon = try DaemonHarness()
+        try daemon.start()
+        let first = try daemon.connect()
+        let token = try #require(try first.result("auth.local", ["aud": "app"])["token"]?.stringValue)
+        let jwks = try first.result("keys.jwks")
+        #expect(try daemon.terminate() == 0)
+        try daemon.start()
+        let second = try daemon.connect()
+        #expect(try second.result("keys.jwks") == jwks)
+        #expect(try second.result("token.verify", ["token": .string(token), "aud": "app"])["claims"]?["aud"] == "app")
+        let records = try #require(try second.result("admin.audit.tail")["records"]?.arrayValue)
+        #expect(records.contains { $0["method"] == "auth.local" })
+        // The key file was created 0600 and never rewritten.
+        var info = stat()
+        #expect(stat(daemon.stateDirectory + "/master.key", &info) == 0)
+        #expect(info.st_mode & 0o777 == 0o600)
+    }
+
+    @Test("kill -9 in the middle of writes, then restart: keys, audit log and store intact")
+    func killDuringWrites() throws {
+        let daemon = try DaemonHarness()
+        try daemon.start()
+        let kid = try daemon.connect().result("keys.jwks")["keys"]?.arrayValue?.first?["kid"]
+        let socket = daemon.socketPath
+        // Writers hammer auth.local (each one an audit commit) while the daemon is killed.
+        let issued = Atomic<Int>(0)
+        let writers = Thread {
+            _ = onThreads(8) { _ in
+                let client = try LineClient(socketPath: socket)
+                while (try? client.result("auth.local", ["aud": "x"])) != nil { issued.add(1, ordering: .relaxed) }
+            }
+        }
+        writers.start()
+        while issued.load(ordering: .relaxed) < 200 { usleep(1000) }
+        try daemon.kill9()
+        try daemon.start()
+        let client = try daemon.connect()
+        let status = try client.result("admin.status")
+        #expect(status["store"]?["integrity"] == "ok")
+        #expect(try client.result("keys.jwks")["keys"]?.arrayValue?.first?["kid"] == kid)
+        let records = try #require(try client.result("admin.audit.tail", ["limit": 10])["records"]?.arrayValue)
+        #expect(records.count == 10, "audit records written before the kill survive")
+        #expect(records.filter { $0["method"] == "auth.local" }.count >= 9)
+        #expect(try client.result("auth.local", ["aud": "after"])["token"] != nil)
+    }
+
+    @Test("a wrong master key is refused at start, not silently replaced")
+    func wrongMasterKey() throws {
+        let daemon = try DaemonHarness()
+        try daemon.start()
+        #expect(try daemon.terminate() == 0)
+        let keyFile = daemon.stateDirectory + "/master.key"
+        try Data((0..<32).map { _ in UInt8.random(in: 0...255) }).write(to: URL(fileURLWithPath: keyFile))
+        chmod(keyFile, 0o600)
+        #expect(throws: HarnessError.self) { try daemon.start() }
+        #expect(daemon.log.contains("master key does not open this store"))
+    }
+
+    @Test("a key file readable by others is refused")
+    func looseKeyFile() throws {
+        let daemon = try DaemonHarness()
+        try daemon.start()
+        #expect(try daemon.terminate() == 0)
+        chmod(daemon.stateDirectory + "/master.key", 0o644)
+        #expect(throws: HarnessError.self) { try daemon.start() }
+        #expect(daemon.log.contains("must be 0600"))
+    }
+
+    @Test("the systemd credential authd.key is used when present")
+    func credentialKey() throws {
+        let daemon = try DaemonHarness()
+        let credentials = daemon.directory + "/credentials"
+        try FileManager.default.createDirectory(atPath: credentials, withIntermediateDirectories: true)
+        try Data(repeating: 7, count: 32).write(to: URL(fileURLWithPath: credentials + "/authd.key"))
+        try daemon.start(environment: ["CREDENTIALS_DIRECTORY": credentials])
+        let status = try daemon.connect().result("admin.status")
+        #expect(status["paths"]?["master_key"] == "credential")
+        #expect(access(daemon.stateDirectory + "/master.key", F_OK) != 0, "no key file when the credential is used")
+    }
+
+    @Test("socket activation: authd serves on the socket systemd passes")
+    func socketActivation() throws {
+        let daemon = try DaemonHarness()
+        try FileManager.default.createDirectory(atPath: daemon.directory + "/run", withIntermediateDirectories: true)
+        var environment: [String] = []
+        for (key, value) in daemon.environment where key != "AUTHD_SOCKET" { environment += ["-E", "\(key)=\(value)"] }
+        // systemd-socket-activate binds the socket and execs authd with LISTEN_FDS=1.
+        try daemon.start(
+            arguments: ["-l", daemon.socketPath] + environment + [DaemonHarness.authdPath, "--socket", daemon.directory + "/unused.sock"],
+            executable: "/usr/bin/systemd-socket-activate", waitForReady: false)
+        // systemd-socket-activate binds first and execs authd on the first connection.
+        var client: LineClient?
+        for _ in 0..<500 where client == nil {
+            client = try? daemon.connect()
+            if client == nil { usleep(10_000) }
+        }
+        let connected = try #require(client)
+        let hello = try connected.result("hello")
+        #expect(hello["protocol_version"] == 1)
+        #expect(access(daemon.directory + "/unused.sock", F_OK) != 0, "authd must not bind its own socket")
+        try daemon.waitForNotification("READY=1", seconds: 20)
+    }
+
+    @Test("core dumps are disabled")
+    func noCoreDumps() throws {
+        let daemon = try DaemonHarness()
+        try daemon.start()
+        let limits = try String(contentsOfFile: "/proc/\(daemon.pid)/limits", encoding: .utf8)
+        let core = try #require(limits.split(separator: "\n").first { $0.hasPrefix("Max core file size") })
+        #expect(core.split(separator: " ", omittingEmptySubsequences: true).dropFirst(4).prefix(2).allSatisfy { $0 == "0" })
+    }
+
+    @Test("a second daemon on the same socket refuses to start")
+    func secondDaemonRefused() throws {
+        let daemon = try DaemonHarness()
+        try daemon.start()
+        let second = Process()
+        second.executableURL = URL(fileURLWithPath: DaemonHarness.authdPath)
+        second.environment = daemon.environment.merging(["AUTHD_STATE_DIR": daemon.directory + "/state2", "NOTIFY_SOCKET": ""]) { _, new in new }
+        let errors = Pipe()
+        second.standardError = errors
+        try second.run()
+        second.waitUntilExit()
+        #expect(second.terminationStatus == 1)
+        #expect(String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self).contains("already listening"))
+        #expect(try daemon.connect().result("hello")["protocol_version"] == 1)
+    }
+}
+
+@Suite("Configuration")
+struct ConfigurationTests {
+    static func lifetime(_ client: LineClient) throws -> Int64 {
+        let token = try #require(try client.result("auth.local", ["aud": "x"])["token"]?.stringValue)
+        let claims = try #require(try client.result("token.verify", ["token": .string(token)])["claims"])
+        return (claims["exp"]?.integerValue ?? 0) - (claims["iat"]?.integerValue ?? 0)
+    }
+
+    @Test("admin.reload applies a valid file and reports what changed")
+    func reload() throws {
+        let daemon = try DaemonHarness(config: "[tokens]\nlifetime = 2m\n")
+        try daemon.start()
+        let client = try daemon.connect()
+        #expect(try Self.lifetime(client) == 120)
+        try "[tokens]\nlifetime = 10m\nissuer = me\n".write(toFile: daemon.configPath, atomically: true, encoding: .utf8)
+        let result = try client.result("admin.reload")
+        #expect(result["changed"] == ["tokens.issuer", "tokens.lifetime"])
+        #expect(try Self.lifetime(client) == 600)
+    }
+
+    @Test("an invalid file is refused with file, line and reason; the running config stays")
+    func invalidReload() throws {
+        let daemon = try DaemonHarness(config: "[tokens]\nlifetime = 2m\n")
+        try daemon.start()
+        let client = try daemon.connect()
+        try "[tokens]\nlifetime = 10m\n\n[tokens]\nlifetim = 5m\n".write(toFile: daemon.configPath, atomically: true, encoding: .utf8)
+        let response = try client.call("admin.reload")
+        #expect(response.errorReason == "config.invalid")
+        #expect(response["error"]?["data"]?["line"] == 5)
+        #expect(response["error"]?["data"]?["file"] == .string(daemon.configPath))
+        #expect(try Self.lifetime(client) == 120, "the old lifetime stays in force")
+    }
+
+    @Test("SIGHUP reloads; an invalid file on SIGHUP is logged and ignored")
+    func sighup() throws {
+        let daemon = try DaemonHarness(config: "[tokens]\nlifetime = 2m\n")
+        try daemon.start()
+        let client = try daemon.connect()
+        try "[tokens]\nlifetime = 3m\n".write(toFile: daemon.configPath, atomically: true, encoding: .utf8)
+        daemon.signal(SIGHUP)
+        try daemon.waitForNotification("RELOADING=1", seconds: 10)
+        var lifetime: Int64 = 0
+        for _ in 0..<100 {
+            lifetime = try Self.lifetime(client)
+            if lifetime == 180 { break }
+            usleep(20_000)
+        }
+        #expect(lifetime == 180)
+        try "[tokens]\nlifetime = forever\n".write(toFile: daemon.configPath, atomically: true, encoding: .utf8)
+        daemon.signal(SIGHUP)
+        for _ in 0..<100 where !daemon.log.contains("not reloaded") { usleep(20_000) }
+        #expect(daemon.log.contains("authd.conf:2: tokens.lifetime"))
+        #expect(try Self.lifetime(client) == 180)
+    }
+
+    @Test("an invalid file at start is refused with file and line")
+    func invalidAtStart() throws {
+        let daemon = try DaemonHarness(config: "[server]\nmax_connections = lots\n")
+        #expect(throws: HarnessError.self) { try daemon.start() }
+        #expect(daemon.log.contains("authd.conf:2: server.max_connections"))
+        let check = try DaemonHarness.run([DaemonHarness.authdPath, "--check-config", "--config", daemon.configPath])
+        #expect(check.status == 1)
+    }
+}
