@@ -1,0 +1,103 @@
+import Testing
+@testable import authd
+
+@Suite("Configuration file")
+struct ConfigTests {
+    @Test("a full valid file")
+    func valid() throws {
+        let config = try Config.parse("""
+            # comment
+            ; another
+            [server]
+            max_connections = 100
+            shutdown_timeout = 2s
+
+            [log]
+            level = debug
+            target = stderr
+            [tokens]
+            issuer = https://authd.example
+              lifetime   =   1h
+            [admin]
+            group = wheel
+            """, file: "t.conf")
+        #expect(config.maxConnections == 100)
+        #expect(config.shutdownTimeoutSeconds == 2)
+        #expect(config.logLevel == .debug)
+        #expect(config.logTarget == .stderr)
+        #expect(config.tokenIssuer == "https://authd.example")
+        #expect(config.tokenLifetimeSeconds == 3600)
+        #expect(config.adminGroup == "wheel")
+        #expect(config.changes(from: Config()).count == 7)
+        #expect(try Config.parse("", file: "empty") == Config())
+    }
+
+    @Test("errors name the line and the problem", arguments: [
+        ("key = 1", 1, "must follow a [section]"),
+        ("[nope]", 1, "unknown section [nope]"),
+        ("[server]\nmax_conn = 5", 2, "unknown key 'max_conn'"),
+        ("[server]\nmax_connections = 5", 2, "from 16 to 1000000"),
+        ("[server]\nmax_connections = 100\nmax_connections = 200", 3, "set twice"),
+        ("[tokens]\nlifetime = 5", 2, "10s to 3600s"),
+        ("[tokens]\nlifetime = 2h", 2, "10s to 3600s"),
+        ("[tokens]\nlifetime = 5x", 2, "duration"),
+        ("[tokens]\nissuer = has space", 2, "printable ASCII"),
+        ("[log]\nlevel = loud", 2, "debug"),
+        ("[server\n", 1, "must end with ']'"),
+        ("[log]\njust words", 2, "expected 'key = value'"),
+    ])
+    func invalid(text: String, line: Int, problem: String) {
+        do {
+            _ = try Config.parse(text, file: "/etc/authd/authd.conf")
+            Issue.record("accepted: \(text)")
+        } catch {
+            #expect(error.line == line)
+            #expect(error.reason.contains(problem), "\(error.reason)")
+            #expect(error.description.hasPrefix("/etc/authd/authd.conf:\(line): "))
+        }
+    }
+
+    @Test("durations", arguments: [("90", 90), ("90s", 90), ("5m", 300), ("1h", 3600), ("0s", 0)])
+    func durations(text: String, seconds: Int) throws {
+        #expect(try Config.duration(text, in: 0...3600) == seconds)
+    }
+
+    @Test("a missing file means the defaults; an unreadable one is an error")
+    func missingFile() throws {
+        #expect(try Config.load(path: "/nonexistent/authd.conf") == Config())
+        #expect(throws: ConfigError.self) { try Config.load(path: "/") }
+    }
+}
+
+@Suite("Daemon options")
+struct DaemonOptionsTests {
+    @Test("flags beat environment beat mode defaults")
+    func precedence() {
+        let environment = ["AUTHD_SOCKET": "/env/s.sock", "XDG_RUNTIME_DIR": "/run/user/1000", "HOME": "/home/a", "XDG_STATE_HOME": "/home/a/state"]
+        guard case .run(let user) = DaemonOptions.parse([], environment: ["XDG_RUNTIME_DIR": "/run/user/1000", "HOME": "/home/a"]) else { Issue.record(); return }
+        #expect(user.socketPath == "/run/user/1000/authd/authd.sock")
+        #expect(user.stateDirectory == "/home/a/.local/state/authd")
+        #expect(user.configPath == "/home/a/.config/authd/authd.conf")
+        guard case .run(let env) = DaemonOptions.parse([], environment: environment) else { Issue.record(); return }
+        #expect(env.socketPath == "/env/s.sock")
+        #expect(env.stateDirectory == "/home/a/state/authd")
+        guard case .run(let flag) = DaemonOptions.parse(["--socket=/flag.sock", "--state-dir", "/st"], environment: environment) else { Issue.record(); return }
+        #expect(flag.socketPath == "/flag.sock")
+        #expect(flag.stateDirectory == "/st")
+        guard case .run(let system) = DaemonOptions.parse(["--system"], environment: ["HOME": "/root"]) else { Issue.record(); return }
+        #expect(system.mode == .system)
+        #expect(system.socketPath == "/run/authd/authd.sock")
+        #expect(system.stateDirectory == "/var/lib/authd")
+        #expect(system.configPath == "/etc/authd/authd.conf")
+    }
+
+    @Test("usage errors exit 2", arguments: [["--bogus"], ["--socket"], ["--socket", "relative.sock"], []])
+    func usageErrors(arguments: [String]) {
+        // The last case: user mode with no XDG_RUNTIME_DIR and no socket.
+        guard case .exit(_, let status) = DaemonOptions.parse(arguments, environment: ["HOME": "/h"]) else {
+            Issue.record("accepted \(arguments)")
+            return
+        }
+        #expect(status == 2)
+    }
+}

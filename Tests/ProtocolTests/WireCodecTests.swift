@@ -1,0 +1,106 @@
+import Foundation
+import Protocol
+import Testing
+
+private let fixtures = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Fixtures")
+
+private func fixtureLines(_ name: String) throws -> [String] {
+    try String(contentsOf: fixtures.appendingPathComponent(name), encoding: .utf8).split(separator: "\n").map(String.init)
+}
+
+@Suite("Wire codec")
+struct WireCodecTests {
+    /// Golden file: each line is `{"line": <raw request line>, "request"|"error": <expected>}`.
+    @Test("request decoding matches the golden fixtures")
+    func goldenRequests() throws {
+        let lines = try fixtureLines("requests.jsonl")
+        #expect(lines.count >= 18)
+        for fixture in lines {
+            let entry = try WireCodec.decode(JSONValue.self, from: Data(fixture.utf8))
+            let raw = try #require(entry["line"]?.stringValue)
+            switch WireCodec.decodeRequest(Array(raw.utf8)) {
+            case .success(let request):
+                let expected = try #require(entry["request"], "expected an error for \(raw)")
+                #expect(request.method == expected["method"]?.stringValue)
+                #expect(request.id == expected["id"], "id of \(raw)")
+                #expect(request.params == expected["params"], "params of \(raw)")
+            case .failure(let failure):
+                let expected = try #require(entry["error"], "expected success for \(raw), got \(failure.error)")
+                #expect(failure.id == expected["id"], "id of \(raw)")
+                #expect(Int64(failure.error.code.rawValue) == expected["code"]?.integerValue, "code of \(raw)")
+                #expect(failure.error.reason.rawValue == expected["reason"]?.stringValue, "reason of \(raw)")
+                #expect(!failure.error.message.isEmpty)
+            }
+        }
+    }
+
+    /// Golden file: pairs of lines, a message and its canonical encoding (sorted keys, no
+    /// escaped slashes), so the daemon's output stays byte-stable for clients that diff it.
+    @Test("responses and notifications encode to the golden lines")
+    func goldenResponses() throws {
+        let lines = try fixtureLines("responses.jsonl")
+        #expect(lines.count % 2 == 0)
+        for pair in stride(from: 0, to: lines.count, by: 2) {
+            let incoming = try WireCodec.decodeIncoming(Array(lines[pair].utf8))
+            let encoded: Data
+            switch incoming {
+            case .response(let id, .result(let result)):
+                encoded = try WireCodec.responseLine(id: id, result: result)
+            case .response(let id, .error(let error)):
+                encoded = WireCodec.errorLine(id: id, error: error)
+            case .notification(let method, let params):
+                encoded = try WireCodec.notificationLine(method: method, params: params ?? .null)
+            }
+            #expect(String(decoding: encoded, as: UTF8.self) == lines[pair + 1] + "\n")
+        }
+    }
+
+    @Test("typed params: missing, wrong type, null and unknown fields name the field")
+    func paramErrors() throws {
+        #expect(throws: RPCError.invalidParams("", field: "aud")) { try WireCodec.decodeParams(AuthLocal.Params.self, from: [:]) }
+        do {
+            _ = try WireCodec.decodeParams(AuthLocal.Params.self, from: ["aud": 1])
+            Issue.record("expected an error")
+        } catch {
+            #expect(error.details["field"] == "aud")
+            #expect(error.message == "Parameter 'aud' must be a string.")
+        }
+        do {
+            _ = try WireCodec.decodeParams(AuthLocal.Params.self, from: ["aud": "x", "extra": true])
+            Issue.record("expected an error")
+        } catch {
+            #expect(error.details["field"] == "extra")
+        }
+        // null for an optional field means "not given".
+        let params = try WireCodec.decodeParams(AuthLocal.Params.self, from: ["aud": "x", "nonce": nil])
+        #expect(params == AuthLocal.Params(aud: "x", nonce: nil))
+        // Methods without params accept absent, null and {}; nothing else.
+        #expect(try WireCodec.decodeParams(NoParams.self, from: nil) == NoParams())
+        #expect(try WireCodec.decodeParams(NoParams.self, from: [:]) == NoParams())
+        #expect(throws: RPCError.self) { try WireCodec.decodeParams(NoParams.self, from: ["x": 1]) }
+    }
+
+    @Test("error objects round-trip with their details; equality is code and reason")
+    func errorCoding() throws {
+        let error = RPCError.failure(Reason("pin.wrong"), "Wrong PIN.", details: ["retries_left": 2])
+        let decoded = try WireCodec.decode(RPCError.self, from: WireCodec.encodeJSON(error))
+        #expect(decoded == error)
+        #expect(decoded.details["retries_left"] == 2)
+        #expect(decoded.message == "Wrong PIN.")
+        #expect(RPCError.failure(Reason("pin.wrong"), "other words") == error)
+        #expect(RPCError.failure(Reason("pin.blocked"), "Wrong PIN.") != error)
+    }
+
+    @Test("the client side rejects lines that are not JSON-RPC")
+    func incomingErrors() {
+        for line in ["", "{}", #"{"jsonrpc":"2.0"}"#, #"{"jsonrpc":"1.0","id":1,"result":1}"#, "[1]"] {
+            #expect(throws: RPCError.self, "\(line)") { try WireCodec.decodeIncoming(Array(line.utf8)) }
+        }
+    }
+
+    @Test("untrusted text is made printable and bounded")
+    func redaction() {
+        #expect(Redaction.printable("a\nb\u{1b}[31m", limit: 20) == "a?b?[31m")
+        #expect(Redaction.printable(String(repeating: "x", count: 100), limit: 10) == String(repeating: "x", count: 10) + "…")
+    }
+}
