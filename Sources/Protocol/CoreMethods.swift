@@ -82,16 +82,19 @@ public struct IssuedToken: Codable, Sendable, Equatable {
     public var token: String
     /// The key id in the token's header.
     public var kid: String
+    /// The token's `jti` claim: how the audit log and revocation lists name it.
+    public var jti: String
     /// When the token expires (RFC 3339, UTC).
     public var expiresAt: String
 
-    public init(token: String, kid: String, expiresAt: String) {
+    public init(token: String, kid: String, jti: String, expiresAt: String) {
         self.token = token
         self.kid = kid
+        self.jti = jti
         self.expiresAt = expiresAt
     }
 
-    enum CodingKeys: String, CodingKey { case token, kid, expiresAt = "expires_at" }
+    enum CodingKeys: String, CodingKey { case token, kid, jti, expiresAt = "expires_at" }
 }
 
 /// `token.verify` — checks a daemon-issued token: structure, `kid`, ES256 signature, `iss`,

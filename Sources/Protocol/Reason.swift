@@ -41,6 +41,8 @@ public struct Reason: RawRepresentable, Hashable, Sendable, Codable, CustomStrin
     public static let forbidden = Reason("auth.forbidden")
     /// No subscription with that id on this connection.
     public static let unknownSubscription = Reason("subscription.unknown")
+    /// The connection already has the maximum number of open streams (16).
+    public static let subscriptionLimit = Reason("subscription.limit")
 
     // MARK: Tokens
     /// Not a compact JWS of three base64url parts with JSON header and claims.

@@ -1,16 +1,44 @@
-import Foundation
+import FoundationEssentials
 
 /// A request as the daemon receives it. `id == nil` means a JSON-RPC notification (no reply).
+///
+/// Params stay in their wire form until the method is known; ``WireCodec/decodeParams(_:from:)``
+/// then decodes them straight into the method's typed parameters (one pass, no generic tree).
 public struct Request: Sendable, Equatable {
     public var id: JSONValue?
     public var method: String
-    public var params: JSONValue?
+    fileprivate var source: ParamsSource
 
+    fileprivate enum ParamsSource: Sendable, Equatable {
+        /// The request line, whose `params` member is absent, null or an object.
+        case line(Data)
+        case value(JSONValue?)
+    }
+
+    /// A request built in-process (tests, internal callers).
     public init(id: JSONValue?, method: String, params: JSONValue?) {
         self.id = id
         self.method = method
-        self.params = params
+        source = .value(params == .null ? nil : params)
     }
+
+    fileprivate init(id: JSONValue?, method: String, line: Data) {
+        self.id = id
+        self.method = method
+        source = .line(line)
+    }
+
+    /// The params as a generic JSON value (slow path: diagnostics and tests).
+    public var params: JSONValue? {
+        switch source {
+        case .value(let value): return value
+        case .line(let line):
+            let params = (try? JSONDecoder().decode(GenericParams.self, from: line))?.params
+            return params == .null ? nil : params
+        }
+    }
+
+    private struct GenericParams: Decodable { let params: JSONValue? }
 }
 
 /// What a client receives: a response to one of its requests, or a notification from the daemon
@@ -95,49 +123,85 @@ public enum WireCodec {
     /// On failure, returns the error to send and the id to send it with (`null` when the id
     /// could not be read), exactly as JSON-RPC 2.0 §5 prescribes.
     public static func decodeRequest(_ line: some Collection<UInt8>) -> Result<Request, RequestDecodingError> {
-        guard let value = try? JSONDecoder().decode(JSONValue.self, from: Data(line)) else {
+        let data = Data(line)
+        let envelope: Envelope
+        do {
+            envelope = try JSONDecoder().decode(Envelope.self, from: data)
+        } catch let error as DecodingError {
+            switch error {
+            case .typeMismatch, .valueNotFound:
+                // Valid JSON, but not an object (a number, a string, null, a batch array).
+                return .failure(RequestDecodingError(id: .null, error: .invalidRequest("A request must be a JSON object (batches are not supported).")))
+            default:
+                return .failure(RequestDecodingError(id: .null, error: .parseError()))
+            }
+        } catch {
             return .failure(RequestDecodingError(id: .null, error: .parseError()))
         }
-        guard case .object(let members) = value else {
-            if case .array = value {
-                return .failure(RequestDecodingError(
-                    id: .null, error: .invalidRequest("Batch requests are not supported; send one request per line.")))
-            }
-            return .failure(RequestDecodingError(
-                id: .null, error: .invalidRequest("A request must be a JSON object, not \(value.typeName).")))
+        guard let id = envelope.id else {
+            return .failure(RequestDecodingError(id: .null, error: .invalidRequest("'id' must be a string, a number or null.")))
         }
-        var id: JSONValue? = nil
-        if let rawID = members["id"] {
-            switch rawID {
-            case .string, .integer, .double, .null: id = rawID
-            default:
-                return .failure(RequestDecodingError(
-                    id: .null, error: .invalidRequest("'id' must be a string, a number or null.")))
-            }
-        }
-        let replyID = id ?? .null
-        guard members["jsonrpc"] == .string(jsonrpcVersion) else {
+        let replyID = id.value ?? .null
+        guard envelope.jsonrpc == jsonrpcVersion else {
             return .failure(RequestDecodingError(id: replyID, error: .invalidRequest("'jsonrpc' must be \"2.0\".")))
         }
-        guard case .string(let method)? = members["method"], !method.isEmpty else {
-            return .failure(RequestDecodingError(
-                id: replyID, error: .invalidRequest("'method' must be a non-empty string.")))
+        guard let method = envelope.method, !method.isEmpty else {
+            return .failure(RequestDecodingError(id: replyID, error: .invalidRequest("'method' must be a non-empty string.")))
         }
-        let params = members["params"]
-        switch params {
-        case nil, .object?, .null?: break
-        case .array?:
+        if let unknown = envelope.unknownMember {
+            return .failure(RequestDecodingError(
+                id: replyID, error: .invalidRequest("Unknown member '\(Redaction.printable(unknown, limit: 64))' in the request.")))
+        }
+        guard envelope.paramsAreObjectOrAbsent else {
             return .failure(RequestDecodingError(
                 id: replyID, error: .invalidParams("'params' must be an object (named parameters).", field: "params")))
-        case let other?:
-            return .failure(RequestDecodingError(
-                id: replyID, error: .invalidParams("'params' must be an object, not \(other.typeName).", field: "params")))
         }
-        for key in members.keys where !["jsonrpc", "id", "method", "params"].contains(key) {
-            return .failure(RequestDecodingError(
-                id: replyID, error: .invalidRequest("Unknown member '\(Redaction.printable(key, limit: 64))' in the request.")))
+        return .success(Request(id: id.value, method: method, line: data))
+    }
+
+    /// The request envelope, read without building a generic JSON tree.
+    private struct Envelope: Decodable {
+        /// The outer optional: was `id` well formed; the inner: was it present (nil = notification).
+        var id: RequestID?
+        var jsonrpc: String?
+        var method: String?
+        var paramsAreObjectOrAbsent = true
+        var unknownMember: String?
+
+        struct RequestID { let value: JSONValue? }
+
+        init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: AnyCodingKey.self)
+            for key in container.allKeys {
+                switch key.stringValue {
+                case "jsonrpc": jsonrpc = try? container.decode(String.self, forKey: key)
+                case "method": method = try? container.decode(String.self, forKey: key)
+                case "id", "params": break
+                default: if unknownMember == nil { unknownMember = key.stringValue }
+                }
+            }
+            let idKey = AnyCodingKey("id")
+            if !container.contains(idKey) {
+                id = RequestID(value: nil)
+            } else if try container.decodeNil(forKey: idKey) {
+                id = RequestID(value: .null)
+            } else if let number = try? container.decode(Int64.self, forKey: idKey) {
+                id = RequestID(value: .integer(number))
+            } else if let text = try? container.decode(String.self, forKey: idKey) {
+                id = RequestID(value: .string(text))
+            } else if let bool = try? container.decode(Bool.self, forKey: idKey) {
+                _ = bool  // booleans are not valid ids
+                id = nil
+            } else if let number = try? container.decode(Double.self, forKey: idKey) {
+                id = RequestID(value: .double(number))
+            } else {
+                id = nil
+            }
+            let paramsKey = AnyCodingKey("params")
+            if try container.contains(paramsKey) && !container.decodeNil(forKey: paramsKey) {
+                paramsAreObjectOrAbsent = (try? container.nestedContainer(keyedBy: AnyCodingKey.self, forKey: paramsKey)) != nil
+            }
         }
-        return .success(Request(id: id, method: method, params: params == .null ? nil : params))
     }
 
     /// Why a line is not a request, with the id to answer with.
@@ -166,27 +230,53 @@ public enum WireCodec {
 
     /// Decodes a method's typed parameters. Missing or ill-typed fields, and fields the method
     /// does not know, become −32602 errors that name the field.
-    public static func decodeParams<P: Codable>(_ type: P.Type, from params: JSONValue?) throws(RPCError) -> P {
-        let object = params ?? .object([:])
-        let decoded: P
+    public static func decodeParams<P: Decodable>(_ type: P.Type, from request: Request) throws(RPCError) -> P {
+        let data: Data
+        switch request.source {
+        case .line(let line):
+            data = line
+        case .value(let value):
+            guard let encoded = try? encodeJSON(["params": value ?? .object([:])]) else { throw .invalidParams("The parameters cannot be read.") }
+            data = encoded
+        }
         do {
-            decoded = try decode(P.self, from: object)
+            return try JSONDecoder().decode(ParamsEnvelope<P>.self, from: data).params
+        } catch let error as RPCError {
+            throw error
         } catch let error as DecodingError {
             throw describe(error)
         } catch {
             throw .invalidParams("The parameters cannot be read.")
         }
-        // Reject fields the method does not define: a typo ("audience" for "aud") must not be
-        // silently ignored by a security daemon. Re-encoding gives exactly the known fields that
-        // are set; input fields that are null are allowed as "not given".
-        if case .object(let given) = object,
-           case .object(let known)? = try? decode(JSONValue.self, from: encodeJSON(decoded))
-        {
-            for (key, value) in given.sorted(by: { $0.key < $1.key }) where known[key] == nil && value != .null {
-                throw .invalidParams("Unknown parameter '\(Redaction.printable(key, limit: 64))'.", field: key)
+    }
+
+    /// Decodes typed params from a JSONValue (absent or null means `{}`).
+    public static func decodeParams<P: Decodable>(_ type: P.Type, from params: JSONValue?) throws(RPCError) -> P {
+        try decodeParams(type, from: Request(id: nil, method: "", params: params))
+    }
+
+    /// `{"params": …}` of a request line, decoded as `P`. Absent or null params decode as `{}`.
+    /// Fields present in the request but never asked for by `P`'s decoding are rejected: a typo
+    /// ("audience" for "aud") must not be silently ignored by a security daemon.
+    private struct ParamsEnvelope<P: Decodable>: Decodable {
+        let params: P
+
+        init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: AnyCodingKey.self)
+            let key = AnyCodingKey("params")
+            let present = try container.contains(key) && !container.decodeNil(forKey: key)
+            let recorder = FieldRecorder()
+            if present {
+                params = try P(from: RecordingDecoder(base: try container.superDecoder(forKey: key), recorder: recorder))
+                let given = try container.nestedContainer(keyedBy: AnyCodingKey.self, forKey: key).allKeys
+                for field in given.map(\.stringValue).sorted() where !recorder.asked.contains(field) {
+                    // An explicit null for a field the method does not know is still unknown.
+                    throw RPCError.invalidParams("Unknown parameter '\(Redaction.printable(field, limit: 64))'.", field: field)
+                }
+            } else {
+                params = try JSONDecoder().decode(P.self, from: Data("{}".utf8))
             }
         }
-        return decoded
     }
 
     /// Decodes a typed value from a JSONValue (results on the client side, params on the server).
@@ -200,9 +290,10 @@ public enum WireCodec {
 
     private static func describe(_ error: DecodingError) -> RPCError {
         func path(_ context: DecodingError.Context, appending key: (any CodingKey)? = nil) -> String {
-            let keys = context.codingPath + (key.map { [$0] } ?? [])
+            // The envelope's own "params" key is not part of the field name.
+            let keys = (context.codingPath + (key.map { [$0] } ?? [])).drop { $0.stringValue == "params" && $0.intValue == nil }
             return keys.map { $0.intValue.map { "[\($0)]" } ?? $0.stringValue }
-                .joined(separator: ".").replacingOccurrences(of: ".[", with: "[")
+                .joined(separator: ".").replacing(".[", with: "[")
         }
         switch error {
         case .keyNotFound(let key, let context):

@@ -20,7 +20,7 @@ extension Command {
         Output.line("connections: \(status.connections), open fds: \(status.openFileDescriptors), rss: \(status.residentMemoryBytes / 1024) KiB")
         Output.line("store:       integrity \(status.store.integrity), schema \(status.store.schemaVersion), \(status.store.sizeBytes) bytes, journal \(status.store.journalMode)")
         for key in status.keys {
-            Output.line("key:         \(key.kid) \(key.alg) \(key.status) since \(key.createdAt)\(key.publishedUntil.map { ", published until \($0)" } ?? "")")
+            Output.line("key:         \(key.kid) \(key.alg) \(key.status), created \(key.createdAt)\(key.publishedUntil.map { ", published until \($0)" } ?? "")")
         }
         return status.store.integrity == "ok" ? .ok : .failure
     }

@@ -8,13 +8,14 @@ struct GlobalOptions {
     var system = false
     var json = false
 
-    /// Flag, then `AUTHD_SOCKET`, then the user daemon's socket if it exists, then the system
-    /// daemon's (so `sudo authctl admin status` on a server finds it), then the user path.
+    /// `--socket`, then `--system`, then `AUTHD_SOCKET`, then the user daemon's socket if it
+    /// exists, then the system daemon's (so `sudo authctl admin status` on a server finds it),
+    /// then the user path.
     func socketPath(environment: [String: String] = ProcessInfo.processInfo.environment) -> String {
-        if let socket { return socket }
-        if let socket = environment["AUTHD_SOCKET"], !socket.isEmpty { return socket }
         let systemSocket = "/run/authd/authd.sock"
+        if let socket { return socket }
         if system { return systemSocket }
+        if let socket = environment["AUTHD_SOCKET"], !socket.isEmpty { return socket }
         let userSocket = environment["XDG_RUNTIME_DIR"].map { $0 + "/authd/authd.sock" }
         if let userSocket, access(userSocket, F_OK) == 0 { return userSocket }
         if access(systemSocket, F_OK) == 0 { return systemSocket }

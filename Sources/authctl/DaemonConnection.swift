@@ -81,6 +81,8 @@ final class DaemonConnection {
             let written = data.withUnsafeBytes { Glibc.send(fd, $0.baseAddress! + offset, data.count - offset, Int32(MSG_NOSIGNAL)) }
             if written < 0 && errno == EINTR { continue }
             guard written > 0 else {
+                // The daemon may have refused us with an error line before closing: report that.
+                if case .response(_, .error(let error))? = try? readMessage() { throw CLIError(error) }
                 throw CLIError(message: "lost the connection to authd while sending", reason: "daemon.unavailable", exitCode: .unavailable)
             }
             offset += written

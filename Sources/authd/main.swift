@@ -1,9 +1,10 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 
 // authd: wires options to the daemon and nothing else. See Server/Daemon.swift.
 switch DaemonOptions.parse(Array(CommandLine.arguments.dropFirst()), environment: ProcessInfo.processInfo.environment) {
 case .exit(let message, let status):
-    if status == 0 { print(message) } else { FileHandle.standardError.write(Data((message + "\n").utf8)) }
+    if status == 0 { print(message) } else { Syscalls.writeStderr(message + "\n") }
     exit(status)
 case .run(let options):
     exit(await Daemon.run(options))

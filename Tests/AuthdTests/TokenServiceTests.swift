@@ -14,13 +14,13 @@ struct TokenServiceTests {
         config.tokenLifetimeSeconds = 60
         config.tokenIssuer = "authd-test"
         let service = TokenService(keys: fixture.keys, config: ConfigHolder(config), now: fixture.clock.closure)
-        let (issued, jti) = try service.issueLocal(for: caller, params: .init(aud: "app", nonce: "n"))
+        let issued = try service.issueLocal(for: caller, params: .init(aud: "app", nonce: "n"))
         let claims = try service.verify(.init(token: issued.token, aud: "app")).claims
         #expect(claims["sub"] == "unix:1000")
         #expect(claims["preferred_username"] == "alice")
         #expect(claims["azp"] == "/usr/bin/app")
         #expect(claims["iss"] == "authd-test")
-        #expect(claims["jti"] == .string(jti))
+        #expect(claims["jti"] == .string(issued.jti))
         #expect(claims["exp"]?.integerValue == Int64(fixture.clock.now.timeIntervalSince1970) + 60)
         fixture.clock.advance(59)
         #expect(throws: Never.self) { try service.verify(.init(token: issued.token)) }
@@ -32,7 +32,7 @@ struct TokenServiceTests {
     func notYetValid() async throws {
         let fixture = try await TestKeys()
         let service = TokenService(keys: fixture.keys, config: ConfigHolder(Config()), now: fixture.clock.closure)
-        let (issued, _) = try service.issueLocal(for: caller, params: .init(aud: "app"))
+        let issued = try service.issueLocal(for: caller, params: .init(aud: "app"))
         let past = TokenService(keys: fixture.keys, config: ConfigHolder(Config()), now: { [clock = fixture.clock] in clock.now.addingTimeInterval(-61) })
         #expect(throws: RPCError.failure(.tokenNotYetValid, "")) { try past.verify(.init(token: issued.token)) }
         let slightlyPast = TokenService(keys: fixture.keys, config: ConfigHolder(Config()), now: { [clock = fixture.clock] in clock.now.addingTimeInterval(-59) })
@@ -44,7 +44,7 @@ struct TokenServiceTests {
         let fixture = try await TestKeys()
         let holder = ConfigHolder(Config())
         let service = TokenService(keys: fixture.keys, config: holder, now: fixture.clock.closure)
-        let (issued, _) = try service.issueLocal(for: caller, params: .init(aud: "app"))
+        let issued = try service.issueLocal(for: caller, params: .init(aud: "app"))
         var changed = Config()
         changed.tokenIssuer = "other"
         holder.current = changed
@@ -56,10 +56,10 @@ struct TokenServiceTests {
         let fixture = try await TestKeys()
         let service = TokenService(keys: fixture.keys, config: ConfigHolder(Config()), now: fixture.clock.closure)
         let now = Int64(fixture.clock.now.timeIntervalSince1970)
-        let token = try JWS.sign(claims: ["iss": "authd", "aud": ["a", "b"], "exp": .integer(now + 10)], kid: fixture.keys.current.kid, key: fixture.keys.current.key)
+        let token = try JWS.sign(claims: ["iss": "authd", "aud": ["a", "b"], "exp": .integer(now + 10)] as [String: JSONValue], kid: fixture.keys.current.kid, key: fixture.keys.current.key)
         #expect(throws: Never.self) { try service.verify(.init(token: token, aud: "b")) }
         #expect(throws: RPCError.failure(.tokenWrongAudience, "")) { try service.verify(.init(token: token, aud: "c")) }
-        let noExpiry = try JWS.sign(claims: ["iss": "authd"], kid: fixture.keys.current.kid, key: fixture.keys.current.key)
+        let noExpiry = try JWS.sign(claims: ["iss": "authd"] as [String: JSONValue], kid: fixture.keys.current.kid, key: fixture.keys.current.key)
         #expect(throws: RPCError.failure(.tokenMalformed, "")) { try service.verify(.init(token: noExpiry)) }
     }
 
@@ -67,7 +67,7 @@ struct TokenServiceTests {
     func rotationOverlap() async throws {
         let fixture = try await TestKeys()
         let service = TokenService(keys: fixture.keys, config: ConfigHolder(Config()), now: fixture.clock.closure)
-        let (old, _) = try service.issueLocal(for: caller, params: .init(aud: "app"))
+        let old = try service.issueLocal(for: caller, params: .init(aud: "app"))
         let rotation = try await fixture.keys.rotate(now: fixture.clock.now)
         #expect(rotation.previousKid == old.kid)
         #expect(fixture.keys.current.kid == rotation.kid)

@@ -1,1 +1,209 @@
-print("b")
+import CLinux
+import Foundation
+import Glibc
+import Protocol
+import Synchronization
+
+// authd-bench: drives a release build of the real daemon over its socket and prints figures.
+// Usage: authd-bench BIN_DIR   (make bench passes the release build directory)
+
+let binDirectory = CommandLine.arguments.count > 1 ? CommandLine.arguments[1] : ".build/release"
+_ = authd_raise_nofile_limit()
+
+struct BenchError: Error, CustomStringConvertible {
+    let description: String
+}
+
+// MARK: A minimal blocking client
+
+final class Client {
+    let fd: Int32
+    private var framer = LineFramer(maxLineLength: 1 << 22)
+    private var buffer = [UInt8](repeating: 0, count: 65536)
+    private var nextID: Int64 = 1
+
+    init(_ path: String) throws {
+        fd = authd_connect_unix(path)
+        guard fd >= 0 else { throw BenchError(description: "connect: \(String(cString: strerror(errno)))") }
+    }
+
+    deinit { close(fd) }
+
+    /// One request, one response; returns the raw response line.
+    @discardableResult
+    func call(_ method: String, _ params: String = "{}") throws -> [UInt8] {
+        let line = #"{"jsonrpc":"2.0","id":\#(nextID),"method":"\#(method)","params":\#(params)}"# + "\n"
+        nextID += 1
+        _ = line.withCString { send(fd, $0, strlen($0), Int32(MSG_NOSIGNAL)) }
+        while true {
+            if let response = try framer.nextLine() { return response }
+            let count = read(fd, &buffer, buffer.count)
+            guard count > 0 else { throw BenchError(description: "the daemon closed the connection") }
+            framer.append(buffer[0..<count])
+        }
+    }
+}
+
+// MARK: The daemon under test
+
+final class Daemon {
+    let directory: String
+    let process = Process()
+    var socket: String { directory + "/run/authd.sock" }
+    let readyAfter: Double
+
+    init() throws {
+        var template = Array("/tmp/authd-bench-XXXXXX".utf8CString)
+        directory = String(cString: mkdtemp(&template)!)
+        let notify = socket_notify(directory + "/notify.sock")
+        process.executableURL = URL(fileURLWithPath: binDirectory + "/authd")
+        process.environment = [
+            "AUTHD_SOCKET": directory + "/run/authd.sock", "AUTHD_STATE_DIR": directory + "/state",
+            "AUTHD_CONFIG": directory + "/authd.conf", "NOTIFY_SOCKET": directory + "/notify.sock", "HOME": directory,
+        ]
+        process.standardError = FileHandle(forWritingAtPath: "/dev/null")
+        let started = ContinuousClock.now
+        try process.run()
+        var message = [UInt8](repeating: 0, count: 1024)
+        while true {
+            let count = recv(notify, &message, message.count, 0)
+            guard count > 0 else { throw BenchError(description: "authd never sent READY=1") }
+            if String(decoding: message[0..<count], as: UTF8.self).contains("READY=1") { break }
+        }
+        readyAfter = (ContinuousClock.now - started).milliseconds
+        close(notify)
+    }
+
+    func stop() {
+        kill(process.processIdentifier, SIGTERM)
+        process.waitUntilExit()
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+
+    var residentBytes: Int64 {
+        guard let status = try? String(contentsOfFile: "/proc/\(process.processIdentifier)/status", encoding: .utf8),
+              let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }),
+              let kilobytes = Int64(line.split(separator: " ", omittingEmptySubsequences: true)[1])
+        else { return -1 }
+        return kilobytes * 1024
+    }
+}
+
+/// A datagram socket for sd_notify, bound at `path`, with a 30 s receive timeout.
+func socket_notify(_ path: String) -> Int32 {
+    let fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue), 0)
+    var address = sockaddr_un()
+    address.sun_family = sa_family_t(AF_UNIX)
+    withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: Array(path.utf8)) }
+    _ = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) } }
+    var timeout = timeval(tv_sec: 30, tv_usec: 0)
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+    return fd
+}
+
+extension Duration {
+    var milliseconds: Double { Double(components.seconds) * 1000 + Double(components.attoseconds) / 1e15 }
+}
+
+// MARK: Measurements
+
+/// Runs `clients` threads, each making `perClient` calls; returns (calls per second, sorted latencies in ms).
+func load(_ daemon: Daemon, clients: Int, perClient: Int, method: String, params: String = "{}") throws -> (Double, [Double]) {
+    let latencies = Mutex<[Double]>([])
+    let failures = Atomic<Int>(0)
+    let group = DispatchGroup()
+    let socket = daemon.socket
+    let start = ContinuousClock.now
+    for _ in 0..<clients {
+        group.enter()
+        let thread = Thread {
+            defer { group.leave() }
+            guard let client = try? Client(socket) else { failures.add(1, ordering: .relaxed); return }
+            var local: [Double] = []
+            local.reserveCapacity(perClient)
+            for _ in 0..<perClient {
+                let before = ContinuousClock.now
+                guard let response = try? client.call(method, params), !response.starts(with: Array(#"{"error""#.utf8)) else {
+                    failures.add(1, ordering: .relaxed)
+                    return
+                }
+                local.append((ContinuousClock.now - before).milliseconds)
+            }
+            latencies.withLock { $0 += local }
+        }
+        thread.start()
+    }
+    group.wait()
+    let elapsed = (ContinuousClock.now - start).milliseconds / 1000
+    guard failures.load(ordering: .relaxed) == 0 else { throw BenchError(description: "\(failures.load(ordering: .relaxed)) clients failed") }
+    let sorted = latencies.withLock { $0 }.sorted()
+    return (Double(sorted.count) / elapsed, sorted)
+}
+
+func percentile(_ sorted: [Double], _ p: Double) -> Double {
+    sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))]
+}
+
+/// `openssl speed ecdsap256` signs per second, single core, in this run.
+func opensslSignsPerSecond() throws -> Double {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
+    process.arguments = ["speed", "-seconds", "3", "ecdsap256"]
+    let output = Pipe()
+    process.standardOutput = output
+    process.standardError = FileHandle(forWritingAtPath: "/dev/null")
+    try process.run()
+    let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+    process.waitUntilExit()
+    // " 256 bits ecdsa (nistp256)   0.0000s   0.0001s  41234.5  13456.7"
+    guard let line = text.split(separator: "\n").first(where: { $0.contains("ecdsa (nistp256)") }),
+          let signs = line.split(separator: " ", omittingEmptySubsequences: true).dropLast().last.flatMap({ Double($0) })
+    else { throw BenchError(description: "cannot read openssl speed output:\n\(text)") }
+    return signs
+}
+
+func row(_ name: String, _ value: String) { print(name.padding(toLength: 52, withPad: " ", startingAt: 0) + value) }
+
+do {
+    print("authd benchmark — release build in \(binDirectory), \(ProcessInfo.processInfo.activeProcessorCount) cores")
+    print(String(repeating: "-", count: 78))
+
+    var readyTimes: [Double] = []
+    for _ in 0..<5 {
+        let daemon = try Daemon()
+        readyTimes.append(daemon.readyAfter)
+        daemon.stop()
+    }
+    readyTimes.sort()
+    row("start to READY=1 (first start, median of 5)", String(format: "%.1f ms", readyTimes[2]))
+
+    let daemon = try Daemon()
+    defer { daemon.stop() }
+    _ = try load(daemon, clients: 1, perClient: 2000, method: "hello")  // warm-up
+    row("idle RSS", String(format: "%.1f MB", Double(daemon.residentBytes) / 1e6))
+
+    let (oneConnection, _) = try load(daemon, clients: 1, perClient: 20000, method: "hello")
+    row("hello round trips/s, one connection", String(format: "%.0f /s", oneConnection))
+    for clients in [1, 16, 64] {
+        let (rate, latencies) = try load(daemon, clients: clients, perClient: max(500, 20000 / clients), method: "hello")
+        row("hello with \(clients) concurrent clients", String(format: "p50 %.3f ms, p99 %.3f ms, %.0f /s", percentile(latencies, 0.5), percentile(latencies, 0.99), rate))
+    }
+
+    let signs = try opensslSignsPerSecond()
+    let (tokens1, latencies1) = try load(daemon, clients: 1, perClient: 3000, method: "auth.local", params: #"{"aud":"bench"}"#)
+    let (tokens16, latencies16) = try load(daemon, clients: 16, perClient: 1000, method: "auth.local", params: #"{"aud":"bench"}"#)
+    row("openssl speed ecdsap256 (1 core)", String(format: "%.0f signs/s", signs))
+    row("auth.local, 1 client", String(format: "%.0f tokens/s, p50 %.3f ms, p99 %.3f ms", tokens1, percentile(latencies1, 0.5), percentile(latencies1, 0.99)))
+    row("auth.local, 16 clients", String(format: "%.0f tokens/s, p50 %.3f ms, p99 %.3f ms", tokens16, percentile(latencies16, 0.5), percentile(latencies16, 0.99)))
+    row("auth.local tokens/s ÷ openssl signs/s (target ≥ 0.5)", String(format: "%.2f (1 client %.2f)", tokens16 / signs, tokens1 / signs))
+
+    var held: [Client] = []
+    for _ in 0..<1000 { held.append(try Client(daemon.socket)) }
+    try held.last?.call("hello")
+    row("RSS with 1000 open connections", String(format: "%.1f MB", Double(daemon.residentBytes) / 1e6))
+    held.removeAll()
+    print(String(repeating: "-", count: 78))
+} catch {
+    FileHandle.standardError.write(Data("authd-bench: \(error)\n".utf8))
+    exit(1)
+}

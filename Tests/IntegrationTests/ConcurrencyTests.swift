@@ -98,7 +98,29 @@ struct ConcurrencyTests {
             if after <= before && status["connections"] == 1 { break }
             usleep(50_000)
         }
-        #expect(after <= before)
+        let open = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(daemon.pid)/fd"))?.sorted().map { name in
+            "\(name)→" + ((try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(daemon.pid)/fd/\(name)")) ?? "?")
+        } ?? []
+        #expect(after <= before, "open: \(open)")
+    }
+
+    @Test("clients that send a partial line and close at once are all disconnected (EOF with data)")
+    func partialLineThenClose() throws {
+        let daemon = try DaemonHarness()
+        try daemon.start()
+        let observer = try daemon.connect()
+        for _ in 0..<100 {
+            let client = try daemon.connect()
+            try client.send(#"{"jsonrpc":"2.0","id":1,"meth"#)
+            client.close()
+        }
+        var connections: Int64 = -1
+        for _ in 0..<200 {
+            connections = try observer.result("admin.status")["connections"]?.integerValue ?? -1
+            if connections == 1 { break }
+            usleep(20_000)
+        }
+        #expect(connections == 1)
     }
 
     @Test("a client that disconnects mid-stream is cleaned up")

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import Glibc
 import Protocol
 
@@ -30,11 +30,9 @@ extension MethodTable {
             ["changed": .array(result.changed.map { .string($0) })]
         }) { _, _ in
             do throws(ConfigError) {
-                let changed = try services.reloader.reload()
-                services.logger.notice("configuration reloaded", [("AUTHD_CONFIG", services.reloader.path), ("AUTHD_CHANGED", changed.joined(separator: ","))])
+                let changed = try services.reloader.reload(trigger: "admin.reload")
                 return AdminReload.Result(config: services.reloader.path, changed: changed)
             } catch {
-                services.logger.error("configuration not reloaded: \(error)")
                 throw RPCError.failure(.configInvalid, "The configuration was not reloaded: \(error). The running configuration stays in force.",
                                        details: ["file": .string(error.file), "line": .integer(Int64(error.line)), "problem": .string(error.reason)])
             }
@@ -55,7 +53,9 @@ extension MethodTable {
                                           previousPublishedUntil: rotation.previousPublishedUntil.map { Timestamp.rfc3339(epochSeconds: $0) })
         }
 
-        register(AdminAuditTail.self, access: .admin) { params, context in
+        register(AdminAuditTail.self, access: .admin, audit: { params, _ in
+            ["limit": .integer(Int64(params.limit ?? 50)), "follow": .bool(params.follow ?? false)]
+        }) { params, context in
             let limit = params.limit ?? 50
             guard (0...10_000).contains(limit) else {
                 throw RPCError.invalidParams("Parameter 'limit' must be from 0 to 10000.", field: "limit")

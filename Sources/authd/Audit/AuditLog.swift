@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import Protocol
 
 /// The append-only audit log: every token issued and every admin action, with the caller and

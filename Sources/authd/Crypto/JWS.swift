@@ -1,35 +1,68 @@
-import Foundation
+import FoundationEssentials
 import Protocol
+import Synchronization
 
-/// base64url without padding (RFC 4648 §5), as JOSE uses it.
+/// base64url without padding (RFC 4648 §5), as JOSE uses it: the standard alphabet from
+/// Foundation, with the two URL-safe substitutions done on bytes.
 enum Base64URL {
     static func encode(_ bytes: some Sequence<UInt8>) -> String {
-        Data(bytes).base64EncodedString()
-            .replacingOccurrences(of: "+", with: "-")
-            .replacingOccurrences(of: "/", with: "_")
-            .replacingOccurrences(of: "=", with: "")
+        var encoded = Array(Data(bytes).base64EncodedData())
+        while encoded.last == UInt8(ascii: "=") { encoded.removeLast() }
+        for index in encoded.indices {
+            switch encoded[index] {
+            case UInt8(ascii: "+"): encoded[index] = UInt8(ascii: "-")
+            case UInt8(ascii: "/"): encoded[index] = UInt8(ascii: "_")
+            default: break
+            }
+        }
+        return String(decoding: encoded, as: UTF8.self)
     }
 
     /// Strict decoding: only the URL-safe alphabet, no padding, no whitespace.
     static func decode(_ text: some StringProtocol) -> [UInt8]? {
-        guard text.utf8.allSatisfy({ ($0 >= 0x41 && $0 <= 0x5a) || ($0 >= 0x61 && $0 <= 0x7a) || ($0 >= 0x30 && $0 <= 0x39) || $0 == 0x2d || $0 == 0x5f }),
-              text.utf8.count % 4 != 1
-        else { return nil }
-        var standard = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        standard += String(repeating: "=", count: (4 - standard.utf8.count % 4) % 4)
-        return Data(base64Encoded: standard).map(Array.init)
+        var standard: [UInt8] = []
+        standard.reserveCapacity(text.utf8.count + 3)
+        for byte in text.utf8 {
+            switch byte {
+            case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"):
+                standard.append(byte)
+            case UInt8(ascii: "-"): standard.append(UInt8(ascii: "+"))
+            case UInt8(ascii: "_"): standard.append(UInt8(ascii: "/"))
+            default: return nil
+            }
+        }
+        guard standard.count % 4 != 1 else { return nil }
+        while standard.count % 4 != 0 { standard.append(UInt8(ascii: "=")) }
+        return Data(base64Encoded: Data(standard)).map(Array.init)
     }
 }
 
 /// Compact JWS (RFC 7515) with ES256, the daemon's token format.
 enum JWS {
     /// The signing input and header for `claims`, signed by `key`.
-    static func sign(claims: [String: JSONValue], kid: String, key: P256PrivateKey) throws -> String {
-        let header: [String: JSONValue] = ["alg": "ES256", "typ": "JWT", "kid": .string(kid)]
-        let input = Base64URL.encode(try WireCodec.encodeJSON(header)) + "." + Base64URL.encode(try WireCodec.encodeJSON(claims))
+    static func sign(claims: some Encodable, kid: String, key: P256PrivateKey) throws -> String {
+        let input = header(kid: kid) + "." + Base64URL.encode(try claimsEncoder.encode(claims))
         let signature = try key.signES256(Array(input.utf8))
         return input + "." + Base64URL.encode(signature)
     }
+
+    /// Claims are encoded in declaration order; slashes stay unescaped (paths, URLs).
+    private static let claimsEncoder: JSONEncoder = {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.withoutEscapingSlashes]
+        return encoder
+    }()
+
+    /// The encoded protected header `{"alg":"ES256","kid":…,"typ":"JWT"}`, built once per key.
+    static func header(kid: String) -> String {
+        if let cached = headerCache.withLock({ $0[kid] }) { return cached }
+        let header: [String: JSONValue] = ["alg": "ES256", "typ": "JWT", "kid": .string(kid)]
+        let encoded = Base64URL.encode((try? WireCodec.encodeJSON(header)) ?? Data())
+        headerCache.withLock { $0[kid] = encoded }
+        return encoded
+    }
+
+    private static let headerCache = Mutex<[String: String]>([:])
 
     struct Parsed {
         var header: [String: JSONValue]

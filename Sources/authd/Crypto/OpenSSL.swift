@@ -1,5 +1,5 @@
 import COpenSSL
-import Foundation
+import FoundationEssentials
 
 // The only file that calls libcrypto. Every function here turns OpenSSL's return codes into a
 // typed `CryptoError`; nothing else in authd touches an OpenSSL handle.

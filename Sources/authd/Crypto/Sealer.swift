@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import Glibc
 
 /// Where the 256-bit master key came from.
@@ -64,7 +64,7 @@ struct MasterKey: Sendable {
         if link(temporary, path) != 0 && errno != EEXIST {
             throw SystemError(call: "link(\(path))", errno: errno)
         }
-        let directory = open((path as NSString).deletingLastPathComponent, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        let directory = open(Syscalls.directoryName(path), O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         if directory >= 0 {
             fsync(directory)
             close(directory)

@@ -1,5 +1,5 @@
 import Dispatch
-import Foundation
+import FoundationEssentials
 import Glibc
 import Protocol
 
@@ -66,11 +66,15 @@ final class Connection: @unchecked Sendable {
 
     // MARK: Reading
 
+    /// Reads until the socket has nothing more (EAGAIN) or ends. Stopping at a short read would
+    /// lose an end-of-file that arrived with the data: the source reports edges, so nothing
+    /// would wake us again and the connection would stay open forever.
     private func readable() {
-        guard state == .open else { return }
+        guard state == .open, !readPaused else { return }
         var buffer = [UInt8](repeating: 0, count: 64 * 1024)
-        // Bounded work per wake-up keeps one busy client from starving the others.
-        for _ in 0..<4 {
+        // Bounded work per turn; the rest is picked up by a re-queued turn, after whatever else
+        // is waiting on this connection's queue.
+        for _ in 0..<16 {
             let result: Syscalls.IOResult
             do {
                 result = try buffer.withUnsafeMutableBytes { try Syscalls.read(fd, into: $0) }
@@ -83,7 +87,6 @@ final class Connection: @unchecked Sendable {
                 framer.append(buffer[0..<count])
                 processBufferedLines()
                 if state != .open || readPaused { return }
-                if count < buffer.count { return }
             case .wouldBlock:
                 return
             case .endOfFile:
@@ -100,6 +103,7 @@ final class Connection: @unchecked Sendable {
                 return
             }
         }
+        queue.async { [self] in readable() }
     }
 
     private func processBufferedLines() {
@@ -172,6 +176,8 @@ final class Connection: @unchecked Sendable {
         guard readPaused else { return }
         readPaused = false
         readSource?.resume()
+        // Data (or end-of-file) that arrived while paused raised no new event: look now.
+        queue.async { [self] in readable() }
     }
 
     // MARK: Writing
@@ -238,14 +244,18 @@ final class Connection: @unchecked Sendable {
 
     /// Registers a stream started by the request `requestKey`; it begins only after that
     /// request's response has been written, so notifications never overtake the response.
-    func addSubscription(requestKey: UInt64, body: @escaping @Sendable (SubscriptionSink) async -> Void) -> String? {
-        queue.sync {
-            guard subscriptions.count + pendingSubscriptions.values.map(\.count).reduce(0, +) < Self.maxSubscriptions, !draining else { return nil }
+    func addSubscription(requestKey: UInt64, body: @escaping @Sendable (SubscriptionSink) async -> Void) throws(RPCError) -> String {
+        let result: Result<String, RPCError> = queue.sync {
+            if draining { return .failure(.shuttingDown) }
+            guard subscriptions.count + pendingSubscriptions.values.map(\.count).reduce(0, +) < Self.maxSubscriptions else {
+                return .failure(.failure(.subscriptionLimit, "This connection has too many open streams (at most \(Self.maxSubscriptions))."))
+            }
             nextSubscription += 1
             let name = "s\(nextSubscription)"
             pendingSubscriptions[requestKey, default: []].append((name, body))
-            return name
+            return .success(name)
         }
+        return try result.get()
     }
 
     private func startSubscriptions(for key: UInt64, accepted: Bool) {

@@ -1,5 +1,5 @@
 import Dispatch
-import Foundation
+import FoundationEssentials
 import Glibc
 import Protocol
 
@@ -25,7 +25,7 @@ final class Daemon: @unchecked Sendable {
         do {
             config = try Config.load(path: options.configPath)
         } catch {
-            FileHandle.standardError.write(Data("authd: invalid configuration: \(error)\n".utf8))
+            Syscalls.writeStderr("authd: invalid configuration: \(error)\n")
             return 1
         }
         if options.checkConfigOnly {
@@ -109,7 +109,7 @@ final class Daemon: @unchecked Sendable {
             _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
             return (fd, nil)
         }
-        let directory = (options.socketPath as NSString).deletingLastPathComponent
+        let directory = Syscalls.directoryName(options.socketPath)
         switch options.mode {
         case .user: try Syscalls.ensureDirectory(directory, mode: 0o700, exactMode: true)
         case .system: try Syscalls.ensureDirectory(directory, mode: 0o755, exactMode: false)
@@ -121,13 +121,7 @@ final class Daemon: @unchecked Sendable {
 
     func reloadOnSignal() {
         Systemd.notify("RELOADING=1")
-        do {
-            let changed = try services.reloader.reload()
-            logger.notice("configuration reloaded (SIGHUP)", [("AUTHD_CONFIG", options.configPath), ("AUTHD_CHANGED", changed.joined(separator: ","))])
-        } catch {
-            logger.error("configuration not reloaded, the running configuration stays: \(error)",
-                         [("AUTHD_CONFIG", error.file), ("AUTHD_CONFIG_LINE", String(error.line))])
-        }
+        _ = try? services.reloader.reload(trigger: "SIGHUP")
         Systemd.notify("READY=1\nSTATUS=Serving on \(options.socketPath)")
     }
 

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import Protocol
 import Synchronization
 
@@ -44,7 +44,7 @@ final class Dispatcher: Sendable {
         }
         let outcome: Result<any Encodable & Sendable, RPCError>
         do {
-            let invocation = try await entry.invoke(request.params, context)
+            let invocation = try await entry.invoke(request, context)
             if entry.audited {
                 // Fail closed: a result that cannot be recorded is not handed out.
                 try await services.audit.record(.init(caller: caller, method: request.method, outcome: .ok, reason: nil, detail: invocation.auditDetail))
@@ -91,11 +91,13 @@ final class Dispatcher: Sendable {
         }
     }
 
+    /// One debug line per request; built only when debug logging is on (the hot path pays nothing).
     private func log(_ method: String, _ caller: CallerIdentity, _ outcome: Result<Void, RPCError>, _ started: ContinuousClock.Instant) {
+        guard logger.level <= .debug else { return }
         let elapsed = ContinuousClock.now - started
-        let milliseconds = Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15
+        let microseconds = elapsed.components.seconds * 1_000_000 + elapsed.components.attoseconds / 1_000_000_000_000
         var fields = [("AUTHD_METHOD", method), ("AUTHD_CALLER_UID", String(caller.uid)), ("AUTHD_CALLER_PID", String(caller.pid)),
-                      ("AUTHD_DURATION_MS", String(format: "%.3f", milliseconds))]
+                      ("AUTHD_DURATION_US", String(microseconds))]
         switch outcome {
         case .success:
             logger.debug("\(method) ok", fields)

@@ -1,5 +1,5 @@
 import Dispatch
-import Foundation
+import FoundationEssentials
 import Glibc
 import Protocol
 
@@ -70,6 +70,13 @@ final class Listener: @unchecked Sendable {
         }
     }
 
+    /// One error line (best effort, never blocking), then close.
+    private func refuse(_ client: Int32, _ error: RPCError) {
+        let line = WireCodec.errorLine(id: .null, error: error)
+        _ = line.withUnsafeBytes { try? Syscalls.send(client, $0) }
+        Glibc.close(client)
+    }
+
     private func admit(_ client: Int32) {
         guard let credentials = try? Syscalls.peerCredentials(client) else {
             Glibc.close(client)
@@ -79,14 +86,12 @@ final class Listener: @unchecked Sendable {
         if services.options.mode == .user && credentials.uid != geteuid() && credentials.uid != 0 {
             services.logger.warning("refused a connection from another user",
                                     [("AUTHD_CALLER_UID", String(credentials.uid)), ("AUTHD_CALLER_PID", String(credentials.pid))])
-            Glibc.close(client)
+            refuse(client, .failureForbiddenUser)
             return
         }
         if services.connections.count >= services.config.current.maxConnections {
-            let line = WireCodec.errorLine(id: .null, error: .busy)
-            _ = line.withUnsafeBytes { try? Syscalls.send(client, $0) }
-            Glibc.close(client)
             services.logger.warning("connection limit reached; refused a client", [("AUTHD_CALLER_PID", String(credentials.pid))])
+            refuse(client, .busy)
             return
         }
         let caller = CallerIdentity(
@@ -100,4 +105,9 @@ final class Listener: @unchecked Sendable {
         registry.add(connection)
         connection.start()
     }
+}
+
+private extension RPCError {
+    static let failureForbiddenUser = RPCError(
+        code: .forbidden, reason: .forbidden, message: "This authd serves only its own user; use the system daemon (authctl --system).")
 }

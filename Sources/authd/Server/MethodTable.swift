@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import Protocol
 
 /// Who may call a method.
@@ -15,7 +15,7 @@ struct MethodTable: Sendable {
     struct Entry: Sendable {
         let access: Access
         let audited: Bool
-        let invoke: @Sendable (JSONValue?, RequestContext) async throws -> Invocation
+        let invoke: @Sendable (Request, RequestContext) async throws -> Invocation
     }
 
     /// A handler's result, encoded, and the non-secret facts the audit log records about it.
@@ -34,8 +34,8 @@ struct MethodTable: Sendable {
         _ handler: @escaping @Sendable (M.Params, RequestContext) async throws -> M.Result
     ) {
         precondition(entries[M.name] == nil, "\(M.name) registered twice")
-        entries[M.name] = Entry(access: access, audited: audit != nil) { raw, context in
-            let params = try WireCodec.decodeParams(M.Params.self, from: raw)
+        entries[M.name] = Entry(access: access, audited: audit != nil) { request, context in
+            let params = try WireCodec.decodeParams(M.Params.self, from: request)
             let result = try await handler(params, context)
             return Invocation(result: result, auditDetail: audit?(params, result) ?? [:])
         }

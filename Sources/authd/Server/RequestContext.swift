@@ -10,9 +10,6 @@ struct RequestContext: Sendable {
 
     /// Opens a stream whose notifications start after this request's response.
     func openSubscription(_ body: @escaping @Sendable (SubscriptionSink) async -> Void) throws(RPCError) -> String {
-        guard let name = connection.addSubscription(requestKey: requestKey, body: body) else {
-            throw .failure(Reason("subscription.limit"), "This connection has too many open streams (at most \(Connection.maxSubscriptions)).")
-        }
-        return name
+        try connection.addSubscription(requestKey: requestKey, body: body)
     }
 }

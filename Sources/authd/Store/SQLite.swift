@@ -1,5 +1,5 @@
 import CSQLite
-import Foundation
+import FoundationEssentials
 
 // The only file that calls libsqlite3. `Database` owns a connection, `Statement` owns a prepared
 // statement and finalizes it in `deinit`. Neither is Sendable: both live inside the `Store`

@@ -1,5 +1,5 @@
 import Dispatch
-import Foundation
+import FoundationEssentials
 
 /// Runs an actor's jobs on a dedicated serial dispatch queue, so blocking SQLite calls never
 /// occupy a thread of Swift's cooperative pool (DESIGN §5, as GRDB does).

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import Protocol
 import Synchronization
 
@@ -22,13 +22,15 @@ struct Config: Equatable, Sendable {
 
     /// Reads and validates `path`. A file that does not exist means the defaults.
     static func load(path: String) throws(ConfigError) -> Config {
-        let text: String
+        let bytes: [UInt8]
         do {
-            text = try String(contentsOfFile: path, encoding: .utf8)
-        } catch let error as CocoaError where error.code == .fileReadNoSuchFile {
-            return Config()
+            guard let contents = try Syscalls.readFile(path, limit: 1 << 20) else { return Config() }
+            bytes = contents
         } catch {
-            throw ConfigError(file: path, line: 0, reason: "cannot read the file (\(error.localizedDescription))")
+            throw ConfigError(file: path, line: 0, reason: "cannot read the file: \(error)")
+        }
+        guard let text = String(validating: bytes, as: UTF8.self) else {
+            throw ConfigError(file: path, line: 0, reason: "the file is not valid UTF-8")
         }
         return try parse(text, file: path)
     }
@@ -37,13 +39,15 @@ struct Config: Equatable, Sendable {
         var config = Config()
         var section: String?
         var seen: Set<String> = []
-        for (index, rawLine) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+        // Split on bytes: in Swift "\r\n" is one Character, so CRLF files would not split on "\n".
+        let lines = text.utf8.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false).map { String(decoding: $0, as: UTF8.self) }
+        for (index, rawLine) in lines.enumerated() {
             let number = index + 1
-            let line = rawLine.trimmingCharacters(in: .whitespaces)
+            let line = trim(rawLine)
             if line.isEmpty || line.hasPrefix("#") || line.hasPrefix(";") { continue }
             if line.hasPrefix("[") {
                 guard line.hasSuffix("]") else { throw ConfigError(file: file, line: number, reason: "a section header must end with ']'") }
-                let name = String(line.dropFirst().dropLast()).trimmingCharacters(in: .whitespaces)
+                let name = trim(line.dropFirst().dropLast())
                 guard schema[name] != nil else {
                     throw ConfigError(file: file, line: number, reason: "unknown section [\(Redaction.printable(name, limit: 40))]; known: \(schema.keys.sorted().joined(separator: ", "))")
                 }
@@ -54,8 +58,8 @@ struct Config: Equatable, Sendable {
                 throw ConfigError(file: file, line: number, reason: "expected 'key = value'")
             }
             guard let section else { throw ConfigError(file: file, line: number, reason: "a setting must follow a [section] header") }
-            let key = line[..<equals].trimmingCharacters(in: .whitespaces)
-            let value = line[line.index(after: equals)...].trimmingCharacters(in: .whitespaces)
+            let key = trim(line[..<equals])
+            let value = trim(line[line.index(after: equals)...])
             guard let apply = schema[section]?[key] else {
                 let known = schema[section]!.keys.sorted().joined(separator: ", ")
                 throw ConfigError(file: file, line: number, reason: "unknown key '\(Redaction.printable(key, limit: 40))' in [\(section)]; known: \(known)")
@@ -70,6 +74,12 @@ struct Config: Equatable, Sendable {
             }
         }
         return config
+    }
+
+    /// Without surrounding spaces, tabs and carriage returns.
+    private static func trim(_ text: some StringProtocol) -> String {
+        let isSpace: (Character) -> Bool = { $0 == " " || $0 == "\t" || $0 == "\r" }
+        return String(text.drop(while: isSpace).reversed().drop(while: isSpace).reversed())
     }
 
     /// The `section.key` names whose values differ between two configs.

@@ -14,15 +14,24 @@ final class ConfigReloader: Sendable {
         self.logger = logger
     }
 
-    /// The `section.key` names that changed.
-    func reload() throws(ConfigError) -> [String] {
-        try serial.withLock { _ throws(ConfigError) -> [String] in
-            let new = try Config.load(path: path)
-            let changed = new.changes(from: holder.current)
-            holder.current = new
-            logger.level = new.logLevel
-            if changed.contains("log.target") { logger.setSink(Logger.sink(for: new.logTarget)) }
+    /// Re-reads the file; returns the `section.key` names that changed. Logs the outcome the
+    /// same way whatever triggered it (`SIGHUP`, `admin.reload`).
+    func reload(trigger: String) throws(ConfigError) -> [String] {
+        do {
+            let changed = try serial.withLock { _ throws(ConfigError) -> [String] in
+                let new = try Config.load(path: path)
+                let changed = new.changes(from: holder.current)
+                holder.current = new
+                logger.level = new.logLevel
+                if changed.contains("log.target") { logger.setSink(Logger.sink(for: new.logTarget)) }
+                return changed
+            }
+            logger.notice("configuration reloaded (\(trigger))", [("AUTHD_CONFIG", path), ("AUTHD_CHANGED", changed.joined(separator: ","))])
             return changed
+        } catch {
+            logger.error("configuration not reloaded (\(trigger)), the running configuration stays: \(error)",
+                         [("AUTHD_CONFIG", error.file), ("AUTHD_CONFIG_LINE", String(error.line))])
+            throw error
         }
     }
 }

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import Glibc
 import Protocol
 
@@ -48,6 +48,10 @@ struct DaemonOptions: Sendable, Equatable {
         var check = false
         var remaining = arguments[...]
         while let argument = remaining.popFirst() {
+            let takesValue = ["--socket", "--state-dir", "--config"].contains { argument == $0 || argument.hasPrefix($0 + "=") }
+            if !takesValue && argument.contains("=") {
+                return .exit(message: "authd: \(Redaction.printable(argument, limit: 80)) takes no value\n\(usage)", status: 2)
+            }
             func value() -> String? {
                 if let inline = argument.split(separator: "=", maxSplits: 1).dropFirst().first { return String(inline) }
                 return remaining.popFirst()

@@ -170,15 +170,23 @@ enum Syscalls {
     /// us and not group/world-writable (or, with `exactMode`, have exactly `mode`).
     static func ensureDirectory(_ path: String, mode: mode_t, exactMode: Bool) throws {
         var components: [String] = []
+        var created: Set<String> = []
         for part in path.split(separator: "/") {
             components.append(String(part))
             let prefix = "/" + components.joined(separator: "/")
-            if mkdir(prefix, prefix == path ? mode : 0o755) == -1 && errno != EEXIST {
+            if mkdir(prefix, prefix == path ? mode : 0o755) == 0 {
+                created.insert(prefix)
+            } else if errno != EEXIST {
                 throw SystemError(call: "mkdir(\(prefix))", errno: errno)
             }
         }
         var info = stat()
         _ = try retryingEINTR("stat(\(path))") { lstat(path, &info) }
+        if exactMode || info.st_mode & 0o7777 != mode, created.contains(path) {
+            // mkdir applied our umask (077); a directory we made gets exactly the mode asked for.
+            _ = try retryingEINTR("chmod(\(path))") { chmod(path, mode) }
+            _ = try retryingEINTR("stat(\(path))") { lstat(path, &info) }
+        }
         guard info.st_mode & S_IFMT == S_IFDIR else { throw SystemError(call: "\(path) is not a directory", errno: ENOTDIR) }
         guard info.st_uid == geteuid() else { throw SystemError(call: "\(path) is owned by uid \(info.st_uid), not us", errno: EPERM) }
         if exactMode, info.st_mode & 0o7777 != mode {
@@ -201,6 +209,41 @@ enum Syscalls {
             throw SystemError(call: "another authd is already listening on \(path)", errno: EADDRINUSE)
         }
         unlink(path)
+    }
+
+    /// The whole file, or nil when it does not exist. Refuses directories and files over `limit`.
+    static func readFile(_ path: String, limit: Int) throws -> [UInt8]? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        if fd < 0 && errno == ENOENT { return nil }
+        guard fd >= 0 else { throw SystemError(call: "open(\(path))", errno: errno) }
+        defer { Glibc.close(fd) }
+        var info = stat()
+        guard fstat(fd, &info) == 0 else { throw SystemError(call: "fstat(\(path))", errno: errno) }
+        guard info.st_mode & S_IFMT == S_IFREG else { throw SystemError(call: "\(path) is not a regular file", errno: EINVAL) }
+        guard Int(info.st_size) <= limit else { throw SystemError(call: "\(path) is larger than \(limit) bytes", errno: EFBIG) }
+        var bytes = [UInt8](repeating: 0, count: Int(info.st_size))
+        var offset = 0
+        while offset < bytes.count {
+            let count = bytes.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress! + offset, $0.count - offset) }
+            if count < 0 && errno == EINTR { continue }
+            guard count >= 0 else { throw SystemError(call: "read(\(path))", errno: errno) }
+            if count == 0 { break }
+            offset += count
+        }
+        return Array(bytes.prefix(offset))
+    }
+
+    /// The directory part of an absolute path (`/a/b/c` → `/a/b`, `/a` → `/`).
+    static func directoryName(_ path: String) -> String {
+        guard let slash = path.lastIndex(of: "/") else { return "." }
+        let directory = String(path[..<slash])
+        return directory.isEmpty ? "/" : directory
+    }
+
+    /// Writes a whole message to stderr with one write(2).
+    static func writeStderr(_ text: String) {
+        var bytes = Array(text.utf8)
+        bytes.withUnsafeMutableBytes { _ = Glibc.write(STDERR_FILENO, $0.baseAddress, $0.count) }
     }
 
     static func openFileDescriptorCount() -> Int {

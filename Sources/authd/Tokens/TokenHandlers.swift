@@ -4,10 +4,9 @@ extension MethodTable {
     mutating func registerTokenMethods(_ tokens: TokenService) {
         register(AuthLocal.self, access: .anyone, audit: { params, result in
             // The token itself is never recorded; its kid and expiry are enough to find it.
-            ["aud": .string(params.aud), "kid": .string(result.kid), "expires_at": .string(result.expiresAt),
-             "jti": .string(JWS.parse(result.token)?.claims["jti"]?.stringValue ?? "")]
+            ["aud": .string(params.aud), "kid": .string(result.kid), "expires_at": .string(result.expiresAt), "jti": .string(result.jti)]
         }) { params, context in
-            try tokens.issueLocal(for: context.caller, params: params).0
+            try tokens.issueLocal(for: context.caller, params: params)
         }
 
         register(TokenVerify.self, access: .anyone) { params, _ in

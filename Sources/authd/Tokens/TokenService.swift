@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import Protocol
 
 /// Issues and verifies the daemon's own ES256 JWTs (DESIGN §6).
@@ -11,28 +11,38 @@ struct TokenService: Sendable {
     static let notBeforeLeewaySeconds: Int64 = 60
 
     /// `auth.local`: the caller's Unix identity, asserted by the daemon.
-    func issueLocal(for caller: CallerIdentity, params: AuthLocal.Params) throws -> (IssuedToken, jti: String) {
+    func issueLocal(for caller: CallerIdentity, params: AuthLocal.Params) throws -> IssuedToken {
         try Self.validateText(params.aud, field: "aud", maxLength: 256)
         if let nonce = params.nonce { try Self.validateText(nonce, field: "nonce", maxLength: 256) }
         let config = config.current
         let issuedAt = Int64(now().timeIntervalSince1970)
         let expires = issuedAt + Int64(config.tokenLifetimeSeconds)
         let jti = Base64URL.encode(try OpenSSL.randomBytes(16))
-        var claims: [String: JSONValue] = [
-            "iss": .string(config.tokenIssuer),
-            "sub": .string("unix:\(caller.uid)"),
-            "aud": .string(params.aud),
-            "iat": .integer(issuedAt),
-            "nbf": .integer(issuedAt),
-            "exp": .integer(expires),
-            "jti": .string(jti),
-        ]
-        if let name = caller.username { claims["preferred_username"] = .string(name) }
-        if let exe = caller.exe { claims["azp"] = .string(exe) }
-        if let nonce = params.nonce { claims["nonce"] = .string(nonce) }
+        let claims = LocalClaims(
+            iss: config.tokenIssuer, sub: "unix:\(caller.uid)", aud: params.aud, iat: issuedAt, nbf: issuedAt, exp: expires,
+            jti: jti, preferredUsername: caller.username, azp: caller.exe, nonce: params.nonce)
         let key = keys.current
         let token = try JWS.sign(claims: claims, kid: key.kid, key: key.key)
-        return (IssuedToken(token: token, kid: key.kid, expiresAt: Timestamp.rfc3339(epochSeconds: expires)), jti)
+        return IssuedToken(token: token, kid: key.kid, jti: jti, expiresAt: Timestamp.rfc3339(epochSeconds: expires))
+    }
+
+    /// The claims of an `auth.local` token (a struct, not a dictionary: encoding it is the
+    /// hot path of token issuance).
+    struct LocalClaims: Encodable {
+        let iss: String
+        let sub: String
+        let aud: String
+        let iat: Int64
+        let nbf: Int64
+        let exp: Int64
+        let jti: String
+        let preferredUsername: String?
+        let azp: String?
+        let nonce: String?
+
+        enum CodingKeys: String, CodingKey {
+            case iss, sub, aud, iat, nbf, exp, jti, preferredUsername = "preferred_username", azp, nonce
+        }
     }
 
     /// `token.verify`: structure, key, signature, issuer, validity window, audience — in that
