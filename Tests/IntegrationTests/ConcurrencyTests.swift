@@ -76,7 +76,7 @@ struct ConcurrencyTests {
         var before: Int64 = 0
         for round in 0..<5 {
             if round == 1 {
-                for _ in 0..<100 where try observer.result("admin.status")["connections"] != 1 { usleep(20_000) }
+                _ = try observer.waitForConnectionCount(1)
                 before = try #require(try observer.result("admin.status")["open_fds"]?.integerValue)
             }
             var clients: [LineClient] = []
@@ -114,13 +114,7 @@ struct ConcurrencyTests {
             try client.send(#"{"jsonrpc":"2.0","id":1,"meth"#)
             client.close()
         }
-        var connections: Int64 = -1
-        for _ in 0..<200 {
-            connections = try observer.result("admin.status")["connections"]?.integerValue ?? -1
-            if connections == 1 { break }
-            usleep(20_000)
-        }
-        #expect(connections == 1)
+        #expect(try observer.waitForConnectionCount(1) == 1)
     }
 
     @Test("a client that disconnects mid-stream is cleaned up")
@@ -133,12 +127,6 @@ struct ConcurrencyTests {
             _ = try follower.result("admin.audit.tail", ["follow": true, "limit": 0])
             follower.close()
         }
-        var connections: Int64 = -1
-        for _ in 0..<100 {
-            connections = try observer.result("admin.status")["connections"]?.integerValue ?? -1
-            if connections == 1 { break }
-            usleep(50_000)
-        }
-        #expect(connections == 1)
+        #expect(try observer.waitForConnectionCount(1) == 1)
     }
 }

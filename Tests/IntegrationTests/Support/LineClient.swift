@@ -85,6 +85,20 @@ final class LineClient {
     }
 }
 
+extension LineClient {
+    /// Polls `admin.status` until the daemon counts `expected` connections (closing is
+    /// asynchronous in the daemon), for at most 5 s; returns the last count seen.
+    func waitForConnectionCount(_ expected: Int64) throws -> Int64 {
+        var count: Int64 = -1
+        for _ in 0..<250 {
+            count = try result("admin.status")["connections"]?.integerValue ?? -1
+            if count == expected { break }
+            usleep(20_000)
+        }
+        return count
+    }
+}
+
 extension JSONValue {
     /// `error.data.reason` of a response.
     var errorReason: String? { self["error"]?["data"]?["reason"]?.stringValue }
