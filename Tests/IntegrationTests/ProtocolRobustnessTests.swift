@@ -133,6 +133,22 @@ struct ProtocolRobustnessTests {
         #expect(daemon.process?.isRunning == true)
     }
 
+    @Test("deeply nested JSON is refused, not recursed into until the stack runs out")
+    func deepNesting() throws {
+        let daemon = try DaemonHarness()
+        try daemon.start()
+        let client = try daemon.connect()
+        try client.send(String(repeating: "[", count: 500_000) + "\n")
+        #expect(try client.readJSON()?.errorCode == -32700)
+        let nested = String(repeating: #"{"a":"#, count: 100_000) + "1" + String(repeating: "}", count: 100_000)
+        try client.send(#"{"jsonrpc":"2.0","id":2,"method":"auth.local","params":{"aud":"x","nonce":"# + nested + "}}\n")
+        #expect(try client.readJSON()?.errorCode == -32700)
+        // A forged token with deeply nested claims is just malformed.
+        let claims = base64URL(String(repeating: "[", count: 5000) + String(repeating: "]", count: 5000))
+        #expect(try client.call("token.verify", ["token": .string("eyJhbGciOiJFUzI1NiJ9.\(claims).AAAA")]).errorReason == "token.malformed")
+        #expect(try client.result("hello")["protocol_version"] == 1)
+    }
+
     @Test("notifications (no id) get no reply; CRLF and blank lines are accepted")
     func notificationsAndLineEndings() throws {
         let daemon = try DaemonHarness()
