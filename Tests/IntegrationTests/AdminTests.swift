@@ -90,6 +90,35 @@ struct AdminTests {
         #expect(denied.contains { $0["method"] == "admin.status" && $0["outcome"] == "denied" && $0["caller"]?["uid"] == 65534 })
     }
 
+    @Test("system mode: one user cannot hold more than max_connections_per_user; root is exempt")
+    func perUserLimit() throws {
+        try #require(getuid() == 0, "needs root to run a client as another user")
+        let daemon = try DaemonHarness(config: "[server]\nmax_connections_per_user = 4\n")
+        try daemon.start(arguments: ["--system"])
+        chmod(daemon.directory + "/run", 0o755)
+        // As nobody: open 5 connections and report what the fifth one is told.
+        let script = """
+            import socket, sys
+            held = []
+            for i in range(5):
+                s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); s.settimeout(10); held.append(s)
+            s = held[-1]
+            s.sendall(b'{"jsonrpc":"2.0","id":1,"method":"hello"}\\n')
+            print(s.makefile().readline().strip())
+            held[0].sendall(b'{"jsonrpc":"2.0","id":1,"method":"hello"}\\n')
+            print(held[0].makefile().readline().strip())
+            """
+        let result = try DaemonHarness.run(["/usr/bin/setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", "/usr/bin/python3", "-c", script, daemon.socketPath])
+        let lines = result.stdout.split(separator: "\n")
+        #expect(lines.count == 2, "\(result.stdout)\(result.stderr)")
+        #expect(lines.first?.contains(#""reason":"server.busy""#) == true)
+        #expect(lines.last?.contains(#""uid":65534"#) == true, "the first four connections work")
+        // Root is not limited (admins must always get in).
+        var rootClients: [LineClient] = []
+        for _ in 0..<6 { rootClients.append(try daemon.connect()) }
+        #expect(try rootClients.last?.result("hello")["caller"]?["uid"] == 0)
+    }
+
     @Test("user mode: other users cannot even connect")
     func userModeRefusesOthers() throws {
         try #require(getuid() == 0, "needs root to run a client as another user")

@@ -1,14 +1,33 @@
 import Synchronization
 
-/// The open connections, for counting, the connection limit and shutdown.
+/// The open connections, for counting, the connection limits and shutdown.
 final class ConnectionRegistry: Sendable {
-    private let connections = Mutex<[UInt64: Connection]>([:])
+    private struct State {
+        var connections: [UInt64: Connection] = [:]
+        var perUser: [UInt32: Int] = [:]
+    }
+
+    private let state = Mutex(State())
     private let nextID = Atomic<UInt64>(1)
 
     func makeID() -> UInt64 { nextID.wrappingAdd(1, ordering: .relaxed).oldValue }
 
-    func add(_ connection: Connection) { connections.withLock { $0[connection.id] = connection } }
-    func remove(_ connection: Connection) { _ = connections.withLock { $0.removeValue(forKey: connection.id) } }
-    var count: Int { connections.withLock { $0.count } }
-    var all: [Connection] { connections.withLock { Array($0.values) } }
+    func add(_ connection: Connection) {
+        state.withLock {
+            $0.connections[connection.id] = connection
+            $0.perUser[connection.caller.uid, default: 0] += 1
+        }
+    }
+
+    func remove(_ connection: Connection) {
+        state.withLock {
+            guard $0.connections.removeValue(forKey: connection.id) != nil else { return }
+            let uid = connection.caller.uid
+            $0.perUser[uid] = ($0.perUser[uid] ?? 1) > 1 ? $0.perUser[uid]! - 1 : nil
+        }
+    }
+
+    var count: Int { state.withLock { $0.connections.count } }
+    func count(uid: UInt32) -> Int { state.withLock { $0.perUser[uid] ?? 0 } }
+    var all: [Connection] { state.withLock { Array($0.connections.values) } }
 }

@@ -89,9 +89,17 @@ final class Listener: @unchecked Sendable {
             refuse(client, .failureForbiddenUser)
             return
         }
-        if services.connections.count >= services.config.current.maxConnections {
+        let config = services.config.current
+        if services.connections.count >= config.maxConnections {
             services.logger.warning("connection limit reached; refused a client", [("AUTHD_CALLER_PID", String(credentials.pid))])
             refuse(client, .busy)
+            return
+        }
+        if credentials.uid != 0 && services.connections.count(uid: credentials.uid) >= config.maxConnectionsPerUser {
+            services.logger.warning("per-user connection limit reached; refused a client",
+                                    [("AUTHD_CALLER_UID", String(credentials.uid)), ("AUTHD_CALLER_PID", String(credentials.pid))])
+            refuse(client, .failure(.serverBusy, "Your user has too many connections open (at most \(config.maxConnectionsPerUser)); close some and retry.",
+                                    details: ["limit": .integer(Int64(config.maxConnectionsPerUser))]))
             return
         }
         let caller = CallerIdentity(

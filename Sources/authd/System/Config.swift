@@ -7,6 +7,9 @@ import Synchronization
 /// instead of silently ignored.
 struct Config: Equatable, Sendable {
     var maxConnections = 4096
+    /// Connections one uid may hold (root is exempt), so one local user cannot take them all or
+    /// pin max_connections × 1 MiB of half-sent lines.
+    var maxConnectionsPerUser = 256
     var shutdownTimeoutSeconds = 5
     var logLevel = LogLevel.info
     var logTarget = LogTarget.auto
@@ -86,6 +89,7 @@ struct Config: Equatable, Sendable {
     func changes(from old: Config) -> [String] {
         var changed: [String] = []
         if maxConnections != old.maxConnections { changed.append("server.max_connections") }
+        if maxConnectionsPerUser != old.maxConnectionsPerUser { changed.append("server.max_connections_per_user") }
         if shutdownTimeoutSeconds != old.shutdownTimeoutSeconds { changed.append("server.shutdown_timeout") }
         if logLevel != old.logLevel { changed.append("log.level") }
         if logTarget != old.logTarget { changed.append("log.target") }
@@ -102,6 +106,9 @@ struct Config: Equatable, Sendable {
         "server": [
             "max_connections": { config, value throws(ValueError) in
                 config.maxConnections = try integer(value, in: 16...1_000_000)
+            },
+            "max_connections_per_user": { config, value throws(ValueError) in
+                config.maxConnectionsPerUser = try integer(value, in: 1...1_000_000)
             },
             "shutdown_timeout": { config, value throws(ValueError) in
                 config.shutdownTimeoutSeconds = try duration(value, in: 0...300)
