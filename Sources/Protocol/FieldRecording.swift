@@ -13,6 +13,8 @@ struct AnyCodingKey: CodingKey {
 /// about can be reported as unknown without a second parse.
 final class FieldRecorder {
     var asked: Set<String> = []
+    /// The field being decoded most recently: where a decoding error with no path happened.
+    var last: String?
 }
 
 /// Forwards to a real decoder and records the keys of the top-level keyed container.
@@ -35,7 +37,10 @@ private struct RecordingKeyedContainer<Key: CodingKey>: KeyedDecodingContainerPr
     var codingPath: [any CodingKey] { base.codingPath }
     var allKeys: [Key] { base.allKeys }
 
-    private func note(_ key: Key) { recorder.asked.insert(key.stringValue) }
+    private func note(_ key: Key) {
+        recorder.asked.insert(key.stringValue)
+        recorder.last = key.stringValue
+    }
 
     func contains(_ key: Key) -> Bool { note(key); return base.contains(key) }
     func decodeNil(forKey key: Key) throws -> Bool { note(key); return try base.decodeNil(forKey: key) }

@@ -267,7 +267,14 @@ public enum WireCodec {
             let present = try container.contains(key) && !container.decodeNil(forKey: key)
             let recorder = FieldRecorder()
             if present {
-                params = try P(from: RecordingDecoder(base: try container.superDecoder(forKey: key), recorder: recorder))
+                do {
+                    params = try P(from: RecordingDecoder(base: try container.superDecoder(forKey: key), recorder: recorder))
+                } catch let error where !(error is DecodingError) && !(error is RPCError) && recorder.last != nil {
+                    // A number that does not fit the field's type (1.5 or 1e30 for an integer)
+                    // fails with the parser's own error, which has no coding path.
+                    let field = recorder.last!
+                    throw RPCError.invalidParams("Parameter '\(Redaction.printable(field, limit: 64))' has a value of the wrong type or out of range.", field: field)
+                }
                 let given = try container.nestedContainer(keyedBy: AnyCodingKey.self, forKey: key).allKeys
                 for field in given.map(\.stringValue).sorted() where !recorder.asked.contains(field) {
                     // An explicit null for a field the method does not know is still unknown.

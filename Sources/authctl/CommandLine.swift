@@ -94,10 +94,13 @@ enum ArgumentParser {
         while let argument = iterator.next() {
             if afterTerminator { rest.append(argument); continue }
             let (name, inline) = split(argument)
+            if ["--system", "--json", "--help", "-h", "--version"].contains(name) && inline != nil {
+                throw .usage("\(name) takes no value")
+            }
             switch name {
             case "--": afterTerminator = true; rest.append(argument)
             case "--socket":
-                guard let value = inline ?? iterator.next() else { throw .usage("--socket needs a path") }
+                guard let value = inline ?? iterator.next(), !value.isEmpty else { throw .usage("--socket needs a path") }
                 global.socket = value
             case "--system": global.system = true
             case "--json": global.json = true

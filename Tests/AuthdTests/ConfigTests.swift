@@ -1,3 +1,5 @@
+import Foundation
+import Glibc
 import Testing
 @testable import authd
 
@@ -62,10 +64,25 @@ struct ConfigTests {
         #expect(try Config.duration(text, in: 0...3600) == seconds)
     }
 
-    @Test("a missing file means the defaults; an unreadable one is an error")
-    func missingFile() throws {
+    @Test("a missing file means the defaults; a directory, a FIFO or non-UTF-8 is an error; CRLF and a BOM are fine")
+    func files() throws {
+        let directory = TemporaryDirectory()
         #expect(try Config.load(path: "/nonexistent/authd.conf") == Config())
         #expect(throws: ConfigError.self) { try Config.load(path: "/") }
+        let fifo = directory.path + "/fifo.conf"
+        #expect(mkfifo(fifo, 0o600) == 0)
+        #expect(throws: ConfigError.self) { try Config.load(path: fifo) }  // must not block
+        let windows = directory.path + "/crlf.conf"
+        try Data([0xEF, 0xBB, 0xBF] + Array("[tokens]\r\nlifetime = 1m\r\n".utf8)).write(to: URL(fileURLWithPath: windows))
+        #expect(try Config.load(path: windows).tokenLifetimeSeconds == 60)
+        let latin1 = directory.path + "/latin1.conf"
+        try Data([0x5B, 0x6C, 0x6F, 0x67, 0x5D, 0x0A, 0x23, 0xE9, 0x0A]).write(to: URL(fileURLWithPath: latin1))
+        do {
+            _ = try Config.load(path: latin1)
+            Issue.record("accepted a non-UTF-8 file")
+        } catch {
+            #expect(error.reason == "the file is not valid UTF-8")
+        }
     }
 }
 
@@ -91,7 +108,7 @@ struct DaemonOptionsTests {
         #expect(system.configPath == "/etc/authd/authd.conf")
     }
 
-    @Test("usage errors exit 2", arguments: [["--bogus"], ["--socket"], ["--socket", "relative.sock"], []])
+    @Test("usage errors exit 2", arguments: [["--bogus"], ["--socket"], ["--socket", "relative.sock"], [], ["--user=x"], ["--socket=", "--system"], ["--bogus=1"]])
     func usageErrors(arguments: [String]) {
         // The last case: user mode with no XDG_RUNTIME_DIR and no socket.
         guard case .exit(_, let status) = DaemonOptions.parse(arguments, environment: ["HOME": "/h"]) else {

@@ -16,6 +16,15 @@ private enum WaitMethod: RPCMethod {
 private final class Observations: Sendable {
     let started = Atomic<Int>(0)
     let cancelled = Atomic<Int>(0)
+    let dropped = Atomic<Int>(0)
+}
+
+/// A method that opens a stream and then fails: the stream must never start, and its source
+/// must be told (no follower left registered forever).
+private enum FailingStreamMethod: RPCMethod {
+    static let name = "test.failing_stream"
+    typealias Params = NoParams
+    struct Result: Codable, Sendable {}
 }
 
 /// The server in-process (real socket, real connections, a test dispatch table), like
@@ -48,6 +57,12 @@ private struct InProcessServer {
                 throw error
             }
             return WaitMethod.Result()
+        }
+        table.register(FailingStreamMethod.self, access: .anyone) { _, context in
+            _ = try context.openSubscription(onDrop: { observations.dropped.add(1, ordering: .relaxed) }) { _ in
+                Issue.record("the stream of a failed request started")
+            }
+            throw RPCError.failure(Reason("test.failed"), "fails after opening a stream")
         }
         let fd = try Syscalls.listenUnix(path: options.socketPath, mode: 0o600)
         listener = Listener(fd: fd, socketPath: options.socketPath, dispatcher: Dispatcher(table: table, services: services))
@@ -106,6 +121,45 @@ struct ServerTests {
         var buffer = [UInt8](repeating: 0, count: 4096)
         let count = read(other, &buffer, buffer.count)
         #expect(String(decoding: buffer.prefix(max(count, 0)), as: UTF8.self).contains("protocol_version"))
+        server.listener.stop()
+    }
+
+    @Test("a stream whose request fails never starts, and its source is told to let go")
+    func droppedStream() async throws {
+        let server = try await InProcessServer()
+        let fd = try server.connect()
+        defer { close(fd) }
+        send(fd, #"{"jsonrpc":"2.0","id":1,"method":"test.failing_stream"}"# + "\n")
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        let count = read(fd, &buffer, buffer.count)
+        #expect(String(decoding: buffer.prefix(max(count, 0)), as: UTF8.self).contains("test.failed"))
+        await InProcessServer.waitUntil { server.observations.dropped.load(ordering: .relaxed) == 1 }
+        #expect(server.observations.dropped.load(ordering: .relaxed) == 1)
+        server.listener.stop()
+    }
+
+    @Test("followers that leave, before or after their stream starts, are unregistered")
+    func followersLeave() async throws {
+        let server = try await InProcessServer()
+        var started = 0
+        for index in 0..<20 {
+            let fd = try server.connect()
+            send(fd, #"{"jsonrpc":"2.0","id":1,"method":"admin.audit.tail","params":{"follow":true,"limit":0}}"# + "\n")
+            if index % 2 == 0 {
+                // Wait for the response: the follower is registered and its stream running.
+                var buffer = [UInt8](repeating: 0, count: 4096)
+                let count = read(fd, &buffer, buffer.count)
+                if String(decoding: buffer.prefix(max(count, 0)), as: UTF8.self).contains(#""subscription":"s1""#) { started += 1 }
+            }
+            close(fd)  // odd ones leave at once, racing the handler
+        }
+        #expect(started == 10)
+        let audit = server.services.audit
+        for _ in 0..<500 {
+            if await audit.followerCount == 0 && server.services.connections.count == 0 { break }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        #expect(await audit.followerCount == 0)
         server.listener.stop()
     }
 

@@ -65,6 +65,10 @@ struct AdminTests {
         #expect(notification["params"]?["subscription"] == .string(subscription))
         #expect(notification["params"]?["record"]?["detail"]?["aud"] == "after")
         #expect(notification["params"]?["record"]?["caller"]?["pid"]?.integerValue == Int64(getpid()))
+        // The followed record and the same record read back are identical, time included.
+        let recordID = notification["params"]?["record"]?["id"]
+        let stored = try #require(try other.result("admin.audit.tail", ["limit": 10])["records"]?.arrayValue?.first { $0["id"] == recordID })
+        #expect(stored == notification["params"]?["record"])
         #expect(try follower.result("subscription.cancel", ["subscription": .string(subscription)])["cancelled"] == true)
         _ = try other.result("auth.local", ["aud": "ignored"])
         // After cancel the next line on the follower is the answer to its next call, not a record.

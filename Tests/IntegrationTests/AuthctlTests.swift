@@ -33,6 +33,8 @@ struct AuthctlTests {
         (["call", "auth.local", "{\"aud\":7}"], Int32(2), "(rpc.invalid_params)"),
         (["call", "hello", "[1]"], Int32(2), "PARAMS must be a JSON object"),
         (["admin", "backup", "/nonexistent-dir/x.db"], Int32(1), "(admin.backup_failed)"),
+        (["status", "--json=no"], Int32(2), "--json takes no value"),
+        (["call", "admin.audit.tail", "{\"limit\":1.5}"], Int32(2), "Parameter 'limit' has a value of the wrong type"),
     ])
     func exitCodes(arguments: [String], status: Int32, message: String) throws {
         let daemon = try DaemonHarness()

@@ -135,6 +135,21 @@ struct LifecycleTests {
         try daemon.waitForNotification("READY=1", seconds: 20)
     }
 
+    @Test("system mode creates missing socket directories reachable by other users")
+    func systemSocketDirectories() throws {
+        let daemon = try DaemonHarness()
+        let socket = daemon.directory + "/sys/a/b/authd.sock"
+        try daemon.start(arguments: ["--system", "--socket", socket])
+        for directory in ["/sys", "/sys/a", "/sys/a/b"] {
+            var info = stat()
+            #expect(stat(daemon.directory + directory, &info) == 0)
+            #expect(info.st_mode & 0o777 == 0o755, "\(directory)")
+        }
+        var info = stat()
+        #expect(stat(socket, &info) == 0 && info.st_mode & 0o777 == 0o666)
+        #expect(try LineClient(socketPath: socket).result("hello")["mode"] == "system")
+    }
+
     @Test("core dumps are disabled")
     func noCoreDumps() throws {
         let daemon = try DaemonHarness()

@@ -80,6 +80,16 @@ struct WireCodecTests {
         #expect(throws: RPCError.self) { try WireCodec.decodeParams(NoParams.self, from: ["x": 1]) }
     }
 
+    @Test("a number that does not fit the field's type names the field", arguments: [JSONValue.double(1.5), .double(1e30), "7", true])
+    func numberFields(value: JSONValue) {
+        do {
+            _ = try WireCodec.decodeParams(AdminAuditTail.Params.self, from: ["limit": value])
+            Issue.record("accepted \(value)")
+        } catch {
+            #expect(error.details["field"] == "limit")
+        }
+    }
+
     @Test("error objects round-trip with their details; equality is code and reason")
     func errorCoding() throws {
         let error = RPCError.failure(Reason("pin.wrong"), "Wrong PIN.", details: ["retries_left": 2])

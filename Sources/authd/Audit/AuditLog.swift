@@ -72,8 +72,11 @@ actor AuditLog {
                     return ids
                 }
                 for ((entry, time, continuation), id) in zip(batch, ids) {
+                    // The time as stored (whole milliseconds), so a followed record and the
+                    // same record read back by tail are identical.
+                    let stored = Date(timeIntervalSince1970: (time.timeIntervalSince1970 * 1000).rounded() / 1000)
                     let record = AuditRecord(
-                        id: id, time: Timestamp.rfc3339(time, milliseconds: true),
+                        id: id, time: Timestamp.rfc3339(stored, milliseconds: true),
                         caller: AuditCaller(uid: entry.caller.uid, pid: entry.caller.pid, exe: entry.caller.exe),
                         method: entry.method, outcome: entry.outcome.rawValue, reason: entry.reason?.rawValue, detail: entry.detail)
                     continuation.resume(returning: record)
@@ -104,6 +107,8 @@ actor AuditLog {
 
     /// A stream of records committed from now on. A follower that falls 1000 records behind
     /// loses the oldest ones rather than growing the daemon's memory.
+    var followerCount: Int { followers.count }
+
     func follow() -> (id: Int, records: AsyncStream<AuditRecord>) {
         let (stream, continuation) = AsyncStream.makeStream(of: AuditRecord.self, bufferingPolicy: .bufferingNewest(1000))
         let id = nextFollower

@@ -46,10 +46,10 @@ enum JWS {
         return input + "." + Base64URL.encode(signature)
     }
 
-    /// Claims are encoded in declaration order; slashes stay unescaped (paths, URLs).
+    /// Claims are encoded with sorted keys (deterministic tokens); slashes stay unescaped.
     private static let claimsEncoder: JSONEncoder = {
         let encoder = JSONEncoder()
-        encoder.outputFormatting = [.withoutEscapingSlashes]
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         return encoder
     }()
 

@@ -34,7 +34,15 @@ final class Connection: @unchecked Sendable {
     private var outboxOffset = 0
     private var nextRequestKey: UInt64 = 0
     private var inFlight: [UInt64: Task<Void, Never>] = [:]
-    private var pendingSubscriptions: [UInt64: [(String, @Sendable (SubscriptionSink) async -> Void)]] = [:]
+    private var pendingSubscriptions: [UInt64: [PendingSubscription]] = [:]
+
+    /// A stream waiting for its request's response. `onDrop` runs if it never starts (the
+    /// request failed, the client left, the daemon is stopping), so its source can let go.
+    private struct PendingSubscription {
+        let name: String
+        let body: @Sendable (SubscriptionSink) async -> Void
+        let onDrop: @Sendable () -> Void
+    }
     private var subscriptions: [String: Task<Void, Never>] = [:]
     private var nextSubscription = 0
     private var draining = false
@@ -244,27 +252,34 @@ final class Connection: @unchecked Sendable {
 
     /// Registers a stream started by the request `requestKey`; it begins only after that
     /// request's response has been written, so notifications never overtake the response.
-    func addSubscription(requestKey: UInt64, body: @escaping @Sendable (SubscriptionSink) async -> Void) throws(RPCError) -> String {
+    func addSubscription(requestKey: UInt64, onDrop: @escaping @Sendable () -> Void,
+                         body: @escaping @Sendable (SubscriptionSink) async -> Void) throws(RPCError) -> String {
         let result: Result<String, RPCError> = queue.sync {
             if draining { return .failure(.shuttingDown) }
+            // The client already left: nothing would ever start or drop this stream.
+            if state != .open { return .failure(.cancelled) }
             guard subscriptions.count + pendingSubscriptions.values.map(\.count).reduce(0, +) < Self.maxSubscriptions else {
                 return .failure(.failure(.subscriptionLimit, "This connection has too many open streams (at most \(Self.maxSubscriptions))."))
             }
             nextSubscription += 1
             let name = "s\(nextSubscription)"
-            pendingSubscriptions[requestKey, default: []].append((name, body))
+            pendingSubscriptions[requestKey, default: []].append(PendingSubscription(name: name, body: body, onDrop: onDrop))
             return .success(name)
         }
         return try result.get()
     }
 
     private func startSubscriptions(for key: UInt64, accepted: Bool) {
-        guard let pending = pendingSubscriptions.removeValue(forKey: key), accepted, state == .open else { return }
-        for (name, body) in pending {
-            let sink = SubscriptionSink(connection: self, name: name)
-            subscriptions[name] = Task { [self] in
-                await body(sink)
-                subscriptionEnded(name)
+        guard let pending = pendingSubscriptions.removeValue(forKey: key) else { return }
+        guard accepted, state == .open, !draining else {
+            pending.forEach { $0.onDrop() }
+            return
+        }
+        for subscription in pending {
+            let sink = SubscriptionSink(connection: self, name: subscription.name)
+            subscriptions[subscription.name] = Task { [self] in
+                await subscription.body(sink)
+                subscriptionEnded(subscription.name)
             }
         }
     }
@@ -294,8 +309,13 @@ final class Connection: @unchecked Sendable {
             draining = true
             for task in subscriptions.values { task.cancel() }
             subscriptions.removeAll()
-            pendingSubscriptions.removeAll()
+            dropPendingSubscriptions()
         }
+    }
+
+    private func dropPendingSubscriptions() {
+        for pending in pendingSubscriptions.values.joined() { pending.onDrop() }
+        pendingSubscriptions.removeAll()
     }
 
     /// Shutdown deadline passed: cancel what is still running.
@@ -321,7 +341,7 @@ final class Connection: @unchecked Sendable {
         for task in inFlight.values { task.cancel() }
         for task in subscriptions.values { task.cancel() }
         subscriptions.removeAll()
-        pendingSubscriptions.removeAll()
+        dropPendingSubscriptions()
         outbox = []
         outboxOffset = 0
         if readPaused { readPaused = false; readSource?.resume() }

@@ -117,5 +117,5 @@ final class Listener: @unchecked Sendable {
 
 private extension RPCError {
     static let failureForbiddenUser = RPCError(
-        code: .forbidden, reason: .forbidden, message: "This authd serves only its own user; use the system daemon (authctl --system).")
+        code: .forbidden, reason: .forbidden, message: "This authd serves only its own user; for the system daemon, use authctl --system.")
 }

@@ -8,8 +8,10 @@ struct RequestContext: Sendable {
     /// Identifies the request within its connection (not the JSON-RPC id, which clients choose).
     let requestKey: UInt64
 
-    /// Opens a stream whose notifications start after this request's response.
-    func openSubscription(_ body: @escaping @Sendable (SubscriptionSink) async -> Void) throws(RPCError) -> String {
-        try connection.addSubscription(requestKey: requestKey, body: body)
+    /// Opens a stream whose notifications start after this request's response. `onDrop` runs
+    /// instead of `body` if the stream never starts.
+    func openSubscription(onDrop: @escaping @Sendable () -> Void,
+                          _ body: @escaping @Sendable (SubscriptionSink) async -> Void) throws(RPCError) -> String {
+        try connection.addSubscription(requestKey: requestKey, onDrop: onDrop, body: body)
     }
 }

@@ -32,7 +32,9 @@ struct Config: Equatable, Sendable {
         } catch {
             throw ConfigError(file: path, line: 0, reason: "cannot read the file: \(error)")
         }
-        guard let text = String(validating: bytes, as: UTF8.self) else {
+        // A UTF-8 byte-order mark (editors on other systems add one) is not part of the text.
+        let body = bytes.starts(with: [0xEF, 0xBB, 0xBF]) ? Array(bytes.dropFirst(3)) : bytes
+        guard let text = String(validating: body, as: UTF8.self) else {
             throw ConfigError(file: path, line: 0, reason: "the file is not valid UTF-8")
         }
         return try parse(text, file: path)

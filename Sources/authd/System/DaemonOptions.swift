@@ -48,15 +48,19 @@ struct DaemonOptions: Sendable, Equatable {
         var check = false
         var remaining = arguments[...]
         while let argument = remaining.popFirst() {
-            let takesValue = ["--socket", "--state-dir", "--config"].contains { argument == $0 || argument.hasPrefix($0 + "=") }
-            if !takesValue && argument.contains("=") {
-                return .exit(message: "authd: \(Redaction.printable(argument, limit: 80)) takes no value\n\(usage)", status: 2)
+            // `--name=value` or `--name value`; an empty inline value stays empty (and is refused).
+            let parts = argument.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            let name = String(parts[0])
+            let inline = parts.count > 1 ? String(parts[1]) : nil
+            let knownFlag = ["--user", "--system", "--check-config", "--version", "--help", "-h"].contains(name)
+            if knownFlag && inline != nil {
+                return .exit(message: "authd: \(name) takes no value\n\(usage)", status: 2)
             }
             func value() -> String? {
-                if let inline = argument.split(separator: "=", maxSplits: 1).dropFirst().first { return String(inline) }
-                return remaining.popFirst()
+                let value = inline ?? remaining.popFirst()
+                return value?.isEmpty == false ? value : nil
             }
-            switch argument.split(separator: "=", maxSplits: 1).first.map(String.init) ?? argument {
+            switch name {
             case "--user": mode = .user
             case "--system": mode = .system
             case "--socket": socket = value()

@@ -4,6 +4,11 @@ import Glibc
 // The only file that calls libc for sockets, files and process state. Every call that can be
 // interrupted retries on EINTR; failures become `SystemError` carrying errno and the call's name.
 
+/// A file that exists but is not what was expected (a directory, a FIFO, too large).
+struct FileError: Error, CustomStringConvertible {
+    let description: String
+}
+
 struct SystemError: Error, CustomStringConvertible, Equatable {
     let call: String
     let errno: Int32
@@ -182,11 +187,12 @@ enum Syscalls {
         }
         var info = stat()
         _ = try retryingEINTR("stat(\(path))") { lstat(path, &info) }
-        if exactMode || info.st_mode & 0o7777 != mode, created.contains(path) {
-            // mkdir applied our umask (077); a directory we made gets exactly the mode asked for.
-            _ = try retryingEINTR("chmod(\(path))") { chmod(path, mode) }
-            _ = try retryingEINTR("stat(\(path))") { lstat(path, &info) }
+        // mkdir applied our umask (077): directories we made get exactly the intended mode
+        // (0755 for parents, so that e.g. a system socket below them stays reachable).
+        for directory in created {
+            _ = try retryingEINTR("chmod(\(directory))") { chmod(directory, directory == path ? mode : 0o755) }
         }
+        _ = try retryingEINTR("stat(\(path))") { lstat(path, &info) }
         guard info.st_mode & S_IFMT == S_IFDIR else { throw SystemError(call: "\(path) is not a directory", errno: ENOTDIR) }
         guard info.st_uid == geteuid() else { throw SystemError(call: "\(path) is owned by uid \(info.st_uid), not us", errno: EPERM) }
         if exactMode, info.st_mode & 0o7777 != mode {
@@ -213,14 +219,15 @@ enum Syscalls {
 
     /// The whole file, or nil when it does not exist. Refuses directories and files over `limit`.
     static func readFile(_ path: String, limit: Int) throws -> [UInt8]? {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        // O_NONBLOCK: a FIFO must not block the daemon before the regular-file check refuses it.
+        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY)
         if fd < 0 && errno == ENOENT { return nil }
         guard fd >= 0 else { throw SystemError(call: "open(\(path))", errno: errno) }
         defer { Glibc.close(fd) }
         var info = stat()
         guard fstat(fd, &info) == 0 else { throw SystemError(call: "fstat(\(path))", errno: errno) }
-        guard info.st_mode & S_IFMT == S_IFREG else { throw SystemError(call: "\(path) is not a regular file", errno: EINVAL) }
-        guard Int(info.st_size) <= limit else { throw SystemError(call: "\(path) is larger than \(limit) bytes", errno: EFBIG) }
+        guard info.st_mode & S_IFMT == S_IFREG else { throw FileError(description: "\(path) is not a regular file") }
+        guard Int(info.st_size) <= limit else { throw FileError(description: "\(path) is larger than \(limit) bytes") }
         var bytes = [UInt8](repeating: 0, count: Int(info.st_size))
         var offset = 0
         while offset < bytes.count {
