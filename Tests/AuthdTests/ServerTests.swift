@@ -82,6 +82,21 @@ private struct InProcessServer {
     }
 }
 
+/// Reads what the server sent, without blocking a cooperative thread (the server under test
+/// runs its handlers on the same small pool): non-blocking reads, sleeping between tries, until
+/// a full line arrived or 5 s passed.
+private func receive(_ fd: Int32) async -> String {
+    var received: [UInt8] = []
+    var buffer = [UInt8](repeating: 0, count: 65536)
+    for _ in 0..<500 {
+        let count = recv(fd, &buffer, buffer.count, Int32(MSG_DONTWAIT))
+        if count > 0 { received += buffer.prefix(count) }
+        if received.last == UInt8(ascii: "\n") || count == 0 { break }
+        try? await Task.sleep(for: .milliseconds(10))
+    }
+    return String(decoding: received, as: UTF8.self)
+}
+
 private func send(_ fd: Int32, _ text: String) {
     _ = text.withCString { Glibc.send(fd, $0, strlen($0), Int32(MSG_NOSIGNAL)) }
 }
@@ -118,9 +133,7 @@ struct ServerTests {
         let other = try server.connect()
         defer { close(other) }
         send(other, #"{"jsonrpc":"2.0","id":1,"method":"hello"}"# + "\n")
-        var buffer = [UInt8](repeating: 0, count: 4096)
-        let count = read(other, &buffer, buffer.count)
-        #expect(String(decoding: buffer.prefix(max(count, 0)), as: UTF8.self).contains("protocol_version"))
+        #expect(await receive(other).contains("protocol_version"))
         server.listener.stop()
     }
 
@@ -130,9 +143,7 @@ struct ServerTests {
         let fd = try server.connect()
         defer { close(fd) }
         send(fd, #"{"jsonrpc":"2.0","id":1,"method":"test.failing_stream"}"# + "\n")
-        var buffer = [UInt8](repeating: 0, count: 4096)
-        let count = read(fd, &buffer, buffer.count)
-        #expect(String(decoding: buffer.prefix(max(count, 0)), as: UTF8.self).contains("test.failed"))
+        #expect(await receive(fd).contains("test.failed"))
         await InProcessServer.waitUntil { server.observations.dropped.load(ordering: .relaxed) == 1 }
         #expect(server.observations.dropped.load(ordering: .relaxed) == 1)
         server.listener.stop()
@@ -147,9 +158,7 @@ struct ServerTests {
             send(fd, #"{"jsonrpc":"2.0","id":1,"method":"admin.audit.tail","params":{"follow":true,"limit":0}}"# + "\n")
             if index % 2 == 0 {
                 // Wait for the response: the follower is registered and its stream running.
-                var buffer = [UInt8](repeating: 0, count: 4096)
-                let count = read(fd, &buffer, buffer.count)
-                if String(decoding: buffer.prefix(max(count, 0)), as: UTF8.self).contains(#""subscription":"s1""#) { started += 1 }
+                if await receive(fd).contains(#""subscription":"s1""#) { started += 1 }
             }
             close(fd)  // odd ones leave at once, racing the handler
         }
