@@ -17,6 +17,9 @@ let package = Package(
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
         .systemLibrary(name: "COpenSSL", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
         .systemLibrary(name: "CSystemd", pkgConfig: "libsystemd", providers: [.apt(["libsystemd-dev"])]),
+        .systemLibrary(name: "CArgon2", pkgConfig: "libargon2", providers: [.apt(["libargon2-dev"])]),
+        // libphonenumber is C++: a tiny C shim keeps its types out of Swift.
+        .target(name: "CPhoneNumber", linkerSettings: [.linkedLibrary("phonenumber")]),
 
         // Linux calls the Glibc overlay hides behind _GNU_SOURCE (accept4, SO_PEERCRED, prctl).
         .target(name: "CLinux"),
@@ -26,7 +29,7 @@ let package = Package(
 
         .executableTarget(
             name: "authd",
-            dependencies: ["Protocol", "CSQLite", "COpenSSL", "CSystemd", "CLinux"]
+            dependencies: ["Protocol", "CSQLite", "COpenSSL", "CSystemd", "CLinux", "CArgon2", "CPhoneNumber"]
         ),
         .executableTarget(
             name: "authctl",

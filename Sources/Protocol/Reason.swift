@@ -60,6 +60,14 @@ public struct Reason: RawRepresentable, Hashable, Sendable, Codable, CustomStrin
     /// The token was not issued by this daemon (`iss` differs).
     public static let tokenWrongIssuer = Reason("token.wrong_issuer")
 
+    // MARK: Accounts
+    /// The phone number is not valid or not complete (libphonenumber); nothing was stored or sent.
+    public static let phoneInvalid = Reason("phone.invalid")
+    /// The number is valid but cannot receive SMS (e.g. a fixed line).
+    public static let phoneNotMobile = Reason("phone.not_mobile")
+    /// The password breaks the policy; `data.rule` says which rule.
+    public static let passwordWeak = Reason("password.weak")
+
     // MARK: Admin
     /// The configuration file is invalid; `data.file`, `data.line` say where. The running config stays.
     public static let configInvalid = Reason("config.invalid")

@@ -37,7 +37,7 @@ final class Dispatcher: Sendable {
         if entry.access == .admin && !services.isAdmin(caller) {
             let error = RPCError.forbidden(request.method)
             if entry.audited {
-                try? await services.audit.record(.init(caller: caller, method: request.method, outcome: .denied, reason: error.reason, detail: [:]))
+                _ = try? await services.audit.record(.init(caller: caller, method: request.method, outcome: .denied, reason: error.reason, detail: [:]))
             }
             log(request.method, caller, .failure(error), started)
             return reply(request, .failure(error))
@@ -53,7 +53,7 @@ final class Dispatcher: Sendable {
         } catch {
             let wire = wireError(error, method: request.method)
             if entry.audited && wire.reason != .invalidParams {
-                try? await services.audit.record(.init(
+                _ = try? await services.audit.record(.init(
                     caller: caller, method: request.method, outcome: wire.code == .forbidden ? .denied : .error,
                     reason: wire.reason, detail: [:]))
             }

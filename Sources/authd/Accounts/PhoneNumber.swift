@@ -1,0 +1,67 @@
+import CPhoneNumber
+import Protocol
+
+/// A phone number validated and normalized by libphonenumber (the only file that calls it).
+struct PhoneNumber: Sendable, Hashable, CustomStringConvertible {
+    /// E.164, e.g. `+37251234567`.
+    let e164: String
+    /// ISO 3166-1 alpha-2 region of the number, e.g. `EE`.
+    let region: String
+    let kind: Kind
+
+    enum Kind: Sendable { case mobile, mobileOrFixedLine, fixedLine, other }
+
+    var description: String { e164 }
+
+    /// The number with all but the last two digits hidden, for logs and messages.
+    var redacted: String {
+        String(e164.prefix(4)) + String(repeating: "•", count: max(0, e164.count - 6)) + String(e164.suffix(2))
+    }
+
+    /// Parses `input` in international form, or in national form when `region` names the
+    /// country (ISO 3166-1 alpha-2). Only numbers that can receive SMS are accepted.
+    static func parse(_ input: String, region: String?) throws(RPCError) -> PhoneNumber {
+        guard (1...64).contains(input.utf8.count), !input.utf8.contains(0) else {
+            throw invalid("The phone number must be 1–64 characters.")
+        }
+        if let region {
+            guard region.count == 2, region.allSatisfy({ $0.isASCII && $0.isLetter }) else {
+                throw .invalidParams("Parameter 'region' must be a two-letter country code such as EE or DE.", field: "region")
+            }
+        }
+        var e164 = [CChar](repeating: 0, count: 32)
+        var regionCode = [CChar](repeating: 0, count: 8)
+        var type = AUTHD_PHONE_TYPE_OTHER
+        let status = authd_phone_normalize(input, region?.uppercased(), &e164, e164.count, &regionCode, regionCode.count, &type)
+        switch status {
+        case AUTHD_PHONE_OK: break
+        case AUTHD_PHONE_INVALID_COUNTRY_CODE:
+            throw invalid(region == nil
+                ? "The phone number has no valid country code; write it as +<country code> or give 'region'."
+                : "The phone number's country code is not valid.")
+        case AUTHD_PHONE_TOO_SHORT: throw invalid("The phone number is too short.")
+        case AUTHD_PHONE_TOO_LONG: throw invalid("The phone number is too long.")
+        case AUTHD_PHONE_NOT_A_NUMBER: throw invalid("That is not a phone number.")
+        default: throw invalid("That phone number does not exist in its country's numbering plan.")
+        }
+        let kind: Kind = switch type {
+        case AUTHD_PHONE_TYPE_MOBILE: .mobile
+        case AUTHD_PHONE_TYPE_FIXED_LINE_OR_MOBILE: .mobileOrFixedLine
+        case AUTHD_PHONE_TYPE_FIXED_LINE: .fixedLine
+        default: .other
+        }
+        let number = PhoneNumber(e164: Self.string(e164), region: Self.string(regionCode), kind: kind)
+        guard kind == .mobile || kind == .mobileOrFixedLine else {
+            throw .failure(.phoneNotMobile, "\(number.redacted) is not a mobile number; codes are sent by SMS.")
+        }
+        return number
+    }
+
+    private static func string(_ buffer: [CChar]) -> String {
+        String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
+    private static func invalid(_ message: String) -> RPCError {
+        .failure(.phoneInvalid, message)
+    }
+}

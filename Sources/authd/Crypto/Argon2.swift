@@ -1,0 +1,57 @@
+import CArgon2
+import FoundationEssentials
+
+// The only file that calls libargon2.
+
+/// Argon2id password and PIN hashing (RFC 9106) in the PHC string format, so parameters and
+/// salt travel with the hash and can be raised later without losing old hashes.
+struct Argon2id: Sendable {
+    /// OWASP's recommendation for Argon2id: m = 19 MiB, t = 2, p = 1.
+    static let owasp = Argon2id(memoryKiB: 19 * 1024, iterations: 2, parallelism: 1)
+
+    let memoryKiB: UInt32
+    let iterations: UInt32
+    let parallelism: UInt32
+
+    struct Failure: Error, CustomStringConvertible {
+        let code: Int32
+        var description: String { "Argon2: " + String(cString: argon2_error_message(code)) }
+    }
+
+    /// A PHC string `$argon2id$v=19$m=…,t=…,p=…$salt$hash` with a fresh 16-byte salt.
+    func hash(_ secret: SecretBytes) throws -> String {
+        let salt = try OpenSSL.randomBytes(16)
+        let length = argon2_encodedlen(iterations, memoryKiB, parallelism, UInt32(salt.count), 32, Argon2_id)
+        var encoded = [CChar](repeating: 0, count: length)
+        let status = secret.withUnsafeBytes { password in
+            argon2id_hash_encoded(iterations, memoryKiB, parallelism, password.baseAddress, password.count,
+                                  salt, salt.count, 32, &encoded, encoded.count)
+        }
+        guard status == ARGON2_OK.rawValue else { throw Failure(code: status) }
+        return String(decoding: encoded.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
+    /// True when `secret` matches `encoded`. libargon2 compares in constant time.
+    static func verify(_ secret: SecretBytes, against encoded: String) throws -> Bool {
+        let status = secret.withUnsafeBytes { password in
+            argon2id_verify(encoded, password.baseAddress, password.count)
+        }
+        switch status {
+        case ARGON2_OK.rawValue: return true
+        case ARGON2_VERIFY_MISMATCH.rawValue: return false
+        default: throw Failure(code: status)
+        }
+    }
+
+    /// Whether a stored hash uses weaker parameters than these (then it is re-hashed at the
+    /// next successful login).
+    func isStronger(than encoded: String) -> Bool {
+        guard let parameters = encoded.split(separator: "$").dropFirst(2).first else { return true }
+        var values: [Substring: UInt32] = [:]
+        for pair in parameters.split(separator: ",") {
+            let parts = pair.split(separator: "=")
+            if parts.count == 2, let value = UInt32(parts[1]) { values[parts[0]] = value }
+        }
+        return (values["m"] ?? 0) < memoryKiB || (values["t"] ?? 0) < iterations
+    }
+}

@@ -1,0 +1,85 @@
+import Protocol
+import Testing
+@testable import authd
+
+@Suite("Phone numbers (libphonenumber)")
+struct PhoneNumberTests {
+    @Test("real-world numbers normalize to E.164", arguments: [
+        ("+372 5123 4567", nil, "+37251234567", "EE"),
+        ("5123 4567", "EE", "+37251234567", "EE"),
+        ("+49 151 23456789", nil, "+4915123456789", "DE"),
+        ("0151 23456789", "de", "+4915123456789", "DE"),
+        ("+1 (201) 555-0123", nil, "+12015550123", "US"),
+        ("(201) 555-0123", "US", "+12015550123", "US"),
+        ("+44 7400 123456", nil, "+447400123456", "GB"),
+        ("07400 123456", "GB", "+447400123456", "GB"),
+        ("00372 5123 4567", "FI", "+37251234567", "EE"),
+        ("+33 6 12 34 56 78", nil, "+33612345678", "FR"),
+    ] as [(String, String?, String, String)])
+    func valid(input: String, region: String?, e164: String, country: String) throws {
+        let number = try PhoneNumber.parse(input, region: region)
+        #expect(number.e164 == e164)
+        #expect(number.region == country)
+        #expect(!number.redacted.contains(String(e164.dropFirst(4).dropLast(2))))
+    }
+
+    @Test("invalid, incomplete and foreign numbers are phone.invalid", arguments: [
+        ("5123", "EE"),                  // too short
+        ("+372 5123 4567 8901 2345", nil), // too long
+        ("5123 4567", nil),              // national form without a region
+        ("+999 1234 5678", nil),         // no such country code
+        ("hello", "EE"),
+        ("", "EE"),
+        ("+1 555 0100", nil),            // incomplete
+        ("0151 23456789", "EE"),         // a German national number read as Estonian
+    ] as [(String, String?)])
+    func invalid(input: String, region: String?) {
+        #expect(throws: RPCError.failure(.phoneInvalid, "")) { try PhoneNumber.parse(input, region: region) }
+    }
+
+    @Test("a fixed-line number cannot receive the code")
+    func fixedLine() {
+        #expect(throws: RPCError.failure(.phoneNotMobile, "")) { try PhoneNumber.parse("+372 640 0000", region: nil) }
+    }
+
+    @Test("a malformed region is a params error naming the field")
+    func badRegion() {
+        #expect(throws: RPCError.invalidParams("", field: "region")) { try PhoneNumber.parse("51234567", region: "EST") }
+    }
+}
+
+@Suite("Passwords")
+struct PasswordTests {
+    @Test("Argon2id with OWASP parameters: verify, mismatch, PHC format")
+    func argon2() throws {
+        let hash = try Argon2id.owasp.hash(SecretBytes(Array("correct horse battery".utf8)))
+        #expect(hash.hasPrefix("$argon2id$v=19$m=19456,t=2,p=1$"))
+        #expect(try Argon2id.verify(SecretBytes(Array("correct horse battery".utf8)), against: hash))
+        #expect(try !Argon2id.verify(SecretBytes(Array("correct horse batterz".utf8)), against: hash))
+        #expect(try Argon2id.owasp.hash(SecretBytes(Array("x".utf8))) != Argon2id.owasp.hash(SecretBytes(Array("x".utf8))), "fresh salt")
+        #expect(throws: Argon2id.Failure.self) { try Argon2id.verify(SecretBytes(Array("x".utf8)), against: "$argon2id$garbage") }
+        #expect(!Argon2id.owasp.isStronger(than: hash))
+        #expect(Argon2id(memoryKiB: 65536, iterations: 3, parallelism: 1).isStronger(than: hash))
+    }
+
+    @Test("policy", arguments: [
+        ("short1", true, "tooShort"),
+        ("eight ok", true, nil),
+        ("fourteen chars", false, "tooShort"),
+        ("fifteen chars!!", false, nil),
+        ("Password123", true, "common"),
+        ("aaaaaaaaaaaaaaaa", false, "common"),
+        ("51234567", true, "identifier"),
+        (String(repeating: "x", count: 250) + "abcdefg", true, "tooLong"),
+        ("tab\there ok", true, "control"),
+    ] as [(String, Bool, String?)])
+    func policy(password: String, secondFactor: Bool, rule: String?) {
+        do {
+            try PasswordPolicy.check(password, hasSecondFactor: secondFactor, identifiers: ["+37251234567"])
+            #expect(rule == nil, "accepted \(password)")
+        } catch {
+            #expect(error.reason == .passwordWeak)
+            #expect(error.details["rule"] == rule.map { .string($0) }, "\(password): \(error.message)")
+        }
+    }
+}
