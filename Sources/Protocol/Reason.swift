@@ -67,6 +67,36 @@ public struct Reason: RawRepresentable, Hashable, Sendable, Codable, CustomStrin
     public static let phoneNotMobile = Reason("phone.not_mobile")
     /// The password breaks the policy; `data.rule` says which rule.
     public static let passwordWeak = Reason("password.weak")
+    /// Not a usable email address.
+    public static let emailInvalid = Reason("email.invalid")
+    /// The number (or email) already belongs to an account; told only after the code proved it.
+    public static let phoneTaken = Reason("phone.taken")
+    /// The email address already belongs to another account.
+    public static let emailTaken = Reason("email.taken")
+    /// The SMS with the code could not be delivered; that code is never valid (resend).
+    public static let smsUndeliverable = Reason("sms.undeliverable")
+    /// Wrong code; `data.attempts_left` says how many tries remain.
+    public static let otpWrong = Reason("otp.wrong")
+    /// Too many wrong codes: the flow is dead; start again.
+    public static let otpAttemptsExhausted = Reason("otp.attempts_exhausted")
+    /// The code expired (`data.expired_at`); ask for a new one with resend.
+    public static let otpExpired = Reason("otp.expired")
+    /// The code was already used (each code works once).
+    public static let otpUsed = Reason("otp.used")
+    /// No such flow (never existed, or finished long ago).
+    public static let otpUnknownFlow = Reason("otp.unknown_flow")
+    /// Send limit reached (2 resends per flow, 5 codes per number per hour); `data.retry_after` in seconds when known.
+    public static let otpTooManySends = Reason("otp.too_many_sends")
+    /// Too early to resend; `data.retry_after` in seconds.
+    public static let otpTooEarly = Reason("otp.too_early")
+
+    // MARK: Sessions and devices
+    /// The session token is unknown or was ended (logout, revoke).
+    public static let sessionInvalid = Reason("session.invalid")
+    /// The session passed its idle timeout or maximum lifetime.
+    public static let sessionExpired = Reason("session.expired")
+    /// The account already uses its maximum number of devices; no session was created.
+    public static let deviceLimitReached = Reason("device.limit_reached")
 
     // MARK: Admin
     /// The configuration file is invalid; `data.file`, `data.line` say where. The running config stays.

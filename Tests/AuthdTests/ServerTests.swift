@@ -45,7 +45,8 @@ private struct InProcessServer {
         services = Services(
             options: options, config: holder, reloader: ConfigReloader(path: options.configPath, holder: holder, logger: logger),
             logger: logger, store: fixture.store, keys: fixture.keys, audit: AuditLog(store: fixture.store, now: fixture.clock.closure),
-            connections: ConnectionRegistry(), masterKeySource: .keyFile(path: "/x"), startedAt: Date(), now: fixture.clock.closure)
+            connections: ConnectionRegistry(), masterKeySource: .keyFile(path: "/x"), codeKey: try OpenSSL.randomSecret(32),
+            startedAt: Date(), now: fixture.clock.closure)
         var table = DispatchTable.make(services)
         let observations = self.observations
         table.register(WaitMethod.self, access: .anyone) { _, _ in

@@ -98,6 +98,14 @@ struct MasterKey: Sendable {
     }
 }
 
+/// Keys for other purposes than sealing (HMACs of one-time codes, …), derived from the master
+/// key with HKDF under their own labels, so no key is ever used for two things.
+enum KeyDerivation {
+    static func key(_ masterKey: MasterKey, label: String) throws -> SecretBytes {
+        try OpenSSL.hkdfSHA256(key: masterKey.secret, salt: Array("authd derive v1".utf8), info: Array("authd/\(label)".utf8), length: 32)
+    }
+}
+
 /// What a sealed value is for. Each purpose gets its own HKDF-derived key, so a value sealed for
 /// one purpose can never be opened as another. New capabilities add cases; never rename one.
 enum SealPurpose: String, CaseIterable, Sendable {

@@ -13,6 +13,8 @@ struct Services: Sendable {
     let audit: AuditLog
     let connections: ConnectionRegistry
     let masterKeySource: MasterKeySource
+    /// HMAC key for one-time codes (HKDF label `otp-code`).
+    let codeKey: SecretBytes
     let startedAt: Date
     let now: @Sendable () -> Date
 

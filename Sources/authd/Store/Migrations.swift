@@ -45,6 +45,65 @@ enum Migrations {
             ) STRICT
             """,
         ]),
+        Migration(version: 2, sql: [
+            // SMS code challenges (registration, OTP login). The code is stored only as an
+            // HMAC under a key derived from the master key.
+            """
+            CREATE TABLE otp_flows (
+                id TEXT PRIMARY KEY,
+                purpose TEXT NOT NULL,
+                phone TEXT NOT NULL,
+                code_mac BLOB NOT NULL,
+                code_deliverable INTEGER NOT NULL,
+                created_at INTEGER NOT NULL,
+                expires_at INTEGER NOT NULL,
+                resend_after INTEGER NOT NULL,
+                resends INTEGER NOT NULL,
+                attempts_left INTEGER NOT NULL,
+                state TEXT NOT NULL
+            ) STRICT
+            """,
+            // Every code sent, for the per-number hourly limit.
+            "CREATE TABLE sms_sends (phone TEXT NOT NULL, at INTEGER NOT NULL) STRICT",
+            "CREATE INDEX sms_sends_by_phone ON sms_sends (phone, at)",
+            """
+            CREATE TABLE accounts (
+                id TEXT PRIMARY KEY,
+                phone TEXT NOT NULL UNIQUE,
+                phone_verified_at INTEGER NOT NULL,
+                email TEXT UNIQUE,
+                password_hash TEXT,
+                created_at INTEGER NOT NULL,
+                deactivated_at INTEGER
+            ) STRICT
+            """,
+            """
+            CREATE TABLE devices (
+                id TEXT PRIMARY KEY,
+                account_id TEXT NOT NULL REFERENCES accounts (id),
+                device_key TEXT NOT NULL,
+                name TEXT NOT NULL,
+                first_seen INTEGER NOT NULL,
+                last_seen INTEGER NOT NULL,
+                revoked_at INTEGER,
+                UNIQUE (account_id, device_key)
+            ) STRICT
+            """,
+            // Session tokens are stored only as SHA-256 hashes.
+            """
+            CREATE TABLE sessions (
+                id TEXT PRIMARY KEY,
+                account_id TEXT NOT NULL REFERENCES accounts (id),
+                device_id TEXT NOT NULL REFERENCES devices (id),
+                token_hash BLOB NOT NULL UNIQUE,
+                amr TEXT NOT NULL,
+                created_at INTEGER NOT NULL,
+                last_used_at INTEGER NOT NULL,
+                expires_at INTEGER NOT NULL,
+                revoked_at INTEGER
+            ) STRICT
+            """,
+        ]),
     ]
 
     static var latestVersion: Int { all.last?.version ?? 0 }

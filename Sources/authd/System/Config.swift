@@ -16,8 +16,17 @@ struct Config: Equatable, Sendable {
     var tokenIssuer = "authd"
     var tokenLifetimeSeconds = 300
     var adminGroup = "authd-admin"
+    var smsBackend = SMSBackend.spool
+    var smsCommand = ""
+    var smsTimeoutSeconds = 10
+    var codeLifetimeSeconds = 600
+    var resendDelaySeconds = 60
+    var sessionIdleSeconds = 3600
+    var sessionLifetimeSeconds = 86400
+    var deviceLimit = 2
 
     enum LogTarget: String, Sendable { case auto, journal, stderr }
+    enum SMSBackend: String, Sendable { case spool, command }
 
     /// The longest lifetime any daemon-signed token may have. Retired signing keys stay in the
     /// JWKS at least this long, so no token outlives the key that verifies it.
@@ -44,6 +53,7 @@ struct Config: Equatable, Sendable {
         var config = Config()
         var section: String?
         var seen: Set<String> = []
+        var backendLine = 0
         // Split on bytes: in Swift "\r\n" is one Character, so CRLF files would not split on "\n".
         let lines = text.utf8.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false).map { String(decoding: $0, as: UTF8.self) }
         for (index, rawLine) in lines.enumerated() {
@@ -77,6 +87,10 @@ struct Config: Equatable, Sendable {
             } catch {
                 throw ConfigError(file: file, line: number, reason: "\(section).\(key): \(error.message)")
             }
+            if section == "sms" && key == "backend" { backendLine = number }
+        }
+        if config.smsBackend == .command && config.smsCommand.isEmpty {
+            throw ConfigError(file: file, line: backendLine, reason: "sms.backend = command needs sms.command (the program to run)")
         }
         return config
     }
@@ -98,6 +112,14 @@ struct Config: Equatable, Sendable {
         if tokenIssuer != old.tokenIssuer { changed.append("tokens.issuer") }
         if tokenLifetimeSeconds != old.tokenLifetimeSeconds { changed.append("tokens.lifetime") }
         if adminGroup != old.adminGroup { changed.append("admin.group") }
+        if smsBackend != old.smsBackend { changed.append("sms.backend") }
+        if smsCommand != old.smsCommand { changed.append("sms.command") }
+        if smsTimeoutSeconds != old.smsTimeoutSeconds { changed.append("sms.timeout") }
+        if codeLifetimeSeconds != old.codeLifetimeSeconds { changed.append("accounts.code_lifetime") }
+        if resendDelaySeconds != old.resendDelaySeconds { changed.append("accounts.resend_delay") }
+        if sessionIdleSeconds != old.sessionIdleSeconds { changed.append("accounts.session_idle") }
+        if sessionLifetimeSeconds != old.sessionLifetimeSeconds { changed.append("accounts.session_lifetime") }
+        if deviceLimit != old.deviceLimit { changed.append("accounts.device_limit") }
         return changed
     }
 
@@ -139,6 +161,38 @@ struct Config: Equatable, Sendable {
                 config.tokenLifetimeSeconds = try duration(value, in: 10...maximumTokenLifetimeSeconds)
             },
         ],
+        "sms": [
+            "backend": { config, value throws(ValueError) in
+                guard let backend = SMSBackend(rawValue: value) else {
+                    throw ValueError(message: "must be spool or command (the http backend is not available yet)")
+                }
+                config.smsBackend = backend
+            },
+            "command": { config, value throws(ValueError) in
+                guard value.hasPrefix("/"), value.utf8.count < 4096 else { throw ValueError(message: "must be an absolute path to a program") }
+                config.smsCommand = value
+            },
+            "timeout": { config, value throws(ValueError) in
+                config.smsTimeoutSeconds = try duration(value, in: 1...120)
+            },
+        ],
+        "accounts": [
+            "code_lifetime": { config, value throws(ValueError) in
+                config.codeLifetimeSeconds = try duration(value, in: 1...3600)
+            },
+            "resend_delay": { config, value throws(ValueError) in
+                config.resendDelaySeconds = try duration(value, in: 0...3600)
+            },
+            "session_idle": { config, value throws(ValueError) in
+                config.sessionIdleSeconds = try duration(value, in: 1...(30 * 86400))
+            },
+            "session_lifetime": { config, value throws(ValueError) in
+                config.sessionLifetimeSeconds = try duration(value, in: 1...(365 * 86400))
+            },
+            "device_limit": { config, value throws(ValueError) in
+                config.deviceLimit = try integer(value, in: 1...1000)
+            },
+        ],
         "admin": [
             "group": { config, value throws(ValueError) in
                 guard (1...64).contains(value.count), value.allSatisfy({ $0.isLetter || $0.isNumber || "-_.".contains($0) }) else {
@@ -156,9 +210,9 @@ struct Config: Equatable, Sendable {
         return number
     }
 
-    /// Seconds, with an optional `s`, `m` or `h` suffix (`90`, `90s`, `5m`, `1h`).
+    /// Seconds, with an optional `s`, `m`, `h` or `d` suffix (`90`, `90s`, `5m`, `1h`, `1d`).
     static func duration(_ value: String, in range: ClosedRange<Int>) throws(ValueError) -> Int {
-        let units: [Character: Int] = ["s": 1, "m": 60, "h": 3600]
+        let units: [Character: Int] = ["s": 1, "m": 60, "h": 3600, "d": 86400]
         var digits = Substring(value)
         var multiplier = 1
         if let last = value.last, let unit = units[last] {
@@ -168,7 +222,7 @@ struct Config: Equatable, Sendable {
         guard !digits.isEmpty, digits.allSatisfy(\.isASCII), let number = Int(digits), number >= 0,
               number <= Int.max / multiplier, range.contains(number * multiplier)
         else {
-            throw ValueError(message: "must be a duration from \(range.lowerBound)s to \(range.upperBound)s (e.g. 90s, 5m, 1h), not '\(Redaction.printable(value, limit: 40))'")
+            throw ValueError(message: "must be a duration from \(range.lowerBound)s to \(range.upperBound)s (e.g. 90s, 5m, 1h, 1d), not '\(Redaction.printable(value, limit: 40))'")
         }
         return number * multiplier
     }

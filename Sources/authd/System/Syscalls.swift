@@ -240,6 +240,57 @@ enum Syscalls {
         return Array(bytes.prefix(offset))
     }
 
+    /// Runs `path` with `arguments` and exactly `environment`, writes `input` to its stdin, and
+    /// waits up to `timeout` for it to exit (then kills it). Its stdout and stderr go to
+    /// /dev/null: a helper's output may echo what it was given, which can be a secret.
+    /// Returns the exit status, or nil when it was killed or did not exit normally.
+    /// The corresponding C functions are `posix_spawn` and `waitpid`.
+    static func spawnAndWait(_ path: String, arguments: [String], environment: [String: String],
+                             input: [UInt8], timeout: Duration) async throws -> Int32? {
+        var pipeFDs: [Int32] = [-1, -1]
+        guard pipe(&pipeFDs) == 0 else { throw SystemError(call: "pipe", errno: errno) }
+        // Close-on-exec: only the dup2'd stdin reaches the child, never these descriptors.
+        _ = fcntl(pipeFDs[0], F_SETFD, FD_CLOEXEC)
+        _ = fcntl(pipeFDs[1], F_SETFD, FD_CLOEXEC)
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_adddup2(&actions, pipeFDs[0], STDIN_FILENO)
+        posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, "/dev/null", O_WRONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, "/dev/null", O_WRONLY, 0)
+        let argv = ([path] + arguments).map { strdup($0) } + [nil]
+        let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        defer {
+            argv.forEach { free($0) }
+            envp.forEach { free($0) }
+        }
+        var pid: pid_t = 0
+        let status = posix_spawn(&pid, path, &actions, nil, argv, envp)
+        Glibc.close(pipeFDs[0])
+        guard status == 0 else {
+            Glibc.close(pipeFDs[1])
+            throw SystemError(call: "posix_spawn(\(path))", errno: status)
+        }
+        // Small messages fit the pipe buffer; a helper that does not read gets EPIPE, not us.
+        _ = input.withUnsafeBytes { Glibc.write(pipeFDs[1], $0.baseAddress, $0.count) }
+        Glibc.close(pipeFDs[1])
+        let deadline = ContinuousClock.now + timeout
+        var exitStatus: Int32 = 0
+        while true {
+            let result = waitpid(pid, &exitStatus, WNOHANG)
+            if result == pid { break }
+            if result < 0 && errno != EINTR { throw SystemError(call: "waitpid", errno: errno) }
+            if ContinuousClock.now >= deadline {
+                kill(pid, SIGKILL)
+                _ = waitpid(pid, &exitStatus, 0)
+                return nil
+            }
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+        // WIFEXITED / WEXITSTATUS, which are macros.
+        return exitStatus & 0x7f == 0 ? (exitStatus >> 8) & 0xff : nil
+    }
+
     /// The directory part of an absolute path (`/a/b/c` → `/a/b`, `/a` → `/`).
     static func directoryName(_ path: String) -> String {
         guard let slash = path.lastIndex(of: "/") else { return "." }

@@ -1,0 +1,29 @@
+import Protocol
+
+extension MethodTable {
+    mutating func registerAccountMethods(_ registration: Registration) {
+        // Phone numbers appear in the audit log only redacted; codes and passwords never.
+        register(AccountRegisterStart.self, access: .anyone, audit: { _, result in
+            ["flow": .string(result.flow), "phone": .string(Self.redactedPhone(result.phone))]
+        }) { params, _ in
+            try await registration.start(params)
+        }
+
+        register(AccountRegisterResend.self, access: .anyone, audit: { params, _ in
+            ["flow": .string(params.flow)]
+        }) { params, _ in
+            try await registration.resend(params)
+        }
+
+        register(AccountRegisterVerify.self, access: .anyone, audit: { params, result in
+            ["flow": .string(params.flow), "account": .string(result.account.id), "session": .string(result.session.id),
+             "device": .string(result.session.deviceID)]
+        }) { params, context in
+            try await registration.verify(params, caller: context.caller)
+        }
+    }
+
+    static func redactedPhone(_ e164: String) -> String {
+        String(e164.prefix(4)) + String(repeating: "•", count: max(0, e164.count - 6)) + String(e164.suffix(2))
+    }
+}

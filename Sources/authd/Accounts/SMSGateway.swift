@@ -1,0 +1,61 @@
+import FoundationEssentials
+import Glibc
+import Protocol
+
+/// Where verification codes go (`[sms] backend`). A failed delivery is an error the flow
+/// turns into `sms.undeliverable`; the code of a failed send is never valid.
+protocol SMSGateway: Sendable {
+    /// Delivers `text` to `number`, or throws `SMSDeliveryFailure`.
+    func send(_ text: String, to number: PhoneNumber) async throws
+}
+
+/// Why a message was not delivered. Never contains the message text (it holds a code).
+struct SMSDeliveryFailure: Error, CustomStringConvertible {
+    let description: String
+}
+
+/// `spool`: development backend. Each message becomes a 0600 file under
+/// `<state>/sms-spool/`, and a redacted line is logged, so a person can read the code without
+/// a phone (`cat ~/.local/state/authd/sms-spool/*`).
+struct SpoolSMSGateway: SMSGateway {
+    let directory: String
+    let logger: Logger
+
+    func send(_ text: String, to number: PhoneNumber) async throws {
+        do {
+            try Syscalls.ensureDirectory(directory, mode: 0o700, exactMode: true)
+        } catch {
+            throw SMSDeliveryFailure(description: "spool directory \(directory): \(error)")
+        }
+        let name = "\(Int64(Date().timeIntervalSince1970 * 1000))-\(Base64URL.encode(try OpenSSL.randomBytes(6))).sms"
+        let path = directory + "/" + name
+        let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o600)
+        guard fd >= 0 else { throw SMSDeliveryFailure(description: "cannot create \(path): \(String(cString: strerror(errno)))") }
+        defer { close(fd) }
+        let content = Array("To: \(number.e164)\n\n\(text)\n".utf8)
+        let written = content.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+        guard written == content.count else { throw SMSDeliveryFailure(description: "cannot write \(path)") }
+        logger.notice("SMS to \(number.redacted) spooled in \(path)", [("AUTHD_SMS_SPOOL", path)])
+    }
+}
+
+/// `command`: runs a configured program with the number in `SMS_TO` and the text on stdin;
+/// exit status 0 means delivered. Nothing of the text reaches the program's arguments (which
+/// every local user can read in /proc) or authd's log.
+struct CommandSMSGateway: SMSGateway {
+    let program: String
+    let timeoutSeconds: Int
+
+    func send(_ text: String, to number: PhoneNumber) async throws {
+        let status: Int32?
+        do {
+            status = try await Syscalls.spawnAndWait(
+                program, arguments: [], environment: ["SMS_TO": number.e164, "PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"],
+                input: Array(text.utf8), timeout: .seconds(timeoutSeconds))
+        } catch {
+            throw SMSDeliveryFailure(description: "cannot run \(program): \(error)")
+        }
+        guard let status else { throw SMSDeliveryFailure(description: "\(program) did not finish within \(timeoutSeconds) s") }
+        guard status == 0 else { throw SMSDeliveryFailure(description: "\(program) exited with status \(status)") }
+    }
+}

@@ -1,0 +1,134 @@
+import FoundationEssentials
+import Protocol
+import Testing
+@testable import authd
+
+@Suite("OTP challenge state machine")
+struct OTPChallengeTests {
+    let policy = OTPChallenge.Policy(codeLifetime: 600, resendDelay: 60, maxResends: 2, maxAttempts: 5, maxSendsPerHour: 5)
+
+    func fresh() -> OTPChallenge {
+        .start(id: "f", purpose: .registration, phone: "+37251234567", codeMAC: [1], now: 1000, policy: policy)
+    }
+
+    @Test("right code completes once; afterwards it is used")
+    func accept() {
+        var challenge = fresh()
+        #expect(challenge.verify(codeMatches: true, now: 1001) == .accepted)
+        #expect(challenge.state == .completed)
+        #expect(challenge.verify(codeMatches: true, now: 1002) == .alreadyUsed)
+    }
+
+    @Test("five wrong codes kill the flow; the right code then does not help")
+    func attempts() {
+        var challenge = fresh()
+        let outcomes = (0..<5).map { _ in challenge.verify(codeMatches: false, now: 1001) }
+        #expect(outcomes == [.wrong(attemptsLeft: 4), .wrong(attemptsLeft: 3), .wrong(attemptsLeft: 2), .wrong(attemptsLeft: 1), .attemptsExhausted])
+        #expect(challenge.verify(codeMatches: true, now: 1001) == .dead)
+    }
+
+    @Test("expiry is checked before the code, and costs no attempt", arguments: [(1599, true), (1600, false)])
+    func expiry(now: Int64, valid: Bool) {
+        var challenge = fresh()
+        let outcome = challenge.verify(codeMatches: true, now: now)
+        #expect(outcome == (valid ? .accepted : .expired))
+        #expect(challenge.attemptsLeft == 5)
+    }
+
+    @Test("an undeliverable code never verifies")
+    func undeliverable() {
+        var challenge = fresh()
+        challenge.codeDeliverable = false
+        #expect(challenge.verify(codeMatches: true, now: 1001) == .wrong(attemptsLeft: 4))
+    }
+
+    @Test("resends: not before the delay, at most two, each with a fresh expiry")
+    func resends() {
+        var challenge = fresh()
+        #expect(challenge.checkResend(now: 1059, policy: policy) == .tooEarly(retryAfter: 1))
+        #expect(challenge.checkResend(now: 1060, policy: policy) == .allowed)
+        challenge.replaceCode(mac: [2], now: 1060, policy: policy)
+        #expect(challenge.expiresAt == 1660)
+        #expect(challenge.checkResend(now: 1120, policy: policy) == .allowed)
+        challenge.replaceCode(mac: [3], now: 1120, policy: policy)
+        #expect(challenge.checkResend(now: 5000, policy: policy) == .tooManyResends)
+        _ = challenge.verify(codeMatches: true, now: 1200)
+        #expect(challenge.checkResend(now: 5000, policy: policy) == .closed)
+    }
+
+    @Test("codes are six digits, uniformly drawn")
+    func codes() throws {
+        var counts = [Int](repeating: 0, count: 10)
+        for _ in 0..<2000 {
+            let code = try Registration.newCode()
+            #expect(code.count == 6 && code.allSatisfy(\.isNumber))
+            counts[Int(String(code.first!))!] += 1
+        }
+        // Every leading digit appears (a biased or constant generator would not pass).
+        #expect(counts.allSatisfy { $0 > 100 }, "\(counts)")
+    }
+
+    @Test("email addresses", arguments: [("a@example.com", "a@example.com"), ("Ann.B+x@Example.COM", "Ann.B+x@example.com")])
+    func emails(input: String, normalized: String) throws {
+        #expect(try Registration.normalizeEmail(input) == normalized)
+    }
+
+    @Test("bad email addresses", arguments: ["", "a", "a@b", "@example.com", "a@.com", "a b@example.com", "a@exa..mple.com", "a<b>@example.com", "a@b@example.com"])
+    func badEmails(input: String) {
+        #expect(throws: RPCError.failure(.emailInvalid, "")) { try Registration.normalizeEmail(input) }
+    }
+}
+
+@Suite("Sessions and devices")
+struct SessionStoreTests {
+    @Test("a third device is refused with device.limit_reached and nothing is created")
+    func deviceLimit() async throws {
+        let directory = TemporaryDirectory()
+        let store = try Store(path: directory.path + "/s.db")
+        try await store.transaction { database in
+            try database.execute("INSERT INTO accounts (id, phone, phone_verified_at, created_at) VALUES ('a1', '+37251234567', 1, 1)")
+        }
+        for key in ["laptop", "phone"] {
+            _ = try await store.transaction {
+                try SessionStore.create(in: $0, account: "a1", device: .init(key: key, name: key), amr: ["otp"], limit: 2, now: 10, lifetime: 100)
+            }
+        }
+        // Same device again: allowed (it is not a new device).
+        _ = try await store.transaction {
+            try SessionStore.create(in: $0, account: "a1", device: .init(key: "laptop", name: "laptop"), amr: ["pwd"], limit: 2, now: 11, lifetime: 100)
+        }
+        await #expect(throws: RPCError.failure(.deviceLimitReached, "")) {
+            try await store.transaction {
+                try SessionStore.create(in: $0, account: "a1", device: .init(key: "tablet", name: "tablet"), amr: ["otp"], limit: 2, now: 12, lifetime: 100)
+            }
+        }
+        let (devices, sessions) = try await store.read { database in
+            (try database.queryOne("SELECT count(*) FROM devices") { $0.int(0) } ?? -1, try database.queryOne("SELECT count(*) FROM sessions") { $0.int(0) } ?? -1)
+        }
+        #expect(devices == 2)
+        #expect(sessions == 3)
+    }
+
+    @Test("idle timeout and maximum lifetime end a session")
+    func expiry() async throws {
+        let directory = TemporaryDirectory()
+        let store = try Store(path: directory.path + "/s.db")
+        let token = try await store.transaction { database -> String in
+            try database.execute("INSERT INTO accounts (id, phone, phone_verified_at, created_at) VALUES ('a1', '+37251234567', 1, 1)")
+            return try SessionStore.create(in: database, account: "a1", device: .init(key: "k", name: "n"), amr: ["otp"], limit: 2, now: 100, lifetime: 1000).token
+        }
+        // Used every 50 s it stays alive until the maximum lifetime…
+        for now in stride(from: Int64(150), to: 1100, by: 50) {
+            _ = try await store.transaction { try SessionStore.authenticate(in: $0, token: token, now: now, idle: 60) }
+        }
+        await #expect(throws: RPCError.failure(.sessionExpired, "")) {
+            try await store.transaction { try SessionStore.authenticate(in: $0, token: token, now: 1100, idle: 60) }
+        }
+        await #expect(throws: RPCError.failure(.sessionInvalid, "")) {
+            try await store.transaction { try SessionStore.authenticate(in: $0, token: "as1.forged", now: 200, idle: 60) }
+        }
+        // …and the store has only its hash.
+        let stored = try await store.read { try $0.query("SELECT token_hash FROM sessions") { $0.blob(0) } }
+        #expect(stored == [SessionStore.hash(token)])
+    }
+}
