@@ -8,6 +8,7 @@ extension Command {
         .status,
         .tokenLocal, .tokenVerify, .keysJWKS,
         .adminStatus, .adminReload, .adminBackup, .adminKeysRotate, .adminAudit,
+        .register, .whoami, .logout,
         .call, .completion,
     ]
 }

@@ -58,7 +58,8 @@ struct AuthctlTests {
         let daemon = try DaemonHarness()
         try daemon.start()
         for command in [["status"], ["token", "local"], ["token", "verify"], ["keys", "jwks"], ["admin", "status"], ["admin", "reload"],
-                        ["admin", "backup"], ["admin", "keys", "rotate"], ["admin", "audit"], ["call"], ["completion", "bash"]] {
+                        ["admin", "backup"], ["admin", "keys", "rotate"], ["admin", "audit"], ["call"], ["completion", "bash"],
+                        ["register"], ["whoami"], ["logout"]] {
             let help = try daemon.authctl(command + ["--help"])
             #expect(help.status == 0)
             #expect(help.stdout.hasPrefix("Usage: authctl \(command.joined(separator: " "))"))

@@ -214,4 +214,44 @@ struct RegistrationTests {
             #expect(!"\(audit)".contains(secret), "\(secret) in the audit log")
         }
     }
+
+    @Test("authctl register reads the code (and password) from a descriptor, saves the session; whoami and logout use it")
+    func authctlRegister() throws {
+        let daemon = try DaemonHarness()
+        try daemon.start()
+        let sessionFile = daemon.directory + "/authctl-session"
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: DaemonHarness.authctlPath)
+        process.arguments = ["--socket", daemon.socketPath, "register", "5123 4567", "--region", "EE", "--password-fd", "0", "--code-fd", "0",
+                             "--session-file", sessionFile]
+        let input = Pipe(), output = Pipe(), errors = Pipe()
+        process.standardInput = input
+        process.standardOutput = output
+        process.standardError = errors
+        try process.run()
+        input.fileHandleForWriting.write(Data("a long enough passphrase\n".utf8))
+        var code: String?
+        for _ in 0..<500 where code == nil {
+            code = try? Self.spooledCode(daemon, to: "+37251234567")
+            if code == nil { usleep(10_000) }
+        }
+        input.fileHandleForWriting.write(Data((try #require(code) + "\n").utf8))
+        try input.fileHandleForWriting.close()
+        let stdout = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        let stderr = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 0, "\(stderr)")
+        #expect(stdout.hasPrefix("registered +37251234567 as acc_"))
+        #expect(stderr.contains("A 6-digit code was sent to +37251234567"))
+        var info = stat()
+        #expect(stat(sessionFile, &info) == 0 && info.st_mode & 0o777 == 0o600)
+        let whoami = try daemon.authctl(["whoami", "--session-file", sessionFile])
+        #expect(whoami.status == 0)
+        #expect(whoami.stdout.contains("+37251234567"))
+        #expect(whoami.stdout.contains("signed in with otp+pwd"))
+        #expect(try daemon.authctl(["logout", "--session-file", sessionFile]).stdout == "logged out\n")
+        #expect(access(sessionFile, F_OK) != 0)
+        let after = try daemon.authctl(["whoami", "--session-file", sessionFile])
+        #expect(after.status == 7, "not logged in")
+    }
 }

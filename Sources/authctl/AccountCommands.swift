@@ -1,0 +1,90 @@
+import Foundation
+import Protocol
+
+extension Command {
+    static let register = Command(
+        path: ["register"], synopsis: "PHONE [--region CC] [--email ADDRESS] [--with-password] [--code-fd N] [--password-fd N]",
+        abstract: """
+            Create an account for PHONE: authd sends a 6-digit code by SMS, you type it (or 'r' to have a
+            new one sent), and the new session is saved for later commands (whoami, logout).
+            """,
+        options: [
+            OptionSpec(name: "region", value: "CC", help: "country for national numbers, e.g. EE"),
+            OptionSpec(name: "email", value: "ADDRESS", help: "an email address for the account"),
+            OptionSpec(name: "with-password", value: nil, help: "also set a password (asked without echo)"),
+            OptionSpec(name: "code-fd", value: "N", help: "read the code from file descriptor N"),
+            OptionSpec(name: "password-fd", value: "N", help: "read the password from file descriptor N"),
+            OptionSpec(name: "session-file", value: "PATH", help: "where to keep the session (default $XDG_STATE_HOME/authctl/session)"),
+        ],
+        positionals: 1...1
+    ) { invocation throws(CLIError) in
+        let connection = try invocation.connect()
+        var flow = try connection.call(AccountRegisterStart.self, .init(phone: invocation.positionals[0], region: invocation.value("region")))
+        var password: String?
+        if invocation.flag("with-password") || invocation.value("password-fd") != nil {
+            password = try Prompt.answer(invocation, fdOption: "password-fd", question: "New password: ", secret: true)
+            if invocation.value("password-fd") == nil, try Prompt.ask("Repeat the password: ", secret: true) != password {
+                throw CLIError(message: "the passwords differ", reason: nil, exitCode: .usage)
+            }
+        }
+        var codeJustSent = true
+        while true {
+            if codeJustSent {
+                Output.error("A \(flow.codeLength)-digit code was sent to \(flow.phone); it expires at \(flow.expiresAt).")
+                codeJustSent = false
+            }
+            let answer = try Prompt.answer(invocation, fdOption: "code-fd",
+                                           question: "Code (or r to resend, \(flow.resendsLeft) left): ", secret: false)
+                .trimmingCharacters(in: .whitespaces)
+            if answer == "r" && invocation.value("code-fd") == nil {
+                do throws(CLIError) {
+                    flow = try connection.call(AccountRegisterResend.self, .init(flow: flow.flow))
+                    codeJustSent = true
+                } catch {
+                    Output.error(error.line)
+                }
+                continue
+            }
+            do throws(CLIError) {
+                let signedIn = try connection.call(AccountRegisterVerify.self, .init(
+                    flow: flow.flow, code: answer, email: invocation.value("email"), password: password))
+                try SessionFile.save(signedIn.session.token, invocation: invocation)
+                if invocation.global.json { Output.json(signedIn.account) } else {
+                    Output.line("registered \(signedIn.account.phone) as \(signedIn.account.id); signed in on this device")
+                }
+                return .ok
+            } catch where error.reason == "otp.wrong" && invocation.value("code-fd") == nil {
+                Output.error(error.line)
+            }
+        }
+    }
+
+    static let whoami = Command(
+        path: ["whoami"], synopsis: "",
+        abstract: "Show the account and device of the saved session. Exit 7 when not logged in.",
+        options: [OptionSpec(name: "session-file", value: "PATH", help: "the session to use")]
+    ) { invocation throws(CLIError) in
+        let token = try SessionFile.load(invocation)
+        let session = try invocation.connect().call(SessionGet.self, .init(session: token))
+        if invocation.global.json { Output.json(session); return .ok }
+        Output.line("\(session.account.phone) (\(session.account.id))\(session.account.email.map { ", \($0)" } ?? "")")
+        Output.line("device: \(session.device.name) (\(session.device.id)); signed in with \(session.amr.joined(separator: "+")) at \(session.createdAt)")
+        return .ok
+    }
+
+    static let logout = Command(
+        path: ["logout"], synopsis: "",
+        abstract: "End the saved session (here and in authd).",
+        options: [OptionSpec(name: "session-file", value: "PATH", help: "the session to end")]
+    ) { invocation throws(CLIError) in
+        let token = try SessionFile.load(invocation)
+        defer { SessionFile.remove(invocation) }
+        do throws(CLIError) {
+            _ = try invocation.connect().call(AuthLogout.self, .init(session: token))
+        } catch where error.exitCode == .notLoggedIn {
+            // Already ended in authd: removing the local copy is all that is left to do.
+        }
+        if !invocation.global.json { Output.line("logged out") }
+        return .ok
+    }
+}

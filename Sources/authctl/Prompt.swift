@@ -1,0 +1,99 @@
+import Foundation
+import Glibc
+
+/// Reading answers from the person at the terminal, or from a file descriptor for scripts
+/// (`--code-fd 3`, `--password-fd 4`), never from the command line where `ps` shows them.
+enum Prompt {
+    /// One line from `fd` (without its newline), at most 4096 bytes.
+    static func readLine(fd: Int32) throws(CLIError) -> String {
+        var bytes: [UInt8] = []
+        var byte: UInt8 = 0
+        while bytes.count < 4096 {
+            let count = read(fd, &byte, 1)
+            if count < 0 && errno == EINTR { continue }
+            guard count > 0 else {
+                if bytes.isEmpty { throw CLIError(message: "nothing to read on file descriptor \(fd)", reason: "user.cancelled", exitCode: .cancelled) }
+                break
+            }
+            if byte == UInt8(ascii: "\n") { break }
+            bytes.append(byte)
+        }
+        if bytes.last == UInt8(ascii: "\r") { bytes.removeLast() }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// Asks on the terminal (/dev/tty), echo off when `secret`. Ctrl-D cancels.
+    static func ask(_ question: String, secret: Bool) throws(CLIError) -> String {
+        let tty = open("/dev/tty", O_RDWR | O_CLOEXEC)
+        guard tty >= 0 else {
+            throw CLIError.usage("no terminal to ask on; pass the answer with the matching --*-fd option")
+        }
+        defer { close(tty) }
+        var saved = termios()
+        let canHide = tcgetattr(tty, &saved) == 0
+        if secret && canHide {
+            var quiet = saved
+            quiet.c_lflag &= ~tcflag_t(ECHO)
+            tcsetattr(tty, TCSAFLUSH, &quiet)
+        }
+        defer {
+            if secret && canHide {
+                tcsetattr(tty, TCSAFLUSH, &saved)
+                _ = write(tty, "\n", 1)
+            }
+        }
+        _ = question.withCString { write(tty, $0, strlen($0)) }
+        return try readLine(fd: tty)
+    }
+
+    /// From `--NAME-fd` when given, else asked on the terminal.
+    static func answer(_ invocation: Invocation, fdOption: String, question: String, secret: Bool) throws(CLIError) -> String {
+        if let text = invocation.value(fdOption) {
+            guard let fd = Int32(text), fd >= 0 else { throw .usage("--\(fdOption) needs a file descriptor number") }
+            return try readLine(fd: fd)
+        }
+        return try ask(question, secret: secret)
+    }
+}
+
+/// Where authctl keeps the session token between commands: a 0600 file in
+/// `$XDG_STATE_HOME/authctl/session` (or `--session-file`). The daemon stores only its hash.
+enum SessionFile {
+    static func path(_ invocation: Invocation) -> String {
+        if let explicit = invocation.value("session-file") { return explicit }
+        let environment = ProcessInfo.processInfo.environment
+        let state = environment["XDG_STATE_HOME"].flatMap { $0.hasPrefix("/") ? $0 : nil }
+            ?? (environment["HOME"] ?? NSHomeDirectory()) + "/.local/state"
+        return state + "/authctl/session"
+    }
+
+    static func save(_ token: String, invocation: Invocation) throws(CLIError) {
+        let path = path(invocation)
+        let directory = (path as NSString).deletingLastPathComponent
+        mkdir((directory as NSString).deletingLastPathComponent, 0o755)
+        mkdir(directory, 0o700)
+        let temporary = path + ".new"
+        unlink(temporary)
+        let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o600)
+        guard fd >= 0 else { throw CLIError(message: "cannot save the session in \(path): \(String(cString: strerror(errno)))", reason: nil, exitCode: .failure) }
+        let bytes = Array((token + "\n").utf8)
+        let written = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+        close(fd)
+        guard written == bytes.count, rename(temporary, path) == 0 else {
+            unlink(temporary)
+            throw CLIError(message: "cannot save the session in \(path)", reason: nil, exitCode: .failure)
+        }
+    }
+
+    static func load(_ invocation: Invocation) throws(CLIError) -> String {
+        let path = path(invocation)
+        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+        guard fd >= 0 else { throw CLIError(message: "not logged in (no session in \(path))", reason: "session.invalid", exitCode: .notLoggedIn) }
+        defer { close(fd) }
+        return try Prompt.readLine(fd: fd)
+    }
+
+    static func remove(_ invocation: Invocation) {
+        unlink(path(invocation))
+    }
+}
