@@ -203,3 +203,174 @@ public enum AuthLogout: RPCMethod {
         enum CodingKeys: String, CodingKey { case loggedOut = "logged_out" }
     }
 }
+
+/// `auth.login` — password sign-in by phone number or email. Unknown account, wrong
+/// password and deactivated account all answer `auth.failed` (no account enumeration);
+/// `account.locked` (with `data.locked_until`) is the one reason told after repeated failures.
+public enum AuthLogin: RPCMethod {
+    public static let name = "auth.login"
+
+    public struct Params: Codable, Sendable, Equatable {
+        /// A phone number (international, or national with `region`) or an email address.
+        public var login: String
+        public var password: String
+        public var region: String?
+        public var device: DeviceDescription?
+
+        public init(login: String, password: String, region: String? = nil, device: DeviceDescription? = nil) {
+            self.login = login
+            self.password = password
+            self.region = region
+            self.device = device
+        }
+    }
+
+    public typealias Result = SignedIn
+}
+
+/// `account.profile.set` — sets the email and/or password of the session's account. Changing
+/// an existing password needs `current_password`.
+public enum AccountProfileSet: RPCMethod {
+    public static let name = "account.profile.set"
+
+    public struct Params: Codable, Sendable, Equatable {
+        public var session: String
+        public var email: String?
+        public var password: String?
+        public var currentPassword: String?
+
+        public init(session: String, email: String? = nil, password: String? = nil, currentPassword: String? = nil) {
+            self.session = session
+            self.email = email
+            self.password = password
+            self.currentPassword = currentPassword
+        }
+
+        enum CodingKeys: String, CodingKey { case session, email, password, currentPassword = "current_password" }
+    }
+
+    public typealias Result = AccountInfo
+}
+
+/// Params of methods that act on the caller's session only.
+public struct SessionParams: Codable, Sendable, Equatable {
+    public var session: String
+    public init(session: String) { self.session = session }
+}
+
+/// Params of methods that act on one item of the session's account.
+public struct SessionItemParams: Codable, Sendable, Equatable {
+    public var session: String
+    public var id: String
+    public init(session: String, id: String) {
+        self.session = session
+        self.id = id
+    }
+}
+
+/// `session.list` — the account's live sessions.
+public enum SessionList: RPCMethod {
+    public static let name = "session.list"
+    public typealias Params = SessionParams
+
+    public struct Result: Codable, Sendable, Equatable {
+        public var sessions: [SessionSummary]
+        public init(sessions: [SessionSummary]) { self.sessions = sessions }
+    }
+}
+
+public struct SessionSummary: Codable, Sendable, Equatable {
+    public var id: String
+    public var deviceID: String
+    public var amr: [String]
+    public var createdAt: String
+    public var lastUsedAt: String
+    public var expiresAt: String
+    /// True for the session that made this call.
+    public var current: Bool
+
+    public init(id: String, deviceID: String, amr: [String], createdAt: String, lastUsedAt: String, expiresAt: String, current: Bool) {
+        self.id = id
+        self.deviceID = deviceID
+        self.amr = amr
+        self.createdAt = createdAt
+        self.lastUsedAt = lastUsedAt
+        self.expiresAt = expiresAt
+        self.current = current
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case id, deviceID = "device_id", amr, createdAt = "created_at", lastUsedAt = "last_used_at", expiresAt = "expires_at", current
+    }
+}
+
+/// `session.revoke` — ends one of the account's sessions.
+public enum SessionRevoke: RPCMethod {
+    public static let name = "session.revoke"
+    public typealias Params = SessionItemParams
+
+    public struct Result: Codable, Sendable, Equatable {
+        public var revoked: Bool
+        public init(revoked: Bool) { self.revoked = revoked }
+    }
+}
+
+/// `device.list` — the account's devices (each active one counts against the device limit).
+public enum DeviceList: RPCMethod {
+    public static let name = "device.list"
+    public typealias Params = SessionParams
+
+    public struct Result: Codable, Sendable, Equatable {
+        public var devices: [DeviceRecord]
+        public var limit: Int
+        public init(devices: [DeviceRecord], limit: Int) {
+            self.devices = devices
+            self.limit = limit
+        }
+    }
+}
+
+public struct DeviceRecord: Codable, Sendable, Equatable {
+    public var id: String
+    public var name: String
+    public var firstSeen: String
+    public var lastSeen: String
+    public var current: Bool
+
+    public init(id: String, name: String, firstSeen: String, lastSeen: String, current: Bool) {
+        self.id = id
+        self.name = name
+        self.firstSeen = firstSeen
+        self.lastSeen = lastSeen
+        self.current = current
+    }
+
+    enum CodingKeys: String, CodingKey { case id, name, firstSeen = "first_seen", lastSeen = "last_seen", current }
+}
+
+/// `device.revoke` — removes a device and ends all its sessions (freeing a place under the limit).
+public enum DeviceRevoke: RPCMethod {
+    public static let name = "device.revoke"
+    public typealias Params = SessionItemParams
+    public typealias Result = SessionRevoke.Result
+}
+
+/// `auth.token` — a daemon-signed JWT for the session's account: `sub` = account id, `amr`,
+/// `phone_number_verified`, `azp` = the caller.
+public enum AuthToken: RPCMethod {
+    public static let name = "auth.token"
+
+    public struct Params: Codable, Sendable, Equatable {
+        public var session: String
+        public var aud: String
+        public var nonce: String?
+
+        public init(session: String, aud: String, nonce: String? = nil) {
+            self.session = session
+            self.aud = aud
+            self.nonce = nonce
+        }
+    }
+
+    public typealias Result = IssuedToken
+}

@@ -90,6 +90,12 @@ public struct Reason: RawRepresentable, Hashable, Sendable, Codable, CustomStrin
     /// Too early to resend; `data.retry_after` in seconds.
     public static let otpTooEarly = Reason("otp.too_early")
 
+    /// Sign-in failed: unknown account, wrong password or PIN, deactivated account — on
+    /// purpose indistinguishable.
+    public static let authFailed = Reason("auth.failed")
+    /// Too many failed sign-ins; `data.locked_until` says when it lifts.
+    public static let accountLocked = Reason("account.locked")
+
     // MARK: Sessions and devices
     /// The session token is unknown or was ended (logout, revoke).
     public static let sessionInvalid = Reason("session.invalid")

@@ -68,7 +68,7 @@ struct OTPChallengeTests {
         #expect(counts.allSatisfy { $0 > 100 }, "\(counts)")
     }
 
-    @Test("email addresses", arguments: [("a@example.com", "a@example.com"), ("Ann.B+x@Example.COM", "Ann.B+x@example.com")])
+    @Test("email addresses", arguments: [("a@example.com", "a@example.com"), ("Ann.B+x@Example.COM", "ann.b+x@example.com")])
     func emails(input: String, normalized: String) throws {
         #expect(try Registration.normalizeEmail(input) == normalized)
     }
@@ -130,5 +130,15 @@ struct SessionStoreTests {
         // …and the store has only its hash.
         let stored = try await store.read { try $0.query("SELECT token_hash FROM sessions") { $0.blob(0) } }
         #expect(stored == [SessionStore.hash(token)])
+    }
+}
+
+@Suite("Lockout rule")
+struct LockoutTests {
+    @Test("no lock before five failures, then 1 min doubling up to 1 h", arguments: [
+        (4, nil), (5, 60), (6, 120), (7, 240), (10, 1920), (11, 3600), (100, 3600),
+    ] as [(Int, Int64?)])
+    func rule(failures: Int, seconds: Int64?) {
+        #expect(Lockout().lockSeconds(afterFailures: failures) == seconds)
     }
 }

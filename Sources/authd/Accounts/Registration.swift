@@ -103,7 +103,7 @@ struct Registration: Sendable {
         if let password = params.password {
             let phoneHint = try await store.read { try Self.load(params.flow, purpose: .registration, from: $0)?.phone } ?? ""
             try PasswordPolicy.check(password, hasSecondFactor: false, identifiers: [phoneHint, email ?? ""])
-            passwordHash = try Argon2id.owasp.hash(SecretBytes(Array(password.utf8)))
+            passwordHash = try await Argon2id.owasp.hashOffPool(SecretBytes(Array(password.utf8)))
         }
         let candidate = try mac(flow: params.flow, code: params.code)
         let now = seconds
@@ -185,7 +185,8 @@ struct Registration: Sendable {
               parts[1].contains("."), !parts[1].hasPrefix("."), !parts[1].hasSuffix("."), !parts[1].contains(".."),
               email.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value != 0x7f && !Self.emailForbidden.contains($0) })
         else { throw .failure(.emailInvalid, "That is not a usable email address.") }
-        return "\(parts[0])@\(parts[1].lowercased())"
+        // Addresses are identities here (sign-in, uniqueness): compared lower-cased whole.
+        return email.lowercased()
     }
 
     private static func checkSendLimit(in database: Database, phone: String, now: Int64, policy: OTPChallenge.Policy) throws {

@@ -4,17 +4,20 @@ import Protocol
 /// Each capability contributes its methods from its own folder.
 enum DispatchTable {
     /// Capabilities announced by `hello`.
-    static let features = ["auth.local", "token.verify", "keys.jwks", "admin", "audit.follow", "subscriptions", "accounts.register", "sessions"]
+    static let features = ["auth.local", "token.verify", "keys.jwks", "admin", "audit.follow", "subscriptions", "accounts.register", "accounts.login", "sessions", "devices"]
 
-    static func make(_ services: Services) -> MethodTable {
+    static func make(_ services: Services) throws -> MethodTable {
         var table = MethodTable()
+        let tokens = TokenService(keys: services.keys, config: services.config, now: services.now)
         table.registerCoreMethods(services, features: features)
-        table.registerTokenMethods(TokenService(keys: services.keys, config: services.config, now: services.now))
+        table.registerTokenMethods(tokens)
         table.registerAdminMethods(services)
         table.registerAccountMethods(Registration(
             store: services.store, config: services.config, codeKey: services.codeKey,
             stateDirectory: services.options.stateDirectory, logger: services.logger, now: services.now))
-        table.registerSessionMethods(store: services.store, config: services.config, now: services.now)
+        table.registerSessionMethods(
+            SessionService(store: services.store, config: services.config, tokens: tokens, now: services.now),
+            login: try Login(store: services.store, config: services.config, logger: services.logger, now: services.now))
         return table
     }
 }

@@ -2,7 +2,32 @@ import FoundationEssentials
 import Protocol
 
 extension MethodTable {
-    mutating func registerSessionMethods(store: Store, config: ConfigHolder, now: @escaping @Sendable () -> Date) {
+    mutating func registerSessionMethods(_ service: SessionService, login: Login) {
+        let store = service.store, config = service.config, now = service.now
+        register(AuthLogin.self, access: .anyone, audit: { _, result in
+            ["account": .string(result.account.id), "session": .string(result.session.id), "device": .string(result.session.deviceID)]
+        }) { params, _ in
+            try await login.login(params)
+        }
+        register(AccountProfileSet.self, access: .anyone, audit: { params, result in
+            ["account": .string(result.id), "email": .bool(params.email != nil), "password": .bool(params.password != nil)]
+        }) { params, _ in
+            try await service.setProfile(params)
+        }
+        register(SessionList.self, access: .anyone) { params, _ in try await service.listSessions(params.session) }
+        register(SessionRevoke.self, access: .anyone, audit: { params, _ in ["session": .string(params.id)] }) { params, _ in
+            try await service.revokeSession(params)
+        }
+        register(DeviceList.self, access: .anyone) { params, _ in try await service.listDevices(params.session) }
+        register(DeviceRevoke.self, access: .anyone, audit: { params, _ in ["device": .string(params.id)] }) { params, _ in
+            try await service.revokeDevice(params)
+        }
+        register(AuthToken.self, access: .anyone, audit: { params, result in
+            ["aud": .string(params.aud), "kid": .string(result.kid), "jti": .string(result.jti), "expires_at": .string(result.expiresAt)]
+        }) { params, context in
+            try await service.accountToken(params, caller: context.caller)
+        }
+
         register(SessionGet.self, access: .anyone) { params, _ in
             let seconds = Int64(now().timeIntervalSince1970)
             let idle = Int64(config.current.sessionIdleSeconds)

@@ -104,6 +104,11 @@ enum Migrations {
             ) STRICT
             """,
         ]),
+        Migration(version: 3, sql: [
+            // Password brute-force protection: consecutive failures and the soft lock they cause.
+            "ALTER TABLE accounts ADD COLUMN failed_logins INTEGER NOT NULL DEFAULT 0",
+            "ALTER TABLE accounts ADD COLUMN locked_until INTEGER",
+        ]),
     ]
 
     static var latestVersion: Int { all.last?.version ?? 0 }

@@ -26,6 +26,35 @@ struct TokenService: Sendable {
         return IssuedToken(token: token, kid: key.kid, jti: jti, expiresAt: Timestamp.rfc3339(epochSeconds: expires))
     }
 
+    /// `auth.token`: the daemon asserts that the caller holds a session of `accountID`.
+    func issueAccount(accountID: String, amr: [String], caller: CallerIdentity, aud: String, nonce: String?) throws -> IssuedToken {
+        try Self.validateText(aud, field: "aud", maxLength: 256)
+        if let nonce { try Self.validateText(nonce, field: "nonce", maxLength: 256) }
+        let config = config.current
+        let issuedAt = Int64(now().timeIntervalSince1970)
+        let expires = issuedAt + Int64(config.tokenLifetimeSeconds)
+        let jti = Base64URL.encode(try OpenSSL.randomBytes(16))
+        let claims = AccountClaims(iss: config.tokenIssuer, sub: accountID, aud: aud, iat: issuedAt, nbf: issuedAt, exp: expires, jti: jti,
+                                   amr: amr, phoneNumberVerified: true, azp: caller.exe, nonce: nonce)
+        let key = keys.current
+        return IssuedToken(token: try JWS.sign(claims: claims, kid: key.kid, key: key.key), kid: key.kid, jti: jti,
+                           expiresAt: Timestamp.rfc3339(epochSeconds: expires))
+    }
+
+    struct AccountClaims: Encodable {
+        let iss, sub, aud: String
+        let iat, nbf, exp: Int64
+        let jti: String
+        let amr: [String]
+        let phoneNumberVerified: Bool
+        let azp: String?
+        let nonce: String?
+
+        enum CodingKeys: String, CodingKey {
+            case iss, sub, aud, iat, nbf, exp, jti, amr, phoneNumberVerified = "phone_number_verified", azp, nonce
+        }
+    }
+
     /// The claims of an `auth.local` token (a struct, not a dictionary: encoding it is the
     /// hot path of token issuance).
     struct LocalClaims: Encodable {

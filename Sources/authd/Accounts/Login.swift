@@ -1,0 +1,111 @@
+import FoundationEssentials
+import Protocol
+
+/// Password sign-in (issue 3, item 4). Every way of failing looks the same from outside —
+/// `auth.failed`, after the same Argon2id work — except a lock, which is safe to tell.
+struct Login: Sendable {
+    let store: Store
+    let config: ConfigHolder
+    let logger: Logger
+    let now: @Sendable () -> Date
+    let lockout = Lockout()
+
+    /// A hash to verify against when the account does not exist, so unknown accounts cost
+    /// the same time as wrong passwords.
+    private let decoyHash: String
+
+    init(store: Store, config: ConfigHolder, logger: Logger, now: @escaping @Sendable () -> Date) throws {
+        self.store = store
+        self.config = config
+        self.logger = logger
+        self.now = now
+        decoyHash = try Argon2id.owasp.hash(OpenSSL.randomSecret(16))
+    }
+
+    static let failed = RPCError.failure(.authFailed, "The login or the password is not right.")
+
+    /// Failed sign-ins are answered no sooner than this after the request arrived (as
+    /// systemd-homed pads bad-password replies): what little work differs between an unknown
+    /// account and a wrong password cannot be timed, and guessing is slower.
+    static let failurePadding: Duration = .milliseconds(300)
+
+    func login(_ params: AuthLogin.Params) async throws -> SignedIn {
+        let started = ContinuousClock.now
+        do {
+            return try await attempt(params)
+        } catch let error as RPCError where error.reason == .authFailed || error.reason == .accountLocked {
+            try? await Task.sleep(until: started + Self.failurePadding, clock: .continuous)
+            throw error
+        }
+    }
+
+    private func attempt(_ params: AuthLogin.Params) async throws -> SignedIn {
+        guard params.password.count <= PasswordPolicy.maximum else {
+            throw RPCError.invalidParams("Parameter 'password' has at most \(PasswordPolicy.maximum) characters.", field: "password")
+        }
+        let device = try SessionStore.DeviceIdentity.resolve(params.device)
+        let login = try Self.normalizeLogin(params.login, region: params.region)
+        struct Candidate: Sendable { let id, phone: String; let email, hash: String?; let failures: Int; let lockedUntil: Int64?; let deactivated: Bool }
+        let candidate = try await store.read { database in
+            try database.queryOne(
+                "SELECT id, phone, email, password_hash, failed_logins, locked_until, deactivated_at IS NOT NULL FROM accounts WHERE \(login.column) = ?",
+                [.text(login.value)]) {
+                Candidate(id: $0.text(0), phone: $0.text(1), email: $0.optionalText(2), hash: $0.optionalText(3), failures: $0.int(4),
+                          lockedUntil: $0.optionalInt64(5), deactivated: $0.int(6) != 0)
+            }
+        }
+        let started = Int64(now().timeIntervalSince1970)
+        if let candidate, let until = candidate.lockedUntil, started < until {
+            throw Self.locked(until: until)
+        }
+        let secret = SecretBytes(Array(params.password.utf8))
+        let matches = try await Argon2id.verifyOffPool(secret, against: candidate?.hash ?? decoyHash)
+        guard let candidate, matches, candidate.hash != nil, !candidate.deactivated else {
+            if let candidate { try await recordFailure(candidate.id) }
+            throw Self.failed
+        }
+        let config = config.current
+        let nowSeconds = Int64(now().timeIntervalSince1970)
+        let rehash = Argon2id.owasp.isStronger(than: candidate.hash!) ? try await Argon2id.owasp.hashOffPool(secret) : nil
+        let session = try await store.transaction { database -> SessionToken in
+            try database.execute("UPDATE accounts SET failed_logins = 0, locked_until = NULL WHERE id = ?", [.text(candidate.id)])
+            if let rehash { try database.execute("UPDATE accounts SET password_hash = ? WHERE id = ?", [.text(rehash), .text(candidate.id)]) }
+            return try SessionStore.create(in: database, account: candidate.id, device: device, amr: ["pwd"], limit: config.deviceLimit,
+                                           now: nowSeconds, lifetime: Int64(config.sessionLifetimeSeconds))
+        }
+        return SignedIn(account: AccountInfo(id: candidate.id, phone: candidate.phone, email: candidate.email, hasPassword: true), session: session)
+    }
+
+    /// Counts a failure and locks the account when the rule says so (atomically: two racing
+    /// failures both count).
+    private func recordFailure(_ account: String) async throws {
+        let nowSeconds = Int64(now().timeIntervalSince1970)
+        let lockout = lockout
+        let lockedUntil = try await store.transaction { database -> Int64? in
+            try database.execute("UPDATE accounts SET failed_logins = failed_logins + 1 WHERE id = ?", [.text(account)])
+            let failures = try database.queryOne("SELECT failed_logins FROM accounts WHERE id = ?", [.text(account)]) { $0.int(0) } ?? 0
+            guard let seconds = lockout.lockSeconds(afterFailures: failures) else { return nil }
+            try database.execute("UPDATE accounts SET locked_until = ? WHERE id = ?", [.integer(nowSeconds + seconds), .text(account)])
+            return nowSeconds + seconds
+        }
+        if let lockedUntil {
+            logger.warning("account locked after repeated failed logins", [("AUTHD_ACCOUNT", account), ("AUTHD_LOCKED_UNTIL", String(lockedUntil))])
+            throw Self.locked(until: lockedUntil)
+        }
+    }
+
+    static func locked(until: Int64) -> RPCError {
+        .failure(.accountLocked, "Too many failed sign-ins; try again after \(Timestamp.rfc3339(epochSeconds: until)).",
+                 details: ["locked_until": .string(Timestamp.rfc3339(epochSeconds: until))])
+    }
+
+    /// `login` as the column and value to look up: an email address (has `@`) or a phone number.
+    static func normalizeLogin(_ login: String, region: String?) throws -> (column: String, value: String) {
+        if login.contains("@") {
+            guard let email = try? Registration.normalizeEmail(login) else { throw failed }
+            return ("email", email)
+        }
+        guard let phone = try? PhoneNumber.parse(login, region: region) else { throw failed }
+        return ("phone", phone.e164)
+    }
+}

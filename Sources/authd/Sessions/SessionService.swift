@@ -1,0 +1,119 @@
+import FoundationEssentials
+import Protocol
+
+/// Methods that act for the account behind a session token: profile, sessions, devices,
+/// account tokens.
+struct SessionService: Sendable {
+    let store: Store
+    let config: ConfigHolder
+    let tokens: TokenService
+    let now: @Sendable () -> Date
+
+    private var seconds: Int64 { Int64(now().timeIntervalSince1970) }
+
+    /// Runs `body` in one transaction with the live session for `token`.
+    func withSession<T: Sendable>(_ token: String, _ body: @escaping @Sendable (Database, SessionStore.Active) throws -> T) async throws -> T {
+        let now = seconds
+        let idle = Int64(config.current.sessionIdleSeconds)
+        return try await store.transaction { database in
+            try body(database, try SessionStore.authenticate(in: database, token: token, now: now, idle: idle))
+        }
+    }
+
+    func setProfile(_ params: AccountProfileSet.Params) async throws -> AccountInfo {
+        let email = try params.email.map(Registration.normalizeEmail)
+        struct Current: Sendable { let id, phone: String; let email, hash: String? }
+        let current = try await withSession(params.session) { database, session in
+            try database.queryOne("SELECT id, phone, email, password_hash FROM accounts WHERE id = ?", [.text(session.accountID)]) {
+                Current(id: $0.text(0), phone: $0.text(1), email: $0.optionalText(2), hash: $0.optionalText(3))
+            }!
+        }
+        var newHash: String?
+        if let password = params.password {
+            if let existing = current.hash {
+                // Changing a password needs the current one: a stolen session must not be enough.
+                guard let old = params.currentPassword,
+                      try await Argon2id.verifyOffPool(SecretBytes(Array(old.utf8)), against: existing)
+                else { throw RPCError.failure(.authFailed, "The current password is not right.") }
+            }
+            try PasswordPolicy.check(password, hasSecondFactor: false, identifiers: [current.phone, email ?? current.email ?? ""])
+            newHash = try await Argon2id.owasp.hashOffPool(SecretBytes(Array(password.utf8)))
+        }
+        let passwordHash = newHash
+        return try await withSession(params.session) { database, session in
+            if let email {
+                if try database.queryOne("SELECT 1 FROM accounts WHERE email = ? AND id != ?", [.text(email), .text(session.accountID)], row: { $0.int(0) }) != nil {
+                    throw RPCError.failure(.emailTaken, "This email address belongs to another account.")
+                }
+                try database.execute("UPDATE accounts SET email = ? WHERE id = ?", [.text(email), .text(session.accountID)])
+            }
+            if let passwordHash {
+                try database.execute("UPDATE accounts SET password_hash = ?, failed_logins = 0, locked_until = NULL WHERE id = ?",
+                                     [.text(passwordHash), .text(session.accountID)])
+            }
+            return try database.queryOne("SELECT id, phone, email, password_hash IS NOT NULL FROM accounts WHERE id = ?", [.text(session.accountID)]) {
+                AccountInfo(id: $0.text(0), phone: $0.text(1), email: $0.optionalText(2), hasPassword: $0.int(3) != 0)
+            }!
+        }
+    }
+
+    func listSessions(_ token: String) async throws -> SessionList.Result {
+        let now = seconds
+        let idle = Int64(config.current.sessionIdleSeconds)
+        return try await withSession(token) { database, session in
+            let sessions = try database.query(
+                """
+                SELECT s.id, s.device_id, s.amr, s.created_at, s.last_used_at, s.expires_at FROM sessions s
+                JOIN devices d ON d.id = s.device_id
+                WHERE s.account_id = ? AND s.revoked_at IS NULL AND d.revoked_at IS NULL AND s.expires_at > ? AND s.last_used_at > ?
+                ORDER BY s.created_at
+                """, [.text(session.accountID), .integer(now), .integer(now - idle)]
+            ) { row in
+                SessionSummary(id: row.text(0), deviceID: row.text(1), amr: (try? WireCodec.decode([String].self, from: Data(row.text(2).utf8))) ?? [],
+                               createdAt: Timestamp.rfc3339(epochSeconds: row.int64(3)), lastUsedAt: Timestamp.rfc3339(epochSeconds: row.int64(4)),
+                               expiresAt: Timestamp.rfc3339(epochSeconds: row.int64(5)), current: row.text(0) == session.id)
+            }
+            return SessionList.Result(sessions: sessions)
+        }
+    }
+
+    func revokeSession(_ params: SessionItemParams) async throws -> SessionRevoke.Result {
+        let now = seconds
+        return try await withSession(params.session) { database, session in
+            try database.execute("UPDATE sessions SET revoked_at = ? WHERE id = ? AND account_id = ? AND revoked_at IS NULL",
+                                 [.integer(now), .text(params.id), .text(session.accountID)])
+            guard database.changes == 1 else { throw RPCError.failure(Reason("session.unknown"), "The account has no live session with that id.") }
+            return SessionRevoke.Result(revoked: true)
+        }
+    }
+
+    func listDevices(_ token: String) async throws -> DeviceList.Result {
+        let limit = config.current.deviceLimit
+        return try await withSession(token) { database, session in
+            let devices = try database.query(
+                "SELECT id, name, first_seen, last_seen FROM devices WHERE account_id = ? AND revoked_at IS NULL ORDER BY first_seen",
+                [.text(session.accountID)]) { row in
+                DeviceRecord(id: row.text(0), name: row.text(1), firstSeen: Timestamp.rfc3339(epochSeconds: row.int64(2)),
+                             lastSeen: Timestamp.rfc3339(epochSeconds: row.int64(3)), current: row.text(0) == session.deviceID)
+            }
+            return DeviceList.Result(devices: devices, limit: limit)
+        }
+    }
+
+    /// Removes a device: its sessions end at once and it no longer counts against the limit.
+    func revokeDevice(_ params: SessionItemParams) async throws -> SessionRevoke.Result {
+        let now = seconds
+        return try await withSession(params.session) { database, session in
+            try database.execute("UPDATE devices SET revoked_at = ? WHERE id = ? AND account_id = ? AND revoked_at IS NULL",
+                                 [.integer(now), .text(params.id), .text(session.accountID)])
+            guard database.changes == 1 else { throw RPCError.failure(Reason("device.unknown"), "The account has no device with that id.") }
+            try database.execute("UPDATE sessions SET revoked_at = ? WHERE device_id = ? AND revoked_at IS NULL", [.integer(now), .text(params.id)])
+            return SessionRevoke.Result(revoked: true)
+        }
+    }
+
+    func accountToken(_ params: AuthToken.Params, caller: CallerIdentity) async throws -> IssuedToken {
+        let session = try await withSession(params.session) { _, session in session }
+        return try tokens.issueAccount(accountID: session.accountID, amr: session.amr, caller: caller, aud: params.aud, nonce: params.nonce)
+    }
+}

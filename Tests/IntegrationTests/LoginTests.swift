@@ -1,0 +1,115 @@
+import Foundation
+import Glibc
+import Protocol
+import Testing
+
+@Suite("Login, sessions, devices")
+struct LoginTests {
+    /// Registers `phone` with `password` through the spool backend; returns the verify result.
+    static func register(_ daemon: DaemonHarness, _ client: LineClient, phone: String, password: String, device: String = "device-1") throws -> JSONValue {
+        let flow = try #require(try RegistrationTests.start(client, phone)["result"]?["flow"])
+        let code = try RegistrationTests.spooledCode(daemon, to: phone)
+        return try client.result("account.register.verify", [
+            "flow": flow, "code": .string(code), "email": "owner@example.org", "password": .string(password), "device": ["key": .string(device), "name": "first"],
+        ])
+    }
+
+    @Test("password login by phone or email; unknown account, wrong password and bad logins all look alike")
+    func login() throws {
+        let daemon = try DaemonHarness()
+        try daemon.start()
+        let client = try daemon.connect()
+        let registered = try Self.register(daemon, client, phone: "+37251234567", password: "a long enough passphrase")
+        let byPhone = try client.result("auth.login", ["login": "5123 4567", "region": "EE", "password": "a long enough passphrase", "device": ["key": "device-1"]])
+        #expect(byPhone["account"]?["id"] == registered["account"]?["id"])
+        let byEmail = try client.result("auth.login", ["login": "OWNER@example.org", "password": "a long enough passphrase", "device": ["key": "device-1"]])
+        #expect(byEmail["account"]?["id"] == registered["account"]?["id"])
+        #expect(try client.result("session.get", ["session": byEmail["session"]!["token"]!])["amr"] == ["pwd"])
+        var messages: Set<String> = []
+        for (login, password) in [("+37251234567", "wrong password here"), ("+4915123456789", "a long enough passphrase"),
+                                  ("nobody@example.org", "a long enough passphrase"), ("not a login", "x")] {
+            let response = try client.call("auth.login", ["login": .string(login), "password": .string(password)])
+            #expect(response.errorReason == "auth.failed", "\(login)")
+            messages.insert(response["error"]?["message"]?.stringValue ?? "")
+        }
+        #expect(messages.count == 1, "one message for every failure: \(messages)")
+    }
+
+    @Test("five failures lock the account, even against the right password, and say until when")
+    func lockout() throws {
+        let daemon = try DaemonHarness()
+        try daemon.start()
+        let client = try daemon.connect()
+        _ = try Self.register(daemon, client, phone: "+37251234567", password: "a long enough passphrase")
+        for _ in 0..<4 {
+            #expect(try client.call("auth.login", ["login": "+37251234567", "password": "wrong guess 123"]).errorReason == "auth.failed")
+        }
+        let fifth = try client.call("auth.login", ["login": "+37251234567", "password": "wrong guess 123"])
+        #expect(fifth.errorReason == "account.locked")
+        #expect(fifth["error"]?["data"]?["locked_until"]?.stringValue != nil)
+        #expect(try client.call("auth.login", ["login": "+37251234567", "password": "a long enough passphrase"]).errorReason == "account.locked")
+        let audit = try client.result("admin.audit.tail", ["limit": 100])["records"]?.arrayValue ?? []
+        #expect(audit.filter { $0["method"] == "auth.login" && $0["outcome"] == "error" }.count == 6, "every failure is audited")
+    }
+
+    @Test("the device limit: a third device is refused and gets no session; revoking a device frees its place")
+    func deviceLimit() throws {
+        let daemon = try DaemonHarness()
+        try daemon.start()
+        let client = try daemon.connect()
+        let first = try Self.register(daemon, client, phone: "+37251234567", password: "a long enough passphrase", device: "laptop")
+        let token = try #require(first["session"]?["token"])
+        _ = try client.result("auth.login", ["login": "+37251234567", "password": "a long enough passphrase", "device": ["key": "phone", "name": "Phone"]])
+        let third = try client.call("auth.login", ["login": "+37251234567", "password": "a long enough passphrase", "device": ["key": "tablet", "name": "Tablet"]])
+        #expect(third.errorReason == "device.limit_reached")
+        #expect(third["error"]?["data"]?["limit"] == 2)
+        let devices = try #require(try client.result("device.list", ["session": token])["devices"]?.arrayValue)
+        #expect(devices.map { $0["name"] } == ["first", "Phone"])
+        #expect(try client.result("session.list", ["session": token])["sessions"]?.arrayValue?.count == 2)
+        let phone = try #require(devices.first { $0["name"] == "Phone" }?["id"])
+        #expect(try client.result("device.revoke", ["session": token, "id": phone])["revoked"] == true)
+        #expect(try client.result("session.list", ["session": token])["sessions"]?.arrayValue?.count == 1)
+        #expect(try client.call("auth.login", ["login": "+37251234567", "password": "a long enough passphrase", "device": ["key": "tablet", "name": "Tablet"]])["result"] != nil)
+    }
+
+    @Test("profile: change the password only with the current one; sessions can be revoked one by one")
+    func profileAndSessions() throws {
+        let daemon = try DaemonHarness()
+        try daemon.start()
+        let client = try daemon.connect()
+        let first = try Self.register(daemon, client, phone: "+37251234567", password: "a long enough passphrase")
+        let token = try #require(first["session"]?["token"])
+        #expect(try client.call("account.profile.set", ["session": token, "password": "another long passphrase"]).errorReason == "auth.failed")
+        #expect(try client.call("account.profile.set", ["session": token, "email": "not an email"]).errorReason == "email.invalid")
+        let updated = try client.result("account.profile.set", ["session": token, "password": "another long passphrase",
+                                                                 "current_password": "a long enough passphrase", "email": "new@example.org"])
+        #expect(updated["email"] == "new@example.org")
+        #expect(try client.call("auth.login", ["login": "+37251234567", "password": "a long enough passphrase"]).errorReason == "auth.failed")
+        let second = try client.result("auth.login", ["login": "new@example.org", "password": "another long passphrase"])
+        let sessions = try #require(try client.result("session.list", ["session": token])["sessions"]?.arrayValue)
+        #expect(sessions.count == 2)
+        #expect(sessions.filter { $0["current"] == true }.count == 1)
+        #expect(try client.result("session.revoke", ["session": token, "id": second["session"]!["id"]!])["revoked"] == true)
+        #expect(try client.call("session.get", ["session": second["session"]!["token"]!]).errorReason == "session.invalid")
+        #expect(try client.call("session.revoke", ["session": token, "id": "ses_nope"]).errorReason == "session.unknown")
+    }
+
+    @Test("auth.token: a daemon JWT for the session's account that token.verify and PyJWT accept")
+    func accountToken() throws {
+        let daemon = try DaemonHarness()
+        try daemon.start()
+        let client = try daemon.connect()
+        let registered = try Self.register(daemon, client, phone: "+37251234567", password: "a long enough passphrase")
+        let issued = try client.result("auth.token", ["session": registered["session"]!["token"]!, "aud": "org.example.bank", "nonce": "n1"])
+        let token = try #require(issued["token"]?.stringValue)
+        let claims = try #require(try client.result("token.verify", ["token": .string(token), "aud": "org.example.bank"])["claims"])
+        #expect(claims["sub"] == registered["account"]?["id"])
+        #expect(claims["amr"] == ["otp", "pwd"])
+        #expect(claims["phone_number_verified"] == true)
+        #expect(claims["nonce"] == "n1")
+        let jwks = try daemon.authctl(["keys", "jwks"]).stdout
+        let verified = try DaemonHarness.run(["/usr/bin/python3", TokenTests.pythonScript, token, jwks, "org.example.bank", "authd"])
+        #expect(verified.status == 0, "\(verified.stderr)")
+        #expect(try client.call("auth.token", ["session": "as1.nope", "aud": "x"]).errorReason == "session.invalid")
+    }
+}
