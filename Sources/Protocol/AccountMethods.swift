@@ -225,7 +225,82 @@ public enum AuthLogin: RPCMethod {
         }
     }
 
+    public typealias Result = LoginStep
+}
+
+/// A sign-in step: either done (`account` and `session`), or a second factor is needed
+/// (`flow` and `next`, e.g. `"pin"` → `auth.login.pin`).
+public struct LoginStep: Codable, Sendable, Equatable {
+    public var account: AccountInfo?
+    public var session: SessionToken?
+    public var flow: String?
+    public var next: String?
+
+    public init(account: AccountInfo? = nil, session: SessionToken? = nil, flow: String? = nil, next: String? = nil) {
+        self.account = account
+        self.session = session
+        self.flow = flow
+        self.next = next
+    }
+}
+
+/// `auth.login.pin` — the PIN step of a sign-in. Wrong and missing PINs answer `auth.failed`;
+/// 5 in a row lock (`account.locked`), 100 in total switch the factor off until re-enrolment
+/// after an SMS code.
+public enum AuthLoginPIN: RPCMethod {
+    public static let name = "auth.login.pin"
+
+    public struct Params: Codable, Sendable, Equatable {
+        public var flow: String
+        public var pin: String
+        public init(flow: String, pin: String) {
+            self.flow = flow
+            self.pin = pin
+        }
+    }
+
     public typealias Result = SignedIn
+}
+
+/// `twofactor.pin.enable` — a 6-digit PIN as second factor. Needs a session authenticated in
+/// the last 10 minutes (`auth.reauth_required`), and after the factor was switched off for too
+/// many wrong PINs, one that proved the phone with a code (`otp` in its `amr`).
+public enum TwoFactorPINEnable: RPCMethod {
+    public static let name = "twofactor.pin.enable"
+
+    public struct Params: Codable, Sendable, Equatable {
+        public var session: String
+        public var pin: String
+        public var confirm: String
+        public init(session: String, pin: String, confirm: String) {
+            self.session = session
+            self.pin = pin
+            self.confirm = confirm
+        }
+    }
+
+    public struct Result: Codable, Sendable, Equatable {
+        public var enabled: Bool
+        public init(enabled: Bool) { self.enabled = enabled }
+    }
+}
+
+/// `twofactor.pin.disable` — switches the PIN factor off; needs the password and the PIN.
+public enum TwoFactorPINDisable: RPCMethod {
+    public static let name = "twofactor.pin.disable"
+
+    public struct Params: Codable, Sendable, Equatable {
+        public var session: String
+        public var password: String
+        public var pin: String
+        public init(session: String, password: String, pin: String) {
+            self.session = session
+            self.password = password
+            self.pin = pin
+        }
+    }
+
+    public typealias Result = TwoFactorPINEnable.Result
 }
 
 /// `account.profile.set` — sets the email and/or password of the session's account. Changing

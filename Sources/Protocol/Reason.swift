@@ -93,6 +93,14 @@ public struct Reason: RawRepresentable, Hashable, Sendable, Codable, CustomStrin
     /// Sign-in failed: unknown account, wrong password or PIN, deactivated account — on
     /// purpose indistinguishable.
     public static let authFailed = Reason("auth.failed")
+    /// The action needs a session authenticated in the last 10 minutes: sign in again.
+    public static let reauthRequired = Reason("auth.reauth_required")
+    /// The action needs a session that proved the phone with an SMS code (OTP login).
+    public static let otpRequired = Reason("auth.otp_required")
+    /// The PIN is not 6 digits, or too easy to guess (000000, 123456, …); `data.rule`.
+    public static let pinWeak = Reason("pin.weak")
+    /// The PIN and its confirmation differ.
+    public static let pinMismatch = Reason("pin.mismatch")
     /// Too many failed sign-ins; `data.locked_until` says when it lifts.
     public static let accountLocked = Reason("account.locked")
 

@@ -142,3 +142,53 @@ struct LockoutTests {
         #expect(Lockout().lockSeconds(afterFailures: failures) == seconds)
     }
 }
+
+@Suite("PIN factor rules")
+struct PINFactorTests {
+    @Test("trivial PINs are refused", arguments: ["000000", "111111", "123456", "654321", "987654", "121212", "123123", "112233", "159753", "12345", "12345a"])
+    func trivial(pin: String) {
+        #expect(throws: RPCError.failure(.pinWeak, "")) { try PINPolicy.check(pin) }
+    }
+
+    @Test("ordinary PINs pass", arguments: ["480913", "271828", "905173"])
+    func fine(pin: String) throws {
+        try PINPolicy.check(pin)
+    }
+
+    @Test("100 wrong PINs in total switch the factor off; sign-in then needs an SMS code")
+    func switchOff() async throws {
+        let directory = TemporaryDirectory()
+        let store = try Store(path: directory.path + "/p.db")
+        let clock = TestClock()
+        let login = try Login(store: store, config: ConfigHolder(Config()), logger: Logger(sink: MemorySink()), now: clock.closure)
+        try await store.transaction { database in
+            try database.execute("INSERT INTO accounts (id, phone, phone_verified_at, created_at, pin_hash) VALUES ('a', '+37251234567', 1, 1, 'x')")
+        }
+        for _ in 0..<99 {
+            try? await login.recordPINFailure("a")
+            clock.advance(4000)  // past any lock, so only the total counts
+        }
+        let before = try await store.read { try $0.queryOne("SELECT pin_hash IS NOT NULL, pin_reenroll_required FROM accounts") { ($0.int(0), $0.int(1)) } }
+        #expect(before?.0 == 1 && before?.1 == 0)
+        try? await login.recordPINFailure("a")
+        let after = try await store.read { try $0.queryOne("SELECT pin_hash IS NOT NULL, pin_reenroll_required FROM accounts") { ($0.int(0), $0.int(1)) } }
+        #expect(after?.0 == 0 && after?.1 == 1)
+    }
+
+    @Test("setting a PIN needs a recent sign-in")
+    func reauthentication() async throws {
+        let fixture = try await TestKeys()
+        let config = ConfigHolder(Config())
+        let service = SessionService(store: fixture.store, config: config, tokens: TokenService(keys: fixture.keys, config: config, now: fixture.clock.closure),
+                                     now: fixture.clock.closure)
+        let now = Int64(fixture.clock.now.timeIntervalSince1970)
+        let token = try await fixture.store.transaction { database -> String in
+            try database.execute("INSERT INTO accounts (id, phone, phone_verified_at, created_at) VALUES ('a', '+37251234567', 1, 1)")
+            return try SessionStore.create(in: database, account: "a", device: .init(key: "k", name: "n"), amr: ["pwd"], limit: 2, now: now, lifetime: 86400).token
+        }
+        fixture.clock.advance(601)
+        await #expect(throws: RPCError.failure(.reauthRequired, "")) {
+            try await service.enablePIN(.init(session: token, pin: "480913", confirm: "480913"))
+        }
+    }
+}

@@ -113,3 +113,37 @@ struct LoginTests {
         #expect(try client.call("auth.token", ["session": "as1.nope", "aud": "x"]).errorReason == "session.invalid")
     }
 }
+
+@Suite("PIN second factor")
+struct PINTests {
+    @Test("enable a PIN; sign-in then needs it; wrong PINs fail alike and five in a row lock")
+    func pinLogin() throws {
+        let daemon = try DaemonHarness()
+        try daemon.start()
+        let client = try daemon.connect()
+        let registered = try LoginTests.register(daemon, client, phone: "+37251234567", password: "a long enough passphrase")
+        let token = try #require(registered["session"]?["token"])
+        #expect(try client.call("twofactor.pin.enable", ["session": token, "pin": "123456", "confirm": "123456"]).errorReason == "pin.weak")
+        #expect(try client.call("twofactor.pin.enable", ["session": token, "pin": "480913", "confirm": "480914"]).errorReason == "pin.mismatch")
+        #expect(try client.result("twofactor.pin.enable", ["session": token, "pin": "480913", "confirm": "480913"])["enabled"] == true)
+        let step = try client.result("auth.login", ["login": "+37251234567", "password": "a long enough passphrase", "device": ["key": "device-1"]])
+        #expect(step["next"] == "pin")
+        #expect(step["session"] == nil)
+        let flow = try #require(step["flow"])
+        #expect(try client.call("auth.login.pin", ["flow": flow, "pin": "000000"]).errorReason == "auth.failed")
+        #expect(try client.call("auth.login.pin", ["flow": flow, "pin": "abc"]).errorReason == "auth.failed")
+        let signedIn = try client.result("auth.login.pin", ["flow": flow, "pin": "480913"])
+        #expect(try client.result("session.get", ["session": signedIn["session"]!["token"]!])["amr"] == ["pwd", "pin"])
+        #expect(try client.call("auth.login.pin", ["flow": flow, "pin": "480913"]).errorReason == "auth.failed", "a flow completes once")
+        // With a PIN on, 8 characters are enough for a password.
+        #expect(try client.result("account.profile.set", ["session": token, "password": "eight ch", "current_password": "a long enough passphrase"])["has_password"] == true)
+        // Five wrong PINs in a row lock the account.
+        let next = try #require(try client.result("auth.login", ["login": "+37251234567", "password": "eight ch", "device": ["key": "device-1"]])["flow"])
+        var reasons: [String] = []
+        for _ in 0..<5 { reasons.append(try client.call("auth.login.pin", ["flow": next, "pin": "111112"]).errorReason ?? "?") }
+        #expect(reasons == ["auth.failed", "auth.failed", "auth.failed", "auth.failed", "account.locked"])
+        #expect(try client.call("auth.login.pin", ["flow": next, "pin": "480913"]).errorReason == "account.locked")
+        // While the PIN is locked, guessing it through twofactor.pin.disable is locked too.
+        #expect(try client.call("twofactor.pin.disable", ["session": token, "password": "eight ch", "pin": "000001"]).errorReason == "account.locked")
+    }
+}

@@ -29,29 +29,44 @@ struct Login: Sendable {
     /// account and a wrong password cannot be timed, and guessing is slower.
     static let failurePadding: Duration = .milliseconds(300)
 
-    func login(_ params: AuthLogin.Params) async throws -> SignedIn {
+    func login(_ params: AuthLogin.Params) async throws -> LoginStep {
+        try await padded { try await attempt(params) }
+    }
+
+    func loginPIN(_ params: AuthLoginPIN.Params) async throws -> SignedIn {
+        try await padded { try await attemptPIN(params) }
+    }
+
+    /// Failures answer no sooner than `failurePadding` after the request arrived.
+    private func padded<T: Sendable>(_ body: () async throws -> T) async throws -> T {
         let started = ContinuousClock.now
         do {
-            return try await attempt(params)
+            return try await body()
         } catch let error as RPCError where error.reason == .authFailed || error.reason == .accountLocked {
             try? await Task.sleep(until: started + Self.failurePadding, clock: .continuous)
             throw error
         }
     }
 
-    private func attempt(_ params: AuthLogin.Params) async throws -> SignedIn {
+    private func attempt(_ params: AuthLogin.Params) async throws -> LoginStep {
         guard params.password.count <= PasswordPolicy.maximum else {
             throw RPCError.invalidParams("Parameter 'password' has at most \(PasswordPolicy.maximum) characters.", field: "password")
         }
         let device = try SessionStore.DeviceIdentity.resolve(params.device)
         let login = try Self.normalizeLogin(params.login, region: params.region)
-        struct Candidate: Sendable { let id, phone: String; let email, hash: String?; let failures: Int; let lockedUntil: Int64?; let deactivated: Bool }
+        struct Candidate: Sendable {
+            let id, phone: String; let email, hash: String?; let failures: Int; let lockedUntil: Int64?; let deactivated: Bool
+            let hasPIN: Bool; let pinReenrollRequired: Bool
+        }
         let candidate = try await store.read { database in
             try database.queryOne(
-                "SELECT id, phone, email, password_hash, failed_logins, locked_until, deactivated_at IS NOT NULL FROM accounts WHERE \(login.column) = ?",
+                """
+                SELECT id, phone, email, password_hash, failed_logins, locked_until, deactivated_at IS NOT NULL, pin_hash IS NOT NULL, pin_reenroll_required
+                FROM accounts WHERE \(login.column) = ?
+                """,
                 [.text(login.value)]) {
                 Candidate(id: $0.text(0), phone: $0.text(1), email: $0.optionalText(2), hash: $0.optionalText(3), failures: $0.int(4),
-                          lockedUntil: $0.optionalInt64(5), deactivated: $0.int(6) != 0)
+                          lockedUntil: $0.optionalInt64(5), deactivated: $0.int(6) != 0, hasPIN: $0.int(7) != 0, pinReenrollRequired: $0.int(8) != 0)
             }
         }
         let started = Int64(now().timeIntervalSince1970)
@@ -67,13 +82,90 @@ struct Login: Sendable {
         let config = config.current
         let nowSeconds = Int64(now().timeIntervalSince1970)
         let rehash = Argon2id.owasp.isStronger(than: candidate.hash!) ? try await Argon2id.owasp.hashOffPool(secret) : nil
-        let session = try await store.transaction { database -> SessionToken in
+        if candidate.pinReenrollRequired {
+            // The PIN factor was switched off after too many wrong PINs: the password alone must
+            // not be enough now. Sign in with an SMS code, then enrol a new PIN.
+            throw RPCError.failure(.otpRequired, "This account's PIN was switched off after too many wrong PINs; sign in with an SMS code and set a new PIN.")
+        }
+        let step = try await store.transaction { database -> LoginStep in
             try database.execute("UPDATE accounts SET failed_logins = 0, locked_until = NULL WHERE id = ?", [.text(candidate.id)])
             if let rehash { try database.execute("UPDATE accounts SET password_hash = ? WHERE id = ?", [.text(rehash), .text(candidate.id)]) }
-            return try SessionStore.create(in: database, account: candidate.id, device: device, amr: ["pwd"], limit: config.deviceLimit,
+            if candidate.hasPIN {
+                let flow = "login_" + Base64URL.encode(try OpenSSL.randomBytes(16))
+                try database.execute(
+                    "INSERT INTO login_flows (id, account_id, device_key, device_name, next, expires_at) VALUES (?, ?, ?, ?, 'pin', ?)",
+                    [.text(flow), .text(candidate.id), .text(device.key), .text(device.name), .integer(nowSeconds + Self.secondStepSeconds)])
+                return LoginStep(flow: flow, next: "pin")
+            }
+            let session = try SessionStore.create(in: database, account: candidate.id, device: device, amr: ["pwd"], limit: config.deviceLimit,
+                                                  now: nowSeconds, lifetime: Int64(config.sessionLifetimeSeconds))
+            return LoginStep(account: AccountInfo(id: candidate.id, phone: candidate.phone, email: candidate.email, hasPassword: true), session: session)
+        }
+        return step
+    }
+
+    /// How long a sign-in waits for its second factor.
+    static let secondStepSeconds: Int64 = 300
+
+    private func attemptPIN(_ params: AuthLoginPIN.Params) async throws -> SignedIn {
+        let nowSeconds = Int64(now().timeIntervalSince1970)
+        struct Pending: Sendable { let account, phone, deviceKey, deviceName: String; let email, pinHash: String?; let pinLockedUntil: Int64? }
+        let pending = try await store.read { database in
+            try database.queryOne(
+                """
+                SELECT a.id, a.phone, f.device_key, f.device_name, a.email, a.pin_hash, a.pin_locked_until
+                FROM login_flows f JOIN accounts a ON a.id = f.account_id
+                WHERE f.id = ? AND f.next = 'pin' AND f.expires_at > ? AND a.deactivated_at IS NULL
+                """, [.text(params.flow), .integer(nowSeconds)]) {
+                Pending(account: $0.text(0), phone: $0.text(1), deviceKey: $0.text(2), deviceName: $0.text(3), email: $0.optionalText(4),
+                        pinHash: $0.optionalText(5), pinLockedUntil: $0.optionalInt64(6))
+            }
+        }
+        guard let pending, let pinHash = pending.pinHash else { throw Self.failed }
+        if let until = pending.pinLockedUntil, nowSeconds < until { throw Self.locked(until: until) }
+        guard params.pin.count == PINPolicy.length, params.pin.allSatisfy({ $0.isASCII && $0.isNumber }) else { throw Self.failed }
+        guard try await Argon2id.verifyOffPool(SecretBytes(Array(params.pin.utf8)), against: pinHash) else {
+            try await recordPINFailure(pending.account)
+            throw Self.failed
+        }
+        let config = config.current
+        let device = SessionStore.DeviceIdentity(key: pending.deviceKey, name: pending.deviceName)
+        let session = try await store.transaction { database -> SessionToken in
+            // The flow is consumed: a PIN completes one sign-in.
+            try database.execute("DELETE FROM login_flows WHERE id = ?", [.text(params.flow)])
+            guard database.changes == 1 else { throw Self.failed }
+            try database.execute("UPDATE accounts SET pin_failures = 0, pin_locked_until = NULL WHERE id = ?", [.text(pending.account)])
+            return try SessionStore.create(in: database, account: pending.account, device: device, amr: ["pwd", "pin"], limit: config.deviceLimit,
                                            now: nowSeconds, lifetime: Int64(config.sessionLifetimeSeconds))
         }
-        return SignedIn(account: AccountInfo(id: candidate.id, phone: candidate.phone, email: candidate.email, hasPassword: true), session: session)
+        return SignedIn(account: AccountInfo(id: pending.account, phone: pending.phone, email: pending.email, hasPassword: true), session: session)
+    }
+
+    /// Counts a wrong PIN: the lockout rule on consecutive failures, and after
+    /// `PINPolicy.totalFailureLimit` in total the factor is switched off until re-enrolment.
+    func recordPINFailure(_ account: String) async throws {
+        let nowSeconds = Int64(now().timeIntervalSince1970)
+        let lockout = lockout
+        let (lockedUntil, switchedOff) = try await store.transaction { database -> (Int64?, Bool) in
+            try database.execute("UPDATE accounts SET pin_failures = pin_failures + 1, pin_total_failures = pin_total_failures + 1 WHERE id = ?",
+                                 [.text(account)])
+            let (consecutive, total) = try database.queryOne("SELECT pin_failures, pin_total_failures FROM accounts WHERE id = ?", [.text(account)]) {
+                ($0.int(0), $0.int(1))
+            } ?? (0, 0)
+            if total >= PINPolicy.totalFailureLimit {
+                try database.execute(
+                    "UPDATE accounts SET pin_hash = NULL, pin_reenroll_required = 1, pin_failures = 0, pin_locked_until = NULL WHERE id = ?", [.text(account)])
+                try database.execute("DELETE FROM login_flows WHERE account_id = ?", [.text(account)])
+                return (nil, true)
+            }
+            guard let seconds = lockout.lockSeconds(afterFailures: consecutive) else { return (nil, false) }
+            try database.execute("UPDATE accounts SET pin_locked_until = ? WHERE id = ?", [.integer(nowSeconds + seconds), .text(account)])
+            return (nowSeconds + seconds, false)
+        }
+        if switchedOff {
+            logger.warning("PIN factor switched off after \(PINPolicy.totalFailureLimit) wrong PINs", [("AUTHD_ACCOUNT", account)])
+        }
+        if let lockedUntil { throw Self.locked(until: lockedUntil) }
     }
 
     /// Counts a failure and locks the account when the rule says so (atomically: two racing

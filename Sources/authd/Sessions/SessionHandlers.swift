@@ -5,9 +5,21 @@ extension MethodTable {
     mutating func registerSessionMethods(_ service: SessionService, login: Login) {
         let store = service.store, config = service.config, now = service.now
         register(AuthLogin.self, access: .anyone, audit: { _, result in
-            ["account": .string(result.account.id), "session": .string(result.session.id), "device": .string(result.session.deviceID)]
+            ["account": result.account.map { .string($0.id) } ?? .null, "session": result.session.map { .string($0.id) } ?? .null,
+             "next": result.next.map { .string($0) } ?? .null]
         }) { params, _ in
             try await login.login(params)
+        }
+        register(AuthLoginPIN.self, access: .anyone, audit: { params, result in
+            ["flow": .string(params.flow), "account": .string(result.account.id), "session": .string(result.session.id)]
+        }) { params, _ in
+            try await login.loginPIN(params)
+        }
+        register(TwoFactorPINEnable.self, access: .anyone, audit: { _, _ in [:] }) { params, _ in
+            try await service.enablePIN(params)
+        }
+        register(TwoFactorPINDisable.self, access: .anyone, audit: { _, _ in [:] }) { params, _ in
+            try await service.disablePIN(params, login: login)
         }
         register(AccountProfileSet.self, access: .anyone, audit: { params, result in
             ["account": .string(result.id), "email": .bool(params.email != nil), "password": .bool(params.password != nil)]

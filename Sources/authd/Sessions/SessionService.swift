@@ -22,10 +22,10 @@ struct SessionService: Sendable {
 
     func setProfile(_ params: AccountProfileSet.Params) async throws -> AccountInfo {
         let email = try params.email.map(Registration.normalizeEmail)
-        struct Current: Sendable { let id, phone: String; let email, hash: String? }
+        struct Current: Sendable { let id, phone: String; let email, hash: String?; let hasPIN: Bool }
         let current = try await withSession(params.session) { database, session in
-            try database.queryOne("SELECT id, phone, email, password_hash FROM accounts WHERE id = ?", [.text(session.accountID)]) {
-                Current(id: $0.text(0), phone: $0.text(1), email: $0.optionalText(2), hash: $0.optionalText(3))
+            try database.queryOne("SELECT id, phone, email, password_hash, pin_hash IS NOT NULL FROM accounts WHERE id = ?", [.text(session.accountID)]) {
+                Current(id: $0.text(0), phone: $0.text(1), email: $0.optionalText(2), hash: $0.optionalText(3), hasPIN: $0.int(4) != 0)
             }!
         }
         var newHash: String?
@@ -36,7 +36,7 @@ struct SessionService: Sendable {
                       try await Argon2id.verifyOffPool(SecretBytes(Array(old.utf8)), against: existing)
                 else { throw RPCError.failure(.authFailed, "The current password is not right.") }
             }
-            try PasswordPolicy.check(password, hasSecondFactor: false, identifiers: [current.phone, email ?? current.email ?? ""])
+            try PasswordPolicy.check(password, hasSecondFactor: current.hasPIN, identifiers: [current.phone, email ?? current.email ?? ""])
             newHash = try await Argon2id.owasp.hashOffPool(SecretBytes(Array(password.utf8)))
         }
         let passwordHash = newHash
@@ -55,6 +55,59 @@ struct SessionService: Sendable {
                 AccountInfo(id: $0.text(0), phone: $0.text(1), email: $0.optionalText(2), hasPassword: $0.int(3) != 0)
             }!
         }
+    }
+
+    // MARK: PIN second factor
+
+    /// Sessions older than this must sign in again before changing security settings.
+    static let reauthenticationWindow: Int64 = 600
+
+    func enablePIN(_ params: TwoFactorPINEnable.Params) async throws -> TwoFactorPINEnable.Result {
+        try PINPolicy.check(params.pin)
+        guard OpenSSL.constantTimeEquals(Array(params.pin.utf8), Array(params.confirm.utf8)) else {
+            throw RPCError.failure(.pinMismatch, "The PIN and its confirmation differ.")
+        }
+        let now = seconds
+        let (_, reenroll) = try await withSession(params.session) { database, session in
+            guard session.createdAt >= now - Self.reauthenticationWindow else {
+                throw RPCError.failure(.reauthRequired, "Sign in again (within the last 10 minutes) to set a PIN.")
+            }
+            let reenroll = try database.queryOne("SELECT pin_reenroll_required FROM accounts WHERE id = ?", [.text(session.accountID)]) { $0.int(0) != 0 } ?? false
+            if reenroll && !session.amr.contains("otp") {
+                throw RPCError.failure(.otpRequired, "After too many wrong PINs, a new PIN needs a session that proved the phone with an SMS code.")
+            }
+            return (session.accountID, reenroll)
+        }
+        _ = reenroll
+        let hash = try await Argon2id.owasp.hashOffPool(SecretBytes(Array(params.pin.utf8)))
+        try await withSession(params.session) { database, session in
+            try database.execute(
+                "UPDATE accounts SET pin_hash = ?, pin_failures = 0, pin_total_failures = 0, pin_locked_until = NULL, pin_reenroll_required = 0 WHERE id = ?",
+                [.text(hash), .text(session.accountID)])
+        }
+        return .init(enabled: true)
+    }
+
+    func disablePIN(_ params: TwoFactorPINDisable.Params, login: Login) async throws -> TwoFactorPINEnable.Result {
+        struct Hashes: Sendable { let account: String; let password, pin: String? }
+        let hashes = try await withSession(params.session) { database, session in
+            try database.queryOne("SELECT id, password_hash, pin_hash FROM accounts WHERE id = ?", [.text(session.accountID)]) {
+                Hashes(account: $0.text(0), password: $0.optionalText(1), pin: $0.optionalText(2))
+            }!
+        }
+        guard let pinHash = hashes.pin, let passwordHash = hashes.password else {
+            throw RPCError.failure(Reason("twofactor.not_enabled"), "This account has no PIN second factor.")
+        }
+        let passwordOK = try await Argon2id.verifyOffPool(SecretBytes(Array(params.password.utf8)), against: passwordHash)
+        let pinOK = try await Argon2id.verifyOffPool(SecretBytes(Array(params.pin.utf8)), against: pinHash)
+        guard passwordOK && pinOK else {
+            if !pinOK { try await login.recordPINFailure(hashes.account) }
+            throw Login.failed
+        }
+        try await withSession(params.session) { database, session in
+            try database.execute("UPDATE accounts SET pin_hash = NULL, pin_failures = 0, pin_locked_until = NULL WHERE id = ?", [.text(session.accountID)])
+        }
+        return .init(enabled: false)
     }
 
     func listSessions(_ token: String) async throws -> SessionList.Result {

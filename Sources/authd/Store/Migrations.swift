@@ -109,6 +109,26 @@ enum Migrations {
             "ALTER TABLE accounts ADD COLUMN failed_logins INTEGER NOT NULL DEFAULT 0",
             "ALTER TABLE accounts ADD COLUMN locked_until INTEGER",
         ]),
+        Migration(version: 4, sql: [
+            // PIN second factor: Argon2id hash, consecutive and lifetime failures, its own lock,
+            // and whether it must be re-enrolled after an SMS code (100 failures switch it off).
+            "ALTER TABLE accounts ADD COLUMN pin_hash TEXT",
+            "ALTER TABLE accounts ADD COLUMN pin_failures INTEGER NOT NULL DEFAULT 0",
+            "ALTER TABLE accounts ADD COLUMN pin_total_failures INTEGER NOT NULL DEFAULT 0",
+            "ALTER TABLE accounts ADD COLUMN pin_locked_until INTEGER",
+            "ALTER TABLE accounts ADD COLUMN pin_reenroll_required INTEGER NOT NULL DEFAULT 0",
+            // Sign-ins waiting for their second factor.
+            """
+            CREATE TABLE login_flows (
+                id TEXT PRIMARY KEY,
+                account_id TEXT NOT NULL REFERENCES accounts (id),
+                device_key TEXT NOT NULL,
+                device_name TEXT NOT NULL,
+                next TEXT NOT NULL,
+                expires_at INTEGER NOT NULL
+            ) STRICT
+            """,
+        ]),
     ]
 
     static var latestVersion: Int { all.last?.version ?? 0 }
