@@ -449,3 +449,39 @@ public enum AuthToken: RPCMethod {
 
     public typealias Result = IssuedToken
 }
+
+/// `auth.otp.start` — sign in with a code sent by SMS. Answers the same whether or not the
+/// number has an account (no enumeration): a number without one simply never gets a code.
+public enum AuthOTPStart: RPCMethod {
+    public static let name = "auth.otp.start"
+
+    public struct Params: Codable, Sendable, Equatable {
+        public var phone: String
+        public var region: String?
+        public init(phone: String, region: String? = nil) {
+            self.phone = phone
+            self.region = region
+        }
+    }
+
+    public typealias Result = OTPFlowInfo
+}
+
+/// `auth.otp.verify` — completes an OTP sign-in (`amr` `otp`). After a wrong code a new one
+/// is sent at once (`data.new_code_sent`), at most twice; the next wrong code ends the flow.
+public enum AuthOTPVerify: RPCMethod {
+    public static let name = "auth.otp.verify"
+
+    public struct Params: Codable, Sendable, Equatable {
+        public var flow: String
+        public var code: String
+        public var device: DeviceDescription?
+        public init(flow: String, code: String, device: DeviceDescription? = nil) {
+            self.flow = flow
+            self.code = code
+            self.device = device
+        }
+    }
+
+    public typealias Result = SignedIn
+}

@@ -147,3 +147,47 @@ struct PINTests {
         #expect(try client.call("twofactor.pin.disable", ["session": token, "password": "eight ch", "pin": "000001"]).errorReason == "account.locked")
     }
 }
+
+@Suite("OTP login")
+struct OTPLoginTests {
+    static func spoolCount(_ daemon: DaemonHarness) -> Int {
+        (try? FileManager.default.contentsOfDirectory(atPath: daemon.stateDirectory + "/sms-spool").count) ?? 0
+    }
+
+    @Test("a code by SMS signs in; a wrong code brings a new one, at most twice, then the flow ends")
+    func otpLogin() throws {
+        let daemon = try DaemonHarness(config: "[accounts]\nresend_delay = 0s\n")
+        try daemon.start()
+        let client = try daemon.connect()
+        _ = try LoginTests.register(daemon, client, phone: "+37251234567", password: "a long enough passphrase")
+        // Happy path.
+        let flow = try #require(try client.result("auth.otp.start", ["phone": "+37251234567"])["flow"])
+        let code = try RegistrationTests.spooledCode(daemon, to: "+37251234567")
+        let signedIn = try client.result("auth.otp.verify", ["flow": flow, "code": .string(code), "device": ["key": "device-1"]])
+        #expect(try client.result("session.get", ["session": signedIn["session"]!["token"]!])["amr"] == ["otp"])
+        // Wrong codes.
+        let second = try #require(try client.result("auth.otp.start", ["phone": "+37251234567"])["flow"])
+        let firstCode = try RegistrationTests.spooledCode(daemon, to: "+37251234567")
+        let wrong = firstCode == "000000" ? "999999" : "000000"
+        let sent = Self.spoolCount(daemon)
+        let first = try client.call("auth.otp.verify", ["flow": second, "code": .string(wrong)])
+        #expect(first.errorReason == "otp.wrong")
+        #expect(first["error"]?["data"]?["new_code_sent"] == true)
+        #expect(Self.spoolCount(daemon) == sent + 1, "a new SMS went out")
+        #expect(try client.call("auth.otp.verify", ["flow": second, "code": .string(firstCode)]).errorReason == "otp.wrong", "the old code is void")
+        #expect(try client.call("auth.otp.verify", ["flow": second, "code": .string(wrong)]).errorReason == "otp.attempts_exhausted")
+        #expect(Self.spoolCount(daemon) == sent + 2)
+    }
+
+    @Test("a number without an account gets the same answer and no SMS")
+    func unknownNumber() throws {
+        let daemon = try DaemonHarness()
+        try daemon.start()
+        let client = try daemon.connect()
+        let started = try client.result("auth.otp.start", ["phone": "+4915123456789"])
+        #expect(started["code_length"] == 6)
+        #expect(started["phone"] == "+4915123456789")
+        #expect(Self.spoolCount(daemon) == 0)
+        #expect(try client.call("auth.otp.verify", ["flow": started["flow"]!, "code": "123456"]).errorReason == "otp.wrong")
+    }
+}

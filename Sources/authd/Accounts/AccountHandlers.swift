@@ -23,6 +23,19 @@ extension MethodTable {
         }
     }
 
+    mutating func registerOTPLoginMethods(_ otp: OTPLogin) {
+        register(AuthOTPStart.self, access: .anyone, audit: { _, result in
+            ["flow": .string(result.flow), "phone": .string(Self.redactedPhone(result.phone))]
+        }) { params, _ in
+            try await otp.start(params)
+        }
+        register(AuthOTPVerify.self, access: .anyone, audit: { params, result in
+            ["flow": .string(params.flow), "account": .string(result.account.id), "session": .string(result.session.id)]
+        }) { params, _ in
+            try await otp.verify(params)
+        }
+    }
+
     static func redactedPhone(_ e164: String) -> String {
         String(e164.prefix(4)) + String(repeating: "•", count: max(0, e164.count - 6)) + String(e164.suffix(2))
     }

@@ -17,7 +17,7 @@ struct Registration: Sendable {
 
     private var seconds: Int64 { Int64(now().timeIntervalSince1970) }
 
-    private var policy: OTPChallenge.Policy {
+    var policy: OTPChallenge.Policy {
         let config = config.current
         return OTPChallenge.Policy(codeLifetime: Int64(config.codeLifetimeSeconds), resendDelay: Int64(config.resendDelaySeconds))
     }
@@ -74,7 +74,7 @@ struct Registration: Sendable {
     }
 
     /// Sends the code; on failure marks it undeliverable (never valid) and says so.
-    private func deliver(code: String, to phone: PhoneNumber, flow: OTPChallenge) async throws {
+    func deliver(code: String, to phone: PhoneNumber, flow: OTPChallenge) async throws {
         let minutes = max(1, (flow.expiresAt - flow.createdAt + 59) / 60)
         let text = "Your authd code is \(code). It expires in \(minutes) min. Do not share it with anyone."
         do {
@@ -172,7 +172,7 @@ struct Registration: Sendable {
     }
 
     /// Codes are stored only as HMACs bound to their flow.
-    private func mac(flow: String, code: String) throws -> [UInt8] {
+    func mac(flow: String, code: String) throws -> [UInt8] {
         try OpenSSL.hmacSHA256(key: codeKey, data: Array("\(flow):\(code)".utf8))
     }
 
@@ -189,7 +189,7 @@ struct Registration: Sendable {
         return email.lowercased()
     }
 
-    private static func checkSendLimit(in database: Database, phone: String, now: Int64, policy: OTPChallenge.Policy) throws {
+    static func checkSendLimit(in database: Database, phone: String, now: Int64, policy: OTPChallenge.Policy) throws {
         let sends = try database.query("SELECT at FROM sms_sends WHERE phone = ? AND at > ? ORDER BY at", [.text(phone), .integer(now - 3600)]) { $0.int64(0) }
         if sends.count >= policy.maxSendsPerHour {
             let retryAfter = (sends.first ?? now) + 3600 - now
@@ -198,7 +198,7 @@ struct Registration: Sendable {
         }
     }
 
-    private func info(_ challenge: OTPChallenge, policy: OTPChallenge.Policy) -> OTPFlowInfo {
+    func info(_ challenge: OTPChallenge, policy: OTPChallenge.Policy) -> OTPFlowInfo {
         OTPFlowInfo(flow: challenge.id, phone: challenge.phone, codeLength: Self.codeLength,
                     expiresAt: Timestamp.rfc3339(epochSeconds: challenge.expiresAt),
                     resendAfter: Timestamp.rfc3339(epochSeconds: challenge.resendAfter),

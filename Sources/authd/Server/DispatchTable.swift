@@ -4,7 +4,7 @@ import Protocol
 /// Each capability contributes its methods from its own folder.
 enum DispatchTable {
     /// Capabilities announced by `hello`.
-    static let features = ["auth.local", "token.verify", "keys.jwks", "admin", "audit.follow", "subscriptions", "accounts.register", "accounts.login", "sessions", "devices", "twofactor.pin"]
+    static let features = ["auth.local", "token.verify", "keys.jwks", "admin", "audit.follow", "subscriptions", "accounts.register", "accounts.login", "sessions", "devices", "twofactor.pin", "accounts.otp_login"]
 
     static func make(_ services: Services) throws -> MethodTable {
         var table = MethodTable()
@@ -12,9 +12,11 @@ enum DispatchTable {
         table.registerCoreMethods(services, features: features)
         table.registerTokenMethods(tokens)
         table.registerAdminMethods(services)
-        table.registerAccountMethods(Registration(
+        let phones = Registration(
             store: services.store, config: services.config, codeKey: services.codeKey,
-            stateDirectory: services.options.stateDirectory, logger: services.logger, now: services.now))
+            stateDirectory: services.options.stateDirectory, logger: services.logger, now: services.now)
+        table.registerAccountMethods(phones)
+        table.registerOTPLoginMethods(OTPLogin(phones: phones))
         table.registerSessionMethods(
             SessionService(store: services.store, config: services.config, tokens: tokens, now: services.now),
             login: try Login(store: services.store, config: services.config, logger: services.logger, now: services.now))
