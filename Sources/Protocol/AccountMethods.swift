@@ -485,3 +485,99 @@ public enum AuthOTPVerify: RPCMethod {
 
     public typealias Result = SignedIn
 }
+
+/// `account.deactivate` — ends every session and device of the account for good; it can
+/// never sign in again (its record stays, for audit). Needs the password or the PIN.
+public enum AccountDeactivate: RPCMethod {
+    public static let name = "account.deactivate"
+
+    public struct Params: Codable, Sendable, Equatable {
+        public var session: String
+        public var password: String?
+        public var pin: String?
+        public init(session: String, password: String? = nil, pin: String? = nil) {
+            self.session = session
+            self.password = password
+            self.pin = pin
+        }
+    }
+
+    public struct Result: Codable, Sendable, Equatable {
+        public var deactivated: Bool
+        public init(deactivated: Bool) { self.deactivated = deactivated }
+    }
+}
+
+/// An account as admins see it.
+public struct AccountRecord: Codable, Sendable, Equatable {
+    public var id: String
+    public var phone: String
+    public var email: String?
+    public var createdAt: String
+    public var deactivatedAt: String?
+    public var lockedUntil: String?
+    public var hasPassword: Bool
+    public var hasPIN: Bool
+    public var activeDevices: Int
+
+    public init(id: String, phone: String, email: String?, createdAt: String, deactivatedAt: String?, lockedUntil: String?,
+                hasPassword: Bool, hasPIN: Bool, activeDevices: Int) {
+        self.id = id
+        self.phone = phone
+        self.email = email
+        self.createdAt = createdAt
+        self.deactivatedAt = deactivatedAt
+        self.lockedUntil = lockedUntil
+        self.hasPassword = hasPassword
+        self.hasPIN = hasPIN
+        self.activeDevices = activeDevices
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case id, phone, email, createdAt = "created_at", deactivatedAt = "deactivated_at", lockedUntil = "locked_until"
+        case hasPassword = "has_password", hasPIN = "has_pin", activeDevices = "active_devices"
+    }
+}
+
+/// `admin.accounts.list` — accounts, newest first.
+public enum AdminAccountsList: RPCMethod {
+    public static let name = "admin.accounts.list"
+
+    public struct Params: Codable, Sendable, Equatable {
+        /// 1…1000, default 100.
+        public var limit: Int?
+        public init(limit: Int? = nil) { self.limit = limit }
+    }
+
+    public struct Result: Codable, Sendable, Equatable {
+        public var accounts: [AccountRecord]
+        public init(accounts: [AccountRecord]) { self.accounts = accounts }
+    }
+}
+
+/// Params naming one account (by id, phone or email).
+public struct AccountSelector: Codable, Sendable, Equatable {
+    public var account: String
+    public init(account: String) { self.account = account }
+}
+
+/// `admin.accounts.show` — one account.
+public enum AdminAccountsShow: RPCMethod {
+    public static let name = "admin.accounts.show"
+    public typealias Params = AccountSelector
+    public typealias Result = AccountRecord
+}
+
+/// `admin.accounts.unlock` — lifts password and PIN locks and resets their failure counts.
+public enum AdminAccountsUnlock: RPCMethod {
+    public static let name = "admin.accounts.unlock"
+    public typealias Params = AccountSelector
+    public typealias Result = AccountRecord
+}
+
+/// `admin.accounts.deactivate` — as `account.deactivate`, by an admin.
+public enum AdminAccountsDeactivate: RPCMethod {
+    public static let name = "admin.accounts.deactivate"
+    public typealias Params = AccountSelector
+    public typealias Result = AccountRecord
+}

@@ -104,6 +104,9 @@ public struct Reason: RawRepresentable, Hashable, Sendable, Codable, CustomStrin
     /// Too many failed sign-ins; `data.locked_until` says when it lifts.
     public static let accountLocked = Reason("account.locked")
 
+    /// No account matches (admin methods).
+    public static let accountUnknown = Reason("account.unknown")
+
     // MARK: Sessions and devices
     /// The session token is unknown or was ended (logout, revoke).
     public static let sessionInvalid = Reason("session.invalid")

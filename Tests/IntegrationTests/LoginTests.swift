@@ -191,3 +191,48 @@ struct OTPLoginTests {
         #expect(try client.call("auth.otp.verify", ["flow": started["flow"]!, "code": "123456"]).errorReason == "otp.wrong")
     }
 }
+
+@Suite("Deactivation and account admin")
+struct AccountAdminTests {
+    @Test("deactivation needs the password, ends every session, and the account never signs in again")
+    func deactivate() throws {
+        let daemon = try DaemonHarness()
+        try daemon.start()
+        let client = try daemon.connect()
+        let registered = try LoginTests.register(daemon, client, phone: "+37251234567", password: "a long enough passphrase")
+        let token = try #require(registered["session"]?["token"])
+        let other = try client.result("auth.login", ["login": "+37251234567", "password": "a long enough passphrase", "device": ["key": "device-2"]])
+        #expect(try client.call("account.deactivate", ["session": token]).errorReason == "rpc.invalid_params")
+        #expect(try client.call("account.deactivate", ["session": token, "password": "not the password"]).errorReason == "auth.failed")
+        #expect(try client.result("account.deactivate", ["session": token, "password": "a long enough passphrase"])["deactivated"] == true)
+        for session in [token, other["session"]!["token"]!] {
+            #expect(try client.call("session.get", ["session": session]).errorReason == "session.invalid")
+        }
+        #expect(try client.call("auth.login", ["login": "+37251234567", "password": "a long enough passphrase"]).errorReason == "auth.failed")
+        let sent = OTPLoginTests.spoolCount(daemon)
+        _ = try client.result("auth.otp.start", ["phone": "+37251234567"])
+        #expect(OTPLoginTests.spoolCount(daemon) == sent, "no code for a deactivated account")
+        let record = try client.result("admin.accounts.show", ["account": "+372 5123 4567"])
+        #expect(record["deactivated_at"]?.stringValue != nil, "the record stays, for audit")
+        #expect(record["active_devices"] == 0)
+    }
+
+    @Test("admins list, show, unlock and deactivate accounts")
+    func admin() throws {
+        let daemon = try DaemonHarness()
+        try daemon.start()
+        let client = try daemon.connect()
+        let registered = try LoginTests.register(daemon, client, phone: "+37251234567", password: "a long enough passphrase")
+        for _ in 0..<5 { _ = try client.call("auth.login", ["login": "+37251234567", "password": "wrong guess 123"]) }
+        let locked = try client.result("admin.accounts.show", ["account": "owner@example.org"])
+        #expect(locked["locked_until"]?.stringValue != nil)
+        #expect(locked["has_password"] == true)
+        let unlocked = try client.result("admin.accounts.unlock", ["account": registered["account"]!["id"]!])
+        #expect(unlocked["locked_until"] == nil)
+        #expect(try client.call("auth.login", ["login": "+37251234567", "password": "a long enough passphrase", "device": ["key": "device-1"]])["result"] != nil)
+        let list = try #require(try client.result("admin.accounts.list")["accounts"]?.arrayValue)
+        #expect(list.map { $0["phone"] } == ["+37251234567"])
+        #expect(try client.result("admin.accounts.deactivate", ["account": "+37251234567"])["deactivated_at"]?.stringValue != nil)
+        #expect(try client.call("admin.accounts.show", ["account": "nobody@example.org"]).errorReason == "account.unknown")
+    }
+}

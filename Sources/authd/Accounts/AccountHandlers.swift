@@ -36,6 +36,24 @@ extension MethodTable {
         }
     }
 
+    mutating func registerAccountAdminMethods(_ admin: AccountAdmin, sessions: SessionService, login: Login) {
+        register(AccountDeactivate.self, access: .anyone, audit: { _, _ in [:] }) { params, _ in
+            try await admin.deactivate(params, sessions: sessions, login: login)
+        }
+        register(AdminAccountsList.self, access: .admin, audit: { _, result in ["count": .integer(Int64(result.accounts.count))] }) { params, _ in
+            try await admin.list(limit: params.limit)
+        }
+        register(AdminAccountsShow.self, access: .admin, audit: { _, result in ["account": .string(result.id)] }) { params, _ in
+            try await admin.show(params.account)
+        }
+        register(AdminAccountsUnlock.self, access: .admin, audit: { _, result in ["account": .string(result.id)] }) { params, _ in
+            try await admin.unlock(params.account)
+        }
+        register(AdminAccountsDeactivate.self, access: .admin, audit: { _, result in ["account": .string(result.id)] }) { params, _ in
+            try await admin.deactivate(params.account)
+        }
+    }
+
     static func redactedPhone(_ e164: String) -> String {
         String(e164.prefix(4)) + String(repeating: "•", count: max(0, e164.count - 6)) + String(e164.suffix(2))
     }

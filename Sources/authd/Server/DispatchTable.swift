@@ -17,9 +17,10 @@ enum DispatchTable {
             stateDirectory: services.options.stateDirectory, logger: services.logger, now: services.now)
         table.registerAccountMethods(phones)
         table.registerOTPLoginMethods(OTPLogin(phones: phones))
-        table.registerSessionMethods(
-            SessionService(store: services.store, config: services.config, tokens: tokens, now: services.now),
-            login: try Login(store: services.store, config: services.config, logger: services.logger, now: services.now))
+        let sessions = SessionService(store: services.store, config: services.config, tokens: tokens, now: services.now)
+        let login = try Login(store: services.store, config: services.config, logger: services.logger, now: services.now)
+        table.registerSessionMethods(sessions, login: login)
+        table.registerAccountAdminMethods(AccountAdmin(store: services.store, logger: services.logger, now: services.now), sessions: sessions, login: login)
         return table
     }
 }
