@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <string.h>
 #include <unistd.h>
+#include <fcntl.h>
 #include <sys/un.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -59,4 +60,8 @@ int authd_connect_unix(const char *path) {
     do { status = connect(fd, (struct sockaddr *)&address, sizeof(address)); } while (status != 0 && errno == EINTR);
     if (status != 0) { int saved = errno; close(fd); errno = saved; return -1; }
     return fd;
+}
+
+int authd_pipe_cloexec(int fds[2]) {
+    return pipe2(fds, O_CLOEXEC);
 }

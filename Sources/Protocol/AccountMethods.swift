@@ -72,6 +72,19 @@ public struct DeviceDescription: Codable, Sendable, Equatable {
         self.key = key
         self.name = name
     }
+
+    private enum CodingKeys: String, CodingKey, CaseIterable { case key, name }
+
+    /// Unknown members are refused, as they are at the top level of params.
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: AnyCodingKey.self)
+        for member in container.allKeys where CodingKeys(rawValue: member.stringValue) == nil {
+            throw DecodingError.dataCorruptedError(forKey: member, in: container, debugDescription: "unknown member")
+        }
+        let known = try decoder.container(keyedBy: CodingKeys.self)
+        key = try known.decodeIfPresent(String.self, forKey: .key)
+        name = try known.decodeIfPresent(String.self, forKey: .name)
+    }
 }
 
 /// `account.register.verify` — checks the code; on success creates the account (phone
@@ -199,8 +212,13 @@ public enum AuthLogout: RPCMethod {
 
     public struct Result: Codable, Sendable, Equatable {
         public var loggedOut: Bool
-        public init(loggedOut: Bool) { self.loggedOut = loggedOut }
-        enum CodingKeys: String, CodingKey { case loggedOut = "logged_out" }
+        /// The id of the session that ended.
+        public var session: String
+        public init(loggedOut: Bool, session: String) {
+            self.loggedOut = loggedOut
+            self.session = session
+        }
+        enum CodingKeys: String, CodingKey { case loggedOut = "logged_out", session }
     }
 }
 

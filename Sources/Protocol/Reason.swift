@@ -69,7 +69,7 @@ public struct Reason: RawRepresentable, Hashable, Sendable, Codable, CustomStrin
     public static let passwordWeak = Reason("password.weak")
     /// Not a usable email address.
     public static let emailInvalid = Reason("email.invalid")
-    /// The number (or email) already belongs to an account; told only after the code proved it.
+    /// The number already belongs to an account; told only after the code proved the number.
     public static let phoneTaken = Reason("phone.taken")
     /// The email address already belongs to another account.
     public static let emailTaken = Reason("email.taken")

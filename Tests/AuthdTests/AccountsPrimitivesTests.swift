@@ -63,14 +63,14 @@ struct PasswordTests {
     }
 
     @Test("policy", arguments: [
-        ("short1", true, "tooShort"),
+        ("short1", true, "too_short"),
         ("eight ok", true, nil),
-        ("fourteen chars", false, "tooShort"),
+        ("fourteen chars", false, "too_short"),
         ("fifteen chars!!", false, nil),
         ("Password123", true, "common"),
         ("aaaaaaaaaaaaaaaa", false, "common"),
         ("51234567", true, "identifier"),
-        (String(repeating: "x", count: 250) + "abcdefg", true, "tooLong"),
+        (String(repeating: "x", count: 250) + "abcdefg", true, "too_long"),
         ("tab\there ok", true, "control"),
     ] as [(String, Bool, String?)])
     func policy(password: String, secondFactor: Bool, rule: String?) {

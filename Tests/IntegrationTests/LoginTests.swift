@@ -104,7 +104,7 @@ struct LoginTests {
         let token = try #require(issued["token"]?.stringValue)
         let claims = try #require(try client.result("token.verify", ["token": .string(token), "aud": "org.example.bank"])["claims"])
         #expect(claims["sub"] == registered["account"]?["id"])
-        #expect(claims["amr"] == ["otp", "pwd"])
+        #expect(claims["amr"] == ["otp"])
         #expect(claims["phone_number_verified"] == true)
         #expect(claims["nonce"] == "n1")
         let jwks = try daemon.authctl(["keys", "jwks"]).stdout

@@ -43,7 +43,7 @@ struct RegistrationTests {
         #expect(signedIn["account"]?["has_password"] == true)
         let token = try #require(signedIn["session"]?["token"])
         let session = try client.result("session.get", ["session": token])
-        #expect(session["amr"] == ["otp", "pwd"])
+        #expect(session["amr"] == ["otp"], "the password was set, not used to sign in")
         #expect(session["account"]?["id"] == signedIn["account"]?["id"])
         #expect(try client.result("auth.logout", ["session": token])["logged_out"] == true)
         #expect(try client.call("session.get", ["session": token]).errorReason == "session.invalid")
@@ -51,6 +51,22 @@ struct RegistrationTests {
         let again = try #require(try Self.start(client, "+37251234567")["result"])
         let secondCode = try Self.spooledCode(daemon, to: "+37251234567")
         #expect(try client.call("account.register.verify", ["flow": again["flow"]!, "code": .string(secondCode)]).errorReason == "phone.taken")
+    }
+
+    @Test("an email that is taken keeps the flow open for another try; unknown device members are refused")
+    func emailTaken() throws {
+        let daemon = try DaemonHarness()
+        try daemon.start()
+        let client = try daemon.connect()
+        let first = try #require(try Self.start(client, "+37251234567")["result"]?["flow"])
+        _ = try client.result("account.register.verify", ["flow": first, "code": .string(try Self.spooledCode(daemon, to: "+37251234567")), "email": "ann@example.com"])
+        let second = try #require(try Self.start(client, "+4915123456789")["result"]?["flow"])
+        let code = try Self.spooledCode(daemon, to: "+4915123456789")
+        #expect(try client.call("account.register.verify", ["flow": second, "code": .string(code), "email": "ANN@example.com"]).errorReason == "email.taken")
+        let typo = try client.call("account.register.verify", ["flow": second, "code": .string(code), "device": ["kee": "x"]])
+        #expect(typo.errorReason == "rpc.invalid_params")
+        #expect(typo["error"]?["data"]?["field"] == "device.kee")
+        #expect(try client.result("account.register.verify", ["flow": second, "code": .string(code), "email": "bob@example.com"])["account"]?["email"] == "bob@example.com")
     }
 
     @Test("invalid numbers store and send nothing", arguments: ["123", "5123 4567", "+999 1234 5678", "+372 640 0000"])
@@ -248,7 +264,7 @@ struct RegistrationTests {
         let whoami = try daemon.authctl(["whoami", "--session-file", sessionFile])
         #expect(whoami.status == 0)
         #expect(whoami.stdout.contains("+37251234567"))
-        #expect(whoami.stdout.contains("signed in with otp+pwd"))
+        #expect(whoami.stdout.contains("signed in with otp at"))
         #expect(try daemon.authctl(["logout", "--session-file", sessionFile]).stdout == "logged out\n")
         #expect(access(sessionFile, F_OK) != 0)
         let after = try daemon.authctl(["whoami", "--session-file", sessionFile])

@@ -15,4 +15,8 @@ long authd_raise_nofile_limit(void);
 /* Connects a blocking, close-on-exec AF_UNIX stream socket to `path`; -1 with errno on failure
  * (ENAMETOOLONG when the path does not fit sun_path). */
 int authd_connect_unix(const char *path);
+
+/* pipe2(O_CLOEXEC): both ends close-on-exec atomically, so a helper spawned concurrently by
+ * another thread never inherits them. */
+int authd_pipe_cloexec(int fds[2]);
 #endif

@@ -13,9 +13,9 @@ enum PasswordPolicy {
         let length = password.count
         let minimum = hasSecondFactor ? minimumWithSecondFactor : minimumWithoutSecondFactor
         guard length >= minimum else {
-            throw weak("tooShort", "The password must have at least \(minimum) characters\(hasSecondFactor ? "" : " (8 once a PIN second factor is on)").")
+            throw weak("too_short", "The password must have at least \(minimum) characters\(hasSecondFactor ? "" : " (8 once a PIN second factor is on)").")
         }
-        guard length <= maximum else { throw weak("tooLong", "The password must have at most \(maximum) characters.") }
+        guard length <= maximum else { throw weak("too_long", "The password must have at most \(maximum) characters.") }
         guard !password.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
             throw weak("control", "The password must not contain control characters.")
         }

@@ -75,14 +75,21 @@ struct Registration: Sendable {
 
     /// Sends the code; on failure marks it undeliverable (never valid) and says so.
     func deliver(code: String, to phone: PhoneNumber, flow: OTPChallenge) async throws {
-        let minutes = max(1, (flow.expiresAt - flow.createdAt + 59) / 60)
+        let minutes = max(1, (flow.expiresAt - seconds + 59) / 60)
         let text = "Your authd code is \(code). It expires in \(minutes) min. Do not share it with anyone."
         do {
             try await gateway.send(text, to: phone)
         } catch {
             logger.warning("SMS to \(phone.redacted) not delivered: \(error)", [("AUTHD_FLOW", flow.id)])
-            try? await store.transaction { database in
-                try database.execute("UPDATE otp_flows SET code_deliverable = 0 WHERE id = ? AND code_mac = ?", [.text(flow.id), .blob(flow.codeMAC)])
+            // The code never reached anyone; mark it void and let the user ask again at once.
+            let now = seconds
+            do {
+                try await store.transaction { database in
+                    try database.execute("UPDATE otp_flows SET code_deliverable = 0, resend_after = ? WHERE id = ? AND code_mac = ?",
+                                         [.integer(now), .text(flow.id), .blob(flow.codeMAC)])
+                }
+            } catch {
+                logger.error("could not mark an undelivered code void: \(error)", [("AUTHD_FLOW", flow.id)])
             }
             throw RPCError.failure(.smsUndeliverable, "The code could not be sent to \(phone.redacted); try again with resend.",
                                    details: ["flow": .string(flow.id)])
@@ -100,8 +107,11 @@ struct Registration: Sendable {
         let email = try params.email.map(Self.normalizeEmail)
         let device = try SessionStore.DeviceIdentity.resolve(params.device)
         var passwordHash: String?
+        // An unknown flow is refused before any expensive work (Argon2id below).
+        guard let phoneHint = try await store.read({ try Self.load(params.flow, purpose: .registration, from: $0)?.phone }) else {
+            throw Self.unknownFlow
+        }
         if let password = params.password {
-            let phoneHint = try await store.read { try Self.load(params.flow, purpose: .registration, from: $0)?.phone } ?? ""
             try PasswordPolicy.check(password, hasSecondFactor: false, identifiers: [phoneHint, email ?? ""])
             passwordHash = try await Argon2id.owasp.hashOffPool(SecretBytes(Array(password.utf8)))
         }
@@ -136,14 +146,19 @@ struct Registration: Sendable {
                 return .refused(.failure(.phoneTaken, "This number already has an account; sign in instead."))
             }
             if let email, try database.queryOne("SELECT 1 FROM accounts WHERE email = ?", [.text(email)], row: { $0.int(0) }) != nil {
-                return .refused(.failure(.emailTaken, "This email address belongs to another account."))
+                // Not the code's fault: keep the flow open so the user can retry with another
+                // address (the attempt is not counted either).
+                challenge.state = .open
+                try Self.update(challenge, in: database)
+                return .refused(.failure(.emailTaken, "This email address belongs to another account; use another one or none."))
             }
             let accountID = "acc_" + Base64URL.encode(try OpenSSL.randomBytes(12))
             try database.execute(
                 "INSERT INTO accounts (id, phone, phone_verified_at, email, password_hash, created_at) VALUES (?, ?, ?, ?, ?, ?)",
                 [.text(accountID), .text(challenge.phone), .integer(now), email.map { .text($0) } ?? .null,
                  passwordHash.map { .text($0) } ?? .null, .integer(now)])
-            let session = try SessionStore.create(in: database, account: accountID, device: device, amr: ["otp"] + (passwordHash == nil ? [] : ["pwd"]),
+            // The password was only set here, not used to sign in: the method is the code.
+            let session = try SessionStore.create(in: database, account: accountID, device: device, amr: ["otp"],
                                                   limit: config.deviceLimit, now: now, lifetime: Int64(config.sessionLifetimeSeconds))
             return .signedIn(SignedIn(account: AccountInfo(id: accountID, phone: challenge.phone, email: email, hasPassword: passwordHash != nil), session: session))
         }

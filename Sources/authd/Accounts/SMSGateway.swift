@@ -51,7 +51,7 @@ struct CommandSMSGateway: SMSGateway {
         do {
             status = try await Syscalls.spawnAndWait(
                 program, arguments: [], environment: ["SMS_TO": number.e164, "PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"],
-                input: Array(text.utf8), timeout: .seconds(timeoutSeconds))
+                input: Array((text + "\n").utf8), timeout: .seconds(timeoutSeconds))
         } catch {
             throw SMSDeliveryFailure(description: "cannot run \(program): \(error)")
         }

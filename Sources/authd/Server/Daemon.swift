@@ -95,6 +95,12 @@ final class Daemon: @unchecked Sendable {
             ("AUTHD_SOCKET_ACTIVATED", boundPath == nil ? "yes" : "no"),
             ("AUTHD_STARTUP_MS", String(Int(elapsed * 1000))),
         ])
+        if options.mode == .system && config.smsBackend == .spool {
+            logger.warning("sms.backend = spool: verification codes are written to \(options.stateDirectory)/sms-spool, not sent; set [sms] backend for real SMS")
+        }
+        if config.smsBackend == .command && access(config.smsCommand, X_OK) != 0 {
+            logger.warning("sms.command \(config.smsCommand) is not an executable file: every code will be sms.undeliverable")
+        }
         Systemd.notify("READY=1\nSTATUS=Serving on \(options.socketPath)\nMAINPID=\(getpid())")
     }
 

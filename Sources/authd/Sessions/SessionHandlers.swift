@@ -57,14 +57,15 @@ extension MethodTable {
             }
         }
 
-        register(AuthLogout.self, access: .anyone, audit: { _, _ in [:] }) { params, _ in
+        register(AuthLogout.self, access: .anyone, audit: { _, result in ["session": .string(result.session)] }) { params, _ in
             let seconds = Int64(now().timeIntervalSince1970)
             let idle = Int64(config.current.sessionIdleSeconds)
-            try await store.transaction { database in
+            let ended = try await store.transaction { database -> String in
                 let session = try SessionStore.authenticate(in: database, token: params.session, now: seconds, idle: idle)
                 try SessionStore.revoke(in: database, sessionID: session.id, now: seconds)
+                return session.id
             }
-            return AuthLogout.Result(loggedOut: true)
+            return AuthLogout.Result(loggedOut: true, session: ended)
         }
     }
 }

@@ -52,10 +52,16 @@ enum SessionStore {
             deviceID = existing
             try database.execute("UPDATE devices SET last_seen = ?, name = ? WHERE id = ?", [.integer(now), .text(device.name), .text(existing)])
         } else {
-            let active = try database.queryOne("SELECT count(*) FROM devices WHERE account_id = ? AND revoked_at IS NULL", [.text(account)]) { $0.int(0) } ?? 0
+            // A device counts while it has a live session: signing out everywhere on a device
+            // (or removing it with device.revoke) frees its place.
+            let active = try database.queryOne(
+                """
+                SELECT count(DISTINCT d.id) FROM devices d JOIN sessions s ON s.device_id = d.id
+                WHERE d.account_id = ? AND d.revoked_at IS NULL AND s.revoked_at IS NULL AND s.expires_at > ?
+                """, [.text(account), .integer(now)]) { $0.int(0) } ?? 0
             guard active < limit else {
                 throw RPCError.failure(.deviceLimitReached,
-                    "This account is already signed in on \(active) device\(active == 1 ? "" : "s"), its limit; sign out on one of them first.",
+                    "This account is already signed in on \(active) device\(active == 1 ? "" : "s"), its limit; sign out on one of them or remove it (device.revoke) first.",
                     details: ["limit": .integer(Int64(limit))])
             }
             deviceID = "dev_" + Base64URL.encode(try OpenSSL.randomBytes(12))

@@ -92,6 +92,9 @@ struct Config: Equatable, Sendable {
         if config.smsBackend == .command && config.smsCommand.isEmpty {
             throw ConfigError(file: file, line: backendLine, reason: "sms.backend = command needs sms.command (the program to run)")
         }
+        if config.sessionIdleSeconds > config.sessionLifetimeSeconds {
+            throw ConfigError(file: file, line: 0, reason: "accounts.session_idle (\(config.sessionIdleSeconds)s) is longer than accounts.session_lifetime (\(config.sessionLifetimeSeconds)s)")
+        }
         return config
     }
 

@@ -248,10 +248,8 @@ enum Syscalls {
     static func spawnAndWait(_ path: String, arguments: [String], environment: [String: String],
                              input: [UInt8], timeout: Duration) async throws -> Int32? {
         var pipeFDs: [Int32] = [-1, -1]
-        guard pipe(&pipeFDs) == 0 else { throw SystemError(call: "pipe", errno: errno) }
-        // Close-on-exec: only the dup2'd stdin reaches the child, never these descriptors.
-        _ = fcntl(pipeFDs[0], F_SETFD, FD_CLOEXEC)
-        _ = fcntl(pipeFDs[1], F_SETFD, FD_CLOEXEC)
+        // Close-on-exec from creation: only the dup2'd stdin reaches the child.
+        guard authd_pipe_cloexec(&pipeFDs) == 0 else { throw SystemError(call: "pipe2", errno: errno) }
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
@@ -264,14 +262,21 @@ enum Syscalls {
             argv.forEach { free($0) }
             envp.forEach { free($0) }
         }
+        // Its own process group, so a timeout kills the helper and everything it started.
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETPGROUP))
+        posix_spawnattr_setpgroup(&attributes, 0)
         var pid: pid_t = 0
-        let status = posix_spawn(&pid, path, &actions, nil, argv, envp)
+        let status = posix_spawn(&pid, path, &actions, &attributes, argv, envp)
         Glibc.close(pipeFDs[0])
         guard status == 0 else {
             Glibc.close(pipeFDs[1])
             throw SystemError(call: "posix_spawn(\(path))", errno: status)
         }
-        // Small messages fit the pipe buffer; a helper that does not read gets EPIPE, not us.
+        // Small messages fit the pipe buffer. If the helper exits without reading, this write
+        // fails with EPIPE (SIGPIPE is ignored), which is harmless.
         _ = input.withUnsafeBytes { Glibc.write(pipeFDs[1], $0.baseAddress, $0.count) }
         Glibc.close(pipeFDs[1])
         let deadline = ContinuousClock.now + timeout
@@ -281,7 +286,7 @@ enum Syscalls {
             if result == pid { break }
             if result < 0 && errno != EINTR { throw SystemError(call: "waitpid", errno: errno) }
             if ContinuousClock.now >= deadline {
-                kill(pid, SIGKILL)
+                kill(-pid, SIGKILL)
                 _ = waitpid(pid, &exitStatus, 0)
                 return nil
             }
