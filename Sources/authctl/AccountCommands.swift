@@ -14,7 +14,7 @@ extension Command {
             OptionSpec(name: "with-password", value: nil, help: "also set a password (asked without echo)"),
             OptionSpec(name: "code-fd", value: "N", help: "read the code from file descriptor N"),
             OptionSpec(name: "password-fd", value: "N", help: "read the password from file descriptor N"),
-            OptionSpec(name: "session-file", value: "PATH", help: "where to keep the session (default $XDG_STATE_HOME/authctl/session)"),
+            sessionFileOption,
         ],
         positionals: 1...1
     ) { invocation throws(CLIError) in
@@ -62,7 +62,7 @@ extension Command {
     static let whoami = Command(
         path: ["whoami"], synopsis: "",
         abstract: "Show the account and device of the saved session. Exit 7 when not logged in.",
-        options: [OptionSpec(name: "session-file", value: "PATH", help: "the session to use")]
+        options: [sessionFileOption]
     ) { invocation throws(CLIError) in
         let token = try SessionFile.load(invocation)
         let session = try invocation.connect().call(SessionGet.self, .init(session: token))
@@ -75,7 +75,7 @@ extension Command {
     static let logout = Command(
         path: ["logout"], synopsis: "",
         abstract: "End the saved session (here and in authd).",
-        options: [OptionSpec(name: "session-file", value: "PATH", help: "the session to end")]
+        options: [sessionFileOption]
     ) { invocation throws(CLIError) in
         let token = try SessionFile.load(invocation)
         defer { SessionFile.remove(invocation) }

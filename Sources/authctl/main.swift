@@ -8,7 +8,8 @@ extension Command {
         .status,
         .tokenLocal, .tokenVerify, .keysJWKS,
         .adminStatus, .adminReload, .adminBackup, .adminKeysRotate, .adminAudit,
-        .register, .whoami, .logout,
+        .register, .login, .whoami, .logout, .twoFactor, .sessions, .devices, .tokenAccount, .accountDeactivate,
+        .adminAccounts,
         .call, .completion,
     ]
 }

@@ -59,7 +59,8 @@ struct AuthctlTests {
         try daemon.start()
         for command in [["status"], ["token", "local"], ["token", "verify"], ["keys", "jwks"], ["admin", "status"], ["admin", "reload"],
                         ["admin", "backup"], ["admin", "keys", "rotate"], ["admin", "audit"], ["call"], ["completion", "bash"],
-                        ["register"], ["whoami"], ["logout"]] {
+                        ["register"], ["whoami"], ["logout"], ["login"], ["2fa"], ["sessions"], ["devices"], ["token", "account"],
+                        ["account", "deactivate"], ["admin", "accounts"]] {
             let help = try daemon.authctl(command + ["--help"])
             #expect(help.status == 0)
             #expect(help.stdout.hasPrefix("Usage: authctl \(command.joined(separator: " "))"))

@@ -236,3 +236,58 @@ struct AccountAdminTests {
         #expect(try client.call("admin.accounts.show", ["account": "nobody@example.org"]).errorReason == "account.unknown")
     }
 }
+
+@Suite("authctl account commands")
+struct AuthctlAccountTests {
+    @Test("login with password and PIN from a descriptor; sessions, devices, token account, 2fa, deactivate, admin accounts")
+    func commands() throws {
+        let daemon = try DaemonHarness()
+        try daemon.start()
+        let client = try daemon.connect()
+        let registered = try LoginTests.register(daemon, client, phone: "+37251234567", password: "a long enough passphrase")
+        _ = try client.result("twofactor.pin.enable", ["session": registered["session"]!["token"]!, "pin": "480913", "confirm": "480913"])
+        let file = ["--session-file", daemon.directory + "/cli-session"]
+        let login = try daemon.authctl(["login", "+37251234567", "--password-fd", "0", "--pin-fd", "0"] + file, stdin: "a long enough passphrase\n480913\n")
+        #expect(login.status == 0, "\(login.stderr)")
+        #expect(login.stdout.hasPrefix("signed in as +37251234567"))
+        let wrong = try daemon.authctl(["login", "+37251234567", "--password-fd", "0"] + file, stdin: "not the password\n")
+        #expect(wrong.status == 5)
+        #expect(wrong.stderr.contains("(auth.failed)"))
+        let sessions = try daemon.authctl(["sessions"] + file)
+        #expect(sessions.stdout.split(separator: "\n").filter { $0.hasPrefix("*") }.count == 1)
+        #expect(sessions.stdout.contains("pwd+pin"))
+        #expect(try daemon.authctl(["devices"] + file).stdout.hasPrefix("device limit: 2"))
+        let token = try daemon.authctl(["token", "account", "--aud", "org.example.bank"] + file)
+        #expect(token.status == 0 && token.stdout.split(separator: ".").count == 3)
+        #expect(try daemon.authctl(["2fa", "disable", "--password-fd", "0", "--pin-fd", "0"] + file, stdin: "a long enough passphrase\n480913\n").stdout == "PIN second factor off\n")
+        let list = try daemon.authctl(["admin", "accounts", "list"])
+        #expect(list.stdout.contains("+37251234567"))
+        #expect(try daemon.authctl(["account", "deactivate", "--password-fd", "0"] + file, stdin: "a long enough passphrase\n").stdout == "account deactivated\n")
+        #expect(try daemon.authctl(["whoami"] + file).status == 7)
+        #expect(try daemon.authctl(["admin", "accounts", "show", "owner@example.org"]).stdout.contains("[deactivated"))
+    }
+
+    @Test("OTP login from a descriptor")
+    func otpLogin() throws {
+        let daemon = try DaemonHarness()
+        try daemon.start()
+        let client = try daemon.connect()
+        _ = try LoginTests.register(daemon, client, phone: "+37251234567", password: "a long enough passphrase")
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: DaemonHarness.authctlPath)
+        process.arguments = ["--socket", daemon.socketPath, "login", "+37251234567", "--otp", "--code-fd", "0", "--session-file", daemon.directory + "/s"]
+        let input = Pipe(), output = Pipe()
+        process.standardInput = input
+        process.standardOutput = output
+        process.standardError = FileHandle(forWritingAtPath: "/dev/null")
+        let before = OTPLoginTests.spoolCount(daemon)
+        try process.run()
+        for _ in 0..<500 where OTPLoginTests.spoolCount(daemon) == before { usleep(10_000) }
+        input.fileHandleForWriting.write(Data((try RegistrationTests.spooledCode(daemon, to: "+37251234567") + "\n").utf8))
+        try input.fileHandleForWriting.close()
+        let stdout = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 0)
+        #expect(stdout.hasPrefix("signed in as +37251234567"))
+    }
+}

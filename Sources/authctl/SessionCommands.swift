@@ -1,0 +1,203 @@
+import Foundation
+import Protocol
+
+extension Command {
+    static let sessionFileOption = OptionSpec(name: "session-file", value: "PATH", help: "where the session is kept (default $XDG_STATE_HOME/authctl/session)")
+
+    static let login = Command(
+        path: ["login"], synopsis: "LOGIN [--region CC] [--otp] [--password-fd N] [--pin-fd N] [--code-fd N]",
+        abstract: """
+            Sign in with a phone number or email and the password (asked without echo), then the PIN when the
+            account has one; --otp signs in with a code sent by SMS instead. The session is saved for later commands.
+            """,
+        options: [
+            OptionSpec(name: "region", value: "CC", help: "country for national phone numbers, e.g. EE"),
+            OptionSpec(name: "otp", value: nil, help: "sign in with an SMS code instead of the password"),
+            OptionSpec(name: "password-fd", value: "N", help: "read the password from file descriptor N"),
+            OptionSpec(name: "pin-fd", value: "N", help: "read the PIN from file descriptor N"),
+            OptionSpec(name: "code-fd", value: "N", help: "read the SMS code from file descriptor N"),
+            sessionFileOption,
+        ],
+        positionals: 1...1
+    ) { invocation throws(CLIError) in
+        let connection = try invocation.connect()
+        let login = invocation.positionals[0]
+        let signedIn: SignedIn
+        if invocation.flag("otp") {
+            let flow = try connection.call(AuthOTPStart.self, .init(phone: login, region: invocation.value("region")))
+            Output.error("If \(flow.phone) has an account, a \(flow.codeLength)-digit code was sent to it.")
+            while true {
+                let code = try Prompt.answer(invocation, fdOption: "code-fd", question: "Code: ", secret: false).trimmingCharacters(in: .whitespaces)
+                do throws(CLIError) {
+                    signedIn = try connection.call(AuthOTPVerify.self, .init(flow: flow.flow, code: code))
+                    break
+                } catch where error.reason == "otp.wrong" && invocation.value("code-fd") == nil {
+                    Output.error(error.line)
+                }
+            }
+        } else {
+            let password = try Prompt.answer(invocation, fdOption: "password-fd", question: "Password: ", secret: true)
+            let step = try connection.call(AuthLogin.self, .init(login: login, password: password, region: invocation.value("region")))
+            if let account = step.account, let session = step.session {
+                signedIn = SignedIn(account: account, session: session)
+            } else if let flow = step.flow, step.next == "pin" {
+                let pin = try Prompt.answer(invocation, fdOption: "pin-fd", question: "PIN: ", secret: true)
+                signedIn = try connection.call(AuthLoginPIN.self, .init(flow: flow, pin: pin))
+            } else {
+                throw CLIError(message: "authd asked for a sign-in step this authctl does not know (\(step.next ?? "?"))", reason: nil, exitCode: .failure)
+            }
+        }
+        try SessionFile.save(signedIn.session.token, invocation: invocation)
+        if invocation.global.json { Output.json(signedIn.account) } else { Output.line("signed in as \(signedIn.account.phone) (\(signedIn.account.id))") }
+        return .ok
+    }
+
+    static let twoFactor = Command(
+        path: ["2fa"], synopsis: "enable|disable [--pin-fd N] [--password-fd N]",
+        abstract: "Turn the 6-digit PIN second factor on (PIN asked twice) or off (password and PIN asked).",
+        options: [
+            OptionSpec(name: "pin-fd", value: "N", help: "read the PIN (and for enable, its confirmation: two lines) from N"),
+            OptionSpec(name: "password-fd", value: "N", help: "read the password from file descriptor N (disable)"),
+            sessionFileOption,
+        ],
+        positionals: 1...1
+    ) { invocation throws(CLIError) in
+        let token = try SessionFile.load(invocation)
+        let connection = try invocation.connect()
+        switch invocation.positionals[0] {
+        case "enable":
+            let pin = try Prompt.answer(invocation, fdOption: "pin-fd", question: "New 6-digit PIN: ", secret: true)
+            let confirm = try Prompt.answer(invocation, fdOption: "pin-fd", question: "Repeat the PIN: ", secret: true)
+            _ = try connection.call(TwoFactorPINEnable.self, .init(session: token, pin: pin, confirm: confirm))
+            Output.line("PIN second factor on")
+        case "disable":
+            let password = try Prompt.answer(invocation, fdOption: "password-fd", question: "Password: ", secret: true)
+            let pin = try Prompt.answer(invocation, fdOption: "pin-fd", question: "PIN: ", secret: true)
+            _ = try connection.call(TwoFactorPINDisable.self, .init(session: token, password: password, pin: pin))
+            Output.line("PIN second factor off")
+        default:
+            throw .usage("2fa takes enable or disable")
+        }
+        return .ok
+    }
+
+    static let sessions = Command(
+        path: ["sessions"], synopsis: "[revoke ID]",
+        abstract: "List the account's live sessions, or end one.",
+        options: [sessionFileOption], positionals: 0...2
+    ) { invocation throws(CLIError) in
+        let token = try SessionFile.load(invocation)
+        let connection = try invocation.connect()
+        if invocation.positionals.first == "revoke" {
+            guard invocation.positionals.count == 2 else { throw .usage("sessions revoke needs a session ID") }
+            _ = try connection.call(SessionRevoke.self, .init(session: token, id: invocation.positionals[1]))
+            Output.line("session \(invocation.positionals[1]) ended")
+            return .ok
+        }
+        guard invocation.positionals.isEmpty else { throw .usage("sessions takes nothing or 'revoke ID'") }
+        let list = try connection.call(SessionList.self, .init(session: token))
+        if invocation.global.json { Output.json(list); return .ok }
+        for session in list.sessions {
+            Output.line("\(session.current ? "*" : " ") \(session.id)  device \(session.deviceID)  \(session.amr.joined(separator: "+"))  last used \(session.lastUsedAt)")
+        }
+        return .ok
+    }
+
+    static let devices = Command(
+        path: ["devices"], synopsis: "[revoke ID]",
+        abstract: "List the account's devices (and the device limit), or remove one, ending its sessions.",
+        options: [sessionFileOption], positionals: 0...2
+    ) { invocation throws(CLIError) in
+        let token = try SessionFile.load(invocation)
+        let connection = try invocation.connect()
+        if invocation.positionals.first == "revoke" {
+            guard invocation.positionals.count == 2 else { throw .usage("devices revoke needs a device ID") }
+            _ = try connection.call(DeviceRevoke.self, .init(session: token, id: invocation.positionals[1]))
+            Output.line("device \(invocation.positionals[1]) removed")
+            return .ok
+        }
+        guard invocation.positionals.isEmpty else { throw .usage("devices takes nothing or 'revoke ID'") }
+        let list = try connection.call(DeviceList.self, .init(session: token))
+        if invocation.global.json { Output.json(list); return .ok }
+        Output.line("device limit: \(list.limit)")
+        for device in list.devices {
+            Output.line("\(device.current ? "*" : " ") \(device.id)  \(device.name)  first seen \(device.firstSeen), last seen \(device.lastSeen)")
+        }
+        return .ok
+    }
+
+    static let tokenAccount = Command(
+        path: ["token", "account"], synopsis: "--aud AUDIENCE [--nonce NONCE]",
+        abstract: "Print a JWT in which authd asserts your signed-in account (sub = account id), for AUDIENCE.",
+        options: [
+            OptionSpec(name: "aud", value: "AUDIENCE", help: "who the token is for (required)"),
+            OptionSpec(name: "nonce", value: "NONCE", help: "a value to echo in the nonce claim"),
+            sessionFileOption,
+        ]
+    ) { invocation throws(CLIError) in
+        guard let audience = invocation.value("aud") else { throw .usage("--aud is required") }
+        let token = try SessionFile.load(invocation)
+        let issued = try invocation.connect().call(AuthToken.self, .init(session: token, aud: audience, nonce: invocation.value("nonce")))
+        if invocation.global.json { Output.json(issued) } else { Output.line(issued.token) }
+        return .ok
+    }
+
+    static let accountDeactivate = Command(
+        path: ["account", "deactivate"], synopsis: "[--pin] [--password-fd N] [--pin-fd N]",
+        abstract: "Deactivate your account for good: every session ends and it can never sign in again. Confirm with the password (or --pin).",
+        options: [
+            OptionSpec(name: "pin", value: nil, help: "confirm with the PIN instead of the password"),
+            OptionSpec(name: "password-fd", value: "N", help: "read the password from file descriptor N"),
+            OptionSpec(name: "pin-fd", value: "N", help: "read the PIN from file descriptor N"),
+            sessionFileOption,
+        ]
+    ) { invocation throws(CLIError) in
+        let token = try SessionFile.load(invocation)
+        let params: AccountDeactivate.Params
+        if invocation.flag("pin") || invocation.value("pin-fd") != nil {
+            params = .init(session: token, pin: try Prompt.answer(invocation, fdOption: "pin-fd", question: "PIN: ", secret: true))
+        } else {
+            params = .init(session: token, password: try Prompt.answer(invocation, fdOption: "password-fd", question: "Password: ", secret: true))
+        }
+        _ = try invocation.connect().call(AccountDeactivate.self, params)
+        SessionFile.remove(invocation)
+        Output.line("account deactivated")
+        return .ok
+    }
+
+    static let adminAccounts = Command(
+        path: ["admin", "accounts"], synopsis: "list [--limit N] | show|unlock|deactivate ACCOUNT",
+        abstract: "Accounts for admins: ACCOUNT is an account id, a phone number or an email address.",
+        options: [OptionSpec(name: "limit", value: "N", help: "how many to list (1–1000, default 100)")],
+        positionals: 1...2
+    ) { invocation throws(CLIError) in
+        let connection = try invocation.connect()
+        let action = invocation.positionals[0]
+        func show(_ record: AccountRecord) {
+            if invocation.global.json { Output.json(record); return }
+            var flags: [String] = []
+            if record.deactivatedAt != nil { flags.append("deactivated") }
+            if let locked = record.lockedUntil { flags.append("locked until \(locked)") }
+            if record.hasPIN { flags.append("PIN") }
+            Output.line("\(record.id)  \(record.phone)  \(record.email ?? "-")  devices \(record.activeDevices)  created \(record.createdAt)\(flags.isEmpty ? "" : "  [" + flags.joined(separator: ", ") + "]")")
+        }
+        if action == "list" {
+            guard invocation.positionals.count == 1 else { throw .usage("admin accounts list takes no ACCOUNT") }
+            let limit = try invocation.value("limit").map { text throws(CLIError) -> Int in
+                guard let number = Int(text) else { throw .usage("--limit needs a number") }
+                return number
+            }
+            for record in try connection.call(AdminAccountsList.self, .init(limit: limit)).accounts { show(record) }
+            return .ok
+        }
+        guard invocation.positionals.count == 2 else { throw .usage("admin accounts \(action) needs ACCOUNT") }
+        let selector = AccountSelector(account: invocation.positionals[1])
+        switch action {
+        case "show": show(try connection.call(AdminAccountsShow.self, selector))
+        case "unlock": show(try connection.call(AdminAccountsUnlock.self, selector))
+        case "deactivate": show(try connection.call(AdminAccountsDeactivate.self, selector))
+        default: throw .usage("admin accounts takes list, show, unlock or deactivate")
+        }
+        return .ok
+    }
+}
