@@ -104,6 +104,8 @@ public struct Reason: RawRepresentable, Hashable, Sendable, Codable, CustomStrin
     /// Too many failed sign-ins; `data.locked_until` says when it lifts.
     public static let accountLocked = Reason("account.locked")
 
+    /// Too many requests of this kind from the caller's user; `data.retry_after` in seconds.
+    public static let rateLimited = Reason("rate.limited")
     /// No account matches (admin methods).
     public static let accountUnknown = Reason("account.unknown")
 

@@ -192,3 +192,25 @@ struct PINFactorTests {
         }
     }
 }
+
+@Suite("Rate limits")
+struct RateLimiterTests {
+    @Test("a burst up to the capacity, then rate.limited with the wait; tokens come back over time; per uid and action")
+    func bucket() throws {
+        let clock = TestClock()
+        let limiter = RateLimiter(now: clock.closure)
+        for _ in 0..<10 { try limiter.take(.registerStart, uid: 1000) }
+        do {
+            try limiter.take(.registerStart, uid: 1000)
+            Issue.record("the 11th start in a burst was allowed")
+        } catch {
+            #expect(error.reason == .rateLimited)
+            #expect(error.details["retry_after"] == 6)
+        }
+        try limiter.take(.registerStart, uid: 1001)
+        try limiter.take(.login, uid: 1000)
+        clock.advance(6)
+        try limiter.take(.registerStart, uid: 1000)
+        #expect(throws: RPCError.failure(.rateLimited, "")) { try limiter.take(.registerStart, uid: 1000) }
+    }
+}

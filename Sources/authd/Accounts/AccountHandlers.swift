@@ -1,12 +1,13 @@
 import Protocol
 
 extension MethodTable {
-    mutating func registerAccountMethods(_ registration: Registration) {
+    mutating func registerAccountMethods(_ registration: Registration, limiter: RateLimiter) {
         // Phone numbers appear in the audit log only redacted; codes and passwords never.
         register(AccountRegisterStart.self, access: .anyone, audit: { _, result in
             ["flow": .string(result.flow), "phone": .string(Self.redactedPhone(result.phone))]
-        }) { params, _ in
-            try await registration.start(params)
+        }) { params, context in
+            try limiter.take(.registerStart, uid: context.caller.uid)
+            return try await registration.start(params)
         }
 
         register(AccountRegisterResend.self, access: .anyone, audit: { params, _ in
@@ -23,11 +24,12 @@ extension MethodTable {
         }
     }
 
-    mutating func registerOTPLoginMethods(_ otp: OTPLogin) {
+    mutating func registerOTPLoginMethods(_ otp: OTPLogin, limiter: RateLimiter) {
         register(AuthOTPStart.self, access: .anyone, audit: { _, result in
             ["flow": .string(result.flow), "phone": .string(Self.redactedPhone(result.phone))]
-        }) { params, _ in
-            try await otp.start(params)
+        }) { params, context in
+            try limiter.take(.otpStart, uid: context.caller.uid)
+            return try await otp.start(params)
         }
         register(AuthOTPVerify.self, access: .anyone, audit: { params, result in
             ["flow": .string(params.flow), "account": .string(result.account.id), "session": .string(result.session.id)]

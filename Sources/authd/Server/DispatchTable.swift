@@ -15,11 +15,12 @@ enum DispatchTable {
         let phones = Registration(
             store: services.store, config: services.config, codeKey: services.codeKey,
             stateDirectory: services.options.stateDirectory, logger: services.logger, now: services.now)
-        table.registerAccountMethods(phones)
-        table.registerOTPLoginMethods(OTPLogin(phones: phones))
+        let limiter = RateLimiter(now: services.now)
+        table.registerAccountMethods(phones, limiter: limiter)
+        table.registerOTPLoginMethods(OTPLogin(phones: phones), limiter: limiter)
         let sessions = SessionService(store: services.store, config: services.config, tokens: tokens, now: services.now)
         let login = try Login(store: services.store, config: services.config, logger: services.logger, now: services.now)
-        table.registerSessionMethods(sessions, login: login)
+        table.registerSessionMethods(sessions, login: login, limiter: limiter)
         table.registerAccountAdminMethods(AccountAdmin(store: services.store, logger: services.logger, now: services.now), sessions: sessions, login: login)
         return table
     }

@@ -2,13 +2,14 @@ import FoundationEssentials
 import Protocol
 
 extension MethodTable {
-    mutating func registerSessionMethods(_ service: SessionService, login: Login) {
+    mutating func registerSessionMethods(_ service: SessionService, login: Login, limiter: RateLimiter) {
         let store = service.store, config = service.config, now = service.now
         register(AuthLogin.self, access: .anyone, audit: { _, result in
             ["account": result.account.map { .string($0.id) } ?? .null, "session": result.session.map { .string($0.id) } ?? .null,
              "next": result.next.map { .string($0) } ?? .null]
-        }) { params, _ in
-            try await login.login(params)
+        }) { params, context in
+            try limiter.take(.login, uid: context.caller.uid)
+            return try await login.login(params)
         }
         register(AuthLoginPIN.self, access: .anyone, audit: { params, result in
             ["flow": .string(params.flow), "account": .string(result.account.id), "session": .string(result.session.id)]
