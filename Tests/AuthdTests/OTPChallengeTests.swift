@@ -198,7 +198,7 @@ struct RateLimiterTests {
     @Test("a burst up to the capacity, then rate.limited with the wait; tokens come back over time; per uid and action")
     func bucket() throws {
         let clock = TestClock()
-        let limiter = RateLimiter(now: clock.closure)
+        let limiter = RateLimiter(config: ConfigHolder(Config()), now: clock.closure)
         for _ in 0..<10 { try limiter.take(.registerStart, uid: 1000) }
         do {
             try limiter.take(.registerStart, uid: 1000)

@@ -1,3 +1,4 @@
+import CArgon2
 import CLinux
 import Foundation
 import Glibc
@@ -52,9 +53,10 @@ final class Daemon {
     var socket: String { directory + "/run/authd.sock" }
     let readyAfter: Double
 
-    init() throws {
+    init(config: String = "") throws {
         var template = Array("/tmp/authd-bench-XXXXXX".utf8CString)
         directory = String(cString: mkdtemp(&template)!)
+        try config.write(toFile: directory + "/authd.conf", atomically: true, encoding: .utf8)
         let notify = socket_notify(directory + "/notify.sock")
         process.executableURL = URL(fileURLWithPath: binDirectory + "/authd")
         process.environment = [
@@ -78,6 +80,20 @@ final class Daemon {
         kill(process.processIdentifier, SIGTERM)
         process.waitUntilExit()
         try? FileManager.default.removeItem(atPath: directory)
+    }
+
+    /// The code in the newest spooled SMS to `phone` (waits for it).
+    func spooledCode(to phone: String, after count: Int) throws -> String {
+        let spool = directory + "/state/sms-spool"
+        for _ in 0..<2000 {
+            let files = ((try? FileManager.default.contentsOfDirectory(atPath: spool)) ?? []).sorted()
+            if files.count > count, let text = try? String(contentsOfFile: spool + "/" + files.last!, encoding: .utf8),
+               text.hasPrefix("To: \(phone)\n"), let range = text.range(of: #"code is [0-9]{6}"#, options: .regularExpression) {
+                return String(text[range].suffix(6))
+            }
+            usleep(200)
+        }
+        throw BenchError(description: "no SMS to \(phone)")
     }
 
     var residentBytes: Int64 {
@@ -162,6 +178,30 @@ func opensslSignsPerSecond() throws -> Double {
     return signs
 }
 
+/// Argon2id hashes per second with OWASP parameters on `threads` threads, straight through
+/// libargon2: the ceiling for password logins.
+func rawArgon2Rate(threads: Int, seconds: Double) -> Double {
+    let count = Atomic<Int>(0)
+    let deadline = ContinuousClock.now + .milliseconds(Int(seconds * 1000))
+    let group = DispatchGroup()
+    let start = ContinuousClock.now
+    for _ in 0..<threads {
+        group.enter()
+        Thread {
+            var output = [UInt8](repeating: 0, count: 32)
+            let password = Array("bench password 12345".utf8)
+            let salt = [UInt8](repeating: 7, count: 16)
+            while ContinuousClock.now < deadline {
+                _ = argon2id_hash_raw(2, 19 * 1024, 1, password, password.count, salt, salt.count, &output, output.count)
+                count.add(1, ordering: .relaxed)
+            }
+            group.leave()
+        }.start()
+    }
+    group.wait()
+    return Double(count.load(ordering: .relaxed)) / ((ContinuousClock.now - start).milliseconds / 1000)
+}
+
 func row(_ name: String, _ value: String) { print(name.padding(toLength: 52, withPad: " ", startingAt: 0) + value) }
 
 do {
@@ -196,6 +236,34 @@ do {
     row("auth.local, 1 client", String(format: "%.0f tokens/s, p50 %.3f ms, p99 %.3f ms", tokens1, percentile(latencies1, 0.5), percentile(latencies1, 0.99)))
     row("auth.local, 16 clients", String(format: "%.0f tokens/s, p50 %.3f ms, p99 %.3f ms", tokens16, percentile(latencies16, 0.5), percentile(latencies16, 0.99)))
     row("auth.local tokens/s ÷ openssl signs/s (target ≥ 0.5)", String(format: "%.2f (1 client %.2f)", tokens16 / signs, tokens1 / signs))
+
+    // Issue 3: accounts.
+    let accounts = try Daemon(config: "[accounts]\nstarts_per_minute = 100000\nlogins_per_minute = 100000\n")
+    defer { accounts.stop() }
+    let registrar = try Client(accounts.socket)
+    var registrations: [Double] = []
+    for index in 0..<40 {
+        let phone = "+3725000" + String(1000 + index)
+        let started = ContinuousClock.now
+        let start = try registrar.call("account.register.start", #"{"phone":"\#(phone)"}"#)
+        guard let flow = String(decoding: start, as: UTF8.self).firstMatch(of: /"flow":"([^"]+)"/)?.output.1 else {
+            throw BenchError(description: "register.start failed: \(String(decoding: start, as: UTF8.self))")
+        }
+        let code = try accounts.spooledCode(to: phone, after: index)
+        let verified = try registrar.call("account.register.verify", #"{"flow":"\#(flow)","code":"\#(code)"\#(index == 0 ? #","password":"bench password 12345""# : "")}"#)
+        guard !verified.starts(with: Array(#"{"error""#.utf8)) else { throw BenchError(description: String(decoding: verified, as: UTF8.self)) }
+        registrations.append((ContinuousClock.now - started).milliseconds)
+    }
+    registrations.sort()
+    row("registration start → SMS → verify → session", String(format: "p50 %.1f ms, p99 %.1f ms (n=40)", percentile(registrations, 0.5), percentile(registrations, 0.99)))
+
+    let threads = ProcessInfo.processInfo.activeProcessorCount
+    let argon2Rate = rawArgon2Rate(threads: threads, seconds: 3)
+    let (logins, loginLatencies) = try load(accounts, clients: threads * 2, perClient: 40, method: "auth.login",
+                                            params: #"{"login":"+37250001000","password":"bench password 12345"}"#)
+    row("raw Argon2id (m=19 MiB, t=2, p=1), \(threads) threads", String(format: "%.1f hashes/s", argon2Rate))
+    row("auth.login, \(threads * 2) clients", String(format: "%.1f logins/s, p50 %.0f ms, p99 %.0f ms", logins, percentile(loginLatencies, 0.5), percentile(loginLatencies, 0.99)))
+    row("password logins/s ÷ Argon2id hashes/s (target ≥ 0.9)", String(format: "%.2f", logins / argon2Rate))
 
     var held: [Client] = []
     for _ in 0..<1000 { held.append(try Client(daemon.socket)) }

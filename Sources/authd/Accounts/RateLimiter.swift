@@ -11,11 +11,12 @@ final class RateLimiter: Sendable {
         case otpStart = "auth.otp.start"
         case login = "auth.login"
 
-        /// Burst size and sustained rate per minute.
-        var capacity: Double {
+        /// Burst size and sustained rate per minute (`[accounts] starts_per_minute`,
+        /// `logins_per_minute`).
+        func capacity(_ config: Config) -> Double {
             switch self {
-            case .registerStart, .otpStart: 10
-            case .login: 30
+            case .registerStart, .otpStart: Double(config.startsPerMinute)
+            case .login: Double(config.loginsPerMinute)
             }
         }
     }
@@ -23,21 +24,26 @@ final class RateLimiter: Sendable {
     private struct Bucket { var tokens: Double; var updated: Double }
     private let buckets = Mutex<[String: Bucket]>([:])
     private let now: @Sendable () -> Date
+    private let config: ConfigHolder
 
-    init(now: @escaping @Sendable () -> Date) { self.now = now }
+    init(config: ConfigHolder, now: @escaping @Sendable () -> Date) {
+        self.config = config
+        self.now = now
+    }
 
     /// Takes one token for `uid`, or refuses with `rate.limited` and the seconds to wait.
     func take(_ action: Action, uid: UInt32) throws(RPCError) {
         let time = now().timeIntervalSince1970
-        let perSecond = action.capacity / 60
+        let capacity = action.capacity(config.current)
+        let perSecond = capacity / 60
         let wait: Double? = buckets.withLock { buckets in
             let key = "\(uid):\(action.rawValue)"
-            var bucket = buckets[key] ?? Bucket(tokens: action.capacity, updated: time)
-            bucket.tokens = min(action.capacity, bucket.tokens + (time - bucket.updated) * perSecond)
+            var bucket = buckets[key] ?? Bucket(tokens: capacity, updated: time)
+            bucket.tokens = min(capacity, bucket.tokens + (time - bucket.updated) * perSecond)
             bucket.updated = time
             defer {
                 buckets[key] = bucket
-                if buckets.count > 10_000 { buckets = buckets.filter { $0.value.tokens < action.capacity } }
+                if buckets.count > 10_000 { buckets = buckets.filter { $0.value.tokens < capacity } }
             }
             guard bucket.tokens >= 1 else { return (1 - bucket.tokens) / perSecond }
             bucket.tokens -= 1

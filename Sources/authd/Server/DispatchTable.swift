@@ -15,7 +15,7 @@ enum DispatchTable {
         let phones = Registration(
             store: services.store, config: services.config, codeKey: services.codeKey,
             stateDirectory: services.options.stateDirectory, logger: services.logger, now: services.now)
-        let limiter = RateLimiter(now: services.now)
+        let limiter = RateLimiter(config: services.config, now: services.now)
         table.registerAccountMethods(phones, limiter: limiter)
         table.registerOTPLoginMethods(OTPLogin(phones: phones), limiter: limiter)
         let sessions = SessionService(store: services.store, config: services.config, tokens: tokens, now: services.now)

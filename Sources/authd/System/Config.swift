@@ -24,6 +24,8 @@ struct Config: Equatable, Sendable {
     var sessionIdleSeconds = 3600
     var sessionLifetimeSeconds = 86400
     var deviceLimit = 2
+    var startsPerMinute = 10
+    var loginsPerMinute = 30
 
     enum LogTarget: String, Sendable { case auto, journal, stderr }
     enum SMSBackend: String, Sendable { case spool, command }
@@ -123,6 +125,8 @@ struct Config: Equatable, Sendable {
         if sessionIdleSeconds != old.sessionIdleSeconds { changed.append("accounts.session_idle") }
         if sessionLifetimeSeconds != old.sessionLifetimeSeconds { changed.append("accounts.session_lifetime") }
         if deviceLimit != old.deviceLimit { changed.append("accounts.device_limit") }
+        if startsPerMinute != old.startsPerMinute { changed.append("accounts.starts_per_minute") }
+        if loginsPerMinute != old.loginsPerMinute { changed.append("accounts.logins_per_minute") }
         return changed
     }
 
@@ -194,6 +198,12 @@ struct Config: Equatable, Sendable {
             },
             "device_limit": { config, value throws(ValueError) in
                 config.deviceLimit = try integer(value, in: 1...1000)
+            },
+            "starts_per_minute": { config, value throws(ValueError) in
+                config.startsPerMinute = try integer(value, in: 1...100_000)
+            },
+            "logins_per_minute": { config, value throws(ValueError) in
+                config.loginsPerMinute = try integer(value, in: 1...100_000)
             },
         ],
         "admin": [
