@@ -537,9 +537,14 @@ public struct AccountRecord: Codable, Sendable, Equatable {
     public var hasPassword: Bool
     public var hasPIN: Bool
     public var activeDevices: Int
+    /// The account's own device limit and policy, when set (else the `[accounts]` settings apply).
+    public var deviceLimit: Int?
+    public var devicePolicy: String?
 
     public init(id: String, phone: String, email: String?, createdAt: String, deactivatedAt: String?, lockedUntil: String?,
-                hasPassword: Bool, hasPIN: Bool, activeDevices: Int) {
+                hasPassword: Bool, hasPIN: Bool, activeDevices: Int, deviceLimit: Int? = nil, devicePolicy: String? = nil) {
+        self.deviceLimit = deviceLimit
+        self.devicePolicy = devicePolicy
         self.id = id
         self.phone = phone
         self.email = email
@@ -554,6 +559,7 @@ public struct AccountRecord: Codable, Sendable, Equatable {
     enum CodingKeys: String, CodingKey {
         case id, phone, email, createdAt = "created_at", deactivatedAt = "deactivated_at", lockedUntil = "locked_until"
         case hasPassword = "has_password", hasPIN = "has_pin", activeDevices = "active_devices"
+        case deviceLimit = "device_limit", devicePolicy = "device_policy"
     }
 }
 
@@ -597,5 +603,27 @@ public enum AdminAccountsUnlock: RPCMethod {
 public enum AdminAccountsDeactivate: RPCMethod {
     public static let name = "admin.accounts.deactivate"
     public typealias Params = AccountSelector
+    public typealias Result = AccountRecord
+}
+
+/// `admin.accounts.set` — the account's own device limit and policy (`deny` or
+/// `replace_oldest`); `null` or absent returns a field to the `[accounts]` setting.
+public enum AdminAccountsSet: RPCMethod {
+    public static let name = "admin.accounts.set"
+
+    public struct Params: Codable, Sendable, Equatable {
+        public var account: String
+        public var deviceLimit: Int?
+        public var devicePolicy: String?
+
+        public init(account: String, deviceLimit: Int? = nil, devicePolicy: String? = nil) {
+            self.account = account
+            self.deviceLimit = deviceLimit
+            self.devicePolicy = devicePolicy
+        }
+
+        enum CodingKeys: String, CodingKey { case account, deviceLimit = "device_limit", devicePolicy = "device_policy" }
+    }
+
     public typealias Result = AccountRecord
 }

@@ -166,9 +166,13 @@ extension Command {
     }
 
     static let adminAccounts = Command(
-        path: ["admin", "accounts"], synopsis: "list [--limit N] | show|unlock|deactivate ACCOUNT",
+        path: ["admin", "accounts"], synopsis: "list [--limit N] | show|unlock|deactivate ACCOUNT | set ACCOUNT [--device-limit N] [--device-policy P]",
         abstract: "Accounts for admins: ACCOUNT is an account id, a phone number or an email address.",
-        options: [OptionSpec(name: "limit", value: "N", help: "how many to list (1–1000, default 100)")],
+        options: [
+            OptionSpec(name: "limit", value: "N", help: "how many to list (1–1000, default 100)"),
+            OptionSpec(name: "device-limit", value: "N", help: "set: the account's device limit (omit for the global one)"),
+            OptionSpec(name: "device-policy", value: "P", help: "set: deny or replace_oldest (omit for the global one)"),
+        ],
         positionals: 1...2
     ) { invocation throws(CLIError) in
         let connection = try invocation.connect()
@@ -196,7 +200,13 @@ extension Command {
         case "show": show(try connection.call(AdminAccountsShow.self, selector))
         case "unlock": show(try connection.call(AdminAccountsUnlock.self, selector))
         case "deactivate": show(try connection.call(AdminAccountsDeactivate.self, selector))
-        default: throw .usage("admin accounts takes list, show, unlock or deactivate")
+        case "set":
+            let limit = try invocation.value("device-limit").map { text throws(CLIError) -> Int in
+                guard let number = Int(text) else { throw .usage("--device-limit needs a number") }
+                return number
+            }
+            show(try connection.call(AdminAccountsSet.self, .init(account: selector.account, deviceLimit: limit, devicePolicy: invocation.value("device-policy"))))
+        default: throw .usage("admin accounts takes list, show, unlock, deactivate or set")
         }
         return .ok
     }

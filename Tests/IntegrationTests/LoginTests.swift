@@ -291,3 +291,28 @@ struct AuthctlAccountTests {
         #expect(stdout.hasPrefix("signed in as +37251234567"))
     }
 }
+
+@Suite("Device policy")
+struct DevicePolicyTests {
+    @Test("replace_oldest ends the least recently used device's sessions; an admin can set a limit per account")
+    func replaceOldest() throws {
+        let daemon = try DaemonHarness(config: "[accounts]\ndevice_policy = replace_oldest\n")
+        try daemon.start()
+        let client = try daemon.connect()
+        let first = try LoginTests.register(daemon, client, phone: "+37251234567", password: "a long enough passphrase", device: "laptop")
+        func login(_ device: String) throws -> JSONValue {
+            try client.call("auth.login", ["login": "+37251234567", "password": "a long enough passphrase", "device": ["key": .string(device)]])
+        }
+        let phone = try #require(try login("phone")["result"]?["session"]?["token"])
+        _ = try client.result("session.get", ["session": phone])  // the phone is now more recently used than the laptop
+        let tablet = try #require(try login("tablet")["result"]?["session"]?["token"])
+        #expect(try client.call("session.get", ["session": first["session"]!["token"]!]).errorReason == "session.invalid", "the laptop made room")
+        #expect(try client.result("session.get", ["session": phone])["device"] != nil)
+        // Per account: limit 1, deny.
+        let record = try client.result("admin.accounts.set", ["account": "+37251234567", "device_limit": 1, "device_policy": "deny"])
+        #expect(record["device_limit"] == 1)
+        #expect(try login("desktop").errorReason == "device.limit_reached")
+        #expect(try client.result("device.list", ["session": tablet])["limit"] == 1)
+        #expect(try client.call("admin.accounts.set", ["account": "+37251234567", "device_policy": "random"]).errorReason == "rpc.invalid_params")
+    }
+}

@@ -46,7 +46,8 @@ struct AccountAdmin: Sendable {
     private static let recordColumns = """
         SELECT a.id, a.phone, a.email, a.created_at, a.deactivated_at, max(coalesce(a.locked_until, 0), coalesce(a.pin_locked_until, 0)),
                a.password_hash IS NOT NULL, a.pin_hash IS NOT NULL,
-               (SELECT count(*) FROM devices d WHERE d.account_id = a.id AND d.revoked_at IS NULL)
+               (SELECT count(*) FROM devices d WHERE d.account_id = a.id AND d.revoked_at IS NULL),
+               a.device_limit, a.device_policy
         FROM accounts a
         """
 
@@ -56,7 +57,8 @@ struct AccountAdmin: Sendable {
             id: row.text(0), phone: row.text(1), email: row.optionalText(2), createdAt: Timestamp.rfc3339(epochSeconds: row.int64(3)),
             deactivatedAt: row.optionalInt64(4).map { Timestamp.rfc3339(epochSeconds: $0) },
             lockedUntil: locked > now ? Timestamp.rfc3339(epochSeconds: locked) : nil,
-            hasPassword: row.int(6) != 0, hasPIN: row.int(7) != 0, activeDevices: row.int(8))
+            hasPassword: row.int(6) != 0, hasPIN: row.int(7) != 0, activeDevices: row.int(8),
+            deviceLimit: row.optionalInt64(9).map(Int.init), devicePolicy: row.optionalText(10))
     }
 
     func list(limit: Int?) async throws -> AdminAccountsList.Result {
@@ -94,6 +96,22 @@ struct AccountAdmin: Sendable {
         return try await store.transaction { database in
             let id = try Self.resolve(selector, in: database)
             try database.execute("UPDATE accounts SET failed_logins = 0, locked_until = NULL, pin_failures = 0, pin_locked_until = NULL WHERE id = ?", [.text(id)])
+            return try database.queryOne(Self.recordColumns + " WHERE a.id = ?", [.text(id)]) { Self.record($0, now: now) }!
+        }
+    }
+
+    func set(_ params: AdminAccountsSet.Params) async throws -> AccountRecord {
+        if let limit = params.deviceLimit, !(1...1000).contains(limit) {
+            throw RPCError.invalidParams("Parameter 'device_limit' must be from 1 to 1000.", field: "device_limit")
+        }
+        if let policy = params.devicePolicy, Config.DevicePolicy(rawValue: policy) == nil {
+            throw RPCError.invalidParams("Parameter 'device_policy' must be deny or replace_oldest.", field: "device_policy")
+        }
+        let now = seconds
+        return try await store.transaction { database in
+            let id = try Self.resolve(params.account, in: database)
+            try database.execute("UPDATE accounts SET device_limit = ?, device_policy = ? WHERE id = ?",
+                                 [params.deviceLimit.map { .integer(Int64($0)) } ?? .null, params.devicePolicy.map { .text($0) } ?? .null, .text(id)])
             return try database.queryOne(Self.recordColumns + " WHERE a.id = ?", [.text(id)]) { Self.record($0, now: now) }!
         }
     }

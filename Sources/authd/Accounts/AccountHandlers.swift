@@ -51,6 +51,12 @@ extension MethodTable {
         register(AdminAccountsUnlock.self, access: .admin, audit: { _, result in ["account": .string(result.id)] }) { params, _ in
             try await admin.unlock(params.account)
         }
+        register(AdminAccountsSet.self, access: .admin, audit: { params, result in
+            ["account": .string(result.id), "device_limit": params.deviceLimit.map { .integer(Int64($0)) } ?? .null,
+             "device_policy": params.devicePolicy.map { .string($0) } ?? .null]
+        }) { params, _ in
+            try await admin.set(params)
+        }
         register(AdminAccountsDeactivate.self, access: .admin, audit: { _, result in ["account": .string(result.id)] }) { params, _ in
             try await admin.deactivate(params.account)
         }

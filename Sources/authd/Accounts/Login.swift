@@ -113,7 +113,7 @@ struct Login: Sendable {
                     [.text(flow), .text(candidate.id), .text(device.key), .text(device.name), .integer(nowSeconds + Self.secondStepSeconds)])
                 return LoginStep(flow: flow, next: "pin")
             }
-            let session = try SessionStore.create(in: database, account: candidate.id, device: device, amr: ["pwd"], limit: config.deviceLimit,
+            let session = try SessionStore.create(in: database, account: candidate.id, device: device, amr: ["pwd"], limit: config.deviceLimit, policy: config.devicePolicy,
                                                   now: nowSeconds, lifetime: Int64(config.sessionLifetimeSeconds))
             return LoginStep(account: AccountInfo(id: candidate.id, phone: candidate.phone, email: candidate.email, hasPassword: true), session: session)
         }
@@ -151,7 +151,7 @@ struct Login: Sendable {
             try database.execute("DELETE FROM login_flows WHERE id = ?", [.text(params.flow)])
             guard database.changes == 1 else { throw Self.failed }
             try database.execute("UPDATE accounts SET pin_failures = 0, pin_locked_until = NULL WHERE id = ?", [.text(pending.account)])
-            return try SessionStore.create(in: database, account: pending.account, device: device, amr: ["pwd", "pin"], limit: config.deviceLimit,
+            return try SessionStore.create(in: database, account: pending.account, device: device, amr: ["pwd", "pin"], limit: config.deviceLimit, policy: config.devicePolicy,
                                            now: nowSeconds, lifetime: Int64(config.sessionLifetimeSeconds))
         }
         return SignedIn(account: AccountInfo(id: pending.account, phone: pending.phone, email: pending.email, hasPassword: true), session: session)

@@ -59,7 +59,7 @@ struct OTPLogin: Sendable {
                     [.text(challenge.phone)], row: { AccountInfo(id: $0.text(0), phone: $0.text(1), email: $0.optionalText(2), hasPassword: $0.int(3) != 0) })
                 else { return .refused(.failure(.otpWrong, "Wrong code.", details: ["attempts_left": 0])) }
                 try database.execute("UPDATE accounts SET failed_logins = 0, locked_until = NULL WHERE id = ?", [.text(account.id)])
-                let session = try SessionStore.create(in: database, account: account.id, device: device, amr: ["otp"], limit: config.deviceLimit,
+                let session = try SessionStore.create(in: database, account: account.id, device: device, amr: ["otp"], limit: config.deviceLimit, policy: config.devicePolicy,
                                                       now: now, lifetime: Int64(config.sessionLifetimeSeconds))
                 return .signedIn(SignedIn(account: account, session: session))
             case .wrong:

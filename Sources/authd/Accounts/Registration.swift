@@ -159,7 +159,7 @@ struct Registration: Sendable {
                  passwordHash.map { .text($0) } ?? .null, .integer(now)])
             // The password was only set here, not used to sign in: the method is the code.
             let session = try SessionStore.create(in: database, account: accountID, device: device, amr: ["otp"],
-                                                  limit: config.deviceLimit, now: now, lifetime: Int64(config.sessionLifetimeSeconds))
+                                                  limit: config.deviceLimit, policy: config.devicePolicy, now: now, lifetime: Int64(config.sessionLifetimeSeconds))
             return .signedIn(SignedIn(account: AccountInfo(id: accountID, phone: challenge.phone, email: email, hasPassword: passwordHash != nil), session: session))
         }
         switch outcome {

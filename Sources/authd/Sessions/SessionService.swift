@@ -149,7 +149,8 @@ struct SessionService: Sendable {
                 DeviceRecord(id: row.text(0), name: row.text(1), firstSeen: Timestamp.rfc3339(epochSeconds: row.int64(2)),
                              lastSeen: Timestamp.rfc3339(epochSeconds: row.int64(3)), current: row.text(0) == session.deviceID)
             }
-            return DeviceList.Result(devices: devices, limit: limit)
+            let own = try database.queryOne("SELECT device_limit FROM accounts WHERE id = ?", [.text(session.accountID)]) { $0.optionalInt64(0) } ?? nil
+            return DeviceList.Result(devices: devices, limit: own.map(Int.init) ?? limit)
         }
     }
 

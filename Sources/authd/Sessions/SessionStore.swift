@@ -42,8 +42,14 @@ enum SessionStore {
     /// Creates a session for `account` on `device` inside the caller's transaction. Refuses with
     /// `device.limit_reached` (creating nothing) when the device is new and the account already
     /// has `limit` active devices.
-    static func create(in database: Database, account: String, device: DeviceIdentity, amr: [String], limit: Int,
-                       now: Int64, lifetime: Int64) throws -> SessionToken {
+    static func create(in database: Database, account: String, device: DeviceIdentity, amr: [String], limit defaultLimit: Int,
+                       policy defaultPolicy: Config.DevicePolicy = .deny, now: Int64, lifetime: Int64) throws -> SessionToken {
+        // The account's own limit and policy, when an admin set them, win over the settings.
+        let (accountLimit, accountPolicy) = try database.queryOne("SELECT device_limit, device_policy FROM accounts WHERE id = ?", [.text(account)]) {
+            ($0.optionalInt64(0), $0.optionalText(1))
+        } ?? (nil, nil)
+        let limit = accountLimit.map(Int.init) ?? defaultLimit
+        let policy = accountPolicy.flatMap(Config.DevicePolicy.init(rawValue:)) ?? defaultPolicy
         let existing = try database.queryOne(
             "SELECT id FROM devices WHERE account_id = ? AND device_key = ? AND revoked_at IS NULL",
             [.text(account), .text(device.key)]) { $0.text(0) }
@@ -59,7 +65,18 @@ enum SessionStore {
                 SELECT count(DISTINCT d.id) FROM devices d JOIN sessions s ON s.device_id = d.id
                 WHERE d.account_id = ? AND d.revoked_at IS NULL AND s.revoked_at IS NULL AND s.expires_at > ?
                 """, [.text(account), .integer(now)]) { $0.int(0) } ?? 0
-            guard active < limit else {
+            if active >= limit && policy == .replaceOldest {
+                // End the sessions of the least recently used devices until there is room.
+                let oldest = try database.query(
+                    """
+                    SELECT d.id FROM devices d JOIN sessions s ON s.device_id = d.id
+                    WHERE d.account_id = ? AND d.revoked_at IS NULL AND s.revoked_at IS NULL AND s.expires_at > ?
+                    GROUP BY d.id ORDER BY max(s.last_used_at), d.first_seen LIMIT ?
+                    """, [.text(account), .integer(now), .integer(Int64(active - limit + 1))]) { $0.text(0) }
+                for id in oldest {
+                    try database.execute("UPDATE sessions SET revoked_at = ? WHERE device_id = ? AND revoked_at IS NULL", [.integer(now), .text(id)])
+                }
+            } else if active >= limit {
                 throw RPCError.failure(.deviceLimitReached,
                     "This account is already signed in on \(active) device\(active == 1 ? "" : "s"), its limit; sign out on one of them or remove it (device.revoke) first.",
                     details: ["limit": .integer(Int64(limit))])

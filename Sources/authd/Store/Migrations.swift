@@ -129,6 +129,11 @@ enum Migrations {
             ) STRICT
             """,
         ]),
+        Migration(version: 5, sql: [
+            // Per-account device limit and policy; NULL means the [accounts] setting.
+            "ALTER TABLE accounts ADD COLUMN device_limit INTEGER",
+            "ALTER TABLE accounts ADD COLUMN device_policy TEXT",
+        ]),
     ]
 
     static var latestVersion: Int { all.last?.version ?? 0 }

@@ -24,11 +24,15 @@ struct Config: Equatable, Sendable {
     var sessionIdleSeconds = 3600
     var sessionLifetimeSeconds = 86400
     var deviceLimit = 2
+    var devicePolicy = DevicePolicy.deny
     var startsPerMinute = 10
     var loginsPerMinute = 30
 
     enum LogTarget: String, Sendable { case auto, journal, stderr }
     enum SMSBackend: String, Sendable { case spool, command }
+    /// What a sign-in on one device too many does: refuse it, or end the least recently used
+    /// device's sessions to make room.
+    enum DevicePolicy: String, Sendable { case deny, replaceOldest = "replace_oldest" }
 
     /// The longest lifetime any daemon-signed token may have. Retired signing keys stay in the
     /// JWKS at least this long, so no token outlives the key that verifies it.
@@ -125,6 +129,7 @@ struct Config: Equatable, Sendable {
         if sessionIdleSeconds != old.sessionIdleSeconds { changed.append("accounts.session_idle") }
         if sessionLifetimeSeconds != old.sessionLifetimeSeconds { changed.append("accounts.session_lifetime") }
         if deviceLimit != old.deviceLimit { changed.append("accounts.device_limit") }
+        if devicePolicy != old.devicePolicy { changed.append("accounts.device_policy") }
         if startsPerMinute != old.startsPerMinute { changed.append("accounts.starts_per_minute") }
         if loginsPerMinute != old.loginsPerMinute { changed.append("accounts.logins_per_minute") }
         return changed
@@ -198,6 +203,10 @@ struct Config: Equatable, Sendable {
             },
             "device_limit": { config, value throws(ValueError) in
                 config.deviceLimit = try integer(value, in: 1...1000)
+            },
+            "device_policy": { config, value throws(ValueError) in
+                guard let policy = DevicePolicy(rawValue: value) else { throw ValueError(message: "must be deny or replace_oldest") }
+                config.devicePolicy = policy
             },
             "starts_per_minute": { config, value throws(ValueError) in
                 config.startsPerMinute = try integer(value, in: 1...100_000)
