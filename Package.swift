@@ -11,6 +11,7 @@ let package = Package(
         .library(name: "Protocol", targets: ["Protocol"]),
         .executable(name: "authd", targets: ["authd"]),
         .executable(name: "authctl", targets: ["authctl"]),
+        .executable(name: "authd-sms-http", targets: ["authd-sms-http"]),
     ],
     targets: [
         // System libraries: one module map (+ shim.h for macros and varargs) each.
@@ -35,6 +36,9 @@ let package = Package(
             name: "authctl",
             dependencies: ["Protocol", "CLinux"]
         ),
+
+        // The `[sms] backend = http` sender: URLSession in its own process, never in authd's.
+        .executableTarget(name: "authd-sms-http"),
 
         .testTarget(name: "ProtocolTests", dependencies: ["Protocol"], exclude: ["Fixtures"]),
         .testTarget(name: "AuthdTests", dependencies: ["authd", "Protocol", "CLinux"]),

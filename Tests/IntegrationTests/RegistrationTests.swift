@@ -270,4 +270,43 @@ struct RegistrationTests {
         let after = try daemon.authctl(["whoami", "--session-file", sessionFile])
         #expect(after.status == 7, "not logged in")
     }
+
+    @Test("http backend: authd-sms-http POSTs the number and text as JSON with the bearer token; non-2xx is undeliverable")
+    func httpBackend() throws {
+        let daemon = try DaemonHarness()
+        let gateway = Process()
+        gateway.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+        gateway.arguments = [URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Python/sms_gateway.py").path, daemon.directory]
+        gateway.standardOutput = FileHandle(forWritingAtPath: "/dev/null")
+        try gateway.run()
+        let gatewayPID = gateway.processIdentifier
+        defer { kill(gatewayPID, SIGKILL) }
+        var port: String?
+        for _ in 0..<500 where port == nil {
+            port = try? String(contentsOfFile: daemon.directory + "/port", encoding: .utf8)
+            if port == nil { usleep(10_000) }
+        }
+        let gatewayPort = try #require(port)
+        try "s3cret-token\n".write(toFile: daemon.directory + "/sms-token", atomically: true, encoding: .utf8)
+        try "[sms]\nbackend = http\nurl = http://127.0.0.1:\(gatewayPort)/send\ntoken_file = \(daemon.directory)/sms-token\ntimeout = 5s\n[accounts]\nresend_delay = 0s\n"
+            .write(toFile: daemon.configPath, atomically: true, encoding: .utf8)
+        try daemon.start()
+        let client = try daemon.connect()
+        let flow = try #require(try Self.start(client, "+37251234567")["result"]?["flow"])
+        let log = try String(contentsOfFile: daemon.directory + "/requests.log", encoding: .utf8)
+        #expect(log.contains("AUTH Bearer s3cret-token\nTYPE application/json\nBODY {\"text\":\"Your authd code is "))
+        #expect(log.contains(#""to":"+37251234567"}"#))
+        let code = String(log.matches(of: /code is ([0-9]{6})/).last!.output.1)
+        #expect(try client.result("account.register.verify", ["flow": flow, "code": .string(code)])["account"] != nil)
+        FileManager.default.createFile(atPath: daemon.directory + "/down", contents: nil)
+        #expect(try Self.start(client, "+4915123456789").errorReason == "sms.undeliverable")
+        #expect(!daemon.log.contains("s3cret-token"))
+    }
+
+    @Test("the http backend refuses clear-text URLs to other hosts")
+    func httpNeedsTLS() throws {
+        let daemon = try DaemonHarness(config: "[sms]\nbackend = http\nurl = http://sms.example.com/send\n")
+        #expect(throws: HarnessError.self) { try daemon.start() }
+        #expect(daemon.log.contains("sms.url: must be an https:// URL"))
+    }
 }

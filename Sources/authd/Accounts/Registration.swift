@@ -27,6 +27,7 @@ struct Registration: Sendable {
         switch config.smsBackend {
         case .spool: return SpoolSMSGateway(directory: stateDirectory + "/sms-spool", logger: logger)
         case .command: return CommandSMSGateway(program: config.smsCommand, timeoutSeconds: config.smsTimeoutSeconds)
+        case .http: return HTTPSMSGateway.make(config: config)
         }
     }
 

@@ -39,18 +39,40 @@ struct SpoolSMSGateway: SMSGateway {
     }
 }
 
+/// `http`: POSTs `{"to","text"}` as JSON with a bearer token to `[sms] url`, through the
+/// `authd-sms-http` helper installed next to authd. URLSession lives in that helper, not in
+/// the daemon: no TLS stack or remote-response parsing in the process that holds the keys,
+/// and none of FoundationNetworking's ~16 MB in the daemon's memory.
+enum HTTPSMSGateway {
+    static func make(config: Config) -> CommandSMSGateway {
+        CommandSMSGateway(
+            program: helperPath, timeoutSeconds: config.smsTimeoutSeconds + 2,
+            environment: ["SMS_URL": config.smsURL, "SMS_TOKEN_FILE": config.smsTokenFile, "SMS_TIMEOUT": String(config.smsTimeoutSeconds)])
+    }
+
+    /// `authd-sms-http` beside the running authd binary (`AUTHD_SMS_HTTP` overrides).
+    static var helperPath: String {
+        if let explicit = ProcessInfo.processInfo.environment["AUTHD_SMS_HTTP"], explicit.hasPrefix("/") { return explicit }
+        let own = Syscalls.executablePath(pid: getpid()) ?? "/usr/bin/authd"
+        return Syscalls.directoryName(own) + "/authd-sms-http"
+    }
+}
+
 /// `command`: runs a configured program with the number in `SMS_TO` and the text on stdin;
 /// exit status 0 means delivered. Nothing of the text reaches the program's arguments (which
 /// every local user can read in /proc) or authd's log.
 struct CommandSMSGateway: SMSGateway {
     let program: String
     let timeoutSeconds: Int
+    /// Extra environment for the program (the http backend's settings).
+    var environment: [String: String] = [:]
 
     func send(_ text: String, to number: PhoneNumber) async throws {
         let status: Int32?
         do {
             status = try await Syscalls.spawnAndWait(
-                program, arguments: [], environment: ["SMS_TO": number.e164, "PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"],
+                program, arguments: [],
+                environment: environment.merging(["SMS_TO": number.e164, "PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"]) { _, fixed in fixed },
                 input: Array((text + "\n").utf8), timeout: .seconds(timeoutSeconds))
         } catch {
             throw SMSDeliveryFailure(description: "cannot run \(program): \(error)")

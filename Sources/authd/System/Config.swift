@@ -19,6 +19,8 @@ struct Config: Equatable, Sendable {
     var smsBackend = SMSBackend.spool
     var smsCommand = ""
     var smsTimeoutSeconds = 10
+    var smsURL = ""
+    var smsTokenFile = ""
     var codeLifetimeSeconds = 600
     var resendDelaySeconds = 60
     var sessionIdleSeconds = 3600
@@ -29,7 +31,7 @@ struct Config: Equatable, Sendable {
     var loginsPerMinute = 30
 
     enum LogTarget: String, Sendable { case auto, journal, stderr }
-    enum SMSBackend: String, Sendable { case spool, command }
+    enum SMSBackend: String, Sendable { case spool, command, http }
     /// What a sign-in on one device too many does: refuse it, or end the least recently used
     /// device's sessions to make room.
     enum DevicePolicy: String, Sendable { case deny, replaceOldest = "replace_oldest" }
@@ -98,6 +100,9 @@ struct Config: Equatable, Sendable {
         if config.smsBackend == .command && config.smsCommand.isEmpty {
             throw ConfigError(file: file, line: backendLine, reason: "sms.backend = command needs sms.command (the program to run)")
         }
+        if config.smsBackend == .http && config.smsURL.isEmpty {
+            throw ConfigError(file: file, line: backendLine, reason: "sms.backend = http needs sms.url (the gateway to POST to)")
+        }
         if config.sessionIdleSeconds > config.sessionLifetimeSeconds {
             throw ConfigError(file: file, line: 0, reason: "accounts.session_idle (\(config.sessionIdleSeconds)s) is longer than accounts.session_lifetime (\(config.sessionLifetimeSeconds)s)")
         }
@@ -124,6 +129,8 @@ struct Config: Equatable, Sendable {
         if smsBackend != old.smsBackend { changed.append("sms.backend") }
         if smsCommand != old.smsCommand { changed.append("sms.command") }
         if smsTimeoutSeconds != old.smsTimeoutSeconds { changed.append("sms.timeout") }
+        if smsURL != old.smsURL { changed.append("sms.url") }
+        if smsTokenFile != old.smsTokenFile { changed.append("sms.token_file") }
         if codeLifetimeSeconds != old.codeLifetimeSeconds { changed.append("accounts.code_lifetime") }
         if resendDelaySeconds != old.resendDelaySeconds { changed.append("accounts.resend_delay") }
         if sessionIdleSeconds != old.sessionIdleSeconds { changed.append("accounts.session_idle") }
@@ -176,7 +183,7 @@ struct Config: Equatable, Sendable {
         "sms": [
             "backend": { config, value throws(ValueError) in
                 guard let backend = SMSBackend(rawValue: value) else {
-                    throw ValueError(message: "must be spool or command (the http backend is not available yet)")
+                    throw ValueError(message: "must be spool, command or http")
                 }
                 config.smsBackend = backend
             },
@@ -186,6 +193,18 @@ struct Config: Equatable, Sendable {
             },
             "timeout": { config, value throws(ValueError) in
                 config.smsTimeoutSeconds = try duration(value, in: 1...120)
+            },
+            "url": { config, value throws(ValueError) in
+                let lower = value.lowercased()
+                let loopback = lower.hasPrefix("http://127.") || lower.hasPrefix("http://localhost") || lower.hasPrefix("http://[::1]")
+                guard lower.hasPrefix("https://") || loopback, value.utf8.count < 2048, !value.contains(" ") else {
+                    throw ValueError(message: "must be an https:// URL (http:// only to a loopback address: the request carries a bearer token)")
+                }
+                config.smsURL = value
+            },
+            "token_file": { config, value throws(ValueError) in
+                guard value.hasPrefix("/") else { throw ValueError(message: "must be an absolute path to a file holding the bearer token") }
+                config.smsTokenFile = value
             },
         ],
         "accounts": [
