@@ -79,7 +79,8 @@ struct LoginTests {
         let client = try daemon.connect()
         let first = try Self.register(daemon, client, phone: "+37251234567", password: "a long enough passphrase")
         let token = try #require(first["session"]?["token"])
-        #expect(try client.call("account.profile.set", ["session": token, "password": "another long passphrase"]).errorReason == "auth.failed")
+        #expect(try client.call("account.profile.set", ["session": token, "password": "another long passphrase"]).errorReason == "rpc.invalid_params")
+        #expect(try client.call("account.profile.set", ["session": token, "password": "another long passphrase", "current_password": "wrong one"]).errorReason == "auth.failed")
         #expect(try client.call("account.profile.set", ["session": token, "email": "not an email"]).errorReason == "email.invalid")
         let updated = try client.result("account.profile.set", ["session": token, "password": "another long passphrase",
                                                                  "current_password": "a long enough passphrase", "email": "new@example.org"])
@@ -314,5 +315,51 @@ struct DevicePolicyTests {
         #expect(try login("desktop").errorReason == "device.limit_reached")
         #expect(try client.result("device.list", ["session": tablet])["limit"] == 1)
         #expect(try client.call("admin.accounts.set", ["account": "+37251234567", "device_policy": "random"]).errorReason == "rpc.invalid_params")
+    }
+}
+
+@Suite("Guessing through side doors")
+struct SideDoorTests {
+    @Test("wrong codes at the number's hourly send limit still count: the flow ends instead of erroring forever")
+    func otpAtSendLimit() throws {
+        let daemon = try DaemonHarness()
+        try daemon.start()
+        let client = try daemon.connect()
+        _ = try LoginTests.register(daemon, client, phone: "+37251234567", password: "a long enough passphrase")  // 1 send
+        for _ in 0..<3 { _ = try client.result("auth.otp.start", ["phone": "+37251234567"]) }                        // 4 sends
+        let flow = try #require(try client.result("auth.otp.start", ["phone": "+37251234567"])["flow"])              // 5 sends
+        let code = try RegistrationTests.spooledCode(daemon, to: "+37251234567")
+        let wrong = code == "000000" ? "111111" : "000000"
+        #expect(try client.call("auth.otp.verify", ["flow": flow, "code": .string(wrong)]).errorReason == "otp.attempts_exhausted")
+        #expect(try client.call("auth.otp.verify", ["flow": flow, "code": .string(code)]).errorReason == "otp.attempts_exhausted")
+    }
+
+    @Test("wrong current passwords in account.profile.set count toward the lockout")
+    func profileGuessing() throws {
+        let daemon = try DaemonHarness()
+        try daemon.start()
+        let client = try daemon.connect()
+        let token = try #require(try LoginTests.register(daemon, client, phone: "+37251234567", password: "a long enough passphrase")["session"]?["token"])
+        var reasons: [String] = []
+        for _ in 0..<5 {
+            reasons.append(try client.call("account.profile.set", ["session": token, "password": "another long passphrase", "current_password": "guess guess"]).errorReason ?? "?")
+        }
+        #expect(reasons.last == "account.locked")
+        #expect(try client.call("auth.login", ["login": "+37251234567", "password": "a long enough passphrase"]).errorReason == "account.locked")
+    }
+
+    @Test("a known device whose sessions all ended counts again when it comes back")
+    func returningDevice() throws {
+        let daemon = try DaemonHarness()
+        try daemon.start()
+        let client = try daemon.connect()
+        let laptop = try #require(try LoginTests.register(daemon, client, phone: "+37251234567", password: "a long enough passphrase", device: "laptop")["session"]?["token"])
+        func login(_ device: String) throws -> JSONValue {
+            try client.call("auth.login", ["login": "+37251234567", "password": "a long enough passphrase", "device": ["key": .string(device)]])
+        }
+        _ = try #require(try login("phone")["result"])
+        _ = try client.result("auth.logout", ["session": laptop])
+        _ = try #require(try login("tablet")["result"], "the laptop's place was free")
+        #expect(try login("laptop").errorReason == "device.limit_reached")
     }
 }

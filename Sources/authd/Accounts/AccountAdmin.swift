@@ -18,26 +18,18 @@ struct AccountAdmin: Sendable {
     }
 
     func deactivate(_ params: AccountDeactivate.Params, sessions: SessionService, login: Login) async throws -> AccountDeactivate.Result {
-        struct Hashes: Sendable { let account: String; let password, pin: String? }
-        let hashes = try await sessions.withSession(params.session) { database, session in
-            try database.queryOne("SELECT id, password_hash, pin_hash FROM accounts WHERE id = ?", [.text(session.accountID)]) {
-                Hashes(account: $0.text(0), password: $0.optionalText(1), pin: $0.optionalText(2))
-            }!
-        }
-        // Re-authentication: the password or the PIN, whichever the caller gives.
-        var proven = false
-        if let password = params.password, let hash = hashes.password {
-            proven = try await Argon2id.verifyOffPool(SecretBytes(Array(password.utf8)), against: hash)
-        } else if let pin = params.pin, let hash = hashes.pin {
-            proven = try await Argon2id.verifyOffPool(SecretBytes(Array(pin.utf8)), against: hash)
-            if !proven { try await login.recordPINFailure(hashes.account) }
-        } else if params.password == nil && params.pin == nil {
+        let account = try await sessions.withSession(params.session) { _, session in session.accountID }
+        // Re-authentication with the password or the PIN, under the same locks as sign-in.
+        if let password = params.password {
+            try await login.confirmPassword(password, account: account)
+        } else if let pin = params.pin {
+            try await login.confirmPIN(pin, account: account)
+        } else {
             throw RPCError.invalidParams("Give 'password' or 'pin' to confirm the deactivation.", field: "password")
         }
-        guard proven else { throw Login.failed }
         let now = seconds
-        try await store.transaction { try Self.deactivate(in: $0, account: hashes.account, now: now) }
-        logger.notice("account deactivated by its owner", [("AUTHD_ACCOUNT", hashes.account)])
+        try await store.transaction { try Self.deactivate(in: $0, account: account, now: now) }
+        logger.notice("account deactivated by its owner", [("AUTHD_ACCOUNT", account)])
         return .init(deactivated: true)
     }
 

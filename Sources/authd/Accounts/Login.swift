@@ -113,11 +113,49 @@ struct Login: Sendable {
                     [.text(flow), .text(candidate.id), .text(device.key), .text(device.name), .integer(nowSeconds + Self.secondStepSeconds)])
                 return LoginStep(flow: flow, next: "pin")
             }
-            let session = try SessionStore.create(in: database, account: candidate.id, device: device, amr: ["pwd"], limit: config.deviceLimit, policy: config.devicePolicy,
+            let session = try SessionStore.create(in: database, account: candidate.id, device: device, amr: ["pwd"], limit: config.deviceLimit, policy: config.devicePolicy, idle: Int64(config.sessionIdleSeconds),
                                                   now: nowSeconds, lifetime: Int64(config.sessionLifetimeSeconds))
             return LoginStep(account: AccountInfo(id: candidate.id, phone: candidate.phone, email: candidate.email, hasPassword: true), session: session)
         }
         return step
+    }
+
+    // MARK: Confirming secrets for sensitive changes
+
+    /// Checks the password of a signed-in account before a sensitive change (profile, PIN,
+    /// deactivation) exactly as sign-in does: refused while locked, failures counted toward
+    /// the lock and padded. A session must not be a way around the lockout.
+    func confirmPassword(_ password: String, account: String) async throws {
+        try await padded {
+            let (hash, lockedUntil) = try await store.read { database in
+                try database.queryOne("SELECT password_hash, locked_until FROM accounts WHERE id = ?", [.text(account)]) {
+                    ($0.optionalText(0), $0.optionalInt64(1))
+                } ?? (nil, nil)
+            }
+            if let lockedUntil, Int64(now().timeIntervalSince1970) < lockedUntil { throw Self.locked(until: lockedUntil) }
+            guard let hash else { throw Self.failed }
+            guard try await Argon2id.verifyOffPool(SecretBytes(Array(password.utf8)), against: hash) else {
+                try await recordFailure(account)
+                throw Self.failed
+            }
+        }
+    }
+
+    /// The same for the PIN, with the PIN's own lock and counters.
+    func confirmPIN(_ pin: String, account: String) async throws {
+        try await padded {
+            let (hash, lockedUntil) = try await store.read { database in
+                try database.queryOne("SELECT pin_hash, pin_locked_until FROM accounts WHERE id = ?", [.text(account)]) {
+                    ($0.optionalText(0), $0.optionalInt64(1))
+                } ?? (nil, nil)
+            }
+            if let lockedUntil, Int64(now().timeIntervalSince1970) < lockedUntil { throw Self.locked(until: lockedUntil) }
+            guard let hash else { throw RPCError.failure(Reason("twofactor.not_enabled"), "This account has no PIN second factor.") }
+            guard try await Argon2id.verifyOffPool(SecretBytes(Array(pin.utf8)), against: hash) else {
+                try await recordPINFailure(account)
+                throw Self.failed
+            }
+        }
     }
 
     /// How long a sign-in waits for its second factor.
@@ -145,13 +183,13 @@ struct Login: Sendable {
             throw Self.failed
         }
         let config = config.current
-        let device = SessionStore.DeviceIdentity(key: pending.deviceKey, name: pending.deviceName)
+        let device = SessionStore.DeviceIdentity(key: pending.deviceKey, name: pending.deviceName, nameGiven: false)
         let session = try await store.transaction { database -> SessionToken in
             // The flow is consumed: a PIN completes one sign-in.
             try database.execute("DELETE FROM login_flows WHERE id = ?", [.text(params.flow)])
             guard database.changes == 1 else { throw Self.failed }
             try database.execute("UPDATE accounts SET pin_failures = 0, pin_locked_until = NULL WHERE id = ?", [.text(pending.account)])
-            return try SessionStore.create(in: database, account: pending.account, device: device, amr: ["pwd", "pin"], limit: config.deviceLimit, policy: config.devicePolicy,
+            return try SessionStore.create(in: database, account: pending.account, device: device, amr: ["pwd", "pin"], limit: config.deviceLimit, policy: config.devicePolicy, idle: Int64(config.sessionIdleSeconds),
                                            now: nowSeconds, lifetime: Int64(config.sessionLifetimeSeconds))
         }
         return SignedIn(account: AccountInfo(id: pending.account, phone: pending.phone, email: pending.email, hasPassword: true), session: session)

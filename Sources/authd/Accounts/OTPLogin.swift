@@ -26,7 +26,14 @@ struct OTPLogin: Sendable {
             try Registration.insert(challenge, into: database)
             try database.execute("INSERT INTO sms_sends (phone, at) VALUES (?, ?)", [.text(phone.e164), .integer(now)])
         }
-        if exists { try await phones.deliver(code: code, to: phone, flow: challenge) }
+        if exists {
+            do {
+                try await phones.deliver(code: code, to: phone, flow: challenge)
+            } catch {
+                // Saying sms.undeliverable only for numbers with an account would tell who has
+                // one; the failure is in the log, and the user can start again.
+            }
+        }
         return phones.info(challenge, policy: policy)
     }
 
@@ -59,18 +66,20 @@ struct OTPLogin: Sendable {
                     [.text(challenge.phone)], row: { AccountInfo(id: $0.text(0), phone: $0.text(1), email: $0.optionalText(2), hasPassword: $0.int(3) != 0) })
                 else { return .refused(.failure(.otpWrong, "Wrong code.", details: ["attempts_left": 0])) }
                 try database.execute("UPDATE accounts SET failed_logins = 0, locked_until = NULL WHERE id = ?", [.text(account.id)])
-                let session = try SessionStore.create(in: database, account: account.id, device: device, amr: ["otp"], limit: config.deviceLimit, policy: config.devicePolicy,
+                let session = try SessionStore.create(in: database, account: account.id, device: device, amr: ["otp"], limit: config.deviceLimit, policy: config.devicePolicy, idle: Int64(config.sessionIdleSeconds),
                                                       now: now, lifetime: Int64(config.sessionLifetimeSeconds))
                 return .signedIn(SignedIn(account: account, session: session))
             case .wrong:
-                // A wrong code brings a fresh one at once, at most twice; then the flow ends.
-                guard challenge.resends < policy.maxResends else {
+                // A wrong code brings a fresh one at once, at most twice; then the flow ends. When
+                // no new code may be sent (the number's hourly limit), the flow ends too: the
+                // attempt must always be counted, never undone by an error.
+                let sendsThisHour = try Registration.sendsInLastHour(in: database, phone: challenge.phone, now: now)
+                guard challenge.resends < policy.maxResends, sendsThisHour < policy.maxSendsPerHour else {
                     challenge.state = .dead
                     try Registration.update(challenge, in: database)
                     return .refused(.failure(.otpAttemptsExhausted, "Wrong code again; sign in again from the start."))
                 }
-                try Registration.checkSendLimit(in: database, phone: challenge.phone, now: now, policy: policy)
-                let exists = try database.queryOne("SELECT 1 FROM accounts WHERE phone = ?", [.text(challenge.phone)]) { $0.int(0) } != nil
+                let exists = try database.queryOne("SELECT 1 FROM accounts WHERE phone = ? AND deactivated_at IS NULL", [.text(challenge.phone)]) { $0.int(0) } != nil
                 challenge.replaceCode(mac: exists ? replacementMAC : try OpenSSL.randomBytes(32), now: now, policy: policy)
                 try Registration.update(challenge, in: database)
                 try database.execute("INSERT INTO sms_sends (phone, at) VALUES (?, ?)", [.text(challenge.phone), .integer(now)])

@@ -160,7 +160,7 @@ struct Registration: Sendable {
                  passwordHash.map { .text($0) } ?? .null, .integer(now)])
             // The password was only set here, not used to sign in: the method is the code.
             let session = try SessionStore.create(in: database, account: accountID, device: device, amr: ["otp"],
-                                                  limit: config.deviceLimit, policy: config.devicePolicy, now: now, lifetime: Int64(config.sessionLifetimeSeconds))
+                                                  limit: config.deviceLimit, policy: config.devicePolicy, idle: Int64(config.sessionIdleSeconds), now: now, lifetime: Int64(config.sessionLifetimeSeconds))
             return .signedIn(SignedIn(account: AccountInfo(id: accountID, phone: challenge.phone, email: email, hasPassword: passwordHash != nil), session: session))
         }
         switch outcome {
@@ -203,6 +203,10 @@ struct Registration: Sendable {
         else { throw .failure(.emailInvalid, "That is not a usable email address.") }
         // Addresses are identities here (sign-in, uniqueness): compared lower-cased whole.
         return email.lowercased()
+    }
+
+    static func sendsInLastHour(in database: Database, phone: String, now: Int64) throws -> Int {
+        try database.queryOne("SELECT count(*) FROM sms_sends WHERE phone = ? AND at > ?", [.text(phone), .integer(now - 3600)]) { $0.int(0) } ?? 0
     }
 
     static func checkSendLimit(in database: Database, phone: String, now: Int64, policy: OTPChallenge.Policy) throws {

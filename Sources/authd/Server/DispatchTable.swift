@@ -4,7 +4,7 @@ import Protocol
 /// Each capability contributes its methods from its own folder.
 enum DispatchTable {
     /// Capabilities announced by `hello`.
-    static let features = ["auth.local", "token.verify", "keys.jwks", "admin", "audit.follow", "subscriptions", "accounts.register", "accounts.login", "sessions", "devices", "twofactor.pin", "accounts.otp_login"]
+    static let features = ["auth.local", "token.verify", "keys.jwks", "admin", "audit.follow", "subscriptions", "accounts.register", "accounts.login", "sessions", "devices", "twofactor.pin", "accounts.otp_login", "accounts.deactivate", "admin.accounts"]
 
     static func make(_ services: Services) throws -> MethodTable {
         var table = MethodTable()

@@ -25,7 +25,7 @@ extension MethodTable {
         register(AccountProfileSet.self, access: .anyone, audit: { params, result in
             ["account": .string(result.id), "email": .bool(params.email != nil), "password": .bool(params.password != nil)]
         }) { params, _ in
-            try await service.setProfile(params)
+            try await service.setProfile(params, login: login)
         }
         register(SessionList.self, access: .anyone) { params, _ in try await service.listSessions(params.session) }
         register(SessionRevoke.self, access: .anyone, audit: { params, _ in ["session": .string(params.id)] }) { params, _ in

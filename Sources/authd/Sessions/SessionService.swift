@@ -20,7 +20,7 @@ struct SessionService: Sendable {
         }
     }
 
-    func setProfile(_ params: AccountProfileSet.Params) async throws -> AccountInfo {
+    func setProfile(_ params: AccountProfileSet.Params, login: Login) async throws -> AccountInfo {
         let email = try params.email.map(Registration.normalizeEmail)
         struct Current: Sendable { let id, phone: String; let email, hash: String?; let hasPIN: Bool }
         let current = try await withSession(params.session) { database, session in
@@ -30,11 +30,13 @@ struct SessionService: Sendable {
         }
         var newHash: String?
         if let password = params.password {
-            if let existing = current.hash {
-                // Changing a password needs the current one: a stolen session must not be enough.
-                guard let old = params.currentPassword,
-                      try await Argon2id.verifyOffPool(SecretBytes(Array(old.utf8)), against: existing)
-                else { throw RPCError.failure(.authFailed, "The current password is not right.") }
+            if current.hash != nil {
+                // Changing a password needs the current one: a stolen session must not be
+                // enough, nor a way to guess it without the lockout.
+                guard let old = params.currentPassword else {
+                    throw RPCError.invalidParams("Changing the password needs 'current_password'.", field: "current_password")
+                }
+                try await login.confirmPassword(old, account: current.id)
             }
             try PasswordPolicy.check(password, hasSecondFactor: current.hasPIN, identifiers: [current.phone, email ?? current.email ?? ""])
             newHash = try await Argon2id.owasp.hashOffPool(SecretBytes(Array(password.utf8)))
@@ -89,21 +91,10 @@ struct SessionService: Sendable {
     }
 
     func disablePIN(_ params: TwoFactorPINDisable.Params, login: Login) async throws -> TwoFactorPINEnable.Result {
-        struct Hashes: Sendable { let account: String; let password, pin: String? }
-        let hashes = try await withSession(params.session) { database, session in
-            try database.queryOne("SELECT id, password_hash, pin_hash FROM accounts WHERE id = ?", [.text(session.accountID)]) {
-                Hashes(account: $0.text(0), password: $0.optionalText(1), pin: $0.optionalText(2))
-            }!
-        }
-        guard let pinHash = hashes.pin, let passwordHash = hashes.password else {
-            throw RPCError.failure(Reason("twofactor.not_enabled"), "This account has no PIN second factor.")
-        }
-        let passwordOK = try await Argon2id.verifyOffPool(SecretBytes(Array(params.password.utf8)), against: passwordHash)
-        let pinOK = try await Argon2id.verifyOffPool(SecretBytes(Array(params.pin.utf8)), against: pinHash)
-        guard passwordOK && pinOK else {
-            if !pinOK { try await login.recordPINFailure(hashes.account) }
-            throw Login.failed
-        }
+        let account = try await withSession(params.session) { _, session in session.accountID }
+        // Both, each with its own lock and counters, as at sign-in.
+        try await login.confirmPassword(params.password, account: account)
+        try await login.confirmPIN(params.pin, account: account)
         try await withSession(params.session) { database, session in
             try database.execute("UPDATE accounts SET pin_hash = NULL, pin_failures = 0, pin_locked_until = NULL WHERE id = ?", [.text(session.accountID)])
         }

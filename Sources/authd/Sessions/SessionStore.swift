@@ -13,6 +13,8 @@ enum SessionStore {
     struct DeviceIdentity: Sendable {
         let key: String
         let name: String
+        /// False when `name` is the default (the host name): it then never renames a device.
+        var nameGiven = true
 
         static func resolve(_ description: DeviceDescription?) throws(RPCError) -> DeviceIdentity {
             for (field, value) in [("device.key", description?.key), ("device.name", description?.name)] {
@@ -22,7 +24,8 @@ enum SessionStore {
                     }
                 }
             }
-            return DeviceIdentity(key: description?.key ?? "machine:\(machineKey)", name: description?.name ?? hostName)
+            return DeviceIdentity(key: description?.key ?? "machine:\(machineKey)", name: description?.name ?? hostName,
+                                  nameGiven: description?.name != nil)
         }
 
         /// A hash of /etc/machine-id (never the id itself: it is meant to stay on the machine).
@@ -43,7 +46,8 @@ enum SessionStore {
     /// `device.limit_reached` (creating nothing) when the device is new and the account already
     /// has `limit` active devices.
     static func create(in database: Database, account: String, device: DeviceIdentity, amr: [String], limit defaultLimit: Int,
-                       policy defaultPolicy: Config.DevicePolicy = .deny, now: Int64, lifetime: Int64) throws -> SessionToken {
+                       policy defaultPolicy: Config.DevicePolicy = .deny, idle: Int64 = Int64.max / 4,
+                       now: Int64, lifetime: Int64) throws -> SessionToken {
         // The account's own limit and policy, when an admin set them, win over the settings.
         let (accountLimit, accountPolicy) = try database.queryOne("SELECT device_limit, device_policy FROM accounts WHERE id = ?", [.text(account)]) {
             ($0.optionalInt64(0), $0.optionalText(1))
@@ -53,18 +57,19 @@ enum SessionStore {
         let existing = try database.queryOne(
             "SELECT id FROM devices WHERE account_id = ? AND device_key = ? AND revoked_at IS NULL",
             [.text(account), .text(device.key)]) { $0.text(0) }
+        // A device counts while it has a live session (not revoked, not past its lifetime or
+        // idle timeout): signing out everywhere on a device, or device.revoke, frees its place.
+        let liveDevices = try database.query(
+            """
+            SELECT DISTINCT d.id FROM devices d JOIN sessions s ON s.device_id = d.id
+            WHERE d.account_id = ? AND d.revoked_at IS NULL AND s.revoked_at IS NULL AND s.expires_at > ? AND s.last_used_at > ?
+            """, [.text(account), .integer(now), .integer(now &- idle)]) { $0.text(0) }
         let deviceID: String
-        if let existing {
+        if let existing, liveDevices.contains(existing) {
             deviceID = existing
-            try database.execute("UPDATE devices SET last_seen = ?, name = ? WHERE id = ?", [.integer(now), .text(device.name), .text(existing)])
+            try database.execute("UPDATE devices SET last_seen = ? WHERE id = ?", [.integer(now), .text(existing)])
         } else {
-            // A device counts while it has a live session: signing out everywhere on a device
-            // (or removing it with device.revoke) frees its place.
-            let active = try database.queryOne(
-                """
-                SELECT count(DISTINCT d.id) FROM devices d JOIN sessions s ON s.device_id = d.id
-                WHERE d.account_id = ? AND d.revoked_at IS NULL AND s.revoked_at IS NULL AND s.expires_at > ?
-                """, [.text(account), .integer(now)]) { $0.int(0) } ?? 0
+            let active = liveDevices.count
             if active >= limit && policy == .replaceOldest {
                 // End the sessions of the least recently used devices until there is room.
                 let oldest = try database.query(
@@ -81,10 +86,19 @@ enum SessionStore {
                     "This account is already signed in on \(active) device\(active == 1 ? "" : "s"), its limit; sign out on one of them or remove it (device.revoke) first.",
                     details: ["limit": .integer(Int64(limit))])
             }
-            deviceID = "dev_" + Base64URL.encode(try OpenSSL.randomBytes(12))
-            try database.execute(
-                "INSERT INTO devices (id, account_id, device_key, name, first_seen, last_seen) VALUES (?, ?, ?, ?, ?, ?)",
-                [.text(deviceID), .text(account), .text(device.key), .text(device.name), .integer(now), .integer(now)])
+            if let existing {
+                // A known device coming back after all its sessions ended counts again.
+                deviceID = existing
+                try database.execute("UPDATE devices SET last_seen = ? WHERE id = ?", [.integer(now), .text(existing)])
+            } else {
+                deviceID = "dev_" + Base64URL.encode(try OpenSSL.randomBytes(12))
+                try database.execute(
+                    "INSERT INTO devices (id, account_id, device_key, name, first_seen, last_seen) VALUES (?, ?, ?, ?, ?, ?)",
+                    [.text(deviceID), .text(account), .text(device.key), .text(device.name), .integer(now), .integer(now)])
+            }
+        }
+        if device.nameGiven {
+            try database.execute("UPDATE devices SET name = ? WHERE id = ?", [.text(device.name), .text(deviceID)])
         }
         var raw = try OpenSSL.randomBytes(32)
         defer { OpenSSL.wipe(&raw) }
