@@ -78,12 +78,14 @@ extension Command {
         options: [sessionFileOption]
     ) { invocation throws(CLIError) in
         let token = try SessionFile.load(invocation)
-        defer { SessionFile.remove(invocation) }
         do throws(CLIError) {
             _ = try invocation.connect().call(AuthLogout.self, .init(session: token))
         } catch where error.exitCode == .notLoggedIn {
             // Already ended in authd: removing the local copy is all that is left to do.
         }
+        // Only now: if authd could not be reached, the session is still live and the file is
+        // the only way to end it later.
+        SessionFile.remove(invocation)
         if !invocation.global.json { Output.line("logged out") }
         return .ok
     }

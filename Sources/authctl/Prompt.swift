@@ -34,11 +34,14 @@ enum Prompt {
         if secret && canHide {
             var quiet = saved
             quiet.c_lflag &= ~tcflag_t(ECHO)
+            // Ctrl-C while echo is off must not leave the terminal silent.
+            TerminalGuard.arm(fd: tty, settings: saved)
             tcsetattr(tty, TCSAFLUSH, &quiet)
         }
         defer {
             if secret && canHide {
                 tcsetattr(tty, TCSAFLUSH, &saved)
+                TerminalGuard.disarm()
                 _ = write(tty, "\n", 1)
             }
         }
@@ -56,6 +59,32 @@ enum Prompt {
     }
 }
 
+/// Restores the terminal's settings if SIGINT or SIGTERM arrives while a secret is being typed
+/// with echo off, then exits with 130 like an interrupted shell command.
+enum TerminalGuard {
+    // Written before the handler is installed and only read inside it: the handler can run
+    // only between arm and disarm, on this single-threaded CLI.
+    nonisolated(unsafe) static var fd: Int32 = -1
+    nonisolated(unsafe) static var settings = termios()
+
+    static func arm(fd: Int32, settings: termios) {
+        Self.fd = fd
+        Self.settings = settings
+        for number in [SIGINT, SIGTERM] {
+            signal(number) { _ in
+                tcsetattr(TerminalGuard.fd, TCSAFLUSH, &TerminalGuard.settings)
+                _ = write(TerminalGuard.fd, "\n", 1)
+                _exit(130)
+            }
+        }
+    }
+
+    static func disarm() {
+        signal(SIGINT, SIG_DFL)
+        signal(SIGTERM, SIG_DFL)
+    }
+}
+
 /// Where authctl keeps the session token between commands: a 0600 file in
 /// `$XDG_STATE_HOME/authctl/session` (or `--session-file`). The daemon stores only its hash.
 enum SessionFile {
@@ -70,7 +99,8 @@ enum SessionFile {
     static func save(_ token: String, invocation: Invocation) throws(CLIError) {
         let path = path(invocation)
         let directory = (path as NSString).deletingLastPathComponent
-        mkdir((directory as NSString).deletingLastPathComponent, 0o755)
+        // Parents as a fresh home may lack them (~/.local/state), the last one private.
+        try? FileManager.default.createDirectory(atPath: (directory as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
         mkdir(directory, 0o700)
         let temporary = path + ".new"
         unlink(temporary)
