@@ -304,6 +304,9 @@ struct DevicePolicyTests {
         func login(_ device: String) throws -> JSONValue {
             try client.call("auth.login", ["login": "+37251234567", "password": "a long enough passphrase", "device": ["key": .string(device)]])
         }
+        // Use times have whole-second resolution: one second later, the phone is unambiguously
+        // the more recently used device.
+        sleep(1)
         let phone = try #require(try login("phone")["result"]?["session"]?["token"])
         _ = try client.result("session.get", ["session": phone])  // the phone is now more recently used than the laptop
         let tablet = try #require(try login("tablet")["result"]?["session"]?["token"])

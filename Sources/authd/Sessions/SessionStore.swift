@@ -76,7 +76,7 @@ enum SessionStore {
                     """
                     SELECT d.id FROM devices d JOIN sessions s ON s.device_id = d.id
                     WHERE d.account_id = ? AND d.revoked_at IS NULL AND s.revoked_at IS NULL AND s.expires_at > ?
-                    GROUP BY d.id ORDER BY max(s.last_used_at), d.first_seen LIMIT ?
+                    GROUP BY d.id ORDER BY max(s.last_used_at), max(s.created_at), d.rowid LIMIT ?
                     """, [.text(account), .integer(now), .integer(Int64(active - limit + 1))]) { $0.text(0) }
                 for id in oldest {
                     try database.execute("UPDATE sessions SET revoked_at = ? WHERE device_id = ? AND revoked_at IS NULL", [.integer(now), .text(id)])
