@@ -270,8 +270,9 @@ public enum AuthLoginPIN: RPCMethod {
 
     public struct Params: Codable, Sendable, Equatable {
         public var flow: String
-        public var pin: String
-        public init(flow: String, pin: String) {
+        /// Absent or empty answers `auth.failed`, like a wrong PIN.
+        public var pin: String?
+        public init(flow: String, pin: String?) {
             self.flow = flow
             self.pin = pin
         }

@@ -30,7 +30,7 @@ extension Command {
         var codeJustSent = true
         while true {
             if codeJustSent {
-                Output.error("A \(flow.codeLength)-digit code was sent to \(flow.phone); it expires at \(flow.expiresAt).")
+                Output.error("A \(flow.codeLength)-digit code was sent to \(flow.phone); \(timeLeft(until: flow.expiresAt)).")
                 codeJustSent = false
             }
             let answer = try Prompt.answer(invocation, fdOption: "code-fd",
@@ -89,4 +89,12 @@ extension Command {
         if !invocation.global.json { Output.line("logged out") }
         return .ok
     }
+}
+
+/// "it expires in 9 min 58 s" from an RFC 3339 time, or the time itself if it cannot be read.
+func timeLeft(until timestamp: String) -> String {
+    guard let date = ISO8601DateFormatter().date(from: timestamp) else { return "it expires at \(timestamp)" }
+    let seconds = Int(date.timeIntervalSinceNow.rounded())
+    if seconds <= 0 { return "it has expired" }
+    return "it expires in " + (seconds >= 60 ? "\(seconds / 60) min \(seconds % 60) s" : "\(seconds) s")
 }

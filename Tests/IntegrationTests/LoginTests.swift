@@ -133,6 +133,7 @@ struct PINTests {
         let flow = try #require(step["flow"])
         #expect(try client.call("auth.login.pin", ["flow": flow, "pin": "000000"]).errorReason == "auth.failed")
         #expect(try client.call("auth.login.pin", ["flow": flow, "pin": "abc"]).errorReason == "auth.failed")
+        #expect(try client.call("auth.login.pin", ["flow": flow]).errorReason == "auth.failed", "a missing PIN is a failed PIN")
         let signedIn = try client.result("auth.login.pin", ["flow": flow, "pin": "480913"])
         #expect(try client.result("session.get", ["session": signedIn["session"]!["token"]!])["amr"] == ["pwd", "pin"])
         #expect(try client.call("auth.login.pin", ["flow": flow, "pin": "480913"]).errorReason == "auth.failed", "a flow completes once")

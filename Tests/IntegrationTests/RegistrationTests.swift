@@ -258,7 +258,7 @@ struct RegistrationTests {
         process.waitUntilExit()
         #expect(process.terminationStatus == 0, "\(stderr)")
         #expect(stdout.hasPrefix("registered +37251234567 as acc_"))
-        #expect(stderr.contains("A 6-digit code was sent to +37251234567"))
+        #expect(stderr.contains("A 6-digit code was sent to +37251234567; it expires in ") && stderr.contains(" min "))
         var info = stat()
         #expect(stat(sessionFile, &info) == 0 && info.st_mode & 0o777 == 0o600)
         let whoami = try daemon.authctl(["whoami", "--session-file", sessionFile])

@@ -177,8 +177,8 @@ struct Login: Sendable {
         }
         guard let pending, let pinHash = pending.pinHash else { throw Self.failed }
         if let until = pending.pinLockedUntil, nowSeconds < until { throw Self.locked(until: until) }
-        guard params.pin.count == PINPolicy.length, params.pin.allSatisfy({ $0.isASCII && $0.isNumber }) else { throw Self.failed }
-        guard try await Argon2id.verifyOffPool(SecretBytes(Array(params.pin.utf8)), against: pinHash) else {
+        guard let pin = params.pin, pin.count == PINPolicy.length, pin.allSatisfy({ $0.isASCII && $0.isNumber }) else { throw Self.failed }
+        guard try await Argon2id.verifyOffPool(SecretBytes(Array(pin.utf8)), against: pinHash) else {
             try await recordPINFailure(pending.account)
             throw Self.failed
         }
