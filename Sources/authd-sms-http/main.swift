@@ -22,7 +22,8 @@ guard let urlText = environment["SMS_URL"], let url = URL(string: urlText), let 
     fail("SMS_URL must be an absolute URL")
 }
 // A bearer token must not travel in clear text, except to this machine (tests, local relays).
-let loopback = host == "localhost" || host.hasPrefix("127.") || host == "::1" || host == "[::1]"
+let loopback = host == "localhost" || host == "::1" || host == "[::1]"
+    || (host.hasPrefix("127.") && host.split(separator: ".").count == 4 && host.split(separator: ".").allSatisfy { UInt8($0) != nil })
 guard scheme == "https" || (scheme == "http" && loopback) else { fail("SMS_URL must use https (http only to a loopback address)") }
 let timeout = Double(environment["SMS_TIMEOUT"] ?? "10") ?? 10
 var text = String(decoding: FileHandle.standardInput.readDataToEndOfFile(), as: UTF8.self)

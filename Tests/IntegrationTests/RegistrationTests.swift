@@ -303,9 +303,9 @@ struct RegistrationTests {
         #expect(!daemon.log.contains("s3cret-token"))
     }
 
-    @Test("the http backend refuses clear-text URLs to other hosts")
-    func httpNeedsTLS() throws {
-        let daemon = try DaemonHarness(config: "[sms]\nbackend = http\nurl = http://sms.example.com/send\n")
+    @Test("the http backend refuses clear-text URLs to other hosts", arguments: ["http://sms.example.com/send", "http://localhost.evil.example/send", "http://127.0.0.1.evil.example/"])
+    func httpNeedsTLS(url: String) throws {
+        let daemon = try DaemonHarness(config: "[sms]\nbackend = http\nurl = \(url)\n")
         #expect(throws: HarnessError.self) { try daemon.start() }
         #expect(daemon.log.contains("sms.url: must be an https:// URL"))
     }

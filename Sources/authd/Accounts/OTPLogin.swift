@@ -101,7 +101,9 @@ struct OTPLogin: Sendable {
         case .refused(let error):
             throw error
         case .resend(let challenge, let error):
-            try await phones.deliver(code: replacementCode, to: try PhoneNumber.parse(challenge.phone, region: nil), flow: challenge)
+            // A failed delivery answers exactly like a sent code (see start): the caller must not
+            // learn from it that the number has an account. The failure is logged.
+            _ = try? await phones.deliver(code: replacementCode, to: try PhoneNumber.parse(challenge.phone, region: nil), flow: challenge)
             throw error
         }
     }

@@ -195,9 +195,12 @@ struct Config: Equatable, Sendable {
                 config.smsTimeoutSeconds = try duration(value, in: 1...120)
             },
             "url": { config, value throws(ValueError) in
-                let lower = value.lowercased()
-                let loopback = lower.hasPrefix("http://127.") || lower.hasPrefix("http://localhost") || lower.hasPrefix("http://[::1]")
-                guard lower.hasPrefix("https://") || loopback, value.utf8.count < 2048, !value.contains(" ") else {
+                let url = URL(string: value)
+                let scheme = url?.scheme?.lowercased()
+                let host = url?.host?.lowercased() ?? ""
+                let loopback = host == "localhost" || host == "::1" || host == "[::1]"
+                    || (host.hasPrefix("127.") && host.split(separator: ".").count == 4 && host.split(separator: ".").allSatisfy { UInt8($0) != nil })
+                guard !host.isEmpty, scheme == "https" || (scheme == "http" && loopback), value.utf8.count < 2048, !value.contains(" ") else {
                     throw ValueError(message: "must be an https:// URL (http:// only to a loopback address: the request carries a bearer token)")
                 }
                 config.smsURL = value
