@@ -473,16 +473,8 @@ public enum AuthToken: RPCMethod {
 /// number has an account (no enumeration): a number without one simply never gets a code.
 public enum AuthOTPStart: RPCMethod {
     public static let name = "auth.otp.start"
-
-    public struct Params: Codable, Sendable, Equatable {
-        public var phone: String
-        public var region: String?
-        public init(phone: String, region: String? = nil) {
-            self.phone = phone
-            self.region = region
-        }
-    }
-
+    /// The same as registration's: `phone` and the optional `region`.
+    public typealias Params = AccountRegisterStart.Params
     public typealias Result = OTPFlowInfo
 }
 
