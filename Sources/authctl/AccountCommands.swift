@@ -55,6 +55,13 @@ extension Command {
                 return .ok
             } catch where error.reason == "otp.wrong" && invocation.value("code-fd") == nil {
                 Output.error(error.line)
+            } catch where error.reason == "password.weak" && invocation.value("password-fd") == nil && invocation.value("code-fd") == nil {
+                // The daemon kept the flow open: ask for another password, then the code again.
+                Output.error(error.line)
+                password = try Prompt.ask("New password: ", secret: true)
+                if try Prompt.ask("Repeat the password: ", secret: true) != password {
+                    throw CLIError(message: "the passwords differ", reason: nil, exitCode: .usage)
+                }
             }
         }
     }
@@ -86,7 +93,7 @@ extension Command {
         // Only now: if authd could not be reached, the session is still live and the file is
         // the only way to end it later.
         SessionFile.remove(invocation)
-        if !invocation.global.json { Output.line("logged out") }
+        if invocation.global.json { Output.json(["logged_out": true]) } else { Output.line("logged out") }
         return .ok
     }
 }

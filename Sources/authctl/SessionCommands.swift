@@ -68,13 +68,13 @@ extension Command {
         case "enable":
             let pin = try Prompt.answer(invocation, fdOption: "pin-fd", question: "New 6-digit PIN: ", secret: true)
             let confirm = try Prompt.answer(invocation, fdOption: "pin-fd", question: "Repeat the PIN: ", secret: true)
-            _ = try connection.call(TwoFactorPINEnable.self, .init(session: token, pin: pin, confirm: confirm))
-            Output.line("PIN second factor on")
+            let result = try connection.call(TwoFactorPINEnable.self, .init(session: token, pin: pin, confirm: confirm))
+            if invocation.global.json { Output.json(result) } else { Output.line("PIN second factor on") }
         case "disable":
             let password = try Prompt.answer(invocation, fdOption: "password-fd", question: "Password: ", secret: true)
             let pin = try Prompt.answer(invocation, fdOption: "pin-fd", question: "PIN: ", secret: true)
-            _ = try connection.call(TwoFactorPINDisable.self, .init(session: token, password: password, pin: pin))
-            Output.line("PIN second factor off")
+            let result = try connection.call(TwoFactorPINDisable.self, .init(session: token, password: password, pin: pin))
+            if invocation.global.json { Output.json(result) } else { Output.line("PIN second factor off") }
         default:
             throw .usage("2fa takes enable or disable")
         }
@@ -90,8 +90,8 @@ extension Command {
         let connection = try invocation.connect()
         if invocation.positionals.first == "revoke" {
             guard invocation.positionals.count == 2 else { throw .usage("sessions revoke needs a session ID") }
-            _ = try connection.call(SessionRevoke.self, .init(session: token, id: invocation.positionals[1]))
-            Output.line("session \(invocation.positionals[1]) ended")
+            let result = try connection.call(SessionRevoke.self, .init(session: token, id: invocation.positionals[1]))
+            if invocation.global.json { Output.json(result) } else { Output.line("session \(invocation.positionals[1]) ended") }
             return .ok
         }
         guard invocation.positionals.isEmpty else { throw .usage("sessions takes nothing or 'revoke ID'") }
@@ -112,8 +112,8 @@ extension Command {
         let connection = try invocation.connect()
         if invocation.positionals.first == "revoke" {
             guard invocation.positionals.count == 2 else { throw .usage("devices revoke needs a device ID") }
-            _ = try connection.call(DeviceRevoke.self, .init(session: token, id: invocation.positionals[1]))
-            Output.line("device \(invocation.positionals[1]) removed")
+            let result = try connection.call(DeviceRevoke.self, .init(session: token, id: invocation.positionals[1]))
+            if invocation.global.json { Output.json(result) } else { Output.line("device \(invocation.positionals[1]) removed") }
             return .ok
         }
         guard invocation.positionals.isEmpty else { throw .usage("devices takes nothing or 'revoke ID'") }
@@ -159,9 +159,9 @@ extension Command {
         } else {
             params = .init(session: token, password: try Prompt.answer(invocation, fdOption: "password-fd", question: "Password: ", secret: true))
         }
-        _ = try invocation.connect().call(AccountDeactivate.self, params)
+        let result = try invocation.connect().call(AccountDeactivate.self, params)
         SessionFile.remove(invocation)
-        Output.line("account deactivated")
+        if invocation.global.json { Output.json(result) } else { Output.line("account deactivated") }
         return .ok
     }
 

@@ -261,7 +261,7 @@ struct AuthctlAccountTests {
         #expect(try daemon.authctl(["devices"] + file).stdout.hasPrefix("device limit: 2"))
         let token = try daemon.authctl(["token", "account", "--aud", "org.example.bank"] + file)
         #expect(token.status == 0 && token.stdout.split(separator: ".").count == 3)
-        #expect(try daemon.authctl(["2fa", "disable", "--password-fd", "0", "--pin-fd", "0"] + file, stdin: "a long enough passphrase\n480913\n").stdout == "PIN second factor off\n")
+        #expect(try daemon.authctl(["2fa", "disable", "--json", "--password-fd", "0", "--pin-fd", "0"] + file, stdin: "a long enough passphrase\n480913\n").stdout == "{\"enabled\":false}\n")
         let list = try daemon.authctl(["admin", "accounts", "list"])
         #expect(list.stdout.contains("+37251234567"))
         #expect(try daemon.authctl(["account", "deactivate", "--password-fd", "0"] + file, stdin: "a long enough passphrase\n").stdout == "account deactivated\n")
