@@ -1,4 +1,5 @@
-import FoundationEssentials
+import Foundation
+import Glibc
 import Protocol
 import Testing
 @testable import authd
@@ -212,5 +213,49 @@ struct RateLimiterTests {
         clock.advance(6)
         try limiter.take(.registerStart, uid: 1000)
         #expect(throws: RPCError.failure(.rateLimited, "")) { try limiter.take(.registerStart, uid: 1000) }
+    }
+}
+
+@Suite("Maintenance")
+struct MaintenanceTests {
+    @Test("expired flows, old send records, abandoned steps, long-ended sessions and old spool files go; live ones stay")
+    func purge() async throws {
+        let directory = TemporaryDirectory()
+        let store = try Store(path: directory.path + "/m.db")
+        let now: Int64 = 2_000_000
+        try await store.transaction { database in
+            try database.execute("INSERT INTO accounts (id, phone, phone_verified_at, created_at) VALUES ('a', '+37251234567', 1, 1)")
+            try database.execute("INSERT INTO devices (id, account_id, device_key, name, first_seen, last_seen) VALUES ('d', 'a', 'k', 'n', 1, 1)")
+            for (id, expires) in [("old", now - 90_000), ("fresh", now + 60)] {
+                try database.execute(
+                    "INSERT INTO otp_flows (id, purpose, phone, code_mac, code_deliverable, created_at, expires_at, resend_after, resends, attempts_left, state) VALUES (?, 'login', '+37251234567', x'00', 1, 0, ?, 0, 0, 5, 'open')",
+                    [.text(id), .integer(expires)])
+            }
+            try database.execute("INSERT INTO sms_sends (phone, at) VALUES ('+37251234567', ?), ('+37251234567', ?)", [.integer(now - 4000), .integer(now - 10)])
+            try database.execute("INSERT INTO login_flows (id, account_id, device_key, device_name, next, expires_at) VALUES ('l1', 'a', 'k', 'n', 'pin', ?), ('l2', 'a', 'k', 'n', 'pin', ?)",
+                                 [.integer(now - 1), .integer(now + 100)])
+            for (id, hash, revoked, expires) in [("s-old", "01", now - 8 * 86400, now + 100), ("s-live", "02", nil, now + 100), ("s-recent", "03", now - 10, now + 100)] as [(String, String, Int64?, Int64)] {
+                try database.execute(
+                    "INSERT INTO sessions (id, account_id, device_id, token_hash, amr, created_at, last_used_at, expires_at, revoked_at) VALUES (?, 'a', 'd', ?, '[]', 0, 0, ?, ?)",
+                    [.text(id), .blob(Array(hash.utf8)), .integer(expires), revoked.map { .integer($0) } ?? .null])
+            }
+        }
+        let spool = directory.path + "/sms-spool"
+        try FileManager.default.createDirectory(atPath: spool, withIntermediateDirectories: true)
+        FileManager.default.createFile(atPath: spool + "/old.sms", contents: Data("code".utf8))
+        FileManager.default.createFile(atPath: spool + "/new.sms", contents: Data("code".utf8))
+        var times = [timespec(tv_sec: Int(now - 2 * 86400), tv_nsec: 0), timespec(tv_sec: Int(now - 2 * 86400), tv_nsec: 0)]
+        utimensat(AT_FDCWD, spool + "/old.sms", &times, 0)
+        var recent = [timespec(tv_sec: Int(now - 60), tv_nsec: 0), timespec(tv_sec: Int(now - 60), tv_nsec: 0)]
+        utimensat(AT_FDCWD, spool + "/new.sms", &recent, 0)
+
+        let purged = try await Maintenance.purge(store: store, spoolDirectory: spool, now: now)
+        #expect(purged == Maintenance.Purged(flows: 1, sends: 1, loginFlows: 1, sessions: 1, spoolFiles: 1))
+        let left = try await store.read { database in
+            (try database.query("SELECT id FROM otp_flows") { $0.text(0) }, try database.query("SELECT id FROM sessions ORDER BY id") { $0.text(0) })
+        }
+        #expect(left.0 == ["fresh"])
+        #expect(left.1 == ["s-live", "s-recent"])
+        #expect(try FileManager.default.contentsOfDirectory(atPath: spool) == ["new.sms"])
     }
 }

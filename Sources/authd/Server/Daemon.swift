@@ -12,6 +12,7 @@ final class Daemon: @unchecked Sendable {
     private var services: Services!
     private var dispatcher: Dispatcher!
     private var listener: Listener!
+    private var maintenance: Task<Void, Never>?
 
     private init(options: DaemonOptions, logger: Logger) {
         self.options = options
@@ -88,6 +89,7 @@ final class Daemon: @unchecked Sendable {
         let (fd, boundPath) = try openListeningSocket()
         listener = Listener(fd: fd, socketPath: boundPath, dispatcher: dispatcher)
         listener.start()
+        maintenance = Maintenance.schedule(store: store, spoolDirectory: options.stateDirectory + "/sms-spool", logger: logger, now: now)
         let elapsed = Date().timeIntervalSince(started)
         logger.notice("authd \(DaemonVersion.string) ready in \(options.mode.rawValue) mode on \(options.socketPath)", [
             ("AUTHD_SOCKET", options.socketPath), ("AUTHD_STATE_DIR", options.stateDirectory),
@@ -138,6 +140,7 @@ final class Daemon: @unchecked Sendable {
     /// close connections, fold the WAL back. Exit status is 0 either way.
     private func shutdown() async {
         Systemd.notify("STOPPING=1\nSTATUS=Stopping")
+        maintenance?.cancel()
         logger.notice("stopping: finishing in-flight requests")
         listener.stop()
         let connections = services.connections
