@@ -40,6 +40,4 @@ struct MethodTable: Sendable {
             return Invocation(result: result, auditDetail: audit?(params, result) ?? [:])
         }
     }
-
-    var methodNames: [String] { entries.keys.sorted() }
 }

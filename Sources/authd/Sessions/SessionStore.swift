@@ -5,10 +5,6 @@ import Protocol
 /// Sessions and devices: opaque 256-bit bearer tokens stored as SHA-256 hashes, each bound to a
 /// device record, with an idle timeout and a maximum lifetime.
 enum SessionStore {
-    struct Issued: Sendable {
-        let token: SessionToken
-    }
-
     /// The device a new session will be bound to: the caller's description, or this machine.
     struct DeviceIdentity: Sendable {
         let key: String

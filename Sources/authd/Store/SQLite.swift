@@ -129,9 +129,6 @@ final class Database {
         sqlite3_step(mode)
         sqlite3_finalize(mode)
     }
-
-    /// Aborts any statement running on this connection (used on cancellation).
-    func interrupt() { sqlite3_interrupt(handle) }
 }
 
 final class Statement {

@@ -16,9 +16,4 @@ enum Hardening {
         if authd_raise_nofile_limit() < 0 { warnings.append("setrlimit(RLIMIT_NOFILE): \(String(cString: strerror(errno)))") }
         return warnings
     }
-
-    static var fileDescriptorLimit: Int {
-        let limit = authd_raise_nofile_limit()
-        return limit > 0 ? limit : 1024
-    }
 }
