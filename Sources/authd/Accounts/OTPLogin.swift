@@ -61,10 +61,7 @@ struct OTPLogin: Sendable {
             switch result {
             case .accepted:
                 try Registration.update(challenge, in: database)
-                guard let account = try database.queryOne(
-                    "SELECT id, phone, email, password_hash IS NOT NULL FROM accounts WHERE phone = ? AND deactivated_at IS NULL",
-                    [.text(challenge.phone)], row: { AccountInfo(id: $0.text(0), phone: $0.text(1), email: $0.optionalText(2), hasPassword: $0.int(3) != 0) })
-                else { return .refused(.failure(.otpWrong, "Wrong code.", details: ["attempts_left": 0])) }
+                guard let account = try SessionStore.accountInfo(in: database, where: "phone", is: challenge.phone, includeDeactivated: false) else { return .refused(.failure(.otpWrong, "Wrong code.", details: ["attempts_left": 0])) }
                 try database.execute("UPDATE accounts SET failed_logins = 0, locked_until = NULL WHERE id = ?", [.text(account.id)])
                 let session = try SessionStore.create(in: database, account: account.id, device: device, amr: ["otp"], limit: config.deviceLimit, policy: config.devicePolicy, idle: Int64(config.sessionIdleSeconds),
                                                       now: now, lifetime: Int64(config.sessionLifetimeSeconds))

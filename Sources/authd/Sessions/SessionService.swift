@@ -53,9 +53,7 @@ struct SessionService: Sendable {
                 try database.execute("UPDATE accounts SET password_hash = ?, failed_logins = 0, locked_until = NULL WHERE id = ?",
                                      [.text(passwordHash), .text(session.accountID)])
             }
-            return try database.queryOne("SELECT id, phone, email, password_hash IS NOT NULL FROM accounts WHERE id = ?", [.text(session.accountID)]) {
-                AccountInfo(id: $0.text(0), phone: $0.text(1), email: $0.optionalText(2), hasPassword: $0.int(3) != 0)
-            }!
+            return try SessionStore.accountInfo(in: database, where: "id", is: session.accountID)!
         }
     }
 
@@ -99,6 +97,30 @@ struct SessionService: Sendable {
             try database.execute("UPDATE accounts SET pin_hash = NULL, pin_failures = 0, pin_locked_until = NULL WHERE id = ?", [.text(session.accountID)])
         }
         return .init(enabled: false)
+    }
+
+    /// `session.get`: what the token stands for (authenticating it refreshes its idle timer).
+    func describe(_ token: String) async throws -> SessionGet.Result {
+        try await withSession(token) { database, session in
+            guard let account = try SessionStore.accountInfo(in: database, where: "id", is: session.accountID),
+                  let device = try database.queryOne("SELECT id, name FROM devices WHERE id = ?", [.text(session.deviceID)], row: {
+                      DeviceSummary(id: $0.text(0), name: $0.text(1))
+                  })
+            else { throw RPCError.failure(.sessionInvalid, "This session has ended; sign in again.") }
+            return SessionGet.Result(
+                id: session.id, account: account, device: device, amr: session.amr,
+                createdAt: Timestamp.rfc3339(epochSeconds: session.createdAt), expiresAt: Timestamp.rfc3339(epochSeconds: session.expiresAt),
+                idleExpiresAt: Timestamp.rfc3339(epochSeconds: session.idleExpiresAt))
+        }
+    }
+
+    /// `auth.logout`: ends the session; returns its id.
+    func logout(_ token: String) async throws -> String {
+        let now = seconds
+        return try await withSession(token) { database, session in
+            try SessionStore.revoke(in: database, sessionID: session.id, now: now)
+            return session.id
+        }
     }
 
     func listSessions(_ token: String) async throws -> SessionList.Result {
