@@ -161,7 +161,7 @@ struct PINFactorTests {
         let directory = TemporaryDirectory()
         let store = try Store(path: directory.path + "/p.db")
         let clock = TestClock()
-        let login = try Login(store: store, config: ConfigHolder(Config()), logger: Logger(sink: MemorySink()), now: clock.closure)
+        let login = Login(store: store, config: ConfigHolder(Config()), logger: Logger(sink: MemorySink()), now: clock.closure)
         try await store.transaction { database in
             try database.execute("INSERT INTO accounts (id, phone, phone_verified_at, created_at, pin_hash) VALUES ('a', '+37251234567', 1, 1, 'x')")
         }

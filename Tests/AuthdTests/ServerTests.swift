@@ -47,7 +47,7 @@ private struct InProcessServer {
             logger: logger, store: fixture.store, keys: fixture.keys, audit: AuditLog(store: fixture.store, now: fixture.clock.closure),
             connections: ConnectionRegistry(), masterKeySource: .keyFile(path: "/x"), codeKey: try OpenSSL.randomSecret(32),
             startedAt: Date(), now: fixture.clock.closure)
-        var table = try DispatchTable.make(services)
+        var table = DispatchTable.make(services)
         let observations = self.observations
         table.register(WaitMethod.self, access: .anyone) { _, _ in
             observations.started.add(1, ordering: .relaxed)
@@ -176,7 +176,7 @@ struct ServerTests {
     @Test("admin methods are refused and audited for non-admins; invalid params are not audited")
     func authorizationAndAudit() async throws {
         let server = try await InProcessServer()
-        let dispatcher = Dispatcher(table: try DispatchTable.make(server.services), services: server.services)
+        let dispatcher = Dispatcher(table: DispatchTable.make(server.services), services: server.services)
         let fd = try server.connect()
         defer { close(fd) }
         await InProcessServer.waitUntil { server.services.connections.count == 1 }

@@ -4,7 +4,7 @@ extension MethodTable {
     mutating func registerAccountMethods(_ registration: Registration, limiter: RateLimiter) {
         // Phone numbers appear in the audit log only redacted; codes and passwords never.
         register(AccountRegisterStart.self, access: .anyone, audit: { _, result in
-            ["flow": .string(result.flow), "phone": .string(Self.redactedPhone(result.phone))]
+            ["flow": .string(result.flow), "phone": .string(PhoneNumber.redact(result.phone))]
         }) { params, context in
             try limiter.take(.registerStart, uid: context.caller.uid)
             return try await registration.start(params)
@@ -26,7 +26,7 @@ extension MethodTable {
 
     mutating func registerOTPLoginMethods(_ otp: OTPLogin, limiter: RateLimiter) {
         register(AuthOTPStart.self, access: .anyone, audit: { _, result in
-            ["flow": .string(result.flow), "phone": .string(Self.redactedPhone(result.phone))]
+            ["flow": .string(result.flow), "phone": .string(PhoneNumber.redact(result.phone))]
         }) { params, context in
             try limiter.take(.otpStart, uid: context.caller.uid)
             return try await otp.start(params)
@@ -62,7 +62,4 @@ extension MethodTable {
         }
     }
 
-    static func redactedPhone(_ e164: String) -> String {
-        String(e164.prefix(4)) + String(repeating: "•", count: max(0, e164.count - 6)) + String(e164.suffix(2))
-    }
 }

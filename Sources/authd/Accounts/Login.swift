@@ -20,7 +20,7 @@ struct Login: Sendable {
         let value = Mutex<String?>(nil)
     }
 
-    init(store: Store, config: ConfigHolder, logger: Logger, now: @escaping @Sendable () -> Date) throws {
+    init(store: Store, config: ConfigHolder, logger: Logger, now: @escaping @Sendable () -> Date) {
         self.store = store
         self.config = config
         self.logger = logger
@@ -97,12 +97,12 @@ struct Login: Sendable {
         }
         let config = config.current
         let nowSeconds = Int64(now().timeIntervalSince1970)
-        let rehash = Argon2id.owasp.isStronger(than: candidate.hash!) ? try await Argon2id.owasp.hashOffPool(secret) : nil
         if candidate.pinReenrollRequired {
             // The PIN factor was switched off after too many wrong PINs: the password alone must
             // not be enough now. Sign in with an SMS code, then enrol a new PIN.
             throw RPCError.failure(.otpRequired, "This account's PIN was switched off after too many wrong PINs; sign in with an SMS code and set a new PIN.")
         }
+        let rehash = Argon2id.owasp.isStronger(than: candidate.hash!) ? try await Argon2id.owasp.hashOffPool(secret) : nil
         let step = try await store.transaction { database -> LoginStep in
             try database.execute("UPDATE accounts SET failed_logins = 0, locked_until = NULL WHERE id = ?", [.text(candidate.id)])
             if let rehash { try database.execute("UPDATE accounts SET password_hash = ? WHERE id = ?", [.text(rehash), .text(candidate.id)]) }

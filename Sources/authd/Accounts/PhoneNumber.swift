@@ -14,7 +14,10 @@ struct PhoneNumber: Sendable, Hashable, CustomStringConvertible {
     var description: String { e164 }
 
     /// The number with all but the last two digits hidden, for logs and messages.
-    var redacted: String {
+    var redacted: String { Self.redact(e164) }
+
+    /// An E.164 number with all but the country prefix and last two digits hidden.
+    static func redact(_ e164: String) -> String {
         String(e164.prefix(4)) + String(repeating: "•", count: max(0, e164.count - 6)) + String(e164.suffix(2))
     }
 

@@ -84,7 +84,7 @@ final class Daemon: @unchecked Sendable {
             options: options, config: holder, reloader: ConfigReloader(path: options.configPath, holder: holder, logger: logger),
             logger: logger, store: store, keys: keys, audit: AuditLog(store: store, now: now), connections: ConnectionRegistry(),
             masterKeySource: masterKey.source, codeKey: try KeyDerivation.key(masterKey, label: "otp-code"), startedAt: started, now: now)
-        dispatcher = Dispatcher(table: try DispatchTable.make(services), services: services)
+        dispatcher = Dispatcher(table: DispatchTable.make(services), services: services)
 
         let (fd, boundPath) = try openListeningSocket()
         listener = Listener(fd: fd, socketPath: boundPath, dispatcher: dispatcher)

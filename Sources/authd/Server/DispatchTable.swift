@@ -6,7 +6,7 @@ enum DispatchTable {
     /// Capabilities announced by `hello`.
     static let features = ["auth.local", "token.verify", "keys.jwks", "admin", "audit.follow", "subscriptions", "accounts.register", "accounts.login", "sessions", "devices", "twofactor.pin", "accounts.otp_login", "accounts.deactivate", "admin.accounts"]
 
-    static func make(_ services: Services) throws -> MethodTable {
+    static func make(_ services: Services) -> MethodTable {
         var table = MethodTable()
         let tokens = TokenService(keys: services.keys, config: services.config, now: services.now)
         table.registerCoreMethods(services, features: features)
@@ -19,7 +19,7 @@ enum DispatchTable {
         table.registerAccountMethods(phones, limiter: limiter)
         table.registerOTPLoginMethods(OTPLogin(phones: phones), limiter: limiter)
         let sessions = SessionService(store: services.store, config: services.config, tokens: tokens, now: services.now)
-        let login = try Login(store: services.store, config: services.config, logger: services.logger, now: services.now)
+        let login = Login(store: services.store, config: services.config, logger: services.logger, now: services.now)
         table.registerSessionMethods(sessions, login: login, limiter: limiter)
         table.registerAccountAdminMethods(AccountAdmin(store: services.store, logger: services.logger, now: services.now), sessions: sessions, login: login)
         return table
