@@ -72,11 +72,7 @@ extension Command {
             OptionSpec(name: "follow", value: nil, help: "keep printing records as they are written"),
         ]
     ) { invocation throws(CLIError) in
-        var limit: Int?
-        if let text = invocation.value("limit") {
-            guard let number = Int(text), (0...10_000).contains(number) else { throw .usage("--limit must be a number from 0 to 10000") }
-            limit = number
-        }
+        let limit = try invocation.number("limit", in: 0...10_000)
         let follow = invocation.flag("follow")
         let connection = try invocation.connect()
         let result = try connection.call(AdminAuditTail.self, .init(limit: limit, follow: follow ? true : nil))

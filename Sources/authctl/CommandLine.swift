@@ -73,6 +73,15 @@ struct Invocation {
     func flag(_ name: String) -> Bool { options[name] != nil }
     func value(_ name: String) -> String? { options[name] }
 
+    /// A whole-number option, if given; a usage error when it is not a number (in `range`).
+    func number(_ name: String, in range: ClosedRange<Int>? = nil) throws(CLIError) -> Int? {
+        guard let text = options[name] else { return nil }
+        guard let number = Int(text), range?.contains(number) ?? true else {
+            throw .usage(range.map { "--\(name) must be a number from \($0.lowerBound) to \($0.upperBound)" } ?? "--\(name) needs a number")
+        }
+        return number
+    }
+
     func connect() throws(CLIError) -> DaemonConnection {
         try DaemonConnection(socketPath: global.socketPath())
     }

@@ -187,10 +187,7 @@ extension Command {
         }
         if action == "list" {
             guard invocation.positionals.count == 1 else { throw .usage("admin accounts list takes no ACCOUNT") }
-            let limit = try invocation.value("limit").map { text throws(CLIError) -> Int in
-                guard let number = Int(text) else { throw .usage("--limit needs a number") }
-                return number
-            }
+            let limit = try invocation.number("limit")
             for record in try connection.call(AdminAccountsList.self, .init(limit: limit)).accounts { show(record) }
             return .ok
         }
@@ -201,10 +198,7 @@ extension Command {
         case "unlock": show(try connection.call(AdminAccountsUnlock.self, selector))
         case "deactivate": show(try connection.call(AdminAccountsDeactivate.self, selector))
         case "set":
-            let limit = try invocation.value("device-limit").map { text throws(CLIError) -> Int in
-                guard let number = Int(text) else { throw .usage("--device-limit needs a number") }
-                return number
-            }
+            let limit = try invocation.number("device-limit")
             show(try connection.call(AdminAccountsSet.self, .init(account: selector.account, deviceLimit: limit, devicePolicy: invocation.value("device-policy"))))
         default: throw .usage("admin accounts takes list, show, unlock, deactivate or set")
         }
