@@ -12,6 +12,7 @@ let package = Package(
         .executable(name: "authd", targets: ["authd"]),
         .executable(name: "authctl", targets: ["authctl"]),
         .executable(name: "authd-sms-http", targets: ["authd-sms-http"]),
+        .executable(name: "authd-vcard", targets: ["authd-vcard"]),
     ],
     targets: [
         // System libraries: one module map (+ shim.h for macros and varargs) each.
@@ -19,6 +20,8 @@ let package = Package(
         .systemLibrary(name: "COpenSSL", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
         .systemLibrary(name: "CSystemd", pkgConfig: "libsystemd", providers: [.apt(["libsystemd-dev"])]),
         .systemLibrary(name: "CArgon2", pkgConfig: "libargon2", providers: [.apt(["libargon2-dev"])]),
+        .systemLibrary(name: "CPCSC", pkgConfig: "libpcsclite", providers: [.apt(["libpcsclite-dev"])]),
+        .systemLibrary(name: "CEAC", pkgConfig: "libeac", providers: [.apt(["libeac-dev"])]),
         // libphonenumber is C++: a tiny C shim keeps its types out of Swift.
         .target(name: "CPhoneNumber", linkerSettings: [.linkedLibrary("phonenumber")]),
 
@@ -28,9 +31,13 @@ let package = Package(
         // Wire types shared by authd, authctl and any Swift client. No I/O, no C.
         .target(name: "Protocol"),
 
+        // ISO 7816 APDUs and TLV, the Estonian ID card's command table, and PACE with secure
+        // messaging over OpenPACE: shared by the daemon and the virtual card. No I/O.
+        .target(name: "SmartCard", dependencies: ["CEAC", "COpenSSL"]),
+
         .executableTarget(
             name: "authd",
-            dependencies: ["Protocol", "CSQLite", "COpenSSL", "CSystemd", "CLinux", "CArgon2", "CPhoneNumber"]
+            dependencies: ["Protocol", "SmartCard", "CSQLite", "COpenSSL", "CSystemd", "CLinux", "CArgon2", "CPhoneNumber", "CPCSC"]
         ),
         .executableTarget(
             name: "authctl",
@@ -39,6 +46,10 @@ let package = Package(
 
         // The `[sms] backend = http` sender: URLSession in its own process, never in authd's.
         .executableTarget(name: "authd-sms-http"),
+
+        // A simulator of the ID card behind vsmartcard's vpcd reader driver, for development
+        // and tests, and the generator of its test CA and card profiles.
+        .executableTarget(name: "authd-vcard", dependencies: ["SmartCard", "COpenSSL", "CLinux"]),
 
         .testTarget(name: "ProtocolTests", dependencies: ["Protocol"], exclude: ["Fixtures"]),
         .testTarget(name: "AuthdTests", dependencies: ["authd", "Protocol", "CLinux"]),

@@ -9,7 +9,12 @@
 #include <openssl/params.h>
 #include <openssl/rand.h>
 #include <openssl/x509.h>
+#include <openssl/x509v3.h>
+#include <openssl/pem.h>
+#include <openssl/bio.h>
 
 /* OPENSSL_free is a macro over CRYPTO_free with file/line arguments. */
 static inline void authd_openssl_free(void *p) { OPENSSL_free(p); }
+/* EVP_EC_gen is a macro over the variadic EVP_PKEY_Q_keygen. */
+static inline EVP_PKEY *authd_ec_generate(const char *curve) { return EVP_PKEY_Q_keygen(NULL, NULL, "EC", curve); }
 #endif

@@ -1,0 +1,166 @@
+import COpenSSL
+import Foundation
+import Glibc
+import SmartCard
+
+/// authd-vcard: a virtual Estonian ID card for development and tests.
+///
+///     authd-vcard generate --out DIR [--name card] [--mode contact|contactless] [--pace p256|brainpool384]
+///                          [--can 123456] [--pin1 1234] [--pin2 12345] [--retries 3] [--hostile MODE]
+///     authd-vcard run PROFILE [--host 127.0.0.1] [--port 35963] [--remove-on-ins HEX]
+///
+/// `generate` writes DIR/ca.pem and DIR/ca.key (the test CA, reused when present) and
+/// DIR/NAME.json (the card). `run` plugs the card into vpcd's reader until killed; when pcscd
+/// goes away it waits for it to come back.
+
+let usage = """
+usage: authd-vcard generate --out DIR [--name NAME] [--mode contact|contactless] [--pace p256|brainpool384]
+                            [--can CAN] [--pin1 PIN] [--pin2 PIN] [--retries N] [--hostile MODE]
+       authd-vcard run PROFILE [--host HOST] [--port PORT] [--remove-on-ins HEX]
+"""
+
+func fail(_ message: String) -> Never {
+    FileHandle.standardError.write(Data("authd-vcard: \(message)\n".utf8))
+    exit(2)
+}
+
+func options(_ arguments: ArraySlice<String>) -> (positional: [String], named: [String: String]) {
+    var positional: [String] = []
+    var named: [String: String] = [:]
+    var iterator = arguments.makeIterator()
+    while let argument = iterator.next() {
+        if argument.hasPrefix("--") {
+            guard let value = iterator.next() else { fail("\(argument) needs a value") }
+            named[String(argument.dropFirst(2))] = value
+        } else {
+            positional.append(argument)
+        }
+    }
+    return (positional, named)
+}
+
+/// EF.CardAccess: one PACEInfo (ECDH generic mapping) for the chosen domain parameters.
+func cardAccess(_ choice: String) -> String {
+    switch choice {
+    // id-PACE-ECDH-GM-AES-CBC-CMAC-128, version 2, NIST P-256 (parameter id 12): IDEMIA.
+    case "p256": "31143012060A04007F0007020204020202010202010C"
+    // id-PACE-ECDH-GM-AES-CBC-CMAC-256, version 2, brainpoolP384r1 (parameter id 16): Thales.
+    case "brainpool384": "31143012060A04007F00070202040204020102020110"
+    default: fail("--pace is p256 or brainpool384")
+    }
+}
+
+func generate(_ named: [String: String]) throws {
+    guard let directory = named["out"] else { fail("generate needs --out DIR") }
+    try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+    let caKeyPath = directory + "/ca.key", caPath = directory + "/ca.pem"
+    let caKey: CardKey
+    let caCertificate: [UInt8]
+    if FileManager.default.fileExists(atPath: caKeyPath), let pem = try? String(contentsOfFile: caPath, encoding: .utf8) {
+        caKey = try CardKey(pem: String(contentsOfFile: caKeyPath, encoding: .utf8))
+        let body = pem.split(separator: "\n").filter { !$0.hasPrefix("-----") }.joined()
+        guard let der = Base64.decode(body) else { fail("\(caPath) does not decode") }
+        caCertificate = der
+    } else {
+        caKey = try CardKey()
+        caCertificate = try Certificates.issue(
+            subject: .init(entries: [("C", "EE"), ("O", "authd test"), ("CN", "authd TEST of ESTEID2018")]),
+            key: caKey, issuer: nil, serial: 1, days: 3650,
+            extensions: [(NID_basic_constraints, "critical,CA:TRUE"), (NID_key_usage, "critical,keyCertSign,cRLSign"),
+                         (NID_subject_key_identifier, "hash")])
+        try caKey.pem.write(toFile: caKeyPath, atomically: true, encoding: .utf8)
+        chmod(caKeyPath, 0o600)
+        try Certificates.pem(caCertificate).write(toFile: caPath, atomically: true, encoding: .utf8)
+    }
+
+    let expiry = Calendar(identifier: .gregorian).date(byAdding: .year, value: 5, to: Date())!
+    let formatter = DateFormatter()
+    formatter.locale = Locale(identifier: "en_US_POSIX")
+    formatter.timeZone = TimeZone(identifier: "UTC")
+    formatter.dateFormat = "dd MM yyyy"
+    let person = CardProfile.Person(
+        surname: named["surname"] ?? "JÕEORG", givenNames: named["given-names"] ?? "JAAK-KRISTJAN", sex: "M", citizenship: "EST",
+        birth: "08 01 1980 EST", personalCode: named["personal-code"] ?? "38001085718", documentNumber: "AS0123456",
+        expiry: formatter.string(from: expiry))
+    let subject = Certificates.Subject(entries: [
+        ("C", "EE"), ("CN", "\(person.surname),\(person.givenNames),\(person.personalCode)"),
+        ("SN", person.surname), ("GN", person.givenNames), ("serialNumber", "PNOEE-\(person.personalCode)"),
+    ])
+    let authKey = try CardKey(), signKey = try CardKey()
+    let issuer = (certificate: caCertificate, key: caKey)
+    let serial = Int(UInt32.random(in: 2...UInt32.max >> 1))
+    let authCertificate = try Certificates.issue(
+        subject: subject, key: authKey, issuer: issuer, serial: serial, days: 1825,
+        extensions: [(NID_key_usage, "critical,digitalSignature,keyAgreement"), (NID_ext_key_usage, "clientAuth"),
+                     (NID_authority_key_identifier, "keyid")])
+    let signCertificate = try Certificates.issue(
+        subject: subject, key: signKey, issuer: issuer, serial: serial + 1, days: 1825,
+        extensions: [(NID_key_usage, "critical,nonRepudiation"), (NID_authority_key_identifier, "keyid")])
+
+    let retries = Int(named["retries"] ?? "3") ?? 3
+    var hostile: CardProfile.Hostility?
+    if let mode = named["hostile"] {
+        guard let parsed = CardProfile.Hostility(rawValue: mode) else {
+            fail("--hostile is one of \(CardProfile.Hostility.allCases.map(\.rawValue).joined(separator: ", "))")
+        }
+        hostile = parsed
+    }
+    guard let mode = CardProfile.Mode(rawValue: named["mode"] ?? "contact") else { fail("--mode is contact or contactless") }
+    let profile = CardProfile(
+        mode: mode, can: named["can"] ?? "123456", pin1: named["pin1"] ?? "1234", pin2: named["pin2"] ?? "12345",
+        pin1Retries: retries, pin2Retries: retries, person: person,
+        authKey: authKey.pem, authCertificate: Base64.encode(authCertificate),
+        signKey: signKey.pem, signCertificate: Base64.encode(signCertificate),
+        cardAccess: cardAccess(named["pace"] ?? "p256"), hostile: hostile)
+    let path = directory + "/" + (named["name"] ?? "card") + ".json"
+    try profile.write(path)
+    print(path)
+}
+
+func run(_ path: String, _ named: [String: String]) throws {
+    let card = try VirtualCard(profile: CardProfile.load(path))
+    let link = VPCDLink(host: named["host"] ?? "127.0.0.1", port: UInt16(named["port"] ?? "35963") ?? 35963)
+    var removeOn = named["remove-on-ins"].flatMap { UInt8($0, radix: 16) }
+    signal(SIGPIPE, SIG_IGN)
+    while true {
+        let fd = link.connect()
+        card.powerCycle()
+        serving: while let payload = VPCDLink.receive(fd) {
+            var answer: [UInt8]?
+            if payload.count == 1 {
+                switch payload[0] {
+                case 0, 1, 2: card.powerCycle()
+                case 4: answer = card.atr
+                default: break
+                }
+            } else {
+                if let instruction = removeOn, payload.count >= 2, payload[1] == instruction {
+                    // The card leaves the reader mid-command (once), then comes back.
+                    removeOn = nil
+                    break serving
+                }
+                answer = card.respond(to: payload)
+            }
+            if let answer, !VPCDLink.send(fd, answer) { break }
+        }
+        close(fd)
+        usleep(300_000)
+    }
+}
+
+let arguments = CommandLine.arguments
+guard arguments.count >= 2 else { fail(usage) }
+do {
+    switch arguments[1] {
+    case "generate":
+        try generate(options(arguments[2...]).named)
+    case "run":
+        let parsed = options(arguments[2...])
+        guard parsed.positional.count == 1 else { fail(usage) }
+        try run(parsed.positional[0], parsed.named)
+    default:
+        fail(usage)
+    }
+} catch {
+    fail("\(error)")
+}
