@@ -122,4 +122,34 @@ public struct Reason: RawRepresentable, Hashable, Sendable, Codable, CustomStrin
     public static let configInvalid = Reason("config.invalid")
     /// The backup could not be written (`data.path`); nothing was left behind.
     public static let backupFailed = Reason("admin.backup_failed")
+
+    // MARK: ID card and prompts
+    /// The CAN is not exactly 6 digits; nothing was stored and the card was not touched.
+    public static let canInvalid = Reason("can.invalid")
+    /// The PIN has the wrong length (PIN1 4–12 digits, PIN2 5–12) or is not digits; checked
+    /// before the card is touched, so no retry is burned.
+    public static let pinInvalidLength = Reason("pin.invalid_length")
+    /// The card refused the PIN; `data.retries_left` says how many tries remain.
+    public static let pinWrong = Reason("pin.wrong")
+    /// The PIN is blocked on the card (no tries left); unblock it with the PUK elsewhere.
+    public static let pinBlocked = Reason("pin.blocked")
+    /// No card was presented within the window (`timeout_s`, default 90 s).
+    public static let cardTimeout = Reason("card.timeout")
+    /// PACE failed: the CAN does not belong to this card. A saved CAN was deleted.
+    public static let cardCANMismatch = Reason("card.can_mismatch")
+    /// The card left the reader, or the reader or pcscd went away, mid-operation. Retrying
+    /// the same request needs no new CAN entry.
+    public static let cardRemoved = Reason("card.removed")
+    /// No smart-card reader is connected.
+    public static let cardNoReader = Reason("card.no_reader")
+    /// The card in the reader is not a supported ID card.
+    public static let cardUnsupported = Reason("card.unsupported")
+    /// The card answered with a status word or data that no correct card sends; nothing was signed.
+    public static let cardError = Reason("card.error")
+    /// The smart-card service (pcscd) cannot be reached.
+    public static let cardServiceUnavailable = Reason("card.service_unavailable")
+    /// The user declined a prompt (`prompt.cancel`, or Ctrl-D / Esc in authctl).
+    public static let userCancelled = Reason("user.cancelled")
+    /// No prompt with that id is waiting on this connection.
+    public static let promptUnknown = Reason("prompt.unknown")
 }

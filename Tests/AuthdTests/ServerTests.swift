@@ -45,7 +45,7 @@ private struct InProcessServer {
         services = Services(
             options: options, config: holder, reloader: ConfigReloader(path: options.configPath, holder: holder, logger: logger),
             logger: logger, store: fixture.store, keys: fixture.keys, audit: AuditLog(store: fixture.store, now: fixture.clock.closure),
-            connections: ConnectionRegistry(), masterKeySource: .keyFile(path: "/x"), codeKey: try OpenSSL.randomSecret(32),
+            connections: ConnectionRegistry(), masterKeySource: .keyFile(path: "/x"), sealer: fixture.sealer, codeKey: try OpenSSL.randomSecret(32),
             startedAt: Date(), now: fixture.clock.closure)
         var table = DispatchTable.make(services)
         let observations = self.observations

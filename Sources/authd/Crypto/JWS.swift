@@ -46,6 +46,13 @@ enum JWS {
         return input + "." + Base64URL.encode(signature)
     }
 
+    /// The signing input of an ES384 token whose key is the certificate in `x5c` (card tokens:
+    /// the card, not authd, makes the signature).
+    static func certificateSigningInput(certificate: [UInt8], claims: some Encodable) throws -> String {
+        let header: [String: JSONValue] = ["alg": "ES384", "typ": "JWT", "x5c": .array([.string(Data(certificate).base64EncodedString())])]
+        return Base64URL.encode(try claimsEncoder.encode(header)) + "." + Base64URL.encode(try claimsEncoder.encode(claims))
+    }
+
     /// Claims are encoded with sorted keys (deterministic tokens); slashes stay unescaped.
     private static let claimsEncoder: JSONEncoder = {
         let encoder = JSONEncoder()

@@ -363,3 +363,76 @@ enum ECDSASignature {
         return Array(UnsafeBufferPointer(start: pointer, count: Int(length)))
     }
 }
+
+enum Digest: String, Sendable, CaseIterable {
+    case sha256 = "SHA-256", sha384 = "SHA-384", sha512 = "SHA-512"
+
+    var length: Int {
+        switch self { case .sha256: 32; case .sha384: 48; case .sha512: 64 }
+    }
+
+    func hash(_ data: some ContiguousBytes) -> [UInt8] {
+        let md = switch self { case .sha256: EVP_sha256(); case .sha384: EVP_sha384(); case .sha512: EVP_sha512() }
+        var out = [UInt8](repeating: 0, count: Int(EVP_MAX_MD_SIZE))
+        var length: UInt32 = 0
+        data.withUnsafeBytes { _ = EVP_Digest($0.baseAddress, $0.count, &out, &length, md, nil) }
+        return Array(out.prefix(Int(length)))
+    }
+}
+
+/// An X.509 certificate read from a card: untrusted DER, parsed by libcrypto.
+final class X509Certificate: @unchecked Sendable {
+    // Sendable: the handle is only read after init.
+    private let handle: OpaquePointer
+    let der: [UInt8]
+
+    init(der: [UInt8]) throws {
+        let parsed: OpaquePointer? = der.withUnsafeBufferPointer { bytes in
+            var pointer: UnsafePointer<UInt8>? = bytes.baseAddress
+            let certificate = d2i_X509(nil, &pointer, bytes.count)
+            // Trailing bytes after the certificate are not part of it: refuse them.
+            return pointer == bytes.baseAddress.map({ $0 + bytes.count }) ? certificate : { X509_free(certificate); return nil }()
+        }
+        guard let parsed else {
+            ERR_clear_error()
+            throw CryptoError(operation: "d2i_X509", detail: "not one DER certificate")
+        }
+        handle = parsed
+        self.der = der
+    }
+
+    deinit { X509_free(handle) }
+
+    /// The first subject attribute with this NID (e.g. `NID_serialNumber`), as UTF-8.
+    func subjectAttribute(_ nid: Int32) -> String? {
+        guard let name = X509_get_subject_name(handle) else { return nil }
+        let index = X509_NAME_get_index_by_NID(name, nid, -1)
+        guard index >= 0, let entry = X509_NAME_get_entry(name, index), let data = X509_NAME_ENTRY_get_data(entry) else { return nil }
+        var utf8: UnsafeMutablePointer<UInt8>?
+        let length = ASN1_STRING_to_UTF8(&utf8, data)
+        guard length >= 0, let utf8 else { return nil }
+        defer { authd_openssl_free(utf8) }
+        return String(decoding: UnsafeBufferPointer(start: utf8, count: Int(length)), as: UTF8.self)
+    }
+
+    /// True when the key is EC over P-384 (what ES384 needs).
+    var hasP384Key: Bool {
+        guard let key = X509_get0_pubkey(handle) else { return false }
+        var name = [CChar](repeating: 0, count: 64)
+        var length = 0
+        guard EVP_PKEY_get_group_name(key, &name, name.count, &length) == 1 else { return false }
+        return String(decoding: name.prefix(length).map { UInt8(bitPattern: $0) }, as: UTF8.self) == "secp384r1"
+    }
+
+    /// Checks a raw r‖s ECDSA signature over `digest` with the certificate's key.
+    func verifies(rawSignature: [UInt8], digest: [UInt8]) -> Bool {
+        guard let key = X509_get0_pubkey(handle), let der = try? ECDSASignature.derFromRaw(rawSignature),
+              let context = EVP_PKEY_CTX_new(key, nil) else { return false }
+        defer {
+            EVP_PKEY_CTX_free(context)
+            ERR_clear_error()
+        }
+        guard EVP_PKEY_verify_init(context) == 1 else { return false }
+        return EVP_PKEY_verify(context, der, der.count, digest, digest.count) == 1
+    }
+}

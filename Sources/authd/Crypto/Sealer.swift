@@ -111,6 +111,8 @@ enum KeyDerivation {
 enum SealPurpose: String, CaseIterable, Sendable {
     case keyCheck = "key-check"
     case signingKey = "signing-key"
+    case cardCAN = "card-can"
+    case cardPIN1 = "card-pin1"
 }
 
 /// AES-256-GCM sealing under per-purpose keys, with the owning row's identity as associated

@@ -13,6 +13,8 @@ import Protocol
 final class Connection: @unchecked Sendable {
     let id: UInt64
     let caller: CallerIdentity
+    /// Prompts raised by this connection's requests, answered on this connection only.
+    let prompts = PromptBroker()
 
     /// More requests than this in flight on one connection pauses reading from it.
     static let maxInFlightPerConnection = 64

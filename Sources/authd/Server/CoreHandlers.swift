@@ -14,5 +14,15 @@ extension MethodTable {
             }
             return SubscriptionCancel.Result(cancelled: true)
         }
+
+        register(PromptAnswer.self, access: .anyone) { params, context in
+            try context.connection.prompts.answer(params.promptId, value: params.value)
+            return Acknowledged()
+        }
+
+        register(PromptCancel.self, access: .anyone) { params, context in
+            try context.connection.prompts.cancel(params.promptId)
+            return Acknowledged()
+        }
     }
 }

@@ -4,7 +4,7 @@ import Protocol
 /// Each capability contributes its methods from its own folder.
 enum DispatchTable {
     /// Capabilities announced by `hello`.
-    static let features = ["auth.local", "token.verify", "keys.jwks", "admin", "audit.follow", "subscriptions", "accounts.register", "accounts.login", "sessions", "devices", "twofactor.pin", "accounts.otp_login", "accounts.deactivate", "admin.accounts"]
+    static let features = ["auth.local", "token.verify", "keys.jwks", "admin", "audit.follow", "subscriptions", "accounts.register", "accounts.login", "sessions", "devices", "twofactor.pin", "accounts.otp_login", "accounts.deactivate", "admin.accounts", "card", "card.pace", "card.web-eid", "prompts"]
 
     static func make(_ services: Services) -> MethodTable {
         var table = MethodTable()
@@ -22,6 +22,10 @@ enum DispatchTable {
         let login = Login(store: services.store, config: services.config, logger: services.logger, now: services.now)
         table.registerSessionMethods(sessions, login: login, limiter: limiter)
         table.registerAccountAdminMethods(AccountAdmin(store: services.store, logger: services.logger, now: services.now), sessions: sessions, login: login)
+        let cards = CardService(
+            readers: CardQueue(), secrets: CardSecrets(store: services.store, sealer: services.sealer, now: services.now),
+            config: services.config, logger: services.logger, now: services.now)
+        table.registerCardMethods(cards)
         return table
     }
 }

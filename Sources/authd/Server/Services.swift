@@ -13,6 +13,7 @@ struct Services: Sendable {
     let audit: AuditLog
     let connections: ConnectionRegistry
     let masterKeySource: MasterKeySource
+    let sealer: Sealer
     /// HMAC key for one-time codes (HKDF label `otp-code`).
     let codeKey: SecretBytes
     let startedAt: Date

@@ -134,6 +134,18 @@ enum Migrations {
             "ALTER TABLE accounts ADD COLUMN device_limit INTEGER",
             "ALTER TABLE accounts ADD COLUMN device_policy TEXT",
         ]),
+        Migration(version: 6, sql: [
+            // The ID card's saved CAN and PIN1 per local user, sealed (PIN2 is never saved).
+            """
+            CREATE TABLE card_secrets (
+                uid INTEGER NOT NULL,
+                kind TEXT NOT NULL CHECK (kind IN ('can', 'pin1')),
+                sealed BLOB NOT NULL,
+                updated_at INTEGER NOT NULL,
+                PRIMARY KEY (uid, kind)
+            ) STRICT
+            """,
+        ]),
     ]
 
     static var latestVersion: Int { all.last?.version ?? 0 }

@@ -29,6 +29,10 @@ struct Config: Equatable, Sendable {
     var devicePolicy = DevicePolicy.deny
     var startsPerMinute = 10
     var loginsPerMinute = 30
+    /// How long a card operation waits for the card to be presented.
+    var cardWindowSeconds = 90
+    /// Lifetime of card-signed login and signature tokens.
+    var cardTokenLifetimeSeconds = 120
 
     enum LogTarget: String, Sendable { case auto, journal, stderr }
     enum SMSBackend: String, Sendable { case spool, command, http }
@@ -139,6 +143,8 @@ struct Config: Equatable, Sendable {
         if devicePolicy != old.devicePolicy { changed.append("accounts.device_policy") }
         if startsPerMinute != old.startsPerMinute { changed.append("accounts.starts_per_minute") }
         if loginsPerMinute != old.loginsPerMinute { changed.append("accounts.logins_per_minute") }
+        if cardWindowSeconds != old.cardWindowSeconds { changed.append("card.window") }
+        if cardTokenLifetimeSeconds != old.cardTokenLifetimeSeconds { changed.append("card.token_lifetime") }
         return changed
     }
 
@@ -235,6 +241,14 @@ struct Config: Equatable, Sendable {
             },
             "logins_per_minute": { config, value throws(ValueError) in
                 config.loginsPerMinute = try integer(value, in: 1...100_000)
+            },
+        ],
+        "card": [
+            "window": { config, value throws(ValueError) in
+                config.cardWindowSeconds = try duration(value, in: 1...600)
+            },
+            "token_lifetime": { config, value throws(ValueError) in
+                config.cardTokenLifetimeSeconds = try duration(value, in: 10...3600)
             },
         ],
         "admin": [

@@ -1,0 +1,226 @@
+// The ID card: readers, personal data, card-signed login and signature tokens, the saved CAN
+// and PIN1, and the prompts a card operation raises on the caller's connection.
+
+/// `card.readers` — the PC/SC readers and whether a card is in each.
+public enum CardReaders: RPCMethod {
+    public static let name = "card.readers"
+    public typealias Params = NoParams
+    public struct Reader: Codable, Sendable, Equatable {
+        public var name: String
+        public var cardPresent: Bool
+        /// The card's ATR, hex, when one is present.
+        public var atr: String?
+        public init(name: String, cardPresent: Bool, atr: String?) {
+            self.name = name; self.cardPresent = cardPresent; self.atr = atr
+        }
+        enum CodingKeys: String, CodingKey { case name, atr, cardPresent = "card_present" }
+    }
+    public struct Result: Codable, Sendable, Equatable {
+        public var readers: [Reader]
+        public init(readers: [Reader]) { self.readers = readers }
+    }
+}
+
+/// `card.read` — the personal data file, after waiting up to `timeout_s` for the card.
+public enum CardRead: RPCMethod {
+    public static let name = "card.read"
+    public struct Params: Codable, Sendable, Equatable {
+        public var timeoutS: Int?
+        public init(timeoutS: Int? = nil) { self.timeoutS = timeoutS }
+        enum CodingKeys: String, CodingKey { case timeoutS = "timeout_s" }
+    }
+    public struct Result: Codable, Sendable, Equatable {
+        public var surname: String
+        public var givenNames: String
+        public var sex: String
+        public var citizenship: String
+        /// ISO 8601 date (YYYY-MM-DD).
+        public var dateOfBirth: String?
+        public var placeOfBirth: String?
+        public var personalCode: String
+        public var documentNumber: String
+        /// ISO 8601 date (YYYY-MM-DD).
+        public var expiry: String?
+        public init(surname: String, givenNames: String, sex: String, citizenship: String, dateOfBirth: String?, placeOfBirth: String?,
+                    personalCode: String, documentNumber: String, expiry: String?) {
+            self.surname = surname; self.givenNames = givenNames; self.sex = sex; self.citizenship = citizenship
+            self.dateOfBirth = dateOfBirth; self.placeOfBirth = placeOfBirth; self.personalCode = personalCode
+            self.documentNumber = documentNumber; self.expiry = expiry
+        }
+        enum CodingKeys: String, CodingKey {
+            case surname, sex, citizenship, expiry
+            case givenNames = "given_names", dateOfBirth = "date_of_birth", placeOfBirth = "place_of_birth"
+            case personalCode = "personal_code", documentNumber = "document_number"
+        }
+    }
+}
+
+/// `card.login` — a login token signed by the card's authentication key after PIN1.
+public enum CardLogin: RPCMethod {
+    public static let name = "card.login"
+    public struct Params: Codable, Sendable, Equatable {
+        /// The requesting origin (`https://example.com`) or application id.
+        public var aud: String
+        public var nonce: String?
+        public var timeoutS: Int?
+        /// `jwt` (default) or `web-eid`.
+        public var format: String?
+        public init(aud: String, nonce: String? = nil, timeoutS: Int? = nil, format: String? = nil) {
+            self.aud = aud; self.nonce = nonce; self.timeoutS = timeoutS; self.format = format
+        }
+        enum CodingKeys: String, CodingKey { case aud, nonce, format, timeoutS = "timeout_s" }
+    }
+    public struct Result: Codable, Sendable, Equatable {
+        public var format: String
+        /// The compact JWS (`format: jwt`).
+        public var token: String?
+        /// The Web eID `web-eid:1.0` authentication token (`format: web-eid`).
+        public var webEid: WebEIDToken?
+        public init(format: String, token: String?, webEid: WebEIDToken?) {
+            self.format = format; self.token = token; self.webEid = webEid
+        }
+        enum CodingKeys: String, CodingKey { case format, token, webEid = "web_eid" }
+    }
+}
+
+/// The Web eID authentication token, field for field as web-eid-app produces it.
+public struct WebEIDToken: Codable, Sendable, Equatable {
+    public var unverifiedCertificate: String
+    public var algorithm: String
+    public var signature: String
+    public var format: String
+    public var appVersion: String
+    public init(unverifiedCertificate: String, algorithm: String, signature: String, format: String, appVersion: String) {
+        self.unverifiedCertificate = unverifiedCertificate; self.algorithm = algorithm; self.signature = signature
+        self.format = format; self.appVersion = appVersion
+    }
+}
+
+/// `card.sign` — a signature by the card's signing key after PIN2 (always asked).
+public enum CardSign: RPCMethod {
+    public static let name = "card.sign"
+    public struct Params: Codable, Sendable, Equatable {
+        public var aud: String
+        /// The digest to sign, base64url, with `hash_alg`; or `data` (base64url) for authd to hash.
+        public var hash: String?
+        public var hashAlg: String?
+        public var data: String?
+        /// What the user is signing, in words; bound into the token.
+        public var description: String
+        public var timeoutS: Int?
+        public init(aud: String, hash: String? = nil, hashAlg: String? = nil, data: String? = nil, description: String, timeoutS: Int? = nil) {
+            self.aud = aud; self.hash = hash; self.hashAlg = hashAlg; self.data = data; self.description = description; self.timeoutS = timeoutS
+        }
+        enum CodingKeys: String, CodingKey { case aud, hash, data, description, hashAlg = "hash_alg", timeoutS = "timeout_s" }
+    }
+    public struct Result: Codable, Sendable, Equatable {
+        /// Compact JWS (ES384, `x5c` = the signing certificate) binding hash, algorithm, description.
+        public var token: String
+        /// The card's raw ECDSA signature (r‖s), base64url, over the digest.
+        public var signature: String
+        /// The signing certificate, base64 DER.
+        public var certificate: String
+        public var hash: String
+        public var hashAlg: String
+        public init(token: String, signature: String, certificate: String, hash: String, hashAlg: String) {
+            self.token = token; self.signature = signature; self.certificate = certificate; self.hash = hash; self.hashAlg = hashAlg
+        }
+        enum CodingKeys: String, CodingKey { case token, signature, certificate, hash, hashAlg = "hash_alg" }
+    }
+}
+
+/// `card.can.set` — saves the CAN, sealed.
+public enum CardCANSet: RPCMethod {
+    public static let name = "card.can.set"
+    public struct Params: Codable, Sendable, Equatable {
+        public var can: String
+        public init(can: String) { self.can = can }
+    }
+    public typealias Result = Acknowledged
+}
+
+/// `card.can.get` — the saved CAN (the settings screen shows it), or none.
+public enum CardCANGet: RPCMethod {
+    public static let name = "card.can.get"
+    public typealias Params = NoParams
+    public struct Result: Codable, Sendable, Equatable {
+        public var can: String?
+        public init(can: String?) { self.can = can }
+    }
+}
+
+/// `card.can.clear` — forgets the saved CAN.
+public enum CardCANClear: RPCMethod {
+    public static let name = "card.can.clear"
+    public typealias Params = NoParams
+    public typealias Result = Acknowledged
+}
+
+/// `card.pin1.save` — saves PIN1, sealed (PIN2 is never saved).
+public enum CardPIN1Save: RPCMethod {
+    public static let name = "card.pin1.save"
+    public struct Params: Codable, Sendable, Equatable {
+        public var pin: String
+        public init(pin: String) { self.pin = pin }
+    }
+    public typealias Result = Acknowledged
+}
+
+/// `card.pin1.clear` — forgets the saved PIN1.
+public enum CardPIN1Clear: RPCMethod {
+    public static let name = "card.pin1.clear"
+    public typealias Params = NoParams
+    public typealias Result = Acknowledged
+}
+
+/// `prompt` — authd needs the user: a secret (`can`, `pin1`, `pin2`) answered with
+/// `prompt.answer`, or the card (`card`, with `seconds_left`), which only `prompt.cancel` answers.
+public enum PromptNotification: RPCNotification {
+    public static let name = "prompt"
+    public struct Params: Codable, Sendable, Equatable {
+        public var promptId: String
+        public var kind: String
+        public var message: String
+        /// Whether `prompt.answer` is expected (false for progress such as "present your card").
+        public var expectsAnswer: Bool
+        public var secondsLeft: Int?
+        public var retriesLeft: Int?
+        public init(promptId: String, kind: String, message: String, expectsAnswer: Bool, secondsLeft: Int? = nil, retriesLeft: Int? = nil) {
+            self.promptId = promptId; self.kind = kind; self.message = message; self.expectsAnswer = expectsAnswer
+            self.secondsLeft = secondsLeft; self.retriesLeft = retriesLeft
+        }
+        enum CodingKeys: String, CodingKey {
+            case kind, message
+            case promptId = "prompt_id", expectsAnswer = "expects_answer", secondsLeft = "seconds_left", retriesLeft = "retries_left"
+        }
+    }
+}
+
+/// `prompt.answer` — answers a prompt raised on this connection.
+public enum PromptAnswer: RPCMethod {
+    public static let name = "prompt.answer"
+    public struct Params: Codable, Sendable, Equatable {
+        public var promptId: String
+        public var value: String
+        public init(promptId: String, value: String) { self.promptId = promptId; self.value = value }
+        enum CodingKeys: String, CodingKey { case value, promptId = "prompt_id" }
+    }
+    public typealias Result = Acknowledged
+}
+
+/// `prompt.cancel` — the user declined: the waiting request ends with `user.cancelled`.
+public enum PromptCancel: RPCMethod {
+    public static let name = "prompt.cancel"
+    public struct Params: Codable, Sendable, Equatable {
+        public var promptId: String
+        public init(promptId: String) { self.promptId = promptId }
+        enum CodingKeys: String, CodingKey { case promptId = "prompt_id" }
+    }
+    public typealias Result = Acknowledged
+}
+
+/// The result of a method that only confirms it was done.
+public struct Acknowledged: Codable, Sendable, Equatable {
+    public var ok: Bool
+    public init() { ok = true }
+}

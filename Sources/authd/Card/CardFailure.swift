@@ -1,0 +1,47 @@
+import Protocol
+
+/// Why a card operation ended without a result. Each case is one stable wire reason.
+enum CardFailure: Error, Equatable, WireErrorConvertible {
+    case timeout(seconds: Int)
+    case canMismatch(savedDeleted: Bool)
+    case removed
+    case noReader
+    case unsupported
+    /// The card answered something no correct card sends. `detail` goes to the log only.
+    case cardError(String)
+    case serviceUnavailable
+    case pinWrong(retriesLeft: Int, savedDeleted: Bool)
+    case pinBlocked
+    case cancelled
+
+    var rpcError: RPCError {
+        switch self {
+        case .timeout(let seconds):
+            .failure(.cardTimeout, "No card was presented within \(seconds) s.")
+        case .canMismatch(let savedDeleted):
+            .failure(.cardCANMismatch, savedDeleted
+                     ? "The CAN does not match the card; the saved CAN was deleted."
+                     : "The CAN does not match the card.",
+                     details: ["saved_can_deleted": .bool(savedDeleted)])
+        case .removed:
+            .failure(.cardRemoved, "The card was removed or the reader connection was lost; try again.")
+        case .noReader:
+            .failure(.cardNoReader, "No smart-card reader is connected.")
+        case .unsupported:
+            .failure(.cardUnsupported, "The card in the reader is not a supported ID card.")
+        case .cardError:
+            .failure(.cardError, "The card gave an answer that cannot be right; nothing was signed.")
+        case .serviceUnavailable:
+            .failure(.cardServiceUnavailable, "The smart-card service (pcscd) is not running.")
+        case .pinWrong(let left, let savedDeleted):
+            .failure(.pinWrong, savedDeleted
+                     ? "The card refused the saved PIN1 (\(left) tries left); it was deleted."
+                     : "Wrong PIN (\(left) tries left).",
+                     details: ["retries_left": .integer(Int64(left)), "saved_pin_deleted": .bool(savedDeleted)])
+        case .pinBlocked:
+            .failure(.pinBlocked, "The PIN is blocked on the card.")
+        case .cancelled:
+            .failure(.userCancelled, "The user cancelled the card operation.")
+        }
+    }
+}

@@ -1,0 +1,237 @@
+import FoundationEssentials
+import Protocol
+import SmartCard
+import Synchronization
+
+/// The ID-card flows: read, login and sign. Each runs as one card operation (one at a time):
+/// it asks the caller for what is missing (PIN, then the card, then the CAN if the card is
+/// contactless and none is saved), then does all card work inside one PC/SC transaction.
+/// PIN and CAN formats are checked before the card is touched, so a typo burns no retry.
+struct CardService: Sendable {
+    let readers: CardQueue
+    let secrets: CardSecrets
+    let config: ConfigHolder
+    let logger: Logger
+    let now: @Sendable () -> Date
+    /// CANs typed for an operation that ended with `card.removed`, so the retry needs no new
+    /// entry. Memory only, per uid, for five minutes.
+    let recentCANs = RecentCANs()
+
+    // MARK: Input rules (pure)
+
+    static func validCAN(_ text: String) throws(RPCError) -> [UInt8] {
+        let bytes = Array(text.utf8)
+        guard bytes.count == 6, bytes.allSatisfy({ (0x30...0x39).contains($0) }) else {
+            throw .failure(.canInvalid, "The CAN is the 6 digits printed on the front of the card.")
+        }
+        return bytes
+    }
+
+    static func validPIN(_ text: String, _ pin: EstEID.PIN) throws(RPCError) -> [UInt8] {
+        let bytes = Array(text.utf8)
+        guard pin.lengths.contains(bytes.count), bytes.allSatisfy({ (0x30...0x39).contains($0) }) else {
+            let name = pin == .pin1 ? "PIN1" : "PIN2"
+            throw .failure(.pinInvalidLength, "\(name) is \(pin.lengths.lowerBound)–\(pin.lengths.upperBound) digits.",
+                           details: ["min": .integer(Int64(pin.lengths.lowerBound)), "max": .integer(Int64(pin.lengths.upperBound))])
+        }
+        return bytes
+    }
+
+    func window(_ requested: Int?) throws(RPCError) -> Int {
+        guard let requested else { return config.current.cardWindowSeconds }
+        guard (1...600).contains(requested) else { throw .invalidParams("timeout_s must be 1–600 seconds", field: "timeout_s") }
+        return requested
+    }
+
+    // MARK: Secrets
+
+    func setCAN(_ can: String, uid: UInt32) async throws {
+        var bytes = try Self.validCAN(can)
+        defer { OpenSSL.wipe(&bytes) }
+        try await secrets.save(.can, uid: uid, SecretBytes(bytes))
+    }
+
+    func savedCAN(uid: UInt32) async throws -> String? {
+        try await secrets.load(.can, uid: uid).map { secret in secret.withUnsafeBytes { String(decoding: $0, as: UTF8.self) } }
+    }
+
+    func savePIN1(_ pin: String, uid: UInt32) async throws {
+        var bytes = try Self.validPIN(pin, .pin1)
+        defer { OpenSSL.wipe(&bytes) }
+        try await secrets.save(.pin1, uid: uid, SecretBytes(bytes))
+    }
+
+    // MARK: Flows
+
+    func listReaders() async throws -> Protocol.CardReaders.Result {
+        let states = try await readers.list()
+        return Protocol.CardReaders.Result(readers: states.map {
+            .init(name: $0.name, cardPresent: $0.cardPresent, atr: $0.cardPresent ? $0.atr.map { String($0, radix: 16, uppercase: true).leftPadded(2) }.joined() : nil)
+        })
+    }
+
+    /// Asks for a PIN on the caller's connection and checks its format.
+    private func askPIN(_ pin: EstEID.PIN, _ context: RequestContext, purpose: String) async throws -> SecretBytes {
+        let name = pin == .pin1 ? "PIN1" : "PIN2"
+        let answer = try await context.connection.prompts.ask(on: context.connection, kind: pin == .pin1 ? "pin1" : "pin2", message: "Enter \(name) \(purpose)")
+        var bytes = try Self.validPIN(answer, pin)
+        defer { OpenSSL.wipe(&bytes) }
+        return SecretBytes(bytes)
+    }
+
+    /// "Present your card": progress prompts with the seconds left until the card is in a reader.
+    private func presentCard(_ context: RequestContext, window: Int) async throws -> PCSC.ReaderState {
+        let flag = CancelFlag()
+        let prompts = context.connection.prompts
+        let readers = self.readers
+        let id = prompts.progress { flag.set(); readers.cancelWaiting() }
+        defer { prompts.finish(id) }
+        let connection = context.connection
+        return try await readers.waitForCard(window: window, cancelled: flag) { left in
+            prompts.notify(on: connection, id: id, kind: "card", message: "Place your ID card on the reader — \(left) s left", secondsLeft: left)
+        }
+    }
+
+    /// The CAN for a contactless card: saved, remembered from a removed attempt, or asked.
+    private func obtainCAN(_ context: RequestContext) async throws -> (can: SecretBytes, saved: Bool) {
+        let uid = context.caller.uid
+        if let saved = try await secrets.load(.can, uid: uid) { return (saved, true) }
+        if let recent = recentCANs.take(uid: uid, now: now()) { return (recent, false) }
+        let answer = try await context.connection.prompts.ask(on: context.connection, kind: "can", message: "Enter the card's CAN (6 digits on its front)")
+        var bytes = try Self.validCAN(answer)
+        defer { OpenSSL.wipe(&bytes) }
+        return (SecretBytes(bytes), false)
+    }
+
+    private static func bytes(_ secret: SecretBytes) -> [UInt8] { secret.withUnsafeBytes { Array($0) } }
+
+    /// The common part of every flow: the card, the CAN if needed, one transaction; failures
+    /// that concern saved secrets delete them.
+    private func withCard<T: Sendable>(_ context: RequestContext, window: Int, pin1: (secret: SecretBytes, saved: Bool)?,
+                                       _ work: @escaping @Sendable (IDCard) throws(CardFailure) -> T) async throws -> T {
+        let reader = try await presentCard(context, window: window)
+        guard let interface = IDCard.interface(forATR: reader.atr) else { throw CardFailure.unsupported }
+        var can: (can: SecretBytes, saved: Bool)?
+        if interface == .contactless { can = try await obtainCAN(context) }
+        let uid = context.caller.uid
+        let canBytes = can.map { Self.bytes($0.can) }
+        let outcome: Result<T, CardFailure> = await readers.runCatching { pcsc throws(CardFailure) in
+            let card = try pcsc.connect(reader.name)
+            defer { card.disconnect() }
+            try card.begin()
+            defer { card.end() }
+            let idCard = IDCard(card: card, interface: interface)
+            if var canBytes {
+                defer { OpenSSL.wipe(&canBytes) }
+                try idCard.establishPACE(can: canBytes)
+            }
+            return try work(idCard)
+        }
+        guard case .failure(let failure) = outcome else { return try outcome.get() }
+        switch failure {
+        case .canMismatch where can?.saved == true:
+            try await secrets.clear(.can, uid: uid)
+            logger.notice("the saved CAN did not match the card and was deleted", [("AUTHD_CALLER_UID", String(uid))])
+            throw CardFailure.canMismatch(savedDeleted: true)
+        case .pinWrong(let left, _) where pin1?.saved == true:
+            // A saved PIN1 the card refuses is deleted, so no further retries burn by themselves.
+            try await secrets.clear(.pin1, uid: uid)
+            throw CardFailure.pinWrong(retriesLeft: left, savedDeleted: true)
+        case .removed:
+            if let can, !can.saved { recentCANs.remember(can.can, uid: uid, now: now()) }
+            throw failure
+        default:
+            throw failure
+        }
+    }
+
+    func read(_ params: CardRead.Params, context: RequestContext) async throws -> CardRead.Result {
+        let window = try window(params.timeoutS)
+        return try await readers.exclusively {
+            let fields = try await withCard(context, window: window, pin1: nil) { card throws(CardFailure) in try card.personalData() }
+            return PersonalData.result(fields)
+        }
+    }
+
+    func login(_ params: CardLogin.Params, context: RequestContext) async throws -> CardLogin.Result {
+        let format = try CardTokens.Format(params)
+        let window = try window(params.timeoutS)
+        let lifetime = config.current.cardTokenLifetimeSeconds
+        let issuedAt = Int64(now().timeIntervalSince1970)
+        let jti = Base64URL.encode(try OpenSSL.randomBytes(16))
+        let caller = context.caller
+        return try await readers.exclusively {
+            let uid = caller.uid
+            let pin1: (secret: SecretBytes, saved: Bool)
+            if let saved = try await secrets.load(.pin1, uid: uid) {
+                pin1 = (saved, true)
+            } else {
+                pin1 = (try await askPIN(.pin1, context, purpose: "to log in to \(Redaction.printable(params.aud, limit: 80))"), false)
+            }
+            let pinBytes = Self.bytes(pin1.secret)
+            let signed = try await withCard(context, window: window, pin1: pin1) { card throws(CardFailure) in
+                var pin = pinBytes
+                defer { OpenSSL.wipe(&pin) }
+                let certificate = try card.certificate(authentication: true)
+                let input = try CardTokens.loginInput(format: format, certificate: certificate, params: params, caller: caller,
+                                                      issuedAt: issuedAt, lifetime: lifetime, jti: jti)
+                try card.selectApplication(for: .pin1)
+                if try card.retriesLeft(.pin1) == 0 { throw .pinBlocked }
+                try card.verify(.pin1, digits: pin)
+                let signature = try card.authenticate(digest: input.digest)
+                return CardTokens.Signed(certificate: certificate, input: input, signature: signature)
+            }
+            return try CardTokens.loginResult(format: format, signed)
+        }
+    }
+
+    func sign(_ params: CardSign.Params, context: RequestContext) async throws -> CardSign.Result {
+        let document = try CardTokens.DocumentHash(params)
+        let window = try window(params.timeoutS)
+        let lifetime = config.current.cardTokenLifetimeSeconds
+        let issuedAt = Int64(now().timeIntervalSince1970)
+        let jti = Base64URL.encode(try OpenSSL.randomBytes(16))
+        let caller = context.caller
+        return try await readers.exclusively {
+            let pin2 = try await askPIN(.pin2, context, purpose: "to sign: \(Redaction.printable(params.description, limit: 120))")
+            let pinBytes = Self.bytes(pin2)
+            let signed = try await withCard(context, window: window, pin1: nil) { card throws(CardFailure) in
+                var pin = pinBytes
+                defer { OpenSSL.wipe(&pin) }
+                let certificate = try card.certificate(authentication: false)
+                let input = try CardTokens.signatureInput(certificate: certificate, document: document, params: params, caller: caller,
+                                                          issuedAt: issuedAt, lifetime: lifetime, jti: jti)
+                try card.selectApplication(for: .pin2)
+                if try card.retriesLeft(.pin2) == 0 { throw .pinBlocked }
+                try card.setSigningEnvironment()
+                // PIN2 authorises one signature: verify before each of the two.
+                try card.verify(.pin2, digits: pin)
+                let documentSignature = try card.sign(digest: document.digest)
+                try card.verify(.pin2, digits: pin)
+                let tokenSignature = try card.sign(digest: input.digest)
+                return (CardTokens.Signed(certificate: certificate, input: input, signature: tokenSignature), documentSignature)
+            }
+            return try CardTokens.signResult(signed.0, documentSignature: signed.1, document: document)
+        }
+    }
+}
+
+/// CANs typed for an attempt that ended with `card.removed` (memory only, five minutes).
+final class RecentCANs: Sendable {
+    private let entries = Mutex<[UInt32: (SecretBytes, Date)]>([:])
+
+    func remember(_ can: SecretBytes, uid: UInt32, now: Date) {
+        entries.withLock { $0[uid] = (can, now.addingTimeInterval(300)) }
+    }
+
+    func take(uid: UInt32, now: Date) -> SecretBytes? {
+        entries.withLock { entries in
+            guard let (can, expiry) = entries.removeValue(forKey: uid), expiry > now else { return nil }
+            return can
+        }
+    }
+}
+
+private extension String {
+    func leftPadded(_ width: Int) -> String { String(repeating: "0", count: max(0, width - count)) + self }
+}

@@ -1,0 +1,152 @@
+import Foundation
+import Glibc
+import Protocol
+
+/// A private smart-card stack for one test: pcscd socket-activated by `systemd-socket-activate`
+/// on a private socket (`PCSCLITE_CSOCK_NAME`), with its own reader.conf.d naming vpcd on a free
+/// port, and `authd-vcard` playing the card. The system's pcscd is never touched.
+final class CardRig {
+    let directory: String
+    let port: Int
+    var socketPath: String { directory + "/pcscd.comm" }
+    var caPath: String { directory + "/ca.pem" }
+    private(set) var profilePath: String = ""
+    // Spawned directly: Foundation's Process takes systemd-socket-activate closing its
+    // descriptors for an exit and then blocks in waitpid, hanging every other Process.
+    private var pcscd: pid_t?
+    private var card: pid_t?
+
+    static var vcardPath: String { DaemonHarness.buildDirectory + "/authd-vcard" }
+
+    /// Generates a card profile (`generate` options, e.g. ["--mode", "contactless"]) and starts pcscd.
+    init(profile options: [String] = []) throws {
+        var template = Array("/tmp/authd-card-XXXXXX".utf8CString)
+        guard let made = mkdtemp(&template) else { throw HarnessError("mkdtemp failed") }
+        directory = String(cString: made)
+        port = try Self.freePortPair()
+        try FileManager.default.createDirectory(atPath: directory + "/reader.conf.d", withIntermediateDirectories: true)
+        try """
+        FRIENDLYNAME "Virtual PCD"
+        DEVICENAME   /dev/null:\(port)
+        LIBPATH      /usr/lib/pcsc/drivers/serial/libifdvpcd.so
+        CHANNELID    \(port)
+
+        """.write(toFile: directory + "/reader.conf.d/vpcd", atomically: true, encoding: .utf8)
+        let generated = try DaemonHarness.run([Self.vcardPath, "generate", "--out", directory] + options)
+        guard generated.status == 0 else { throw HarnessError("authd-vcard generate failed: \(generated.stderr)") }
+        profilePath = generated.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        try startPCSCD()
+    }
+
+    deinit {
+        stopCard()
+        stopPCSCD()
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+
+    /// What authd needs to find this pcscd.
+    var environment: [String: String] { ["PCSCLITE_CSOCK_NAME": socketPath] }
+
+    func startPCSCD() throws {
+        unlink(socketPath)
+        pcscd = try Self.spawn(["/usr/bin/systemd-socket-activate", "-l", socketPath, "-E", "PCSCLITE_CSOCK_NAME=\(socketPath)",
+                                "/usr/sbin/pcscd", "-f", "-c", directory + "/reader.conf.d"],
+                               environment: ["PATH=/usr/sbin:/usr/bin:/bin", "PCSCLITE_CSOCK_NAME=\(socketPath)"], log: directory + "/pcscd.log")
+        for _ in 0..<100 where access(socketPath, F_OK) != 0 { usleep(20_000) }
+    }
+
+    func stopPCSCD() {
+        guard let pid = pcscd else { return }
+        Self.reap(pid)
+        pcscd = nil
+    }
+
+    /// Puts the card in the reader. `extra` e.g. ["--remove-on-ins", "2A"].
+    func insertCard(_ extra: [String] = []) throws {
+        card = try Self.spawn([Self.vcardPath, "run", profilePath, "--port", String(port)] + extra, environment: [], log: directory + "/vcard.log")
+    }
+
+    func stopCard() {
+        guard let pid = card else { return }
+        Self.reap(pid)
+        card = nil
+    }
+
+    private static func spawn(_ arguments: [String], environment: [String], log: String) throws -> pid_t {
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, log, O_WRONLY | O_CREAT | O_APPEND, 0o600)
+        posix_spawn_file_actions_adddup2(&actions, 1, 2)
+        let argv = arguments.map { strdup($0) } + [nil]
+        let envp = environment.map { strdup($0) } + [nil]
+        defer { (argv + envp).forEach { free($0) } }
+        var pid: pid_t = 0
+        let status = posix_spawn(&pid, arguments[0], &actions, nil, argv, envp)
+        guard status == 0 else { throw HarnessError("posix_spawn \(arguments[0]): \(String(cString: strerror(status)))") }
+        return pid
+    }
+
+    private static func reap(_ pid: pid_t) {
+        kill(pid, SIGKILL)
+        var status: Int32 = 0
+        waitpid(pid, &status, 0)
+    }
+
+    /// A TCP port whose successor is free too (vpcd opens two readers: port and port + 1).
+    private static func freePortPair() throws -> Int {
+        for _ in 0..<50 {
+            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            var address = sockaddr_in()
+            address.sin_family = sa_family_t(AF_INET)
+            address.sin_addr.s_addr = INADDR_ANY
+            var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+            let port: Int = withUnsafeMutablePointer(to: &address) { pointer in
+                pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    guard bind(fd, $0, length) == 0, getsockname(fd, $0, &length) == 0 else { return 0 }
+                    return Int(UInt16(bigEndian: pointer.pointee.sin_port))
+                }
+            }
+            close(fd)
+            if port > 0, port < 65000, Self.isFree(port + 1) { return port }
+        }
+        throw HarnessError("no free port pair")
+    }
+
+    private static func isFree(_ port: Int) -> Bool {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = UInt16(port).bigEndian
+        return withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
+        }
+    }
+}
+
+extension LineClient {
+    /// Calls a card method and answers its prompts from `answers` (by kind: can, pin1, pin2);
+    /// a kind missing there is cancelled. Returns the response and the prompts seen.
+    func callAnswering(_ method: String, _ params: JSONValue, answers: [String: String]) throws -> (response: JSONValue, prompts: [JSONValue]) {
+        let id = Int64.random(in: 1_000_000...9_000_000)
+        let request: JSONValue = ["jsonrpc": "2.0", "id": .integer(id), "method": .string(method), "params": params]
+        try send(Array(try WireCodec.encodeJSON(request)) + [0x0a])
+        var prompts: [JSONValue] = []
+        while true {
+            guard let message = try readJSON() else { throw HarnessError("the daemon closed the connection") }
+            if message["id"] == .integer(id) { return (message, prompts) }
+            guard message["method"] == "prompt", let params = message["params"] else { continue }
+            prompts.append(params)
+            guard params["expects_answer"] == .bool(true), let promptID = params["prompt_id"], let kind = params["kind"]?.stringValue else { continue }
+            let reply: JSONValue
+            if let answer = answers[kind] {
+                reply = ["jsonrpc": "2.0", "method": "prompt.answer", "params": ["prompt_id": promptID, "value": .string(answer)]]
+            } else {
+                reply = ["jsonrpc": "2.0", "method": "prompt.cancel", "params": ["prompt_id": promptID]]
+            }
+            try send(Array(try WireCodec.encodeJSON(reply)) + [0x0a])
+        }
+    }
+}
