@@ -66,7 +66,7 @@ struct CardService: Sendable {
     func listReaders() async throws -> Protocol.CardReaders.Result {
         let states = try await readers.list()
         return Protocol.CardReaders.Result(readers: states.map {
-            .init(name: $0.name, cardPresent: $0.cardPresent, atr: $0.cardPresent ? $0.atr.map { String($0, radix: 16, uppercase: true).leftPadded(2) }.joined() : nil)
+            .init(name: $0.name, cardPresent: $0.cardPresent, atr: $0.cardPresent ? Hex.encode($0.atr) : nil)
         })
     }
 
@@ -230,8 +230,4 @@ final class RecentCANs: Sendable {
             return can
         }
     }
-}
-
-private extension String {
-    func leftPadded(_ width: Int) -> String { String(repeating: "0", count: max(0, width - count)) + self }
 }
