@@ -145,6 +145,13 @@ struct CardService: Sendable {
         }
     }
 
+    /// When the token is issued, until when it holds, its id, and who asked for it.
+    private func stamp(_ context: RequestContext) throws -> CardTokens.Stamp {
+        let issuedAt = Int64(now().timeIntervalSince1970)
+        return CardTokens.Stamp(issuedAt: issuedAt, expires: issuedAt + Int64(config.current.cardTokenLifetimeSeconds),
+                                jti: Base64URL.encode(try OpenSSL.randomBytes(16)), azp: context.caller.exe)
+    }
+
     func read(_ params: CardRead.Params, context: RequestContext) async throws -> CardRead.Result {
         let window = try window(params.timeoutS)
         return try await readers.exclusively {
@@ -156,12 +163,9 @@ struct CardService: Sendable {
     func login(_ params: CardLogin.Params, context: RequestContext) async throws -> CardLogin.Result {
         let format = try CardTokens.Format(params)
         let window = try window(params.timeoutS)
-        let lifetime = config.current.cardTokenLifetimeSeconds
-        let issuedAt = Int64(now().timeIntervalSince1970)
-        let jti = Base64URL.encode(try OpenSSL.randomBytes(16))
-        let caller = context.caller
+        let stamp = try stamp(context)
         return try await readers.exclusively {
-            let uid = caller.uid
+            let uid = context.caller.uid
             let pin1: (secret: SecretBytes, saved: Bool)
             if let saved = try await secrets.load(.pin1, uid: uid) {
                 pin1 = (saved, true)
@@ -173,8 +177,7 @@ struct CardService: Sendable {
                 var pin = pinBytes
                 defer { OpenSSL.wipe(&pin) }
                 let certificate = try card.certificate(authentication: true)
-                let input = try CardTokens.loginInput(format: format, certificate: certificate, params: params, caller: caller,
-                                                      issuedAt: issuedAt, lifetime: lifetime, jti: jti)
+                let input = try CardTokens.loginInput(format: format, certificate: certificate, params: params, stamp: stamp)
                 try card.selectApplication(for: .pin1)
                 if try card.retriesLeft(.pin1) == 0 { throw .pinBlocked }
                 try card.verify(.pin1, digits: pin)
@@ -188,10 +191,7 @@ struct CardService: Sendable {
     func sign(_ params: CardSign.Params, context: RequestContext) async throws -> CardSign.Result {
         let document = try CardTokens.DocumentHash(params)
         let window = try window(params.timeoutS)
-        let lifetime = config.current.cardTokenLifetimeSeconds
-        let issuedAt = Int64(now().timeIntervalSince1970)
-        let jti = Base64URL.encode(try OpenSSL.randomBytes(16))
-        let caller = context.caller
+        let stamp = try stamp(context)
         return try await readers.exclusively {
             let pin2 = try await askPIN(.pin2, context, purpose: "to sign: \(Redaction.printable(params.description, limit: 120))")
             let pinBytes = Self.bytes(pin2)
@@ -199,8 +199,7 @@ struct CardService: Sendable {
                 var pin = pinBytes
                 defer { OpenSSL.wipe(&pin) }
                 let certificate = try card.certificate(authentication: false)
-                let input = try CardTokens.signatureInput(certificate: certificate, document: document, params: params, caller: caller,
-                                                          issuedAt: issuedAt, lifetime: lifetime, jti: jti)
+                let input = try CardTokens.signatureInput(certificate: certificate, document: document, params: params, stamp: stamp)
                 try card.selectApplication(for: .pin2)
                 if try card.retriesLeft(.pin2) == 0 { throw .pinBlocked }
                 try card.setSigningEnvironment()

@@ -44,6 +44,14 @@ enum CardTokens {
         let digest: [UInt8]
     }
 
+    struct Stamp: Sendable {
+        let issuedAt: Int64
+        let expires: Int64
+        let jti: String
+        /// The requesting executable.
+        let azp: String?
+    }
+
     struct Signed: Sendable {
         let certificate: [UInt8]
         let input: Input
@@ -139,8 +147,7 @@ enum CardTokens {
         }
     }
 
-    static func loginInput(format: Format, certificate: [UInt8], params: CardLogin.Params, caller: CallerIdentity,
-                           issuedAt: Int64, lifetime: Int, jti: String) throws(CardFailure) -> Input {
+    static func loginInput(format: Format, certificate: [UInt8], params: CardLogin.Params, stamp: Stamp) throws(CardFailure) -> Input {
         let (_, subject) = try subject(certificate)
         switch format {
         case .webEID(let origin, let nonce):
@@ -148,19 +155,18 @@ enum CardTokens {
             return Input(signingInput: nil, digest: Digest.sha384.hash(Digest.sha384.hash(Array(origin.utf8)) + Digest.sha384.hash(Array(nonce.utf8))))
         case .jwt:
             let claims = LoginClaims(sub: subject.personalCode, serialNumber: subject.serialNumber, givenName: subject.givenName,
-                                     familyName: subject.familyName, aud: params.aud, nonce: params.nonce, iat: issuedAt,
-                                     exp: issuedAt + Int64(lifetime), jti: jti, azp: caller.exe, amr: ["sc", "pin"])
+                                     familyName: subject.familyName, aud: params.aud, nonce: params.nonce, iat: stamp.issuedAt,
+                                     exp: stamp.expires, jti: stamp.jti, azp: stamp.azp, amr: ["sc", "pin"])
             guard let input = try? JWS.certificateSigningInput(certificate: certificate, claims: claims) else { throw .cardError("claims") }
             return Input(signingInput: input, digest: Digest.sha384.hash(Array(input.utf8)))
         }
     }
 
-    static func signatureInput(certificate: [UInt8], document: DocumentHash, params: CardSign.Params, caller: CallerIdentity,
-                               issuedAt: Int64, lifetime: Int, jti: String) throws(CardFailure) -> Input {
+    static func signatureInput(certificate: [UInt8], document: DocumentHash, params: CardSign.Params, stamp: Stamp) throws(CardFailure) -> Input {
         let (_, subject) = try subject(certificate)
         let claims = SignatureClaims(sub: subject.personalCode, serialNumber: subject.serialNumber, givenName: subject.givenName,
-                                     familyName: subject.familyName, aud: params.aud, iat: issuedAt, exp: issuedAt + Int64(lifetime),
-                                     jti: jti, azp: caller.exe, hash: Base64URL.encode(document.digest), hashAlg: document.algorithm.rawValue,
+                                     familyName: subject.familyName, aud: params.aud, iat: stamp.issuedAt, exp: stamp.expires,
+                                     jti: stamp.jti, azp: stamp.azp, hash: Base64URL.encode(document.digest), hashAlg: document.algorithm.rawValue,
                                      description: params.description)
         guard let input = try? JWS.certificateSigningInput(certificate: certificate, claims: claims) else { throw .cardError("claims") }
         return Input(signingInput: input, digest: Digest.sha384.hash(Array(input.utf8)))
