@@ -116,16 +116,19 @@ final class IDCard {
             // Before secure messaging, a failing step means the key agreement went wrong.
             throw .canMismatch(savedDeleted: false)
         }
-        do {
-            guard let outer = try TLV.find(0x7C, in: response.data), let inner = try TLV.find(tag, in: outer.value), !inner.value.isEmpty else {
-                throw CardFailure.cardError("GENERAL AUTHENTICATE without tag \(String(tag, radix: 16))")
-            }
-            return inner.value
-        } catch let failure as CardFailure {
-            throw failure
-        } catch {
-            throw .cardError("\(error)")
+        let inner = try Self.parsed("GENERAL AUTHENTICATE tag \(String(tag, radix: 16))") { () throws(CardDataError) in
+            try TLV.find(0x7C, in: response.data).flatMap { outer throws(CardDataError) in try TLV.find(tag, in: outer.value) }
         }
+        guard !inner.value.isEmpty else { throw .cardError("GENERAL AUTHENTICATE with an empty tag \(String(tag, radix: 16))") }
+        return inner.value
+    }
+
+    /// Runs a TLV lookup on card data: malformed or missing objects are `card.error`.
+    private static func parsed<T>(_ what: String, _ lookup: () throws(CardDataError) -> T?) throws(CardFailure) -> T {
+        let found: T?
+        do { found = try lookup() } catch { throw .cardError("\(what): \(error)") }
+        guard let found else { throw .cardError("\(what): missing") }
+        return found
     }
 
     // MARK: Files
@@ -142,17 +145,13 @@ final class IDCard {
     /// Selects an EF and reads it whole; its size comes from the FCP (tag 80 or 81).
     private func readFile(_ command: CommandAPDU, _ what: String) throws(CardFailure) -> [UInt8] {
         let response = try select(command, what)
-        let size: Int
-        do {
-            guard let fcp = try TLV.find(0x62, in: response.data) else { throw CardFailure.cardError("\(what): no FCP") }
-            let sizeObject = try TLV.find(0x80, in: fcp.value) ?? TLV.find(0x81, in: fcp.value)
-            guard let sizeObject, sizeObject.value.count == 2 else { throw CardFailure.cardError("\(what): no file size") }
-            size = Int(sizeObject.value[0]) << 8 | Int(sizeObject.value[1])
-        } catch let failure as CardFailure {
-            throw failure
-        } catch {
-            throw .cardError("\(what): \(error)")
+        let sizeObject = try Self.parsed("\(what): file size") { () throws(CardDataError) -> TLV? in
+            guard let fcp = try TLV.find(0x62, in: response.data) else { return nil }
+            if let size = try TLV.find(0x80, in: fcp.value) { return size }
+            return try TLV.find(0x81, in: fcp.value)
         }
+        guard sizeObject.value.count == 2 else { throw .cardError("\(what): no file size") }
+        let size = Int(sizeObject.value[0]) << 8 | Int(sizeObject.value[1])
         guard size > 0, size <= Self.maxFileSize else { throw .cardError("\(what): file size \(size)") }
         return try readBinary(length: size)
     }
@@ -199,17 +198,11 @@ final class IDCard {
     func retriesLeft(_ pin: EstEID.PIN) throws(CardFailure) -> Int {
         let response = try send(EstEID.retryCounter(pin))
         try expectSuccess(response, "GET DATA retries")
-        do {
-            guard let outer = try TLV.find(0x70, in: response.data) else { throw CardFailure.cardError("retries: no 70") }
-            let info = try outer.child(0xBF8100 | UInt32(pin.reference & 0x0F)).child(0xA0)
-            let tries = try info.child(0x9B)
-            guard tries.value.count == 1 else { throw CardFailure.cardError("retries: bad 9B") }
-            return Int(tries.value[0])
-        } catch let failure as CardFailure {
-            throw failure
-        } catch {
-            throw .cardError("retries: \(error)")
+        let tries = try Self.parsed("retry counter") { () throws(CardDataError) -> TLV? in
+            try TLV.find(0x70, in: response.data)?.child(0xBF8100 | UInt32(pin.reference & 0x0F)).child(0xA0).child(0x9B)
         }
+        guard tries.value.count == 1 else { throw .cardError("retry counter: bad 9B") }
+        return Int(tries.value[0])
     }
 
     /// VERIFY; the PIN block is wiped after sending.
