@@ -49,7 +49,7 @@ let package = Package(
 
         // A simulator of the ID card behind vsmartcard's vpcd reader driver, for development
         // and tests, and the generator of its test CA and card profiles.
-        .executableTarget(name: "authd-vcard", dependencies: ["SmartCard", "COpenSSL", "CLinux"]),
+        .executableTarget(name: "authd-vcard", dependencies: ["Protocol", "SmartCard", "COpenSSL", "CLinux"]),
 
         .testTarget(name: "ProtocolTests", dependencies: ["Protocol"], exclude: ["Fixtures"]),
         .testTarget(name: "AuthdTests", dependencies: ["authd", "Protocol", "CLinux"]),

@@ -4,11 +4,14 @@ import Glibc
 import Protocol
 
 /// A blocking connection to authd: one request at a time, notifications handed to a callback
-/// while waiting for the response.
+/// while waiting for the response. The callback may `post` requests of its own (answers to
+/// prompts); their responses arrive while the first request is still waiting.
 final class DaemonConnection {
     private let fd: Int32
     private var framer = LineFramer()
     private var nextID: Int64 = 1
+    /// Requests sent with `post` whose responses have not arrived yet.
+    private var posted: Set<Int64> = []
     let socketPath: String
 
     init(socketPath: String) throws(CLIError) {
@@ -24,7 +27,7 @@ final class DaemonConnection {
     deinit { close(fd) }
 
     /// Calls a typed method.
-    func call<M: RPCMethod>(_: M.Type, _ params: M.Params, onNotification: (String, JSONValue?) -> Void = { _, _ in }) throws(CLIError) -> M.Result {
+    func call<M: RPCMethod>(_: M.Type, _ params: M.Params, onNotification: (String, JSONValue?) throws(CLIError) -> Void = { _, _ in }) throws(CLIError) -> M.Result {
         let result = try callRaw(M.name, params: params, onNotification: onNotification)
         do {
             return try WireCodec.decode(M.Result.self, from: result)
@@ -34,20 +37,16 @@ final class DaemonConnection {
     }
 
     /// Calls any method with any params; returns the raw result.
-    func callRaw(_ method: String, params: some Encodable, onNotification: (String, JSONValue?) -> Void = { _, _ in }) throws(CLIError) -> JSONValue {
-        let id = nextID
-        nextID += 1
-        let line: Data
-        do {
-            line = try WireCodec.requestLine(id: .integer(id), method: method, params: params)
-        } catch {
-            throw CLIError(message: "cannot encode the request: \(error)", reason: "client.bad_request", exitCode: .usage)
-        }
-        try write(line)
+    func callRaw(_ method: String, params: some Encodable, onNotification: (String, JSONValue?) throws(CLIError) -> Void = { _, _ in }) throws(CLIError) -> JSONValue {
+        let id = try send(method, params: params)
         while true {
             switch try readMessage() {
             case .notification(let name, let params):
-                onNotification(name, params)
+                try onNotification(name, params)
+            case .response(.integer(let responseID), let outcome) where posted.contains(responseID):
+                // The answer to a posted request: only a refusal is worth telling the user.
+                posted.remove(responseID)
+                if case .error(let error) = outcome { Output.error(CLIError(error).line) }
             case .response(let responseID, let outcome) where responseID == .integer(id):
                 switch outcome {
                 case .result(let value): return value
@@ -60,6 +59,24 @@ final class DaemonConnection {
                 continue
             }
         }
+    }
+
+    /// Sends a request without waiting for its response (from inside a notification callback).
+    func post<M: RPCMethod>(_: M.Type, _ params: M.Params) throws(CLIError) {
+        posted.insert(try send(M.name, params: params))
+    }
+
+    private func send(_ method: String, params: some Encodable) throws(CLIError) -> Int64 {
+        let id = nextID
+        nextID += 1
+        let line: Data
+        do {
+            line = try WireCodec.requestLine(id: .integer(id), method: method, params: params)
+        } catch {
+            throw CLIError(message: "cannot encode the request: \(error)", reason: "client.bad_request", exitCode: .usage)
+        }
+        try write(line)
+        return id
     }
 
     /// Waits for the next notification (for followed streams); nil when the daemon closes.

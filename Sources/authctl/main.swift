@@ -10,6 +10,7 @@ extension Command {
         .adminStatus, .adminReload, .adminBackup, .adminKeysRotate, .adminAudit,
         .register, .login, .whoami, .logout, .twoFactor, .sessions, .devices, .tokenAccount, .accountDeactivate,
         .adminAccounts,
+        .cardReaders, .cardRead, .cardLogin, .cardSign, .cardCANSet, .cardCANShow, .cardCANClear, .cardPIN1Save, .cardPIN1Clear,
         .call, .completion,
     ]
 }

@@ -1,4 +1,5 @@
 import SmartCard
+import Protocol
 
 /// The card side of the Estonian ID card: the same applications, files, PIN references,
 /// padding, retry counters, status words and (contactless) PACE with secure messaging that

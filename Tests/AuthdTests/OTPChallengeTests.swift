@@ -242,8 +242,8 @@ struct MaintenanceTests {
         }
         let spool = directory.path + "/sms-spool"
         try FileManager.default.createDirectory(atPath: spool, withIntermediateDirectories: true)
-        FileManager.default.createFile(atPath: spool + "/old.sms", contents: Data("code".utf8))
-        FileManager.default.createFile(atPath: spool + "/new.sms", contents: Data("code".utf8))
+        _ = FileManager.default.createFile(atPath: spool + "/old.sms", contents: Data("code".utf8))
+        _ = FileManager.default.createFile(atPath: spool + "/new.sms", contents: Data("code".utf8))
         var times = [timespec(tv_sec: Int(now - 2 * 86400), tv_nsec: 0), timespec(tv_sec: Int(now - 2 * 86400), tv_nsec: 0)]
         utimensat(AT_FDCWD, spool + "/old.sms", &times, 0)
         var recent = [timespec(tv_sec: Int(now - 60), tv_nsec: 0), timespec(tv_sec: Int(now - 60), tv_nsec: 0)]

@@ -40,8 +40,7 @@ struct CardTests {
         #expect(!prompts.contains { $0["kind"] == "can" }, "contact readers skip PACE")
         // A tampered token fails the same independent check.
         var parts = token.split(separator: ".").map(String.init)
-        parts[1] = Data(#"{"aud":"https://rp.example","exp":4102444800,"iat":1,"jti":"x","sub":"someone else"}"#.utf8).base64EncodedString()
-            .replacingOccurrences(of: "=", with: "").replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+        parts[1] = base64URL(#"{"aud":"https://rp.example","exp":4102444800,"iat":1,"jti":"x","sub":"someone else"}"#)
         #expect(try DaemonHarness.run(["/usr/bin/python3", Self.verifier, parts.joined(separator: "."), rig.caPath, "https://rp.example"]).status != 0)
         // The login is in the audit log with its caller and outcome.
         let audit = try client.result("admin.audit.tail", ["limit": 20])
@@ -137,7 +136,7 @@ struct CardTests {
         try rig.insertCard(["--remove-on-ins", "2A"])
         let daemon = try daemon(rig)
         let client = try daemon.connect()
-        let hash = Data(repeating: 7, count: 32).base64EncodedString().replacingOccurrences(of: "=", with: "").replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+        let hash = Base64URL.encode([UInt8](repeating: 7, count: 32))
         let params: JSONValue = ["aud": "https://sign.example", "hash": .string(hash), "hash_alg": "SHA-256", "description": "contract.pdf"]
         let removed = try client.callAnswering("card.sign", params, answers: ["pin2": "12345", "can": "654321"])
         #expect(removed.response["error"]?["data"]?["reason"] == "card.removed", "\(removed.response)")

@@ -164,7 +164,7 @@ struct RegistrationTests {
         try "[sms]\nbackend = command\ncommand = \(script)\n[accounts]\nresend_delay = 0s\n".write(toFile: daemon.configPath, atomically: true, encoding: .utf8)
         try daemon.start()
         let client = try daemon.connect()
-        FileManager.default.createFile(atPath: daemon.directory + "/gateway-down", contents: nil)
+        _ = FileManager.default.createFile(atPath: daemon.directory + "/gateway-down", contents: nil)
         let down = try Self.start(client, "+37251234567")
         #expect(down.errorReason == "sms.undeliverable")
         let flow = try #require(down["error"]?["data"]?["flow"])
@@ -298,7 +298,7 @@ struct RegistrationTests {
         #expect(log.contains(#""to":"+37251234567"}"#))
         let code = String(log.matches(of: /code is ([0-9]{6})/).last!.output.1)
         #expect(try client.result("account.register.verify", ["flow": flow, "code": .string(code)])["account"] != nil)
-        FileManager.default.createFile(atPath: daemon.directory + "/down", contents: nil)
+        _ = FileManager.default.createFile(atPath: daemon.directory + "/down", contents: nil)
         #expect(try Self.start(client, "+4915123456789").errorReason == "sms.undeliverable")
         #expect(!daemon.log.contains("s3cret-token"))
     }

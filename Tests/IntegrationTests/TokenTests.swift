@@ -64,7 +64,7 @@ struct TokenTests {
         let client = try daemon.connect()
         let token = try #require(try client.result("auth.local", ["aud": "a"])["token"]?.stringValue)
         var parts = token.split(separator: ".").map(String.init)
-        let claims = try #require(Data(base64URLEncoded: parts[1]))
+        let claims = Data(try #require(Base64URL.decode(parts[1])))
         let forged = String(decoding: claims, as: UTF8.self).replacingOccurrences(of: "unix:\(getuid())", with: "unix:4242")
         parts[1] = base64URL(forged)
         #expect(try client.call("token.verify", ["token": .string(parts.joined(separator: "."))]).errorReason == "token.bad_signature")
@@ -113,7 +113,7 @@ struct TokenTests {
         #expect(claims["azp"] == .string(DaemonHarness.authctlPath) || claims["azp"]?.stringValue?.hasSuffix("/authctl") == true)
         // The same library refuses a token whose payload was changed.
         var parts = compact.split(separator: ".").map(String.init)
-        parts[1] = base64URL(String(decoding: Data(base64URLEncoded: parts[1])!, as: UTF8.self).replacingOccurrences(of: "abc", with: "abd"))
+        parts[1] = base64URL(String(decoding: Base64URL.decode(parts[1])!, as: UTF8.self).replacingOccurrences(of: "abc", with: "abd"))
         let tampered = try DaemonHarness.run(["/usr/bin/python3", Self.pythonScript, parts.joined(separator: "."), jwks.stdout, "https://rp.example", "authd"])
         #expect(tampered.status == 1)
         #expect(tampered.stderr.contains("InvalidSignatureError"))
@@ -148,13 +148,5 @@ struct TokenTests {
 }
 
 func base64URL(_ text: String) -> String {
-    Data(text.utf8).base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
-}
-
-extension Data {
-    init?(base64URLEncoded text: String) {
-        var standard = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        standard += String(repeating: "=", count: (4 - standard.count % 4) % 4)
-        self.init(base64Encoded: standard)
-    }
+    Base64URL.encode(Array(text.utf8))
 }

@@ -2,41 +2,6 @@ import FoundationEssentials
 import Protocol
 import Synchronization
 
-/// base64url without padding (RFC 4648 §5), as JOSE uses it: the standard alphabet from
-/// Foundation, with the two URL-safe substitutions done on bytes.
-enum Base64URL {
-    static func encode(_ bytes: some Sequence<UInt8>) -> String {
-        var encoded = Array(Data(bytes).base64EncodedData())
-        while encoded.last == UInt8(ascii: "=") { encoded.removeLast() }
-        for index in encoded.indices {
-            switch encoded[index] {
-            case UInt8(ascii: "+"): encoded[index] = UInt8(ascii: "-")
-            case UInt8(ascii: "/"): encoded[index] = UInt8(ascii: "_")
-            default: break
-            }
-        }
-        return String(decoding: encoded, as: UTF8.self)
-    }
-
-    /// Strict decoding: only the URL-safe alphabet, no padding, no whitespace.
-    static func decode(_ text: some StringProtocol) -> [UInt8]? {
-        var standard: [UInt8] = []
-        standard.reserveCapacity(text.utf8.count + 3)
-        for byte in text.utf8 {
-            switch byte {
-            case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"):
-                standard.append(byte)
-            case UInt8(ascii: "-"): standard.append(UInt8(ascii: "+"))
-            case UInt8(ascii: "_"): standard.append(UInt8(ascii: "/"))
-            default: return nil
-            }
-        }
-        guard standard.count % 4 != 1 else { return nil }
-        while standard.count % 4 != 0 { standard.append(UInt8(ascii: "=")) }
-        return Data(base64Encoded: Data(standard)).map(Array.init)
-    }
-}
-
 /// Compact JWS (RFC 7515) with ES256, the daemon's token format.
 enum JWS {
     /// The signing input and header for `claims`, signed by `key`.

@@ -1,0 +1,67 @@
+import FoundationEssentials
+
+/// base64url without padding (RFC 4648 §5), as JOSE uses it: the standard alphabet from
+/// Foundation, with the two URL-safe substitutions done on bytes.
+public enum Base64URL {
+    public static func encode(_ bytes: some Sequence<UInt8>) -> String {
+        var encoded = Array(Data(bytes).base64EncodedData())
+        while encoded.last == UInt8(ascii: "=") { encoded.removeLast() }
+        for index in encoded.indices {
+            switch encoded[index] {
+            case UInt8(ascii: "+"): encoded[index] = UInt8(ascii: "-")
+            case UInt8(ascii: "/"): encoded[index] = UInt8(ascii: "_")
+            default: break
+            }
+        }
+        return String(decoding: encoded, as: UTF8.self)
+    }
+
+    /// Strict decoding: only the URL-safe alphabet, no padding, no whitespace.
+    public static func decode(_ text: some StringProtocol) -> [UInt8]? {
+        var standard: [UInt8] = []
+        standard.reserveCapacity(text.utf8.count + 3)
+        for byte in text.utf8 {
+            switch byte {
+            case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"):
+                standard.append(byte)
+            case UInt8(ascii: "-"): standard.append(UInt8(ascii: "+"))
+            case UInt8(ascii: "_"): standard.append(UInt8(ascii: "/"))
+            default: return nil
+            }
+        }
+        guard standard.count % 4 != 1 else { return nil }
+        while standard.count % 4 != 0 { standard.append(UInt8(ascii: "=")) }
+        return Data(base64Encoded: Data(standard)).map(Array.init)
+    }
+}
+
+/// Hexadecimal text (ATRs on the wire, card data in profiles, digests typed on a command line).
+/// Decoding accepts either case and spaces between bytes.
+public enum Hex {
+    public static func decode(_ text: String) -> [UInt8]? {
+        let digits = Array(text.utf8).filter { $0 != UInt8(ascii: " ") }
+        guard digits.count % 2 == 0 else { return nil }
+        var bytes: [UInt8] = []
+        var index = 0
+        while index < digits.count {
+            guard let high = nibble(digits[index]), let low = nibble(digits[index + 1]) else { return nil }
+            bytes.append(high << 4 | low)
+            index += 2
+        }
+        return bytes
+    }
+
+    public static func encode(_ bytes: [UInt8]) -> String {
+        let digits = Array("0123456789ABCDEF".utf8)
+        return String(decoding: bytes.flatMap { [digits[Int($0 >> 4)], digits[Int($0 & 0x0F)]] }, as: UTF8.self)
+    }
+
+    private static func nibble(_ c: UInt8) -> UInt8? {
+        switch c {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): c - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): c - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): c - UInt8(ascii: "A") + 10
+        default: nil
+        }
+    }
+}

@@ -1,0 +1,99 @@
+import Foundation
+import Protocol
+import Testing
+
+/// `authctl card …` against the virtual card through a private pcscd: prompts answered from
+/// file descriptors, progress on stderr, the token alone on stdout, reasons as exit codes.
+@Suite("authctl card", .serialized)
+struct AuthctlCardTests {
+    private func daemon(_ rig: CardRig) throws -> DaemonHarness {
+        let daemon = try DaemonHarness()
+        try daemon.start(environment: rig.environment)
+        return daemon
+    }
+
+    @Test("contactless (brainpoolP384r1 PACE): CAN and PIN from descriptors, token alone on stdout, saved CAN and PIN1")
+    func loginAndSecrets() throws {
+        let rig = try CardRig(profile: ["--mode", "contactless", "--pace", "brainpool384", "--can", "654321"])
+        try rig.insertCard()
+        let daemon = try daemon(rig)
+
+        // PIN1 is asked first, then the card, then the CAN: one line each from stdin.
+        let login = try daemon.authctl(["card", "login", "--aud", "app.example", "--nonce", "n-42", "--pin-fd", "0", "--can-fd", "0"],
+                                       stdin: "1234\n654321\n")
+        #expect(login.status == 0, "\(login.stderr)")
+        let lines = login.stdout.split(separator: "\n")
+        #expect(lines.count == 1, "only the token on stdout")
+        #expect(login.stderr.contains("Place your ID card on the reader — "), "\(login.stderr)")
+        #expect(!login.stderr.contains("1234") && !login.stderr.contains("654321"), "secrets are never echoed")
+        let verified = try DaemonHarness.run(["/usr/bin/python3", CardTests.verifier, String(lines.first ?? ""), rig.caPath, "app.example"])
+        #expect(verified.status == 0, "\(verified.stderr)")
+        #expect(try WireCodec.decode(JSONValue.self, from: Data(verified.stdout.utf8))["nonce"] == "n-42", "\(verified.stdout)")
+
+        // The card answered, so its reader lists it as present.
+        let readers = try daemon.authctl(["card", "readers"])
+        #expect(readers.status == 0)
+        #expect(readers.stdout.contains("Virtual PCD") && readers.stdout.contains("card present"), "\(readers.stdout)")
+
+        // Saved CAN and PIN1: the next login asks for nothing (there is no terminal to ask on).
+        #expect(try daemon.authctl(["card", "can", "set", "--can-fd", "0"], stdin: "654321\n").status == 0)
+        #expect(try daemon.authctl(["card", "can", "show"]).stdout == "654321\n")
+        #expect(try daemon.authctl(["card", "pin1", "save", "--pin-fd", "0"], stdin: "1234\n").status == 0)
+        let quiet = try daemon.authctl(["card", "login", "--aud", "app.example"])
+        #expect(quiet.status == 0, "\(quiet.stderr)")
+        #expect(quiet.stdout.split(separator: ".").count == 3)
+
+        let read = try daemon.authctl(["card", "read", "--json"])
+        #expect(read.status == 0, "\(read.stderr)")
+        let data = try WireCodec.decode(JSONValue.self, from: Data(read.stdout.utf8))
+        #expect(data["personal_code"] == "38001085718")
+
+        #expect(try daemon.authctl(["card", "pin1", "clear"]).status == 0)
+        #expect(try daemon.authctl(["card", "can", "clear"]).status == 0)
+        let none = try daemon.authctl(["card", "can", "show"])
+        #expect(none.status == 1 && none.stdout.isEmpty)
+        #expect(none.stderr.contains("no CAN is saved"))
+    }
+
+    @Test("sign a sha256sum digest with PIN2; wrong PIN → exit 5 with retries; declined prompt → exit 3; bad digests → exit 2")
+    func signAndOutcomes() throws {
+        let rig = try CardRig()
+        try rig.insertCard()
+        let daemon = try daemon(rig)
+        let digest = String(repeating: "ab", count: 32)
+        let sign = try daemon.authctl(["card", "sign", "--aud", "https://sign.example", "--description", "contract.pdf",
+                                       "--hash", digest, "--pin-fd", "0", "--json"], stdin: "12345\n")
+        #expect(sign.status == 0, "\(sign.stderr)")
+        let result = try WireCodec.decode(JSONValue.self, from: Data(sign.stdout.utf8))
+        #expect(result["hash"] == .string(Base64URL.encode([UInt8](repeating: 0xAB, count: 32))), "hex is sent as base64url")
+        #expect(result["hash_alg"] == "SHA-256")
+        let claims = try DaemonHarness.run(["/usr/bin/python3", CardTests.verifier, try #require(result["token"]?.stringValue), rig.caPath, "https://sign.example"])
+        #expect(claims.status == 0, "\(claims.stderr)")
+        #expect(claims.stdout.contains("contract.pdf"))
+
+        let wrong = try daemon.authctl(["card", "login", "--aud", "a", "--pin-fd", "0"], stdin: "9999\n")
+        #expect(wrong.status == 5)
+        #expect(wrong.stderr.contains("(pin.wrong)"), "\(wrong.stderr)")
+        #expect(wrong.stdout.isEmpty)
+
+        let declined = try daemon.authctl(["card", "login", "--aud", "a", "--pin-fd", "0"], stdin: "")
+        #expect(declined.status == 3)
+        #expect(declined.stderr.contains("(user.cancelled)"), "\(declined.stderr)")
+
+        for arguments in [["--hash", "abcd"], ["--hash", digest, "--hash-alg", "MD5"], [], ["--hash", digest, "--file", "/etc/hostname"]] {
+            let bad = try daemon.authctl(["card", "sign", "--aud", "a", "--description", "d"] + arguments)
+            #expect(bad.status == 2, "\(arguments): \(bad.stderr)")
+        }
+        #expect(try daemon.authctl(["card", "login"]).status == 2, "--aud is required")
+    }
+
+    @Test("no card within --timeout → exit 4 (card.timeout) after the countdown on stderr")
+    func timeout() throws {
+        let rig = try CardRig()
+        let daemon = try daemon(rig)
+        let read = try daemon.authctl(["card", "read", "--timeout", "2"])
+        #expect(read.status == 4)
+        #expect(read.stderr.contains("Place your ID card on the reader — 2 s left"), "\(read.stderr)")
+        #expect(read.stderr.contains("(card.timeout)"))
+    }
+}
