@@ -44,11 +44,32 @@ build: deps check-toolchain
 release: deps check-toolchain
 	$(SWIFT) build -c release $(BUILD_FLAGS)
 
+# `make run` also starts a private pcscd (socket-activated, never the system's) whose vpcd reader
+# holds the virtual ID card, so `authctl card login` works without hardware. VCARD=contactless
+# puts the card on a contactless reader (PACE with the CAN); VCARD=none uses the system's pcscd
+# and real readers instead.
+VCARD        ?= contact
+VCARD_PORT   ?= 35973
+VCARD_DIR    := $(RUN_RUNTIME_DIR)/authd-vcard
+
 run: build
 	@mkdir -p -m 0700 $(RUN_RUNTIME_DIR)
-	@echo "make: starting authd in user mode on $(RUN_SOCKET) (Ctrl-C stops it)"
-	@echo "make: in another terminal: export AUTHD_SOCKET=$(RUN_SOCKET); $$($(SWIFT) build --show-bin-path)/authctl status"
-	AUTHD_SOCKET=$(RUN_SOCKET) $$($(SWIFT) build --show-bin-path)/authd --user
+	@bin=$$($(SWIFT) build --show-bin-path); pids=""; pcsc_env=""; \
+	trap 'kill $$pids 2>/dev/null; wait 2>/dev/null' EXIT INT TERM; \
+	if [ "$(VCARD)" != none ]; then \
+	  rm -rf $(VCARD_DIR) && mkdir -p -m 0700 $(VCARD_DIR)/reader.conf.d; \
+	  printf 'FRIENDLYNAME "Virtual PCD"\nDEVICENAME /dev/null:%s\nLIBPATH /usr/lib/pcsc/drivers/serial/libifdvpcd.so\nCHANNELID %s\n' \
+	    $(VCARD_PORT) $(VCARD_PORT) > $(VCARD_DIR)/reader.conf.d/vpcd; \
+	  profile=$$($$bin/authd-vcard generate --out $(VCARD_DIR) --mode $(VCARD)) || exit 1; \
+	  systemd-socket-activate -l $(VCARD_DIR)/pcscd.comm -E PCSCLITE_CSOCK_NAME=$(VCARD_DIR)/pcscd.comm \
+	    /usr/sbin/pcscd -f -c $(VCARD_DIR)/reader.conf.d > $(VCARD_DIR)/pcscd.log 2>&1 & pids="$$pids $$!"; \
+	  $$bin/authd-vcard run $$profile --port $(VCARD_PORT) > $(VCARD_DIR)/vcard.log 2>&1 & pids="$$pids $$!"; \
+	  pcsc_env="PCSCLITE_CSOCK_NAME=$(VCARD_DIR)/pcscd.comm"; \
+	  echo "make: virtual ID card ($(VCARD)) in a private pcscd, logs in $(VCARD_DIR): PIN1 1234, PIN2 12345, CAN 123456"; \
+	fi; \
+	echo "make: starting authd in user mode on $(RUN_SOCKET) (Ctrl-C stops it)"; \
+	echo "make: in another terminal: export AUTHD_SOCKET=$(RUN_SOCKET); $$bin/authctl card login --aud demo"; \
+	env $$pcsc_env AUTHD_SOCKET=$(RUN_SOCKET) $$bin/authd --user
 
 test: deps check-toolchain
 	$(SWIFT) build --build-tests $(BUILD_FLAGS)

@@ -175,6 +175,7 @@ struct CardPrompter {
     let connection: DaemonConnection
     private let progressInPlace = isatty(STDERR_FILENO) == 1
     private var progressShown = false
+    private var lastSecondsShown: Int?
 
     init(invocation: Invocation, connection: DaemonConnection) {
         self.invocation = invocation
@@ -208,8 +209,9 @@ struct CardPrompter {
     private mutating func showProgress(_ prompt: PromptNotification.Params) {
         if progressInPlace {
             FileHandle.standardError.write(Data("\r\(prompt.message)\u{1B}[K".utf8))
-        } else if !progressShown || (prompt.secondsLeft ?? 0) % 10 == 0 {
+        } else if !progressShown || (prompt.secondsLeft.map { $0 % 10 == 0 && $0 != lastSecondsShown } ?? false) {
             Output.error(prompt.message)
+            lastSecondsShown = prompt.secondsLeft
         }
         progressShown = true
     }
@@ -217,6 +219,7 @@ struct CardPrompter {
     private mutating func endProgress() {
         if progressShown && progressInPlace { FileHandle.standardError.write(Data("\n".utf8)) }
         progressShown = false
+        lastSecondsShown = nil
     }
 }
 
