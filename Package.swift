@@ -56,7 +56,7 @@ let package = Package(
         .testTarget(name: "IntegrationTests", dependencies: ["Protocol", "CLinux"], exclude: ["Python"]),
 
         // `make bench`: drives a release build of the real daemon over its socket.
-        .executableTarget(name: "authd-bench", dependencies: ["Protocol", "CLinux", "CArgon2"], path: "Tests/Bench"),
+        .executableTarget(name: "authd-bench", dependencies: ["Protocol", "CLinux", "CArgon2", "CPCSC"], path: "Tests/Bench"),
     ],
     swiftLanguageModes: [.v6]
 )

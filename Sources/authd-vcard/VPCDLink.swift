@@ -33,6 +33,11 @@ struct VPCDLink {
 
     /// One frame's payload; nil when the driver closed the connection.
     static func receive(_ fd: Int32) -> [UInt8]? {
+        // vpcd writes the length and the payload separately without TCP_NODELAY: Nagle holds
+        // the payload until the length is acknowledged, so acknowledge at once rather than after
+        // the delayed-ACK timer (40 ms per APDU otherwise). Linux clears the flag; set it each time.
+        var one: Int32 = 1
+        setsockopt(fd, Int32(IPPROTO_TCP), TCP_QUICKACK, &one, socklen_t(MemoryLayout<Int32>.size))
         guard let header = readExactly(fd, 2) else { return nil }
         let length = Int(header[0]) << 8 | Int(header[1])
         return readExactly(fd, length)

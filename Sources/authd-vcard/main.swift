@@ -1,22 +1,24 @@
 import COpenSSL
 import Foundation
 import Glibc
+import Protocol
 import SmartCard
 
 /// authd-vcard: a virtual Estonian ID card for development and tests.
 ///
 ///     authd-vcard generate --out DIR [--name card] [--mode contact|contactless] [--pace p256|brainpool384]
 ///                          [--can 123456] [--pin1 1234] [--pin2 12345] [--retries 3] [--hostile MODE]
-///     authd-vcard run PROFILE [--host 127.0.0.1] [--port 35963] [--remove-on-ins HEX]
+///     authd-vcard run PROFILE [--host 127.0.0.1] [--port 35963] [--remove-on-ins HEX] [--trace FILE]
 ///
 /// `generate` writes DIR/ca.pem and DIR/ca.key (the test CA, reused when present) and
 /// DIR/NAME.json (the card). `run` plugs the card into vpcd's reader until killed; when pcscd
-/// goes away it waits for it to come back.
+/// goes away it waits for it to come back. `--trace` appends each APDU exchanged ("C <hex>",
+/// "R <hex>") and each power cycle ("P") to FILE: `make bench` replays a login from it.
 
 let usage = """
 usage: authd-vcard generate --out DIR [--name NAME] [--mode contact|contactless] [--pace p256|brainpool384]
                             [--can CAN] [--pin1 PIN] [--pin2 PIN] [--retries N] [--hostile MODE]
-       authd-vcard run PROFILE [--host HOST] [--port PORT] [--remove-on-ins HEX]
+       authd-vcard run PROFILE [--host HOST] [--port PORT] [--remove-on-ins HEX] [--trace FILE]
 """
 
 func fail(_ message: String) -> Never {
@@ -121,15 +123,24 @@ func run(_ path: String, _ named: [String: String]) throws {
     let card = try VirtualCard(profile: CardProfile.load(path))
     let link = VPCDLink(host: named["host"] ?? "127.0.0.1", port: UInt16(named["port"] ?? "35963") ?? 35963)
     var removeOn = named["remove-on-ins"].flatMap { UInt8($0, radix: 16) }
+    let trace = try named["trace"].map { path in
+        guard let handle = FileHandle(forWritingAtPath: path) ?? (FileManager.default.createFile(atPath: path, contents: nil) ? FileHandle(forWritingAtPath: path) : nil) else {
+            fail("cannot write the trace to \(path)")
+        }
+        try handle.seekToEnd()
+        return handle
+    }
+    func record(_ line: String) { trace?.write(Data((line + "\n").utf8)) }
     signal(SIGPIPE, SIG_IGN)
     while true {
         let fd = link.connect()
         card.powerCycle()
+        record("P")
         serving: while let payload = VPCDLink.receive(fd) {
             var answer: [UInt8]?
             if payload.count == 1 {
                 switch payload[0] {
-                case 0, 1, 2: card.powerCycle()
+                case 0, 1, 2: card.powerCycle(); record("P")
                 case 4: answer = card.atr
                 default: break
                 }
@@ -139,7 +150,10 @@ func run(_ path: String, _ named: [String: String]) throws {
                     removeOn = nil
                     break serving
                 }
-                answer = card.respond(to: payload)
+                let response = card.respond(to: payload)
+                record("C " + Hex.encode(payload))
+                record("R " + Hex.encode(response))
+                answer = response
             }
             if let answer, !VPCDLink.send(fd, answer) { break }
         }

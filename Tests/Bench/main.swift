@@ -6,9 +6,11 @@ import Protocol
 import Synchronization
 
 // authd-bench: drives a release build of the real daemon over its socket and prints figures.
-// Usage: authd-bench BIN_DIR   (make bench passes the release build directory)
+// Usage: authd-bench BIN_DIR [card]   (make bench passes the release build directory; `card`
+// runs only the ID-card figures)
 
 let binDirectory = CommandLine.arguments.count > 1 ? CommandLine.arguments[1] : ".build/release"
+let onlyCard = CommandLine.arguments.dropFirst(2).first == "card"
 _ = authd_raise_nofile_limit()
 
 struct BenchError: Error, CustomStringConvertible {
@@ -30,12 +32,16 @@ final class Client {
 
     deinit { close(fd) }
 
-    /// One request, one response; returns the raw response line.
+    /// One request, one response (or the first notification); returns the raw line.
     @discardableResult
     func call(_ method: String, _ params: String = "{}") throws -> [UInt8] {
         let line = #"{"jsonrpc":"2.0","id":\#(nextID),"method":"\#(method)","params":\#(params)}"# + "\n"
         nextID += 1
         _ = line.withCString { send(fd, $0, strlen($0), Int32(MSG_NOSIGNAL)) }
+        return try nextLine()
+    }
+
+    func nextLine() throws -> [UInt8] {
         while true {
             if let response = try framer.nextLine() { return response }
             let count = read(fd, &buffer, buffer.count)
@@ -53,7 +59,7 @@ final class Daemon {
     var socket: String { directory + "/run/authd.sock" }
     let readyAfter: Double
 
-    init(config: String = "") throws {
+    init(config: String = "", environment extra: [String: String] = [:]) throws {
         var template = Array("/tmp/authd-bench-XXXXXX".utf8CString)
         directory = String(cString: mkdtemp(&template)!)
         try config.write(toFile: directory + "/authd.conf", atomically: true, encoding: .utf8)
@@ -62,7 +68,7 @@ final class Daemon {
         process.environment = [
             "AUTHD_SOCKET": directory + "/run/authd.sock", "AUTHD_STATE_DIR": directory + "/state",
             "AUTHD_CONFIG": directory + "/authd.conf", "NOTIFY_SOCKET": directory + "/notify.sock", "HOME": directory,
-        ]
+        ].merging(extra) { _, new in new }
         process.standardError = FileHandle(forWritingAtPath: "/dev/null")
         let started = ContinuousClock.now
         try process.run()
@@ -207,6 +213,10 @@ func row(_ name: String, _ value: String) { print(name.padding(toLength: 52, wit
 do {
     print("authd benchmark — release build in \(binDirectory), \(ProcessInfo.processInfo.activeProcessorCount) cores")
     print(String(repeating: "-", count: 78))
+    if onlyCard {
+        try cardFigures()
+        exit(0)
+    }
 
     var readyTimes: [Double] = []
     for _ in 0..<5 {
@@ -264,6 +274,8 @@ do {
     row("raw Argon2id (m=19 MiB, t=2, p=1), \(threads) threads", String(format: "%.1f hashes/s", argon2Rate))
     row("auth.login, \(threads * 2) clients", String(format: "%.1f logins/s, p50 %.0f ms, p99 %.0f ms", logins, percentile(loginLatencies, 0.5), percentile(loginLatencies, 0.99)))
     row("password logins/s ÷ Argon2id hashes/s (target ≥ 0.9)", String(format: "%.2f", logins / argon2Rate))
+
+    try cardFigures()
 
     var held: [Client] = []
     for _ in 0..<1000 { held.append(try Client(daemon.socket)) }
