@@ -35,10 +35,14 @@ final class Client {
     /// One request, one response (or the first notification); returns the raw line.
     @discardableResult
     func call(_ method: String, _ params: String = "{}") throws -> [UInt8] {
-        let line = #"{"jsonrpc":"2.0","id":\#(nextID),"method":"\#(method)","params":\#(params)}"# + "\n"
+        send(#"{"jsonrpc":"2.0","id":\#(nextID),"method":"\#(method)","params":\#(params)}"#)
         nextID += 1
-        _ = line.withCString { send(fd, $0, strlen($0), Int32(MSG_NOSIGNAL)) }
         return try nextLine()
+    }
+
+    /// Sends one line (a request or a notification) without waiting.
+    func send(_ line: String) {
+        _ = (line + "\n").withCString { Glibc.send(fd, $0, strlen($0), Int32(MSG_NOSIGNAL)) }
     }
 
     func nextLine() throws -> [UInt8] {
@@ -121,6 +125,25 @@ func socket_notify(_ path: String) -> Int32 {
     var timeout = timeval(tv_sec: 30, tv_usec: 0)
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
     return fd
+}
+
+/// A TCP port whose successor is free too (vpcd opens two readers: port and port + 1).
+func freeTCPPortPair() throws -> Int {
+    func isFree(_ port: Int) -> Bool {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = UInt16(port).bigEndian
+        return withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
+        }
+    }
+    for _ in 0..<50 {
+        let port = Int.random(in: 20000...60000)
+        if isFree(port), isFree(port + 1) { return port }
+    }
+    throw BenchError(description: "no free port pair")
 }
 
 extension Duration {
