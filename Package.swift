@@ -52,6 +52,8 @@ let package = Package(
         .executableTarget(name: "authd-vcard", dependencies: ["Protocol", "SmartCard", "COpenSSL", "CLinux"]),
 
         .testTarget(name: "ProtocolTests", dependencies: ["Protocol"], exclude: ["Fixtures"]),
+        // APDU and TLV parsing, and PACE with secure messaging, both roles in one process.
+        .testTarget(name: "SmartCardTests", dependencies: ["SmartCard"]),
         .testTarget(name: "AuthdTests", dependencies: ["authd", "Protocol", "CLinux"]),
         .testTarget(name: "IntegrationTests", dependencies: ["Protocol", "CLinux"], exclude: ["Python"]),
 
