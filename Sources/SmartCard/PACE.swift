@@ -79,6 +79,9 @@ public final class PACESession {
     /// Terminal: recovers the card's nonce; with a wrong CAN this yields a wrong nonce, and the
     /// mismatch shows at the authentication-token step.
     public func decryptNonce(_ encrypted: [UInt8]) throws(Failure) {
+        // libeac turns an empty cryptogram into an empty nonce, which no password went into:
+        // a card that does not know the CAN could then complete PACE.
+        guard !encrypted.isEmpty else { throw .keyAgreement("nonce decryption") }
         try withBuffer(encrypted) { buffer throws(Failure) in
             guard PACE_STEP2_dec_nonce(context, secret, buffer) == 1 else { throw .keyAgreement("nonce decryption") }
         }

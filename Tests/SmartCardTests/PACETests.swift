@@ -127,6 +127,16 @@ struct PACETests {
         #expect(!handshake.card.secureMessagingActive)
     }
 
+    @Test("an empty encrypted nonce is refused: it would let a card without the CAN through", arguments: PACEParameters.allCases)
+    func emptyNonce(parameters: PACEParameters) throws {
+        let terminal = try PACESession(cardAccess: parameters.cardAccess)
+        try terminal.usePassword(can: Array("123456".utf8))
+        let refused = #expect(throws: PACESession.Failure.self) { try terminal.decryptNonce([]) }
+        // Without the refusal, a second session with any other CAN "decrypts" the same empty
+        // nonce, and mapping, key agreement and both tokens then succeed against this one.
+        #expect(refused?.isKeyAgreement == true)
+    }
+
     @Test("EF.CardAccess that names no supported PACE protocol", arguments: [
         [],
         hex("DE AD BE EF"),
