@@ -1,5 +1,6 @@
 /// BER-TLV (ISO/IEC 7816-4 §5.2, X.690) with bounds-checked parsing: a length that runs past
-/// the buffer, a tag that never ends, or more than four length bytes is an error.
+/// the buffer, a tag that never ends, an indefinite length or more than three length bytes (no
+/// card object is 16 MiB) is an error.
 public struct TLV: Sendable, Equatable {
     /// The tag bytes as one number (e.g. 0x7C, 0xBF8101).
     public let tag: UInt32
@@ -59,7 +60,7 @@ public struct TLV: Sendable, Equatable {
         try parse(bytes).first { $0.tag == tag }
     }
 
-    /// The first child with `tag` (this object must be constructed).
+    /// The first child with `tag`, parsing this object's value as a sequence of TLVs.
     public func child(_ tag: UInt32) throws(CardDataError) -> TLV {
         guard let found = try TLV.find(tag, in: value) else { throw .malformed(String(format: tag)) }
         return found
