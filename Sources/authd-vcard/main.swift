@@ -132,7 +132,7 @@ func run(_ path: String, _ named: [String: String]) throws {
     }
     func record(_ line: String) { trace?.write(Data((line + "\n").utf8)) }
     signal(SIGPIPE, SIG_IGN)
-    while true {
+    reconnecting: while true {
         let fd = link.connect()
         card.powerCycle()
         record("P")
@@ -146,9 +146,12 @@ func run(_ path: String, _ named: [String: String]) throws {
                 }
             } else {
                 if let instruction = removeOn, payload.count >= 2, payload[1] == instruction {
-                    // The card leaves the reader mid-command (once), then comes back.
+                    // The card leaves the reader mid-command (once), then comes back: after
+                    // long enough for pcscd's presence polling (every 400 ms) to see it gone.
                     removeOn = nil
-                    break serving
+                    close(fd)
+                    usleep(1_200_000)
+                    continue reconnecting
                 }
                 let response = card.respond(to: payload)
                 record("C " + Hex.encode(payload))
