@@ -164,6 +164,27 @@ struct CardTests {
         #expect(again["result"]?["personal_code"] == "38001085718", "\(again)")
     }
 
+    @Test("PINs, the CAN and card tokens never reach the debug log or the audit log")
+    func secretsStayOutOfLogs() throws {
+        let rig = try CardRig(profile: ["--mode", "contactless", "--can", "864213", "--pin1", "97531", "--pin2", "8642097"])
+        try rig.insertCard()
+        let daemon = try daemon(rig, config: "[log]\nlevel = debug\n")
+        let client = try daemon.connect()
+        let login = try client.callAnswering("card.login", ["aud": "app.example"], answers: ["pin1": "97531", "can": "864213"])
+        let token = try #require(login.response["result"]?["token"]?.stringValue, "\(login.response)")
+        let wrong = try client.callAnswering("card.sign", ["aud": "app.example", "data": "AAAA", "description": "d"], answers: ["pin2": "1357913", "can": "864213"])
+        #expect(wrong.response["error"]?["data"]?["reason"] == "pin.wrong")
+        _ = try client.result("card.pin1.save", ["pin": "97531"])
+        _ = try client.result("card.can.set", ["can": "864213"])
+        let audit = String(decoding: try WireCodec.encodeJSON(try client.result("admin.audit.tail", ["limit": 50])), as: UTF8.self)
+        #expect(audit.contains("card.login") && audit.contains("card.sign"), "both requests are audited")
+        #expect(daemon.log.contains("card.login ok"), "debug logging was on")
+        for text in [daemon.log, audit] {
+            for secret in ["97531", "8642097", "1357913", "864213"] { #expect(!text.contains(secret), "\(secret) leaked") }
+            for part in token.split(separator: ".") { #expect(!text.contains(part)) }
+        }
+    }
+
     @Test("a hostile card never crashes or hangs authd", arguments: ["bad_tlv", "truncated_certificate", "unexpected_status", "oversized"])
     func hostileCard(_ mode: String) throws {
         let rig = try CardRig(profile: ["--hostile", mode])
