@@ -123,12 +123,10 @@ func run(_ path: String, _ named: [String: String]) throws {
     let card = try VirtualCard(profile: CardProfile.load(path))
     let link = VPCDLink(host: named["host"] ?? "127.0.0.1", port: UInt16(named["port"] ?? "35963") ?? 35963)
     var removeOn = named["remove-on-ins"].flatMap { UInt8($0, radix: 16) }
-    let trace = try named["trace"].map { path in
-        guard let handle = FileHandle(forWritingAtPath: path) ?? (FileManager.default.createFile(atPath: path, contents: nil) ? FileHandle(forWritingAtPath: path) : nil) else {
-            fail("cannot write the trace to \(path)")
-        }
-        try handle.seekToEnd()
-        return handle
+    let trace = named["trace"].map { path in
+        let fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { fail("cannot write the trace to \(path)") }
+        return FileHandle(fileDescriptor: fd, closeOnDealloc: true)
     }
     func record(_ line: String) { trace?.write(Data((line + "\n").utf8)) }
     signal(SIGPIPE, SIG_IGN)
