@@ -65,3 +65,7 @@ int authd_connect_unix(const char *path) {
 int authd_pipe_cloexec(int fds[2]) {
     return pipe2(fds, O_CLOEXEC);
 }
+
+int authd_spawn_close_from(posix_spawn_file_actions_t *actions, int lowfd) {
+    return posix_spawn_file_actions_addclosefrom_np(actions, lowfd);
+}

@@ -5,6 +5,7 @@
 #include <sys/types.h>
 #include <sys/socket.h>
 #include <stdint.h>
+#include <spawn.h>
 
 int authd_accept4(int fd, int flags);
 int authd_peer_credentials(int fd, int32_t *pid, uint32_t *uid, uint32_t *gid);
@@ -19,4 +20,8 @@ int authd_connect_unix(const char *path);
 /* pipe2(O_CLOEXEC): both ends close-on-exec atomically, so a helper spawned concurrently by
  * another thread never inherits them. */
 int authd_pipe_cloexec(int fds[2]);
+
+/* posix_spawn_file_actions_addclosefrom_np: the child closes every descriptor from `lowfd` up,
+ * so a long-lived helper never holds another thread's pipe open. */
+int authd_spawn_close_from(posix_spawn_file_actions_t *actions, int lowfd);
 #endif
