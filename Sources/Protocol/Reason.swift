@@ -152,4 +152,27 @@ public struct Reason: RawRepresentable, Hashable, Sendable, Codable, CustomStrin
     public static let userCancelled = Reason("user.cancelled")
     /// No prompt with that id is waiting on this connection.
     public static let promptUnknown = Reason("prompt.unknown")
+
+    // MARK: Lock and biometrics
+    /// authd is locked for this local user (`lock`, or idle past `[lock] idle`): methods that
+    /// issue a token or release a secret wait for `unlock`.
+    public static let sessionLocked = Reason("session.locked")
+    /// `lock` needs a remembered account (one that signed in from this user): its password unlocks.
+    public static let lockNoAccount = Reason("lock.no_account")
+    /// The finger did not match; `data.attempts_left` says how many before the cut-off.
+    public static let biometricNoMatch = Reason("biometric.no_match")
+    /// The reader or fprintd failed during the scan (disconnected, unknown error, vanished).
+    public static let biometricFailed = Reason("biometric.failed")
+    /// No fprintd, no reader, no enrolled finger, or the reader is busy; `data.detail` says which.
+    public static let biometricUnavailable = Reason("biometric.unavailable")
+    /// No finger within the wait (`[biometric] timeout`).
+    public static let biometricTimeout = Reason("biometric.timeout")
+    /// Fingerprint use is not switched on for this (`biometric.enable`, `card.biometric.enable`).
+    public static let biometricNotEnabled = Reason("biometric.not_enabled")
+    /// Five fingers in a row did not match: fingerprints are off until a password unlock.
+    public static let biometricCutOff = Reason("biometric.cut_off")
+    /// `auth.fast`: no remembered account, or its credentials no longer hold; sign in normally.
+    public static let rememberedInvalid = Reason("auth.remembered_invalid")
+    /// `card.biometric.enable` needs a saved PIN1 (`card.pin1.save`).
+    public static let cardPIN1NotSaved = Reason("card.pin1_not_saved")
 }

@@ -19,7 +19,7 @@ enum ExitCode: Int32 {
         case "server.busy", "server.shutting_down", "daemon.unavailable", "daemon.closed": return .unavailable
         case "pin.blocked", "account.locked", "session.locked", "card.blocked": return .lockedOrBlocked
         case "session.logged_out", "session.required", "session.expired", "session.invalid": return .notLoggedIn
-        case "auth.failed", "pin.wrong", "otp.wrong", "otp.attempts_exhausted", "otp.expired", "otp.used", "card.can_mismatch", "biometric.no_match":
+        case "auth.failed", "pin.wrong", "otp.wrong", "otp.attempts_exhausted", "otp.expired", "otp.used", "card.can_mismatch", "biometric.no_match", "biometric.cut_off":
             return .authenticationFailed
         case "rpc.invalid_params": return .usage
         default: break
@@ -35,6 +35,8 @@ struct CLIError: Error {
     let message: String
     let reason: String?
     let exitCode: ExitCode
+    /// What authd says to do instead (`data.fallback`: `pin`, `otp`), when it says.
+    var fallback: String?
 
     init(message: String, reason: String?, exitCode: ExitCode) {
         self.message = message
@@ -46,6 +48,7 @@ struct CLIError: Error {
         message = error.message
         reason = error.reason.rawValue
         exitCode = ExitCode.forReason(error.reason.rawValue)
+        fallback = error.details["fallback"]?.stringValue
     }
 
     static func usage(_ message: String) -> CLIError {

@@ -28,7 +28,7 @@ extension Command {
         options: [timeoutOption, canFDOption]
     ) { invocation throws(CLIError) in
         let connection = try invocation.connect()
-        var prompter = CardPrompter(invocation: invocation, connection: connection)
+        var prompter = RequestPrompter(invocation: invocation, connection: connection)
         let data = try prompter.run(CardRead.self, .init(timeoutS: try invocation.number("timeout", in: 1...600)))
         if invocation.global.json { Output.json(data); return .ok }
         let rows: [(String, String?)] = [
@@ -61,7 +61,7 @@ extension Command {
         let format = invocation.value("format") ?? "jwt"
         guard ["jwt", "web-eid"].contains(format) else { throw .usage("--format must be jwt or web-eid") }
         let connection = try invocation.connect()
-        var prompter = CardPrompter(invocation: invocation, connection: connection)
+        var prompter = RequestPrompter(invocation: invocation, connection: connection)
         let result = try prompter.run(CardLogin.self, .init(aud: aud, nonce: invocation.value("nonce"),
                                                             timeoutS: try invocation.number("timeout", in: 1...600), format: format))
         if invocation.global.json { Output.json(result); return .ok }
@@ -103,7 +103,7 @@ extension Command {
             throw .usage("give either --hash DIGEST or --file PATH")
         }
         let connection = try invocation.connect()
-        var prompter = CardPrompter(invocation: invocation, connection: connection)
+        var prompter = RequestPrompter(invocation: invocation, connection: connection)
         let result = try prompter.run(CardSign.self, params)
         if invocation.global.json { Output.json(result) } else { Output.line(result.token) }
         return .ok
@@ -164,62 +164,6 @@ extension Command {
         _ = try invocation.connect().call(CardPIN1Clear.self, NoParams())
         if invocation.global.json { Output.json(Acknowledged()) } else { Output.line("PIN1 forgotten") }
         return .ok
-    }
-}
-
-/// Runs one card request and answers the `prompt` notifications it raises: secrets from
-/// `--pin-fd` / `--can-fd` or the terminal without echo (Ctrl-D declines), "present your card"
-/// progress on stderr — rewritten in place on a terminal, every 10 s otherwise.
-struct CardPrompter {
-    let invocation: Invocation
-    let connection: DaemonConnection
-    private let progressInPlace = isatty(STDERR_FILENO) == 1
-    private var progressShown = false
-    private var lastSecondsShown: Int?
-
-    init(invocation: Invocation, connection: DaemonConnection) {
-        self.invocation = invocation
-        self.connection = connection
-    }
-
-    mutating func run<M: RPCMethod>(_ method: M.Type, _ params: M.Params) throws(CLIError) -> M.Result {
-        defer { endProgress() }
-        return try connection.call(method, params) { (name, params) throws(CLIError) in
-            try self.handle(name, params)
-        }
-    }
-
-    private mutating func handle(_ name: String, _ params: JSONValue?) throws(CLIError) {
-        guard name == PromptNotification.name, let params,
-              let prompt = try? WireCodec.decode(PromptNotification.Params.self, from: params) else { return }
-        guard prompt.expectsAnswer else { return showProgress(prompt) }
-        endProgress()
-        let fdOption = prompt.kind == "can" ? "can-fd" : "pin-fd"
-        let retries = prompt.retriesLeft.map { " (\($0) tries left)" } ?? ""
-        let answer: String
-        do {
-            answer = try Prompt.answer(invocation, fdOption: fdOption, question: "\(prompt.message)\(retries): ", secret: true)
-        } catch where error.reason == "user.cancelled" {
-            // Declined (Ctrl-D, or the descriptor is empty): authd ends the request with user.cancelled.
-            return try connection.post(PromptCancel.self, .init(promptId: prompt.promptId))
-        }
-        try connection.post(PromptAnswer.self, .init(promptId: prompt.promptId, value: answer.trimmingCharacters(in: .whitespaces)))
-    }
-
-    private mutating func showProgress(_ prompt: PromptNotification.Params) {
-        if progressInPlace {
-            FileHandle.standardError.write(Data("\r\(prompt.message)\u{1B}[K".utf8))
-        } else if !progressShown || (prompt.secondsLeft.map { $0 % 10 == 0 && $0 != lastSecondsShown } ?? false) {
-            Output.error(prompt.message)
-            lastSecondsShown = prompt.secondsLeft
-        }
-        progressShown = true
-    }
-
-    private mutating func endProgress() {
-        if progressShown && progressInPlace { FileHandle.standardError.write(Data("\n".utf8)) }
-        progressShown = false
-        lastSecondsShown = nil
     }
 }
 

@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import Protocol
 
 /// Reading answers from the person at the terminal, or from a file descriptor for scripts
 /// (`--code-fd 3`, `--password-fd 4`), never from the command line where `ps` shows them.
@@ -125,5 +126,66 @@ enum SessionFile {
 
     static func remove(_ invocation: Invocation) {
         unlink(path(invocation))
+    }
+}
+
+/// Runs one request and answers the `prompt` notifications it raises: secrets from `--pin-fd`,
+/// `--can-fd`, `--password-fd` or the terminal without echo (Ctrl-D declines); progress ("present
+/// your card", "touch the fingerprint reader") on stderr, rewritten in place on a terminal;
+/// otherwise each new message once, and the card countdown every 10 s.
+struct RequestPrompter {
+    let invocation: Invocation
+    let connection: DaemonConnection
+    private let progressInPlace = isatty(STDERR_FILENO) == 1
+    private var progressShown = false
+    private var lastSecondsShown: Int?
+    private var lastMessage: String?
+
+    init(invocation: Invocation, connection: DaemonConnection) {
+        self.invocation = invocation
+        self.connection = connection
+    }
+
+    mutating func run<M: RPCMethod>(_ method: M.Type, _ params: M.Params) throws(CLIError) -> M.Result {
+        defer { endProgress() }
+        return try connection.call(method, params) { (name, params) throws(CLIError) in
+            try self.handle(name, params)
+        }
+    }
+
+    private mutating func handle(_ name: String, _ params: JSONValue?) throws(CLIError) {
+        guard name == PromptNotification.name, let params,
+              let prompt = try? WireCodec.decode(PromptNotification.Params.self, from: params) else { return }
+        guard prompt.expectsAnswer else { return showProgress(prompt) }
+        endProgress()
+        let fdOption = ["can": "can-fd", "password": "password-fd"][prompt.kind] ?? "pin-fd"
+        let retries = prompt.retriesLeft.map { " (\($0) tries left)" } ?? ""
+        let answer: String
+        do {
+            answer = try Prompt.answer(invocation, fdOption: fdOption, question: "\(prompt.message)\(retries): ", secret: true)
+        } catch where error.reason == "user.cancelled" {
+            // Declined (Ctrl-D, or the descriptor is empty): authd ends the request with user.cancelled.
+            return try connection.post(PromptCancel.self, .init(promptId: prompt.promptId))
+        }
+        try connection.post(PromptAnswer.self, .init(promptId: prompt.promptId, value: answer.trimmingCharacters(in: .whitespaces)))
+    }
+
+    private mutating func showProgress(_ prompt: PromptNotification.Params) {
+        if progressInPlace {
+            FileHandle.standardError.write(Data("\r\(prompt.message)\u{1B}[K".utf8))
+        } else if prompt.kind == "card" ? !progressShown || (prompt.secondsLeft.map { $0 % 10 == 0 && $0 != lastSecondsShown } ?? false)
+                                        : prompt.message != lastMessage {
+            Output.error(prompt.message)
+            lastSecondsShown = prompt.secondsLeft
+        }
+        lastMessage = prompt.message
+        progressShown = true
+    }
+
+    private mutating func endProgress() {
+        if progressShown && progressInPlace { FileHandle.standardError.write(Data("\n".utf8)) }
+        progressShown = false
+        lastSecondsShown = nil
+        lastMessage = nil
     }
 }

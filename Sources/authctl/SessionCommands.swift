@@ -5,23 +5,37 @@ extension Command {
     static let sessionFileOption = OptionSpec(name: "session-file", value: "PATH", help: "where the session is kept (default $XDG_STATE_HOME/authctl/session)")
 
     static let login = Command(
-        path: ["login"], synopsis: "LOGIN [--region CC] [--otp] [--password-fd N] [--pin-fd N] [--code-fd N]",
+        path: ["login"], synopsis: "[LOGIN] [--fast] [--region CC] [--otp] [--password-fd N] [--pin-fd N] [--code-fd N]",
         abstract: """
-            Sign in with a phone number or email and the password (asked without echo), then the PIN when the
-            account has one; --otp signs in with a code sent by SMS instead. The session is saved for later commands.
+            Sign in with a phone number or email and the password (asked without echo), then the account's second
+            step (PIN, or fingerprint) when it has one; --otp signs in with a code sent by SMS instead. --fast signs
+            in to the account last used here with a finger, and falls back to the password. The session is saved.
             """,
         options: [
             OptionSpec(name: "region", value: "CC", help: "country for national phone numbers, e.g. EE"),
             OptionSpec(name: "otp", value: nil, help: "sign in with an SMS code instead of the password"),
+            OptionSpec(name: "fast", value: nil, help: "fingerprint sign-in to the remembered account (fast-forward)"),
             OptionSpec(name: "password-fd", value: "N", help: "read the password from file descriptor N"),
             OptionSpec(name: "pin-fd", value: "N", help: "read the PIN from file descriptor N"),
             OptionSpec(name: "code-fd", value: "N", help: "read the SMS code from file descriptor N"),
             sessionFileOption,
         ],
-        positionals: 1...1
+        positionals: 0...1
     ) { invocation throws(CLIError) in
         let connection = try invocation.connect()
-        let login = invocation.positionals[0]
+        if invocation.flag("fast") {
+            var prompter = RequestPrompter(invocation: invocation, connection: connection)
+            do throws(CLIError) {
+                let signedIn = try prompter.run(AuthFast.self, NoParams())
+                return try finishLogin(signedIn, invocation)
+            } catch where (error.reason ?? "").hasPrefix("biometric.") || error.reason == "auth.remembered_invalid" || error.reason == "user.cancelled" {
+                // The fallback the user expects: the password sign-in.
+                Output.error(error.line)
+                guard !invocation.positionals.isEmpty else { throw .usage("sign in with the password: authctl login LOGIN") }
+                Output.error("Sign in with the password instead.")
+            }
+        }
+        guard let login = invocation.positionals.first else { throw .usage("login needs the phone number or email (or --fast)") }
         let signedIn: SignedIn
         if invocation.flag("otp") {
             let flow = try connection.call(AuthOTPStart.self, .init(phone: login, region: invocation.value("region")))
@@ -43,27 +57,58 @@ extension Command {
             } else if let flow = step.flow, step.next == "pin" {
                 let pin = try Prompt.answer(invocation, fdOption: "pin-fd", question: "PIN: ", secret: true)
                 signedIn = try connection.call(AuthLoginPIN.self, .init(flow: flow, pin: pin))
+            } else if let flow = step.flow, step.next == "fingerprint" {
+                var prompter = RequestPrompter(invocation: invocation, connection: connection)
+                do throws(CLIError) {
+                    signedIn = try prompter.run(AuthLoginFingerprint.self, .init(flow: flow))
+                } catch where error.fallback == "pin" {
+                    Output.error(error.line)
+                    let pin = try Prompt.answer(invocation, fdOption: "pin-fd", question: "PIN: ", secret: true)
+                    signedIn = try connection.call(AuthLoginPIN.self, .init(flow: flow, pin: pin))
+                }
             } else {
                 throw CLIError(message: "authd asked for a sign-in step this authctl does not know (\(step.next ?? "?"))", reason: nil, exitCode: .failure)
             }
         }
+        return try finishLogin(signedIn, invocation)
+    }
+
+    private static func finishLogin(_ signedIn: SignedIn, _ invocation: Invocation) throws(CLIError) -> ExitCode {
         try SessionFile.save(signedIn.session.token, invocation: invocation)
         if invocation.global.json { Output.json(signedIn.account) } else { Output.line("signed in as \(signedIn.account.phone) (\(signedIn.account.id))") }
         return .ok
     }
 
     static let twoFactor = Command(
-        path: ["2fa"], synopsis: "enable|disable [--pin-fd N] [--password-fd N]",
-        abstract: "Turn the 6-digit PIN second factor on (PIN asked twice) or off (password and PIN asked).",
+        path: ["2fa"], synopsis: "[fingerprint] enable|disable [--pin-fd N] [--password-fd N]",
+        abstract: """
+            Turn the 6-digit PIN second factor on (PIN asked twice) or off (password and PIN asked).
+            `2fa fingerprint enable` makes this user's finger the account's second step (one scan now);
+            `2fa fingerprint disable` asks for the password.
+            """,
         options: [
             OptionSpec(name: "pin-fd", value: "N", help: "read the PIN (and for enable, its confirmation: two lines) from N"),
             OptionSpec(name: "password-fd", value: "N", help: "read the password from file descriptor N (disable)"),
             sessionFileOption,
         ],
-        positionals: 1...1
+        positionals: 1...2
     ) { invocation throws(CLIError) in
         let token = try SessionFile.load(invocation)
         let connection = try invocation.connect()
+        if invocation.positionals[0] == "fingerprint" {
+            var prompter = RequestPrompter(invocation: invocation, connection: connection)
+            let result: TwoFactorFingerprintEnable.Result
+            switch invocation.positionals.dropFirst().first {
+            case "enable": result = try prompter.run(TwoFactorFingerprintEnable.self, .init(session: token))
+            case "disable":
+                let password = try Prompt.answer(invocation, fdOption: "password-fd", question: "Password: ", secret: true)
+                result = try connection.call(TwoFactorFingerprintDisable.self, .init(session: token, password: password))
+            default: throw .usage("2fa fingerprint takes enable or disable")
+            }
+            if invocation.global.json { Output.json(result) } else { Output.line("fingerprint second step " + (result.enabled ? "on" : "off")) }
+            return .ok
+        }
+        guard invocation.positionals.count == 1 else { throw .usage("2fa takes enable, disable, or fingerprint enable|disable") }
         switch invocation.positionals[0] {
         case "enable":
             let pin = try Prompt.answer(invocation, fdOption: "pin-fd", question: "New 6-digit PIN: ", secret: true)

@@ -11,6 +11,7 @@ extension Command {
         .register, .login, .whoami, .logout, .twoFactor, .sessions, .devices, .tokenAccount, .accountDeactivate,
         .adminAccounts,
         .cardReaders, .cardRead, .cardLogin, .cardSign, .cardCANSet, .cardCANShow, .cardCANClear, .cardPIN1Save, .cardPIN1Clear,
+        .lock, .unlock, .biometric, .cardBiometric,
         .call, .completion,
     ]
 }

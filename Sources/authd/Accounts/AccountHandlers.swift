@@ -1,7 +1,7 @@
 import Protocol
 
 extension MethodTable {
-    mutating func registerAccountMethods(_ registration: Registration, limiter: RateLimiter) {
+    mutating func registerAccountMethods(_ registration: Registration, limiter: RateLimiter, lock: LocalLock) {
         // Phone numbers appear in the audit log only redacted; codes and passwords never.
         register(AccountRegisterStart.self, access: .anyone, audit: { _, result in
             ["flow": .string(result.flow), "phone": .string(PhoneNumber.redact(result.phone))]
@@ -20,11 +20,13 @@ extension MethodTable {
             ["flow": .string(params.flow), "account": .string(result.account.id), "session": .string(result.session.id),
              "device": .string(result.session.deviceID)]
         }) { params, context in
-            try await registration.verify(params, caller: context.caller)
+            let signedIn = try await registration.verify(params, caller: context.caller)
+            try await lock.remember(context.caller.uid, account: signedIn.account.id, device: signedIn.session.deviceID, passwordProved: false)
+            return signedIn
         }
     }
 
-    mutating func registerOTPLoginMethods(_ otp: OTPLogin, limiter: RateLimiter) {
+    mutating func registerOTPLoginMethods(_ otp: OTPLogin, limiter: RateLimiter, lock: LocalLock) {
         register(AuthOTPStart.self, access: .anyone, audit: { _, result in
             ["flow": .string(result.flow), "phone": .string(PhoneNumber.redact(result.phone))]
         }) { params, context in
@@ -33,8 +35,10 @@ extension MethodTable {
         }
         register(AuthOTPVerify.self, access: .anyone, audit: { params, result in
             ["flow": .string(params.flow), "account": .string(result.account.id), "session": .string(result.session.id)]
-        }) { params, _ in
-            try await otp.verify(params)
+        }) { params, context in
+            let signedIn = try await otp.verify(params)
+            try await lock.remember(context.caller.uid, account: signedIn.account.id, device: signedIn.session.deviceID, passwordProved: false)
+            return signedIn
         }
     }
 

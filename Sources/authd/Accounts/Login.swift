@@ -70,17 +70,19 @@ struct Login: Sendable {
         let login = try Self.normalizeLogin(params.login, region: params.region)
         struct Candidate: Sendable {
             let id, phone: String; let email, hash: String?; let failures: Int; let lockedUntil: Int64?; let deactivated: Bool
-            let hasPIN: Bool; let pinReenrollRequired: Bool
+            let hasPIN: Bool; let pinReenrollRequired: Bool; let fingerprint: Bool
         }
         let candidate = try await store.read { database in
             try database.queryOne(
                 """
-                SELECT id, phone, email, password_hash, failed_logins, locked_until, deactivated_at IS NOT NULL, pin_hash IS NOT NULL, pin_reenroll_required
+                SELECT id, phone, email, password_hash, failed_logins, locked_until, deactivated_at IS NOT NULL, pin_hash IS NOT NULL, pin_reenroll_required,
+                       fingerprint_user IS NOT NULL
                 FROM accounts WHERE \(login.column) = ?
                 """,
                 [.text(login.value)]) {
                 Candidate(id: $0.text(0), phone: $0.text(1), email: $0.optionalText(2), hash: $0.optionalText(3), failures: $0.int(4),
-                          lockedUntil: $0.optionalInt64(5), deactivated: $0.int(6) != 0, hasPIN: $0.int(7) != 0, pinReenrollRequired: $0.int(8) != 0)
+                          lockedUntil: $0.optionalInt64(5), deactivated: $0.int(6) != 0, hasPIN: $0.int(7) != 0, pinReenrollRequired: $0.int(8) != 0,
+                          fingerprint: $0.int(9) != 0)
             }
         }
         let started = Int64(now().timeIntervalSince1970)
@@ -106,12 +108,13 @@ struct Login: Sendable {
         let step = try await store.transaction { database -> LoginStep in
             try database.execute("UPDATE accounts SET failed_logins = 0, locked_until = NULL WHERE id = ?", [.text(candidate.id)])
             if let rehash { try database.execute("UPDATE accounts SET password_hash = ? WHERE id = ?", [.text(rehash), .text(candidate.id)]) }
-            if candidate.hasPIN {
+            // The account's second step: its fingerprint when it chose one, else its PIN.
+            if let next = candidate.fingerprint ? "fingerprint" : candidate.hasPIN ? "pin" : nil {
                 let flow = "login_" + Base64URL.encode(try OpenSSL.randomBytes(16))
                 try database.execute(
-                    "INSERT INTO login_flows (id, account_id, device_key, device_name, next, expires_at) VALUES (?, ?, ?, ?, 'pin', ?)",
-                    [.text(flow), .text(candidate.id), .text(device.key), .text(device.name), .integer(nowSeconds + Self.secondStepSeconds)])
-                return LoginStep(flow: flow, next: "pin")
+                    "INSERT INTO login_flows (id, account_id, device_key, device_name, next, expires_at) VALUES (?, ?, ?, ?, ?, ?)",
+                    [.text(flow), .text(candidate.id), .text(device.key), .text(device.name), .text(next), .integer(nowSeconds + Self.secondStepSeconds)])
+                return LoginStep(flow: flow, next: next)
             }
             let session = try SessionStore.create(in: database, account: candidate.id, device: device, amr: ["pwd"], limit: config.deviceLimit, policy: config.devicePolicy, idle: Int64(config.sessionIdleSeconds),
                                                   now: nowSeconds, lifetime: Int64(config.sessionLifetimeSeconds))

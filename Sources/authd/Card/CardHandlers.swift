@@ -6,15 +6,15 @@ extension MethodTable {
         register(CardReaders.self, access: .anyone) { _, _ in
             try await cards.listReaders()
         }
-        register(CardRead.self, access: .anyone, audit: { _, _ in [:] }) { params, context in
+        register(CardRead.self, access: .anyone, requiresUnlock: true, audit: { _, _ in [:] }) { params, context in
             try await cards.read(params, context: context)
         }
-        register(CardLogin.self, access: .anyone, audit: { params, result in
+        register(CardLogin.self, access: .anyone, requiresUnlock: true, audit: { params, result in
             ["aud": .string(Redaction.printable(params.aud, limit: 200)), "format": .string(result.format)]
         }) { params, context in
             try await cards.login(params, context: context)
         }
-        register(CardSign.self, access: .anyone, audit: { params, result in
+        register(CardSign.self, access: .anyone, requiresUnlock: true, audit: { params, result in
             ["aud": .string(Redaction.printable(params.aud, limit: 200)), "hash_alg": .string(result.hashAlg), "hash": .string(result.hash)]
         }) { params, context in
             try await cards.sign(params, context: context)
@@ -23,7 +23,7 @@ extension MethodTable {
             try await cards.setCAN(params.can, uid: context.caller.uid)
             return Acknowledged()
         }
-        register(CardCANGet.self, access: .anyone) { _, context in
+        register(CardCANGet.self, access: .anyone, requiresUnlock: true) { _, context in
             CardCANGet.Result(can: try await cards.savedCAN(uid: context.caller.uid))
         }
         register(CardCANClear.self, access: .anyone, audit: { _, _ in [:] }) { _, context in

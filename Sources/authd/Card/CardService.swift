@@ -10,6 +10,7 @@ import Synchronization
 struct CardService: Sendable {
     let readers: CardQueue
     let secrets: CardSecrets
+    let biometrics: BiometricService
     let config: ConfigHolder
     let logger: Logger
     let now: @Sendable () -> Date
@@ -59,6 +60,35 @@ struct CardService: Sendable {
         var bytes = try Self.validPIN(pin, .pin1)
         defer { OpenSSL.wipe(&bytes) }
         try await secrets.save(.pin1, uid: uid, SecretBytes(bytes))
+        // A new PIN1 lifts the suspension a refused one caused.
+        if try await biometrics.settings(uid).pin1 == .suspended {
+            try await biometrics.update(uid) { $0.pin1 = $0.pin1.afterPIN1Saved() }
+        }
+    }
+
+    /// Finger attempts to release the saved PIN1 before asking for it by hand.
+    static let pin1FingerAttempts = 3
+
+    /// PIN1 for a login: the saved one (released by a matching finger when the user turned
+    /// that on), or asked for. A finger that fails or a reader that is unavailable is said in
+    /// the PIN1 prompt, which follows.
+    private func obtainPIN1(_ context: RequestContext, purpose: String) async throws -> (secret: SecretBytes, saved: Bool, byFinger: Bool) {
+        let uid = context.caller.uid
+        guard let saved = try await secrets.load(.pin1, uid: uid) else {
+            return (try await askPIN(.pin1, context, purpose: purpose), false, false)
+        }
+        let settings = try await biometrics.settings(uid)
+        guard settings.pin1 == .fingerprint else { return (saved, true, false) }
+        let why: String
+        do {
+            try await biometrics.verify(user: try BiometricService.user(of: context.caller), gateUID: uid,
+                                        attempts: min(Self.pin1FingerAttempts, max(1, settings.gate.attemptsLeft)),
+                                        purpose: "to release PIN1 \(purpose)", context: context)
+            return (saved, true, true)
+        } catch let error as RPCError where error.reason.rawValue.hasPrefix("biometric.") || error.reason == .userCancelled {
+            why = error.reason == .userCancelled ? "" : error.message + " "
+        }
+        return (try await askPIN(.pin1, context, purpose: purpose, preface: why), false, false)
     }
 
     // MARK: Flows
@@ -71,9 +101,10 @@ struct CardService: Sendable {
     }
 
     /// Asks for a PIN on the caller's connection and checks its format.
-    private func askPIN(_ pin: EstEID.PIN, _ context: RequestContext, purpose: String) async throws -> SecretBytes {
+    private func askPIN(_ pin: EstEID.PIN, _ context: RequestContext, purpose: String, preface: String = "") async throws -> SecretBytes {
         let name = pin == .pin1 ? "PIN1" : "PIN2"
-        let answer = try await context.connection.prompts.ask(on: context.connection, kind: pin == .pin1 ? "pin1" : "pin2", message: "Enter \(name) \(purpose)")
+        let answer = try await context.connection.prompts.ask(on: context.connection, kind: pin == .pin1 ? "pin1" : "pin2",
+                                                              message: preface + "Enter \(name) \(purpose)")
         var bytes = try Self.validPIN(answer, pin)
         defer { OpenSSL.wipe(&bytes) }
         return SecretBytes(bytes)
@@ -166,14 +197,11 @@ struct CardService: Sendable {
         let stamp = try stamp(context)
         return try await readers.exclusively {
             let uid = context.caller.uid
-            let pin1: (secret: SecretBytes, saved: Bool)
-            if let saved = try await secrets.load(.pin1, uid: uid) {
-                pin1 = (saved, true)
-            } else {
-                pin1 = (try await askPIN(.pin1, context, purpose: "to log in to \(Redaction.printable(params.aud, limit: 80))"), false)
-            }
+            let pin1 = try await obtainPIN1(context, purpose: "to log in to \(Redaction.printable(params.aud, limit: 80))")
             let pinBytes = Self.bytes(pin1.secret)
-            let signed = try await withCard(context, window: window, pin1: pin1) { card throws(CardFailure) in
+            let signed: CardTokens.Signed
+            do {
+                signed = try await withCard(context, window: window, pin1: (pin1.secret, pin1.saved)) { card throws(CardFailure) in
                 var pin = pinBytes
                 defer { OpenSSL.wipe(&pin) }
                 let certificate = try card.certificate(authentication: true)
@@ -183,6 +211,13 @@ struct CardService: Sendable {
                 try card.verify(.pin1, digits: pin)
                 let signature = try card.authenticate(digest: input.digest)
                 return CardTokens.Signed(certificate: certificate, input: input, signature: signature)
+                }
+            } catch CardFailure.pinWrong(let left, let deleted) where pin1.byFinger {
+                // The finger released a PIN1 the card refuses: no more automatic tries until a new one is saved.
+                try await biometrics.update(uid) { $0.pin1 = $0.pin1.afterCardRefusedPIN1() }
+                logger.notice("the card refused the fingerprint-released PIN1; fingerprint PIN1 is suspended until a new PIN1 is saved",
+                              [("AUTHD_CALLER_UID", String(uid))])
+                throw CardFailure.pinWrong(retriesLeft: left, savedDeleted: deleted)
             }
             return try CardTokens.loginResult(format: format, signed)
         }

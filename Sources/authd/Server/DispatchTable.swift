@@ -4,7 +4,7 @@ import Protocol
 /// Each capability contributes its methods from its own folder.
 enum DispatchTable {
     /// Capabilities announced by `hello`.
-    static let features = ["auth.local", "token.verify", "keys.jwks", "admin", "audit.follow", "subscriptions", "accounts.register", "accounts.login", "sessions", "devices", "twofactor.pin", "accounts.otp_login", "accounts.deactivate", "admin.accounts", "card", "card.pace", "card.web-eid", "prompts"]
+    static let features = ["auth.local", "token.verify", "keys.jwks", "admin", "audit.follow", "subscriptions", "accounts.register", "accounts.login", "sessions", "devices", "twofactor.pin", "accounts.otp_login", "accounts.deactivate", "admin.accounts", "card", "card.pace", "card.web-eid", "prompts", "lock", "biometric", "auth.fast", "twofactor.fingerprint", "card.biometric"]
 
     static func make(_ services: Services) -> MethodTable {
         var table = MethodTable()
@@ -16,16 +16,21 @@ enum DispatchTable {
             store: services.store, config: services.config, codeKey: services.codeKey,
             stateDirectory: services.options.stateDirectory, logger: services.logger, now: services.now)
         let limiter = RateLimiter(config: services.config, now: services.now)
-        table.registerAccountMethods(phones, limiter: limiter)
-        table.registerOTPLoginMethods(OTPLogin(phones: phones), limiter: limiter)
+        table.registerAccountMethods(phones, limiter: limiter, lock: services.localLock)
+        table.registerOTPLoginMethods(OTPLogin(phones: phones), limiter: limiter, lock: services.localLock)
         let sessions = SessionService(store: services.store, config: services.config, tokens: tokens, now: services.now)
         let login = Login(store: services.store, config: services.config, logger: services.logger, now: services.now)
-        table.registerSessionMethods(sessions, login: login, limiter: limiter)
+        table.registerSessionMethods(sessions, login: login, limiter: limiter, lock: services.localLock)
         table.registerAccountAdminMethods(AccountAdmin(store: services.store, logger: services.logger, now: services.now), sessions: sessions, login: login)
+        let biometrics = BiometricService(store: services.store, config: services.config, logger: services.logger, reader: FingerprintReader())
         let cards = CardService(
             readers: CardQueue(), secrets: CardSecrets(store: services.store, sealer: services.sealer, now: services.now),
-            config: services.config, logger: services.logger, now: services.now)
+            biometrics: biometrics, config: services.config, logger: services.logger, now: services.now)
         table.registerCardMethods(cards)
+        table.registerLockMethods(Unlocker(lock: services.localLock, login: login, biometrics: biometrics))
+        let signIn = FingerprintSignIn(store: services.store, config: services.config, lock: services.localLock, biometrics: biometrics,
+                                       login: login, sessions: sessions, now: services.now)
+        table.registerBiometricMethods(biometrics, signIn: signIn, cards: cards)
         return table
     }
 }

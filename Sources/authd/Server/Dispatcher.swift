@@ -44,6 +44,7 @@ final class Dispatcher: Sendable {
         }
         let outcome: Result<any Encodable & Sendable, RPCError>
         do {
+            if entry.requiresUnlock { try await services.localLock.admit(caller.uid) }
             let invocation = try await entry.invoke(request, context)
             if entry.audited {
                 // Fail closed: a result that cannot be recorded is not handed out.

@@ -16,6 +16,8 @@ struct Services: Sendable {
     let sealer: Sealer
     /// HMAC key for one-time codes (HKDF label `otp-code`).
     let codeKey: SecretBytes
+    /// Each local user's lock (guarded methods ask it first).
+    let localLock: LocalLock
     let startedAt: Date
     let now: @Sendable () -> Date
 

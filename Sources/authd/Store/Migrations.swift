@@ -146,6 +146,26 @@ enum Migrations {
             ) STRICT
             """,
         ]),
+        Migration(version: 7, sql: [
+            // Per local user (uid): the remembered account (fast-forward login; its password
+            // unlocks), the lock, and fingerprint settings. `credential_check` is SHA-256 of the
+            // account's password hash when remembered: a changed password makes it stale.
+            """
+            CREATE TABLE local_users (
+                uid INTEGER PRIMARY KEY,
+                account_id TEXT REFERENCES accounts (id),
+                device_id TEXT REFERENCES devices (id),
+                credential_check BLOB,
+                locked INTEGER NOT NULL DEFAULT 0,
+                active_at INTEGER NOT NULL DEFAULT 0,
+                biometric_enabled INTEGER NOT NULL DEFAULT 0,
+                biometric_failures INTEGER NOT NULL DEFAULT 0,
+                card_pin1_release INTEGER NOT NULL DEFAULT 0
+            ) STRICT
+            """,
+            // The local user whose finger is the account's second sign-in step, if it chose one.
+            "ALTER TABLE accounts ADD COLUMN fingerprint_user TEXT",
+        ]),
     ]
 
     static var latestVersion: Int { all.last?.version ?? 0 }

@@ -33,6 +33,10 @@ struct Config: Equatable, Sendable {
     var cardWindowSeconds = 90
     /// Lifetime of card-signed login and signature tokens.
     var cardTokenLifetimeSeconds = 120
+    /// Inactivity after which authd locks a local user by itself; 0 = never.
+    var lockIdleSeconds = 900
+    /// How long one fingerprint scan waits for a finger.
+    var biometricTimeoutSeconds = 30
 
     enum LogTarget: String, Sendable { case auto, journal, stderr }
     enum SMSBackend: String, Sendable { case spool, command, http }
@@ -249,6 +253,16 @@ struct Config: Equatable, Sendable {
             },
             "token_lifetime": { config, value throws(ValueError) in
                 config.cardTokenLifetimeSeconds = try duration(value, in: 10...3600)
+            },
+        ],
+        "lock": [
+            "idle": { config, value throws(ValueError) in
+                config.lockIdleSeconds = try duration(value, in: 0...(7 * 86400))
+            },
+        ],
+        "biometric": [
+            "timeout": { config, value throws(ValueError) in
+                config.biometricTimeoutSeconds = try duration(value, in: 1...300)
             },
         ],
         "admin": [

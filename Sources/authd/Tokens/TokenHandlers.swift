@@ -2,7 +2,7 @@ import Protocol
 
 extension MethodTable {
     mutating func registerTokenMethods(_ tokens: TokenService) {
-        register(AuthLocal.self, access: .anyone, audit: { params, result in
+        register(AuthLocal.self, access: .anyone, requiresUnlock: true, audit: { params, result in
             // The token itself is never recorded; its kid and expiry are enough to find it.
             ["aud": .string(params.aud), "kid": .string(result.kid), "expires_at": .string(result.expiresAt), "jti": .string(result.jti)]
         }) { params, context in

@@ -1,0 +1,155 @@
+import FoundationEssentials
+import Protocol
+import Synchronization
+
+/// The lock of each local user (uid), like a banking app's: while locked, every method that
+/// issues a token or releases a secret answers `session.locked`. A user is lockable once an
+/// account signed in from it (the remembered account, whose password unlocks). The lock is
+/// kept in the store, so neither a restart nor kill -9 opens it; activity is kept in memory and
+/// written at most once a minute, so guarded calls cost no disk write.
+final class LocalLock: Sendable {
+    let store: Store
+    let config: ConfigHolder
+    let now: @Sendable () -> Date
+
+    private struct Entry {
+        var account: String?
+        var locked: Bool
+        var activeAt: Int64
+        var persistedActiveAt: Int64
+    }
+    private let entries = Mutex<[UInt32: Entry]>([:])
+
+    /// Activity is written back when the stored value is older than this.
+    static let activityWriteInterval: Int64 = 60
+
+    init(store: Store, config: ConfigHolder, now: @escaping @Sendable () -> Date) {
+        self.store = store
+        self.config = config
+        self.now = now
+    }
+
+    private var seconds: Int64 { Int64(now().timeIntervalSince1970) }
+
+    private func entry(_ uid: UInt32) async throws -> Entry {
+        if let cached = entries.withLock({ $0[uid] }) { return cached }
+        let stored = try await store.read { database in
+            try database.queryOne("SELECT account_id, locked, active_at FROM local_users WHERE uid = ?", [.integer(Int64(uid))]) {
+                Entry(account: $0.optionalText(0), locked: $0.int(1) != 0, activeAt: $0.int64(2), persistedActiveAt: $0.int64(2))
+            }
+        } ?? Entry(account: nil, locked: false, activeAt: 0, persistedActiveAt: 0)
+        return entries.withLock { entries in
+            if let existing = entries[uid] { return existing }
+            entries[uid] = stored
+            return stored
+        }
+    }
+
+    /// Whether `entry` is locked now: locked explicitly, or idle too long.
+    private func isLocked(_ entry: Entry, at now: Int64) -> Bool {
+        guard entry.account != nil else { return false }
+        if entry.locked { return true }
+        let idle = Int64(config.current.lockIdleSeconds)
+        return idle > 0 && now - entry.activeAt >= idle
+    }
+
+    static let lockedError = RPCError.failure(.sessionLocked, "authd is locked; unlock it with `authctl unlock` (fingerprint or password).")
+
+    /// Admits a guarded call: throws `session.locked`, or counts the call as activity.
+    func admit(_ uid: UInt32) async throws {
+        let current = try await entry(uid)
+        guard current.account != nil else { return }
+        let now = seconds
+        if isLocked(current, at: now) {
+            if !current.locked { try await setLocked(uid, true) }  // idle: make it stick
+            throw Self.lockedError
+        }
+        let persist = entries.withLock { entries -> Bool in
+            guard var entry = entries[uid] else { return false }
+            entry.activeAt = now
+            let due = now - entry.persistedActiveAt >= Self.activityWriteInterval
+            if due { entry.persistedActiveAt = now }
+            entries[uid] = entry
+            return due
+        }
+        if persist {
+            try await store.transaction(durability: .relaxed) { database in
+                try database.execute("UPDATE local_users SET active_at = ? WHERE uid = ?", [.integer(now), .integer(Int64(uid))])
+            }
+        }
+    }
+
+    func status(_ uid: UInt32) async throws -> LockStatus.Result {
+        let current = try await entry(uid)
+        return .init(locked: isLocked(current, at: seconds), account: current.account, idleSeconds: config.current.lockIdleSeconds)
+    }
+
+    /// The account whose password unlocks, if any.
+    func account(_ uid: UInt32) async throws -> String? { try await entry(uid).account }
+
+    func lock(_ uid: UInt32) async throws -> LockState {
+        guard let account = try await entry(uid).account else {
+            throw RPCError.failure(.lockNoAccount, "Nothing to lock with: sign in to an account first; its password unlocks.")
+        }
+        try await setLocked(uid, true)
+        return LockState(locked: true, account: account)
+    }
+
+    /// Opens the lock after a proof (password or finger).
+    func unlocked(_ uid: UInt32) async throws {
+        try await setLocked(uid, false)
+    }
+
+    private func setLocked(_ uid: UInt32, _ locked: Bool) async throws {
+        let now = seconds
+        try await store.transaction { database in
+            try database.execute("UPDATE local_users SET locked = ?, active_at = ? WHERE uid = ?",
+                                 [.integer(locked ? 1 : 0), .integer(now), .integer(Int64(uid))])
+        }
+        entries.withLock {
+            $0[uid]?.locked = locked
+            $0[uid]?.activeAt = now
+            $0[uid]?.persistedActiveAt = now
+        }
+    }
+
+    /// Remembers `account` as the one this local user signed in to last, on `device` (the
+    /// session's device id). A password sign-in proves the user: it also lifts a fingerprint
+    /// cut-off. Either way the lock opens: the sign-in was a proof.
+    func remember(_ uid: UInt32, account: String, device: String, passwordProved: Bool) async throws {
+        let now = seconds
+        try await store.transaction { database in
+            let hash = try database.queryOne("SELECT password_hash FROM accounts WHERE id = ?", [.text(account)]) { $0.optionalText(0) } ?? nil
+            let check: SQLValue = hash.map { .blob(OpenSSL.sha256(Array($0.utf8))) } ?? .null
+            try database.execute(
+                """
+                INSERT INTO local_users (uid, account_id, device_id, credential_check, locked, active_at) VALUES (?, ?, ?, ?, 0, ?)
+                ON CONFLICT (uid) DO UPDATE SET account_id = excluded.account_id, device_id = excluded.device_id,
+                    credential_check = excluded.credential_check, locked = 0, active_at = excluded.active_at
+                """, [.integer(Int64(uid)), .text(account), .text(device), check, .integer(now)])
+            if passwordProved {
+                try database.execute("UPDATE local_users SET biometric_failures = 0 WHERE uid = ?", [.integer(Int64(uid))])
+            }
+        }
+        entries.withLock { $0[uid] = Entry(account: account, locked: false, activeAt: now, persistedActiveAt: now) }
+    }
+
+    /// The remembered sign-in of `uid`, if its credentials still hold: the account is active and
+    /// not locked, its password unchanged since, and the device not removed.
+    func rememberedSignIn(_ uid: UInt32) async throws -> (account: String, device: String)? {
+        let now = seconds
+        return try await store.read { database in
+            try database.queryOne(
+                """
+                SELECT l.account_id, l.device_id, l.credential_check, a.password_hash
+                FROM local_users l JOIN accounts a ON a.id = l.account_id JOIN devices d ON d.id = l.device_id
+                WHERE l.uid = ? AND a.deactivated_at IS NULL AND (a.locked_until IS NULL OR a.locked_until <= ?) AND d.revoked_at IS NULL
+                """, [.integer(Int64(uid)), .integer(now)]) { row -> (String, String)? in
+                guard let hash = row.optionalText(3), let check = row.optionalBlob(2),
+                      OpenSSL.constantTimeEquals(OpenSSL.sha256(Array(hash.utf8)), check) else { return nil }
+                return (row.text(0), row.text(1))
+            } ?? nil
+        }
+    }
+
+}

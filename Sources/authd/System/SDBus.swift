@@ -1,0 +1,187 @@
+import CLinux
+import CSystemd
+import Glibc
+
+/// A D-Bus error as the peer or the bus named it. Match on `name`: sd-bus maps most peer
+/// errors to the same errno (EIO).
+struct BusError: Error, Sendable, CustomStringConvertible {
+    let name: String
+    let message: String
+    let errno: Int32
+
+    var description: String { name.isEmpty ? "sd-bus: \(String(cString: strerror(errno)))" : "\(name): \(message)" }
+
+    static let serviceUnknown = "org.freedesktop.DBus.Error.ServiceUnknown"
+    static let unknownMethod = "org.freedesktop.DBus.Error.UnknownMethod"
+    static let unknownObject = "org.freedesktop.DBus.Error.UnknownObject"
+    static let noReply = "org.freedesktop.DBus.Error.NoReply"
+}
+
+/// The libsystemd sd-bus wrapper: one private connection to the system bus (honouring
+/// `DBUS_SYSTEM_BUS_ADDRESS`), method calls with string arguments, signal matches, and a
+/// bounded wait that another thread can cut short. sd-bus does no locking: a `SystemBus` is
+/// used by one thread at a time (the biometric queue), and closed on it.
+final class SystemBus {
+    private let bus: OpaquePointer
+
+    private init(_ bus: OpaquePointer) { self.bus = bus }
+
+    static func open() throws(BusError) -> SystemBus {
+        var bus: OpaquePointer?
+        let status = sd_bus_open_system(&bus)
+        guard status >= 0, let bus else { throw BusError(name: "", message: "cannot connect to the system bus", errno: -status) }
+        return SystemBus(bus)
+    }
+
+    deinit { sd_bus_flush_close_unref(bus) }
+
+    /// Calls `member` with string arguments and returns the reply. `timeout` bounds the wait.
+    func call(_ destination: String, _ path: String, _ interface: String, _ member: String, _ arguments: [String] = [],
+              timeout: Duration) throws(BusError) -> BusMessage {
+        var message: OpaquePointer?
+        var status = sd_bus_message_new_method_call(bus, &message, destination, path, interface, member)
+        guard status >= 0, let message else { throw BusError(name: "", message: "cannot build a call", errno: -status) }
+        defer { sd_bus_message_unref(message) }
+        for argument in arguments {
+            status = argument.withCString { sd_bus_message_append_basic(message, CChar(UInt8(ascii: "s")), $0) }
+            guard status >= 0 else { throw BusError(name: "", message: "cannot append an argument", errno: -status) }
+        }
+        var error = sd_bus_error()
+        defer { sd_bus_error_free(&error) }
+        var reply: OpaquePointer?
+        status = sd_bus_call(bus, message, Self.microseconds(timeout), &error, &reply)
+        guard status >= 0, let reply else {
+            throw BusError(name: error.name.map { String(cString: $0) } ?? "", message: error.message.map { String(cString: $0) } ?? "",
+                           errno: -status)
+        }
+        return BusMessage(adopting: reply)
+    }
+
+    /// Delivers matching signals to `handler` while `wait` dispatches. Keep the match alive as
+    /// long as the signals are wanted.
+    func match(sender: String?, path: String?, interface: String, member: String,
+               _ handler: @escaping (BusMessage) -> Void) throws(BusError) -> BusMatch {
+        let box = Unmanaged.passRetained(HandlerBox(handler))
+        var slot: OpaquePointer?
+        let status = sd_bus_match_signal(bus, &slot, sender, path, interface, member, busSignalTrampoline, box.toOpaque())
+        guard status >= 0, let slot else {
+            box.release()
+            throw BusError(name: "", message: "cannot add a signal match", errno: -status)
+        }
+        return BusMatch(slot: slot, box: box)
+    }
+
+    enum WaitEnd: Equatable { case condition, deadline, cancelled, disconnected }
+
+    /// Dispatches incoming messages until `done()` holds, `deadline` (CLOCK_MONOTONIC µs)
+    /// passes, `cancelFD` becomes readable, or the connection breaks.
+    func wait(until done: () -> Bool, deadline: UInt64, cancelFD: Int32) -> WaitEnd {
+        while true {
+            if done() { return .condition }
+            let processed = sd_bus_process(bus, nil)
+            if processed < 0 { return .disconnected }
+            if processed > 0 { continue }
+            if done() { return .condition }
+            let now = Self.monotonicMicroseconds()
+            if now >= deadline { return .deadline }
+            var busTimeout: UInt64 = .max
+            _ = sd_bus_get_timeout(bus, &busTimeout)
+            let until = min(deadline, busTimeout)
+            let milliseconds = until <= now ? 0 : Int32(min((until - now + 999) / 1000, UInt64(Int32.max)))
+            let events = sd_bus_get_events(bus)
+            if events < 0 { return .disconnected }
+            var fds = [pollfd(fd: sd_bus_get_fd(bus), events: Int16(truncatingIfNeeded: events), revents: 0),
+                       pollfd(fd: cancelFD, events: Int16(POLLIN), revents: 0)]
+            if poll(&fds, 2, milliseconds) < 0 && errno != EINTR { return .disconnected }
+            if fds[1].revents != 0 { return .cancelled }
+        }
+    }
+
+    static func monotonicMicroseconds() -> UInt64 {
+        var now = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &now)
+        return UInt64(now.tv_sec) * 1_000_000 + UInt64(now.tv_nsec) / 1000
+    }
+
+    static func microseconds(_ duration: Duration) -> UInt64 {
+        let (seconds, attoseconds) = duration.components
+        return UInt64(max(0, seconds)) * 1_000_000 + UInt64(max(0, attoseconds) / 1_000_000_000_000)
+    }
+}
+
+/// A received message; reads advance through its arguments.
+final class BusMessage {
+    private let message: OpaquePointer
+
+    init(adopting message: OpaquePointer) { self.message = message }
+    /// A message borrowed from sd-bus for the duration of a callback.
+    init(borrowing message: OpaquePointer) { self.message = sd_bus_message_ref(message) }
+    deinit { sd_bus_message_unref(message) }
+
+    private func malformed(_ status: Int32) -> BusError { BusError(name: "", message: "unexpected message contents", errno: -status) }
+
+    /// Reads a string-like argument: `s` (string) or `o` (object path).
+    func string(_ type: Character = "s") throws(BusError) -> String {
+        var value: UnsafePointer<CChar>?
+        let status = sd_bus_message_read_basic(message, CChar(type.asciiValue!), &value)
+        guard status > 0, let value else { throw malformed(status) }
+        return String(cString: value)
+    }
+
+    func bool() throws(BusError) -> Bool {
+        var value: Int32 = 0  // sd-bus writes an int for `b`, not a bool
+        let status = sd_bus_message_read_basic(message, CChar(UInt8(ascii: "b")), &value)
+        guard status > 0 else { throw malformed(status) }
+        return value != 0
+    }
+
+    /// Enters a variant argument holding `contents` (e.g. "s"); the next read is its value.
+    func enterVariant(_ contents: String) throws(BusError) {
+        let status = contents.withCString { sd_bus_message_enter_container(message, CChar(UInt8(ascii: "v")), $0) }
+        guard status > 0 else { throw malformed(status) }
+    }
+
+    /// Reads an array of strings (`as`) or object paths (`ao`).
+    func stringArray(_ type: Character = "s") throws(BusError) -> [String] {
+        var status = String(type).withCString { sd_bus_message_enter_container(message, CChar(UInt8(ascii: "a")), $0) }
+        guard status > 0 else { throw malformed(status) }
+        var values: [String] = []
+        while true {
+            var value: UnsafePointer<CChar>?
+            status = sd_bus_message_read_basic(message, CChar(type.asciiValue!), &value)
+            guard status >= 0 else { throw malformed(status) }
+            guard status > 0, let value else { break }
+            values.append(String(cString: value))
+        }
+        sd_bus_message_exit_container(message)
+        return values
+    }
+}
+
+/// A signal subscription; dropping it removes the match.
+final class BusMatch {
+    private let slot: OpaquePointer
+    private let box: Unmanaged<HandlerBox>
+
+    fileprivate init(slot: OpaquePointer, box: Unmanaged<HandlerBox>) {
+        self.slot = slot
+        self.box = box
+    }
+
+    deinit {
+        sd_bus_slot_unref(slot)
+        box.release()
+    }
+}
+
+private final class HandlerBox {
+    let handler: (BusMessage) -> Void
+    init(_ handler: @escaping (BusMessage) -> Void) { self.handler = handler }
+}
+
+/// A plain function, not a closure written at top level: sd-bus calls it on the waiting thread.
+private func busSignalTrampoline(_ message: OpaquePointer?, _ userdata: UnsafeMutableRawPointer?, _: UnsafeMutablePointer<sd_bus_error>?) -> Int32 {
+    guard let message, let userdata else { return 0 }
+    Unmanaged<HandlerBox>.fromOpaque(userdata).takeUnretainedValue().handler(BusMessage(borrowing: message))
+    return 0
+}
