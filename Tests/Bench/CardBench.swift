@@ -62,7 +62,7 @@ final class CardStack {
         return session
     }
 
-    private static func spawn(_ arguments: [String], log: String) throws -> pid_t {
+    static func spawn(_ arguments: [String], log: String, environment: [String] = []) throws -> pid_t {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
@@ -70,7 +70,7 @@ final class CardStack {
         posix_spawn_file_actions_addopen(&actions, 1, log, O_WRONLY | O_CREAT | O_APPEND, 0o600)
         posix_spawn_file_actions_adddup2(&actions, 1, 2)
         let argv = arguments.map { strdup($0) } + [nil]
-        let envp: [UnsafeMutablePointer<CChar>?] = [strdup("PATH=/usr/sbin:/usr/bin:/bin"), nil]
+        let envp = (["PATH=/usr/sbin:/usr/bin:/bin"] + environment).map { strdup($0) } + [nil]
         defer { (argv + envp).forEach { free($0) } }
         var pid: pid_t = 0
         let status = posix_spawn(&pid, arguments[0], &actions, nil, argv, envp)
@@ -140,8 +140,12 @@ extension Client {
         var message = try WireCodec.decode(JSONValue.self, from: Data(try call(method, params)))
         while message["method"] == "prompt" {
             if message["params"]?["expects_answer"] == .bool(true), let id = message["params"]?["prompt_id"]?.stringValue,
-               let kind = message["params"]?["kind"]?.stringValue, let answer = answers[kind] {
-                send(#"{"jsonrpc":"2.0","method":"prompt.answer","params":{"prompt_id":"\#(id)","value":"\#(answer)"}}"#)
+               let kind = message["params"]?["kind"]?.stringValue {
+                if let answer = answers[kind] {
+                    send(#"{"jsonrpc":"2.0","method":"prompt.answer","params":{"prompt_id":"\#(id)","value":"\#(answer)"}}"#)
+                } else {
+                    send(#"{"jsonrpc":"2.0","method":"prompt.cancel","params":{"prompt_id":"\#(id)"}}"#)
+                }
             }
             message = try WireCodec.decode(JSONValue.self, from: Data(try nextLine()))
         }

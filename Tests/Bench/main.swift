@@ -6,11 +6,11 @@ import Protocol
 import Synchronization
 
 // authd-bench: drives a release build of the real daemon over its socket and prints figures.
-// Usage: authd-bench BIN_DIR [card]   (make bench passes the release build directory; `card`
-// runs only the ID-card figures)
+// Usage: authd-bench BIN_DIR [card|biometric]   (make bench passes the release build directory;
+// `card` or `biometric` runs only those figures)
 
 let binDirectory = CommandLine.arguments.count > 1 ? CommandLine.arguments[1] : ".build/release"
-let onlyCard = CommandLine.arguments.dropFirst(2).first == "card"
+let only = CommandLine.arguments.dropFirst(2).first
 _ = authd_raise_nofile_limit()
 
 struct BenchError: Error, CustomStringConvertible {
@@ -236,9 +236,10 @@ func row(_ name: String, _ value: String) { print(name.padding(toLength: 52, wit
 do {
     print("authd benchmark — release build in \(binDirectory), \(ProcessInfo.processInfo.activeProcessorCount) cores")
     print(String(repeating: "-", count: 78))
-    if onlyCard {
-        try cardFigures()
-        exit(0)
+    switch only {
+    case "card": try cardFigures(); exit(0)
+    case "biometric": try biometricFigures(); exit(0)
+    default: break
     }
 
     var readyTimes: [Double] = []
@@ -299,6 +300,7 @@ do {
     row("password logins/s ÷ Argon2id hashes/s (target ≥ 0.9)", String(format: "%.2f", logins / argon2Rate))
 
     try cardFigures()
+    try biometricFigures()
 
     var held: [Client] = []
     for _ in 0..<1000 { held.append(try Client(daemon.socket)) }

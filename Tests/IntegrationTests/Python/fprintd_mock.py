@@ -30,12 +30,15 @@ Control interface net.reactivated.Fprint.Mock on the manager object:
   SetEnrolled(a{sas} enrolled)     replace the enrolled map
   CallCounts() -> a{su}            fprintd method name -> calls so far (manager and device methods)
   ClaimedBy() -> s                 the user the device is claimed for, "" when it is not claimed
+  StatusTimes() -> at              CLOCK_MONOTONIC microseconds at which each VerifyStatus was sent
+                                   (authd-bench times the daemon from the match signal)
 
 The file is exec'd twice by dbusmock (for the constants, then by AddTemplate), so all state lives
 on the manager mock object, never in module globals.
 '''
 
 import os
+import time
 
 import dbus
 from gi.repository import GLib
@@ -53,7 +56,7 @@ DEVICE_PATH = '/net/reactivated/Fprint/Device/0'
 ERROR_PREFIX = 'net.reactivated.Fprint.Error.'
 FINGERS = [side + '-' + finger for side in ('left', 'right')
            for finger in ('thumb', 'index-finger', 'middle-finger', 'ring-finger', 'little-finger')]
-CONTROL_METHODS = {'SetScript', 'SetEnrolled', 'CallCounts', 'ClaimedBy'}
+CONTROL_METHODS = {'SetScript', 'SetEnrolled', 'CallCounts', 'ClaimedBy', 'StatusTimes'}
 
 
 def _error(name, message):
@@ -79,6 +82,7 @@ def load(mock, parameters):
     mock.claimed = None        # the user name given to Claim, or None
     mock.verifying = False     # from VerifyStart until VerifyStop or Release, as in fprintd
     mock.pending = []          # GLib source ids of statuses not sent yet
+    mock.sent_at = []          # CLOCK_MONOTONIC microseconds at which each VerifyStatus went out
     if parameters.get('device', True):
         mock.AddObject(DEVICE_PATH, DEVICE_IFACE, {
             'name': dbus.String('authd mock reader', variant_level=1),
@@ -200,6 +204,7 @@ def _send(device, result, done, holder):
     elif result == 'MOCK: quit':
         os._exit(0)
     else:
+        state.sent_at.append(time.clock_gettime_ns(time.CLOCK_MONOTONIC) // 1000)
         device.EmitSignal(DEVICE_IFACE, 'VerifyStatus', 'sb', [result, dbus.Boolean(done)])
     return False
 
@@ -240,3 +245,8 @@ def CallCounts(self):
 def ClaimedBy(self):
     claimed = _state().claimed
     return '' if claimed is None else claimed
+
+
+@dbus.service.method(CONTROL_IFACE, in_signature='', out_signature='at')
+def StatusTimes(self):
+    return dbus.Array(_state().sent_at, signature='t')
