@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import Protocol
+import Synchronization
 import Testing
 
 /// Lock, unlock and fingerprints (issue 5) against the fprintd mock on a private bus
@@ -470,6 +471,34 @@ struct BiometricTests {
         #expect(lifted["failures"] == 0)
         try f.lock()
         #expect(try f.client.exchange("unlock.biometric").result?["method"] == "fingerprint")
+        try f.expectReleased()
+    }
+
+    @Test("concurrent requests cannot scan past the cut-off: requests queued for the reader are refused once it trips")
+    func cutOffHoldsUnderConcurrency() throws {
+        let f = try FingerprintFixture()
+        try f.register()
+        try f.enableFingerprint()
+        try f.lock()
+        let starts = try f.calls("VerifyStart")
+        // Eight requests at once, one scan each; the reader takes them in turn. Only the first
+        // five may scan: the match behind them must never be reached.
+        try f.rig.setScript(Array(repeating: Step.noMatch.after(100), count: 7) + [.match])
+        let socket = f.daemon.socketPath
+        let reasons = Mutex<[String]>([])
+        let errors = onThreads(8) { _ in
+            let client = try LineClient(socketPath: socket, receiveTimeoutSeconds: 30)
+            let outcome = try client.exchange("unlock.biometric")
+            reasons.withLock { $0.append(outcome.result?["method"]?.stringValue ?? outcome.reason ?? "?") }
+        }
+        #expect(errors.isEmpty, "\(errors)")
+        let seen = reasons.withLock { $0 }
+        #expect(seen.filter { $0 == "biometric.no_match" }.count == 4, "\(seen)")
+        #expect(seen.filter { $0 == "biometric.cut_off" }.count == 4, "\(seen)")
+        #expect(try f.calls("VerifyStart") - starts == 5, "five scans, not one more")
+        #expect(try f.isLocked())
+        let status = try f.status()
+        #expect(status["cut_off"] == true && status["failures"] == 5, "\(status)")
         try f.expectReleased()
     }
 
