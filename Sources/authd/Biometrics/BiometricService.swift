@@ -104,6 +104,8 @@ struct BiometricService: Sendable {
             prompts.notify(on: connection, id: promptID, kind: "fingerprint", message: message, secondsLeft: timeout)
         }
         try await reader.withReader(user: user) { device in
+            // Again with the reader held: a request that queued behind others must not scan past a cut-off they tripped.
+            if let gateUID, try await settings(gateUID).gate.cutOff { throw Self.cutOffError }
             var left = attempts
             var message = "Touch the fingerprint reader \(purpose)"
             while true {
