@@ -21,10 +21,13 @@ final class FprintdStack {
         <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
          "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
         <busconfig><type>system</type><listen>unix:path=\(directory)/bus</listen><auth>EXTERNAL</auth>
-        <policy context="default"><allow user="*"/><allow own="*"/><allow send_destination="*"/></policy></busconfig>
+        <policy context="default"><allow user="*"/><allow own="*"/><allow send_destination="*" eavesdrop="true"/><allow eavesdrop="true"/></policy>
+        </busconfig>
         """.write(toFile: directory + "/bus.conf", atomically: true, encoding: .utf8)
-        children.append(try CardStack.spawn(["/usr/bin/dbus-daemon", "--config-file=\(directory)/bus.conf", "--nofork"], log: directory + "/bus.log"))
-        for _ in 0..<500 where access(directory + "/bus", F_OK) != 0 { usleep(10_000) }
+        // The address line is printed once the bus listens: that is the readiness signal.
+        children.append(try CardStack.spawn(["/usr/bin/dbus-daemon", "--config-file=\(directory)/bus.conf", "--nofork", "--print-address=1"],
+                                            log: directory + "/bus.log"))
+        for _ in 0..<500 where !((try? String(contentsOfFile: directory + "/bus.log", encoding: .utf8)) ?? "").contains("\n") { usleep(10_000) }
         children.append(try CardStack.spawn(["/usr/bin/python3", "-m", "dbusmock", "--template", Self.template,
                                              "-p", #"{"enrolled":{"\#(user)":["right-index-finger"]}}"#],
                                             log: directory + "/mock.log", environment: ["DBUS_SYSTEM_BUS_ADDRESS=\(address)"]))
@@ -40,19 +43,17 @@ final class FprintdStack {
         try? FileManager.default.removeItem(atPath: directory)
     }
 
+    /// Runs busctl on this bus (posix_spawn and waitpid: Foundation's Process can hang in
+    /// waitpid beside other spawned children) and returns what it printed.
     @discardableResult
     func busctl(_ arguments: [String]) throws -> String {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/busctl")
-        process.arguments = ["--address=\(address)"] + arguments
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = FileHandle(forWritingAtPath: "/dev/null")
-        try process.run()
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else { throw BenchError(description: "busctl \(arguments.joined(separator: " ")) failed") }
-        return String(decoding: data, as: UTF8.self)
+        let output = directory + "/busctl.out"
+        unlink(output)
+        let pid = try CardStack.spawn(["/usr/bin/busctl", "--address=\(address)"] + arguments, log: output)
+        var status: Int32 = 0
+        waitpid(pid, &status, 0)
+        guard status == 0 else { throw BenchError(description: "busctl \(arguments.joined(separator: " ")) failed") }
+        return (try? String(contentsOfFile: output, encoding: .utf8)) ?? ""
     }
 
     private func control(_ method: String, _ arguments: [String] = []) throws -> String {

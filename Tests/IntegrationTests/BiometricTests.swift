@@ -109,12 +109,10 @@ struct BiometricTests {
         let lock = try f.client.result("lock.status")
         let authLocal = try f.authLocalReason()
         let cutOff = try f.status()["cut_off"]
-        withKnownIssue("LocalLock.remember (Sources/authd/Lock/LocalLock.swift) opens the lock and resets the fingerprint count for any sign-in from the uid, to any account") {
-            #expect(lock["locked"] == true, "the lock is still closed")
-            #expect(authLocal == "session.locked")
-            #expect(lock["account"] == f.accountID, "the remembered account did not change while locked")
-            #expect(cutOff == true, "another account's password proves nothing about this user")
-        }
+        #expect(lock["locked"] == true, "the lock is still closed")
+        #expect(authLocal == "session.locked")
+        #expect(lock["account"] == f.accountID, "the remembered account did not change while locked")
+        #expect(cutOff == true, "another account's password proves nothing about this user")
     }
 
     // MARK: Fingerprint unlock

@@ -21,7 +21,7 @@ extension MethodTable {
              "device": .string(result.session.deviceID)]
         }) { params, context in
             let signedIn = try await registration.verify(params, caller: context.caller)
-            try await lock.remember(context.caller.uid, account: signedIn.account.id, device: signedIn.session.deviceID, passwordProved: false)
+            try await lock.remember(context.caller.uid, account: signedIn.account.id, device: signedIn.session.deviceID, proof: .code)
             return signedIn
         }
     }
@@ -37,7 +37,7 @@ extension MethodTable {
             ["flow": .string(params.flow), "account": .string(result.account.id), "session": .string(result.session.id)]
         }) { params, context in
             let signedIn = try await otp.verify(params)
-            try await lock.remember(context.caller.uid, account: signedIn.account.id, device: signedIn.session.deviceID, passwordProved: false)
+            try await lock.remember(context.caller.uid, account: signedIn.account.id, device: signedIn.session.deviceID, proof: .code)
             return signedIn
         }
     }

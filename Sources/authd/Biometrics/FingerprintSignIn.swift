@@ -41,7 +41,7 @@ struct FingerprintSignIn: Sendable {
             guard let account = try SessionStore.accountInfo(in: database, where: "id", is: remembered.account) else { throw Self.rememberedInvalid }
             return SignedIn(account: account, session: session)
         }
-        try await lock.remember(uid, account: signedIn.account.id, device: signedIn.session.deviceID, passwordProved: false)
+        try await lock.remember(uid, account: signedIn.account.id, device: signedIn.session.deviceID, proof: .fingerprint)
         return signedIn
     }
 
@@ -88,7 +88,7 @@ struct FingerprintSignIn: Sendable {
                                                   lifetime: Int64(config.sessionLifetimeSeconds))
             return SignedIn(account: try SessionStore.accountInfo(in: database, where: "id", is: pending.account)!, session: session)
         }
-        try await lock.remember(context.caller.uid, account: pending.account, device: signedIn.session.deviceID, passwordProved: true)
+        try await lock.remember(context.caller.uid, account: pending.account, device: signedIn.session.deviceID, proof: .password)
         return signedIn
     }
 

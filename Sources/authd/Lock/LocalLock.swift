@@ -113,10 +113,18 @@ final class LocalLock: Sendable {
         }
     }
 
+    /// What a sign-in proved about the person at this local user.
+    enum Proof: Sendable { case password, fingerprint, code }
+
     /// Remembers `account` as the one this local user signed in to last, on `device` (the
-    /// session's device id). A password sign-in proves the user: it also lifts a fingerprint
-    /// cut-off. Either way the lock opens: the sign-in was a proof.
-    func remember(_ uid: UInt32, account: String, device: String, passwordProved: Bool) async throws {
+    /// session's device id), and opens the lock: the sign-in was a proof. While locked, only the
+    /// remembered account's own password or finger counts: a sign-in to another account (or by
+    /// SMS code) changes nothing here, or anyone at the keyboard could unlock with an account
+    /// of their own. A password also lifts a fingerprint cut-off.
+    func remember(_ uid: UInt32, account: String, device: String, proof: Proof) async throws {
+        let current = try await entry(uid)
+        if isLocked(current, at: seconds) && (current.account != account || proof == .code) { return }
+        let passwordProved = proof == .password
         let now = seconds
         try await store.transaction { database in
             let hash = try database.queryOne("SELECT password_hash FROM accounts WHERE id = ?", [.text(account)]) { $0.optionalText(0) } ?? nil

@@ -10,7 +10,7 @@ extension MethodTable {
             try limiter.take(.login, uid: context.caller.uid)
             let step = try await login.login(params)
             if let account = step.account, let session = step.session {
-                try await lock.remember(context.caller.uid, account: account.id, device: session.deviceID, passwordProved: true)
+                try await lock.remember(context.caller.uid, account: account.id, device: session.deviceID, proof: .password)
             }
             return step
         }
@@ -18,7 +18,7 @@ extension MethodTable {
             ["flow": .string(params.flow), "account": .string(result.account.id), "session": .string(result.session.id)]
         }) { params, context in
             let signedIn = try await login.loginPIN(params)
-            try await lock.remember(context.caller.uid, account: signedIn.account.id, device: signedIn.session.deviceID, passwordProved: true)
+            try await lock.remember(context.caller.uid, account: signedIn.account.id, device: signedIn.session.deviceID, proof: .password)
             return signedIn
         }
         register(TwoFactorPINEnable.self, access: .anyone, audit: { _, _ in [:] }) { params, _ in
