@@ -85,7 +85,8 @@ install: release
 	  $(DESTDIR)$(PREFIX)/share/man/man7 $(DESTDIR)$(PREFIX)/share/man/man8 \
 	  $(DESTDIR)$(PREFIX)/lib/systemd/system $(DESTDIR)$(PREFIX)/lib/systemd/user \
 	  $(DESTDIR)$(PREFIX)/lib/sysusers.d $(DESTDIR)$(PREFIX)/lib/tmpfiles.d \
-	  $(DESTDIR)$(PREFIX)/share/bash-completion/completions $(DESTDIR)$(PREFIX)/share/doc/authd
+	  $(DESTDIR)$(PREFIX)/share/bash-completion/completions $(DESTDIR)$(PREFIX)/share/doc/authd \
+	  $(DESTDIR)/etc/polkit-1/rules.d
 	install -m 0755 $(BIN)/authd $(BIN)/authctl $(BIN)/authd-sms-http $(DESTDIR)$(PREFIX)/bin/
 	install -m 0644 man/authctl.1 $(DESTDIR)$(PREFIX)/share/man/man1/
 	install -m 0644 man/authd.conf.5 $(DESTDIR)$(PREFIX)/share/man/man5/
@@ -98,6 +99,7 @@ install: release
 	install -m 0644 systemd/authd.sysusers $(DESTDIR)$(PREFIX)/lib/sysusers.d/authd.conf
 	install -m 0644 systemd/authd.tmpfiles $(DESTDIR)$(PREFIX)/lib/tmpfiles.d/authd.conf
 	install -m 0644 systemd/authd.conf.example $(DESTDIR)$(PREFIX)/share/doc/authd/
+	install -m 0644 systemd/authd-fprintd.rules $(DESTDIR)/etc/polkit-1/rules.d/50-authd-fprintd.rules
 	$(BIN)/authctl completion bash > $(DESTDIR)$(PREFIX)/share/bash-completion/completions/authctl
 	@echo "make: installed under $(DESTDIR)$(PREFIX). As root, for the system daemon:"
 	@echo "      systemd-sysusers; systemd-tmpfiles --create; systemctl daemon-reload; systemctl enable --now authd.socket"
@@ -111,6 +113,7 @@ uninstall:
 	  $(DESTDIR)$(PREFIX)/lib/sysusers.d/authd.conf $(DESTDIR)$(PREFIX)/lib/tmpfiles.d/authd.conf \
 	  $(DESTDIR)$(PREFIX)/share/bash-completion/completions/authctl
 	rm -rf $(DESTDIR)$(PREFIX)/share/doc/authd
+	rm -f $(DESTDIR)/etc/polkit-1/rules.d/50-authd-fprintd.rules
 
 clean:
 	rm -rf .build
