@@ -11,8 +11,7 @@ final class CardRig {
     var socketPath: String { directory + "/pcscd.comm" }
     var caPath: String { directory + "/ca.pem" }
     private(set) var profilePath: String = ""
-    // Spawned directly: Foundation's Process takes systemd-socket-activate closing its
-    // descriptors for an exit and then blocks in waitpid, hanging every other Process.
+    // Spawned with posix_spawn (ChildProcess), never Foundation's Process.
     private var pcscd: pid_t?
     private var card: pid_t?
 
@@ -49,49 +48,29 @@ final class CardRig {
 
     func startPCSCD() throws {
         unlink(socketPath)
-        pcscd = try Self.spawn(["/usr/bin/systemd-socket-activate", "-l", socketPath, "-E", "PCSCLITE_CSOCK_NAME=\(socketPath)",
+        pcscd = try ChildProcess.spawn(["/usr/bin/systemd-socket-activate", "-l", socketPath, "-E", "PCSCLITE_CSOCK_NAME=\(socketPath)",
                                 "/usr/sbin/pcscd", "-f", "-c", directory + "/reader.conf.d"],
-                               environment: ["PATH=/usr/sbin:/usr/bin:/bin", "PCSCLITE_CSOCK_NAME=\(socketPath)"], log: directory + "/pcscd.log")
+                               environment: ["PATH=/usr/sbin:/usr/bin:/bin", "PCSCLITE_CSOCK_NAME=\(socketPath)"],
+                                       stdout: .file(directory + "/pcscd.log"))
         for _ in 0..<100 where access(socketPath, F_OK) != 0 { usleep(20_000) }
     }
 
     func stopPCSCD() {
         guard let pid = pcscd else { return }
-        Self.reap(pid)
+        ChildProcess.reap(pid)
         pcscd = nil
     }
 
     /// Puts the card in the reader. `extra` e.g. ["--remove-on-ins", "2A"].
     func insertCard(_ extra: [String] = []) throws {
-        card = try Self.spawn([Self.vcardPath, "run", profilePath, "--port", String(port)] + extra, environment: [], log: directory + "/vcard.log")
+        card = try ChildProcess.spawn([Self.vcardPath, "run", profilePath, "--port", String(port)] + extra, environment: [],
+                                      stdout: .file(directory + "/vcard.log"))
     }
 
     func stopCard() {
         guard let pid = card else { return }
-        Self.reap(pid)
+        ChildProcess.reap(pid)
         card = nil
-    }
-
-    private static func spawn(_ arguments: [String], environment: [String], log: String) throws -> pid_t {
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-        posix_spawn_file_actions_addopen(&actions, 1, log, O_WRONLY | O_CREAT | O_APPEND, 0o600)
-        posix_spawn_file_actions_adddup2(&actions, 1, 2)
-        let argv = arguments.map { strdup($0) } + [nil]
-        let envp = environment.map { strdup($0) } + [nil]
-        defer { (argv + envp).forEach { free($0) } }
-        var pid: pid_t = 0
-        let status = posix_spawn(&pid, arguments[0], &actions, nil, argv, envp)
-        guard status == 0 else { throw HarnessError("posix_spawn \(arguments[0]): \(String(cString: strerror(status)))") }
-        return pid
-    }
-
-    private static func reap(_ pid: pid_t) {
-        kill(pid, SIGKILL)
-        var status: Int32 = 0
-        waitpid(pid, &status, 0)
     }
 
     /// A TCP port whose successor is free too (vpcd opens two readers: port and port + 1).

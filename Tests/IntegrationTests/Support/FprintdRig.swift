@@ -100,7 +100,7 @@ final class FprintdRig {
         do {
             guarded = try Self.startWatchdog(for: started.pid)
         } catch {
-            Self.reap(started.pid)
+            ChildProcess.reap(started.pid)
             Glibc.close(started.output)
             try? FileManager.default.removeItem(atPath: directory)
             throw error
@@ -130,7 +130,7 @@ final class FprintdRig {
         guard access(Self.templatePath, R_OK) == 0 else { throw HarnessError("no mock template at \(Self.templatePath)") }
         struct Parameters: Encodable { let enrolled: [String: [String]]; let script: [Step]; let device: Bool }
         let json = String(decoding: try JSONEncoder().encode(Parameters(enrolled: enrolled, script: script, device: device)), as: UTF8.self)
-        let pid = try Self.spawn(["/usr/bin/python3", "-m", "dbusmock", "--template", Self.templatePath, "-p", json],
+        let pid = try ChildProcess.spawn(["/usr/bin/python3", "-m", "dbusmock", "--template", Self.templatePath, "-p", json],
                                  environment: ["DBUS_SYSTEM_BUS_ADDRESS=\(address)", "PATH=/usr/bin:/bin", "PYTHONUNBUFFERED=1"],
                                  stdout: .file(mockLogPath))
         mock = pid
@@ -153,7 +153,7 @@ final class FprintdRig {
     /// calls to net.reactivated.Fprint now fail with ServiceUnknown, as when fprintd is absent.
     func stopMock() {
         guard let pid = mock else { return }
-        Self.reap(pid)
+        ChildProcess.reap(pid)
         mock = nil
         let deadline = Date().addingTimeInterval(5)
         while (try? nameHasOwner()) == true, Date() < deadline { usleep(20_000) }
@@ -230,11 +230,11 @@ final class FprintdRig {
         guard !stopped else { return }
         stopped = true
         // The watchdog first, so that it never signals a pid this process has already reaped.
-        Self.reap(watchdog)
+        ChildProcess.reap(watchdog)
         Glibc.close(watchdogInput)
-        if let pid = mock { Self.reap(pid) }
+        if let pid = mock { ChildProcess.reap(pid) }
         mock = nil
-        Self.reap(bus)
+        ChildProcess.reap(bus)
         Glibc.close(busOutput)
         try? FileManager.default.removeItem(atPath: directory)
     }
@@ -265,7 +265,7 @@ final class FprintdRig {
         guard authd_pipe_cloexec(&fds) == 0 else { throw HarnessError("pipe2: \(String(cString: strerror(errno)))") }
         let pid: pid_t
         do {
-            pid = try spawn(["/usr/bin/dbus-daemon", "--config-file=\(config)", "--nofork", "--print-address=1"],
+            pid = try ChildProcess.spawn(["/usr/bin/dbus-daemon", "--config-file=\(config)", "--nofork", "--print-address=1"],
                             environment: ["PATH=/usr/bin:/bin"], stdout: .pipe(fds[1]), stderr: directory + "/bus.log")
         } catch {
             Glibc.close(fds[0])
@@ -293,7 +293,7 @@ final class FprintdRig {
         let address = String(decoding: line.prefix { $0 != 0x0a }, as: UTF8.self)
         if failure == nil, !address.hasPrefix("unix:") { failure = "dbus-daemon printed \(address.debugDescription), not an address" }
         if let failure {
-            reap(pid)
+            ChildProcess.reap(pid)
             Glibc.close(fds[0])
             let log = (try? String(contentsOfFile: directory + "/bus.log", encoding: .utf8)) ?? ""
             throw HarnessError("\(failure):\n\(log)")
@@ -308,7 +308,7 @@ final class FprintdRig {
         guard authd_pipe_cloexec(&fds) == 0 else { throw HarnessError("pipe2: \(String(cString: strerror(errno)))") }
         defer { Glibc.close(fds[0]) }
         do {
-            let watchdog = try spawn(["/bin/sh", "-c", "read -r _; kill \"$1\"", "fprintd-rig-watchdog", String(pid)],
+            let watchdog = try ChildProcess.spawn(["/bin/sh", "-c", "read -r _; kill \"$1\"", "fprintd-rig-watchdog", String(pid)],
                                      environment: ["PATH=/usr/bin:/bin"], stdin: fds[0], stdout: .file("/dev/null"))
             return (watchdog, fds[1])
         } catch {
@@ -317,49 +317,6 @@ final class FprintdRig {
         }
     }
 
-    private enum Output {
-        case file(String)
-        case pipe(Int32)
-    }
-
-    /// posix_spawn with stdin from `stdin` (or /dev/null), stdout as given, stderr to `stderr` (or with stdout
-    /// when that is a file), and no other descriptor of ours.
-    private static func spawn(_ arguments: [String], environment: [String], stdin: Int32? = nil, stdout: Output, stderr: String? = nil) throws -> pid_t {
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        if let stdin {
-            posix_spawn_file_actions_adddup2(&actions, stdin, 0)
-        } else {
-            posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-        }
-        switch stdout {
-        case .file(let path):
-            posix_spawn_file_actions_addopen(&actions, 1, path, O_WRONLY | O_CREAT | O_APPEND, 0o600)
-        case .pipe(let fd):
-            posix_spawn_file_actions_adddup2(&actions, fd, 1)
-        }
-        if let stderr {
-            posix_spawn_file_actions_addopen(&actions, 2, stderr, O_WRONLY | O_CREAT | O_APPEND, 0o600)
-        } else {
-            posix_spawn_file_actions_adddup2(&actions, 1, 2)
-        }
-        authd_spawn_close_from(&actions, 3)
-        let argv = arguments.map { strdup($0) } + [nil]
-        let envp = environment.map { strdup($0) } + [nil]
-        defer { (argv + envp).forEach { free($0) } }
-        var pid: pid_t = 0
-        let status = posix_spawn(&pid, arguments[0], &actions, nil, argv, envp)
-        guard status == 0 else { throw HarnessError("posix_spawn \(arguments[0]): \(String(cString: strerror(status)))") }
-        return pid
-    }
-
-    /// SIGKILL and wait. Also reaps a process that already exited (the mock after "MOCK: quit").
-    private static func reap(_ pid: pid_t) {
-        kill(pid, SIGKILL)
-        var status: Int32 = 0
-        while waitpid(pid, &status, 0) < 0, errno == EINTR {}
-    }
 }
 
 /// What `busctl --json=short call` prints: {"type":"…","data":[values…]}.

@@ -1,0 +1,51 @@
+import CLinux
+import Glibc
+
+/// Starting and stopping the helper processes of the test rigs (pcscd, the virtual card,
+/// dbus-daemon, the fprintd stand-in): posix_spawn rather than Foundation's Process, which
+/// blocks in waitpid beside children such as systemd-socket-activate.
+enum ChildProcess {
+    enum Output {
+        case file(String)
+        case pipe(Int32)
+    }
+
+    /// posix_spawn with stdin from `stdin` (or /dev/null), stdout as given, stderr to `stderr` (or with stdout
+    /// when that is a file), and no other descriptor of ours.
+    static func spawn(_ arguments: [String], environment: [String], stdin: Int32? = nil, stdout: Output, stderr: String? = nil) throws -> pid_t {
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        if let stdin {
+            posix_spawn_file_actions_adddup2(&actions, stdin, 0)
+        } else {
+            posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        }
+        switch stdout {
+        case .file(let path):
+            posix_spawn_file_actions_addopen(&actions, 1, path, O_WRONLY | O_CREAT | O_APPEND, 0o600)
+        case .pipe(let fd):
+            posix_spawn_file_actions_adddup2(&actions, fd, 1)
+        }
+        if let stderr {
+            posix_spawn_file_actions_addopen(&actions, 2, stderr, O_WRONLY | O_CREAT | O_APPEND, 0o600)
+        } else {
+            posix_spawn_file_actions_adddup2(&actions, 1, 2)
+        }
+        authd_spawn_close_from(&actions, 3)
+        let argv = arguments.map { strdup($0) } + [nil]
+        let envp = environment.map { strdup($0) } + [nil]
+        defer { (argv + envp).forEach { free($0) } }
+        var pid: pid_t = 0
+        let status = posix_spawn(&pid, arguments[0], &actions, nil, argv, envp)
+        guard status == 0 else { throw HarnessError("posix_spawn \(arguments[0]): \(String(cString: strerror(status)))") }
+        return pid
+    }
+
+    /// SIGKILL and wait. Also reaps a process that already exited (the mock after "MOCK: quit").
+    static func reap(_ pid: pid_t) {
+        kill(pid, SIGKILL)
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) < 0, errno == EINTR {}
+    }
+}
