@@ -17,23 +17,22 @@ struct BiometricService: Sendable {
         var pin1 = PIN1Release.off
     }
 
-    func settings(_ uid: UInt32) async throws -> Settings {
-        try await store.read { database in
-            try database.queryOne("SELECT biometric_enabled, biometric_failures, card_pin1_release FROM local_users WHERE uid = ?",
-                                  [.integer(Int64(uid))]) {
-                Settings(gate: BiometricGate(enabled: $0.int(0) != 0, failures: $0.int(1)), pin1: PIN1Release(rawValue: $0.int(2)) ?? .off)
-            }
+    private static func settings(in database: Database, _ uid: UInt32) throws -> Settings {
+        try database.queryOne("SELECT biometric_enabled, biometric_failures, card_pin1_release FROM local_users WHERE uid = ?",
+                              [.integer(Int64(uid))]) {
+            Settings(gate: BiometricGate(enabled: $0.int(0) != 0, failures: $0.int(1)), pin1: PIN1Release(rawValue: $0.int(2)) ?? .off)
         } ?? Settings()
+    }
+
+    func settings(_ uid: UInt32) async throws -> Settings {
+        try await store.read { database in try Self.settings(in: database, uid) }
     }
 
     /// Changes a local user's settings in one transaction (creating their row if needed).
     @discardableResult
     func update(_ uid: UInt32, _ change: @escaping @Sendable (inout Settings) -> Void) async throws -> Settings {
         try await store.transaction { database in
-            var settings = try database.queryOne("SELECT biometric_enabled, biometric_failures, card_pin1_release FROM local_users WHERE uid = ?",
-                                                 [.integer(Int64(uid))]) {
-                Settings(gate: BiometricGate(enabled: $0.int(0) != 0, failures: $0.int(1)), pin1: PIN1Release(rawValue: $0.int(2)) ?? .off)
-            } ?? Settings()
+            var settings = try Self.settings(in: database, uid)
             change(&settings)
             try database.execute(
                 """
@@ -148,6 +147,15 @@ struct BiometricService: Sendable {
                 }
             }
         }
+    }
+
+    /// For a flow that asks for a secret when the finger does not do: the sentence that starts
+    /// that prompt (why the finger did not do; empty when the user chose to type instead), or
+    /// nil when `error` is not a fingerprint outcome and must propagate.
+    static func fallbackPreface(_ error: any Error) -> String? {
+        guard let error = error as? RPCError else { return nil }
+        if error.reason == .userCancelled { return "" }
+        return error.reason.rawValue.hasPrefix("biometric.") ? error.message + " " : nil
     }
 
     static let cutOffError = RPCError.failure(

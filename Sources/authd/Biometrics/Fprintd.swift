@@ -51,20 +51,33 @@ enum Fprintd {
 
     /// The default reader and `user`'s fingers, without claiming it.
     static func probe(user: String) throws(FingerprintFailure) -> Reader {
-        let reader: Reader
-        do throws(BusError) {
-            let bus = try SystemBus.open()
-            let path = try defaultDevice(bus)
-            let fingers = try bus.call(service, path, deviceInterface, "ListEnrolledFingers", [user], timeout: startTimeout).stringArray()
-            reader = Reader(name: (try? readerName(bus, path)) ?? "fingerprint reader", fingers: fingers)
-        } catch {
-            throw failure(error)
-        }
-        guard !reader.fingers.isEmpty else { throw noFinger }
-        return reader
+        let (bus, path) = try defaultReader(for: user)
+        return Reader(name: (try? readerName(bus, path)) ?? "fingerprint reader", fingers: try fingers(bus, path, user))
     }
 
     static let noFinger = FingerprintFailure.unavailable("no finger is enrolled for this user (fprintd-enroll)")
+
+    /// A connection of its own and the default reader's object path.
+    private static func defaultReader(for user: String) throws(FingerprintFailure) -> (SystemBus, String) {
+        do throws(BusError) {
+            let bus = try SystemBus.open()
+            return (bus, try defaultDevice(bus))
+        } catch {
+            throw failure(error)
+        }
+    }
+
+    /// `user`'s enrolled fingers; none is `unavailable`.
+    private static func fingers(_ bus: SystemBus, _ path: String, _ user: String) throws(FingerprintFailure) -> [String] {
+        let fingers: [String]
+        do throws(BusError) {
+            fingers = try bus.call(service, path, deviceInterface, "ListEnrolledFingers", [user], timeout: startTimeout).stringArray()
+        } catch {
+            throw failure(error)
+        }
+        guard !fingers.isEmpty else { throw noFinger }
+        return fingers
+    }
 
     private static func defaultDevice(_ bus: SystemBus) throws(BusError) -> String {
         try bus.call(service, managerPath, managerInterface, "GetDefaultDevice", timeout: startTimeout).string("o")
@@ -83,20 +96,9 @@ enum Fprintd {
         private var verifying = false
 
         init(user: String) throws(FingerprintFailure) {
-            do throws(BusError) {
-                bus = try SystemBus.open()
-                path = try defaultDevice(bus)
-            } catch {
-                throw failure(error)
-            }
+            (bus, path) = try defaultReader(for: user)
             // Checked first: a user without prints can be claimed, but not verified.
-            let fingers: [String]
-            do throws(BusError) {
-                fingers = try bus.call(service, path, deviceInterface, "ListEnrolledFingers", [user], timeout: startTimeout).stringArray()
-            } catch {
-                throw failure(error)
-            }
-            guard !fingers.isEmpty else { throw noFinger }
+            _ = try fingers(bus, path, user)
             do throws(BusError) {
                 _ = try bus.call(service, path, deviceInterface, "Claim", [user], timeout: startTimeout)
             } catch {

@@ -85,8 +85,9 @@ struct CardService: Sendable {
                                         attempts: min(Self.pin1FingerAttempts, max(1, settings.gate.attemptsLeft)),
                                         purpose: "to release PIN1 \(purpose)", context: context)
             return (saved, true, true)
-        } catch let error as RPCError where error.reason.rawValue.hasPrefix("biometric.") || error.reason == .userCancelled {
-            why = error.reason == .userCancelled ? "" : error.message + " "
+        } catch {
+            guard let preface = BiometricService.fallbackPreface(error) else { throw error }
+            why = preface
         }
         return (try await askPIN(.pin1, context, purpose: purpose, preface: why), false, false)
     }

@@ -28,8 +28,9 @@ struct Unlocker: Sendable {
                                             attempts: settings.gate.attemptsLeft, purpose: "to unlock authd", context: context)
                 try await lock.unlocked(uid)
                 return LockState(locked: false, method: "fingerprint", account: account)
-            } catch let error as RPCError where error.reason.rawValue.hasPrefix("biometric.") || error.reason == .userCancelled {
-                why = error.reason == .userCancelled ? "" : error.message + " "
+            } catch {
+                guard let preface = BiometricService.fallbackPreface(error) else { throw error }
+                why = preface
             }
         } else if settings.gate.enabled {
             why = BiometricService.cutOffError.message + " "
