@@ -12,6 +12,7 @@ let package = Package(
         .executable(name: "authd", targets: ["authd"]),
         .executable(name: "authctl", targets: ["authctl"]),
         .executable(name: "authd-sms-http", targets: ["authd-sms-http"]),
+        .executable(name: "authd-http", targets: ["authd-http"]),
         .executable(name: "authd-vcard", targets: ["authd-vcard"]),
     ],
     targets: [
@@ -46,6 +47,9 @@ let package = Package(
 
         // The `[sms] backend = http` sender: URLSession in its own process, never in authd's.
         .executableTarget(name: "authd-sms-http"),
+        // One HTTP request for the federation code (discovery, JWKS, token endpoint,
+        // remote.fetch): URLSession in a short-lived process, for the same reasons.
+        .executableTarget(name: "authd-http"),
 
         // A simulator of the ID card behind vsmartcard's vpcd reader driver, for development
         // and tests, and the generator of its test CA and card profiles.

@@ -12,9 +12,13 @@
 #include <openssl/x509v3.h>
 #include <openssl/pem.h>
 #include <openssl/bio.h>
+#include <openssl/bn.h>
+#include <openssl/param_build.h>
 
 /* OPENSSL_free is a macro over CRYPTO_free with file/line arguments. */
 static inline void authd_openssl_free(void *p) { OPENSSL_free(p); }
 /* EVP_EC_gen is a macro over the variadic EVP_PKEY_Q_keygen. */
 static inline EVP_PKEY *authd_ec_generate(const char *curve) { return EVP_PKEY_Q_keygen(NULL, NULL, "EC", curve); }
+/* EVP_PKEY_PUBLIC_KEY is a macro over OSSL_KEYMGMT_SELECT_* flags. */
+static inline int authd_evp_pkey_public_key_selection(void) { return EVP_PKEY_PUBLIC_KEY; }
 #endif

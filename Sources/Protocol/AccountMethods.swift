@@ -124,11 +124,11 @@ public struct SignedIn: Codable, Sendable, Equatable {
 
 public struct AccountInfo: Codable, Sendable, Equatable {
     public var id: String
-    public var phone: String
+    public var phone: String?
     public var email: String?
     public var hasPassword: Bool
 
-    public init(id: String, phone: String, email: String?, hasPassword: Bool) {
+    public init(id: String, phone: String?, email: String?, hasPassword: Bool) {
         self.id = id
         self.phone = phone
         self.email = email
@@ -522,7 +522,7 @@ public enum AccountDeactivate: RPCMethod {
 /// An account as admins see it.
 public struct AccountRecord: Codable, Sendable, Equatable {
     public var id: String
-    public var phone: String
+    public var phone: String?
     public var email: String?
     public var createdAt: String
     public var deactivatedAt: String?
@@ -534,7 +534,7 @@ public struct AccountRecord: Codable, Sendable, Equatable {
     public var deviceLimit: Int?
     public var devicePolicy: String?
 
-    public init(id: String, phone: String, email: String?, createdAt: String, deactivatedAt: String?, lockedUntil: String?,
+    public init(id: String, phone: String?, email: String?, createdAt: String, deactivatedAt: String?, lockedUntil: String?,
                 hasPassword: Bool, hasPIN: Bool, activeDevices: Int, deviceLimit: Int? = nil, devicePolicy: String? = nil) {
         self.deviceLimit = deviceLimit
         self.devicePolicy = devicePolicy

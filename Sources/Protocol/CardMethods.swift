@@ -185,13 +185,19 @@ public enum PromptNotification: RPCNotification {
         public var expectsAnswer: Bool
         public var secondsLeft: Int?
         public var retriesLeft: Int?
-        public init(promptId: String, kind: String, message: String, expectsAnswer: Bool, secondsLeft: Int? = nil, retriesLeft: Int? = nil) {
+        /// Kinds `browser` and `device_code`: the address the user opens.
+        public var url: String?
+        /// Kind `device_code`: what the user types at `url`.
+        public var userCode: String?
+        public init(promptId: String, kind: String, message: String, expectsAnswer: Bool, secondsLeft: Int? = nil, retriesLeft: Int? = nil,
+                    url: String? = nil, userCode: String? = nil) {
             self.promptId = promptId; self.kind = kind; self.message = message; self.expectsAnswer = expectsAnswer
-            self.secondsLeft = secondsLeft; self.retriesLeft = retriesLeft
+            self.secondsLeft = secondsLeft; self.retriesLeft = retriesLeft; self.url = url; self.userCode = userCode
         }
         enum CodingKeys: String, CodingKey {
-            case kind, message
+            case kind, message, url
             case promptId = "prompt_id", expectsAnswer = "expects_answer", secondsLeft = "seconds_left", retriesLeft = "retries_left"
+            case userCode = "user_code"
         }
     }
 }

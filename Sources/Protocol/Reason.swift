@@ -175,4 +175,32 @@ public struct Reason: RawRepresentable, Hashable, Sendable, Codable, CustomStrin
     public static let rememberedInvalid = Reason("auth.remembered_invalid")
     /// `card.biometric.enable` needs a saved PIN1 (`card.pin1.save`).
     public static let cardPIN1NotSaved = Reason("card.pin1_not_saved")
+    // MARK: Federation and remote APIs
+    /// A 401 (from an API through `remote.fetch`, a refresh, or `remote.unauthorized`) logged the
+    /// user out of the provider: tokens deleted, its sessions ended, and this answer until the
+    /// next `federation.login` succeeds. `data.provider`, `data.source` (`api`, `refresh`, `reported`).
+    public static let sessionLoggedOut = Reason("session.logged_out")
+    /// No `[federation.NAME]` provider of that name, or none configured, or several and no default.
+    public static let federationUnknownProvider = Reason("federation.unknown_provider")
+    /// This local user never signed in with the provider, or signed out (`federation.login`).
+    public static let federationNotSignedIn = Reason("federation.not_signed_in")
+    /// The provider could not be used: discovery, JWKS or token endpoint unreachable or answering
+    /// something that is not OAuth/OIDC; `data.detail` says which. Nothing changed.
+    public static let federationProviderError = Reason("federation.provider_error")
+    /// The provider refused the sign-in (`access_denied`, `expired_token`, a refused code); `data.error`
+    /// is the OAuth error code.
+    public static let federationDenied = Reason("federation.denied")
+    /// The ID token failed validation (signature, `iss`, `aud`, `exp`, `nonce`, …); `data.check`
+    /// names the check. No account or session was created.
+    public static let federationIDTokenInvalid = Reason("federation.id_token_invalid")
+    /// The sign-in was not completed within `[federation] login_timeout`.
+    public static let federationTimeout = Reason("federation.timeout")
+    /// The access token expired and the provider gave no refresh token; sign in again.
+    public static let remoteTokenExpired = Reason("remote.token_expired")
+    /// `remote.fetch`: the URL's origin is not one of the provider's `api` origins, so the
+    /// bearer token is not sent there.
+    public static let remoteOriginNotAllowed = Reason("remote.origin_not_allowed")
+    /// The remote API or the token endpoint could not be reached, timed out, or answered too
+    /// much; `data.detail`. The vault is unchanged.
+    public static let remoteUnavailable = Reason("remote.unavailable")
 }

@@ -50,7 +50,7 @@ extension Command {
                     flow: flow.flow, code: answer, email: invocation.value("email"), password: password))
                 try SessionFile.save(signedIn.session.token, invocation: invocation)
                 if invocation.global.json { Output.json(signedIn.account) } else {
-                    Output.line("registered \(signedIn.account.phone) as \(signedIn.account.id); signed in on this device")
+                    Output.line("registered \(signedIn.account.phone ?? "-") as \(signedIn.account.id); signed in on this device")
                 }
                 return .ok
             } catch where error.reason == "otp.wrong" && invocation.value("code-fd") == nil {
@@ -74,7 +74,7 @@ extension Command {
         let token = try SessionFile.load(invocation)
         let session = try invocation.connect().call(SessionGet.self, .init(session: token))
         if invocation.global.json { Output.json(session); return .ok }
-        Output.line("\(session.account.phone) (\(session.account.id))\(session.account.email.map { ", \($0)" } ?? "")")
+        Output.line("\(session.account.phone ?? "federated account") (\(session.account.id))\(session.account.email.map { ", \($0)" } ?? "")")
         Output.line("device: \(session.device.name) (\(session.device.id)); signed in with \(session.amr.joined(separator: "+")) at \(session.createdAt)")
         return .ok
     }

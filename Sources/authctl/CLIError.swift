@@ -18,7 +18,8 @@ enum ExitCode: Int32 {
         case "user.cancelled", "request.cancelled": return .cancelled
         case "server.busy", "server.shutting_down", "daemon.unavailable", "daemon.closed": return .unavailable
         case "pin.blocked", "account.locked", "session.locked", "card.blocked": return .lockedOrBlocked
-        case "session.logged_out", "session.required", "session.expired", "session.invalid": return .notLoggedIn
+        case "session.logged_out", "session.required", "session.expired", "session.invalid", "federation.not_signed_in", "remote.token_expired":
+            return .notLoggedIn
         case "auth.failed", "pin.wrong", "otp.wrong", "otp.attempts_exhausted", "otp.expired", "otp.used", "card.can_mismatch", "biometric.no_match", "biometric.cut_off":
             return .authenticationFailed
         case "rpc.invalid_params": return .usage

@@ -69,9 +69,12 @@ struct Invocation {
     let global: GlobalOptions
     let options: [String: String]
     let positionals: [String]
+    /// Every value of an option given more than once (`value` holds the last).
+    var repeated: [String: [String]] = [:]
 
     func flag(_ name: String) -> Bool { options[name] != nil }
     func value(_ name: String) -> String? { options[name] }
+    func values(_ name: String) -> [String] { repeated[name] ?? [] }
 
     /// A whole-number option, if given; a usage error when it is not a number (in `range`).
     func number(_ name: String, in range: ClosedRange<Int>? = nil) throws(CLIError) -> Int? {
@@ -135,6 +138,7 @@ enum ArgumentParser {
         if wantsHelp { return .help(command.help) }
 
         var options: [String: String] = [:]
+        var repeated: [String: [String]] = [:]
         var positionals: [String] = []
         var remaining = rest.dropFirst(command.path.count).makeIterator()
         var positionalOnly = false
@@ -151,6 +155,7 @@ enum ArgumentParser {
             if spec.value != nil {
                 guard let value = inline ?? remaining.next() else { throw .usage("\(name) needs a value (\(spec.value!))") }
                 options[spec.name] = value
+                repeated[spec.name, default: []].append(value)
             } else {
                 guard inline == nil else { throw .usage("\(name) takes no value") }
                 options[spec.name] = ""
@@ -159,7 +164,7 @@ enum ArgumentParser {
         guard command.positionals.contains(positionals.count) else {
             throw .usage("wrong number of arguments; usage: authctl \(command.name) \(command.synopsis)")
         }
-        return .run(command, Invocation(global: global, options: options, positionals: positionals))
+        return .run(command, Invocation(global: global, options: options, positionals: positionals, repeated: repeated))
     }
 
     private static func split(_ argument: String) -> (String, String?) {

@@ -156,6 +156,7 @@ struct RequestPrompter {
     private mutating func handle(_ name: String, _ params: JSONValue?) throws(CLIError) {
         guard name == PromptNotification.name, let params,
               let prompt = try? WireCodec.decode(PromptNotification.Params.self, from: params) else { return }
+        if let url = prompt.url, prompt.kind == "browser" || prompt.kind == "device_code" { return showLink(prompt, url: url) }
         guard prompt.expectsAnswer else { return showProgress(prompt) }
         endProgress()
         let fdOption = ["can": "can-fd", "password": "password-fd"][prompt.kind] ?? "pin-fd"
@@ -168,6 +169,29 @@ struct RequestPrompter {
             return try connection.post(PromptCancel.self, .init(promptId: prompt.promptId))
         }
         try connection.post(PromptAnswer.self, .init(promptId: prompt.promptId, value: answer.trimmingCharacters(in: .whitespaces)))
+    }
+
+    /// A sign-in address: printed on stderr (the person may need to copy it to another device)
+    /// and, for the browser flow on a desktop, opened with xdg-open.
+    private mutating func showLink(_ prompt: PromptNotification.Params, url: String) {
+        endProgress()
+        Output.error(prompt.message + ":")
+        Output.error("  " + url)
+        if let code = prompt.userCode { Output.error("  code: " + code) }
+        let environment = ProcessInfo.processInfo.environment
+        let desktop = !(environment["DISPLAY"] ?? "").isEmpty || !(environment["WAYLAND_DISPLAY"] ?? "").isEmpty
+        guard prompt.kind == "browser", desktop, !invocation.flag("no-browser") else { return }
+        var pid: pid_t = 0
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+        let argv = [strdup("xdg-open"), strdup(url), nil]
+        defer { argv.forEach { free($0) } }
+        if posix_spawnp(&pid, "xdg-open", &actions, nil, argv, environ) != 0 {
+            Output.error("(could not run xdg-open; open the address yourself)")
+        }
     }
 
     private mutating func showProgress(_ prompt: PromptNotification.Params) {

@@ -75,7 +75,7 @@ extension Command {
 
     private static func finishLogin(_ signedIn: SignedIn, _ invocation: Invocation) throws(CLIError) -> ExitCode {
         try SessionFile.save(signedIn.session.token, invocation: invocation)
-        if invocation.global.json { Output.json(signedIn.account) } else { Output.line("signed in as \(signedIn.account.phone) (\(signedIn.account.id))") }
+        if invocation.global.json { Output.json(signedIn.account) } else { Output.line("signed in as \(signedIn.account.phone ?? "-") (\(signedIn.account.id))") }
         return .ok
     }
 
@@ -228,7 +228,7 @@ extension Command {
             if record.deactivatedAt != nil { flags.append("deactivated") }
             if let locked = record.lockedUntil { flags.append("locked until \(locked)") }
             if record.hasPIN { flags.append("PIN") }
-            Output.line("\(record.id)  \(record.phone)  \(record.email ?? "-")  devices \(record.activeDevices)  created \(record.createdAt)\(flags.isEmpty ? "" : "  [" + flags.joined(separator: ", ") + "]")")
+            Output.line("\(record.id)  \(record.phone ?? "-")  \(record.email ?? "-")  devices \(record.activeDevices)  created \(record.createdAt)\(flags.isEmpty ? "" : "  [" + flags.joined(separator: ", ") + "]")")
         }
         if action == "list" {
             guard invocation.positionals.count == 1 else { throw .usage("admin accounts list takes no ACCOUNT") }

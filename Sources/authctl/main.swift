@@ -12,6 +12,7 @@ extension Command {
         .adminAccounts,
         .cardReaders, .cardRead, .cardLogin, .cardSign, .cardCANSet, .cardCANShow, .cardCANClear, .cardPIN1Save, .cardPIN1Clear,
         .lock, .unlock, .biometric, .cardBiometric,
+        .federationLogin, .federationStatus, .federationLogout, .tokenRemote, .remoteFetch, .remoteReport401, .events,
         .call, .completion,
     ]
 }

@@ -46,7 +46,7 @@ struct AccountAdmin: Sendable {
     private static func record(_ row: Row, now: Int64) -> AccountRecord {
         let locked = row.int64(5)
         return AccountRecord(
-            id: row.text(0), phone: row.text(1), email: row.optionalText(2), createdAt: Timestamp.rfc3339(epochSeconds: row.int64(3)),
+            id: row.text(0), phone: row.optionalText(1), email: row.optionalText(2), createdAt: Timestamp.rfc3339(epochSeconds: row.int64(3)),
             deactivatedAt: row.optionalInt64(4).map { Timestamp.rfc3339(epochSeconds: $0) },
             lockedUntil: locked > now ? Timestamp.rfc3339(epochSeconds: locked) : nil,
             hasPassword: row.int(6) != 0, hasPIN: row.int(7) != 0, activeDevices: row.int(8),

@@ -329,6 +329,77 @@ final class P256PublicKey: @unchecked Sendable {
     }
 }
 
+/// A public key published as a JWK (RFC 7518 §6): RSA (`n`, `e`, at least 2048 bits) or EC
+/// P-256 (`x`, `y`), for verifying an OpenID provider's ID tokens with RS256 or ES256.
+final class JWKPublicKey: @unchecked Sendable {
+    // Sendable: immutable after init; verification uses a fresh EVP_MD_CTX per call.
+    private let key: OpaquePointer
+    /// The JWS `alg` this key verifies: RS256 or ES256.
+    let algorithm: String
+
+    init(rsaModulus modulus: [UInt8], exponent: [UInt8]) throws {
+        let bits = (modulus.drop { $0 == 0 }.count) * 8
+        guard bits >= 2048, bits <= 8192, !exponent.isEmpty, exponent.count <= 8 else {
+            throw CryptoError(operation: "load RSA key", detail: "modulus of \(bits) bits (2048–8192 accepted)")
+        }
+        key = try JWKPublicKey.fromData(type: "RSA") { builder in
+            guard let n = BN_bin2bn(modulus, Int32(modulus.count), nil), let e = BN_bin2bn(exponent, Int32(exponent.count), nil) else { return false }
+            defer { BN_free(n); BN_free(e) }
+            return OSSL_PARAM_BLD_push_BN(builder, "n", n) == 1 && OSSL_PARAM_BLD_push_BN(builder, "e", e) == 1
+        }
+        algorithm = "RS256"
+    }
+
+    init(p256X x: [UInt8], y: [UInt8]) throws {
+        guard x.count == 32, y.count == 32 else { throw CryptoError(operation: "load EC key", detail: "P-256 coordinates must be 32 bytes") }
+        let point = [0x04] + x + y
+        key = try JWKPublicKey.fromData(type: "EC") { builder in
+            OSSL_PARAM_BLD_push_utf8_string(builder, "group", "prime256v1", 0) == 1
+                && OSSL_PARAM_BLD_push_octet_string(builder, "pub", point, point.count) == 1
+        }
+        algorithm = "ES256"
+        // EVP_PKEY_fromdata does not check that the point is on the curve.
+        guard let check = EVP_PKEY_CTX_new_from_pkey(nil, key, nil) else { throw CryptoError.drain("EVP_PKEY_CTX_new_from_pkey") }
+        defer { EVP_PKEY_CTX_free(check) }
+        guard EVP_PKEY_public_check(check) == 1 else {
+            ERR_clear_error()
+            throw CryptoError(operation: "load EC key", detail: "the point is not on P-256")
+        }
+    }
+
+    deinit { EVP_PKEY_free(key) }
+
+    private static func fromData(type: String, _ build: (OpaquePointer) -> Bool) throws -> OpaquePointer {
+        guard let builder = OSSL_PARAM_BLD_new() else { throw CryptoError.drain("OSSL_PARAM_BLD_new") }
+        defer { OSSL_PARAM_BLD_free(builder) }
+        guard build(builder), let params = OSSL_PARAM_BLD_to_param(builder) else { throw CryptoError.drain("OSSL_PARAM_BLD_to_param") }
+        defer { OSSL_PARAM_free(params) }
+        guard let context = EVP_PKEY_CTX_new_from_name(nil, type, nil) else { throw CryptoError.drain("EVP_PKEY_CTX_new_from_name") }
+        defer { EVP_PKEY_CTX_free(context) }
+        var key: OpaquePointer?
+        guard EVP_PKEY_fromdata_init(context) == 1,
+              EVP_PKEY_fromdata(context, &key, authd_evp_pkey_public_key_selection(), params) == 1, let key
+        else { throw CryptoError.drain("EVP_PKEY_fromdata(\(type))") }
+        return key
+    }
+
+    /// Verifies a JWS signature (RS256: PKCS #1 v1.5 with SHA-256; ES256: 64-byte `r ‖ s`).
+    func verify(signature: [UInt8], message: [UInt8]) -> Bool {
+        var signature = signature
+        if algorithm == "ES256" {
+            guard signature.count == 64, let der = try? ECDSASignature.derFromRaw(signature) else { return false }
+            signature = der
+        }
+        guard let context = EVP_MD_CTX_new() else { return false }
+        defer {
+            EVP_MD_CTX_free(context)
+            ERR_clear_error()
+        }
+        guard EVP_DigestVerifyInit(context, nil, EVP_sha256(), nil, key) == 1 else { return false }
+        return EVP_DigestVerify(context, signature, signature.count, message, message.count) == 1
+    }
+}
+
 /// Conversions between DER `ECDSA-Sig-Value` and the fixed-width `r ‖ s` of JWS.
 enum ECDSASignature {
     static func rawFromDER(_ der: [UInt8], coordinateLength: Int) throws -> [UInt8] {

@@ -113,6 +113,8 @@ enum SealPurpose: String, CaseIterable, Sendable {
     case signingKey = "signing-key"
     case cardCAN = "card-can"
     case cardPIN1 = "card-pin1"
+    case remoteAccessToken = "remote-access-token"
+    case remoteRefreshToken = "remote-refresh-token"
 }
 
 /// AES-256-GCM sealing under per-purpose keys, with the owning row's identity as associated

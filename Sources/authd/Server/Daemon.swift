@@ -84,7 +84,7 @@ final class Daemon: @unchecked Sendable {
             options: options, config: holder, reloader: ConfigReloader(path: options.configPath, holder: holder, logger: logger),
             logger: logger, store: store, keys: keys, audit: AuditLog(store: store, now: now), connections: ConnectionRegistry(),
             masterKeySource: masterKey.source, sealer: sealer, codeKey: try KeyDerivation.key(masterKey, label: "otp-code"),
-            localLock: LocalLock(store: store, config: holder, now: now), startedAt: started, now: now)
+            localLock: LocalLock(store: store, config: holder, now: now), events: EventBus(), startedAt: started, now: now)
         dispatcher = Dispatcher(table: DispatchTable.make(services), services: services)
 
         let (fd, boundPath) = try openListeningSocket()

@@ -1,10 +1,11 @@
+import FoundationEssentials
 import Protocol
 
 /// The one place that lists every method authd serves (like ssh-agent's dispatch switch).
 /// Each capability contributes its methods from its own folder.
 enum DispatchTable {
     /// Capabilities announced by `hello`.
-    static let features = ["auth.local", "token.verify", "keys.jwks", "admin", "audit.follow", "subscriptions", "accounts.register", "accounts.login", "sessions", "devices", "twofactor.pin", "accounts.otp_login", "accounts.deactivate", "admin.accounts", "card", "card.pace", "card.web-eid", "prompts", "lock", "biometric", "auth.fast", "twofactor.fingerprint", "card.biometric"]
+    static let features = ["auth.local", "token.verify", "keys.jwks", "admin", "audit.follow", "subscriptions", "accounts.register", "accounts.login", "sessions", "devices", "twofactor.pin", "accounts.otp_login", "accounts.deactivate", "admin.accounts", "card", "card.pace", "card.web-eid", "prompts", "lock", "biometric", "auth.fast", "twofactor.fingerprint", "card.biometric", "federation", "remote", "events"]
 
     static func make(_ services: Services) -> MethodTable {
         var table = MethodTable()
@@ -31,6 +32,14 @@ enum DispatchTable {
         let signIn = FingerprintSignIn(store: services.store, config: services.config, lock: services.localLock, biometrics: biometrics,
                                        login: login, sessions: sessions, now: services.now)
         table.registerBiometricMethods(biometrics, signIn: signIn, cards: cards)
+        let http = HTTPClient.beside(environment: ProcessInfo.processInfo.environment)
+        let providers = ProviderDirectory(config: services.config, http: http, now: services.now)
+        let vault = TokenVault(store: services.store, sealer: services.sealer)
+        let remote = RemoteAccess(vault: vault, providers: providers, events: services.events, logger: services.logger, http: http,
+                                  config: services.config, now: services.now)
+        let federated = FederatedSignIn(store: services.store, config: services.config, providers: providers, vault: vault,
+                                        logger: services.logger, now: services.now)
+        table.registerFederationMethods(signIn: federated, remote: remote, vault: vault, config: services.config, events: services.events)
         return table
     }
 }

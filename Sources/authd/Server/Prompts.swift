@@ -69,8 +69,10 @@ final class PromptBroker: Sendable {
         }
     }
 
-    func notify(on connection: Connection, id: String, kind: String, message: String, secondsLeft: Int?) {
-        let params = PromptNotification.Params(promptId: id, kind: kind, message: message, expectsAnswer: false, secondsLeft: secondsLeft)
+    func notify(on connection: Connection, id: String, kind: String, message: String, secondsLeft: Int?,
+                url: String? = nil, userCode: String? = nil) {
+        let params = PromptNotification.Params(promptId: id, kind: kind, message: message, expectsAnswer: false, secondsLeft: secondsLeft,
+                                               url: url, userCode: userCode)
         if let line = try? WireCodec.notificationLine(method: PromptNotification.name, params: params) {
             connection.enqueue(line)
         }

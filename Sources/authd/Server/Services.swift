@@ -18,6 +18,8 @@ struct Services: Sendable {
     let codeKey: SecretBytes
     /// Each local user's lock (guarded methods ask it first).
     let localLock: LocalLock
+    /// `events.subscribe` streams, per local user.
+    let events: EventBus
     let startedAt: Date
     let now: @Sendable () -> Date
 

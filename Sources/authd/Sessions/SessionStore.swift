@@ -112,7 +112,7 @@ enum SessionStore {
     static func accountInfo(in database: Database, where column: String, is value: String, includeDeactivated: Bool = true) throws -> AccountInfo? {
         try database.queryOne(
             "SELECT id, phone, email, password_hash IS NOT NULL FROM accounts WHERE \(column) = ?" + (includeDeactivated ? "" : " AND deactivated_at IS NULL"),
-            [.text(value)]) { AccountInfo(id: $0.text(0), phone: $0.text(1), email: $0.optionalText(2), hasPassword: $0.int(3) != 0) }
+            [.text(value)]) { AccountInfo(id: $0.text(0), phone: $0.optionalText(1), email: $0.optionalText(2), hasPassword: $0.int(3) != 0) }
     }
 
     static func hash(_ token: String) -> [UInt8] {

@@ -166,6 +166,77 @@ enum Migrations {
             // The local user whose finger is the account's second sign-in step, if it chose one.
             "ALTER TABLE accounts ADD COLUMN fingerprint_user TEXT",
         ]),
+        Migration(version: 8, sql: [
+            // Federated accounts have no phone number: `phone` and `phone_verified_at` become
+            // optional. SQLite cannot drop NOT NULL in place, so the table is rebuilt (the
+            // documented 12-step procedure; `apply` turns foreign keys off around it and checks them).
+            """
+            CREATE TABLE accounts_v8 (
+                id TEXT PRIMARY KEY,
+                phone TEXT UNIQUE,
+                phone_verified_at INTEGER,
+                email TEXT UNIQUE,
+                password_hash TEXT,
+                created_at INTEGER NOT NULL,
+                deactivated_at INTEGER,
+                failed_logins INTEGER NOT NULL DEFAULT 0,
+                locked_until INTEGER,
+                pin_hash TEXT,
+                pin_failures INTEGER NOT NULL DEFAULT 0,
+                pin_total_failures INTEGER NOT NULL DEFAULT 0,
+                pin_locked_until INTEGER,
+                pin_reenroll_required INTEGER NOT NULL DEFAULT 0,
+                device_limit INTEGER,
+                device_policy TEXT,
+                fingerprint_user TEXT
+            ) STRICT
+            """,
+            """
+            INSERT INTO accounts_v8 SELECT id, phone, phone_verified_at, email, password_hash, created_at, deactivated_at,
+                failed_logins, locked_until, pin_hash, pin_failures, pin_total_failures, pin_locked_until, pin_reenroll_required,
+                device_limit, device_policy, fingerprint_user FROM accounts
+            """,
+            "DROP TABLE accounts",
+            "ALTER TABLE accounts_v8 RENAME TO accounts",
+            // The link between a provider's identity (iss + sub) and the local account it
+            // registered. `email` and `name` are cached user data from the ID token, deleted by
+            // a persistent logout; the link itself stays so the next sign-in finds the account.
+            """
+            CREATE TABLE federated_identities (
+                issuer TEXT NOT NULL,
+                subject TEXT NOT NULL,
+                account_id TEXT NOT NULL REFERENCES accounts (id),
+                provider TEXT NOT NULL,
+                email TEXT,
+                name TEXT,
+                created_at INTEGER NOT NULL,
+                last_login_at INTEGER NOT NULL,
+                PRIMARY KEY (issuer, subject)
+            ) STRICT
+            """,
+            // The token vault, per local user and provider: access and refresh tokens sealed
+            // (AAD names uid, provider and issuer), or the persistent logged-out state a 401 left.
+            """
+            CREATE TABLE remote_tokens (
+                uid INTEGER NOT NULL,
+                provider TEXT NOT NULL,
+                issuer TEXT NOT NULL,
+                account_id TEXT REFERENCES accounts (id),
+                subject TEXT,
+                state TEXT NOT NULL CHECK (state IN ('signed_in', 'logged_out')),
+                access_sealed BLOB,
+                refresh_sealed BLOB,
+                access_expires_at INTEGER,
+                updated_at INTEGER NOT NULL,
+                logged_out_at INTEGER,
+                logged_out_by TEXT,
+                PRIMARY KEY (uid, provider)
+            ) STRICT
+            """,
+            // Which provider's sign-in created a session (NULL: a local sign-in), so a
+            // persistent logout ends exactly those.
+            "ALTER TABLE sessions ADD COLUMN federation TEXT",
+        ]),
     ]
 
     static var latestVersion: Int { all.last?.version ?? 0 }
@@ -177,7 +248,16 @@ enum Migrations {
         }
     }
 
+    struct ForeignKeyViolation: Error, CustomStringConvertible {
+        let table: String
+        var description: String { "a migration left rows in \(table) that point nowhere; the store is unchanged" }
+    }
+
     static func apply(to database: Database) throws {
+        // Table rebuilds need foreign keys off (the pragma is a no-op inside a transaction);
+        // the check before commit keeps them honest.
+        try database.execute("PRAGMA foreign_keys = OFF")
+        defer { try? database.execute("PRAGMA foreign_keys = ON") }
         try database.transaction {
             let current = try database.queryOne("PRAGMA user_version") { $0.int(0) } ?? 0
             guard current <= latestVersion else { throw TooNew(found: current) }
@@ -185,6 +265,7 @@ enum Migrations {
                 for statement in migration.sql { try database.execute(statement) }
                 try database.execute("PRAGMA user_version = \(migration.version)")
             }
+            if let table = try database.queryOne("PRAGMA foreign_key_check", row: { $0.text(0) }) { throw ForeignKeyViolation(table: table) }
         }
     }
 }

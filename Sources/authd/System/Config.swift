@@ -37,6 +37,26 @@ struct Config: Equatable, Sendable {
     var lockIdleSeconds = 900
     /// How long one fingerprint scan waits for a finger.
     var biometricTimeoutSeconds = 30
+    /// OpenID providers (`[federation.NAME]`), in file order.
+    var federationProviders: [FederationProvider] = []
+    /// The provider used when a request names none (`[federation] default`).
+    var federationDefault = ""
+    /// How long a federated sign-in waits for the browser redirect or the device approval.
+    var federationLoginTimeoutSeconds = 300
+    /// Bound on each HTTP exchange with a provider or a remote API.
+    var federationHTTPTimeoutSeconds = 10
+
+    /// One `[federation.NAME]` section.
+    struct FederationProvider: Equatable, Sendable {
+        var name: String
+        var issuer = ""
+        var clientID = ""
+        /// A file holding the client secret (confidential clients); empty for a public client.
+        var clientSecretFile = ""
+        var scopes = ["openid", "profile", "email", "offline_access"]
+        /// Origins (`scheme://host[:port]`) that `remote.fetch` may send the access token to.
+        var apiOrigins: [String] = []
+    }
 
     enum LogTarget: String, Sendable { case auto, journal, stderr }
     enum SMSBackend: String, Sendable { case spool, command, http }
@@ -79,6 +99,18 @@ struct Config: Equatable, Sendable {
             if line.hasPrefix("[") {
                 guard line.hasSuffix("]") else { throw ConfigError(file: file, line: number, reason: "a section header must end with ']'") }
                 let name = trim(line.dropFirst().dropLast())
+                if name.hasPrefix("federation.") {
+                    let provider = String(name.dropFirst("federation.".count))
+                    guard (1...32).contains(provider.count), provider.allSatisfy({ ($0.isASCII && ($0.isLetter || $0.isNumber)) || $0 == "-" || $0 == "_" }) else {
+                        throw ConfigError(file: file, line: number, reason: "a provider name must be 1–32 letters, digits, '-' or '_'")
+                    }
+                    guard !config.federationProviders.contains(where: { $0.name == provider }) else {
+                        throw ConfigError(file: file, line: number, reason: "[\(name)] appears twice")
+                    }
+                    config.federationProviders.append(FederationProvider(name: provider))
+                    section = name
+                    continue
+                }
                 guard schema[name] != nil else {
                     throw ConfigError(file: file, line: number, reason: "unknown section [\(Redaction.printable(name, limit: 40))]; known: \(schema.keys.sorted().joined(separator: ", "))")
                 }
@@ -91,6 +123,20 @@ struct Config: Equatable, Sendable {
             guard let section else { throw ConfigError(file: file, line: number, reason: "a setting must follow a [section] header") }
             let key = trim(line[..<equals])
             let value = trim(line[line.index(after: equals)...])
+            if section.hasPrefix("federation.") {
+                guard let apply = providerSchema[key] else {
+                    throw ConfigError(file: file, line: number, reason: "unknown key '\(Redaction.printable(key, limit: 40))' in [\(section)]; known: \(providerSchema.keys.sorted().joined(separator: ", "))")
+                }
+                guard seen.insert("\(section).\(key)").inserted else {
+                    throw ConfigError(file: file, line: number, reason: "'\(key)' is set twice in [\(section)]")
+                }
+                do {
+                    try apply(&config.federationProviders[config.federationProviders.count - 1], value)
+                } catch {
+                    throw ConfigError(file: file, line: number, reason: "\(section).\(key): \(error.message)")
+                }
+                continue
+            }
             guard let apply = schema[section]?[key] else {
                 let known = schema[section]!.keys.sorted().joined(separator: ", ")
                 throw ConfigError(file: file, line: number, reason: "unknown key '\(Redaction.printable(key, limit: 40))' in [\(section)]; known: \(known)")
@@ -110,6 +156,12 @@ struct Config: Equatable, Sendable {
         }
         if config.smsBackend == .http && config.smsURL.isEmpty {
             throw ConfigError(file: file, line: backendLine, reason: "sms.backend = http needs sms.url (the gateway to POST to)")
+        }
+        for provider in config.federationProviders where provider.issuer.isEmpty || provider.clientID.isEmpty {
+            throw ConfigError(file: file, line: 0, reason: "[federation.\(provider.name)] needs issuer and client_id")
+        }
+        if !config.federationDefault.isEmpty && !config.federationProviders.contains(where: { $0.name == config.federationDefault }) {
+            throw ConfigError(file: file, line: 0, reason: "federation.default names '\(config.federationDefault)', but there is no [federation.\(config.federationDefault)]")
         }
         if config.sessionIdleSeconds > config.sessionLifetimeSeconds {
             throw ConfigError(file: file, line: 0, reason: "accounts.session_idle (\(config.sessionIdleSeconds)s) is longer than accounts.session_lifetime (\(config.sessionLifetimeSeconds)s)")
@@ -149,6 +201,15 @@ struct Config: Equatable, Sendable {
         if loginsPerMinute != old.loginsPerMinute { changed.append("accounts.logins_per_minute") }
         if cardWindowSeconds != old.cardWindowSeconds { changed.append("card.window") }
         if cardTokenLifetimeSeconds != old.cardTokenLifetimeSeconds { changed.append("card.token_lifetime") }
+        if lockIdleSeconds != old.lockIdleSeconds { changed.append("lock.idle") }
+        if biometricTimeoutSeconds != old.biometricTimeoutSeconds { changed.append("biometric.timeout") }
+        if federationDefault != old.federationDefault { changed.append("federation.default") }
+        if federationLoginTimeoutSeconds != old.federationLoginTimeoutSeconds { changed.append("federation.login_timeout") }
+        if federationHTTPTimeoutSeconds != old.federationHTTPTimeoutSeconds { changed.append("federation.http_timeout") }
+        let names = Set(federationProviders.map(\.name) + old.federationProviders.map(\.name))
+        for name in names.sorted() where federationProviders.first(where: { $0.name == name }) != old.federationProviders.first(where: { $0.name == name }) {
+            changed.append("federation.\(name)")
+        }
         return changed
     }
 
@@ -205,12 +266,7 @@ struct Config: Equatable, Sendable {
                 config.smsTimeoutSeconds = try duration(value, in: 1...120)
             },
             "url": { config, value throws(ValueError) in
-                let url = URL(string: value)
-                let scheme = url?.scheme?.lowercased()
-                let host = url?.host?.lowercased() ?? ""
-                let loopback = host == "localhost" || host == "::1" || host == "[::1]"
-                    || (host.hasPrefix("127.") && host.split(separator: ".").count == 4 && host.split(separator: ".").allSatisfy { UInt8($0) != nil })
-                guard !host.isEmpty, scheme == "https" || (scheme == "http" && loopback), value.utf8.count < 2048, !value.contains(" ") else {
+                guard WebOrigin(value, allowPath: true) != nil else {
                     throw ValueError(message: "must be an https:// URL (http:// only to a loopback address: the request carries a bearer token)")
                 }
                 config.smsURL = value
@@ -265,6 +321,17 @@ struct Config: Equatable, Sendable {
                 config.biometricTimeoutSeconds = try duration(value, in: 1...300)
             },
         ],
+        "federation": [
+            "default": { config, value throws(ValueError) in
+                config.federationDefault = value
+            },
+            "login_timeout": { config, value throws(ValueError) in
+                config.federationLoginTimeoutSeconds = try duration(value, in: 10...3600)
+            },
+            "http_timeout": { config, value throws(ValueError) in
+                config.federationHTTPTimeoutSeconds = try duration(value, in: 1...120)
+            },
+        ],
         "admin": [
             "group": { config, value throws(ValueError) in
                 guard (1...64).contains(value.count), value.allSatisfy({ $0.isLetter || $0.isNumber || "-_.".contains($0) }) else {
@@ -273,6 +340,45 @@ struct Config: Equatable, Sendable {
                 config.adminGroup = value
             },
         ],
+    ]
+
+    private typealias ApplyProvider = @Sendable (inout FederationProvider, String) throws(ValueError) -> Void
+
+    /// The keys of a `[federation.NAME]` section.
+    private static let providerSchema: [String: ApplyProvider] = [
+        "issuer": { provider, value throws(ValueError) in
+            guard WebOrigin(value, allowPath: true) != nil else {
+                throw ValueError(message: "must be an https:// URL (http:// only to a loopback address), exactly as the provider's discovery document names it")
+            }
+            provider.issuer = value
+        },
+        "client_id": { provider, value throws(ValueError) in
+            guard (1...256).contains(value.count), value.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value < 0x7f }) else {
+                throw ValueError(message: "must be 1–256 printable ASCII characters")
+            }
+            provider.clientID = value
+        },
+        "client_secret_file": { provider, value throws(ValueError) in
+            guard value.hasPrefix("/"), value.utf8.count < 4096 else { throw ValueError(message: "must be an absolute path to a file holding the client secret") }
+            provider.clientSecretFile = value
+        },
+        "scopes": { provider, value throws(ValueError) in
+            let scopes = value.split(separator: " ").map(String.init)
+            guard scopes.contains("openid"), scopes.allSatisfy({ $0.unicodeScalars.allSatisfy { $0.value > 0x20 && $0.value < 0x7f && $0 != "\"" && $0 != "\\" } }) else {
+                throw ValueError(message: "must be space-separated OAuth scopes including openid")
+            }
+            provider.scopes = scopes
+        },
+        "api": { provider, value throws(ValueError) in
+            var origins: [String] = []
+            for item in value.split(separator: " ") {
+                guard let origin = WebOrigin(String(item), allowPath: false) else {
+                    throw ValueError(message: "must be space-separated origins such as https://api.example.com (http:// only to a loopback address)")
+                }
+                origins.append(origin.serialized)
+            }
+            provider.apiOrigins = origins
+        },
     ]
 
     private static func integer(_ value: String, in range: ClosedRange<Int>) throws(ValueError) -> Int {

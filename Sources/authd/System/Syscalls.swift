@@ -1,5 +1,7 @@
 import CLinux
+import Dispatch
 import Glibc
+import Synchronization
 
 // The only file that calls libc for sockets, files and process state. Every call that can be
 // interrupted retries on EINTR; failures become `SystemError` carrying errno and the call's name.
@@ -48,6 +50,28 @@ enum Syscalls {
             close(fd)
             throw error
         }
+    }
+
+    /// A listening, non-blocking, close-on-exec TCP socket on 127.0.0.1 at a port the kernel
+    /// picks, and that port. The corresponding C functions are `socket`, `bind`, `listen`, `getsockname`.
+    static func listenLoopbackTCP(backlog: Int32 = 16) throws(SystemError) -> (fd: Int32, port: UInt16) {
+        let fd = try retryingEINTR("socket") { socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = in_addr_t(0x7F00_0001).bigEndian
+        address.sin_port = 0
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer in
+                bind(fd, pointer, length) == 0 && listen(fd, backlog) == 0 && getsockname(fd, pointer, &length) == 0
+            }
+        }
+        guard bound else {
+            let code = errno
+            close(fd)
+            throw SystemError(call: "bind(127.0.0.1)", errno: code)
+        }
+        return (fd, UInt16(bigEndian: address.sin_port))
     }
 
     /// A connected, blocking AF_UNIX stream socket. The corresponding C function is `connect`.
@@ -294,6 +318,111 @@ enum Syscalls {
         }
         // WIFEXITED / WEXITSTATUS, which are macros.
         return exitStatus & 0x7f == 0 ? (exitStatus >> 8) & 0xff : nil
+    }
+
+    /// Runs `path` with exactly `environment`, writes `input` to its stdin and collects its
+    /// stdout (at most `outputLimit` bytes) until it exits; stderr goes to /dev/null. Blocking
+    /// I/O on a dispatch thread, never on the cooperative pool. Kills the helper's process group
+    /// when `timeout` passes or the task is cancelled. Returns nil on timeout, a failed exit or
+    /// too much output. The corresponding C functions are `posix_spawn`, `poll` and `waitpid`.
+    static func spawnExchange(_ path: String, environment: [String: String], input: [UInt8],
+                              outputLimit: Int, timeout: Duration) async throws -> [UInt8]? {
+        let cancelled = Mutex(false)
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<[UInt8]?, any Error>) in
+                DispatchQueue.global().async {
+                    continuation.resume(with: Result {
+                        try exchangeBlocking(path, environment: environment, input: input, outputLimit: outputLimit,
+                                             deadline: ContinuousClock.now + timeout) { cancelled.withLock { $0 } }
+                    })
+                }
+            }
+        } onCancel: {
+            cancelled.withLock { $0 = true }
+        }
+    }
+
+    private static func exchangeBlocking(_ path: String, environment: [String: String], input: [UInt8], outputLimit: Int,
+                                         deadline: ContinuousClock.Instant, isCancelled: () -> Bool) throws -> [UInt8]? {
+        var inPipe: [Int32] = [-1, -1]
+        var outPipe: [Int32] = [-1, -1]
+        guard authd_pipe_cloexec(&inPipe) == 0 else { throw SystemError(call: "pipe2", errno: errno) }
+        guard authd_pipe_cloexec(&outPipe) == 0 else {
+            inPipe.forEach { Glibc.close($0) }
+            throw SystemError(call: "pipe2", errno: errno)
+        }
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_adddup2(&actions, inPipe[0], STDIN_FILENO)
+        posix_spawn_file_actions_adddup2(&actions, outPipe[1], STDOUT_FILENO)
+        posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, "/dev/null", O_WRONLY, 0)
+        authd_spawn_close_from(&actions, 3)
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETPGROUP))
+        posix_spawnattr_setpgroup(&attributes, 0)
+        let argv = [strdup(path), nil]
+        let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        defer {
+            argv.forEach { free($0) }
+            envp.forEach { free($0) }
+        }
+        var pid: pid_t = 0
+        let spawned = posix_spawn(&pid, path, &actions, &attributes, argv, envp)
+        Glibc.close(inPipe[0])
+        Glibc.close(outPipe[1])
+        let writer = inPipe[1], reader = outPipe[0]
+        defer { Glibc.close(reader) }
+        guard spawned == 0 else {
+            Glibc.close(writer)
+            throw SystemError(call: "posix_spawn(\(path))", errno: spawned)
+        }
+        _ = fcntl(writer, F_SETFL, O_NONBLOCK)
+        _ = fcntl(reader, F_SETFL, O_NONBLOCK)
+        var writerOpen = true
+        var written = 0
+        var output: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 65536)
+        var failed = false
+        loop: while true {
+            if isCancelled() || ContinuousClock.now >= deadline { failed = true; break }
+            var fds = [pollfd(fd: reader, events: Int16(POLLIN), revents: 0)]
+            if writerOpen { fds.append(pollfd(fd: writer, events: Int16(POLLOUT), revents: 0)) }
+            let ready = poll(&fds, nfds_t(fds.count), 50)
+            if ready < 0 && errno != EINTR { failed = true; break }
+            if writerOpen && fds.count > 1 && fds[1].revents != 0 {
+                let count = input.withUnsafeBytes { Glibc.write(writer, $0.baseAddress! + written, $0.count - written) }
+                if count > 0 { written += count }
+                if written == input.count || (count < 0 && errno != EAGAIN && errno != EINTR) {
+                    Glibc.close(writer)
+                    writerOpen = false
+                }
+            }
+            if fds[0].revents != 0 {
+                let count = chunk.withUnsafeMutableBytes { Glibc.read(reader, $0.baseAddress, $0.count) }
+                if count > 0 {
+                    output += chunk[..<count]
+                    if output.count > outputLimit { failed = true; break loop }
+                } else if count == 0 {
+                    break
+                } else if errno != EAGAIN && errno != EINTR {
+                    failed = true
+                    break
+                }
+            }
+        }
+        if writerOpen { Glibc.close(writer) }
+        var exitStatus: Int32 = 0
+        while !failed && waitpid(pid, &exitStatus, WNOHANG) != pid {
+            if ContinuousClock.now >= deadline || isCancelled() { failed = true } else { usleep(2000) }
+        }
+        if failed {
+            kill(-pid, SIGKILL)
+            while waitpid(pid, &exitStatus, 0) < 0 && errno == EINTR {}
+        }
+        return !failed && exitStatus & 0x7f == 0 && (exitStatus >> 8) & 0xff == 0 ? output : nil
     }
 
     /// The directory part of an absolute path (`/a/b/c` → `/a/b`, `/a` → `/`).

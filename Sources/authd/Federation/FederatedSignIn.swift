@@ -1,0 +1,208 @@
+import FoundationEssentials
+import Protocol
+
+/// The secrets of one sign-in attempt: `state` (CSRF, RFC 6749 §10.12), `nonce` (ID token
+/// replay, OIDC Core §3.1.2.1) and the PKCE verifier (RFC 7636), each 256 random bits.
+struct AuthorizationAttempt: Sendable {
+    let state: String
+    let nonce: String
+    let verifier: String
+
+    init() throws {
+        state = Base64URL.encode(try OpenSSL.randomBytes(32))
+        nonce = Base64URL.encode(try OpenSSL.randomBytes(32))
+        verifier = Base64URL.encode(try OpenSSL.randomBytes(32))
+    }
+
+    /// RFC 7636 §4.2: BASE64URL(SHA256(ASCII(code_verifier))).
+    var challenge: String { Base64URL.encode(OpenSSL.sha256(Array(verifier.utf8))) }
+
+    func authorizationURL(endpoint: String, clientID: String, redirectURI: String, scopes: [String]) -> String {
+        let query = FormEncoding.encode([
+            ("response_type", "code"), ("client_id", clientID), ("redirect_uri", redirectURI), ("scope", scopes.joined(separator: " ")),
+            ("state", state), ("nonce", nonce), ("code_challenge", challenge), ("code_challenge_method", "S256"),
+        ])
+        return endpoint + (endpoint.contains("?") ? "&" : "?") + query
+    }
+}
+
+/// RFC 8628 §3.4–3.5 polling, as a value: what to do after each token endpoint answer.
+struct DevicePoll: Equatable, Sendable {
+    private(set) var interval: Int
+
+    enum Next: Equatable, Sendable {
+        case wait(seconds: Int)
+        case denied(String)
+        case expired
+    }
+
+    init(interval: Int) { self.interval = interval }
+
+    mutating func next(after error: String) -> Next {
+        switch error {
+        case "authorization_pending": return .wait(seconds: interval)
+        case "slow_down":
+            // §3.5: the interval grows by 5 seconds for this and all later requests.
+            interval += 5
+            return .wait(seconds: interval)
+        case "expired_token": return .expired
+        default: return .denied(error)
+        }
+    }
+}
+
+/// `federation.login`: runs the authorization code + PKCE flow (loopback redirect) or the device
+/// grant, validates the ID token, then in one transaction links or registers the account,
+/// creates the session and fills the vault (clearing a logged-out state). Any failure before
+/// the commit leaves nothing behind.
+struct FederatedSignIn: Sendable {
+    let store: Store
+    let config: ConfigHolder
+    let providers: ProviderDirectory
+    let vault: TokenVault
+    let logger: Logger
+    let now: @Sendable () -> Date
+
+    private var seconds: Int64 { Int64(now().timeIntervalSince1970) }
+
+    func login(_ params: FederationLogin.Params, context: RequestContext) async throws -> FederationLogin.Result {
+        let provider = try providers.provider(named: params.provider)
+        let device = try SessionStore.DeviceIdentity.resolve(params.device)
+        let attempt = try AuthorizationAttempt()
+        let deadline = ContinuousClock.now + .seconds(config.current.federationLoginTimeoutSeconds)
+        let tokens: TokenSet
+        let nonce: String?
+        switch params.flow ?? "code" {
+        case "code":
+            tokens = try await codeFlow(provider, attempt, context: context, deadline: deadline)
+            nonce = attempt.nonce
+        case "device":
+            tokens = try await deviceFlow(provider, context: context, deadline: deadline)
+            // The device grant has no authorization request to carry a nonce.
+            nonce = nil
+        default:
+            throw RPCError.invalidParams("Parameter 'flow' must be code or device.", field: "flow")
+        }
+        guard let idToken = tokens.idToken else {
+            throw OpenIDProvider.providerError(provider.settings.name, "the token endpoint returned no ID token (is openid among the scopes?)")
+        }
+        let claims = try await provider.validate(idToken: idToken, nonce: nonce)
+        return try await commit(provider.settings, claims: claims, tokens: tokens, device: device, uid: context.caller.uid)
+    }
+
+    private func codeFlow(_ provider: OpenIDProvider, _ attempt: AuthorizationAttempt, context: RequestContext,
+                          deadline: ContinuousClock.Instant) async throws -> TokenSet {
+        let metadata = try await provider.metadata()
+        let redirect = try LoopbackRedirect()
+        let url = attempt.authorizationURL(endpoint: metadata.authorizationEndpoint, clientID: provider.settings.clientID,
+                                           redirectURI: redirect.redirectURI, scopes: provider.settings.scopes)
+        let prompts = context.connection.prompts
+        let promptID = prompts.progress { redirect.cancel() }
+        defer { prompts.finish(promptID) }
+        prompts.notify(on: context.connection, id: promptID, kind: "browser",
+                       message: "Open this address in a web browser to sign in with \(provider.settings.name)",
+                       secondsLeft: config.current.federationLoginTimeoutSeconds, url: url)
+        let code: String
+        switch await redirect.wait(state: attempt.state, until: deadline) {
+        case .code(let value): code = value
+        case .error(let error): throw denied(provider, error)
+        case .timedOut: throw timedOut(provider)
+        case .cancelled:
+            try Task.checkCancellation()
+            throw RPCError.failure(.userCancelled, "The sign-in with \(provider.settings.name) was cancelled.")
+        }
+        do {
+            return try await provider.token([
+                ("grant_type", "authorization_code"), ("code", code), ("redirect_uri", redirect.redirectURI), ("code_verifier", attempt.verifier),
+            ])
+        } catch let refused as TokenEndpointError {
+            throw denied(provider, refused.code)
+        }
+    }
+
+    private func deviceFlow(_ provider: OpenIDProvider, context: RequestContext, deadline: ContinuousClock.Instant) async throws -> TokenSet {
+        let authorization = try await provider.startDeviceAuthorization(scopes: provider.settings.scopes)
+        let cancelled = CancelFlag()
+        let prompts = context.connection.prompts
+        let promptID = prompts.progress { cancelled.set() }
+        defer { prompts.finish(promptID) }
+        prompts.notify(on: context.connection, id: promptID, kind: "device_code",
+                       message: "On a device with a browser, open \(authorization.verificationURI) and enter the code \(authorization.userCode)",
+                       secondsLeft: authorization.expiresIn, url: authorization.verificationURIComplete ?? authorization.verificationURI,
+                       userCode: authorization.userCode)
+        let end = min(deadline, ContinuousClock.now + .seconds(authorization.expiresIn))
+        var poll = DevicePoll(interval: authorization.interval)
+        var wait = poll.interval
+        while true {
+            // Sleep in short steps so prompt.cancel ends the wait at once.
+            let wake = ContinuousClock.now + .seconds(wait)
+            while ContinuousClock.now < wake {
+                if cancelled.isSet { throw RPCError.failure(.userCancelled, "The sign-in with \(provider.settings.name) was cancelled.") }
+                if ContinuousClock.now >= end { throw timedOut(provider) }
+                try await Task.sleep(for: .milliseconds(100))
+            }
+            do {
+                return try await provider.token([("grant_type", "urn:ietf:params:oauth:grant-type:device_code"), ("device_code", authorization.deviceCode)])
+            } catch let answer as TokenEndpointError {
+                switch poll.next(after: answer.code) {
+                case .wait(let seconds): wait = seconds
+                case .expired: throw timedOut(provider)
+                case .denied(let error): throw denied(provider, error)
+                }
+            }
+        }
+    }
+
+    private func denied(_ provider: OpenIDProvider, _ error: String) -> RPCError {
+        .failure(.federationDenied, "\(provider.settings.name) did not sign you in (\(error)).",
+                 details: ["provider": .string(provider.settings.name), "error": .string(error)])
+    }
+
+    private func timedOut(_ provider: OpenIDProvider) -> RPCError {
+        .failure(.federationTimeout, "The sign-in with \(provider.settings.name) was not completed in time.",
+                 details: ["provider": .string(provider.settings.name)])
+    }
+
+    private func commit(_ provider: Config.FederationProvider, claims: IDTokenClaims, tokens: TokenSet, device: SessionStore.DeviceIdentity,
+                        uid: UInt32) async throws -> FederationLogin.Result {
+        let config = config.current
+        let now = seconds
+        let vault = vault
+        let result = try await store.transaction { database in
+            var created = false
+            let linked = try database.queryOne(
+                "SELECT f.account_id, a.deactivated_at IS NOT NULL FROM federated_identities f JOIN accounts a ON a.id = f.account_id WHERE f.issuer = ? AND f.subject = ?",
+                [.text(provider.issuer), .text(claims.subject)]) { ($0.text(0), $0.int(1) != 0) }
+            let account: String
+            if let (existing, deactivated) = linked {
+                guard !deactivated else {
+                    throw RPCError.failure(.forbidden, "The account linked to this \(provider.name) identity is deactivated.")
+                }
+                account = existing
+                try database.execute(
+                    "UPDATE federated_identities SET email = ?, name = ?, last_login_at = ? WHERE issuer = ? AND subject = ?",
+                    [claims.email.map(SQLValue.text) ?? .null, claims.name.map(SQLValue.text) ?? .null, .integer(now), .text(provider.issuer), .text(claims.subject)])
+            } else {
+                // The first sign-in with this identity registers an account for it (the
+                // provider is the registration path: no phone, no password).
+                account = "acc_" + Base64URL.encode(try OpenSSL.randomBytes(12))
+                try database.execute("INSERT INTO accounts (id, created_at) VALUES (?, ?)", [.text(account), .integer(now)])
+                try database.execute(
+                    "INSERT INTO federated_identities (issuer, subject, account_id, provider, email, name, created_at, last_login_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    [.text(provider.issuer), .text(claims.subject), .text(account), .text(provider.name),
+                     claims.email.map(SQLValue.text) ?? .null, claims.name.map(SQLValue.text) ?? .null, .integer(now), .integer(now)])
+                created = true
+            }
+            let session = try SessionStore.create(
+                in: database, account: account, device: device, amr: ["fed"], limit: config.deviceLimit, policy: config.devicePolicy,
+                idle: Int64(config.sessionIdleSeconds), now: now, lifetime: Int64(config.sessionLifetimeSeconds))
+            try database.execute("UPDATE sessions SET federation = ? WHERE id = ?", [.text(provider.name), .text(session.id)])
+            try vault.storeSignIn(in: database, uid: uid, provider: provider, account: account, subject: claims.subject, tokens: tokens, now: now)
+            let info = try SessionStore.accountInfo(in: database, where: "id", is: account)!
+            return FederationLogin.Result(account: info, session: session, provider: provider.name, subject: claims.subject, created: created)
+        }
+        logger.notice(result.created ? "federated sign-in registered an account" : "federated sign-in",
+                      [("AUTHD_PROVIDER", provider.name), ("AUTHD_ACCOUNT", result.account.id), ("AUTHD_UID", String(uid))])
+        return result
+    }
+}

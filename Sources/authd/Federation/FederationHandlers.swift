@@ -1,0 +1,67 @@
+import Protocol
+
+extension MethodTable {
+    mutating func registerFederationMethods(signIn: FederatedSignIn, remote: RemoteAccess, vault: TokenVault, config: ConfigHolder, events: EventBus) {
+        register(FederationLogin.self, access: .anyone, audit: { params, result in
+            ["provider": .string(result.provider), "flow": .string(params.flow ?? "code"), "account": .string(result.account.id),
+             "created": .bool(result.created)]
+        }) { params, context in
+            try await signIn.login(params, context: context)
+        }
+
+        register(FederationStatus.self, access: .anyone) { _, context in
+            let current = config.current
+            let rows = try await vault.summaries(uid: context.caller.uid)
+            let defaultName = current.federationDefault.isEmpty && current.federationProviders.count == 1
+                ? current.federationProviders[0].name : current.federationDefault
+            return FederationStatus.Result(providers: current.federationProviders.map { provider in
+                var state = rows[provider.name] ?? FederationProviderState(name: provider.name, issuer: provider.issuer, isDefault: false, state: "signed_out")
+                state.issuer = provider.issuer
+                state.isDefault = provider.name == defaultName
+                return state
+            })
+        }
+
+        register(FederationLogout.self, access: .anyone, audit: { _, result in
+            ["provider": .string(result.provider), "sessions_ended": .integer(Int64(result.sessionsEnded)), "revoked": .bool(result.revoked)]
+        }) { params, context in
+            try await remote.signOut(uid: context.caller.uid, provider: params.provider)
+        }
+
+        register(RemoteToken.self, access: .anyone, requiresUnlock: true, audit: { _, result in
+            ["provider": .string(result.provider), "refreshed": .bool(result.refreshed)]
+        }) { params, context in
+            try await remote.token(uid: context.caller.uid, provider: params.provider)
+        }
+
+        register(RemoteFetch.self, access: .anyone, requiresUnlock: true, audit: { params, result in
+            // The URL's origin only: its path and query may carry data the caller considers private.
+            ["method": .string(params.method ?? "GET"), "origin": .string(WebOrigin(params.url, allowPath: true)?.serialized ?? ""),
+             "status": .integer(Int64(result.status))]
+        }) { params, context in
+            try await remote.fetch(uid: context.caller.uid, params)
+        }
+
+        register(RemoteUnauthorized.self, access: .anyone, audit: { _, result in
+            ["provider": .string(result.provider), "sessions_ended": .integer(Int64(result.sessionsEnded))]
+        }) { params, context in
+            try await remote.unauthorized(uid: context.caller.uid, provider: params.provider)
+        }
+
+        register(EventsSubscribe.self, access: .anyone) { _, context in
+            let (id, stream) = await events.subscribe(uid: context.caller.uid)
+            do {
+                let subscription = try context.openSubscription(onDrop: { Task { await events.unsubscribe(id) } }) { sink in
+                    for await event in stream {
+                        sink.notify(EventNotification.self, .init(subscription: sink.name, type: event.type, loggedOut: event.loggedOut))
+                    }
+                    await events.unsubscribe(id)
+                }
+                return EventsSubscribe.Result(subscription: subscription)
+            } catch {
+                await events.unsubscribe(id)
+                throw error
+            }
+        }
+    }
+}

@@ -1,0 +1,240 @@
+import FoundationEssentials
+import Protocol
+import Synchronization
+
+/// The configured providers, by name, rebuilt when a reload changes one (its caches go with it).
+final class ProviderDirectory: Sendable {
+    private let config: ConfigHolder
+    private let http: HTTPClient
+    private let now: @Sendable () -> Date
+    private let built = Mutex<[String: OpenIDProvider]>([:])
+
+    init(config: ConfigHolder, http: HTTPClient, now: @escaping @Sendable () -> Date) {
+        self.config = config
+        self.http = http
+        self.now = now
+    }
+
+    /// `name`, or the default: the only provider, or `[federation] default`.
+    func provider(named name: String?) throws(RPCError) -> OpenIDProvider {
+        let current = config.current
+        let chosen = name ?? (current.federationDefault.isEmpty ? (current.federationProviders.count == 1 ? current.federationProviders[0].name : nil)
+                                                                 : current.federationDefault)
+        guard let chosen else {
+            throw .failure(.federationUnknownProvider, current.federationProviders.isEmpty
+                ? "No OpenID provider is configured ([federation.NAME] in authd.conf)."
+                : "Several OpenID providers are configured and none is the default; name one (\(current.federationProviders.map(\.name).joined(separator: ", "))).")
+        }
+        guard let settings = current.federationProviders.first(where: { $0.name == chosen }) else {
+            throw .failure(.federationUnknownProvider, "No OpenID provider is configured under that name.",
+                           details: ["provider": .string(Redaction.printable(chosen, limit: 64))])
+        }
+        let timeout = config
+        return built.withLock { providers in
+            if let existing = providers[chosen], existing.settings == settings { return existing }
+            let provider = OpenIDProvider(settings: settings, http: http, timeout: { timeout.current.federationHTTPTimeoutSeconds }, now: now)
+            providers[chosen] = provider
+            return provider
+        }
+    }
+}
+
+/// `remote.token`, `remote.fetch`, `remote.unauthorized` and `federation.logout`: the vault's
+/// tokens in use. One refresh per local user and provider at a time; callers arriving during it
+/// wait for its outcome instead of starting another (a rotating provider would otherwise see
+/// the same refresh token twice and revoke the grant).
+actor RemoteAccess {
+    private let vault: TokenVault
+    private let providers: ProviderDirectory
+    private let events: EventBus
+    private let logger: Logger
+    private let http: HTTPClient
+    private let config: ConfigHolder
+    private let now: @Sendable () -> Date
+
+    /// A token with less time left than this is refreshed before it is handed out.
+    static let refreshMargin: Int64 = 30
+
+    private struct Key: Hashable { let uid: UInt32; let provider: String }
+    private var refreshes: [Key: Task<RemoteToken.Result, any Error>] = [:]
+
+    init(vault: TokenVault, providers: ProviderDirectory, events: EventBus, logger: Logger, http: HTTPClient, config: ConfigHolder,
+         now: @escaping @Sendable () -> Date) {
+        self.vault = vault
+        self.providers = providers
+        self.events = events
+        self.logger = logger
+        self.http = http
+        self.config = config
+        self.now = now
+    }
+
+    private var seconds: Int64 { Int64(now().timeIntervalSince1970) }
+
+    static func loggedOutError(provider: String, source: String?, at: Int64?) -> RPCError {
+        var details: [String: JSONValue] = ["provider": .string(provider)]
+        if let source { details["source"] = .string(source) }
+        if let at { details["at"] = .string(Timestamp.rfc3339(epochSeconds: at)) }
+        return .failure(.sessionLoggedOut, "You were logged out of \(provider): its server refused the sign-in. Sign in again (authctl federation login).",
+                        details: details)
+    }
+
+    /// The vault entry for a usable sign-in, or the error that says why there is none.
+    private func signedInEntry(uid: UInt32, provider: OpenIDProvider) async throws -> TokenVault.Entry {
+        let name = provider.settings.name
+        guard let entry = try await vault.entry(uid: uid, provider: name) else {
+            throw RPCError.failure(.federationNotSignedIn, "You are not signed in with \(name) on this machine (authctl federation login).",
+                                   details: ["provider": .string(name)])
+        }
+        if entry.loggedOut { throw Self.loggedOutError(provider: name, source: entry.loggedOutBy, at: entry.loggedOutAt) }
+        guard entry.issuer == provider.settings.issuer else {
+            throw RPCError.failure(.federationNotSignedIn, "The issuer of \(name) changed since you signed in; sign in again.",
+                                   details: ["provider": .string(name)])
+        }
+        return entry
+    }
+
+    func token(uid: UInt32, provider name: String?) async throws -> RemoteToken.Result {
+        let provider = try providers.provider(named: name)
+        let entry = try await signedInEntry(uid: uid, provider: provider)
+        if let access = entry.accessToken, let expires = entry.accessExpiresAt, expires - seconds >= Self.refreshMargin {
+            return RemoteToken.Result(provider: provider.settings.name, accessToken: access, tokenType: "Bearer",
+                                      expiresAt: Timestamp.rfc3339(epochSeconds: expires), refreshed: false)
+        }
+        let key = Key(uid: uid, provider: provider.settings.name)
+        if let running = refreshes[key] { return try await running.value }
+        let task = Task { try await self.refresh(uid: uid, provider: provider, entry: entry) }
+        refreshes[key] = task
+        defer { refreshes[key] = nil }
+        return try await task.value
+    }
+
+    private func refresh(uid: UInt32, provider: OpenIDProvider, entry: TokenVault.Entry) async throws -> RemoteToken.Result {
+        let name = provider.settings.name
+        guard let refreshToken = entry.refreshToken, let usedSealed = entry.refreshSealed else {
+            if let access = entry.accessToken, let expires = entry.accessExpiresAt, expires > seconds {
+                return RemoteToken.Result(provider: name, accessToken: access, tokenType: "Bearer",
+                                          expiresAt: Timestamp.rfc3339(epochSeconds: expires), refreshed: false)
+            }
+            throw RPCError.failure(.remoteTokenExpired, "The access token for \(name) expired and the provider gave no refresh token; sign in again.",
+                                   details: ["provider": .string(name)])
+        }
+        let tokens: TokenSet
+        do {
+            tokens = try await provider.token([("grant_type", "refresh_token"), ("refresh_token", refreshToken)])
+        } catch let refused as TokenEndpointError where refused.status == 401 || refused.code == "invalid_grant" {
+            // RFC 6749 §5.2: the grant is gone (revoked, expired, rotated away) or the client is
+            // no longer accepted. Final: no retry, the user must sign in again.
+            logger.notice("refresh refused: logging out", [("AUTHD_PROVIDER", name), ("AUTHD_UID", String(uid)), ("AUTHD_OAUTH_ERROR", refused.code)])
+            _ = try await logOut(uid: uid, provider: name, source: "refresh")
+            throw Self.loggedOutError(provider: name, source: "refresh", at: seconds)
+        } catch let refused as TokenEndpointError {
+            throw RPCError.failure(.remoteUnavailable, "The provider \(name) did not refresh the token (\(refused.code)); try again later.",
+                                   details: ["provider": .string(name), "detail": .string(refused.code)])
+        }
+        guard try await vault.replace(uid: uid, provider: name, issuer: entry.issuer, usedRefreshSealed: usedSealed, tokens: tokens, now: seconds) else {
+            // A logout or a new sign-in replaced the row while the refresh ran: that state wins.
+            let current = try await signedInEntry(uid: uid, provider: provider)
+            guard let access = current.accessToken, let expires = current.accessExpiresAt else {
+                throw Self.loggedOutError(provider: name, source: current.loggedOutBy, at: current.loggedOutAt)
+            }
+            return RemoteToken.Result(provider: name, accessToken: access, tokenType: "Bearer", expiresAt: Timestamp.rfc3339(epochSeconds: expires), refreshed: false)
+        }
+        let expires = seconds + max(0, min(tokens.expiresIn ?? 3600, 366 * 86400))
+        return RemoteToken.Result(provider: name, accessToken: tokens.accessToken, tokenType: "Bearer",
+                                  expiresAt: Timestamp.rfc3339(epochSeconds: expires), refreshed: true)
+    }
+
+    /// The persistent logout, and its event. Answers the event (a fresh one, or the state already recorded).
+    func logOut(uid: UInt32, provider name: String, source: String) async throws -> LoggedOutEvent {
+        if let event = try await vault.logOut(uid: uid, provider: name, source: source, now: seconds) {
+            logger.notice("logged out of a provider", [("AUTHD_PROVIDER", name), ("AUTHD_UID", String(uid)), ("AUTHD_SOURCE", source),
+                                                        ("AUTHD_SESSIONS_ENDED", String(event.sessionsEnded))])
+            await events.publish(EventBus.Event(type: "session.logged_out", loggedOut: event), to: uid)
+            return event
+        }
+        guard let entry = try await vault.entry(uid: uid, provider: name) else {
+            throw RPCError.failure(.federationNotSignedIn, "You are not signed in with \(name) on this machine.", details: ["provider": .string(name)])
+        }
+        return LoggedOutEvent(provider: name, account: entry.account, source: entry.loggedOutBy ?? source,
+                              at: Timestamp.rfc3339(epochSeconds: entry.loggedOutAt ?? seconds), sessionsEnded: 0)
+    }
+
+    func unauthorized(uid: UInt32, provider name: String?) async throws -> LoggedOutEvent {
+        let provider = try providers.provider(named: name)
+        return try await logOut(uid: uid, provider: provider.settings.name, source: "reported")
+    }
+
+    func signOut(uid: UInt32, provider name: String?) async throws -> FederationLogout.Result {
+        let provider = try providers.provider(named: name)
+        let providerName = provider.settings.name
+        guard let (ended, entry) = try await vault.signOut(uid: uid, provider: providerName, now: seconds) else {
+            throw RPCError.failure(.federationNotSignedIn, "You are not signed in with \(providerName) on this machine.", details: ["provider": .string(providerName)])
+        }
+        // RFC 7009 §2.1: revoking the refresh token ends the grant; the access token may live on
+        // until it expires unless revoked too.
+        var revoked = false
+        if let refresh = entry.refreshToken { revoked = await provider.revoke(refresh, hint: "refresh_token") }
+        if let access = entry.accessToken { revoked = await provider.revoke(access, hint: "access_token") || revoked }
+        return FederationLogout.Result(provider: providerName, sessionsEnded: ended, revoked: revoked)
+    }
+
+    private static let methods: Set<String> = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"]
+    /// Headers the caller may not set: authd's credential, and what the HTTP layer owns.
+    private static let reservedHeaders: Set<String> = ["authorization", "host", "content-length", "transfer-encoding", "connection", "cookie", "proxy-authorization"]
+
+    func fetch(uid: UInt32, _ params: RemoteFetch.Params) async throws -> RemoteFetch.Result {
+        let method = (params.method ?? "GET").uppercased()
+        guard Self.methods.contains(method) else {
+            throw RPCError.invalidParams("Parameter 'method' must be GET, HEAD, POST, PUT, PATCH or DELETE.", field: "method")
+        }
+        guard let origin = WebOrigin(params.url, allowPath: true) else {
+            throw RPCError.invalidParams("Parameter 'url' must be an https:// URL (http:// only to a loopback address).", field: "url")
+        }
+        var headers: [String: String] = [:]
+        for (name, value) in params.headers ?? [:] {
+            let lower = name.lowercased()
+            guard !name.isEmpty, name.utf8.count <= 256, value.utf8.count <= 8192,
+                  name.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value < 0x7f && $0 != ":" }),
+                  value.unicodeScalars.allSatisfy({ $0.value >= 0x20 && $0.value != 0x7f || $0 == "\t" })
+            else { throw RPCError.invalidParams("Parameter 'headers' holds a header name or value that is not allowed.", field: "headers") }
+            guard !Self.reservedHeaders.contains(lower) else {
+                throw RPCError.invalidParams("Header '\(lower)' is set by authd, not by the caller.", field: "headers")
+            }
+            headers[name] = value
+        }
+        guard params.body == nil || params.bodyBase64 == nil else {
+            throw RPCError.invalidParams("Give 'body' or 'body_base64', not both.", field: "body")
+        }
+        var body: [UInt8]?
+        if let text = params.body { body = Array(text.utf8) }
+        if let encoded = params.bodyBase64 {
+            guard let bytes = Data(base64Encoded: encoded) else { throw RPCError.invalidParams("Parameter 'body_base64' is not base64.", field: "body_base64") }
+            body = Array(bytes)
+        }
+        let provider = try providers.provider(named: params.provider)
+        let name = provider.settings.name
+        guard provider.settings.apiOrigins.contains(origin.serialized) else {
+            throw RPCError.failure(.remoteOriginNotAllowed, "authd sends the \(name) token only to the origins in [federation.\(name)] api, and this URL is not one of them.",
+                                   details: ["provider": .string(name), "origin": .string(origin.serialized)])
+        }
+        let token = try await token(uid: uid, provider: name)
+        headers["Authorization"] = "Bearer " + token.accessToken
+        let response: HTTPResponse
+        do {
+            response = try await http.send(method, params.url, headers: headers, body: body, timeoutSeconds: config.current.federationHTTPTimeoutSeconds)
+        } catch {
+            throw RPCError.failure(.remoteUnavailable, "The request to \(origin.serialized) failed: \(error).",
+                                   details: ["provider": .string(name), "detail": .string(error.description)])
+        }
+        if response.status == 401 {
+            // RFC 6750 §3.1: the API refused the access token itself. authd does not try a
+            // refresh: the token was valid by its expiry, so the grant behind it is gone.
+            _ = try await logOut(uid: uid, provider: name, source: "api")
+            throw Self.loggedOutError(provider: name, source: "api", at: seconds)
+        }
+        let text = String(validating: response.body, as: UTF8.self)
+        return RemoteFetch.Result(status: response.status, headers: response.headers, body: text,
+                                  bodyBase64: text == nil ? Data(response.body).base64EncodedString() : nil)
+    }
+}

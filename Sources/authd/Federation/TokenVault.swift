@@ -1,0 +1,167 @@
+import FoundationEssentials
+import Protocol
+
+/// The remote-token vault (`remote_tokens`): per local user and provider, the access and refresh
+/// tokens sealed at rest, or the persistent logged-out state a 401 left. Every change is one
+/// transaction.
+struct TokenVault: Sendable {
+    let store: Store
+    let sealer: Sealer
+
+    /// A sealed token that does not open under its row's identity (moved, or the master key
+    /// changed): an internal error, never a token.
+    struct VaultDamaged: Error, CustomStringConvertible {
+        var description: String { "a sealed remote token does not open under its row's identity" }
+    }
+
+    /// One row, opened.
+    struct Entry: Sendable {
+        let issuer: String
+        let account: String?
+        let subject: String?
+        let loggedOut: Bool
+        let accessToken: String?
+        let refreshToken: String?
+        /// The sealed refresh token as stored: a refresh replaces the row only if it still holds it.
+        let refreshSealed: [UInt8]?
+        let accessExpiresAt: Int64?
+        let loggedOutAt: Int64?
+        let loggedOutBy: String?
+    }
+
+    private static func identity(uid: UInt32, provider: String, issuer: String) -> String {
+        "\(uid)\u{0}\(provider)\u{0}\(issuer)"
+    }
+
+    private func seal(_ token: String?, _ purpose: SealPurpose, _ identity: String) throws -> SQLValue {
+        guard let token else { return .null }
+        return .blob(try sealer.seal(SecretBytes(Array(token.utf8)), purpose: purpose, identity: identity))
+    }
+
+    private func open(_ sealed: [UInt8]?, _ purpose: SealPurpose, _ identity: String) throws -> String? {
+        guard let sealed else { return nil }
+        guard let secret = try sealer.open(sealed, purpose: purpose, identity: identity) else {
+            throw VaultDamaged()
+        }
+        return secret.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }
+    }
+
+    func entry(uid: UInt32, provider: String) async throws -> Entry? {
+        let row = try await store.read { database in
+            try database.queryOne(
+                """
+                SELECT issuer, account_id, subject, state, access_sealed, refresh_sealed, access_expires_at, logged_out_at, logged_out_by
+                FROM remote_tokens WHERE uid = ? AND provider = ?
+                """, [.integer(Int64(uid)), .text(provider)]) {
+                ($0.text(0), $0.optionalText(1), $0.optionalText(2), $0.text(3), $0.isNull(4) ? nil : $0.blob(4), $0.isNull(5) ? nil : $0.blob(5),
+                 $0.optionalInt64(6), $0.optionalInt64(7), $0.optionalText(8))
+            }
+        }
+        guard let row else { return nil }
+        let identity = Self.identity(uid: uid, provider: provider, issuer: row.0)
+        return Entry(issuer: row.0, account: row.1, subject: row.2, loggedOut: row.3 == "logged_out",
+                     accessToken: try open(row.4, .remoteAccessToken, identity), refreshToken: try open(row.5, .remoteRefreshToken, identity),
+                     refreshSealed: row.5, accessExpiresAt: row.6, loggedOutAt: row.7, loggedOutBy: row.8)
+    }
+
+    /// After a successful sign-in, inside its transaction: the new tokens replace whatever the
+    /// row held, and a logged-out state is cleared.
+    func storeSignIn(in database: Database, uid: UInt32, provider: Config.FederationProvider, account: String, subject: String,
+                     tokens: TokenSet, now: Int64) throws {
+        let identity = Self.identity(uid: uid, provider: provider.name, issuer: provider.issuer)
+        try database.execute(
+            """
+            INSERT INTO remote_tokens (uid, provider, issuer, account_id, subject, state, access_sealed, refresh_sealed, access_expires_at, updated_at)
+            VALUES (?, ?, ?, ?, ?, 'signed_in', ?, ?, ?, ?)
+            ON CONFLICT (uid, provider) DO UPDATE SET issuer = excluded.issuer, account_id = excluded.account_id, subject = excluded.subject,
+                state = 'signed_in', access_sealed = excluded.access_sealed, refresh_sealed = excluded.refresh_sealed,
+                access_expires_at = excluded.access_expires_at, updated_at = excluded.updated_at, logged_out_at = NULL, logged_out_by = NULL
+            """,
+            [.integer(Int64(uid)), .text(provider.name), .text(provider.issuer), .text(account), .text(subject),
+             try seal(tokens.accessToken, .remoteAccessToken, identity), try seal(tokens.refreshToken, .remoteRefreshToken, identity),
+             Self.expiry(tokens, now: now), .integer(now)])
+    }
+
+    /// Without `expires_in` the provider promised nothing: authd assumes an hour (RFC 6749
+    /// leaves the default to the provider) and learns otherwise from a 401.
+    private static func expiry(_ tokens: TokenSet, now: Int64) -> SQLValue {
+        .integer(now + max(0, min(tokens.expiresIn ?? 3600, 366 * 86400)))
+    }
+
+    /// After a refresh: stores the new tokens if the row still holds the refresh token that was
+    /// used (a concurrent logout wins). A provider that does not rotate keeps the old refresh token.
+    func replace(uid: UInt32, provider: String, issuer: String, usedRefreshSealed: [UInt8], tokens: TokenSet, now: Int64) async throws -> Bool {
+        let identity = Self.identity(uid: uid, provider: provider, issuer: issuer)
+        let access = try seal(tokens.accessToken, .remoteAccessToken, identity)
+        let refresh = try tokens.refreshToken.map { try seal($0, .remoteRefreshToken, identity) } ?? .blob(usedRefreshSealed)
+        return try await store.transaction { database in
+            try database.execute(
+                """
+                UPDATE remote_tokens SET access_sealed = ?, refresh_sealed = ?, access_expires_at = ?, updated_at = ?
+                WHERE uid = ? AND provider = ? AND state = 'signed_in' AND refresh_sealed = ?
+                """,
+                [access, refresh, Self.expiry(tokens, now: now), .integer(now), .integer(Int64(uid)), .text(provider), .blob(usedRefreshSealed)])
+            return database.changes > 0
+        }
+    }
+
+    /// The persistent logout: deletes the tokens and the cached user data, ends the sessions the
+    /// provider's sign-ins created, and records who refused. nil when there was nothing signed in
+    /// (already logged out, never signed in): nothing changes and no event is due.
+    func logOut(uid: UInt32, provider: String, source: String, now: Int64) async throws -> LoggedOutEvent? {
+        try await store.transaction { database in
+            guard let (account, issuer, subject) = try database.queryOne(
+                "SELECT account_id, issuer, subject FROM remote_tokens WHERE uid = ? AND provider = ? AND state = 'signed_in'",
+                [.integer(Int64(uid)), .text(provider)], row: { ($0.optionalText(0), $0.text(1), $0.optionalText(2)) })
+            else { return nil }
+            try database.execute(
+                """
+                UPDATE remote_tokens SET state = 'logged_out', access_sealed = NULL, refresh_sealed = NULL, access_expires_at = NULL,
+                    updated_at = ?, logged_out_at = ?, logged_out_by = ? WHERE uid = ? AND provider = ?
+                """, [.integer(now), .integer(now), .text(source), .integer(Int64(uid)), .text(provider)])
+            let ended = try Self.endSessions(in: database, account: account, issuer: issuer, subject: subject, provider: provider, now: now)
+            return LoggedOutEvent(provider: provider, account: account, source: source, at: Timestamp.rfc3339(epochSeconds: now), sessionsEnded: ended)
+        }
+    }
+
+    /// The user's own sign-out: the row goes (the tokens are returned for revocation), the
+    /// sessions end, the cached user data goes. nil when there was no row.
+    func signOut(uid: UInt32, provider: String, now: Int64) async throws -> (ended: Int, entry: Entry)? {
+        guard let entry = try await entry(uid: uid, provider: provider) else { return nil }
+        let ended = try await store.transaction { database in
+            try database.execute("DELETE FROM remote_tokens WHERE uid = ? AND provider = ?", [.integer(Int64(uid)), .text(provider)])
+            return try Self.endSessions(in: database, account: entry.account, issuer: entry.issuer, subject: entry.subject, provider: provider, now: now)
+        }
+        return (ended, entry)
+    }
+
+    private static func endSessions(in database: Database, account: String?, issuer: String, subject: String?, provider: String, now: Int64) throws -> Int {
+        guard let account else { return 0 }
+        if let subject {
+            try database.execute("UPDATE federated_identities SET email = NULL, name = NULL WHERE issuer = ? AND subject = ?",
+                                 [.text(issuer), .text(subject)])
+        }
+        try database.execute(
+            "UPDATE sessions SET revoked_at = ? WHERE account_id = ? AND federation = ? AND revoked_at IS NULL AND expires_at > ?",
+            [.integer(now), .text(account), .text(provider), .integer(now)])
+        return database.changes
+    }
+
+    /// The calling user's rows with the cached email, for `federation.status`.
+    func summaries(uid: UInt32) async throws -> [String: FederationProviderState] {
+        try await store.read { database in
+            let rows = try database.query(
+                """
+                SELECT r.provider, r.state, r.account_id, r.subject, f.email, r.access_expires_at, r.refresh_sealed IS NOT NULL, r.logged_out_at, r.logged_out_by
+                FROM remote_tokens r LEFT JOIN federated_identities f ON f.issuer = r.issuer AND f.subject = r.subject WHERE r.uid = ?
+                """, [.integer(Int64(uid))]) { row in
+                FederationProviderState(
+                    name: row.text(0), issuer: "", isDefault: false, state: row.text(1) == "logged_out" ? "logged_out" : "signed_in",
+                    account: row.optionalText(2), subject: row.optionalText(3), email: row.optionalText(4),
+                    accessExpiresAt: row.optionalInt64(5).map { Timestamp.rfc3339(epochSeconds: $0) }, hasRefreshToken: row.int(6) != 0,
+                    loggedOutAt: row.optionalInt64(7).map { Timestamp.rfc3339(epochSeconds: $0) }, loggedOutBy: row.optionalText(8))
+            }
+            return Dictionary(rows.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
+        }
+    }
+}
