@@ -21,4 +21,13 @@ static inline void authd_openssl_free(void *p) { OPENSSL_free(p); }
 static inline EVP_PKEY *authd_ec_generate(const char *curve) { return EVP_PKEY_Q_keygen(NULL, NULL, "EC", curve); }
 /* EVP_PKEY_PUBLIC_KEY is a macro over OSSL_KEYMGMT_SELECT_* flags. */
 static inline int authd_evp_pkey_public_key_selection(void) { return EVP_PKEY_PUBLIC_KEY; }
+/* OSSL_PARAM_BLD keeps the key-name pointers it is given until OSSL_PARAM_BLD_to_param, so the
+ * names must be static C strings, which Swift's temporary bridged strings are not. */
+static inline int authd_param_push_rsa_public(OSSL_PARAM_BLD *builder, const BIGNUM *n, const BIGNUM *e) {
+    return OSSL_PARAM_BLD_push_BN(builder, OSSL_PKEY_PARAM_RSA_N, n) == 1 && OSSL_PARAM_BLD_push_BN(builder, OSSL_PKEY_PARAM_RSA_E, e) == 1;
+}
+static inline int authd_param_push_p256_public(OSSL_PARAM_BLD *builder, const unsigned char *point, size_t length) {
+    return OSSL_PARAM_BLD_push_utf8_string(builder, OSSL_PKEY_PARAM_GROUP_NAME, "prime256v1", 0) == 1
+        && OSSL_PARAM_BLD_push_octet_string(builder, OSSL_PKEY_PARAM_PUB_KEY, point, length) == 1;
+}
 #endif

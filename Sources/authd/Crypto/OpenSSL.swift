@@ -342,21 +342,22 @@ final class JWKPublicKey: @unchecked Sendable {
         guard bits >= 2048, bits <= 8192, !exponent.isEmpty, exponent.count <= 8 else {
             throw CryptoError(operation: "load RSA key", detail: "modulus of \(bits) bits (2048–8192 accepted)")
         }
-        key = try JWKPublicKey.fromData(type: "RSA") { builder in
-            guard let n = BN_bin2bn(modulus, Int32(modulus.count), nil), let e = BN_bin2bn(exponent, Int32(exponent.count), nil) else { return false }
-            defer { BN_free(n); BN_free(e) }
-            return OSSL_PARAM_BLD_push_BN(builder, "n", n) == 1 && OSSL_PARAM_BLD_push_BN(builder, "e", e) == 1
-        }
+        guard let n = BN_bin2bn(modulus, Int32(modulus.count), nil) else { throw CryptoError.drain("BN_bin2bn") }
+        defer { BN_free(n) }
+        guard let e = BN_bin2bn(exponent, Int32(exponent.count), nil) else { throw CryptoError.drain("BN_bin2bn") }
+        defer { BN_free(e) }
+        // The builder keeps pointers to n and e until OSSL_PARAM_BLD_to_param, inside fromData.
+        key = try JWKPublicKey.fromData(type: "RSA") { authd_param_push_rsa_public($0, n, e) == 1 }
         algorithm = "RS256"
     }
 
     init(p256X x: [UInt8], y: [UInt8]) throws {
         guard x.count == 32, y.count == 32 else { throw CryptoError(operation: "load EC key", detail: "P-256 coordinates must be 32 bytes") }
-        let point = [0x04] + x + y
-        key = try JWKPublicKey.fromData(type: "EC") { builder in
-            OSSL_PARAM_BLD_push_utf8_string(builder, "group", "prime256v1", 0) == 1
-                && OSSL_PARAM_BLD_push_octet_string(builder, "pub", point, point.count) == 1
-        }
+        // The builder keeps a pointer to the point until OSSL_PARAM_BLD_to_param, inside fromData.
+        let point = UnsafeMutableBufferPointer<UInt8>.allocate(capacity: 65)
+        defer { point.deallocate() }
+        _ = point.initialize(from: [0x04] + x + y)
+        key = try JWKPublicKey.fromData(type: "EC") { authd_param_push_p256_public($0, point.baseAddress, point.count) == 1 }
         algorithm = "ES256"
         // EVP_PKEY_fromdata does not check that the point is on the curve.
         guard let check = EVP_PKEY_CTX_new_from_pkey(nil, key, nil) else { throw CryptoError.drain("EVP_PKEY_CTX_new_from_pkey") }
