@@ -27,3 +27,183 @@ struct FederationTests {
         #expect(!key.verify(signature: parsed.signature, message: changed))
     }
 }
+
+/// ID tokens signed here with a fresh P-256 key, spoiled one claim or header at a time.
+private struct TokenMaker {
+    let key: P256PrivateKey
+    let keys: IDTokenValidator.KeySet
+    let now: Int64 = 1_800_000_000
+    let expected = IDTokenValidator.Expectation(issuer: "https://id.example", clientID: "authd", nonce: "n-0S6_WzA2Mj", algorithms: ["ES256"])
+
+    init() throws {
+        key = try P256PrivateKey.generate()
+        let (x, y) = try key.publicKey.coordinates()
+        keys = IDTokenValidator.KeySet.parse(.object(["keys": .array([.object([
+            "kty": .string("EC"), "crv": .string("P-256"), "kid": .string("k1"), "use": .string("sig"),
+            "x": .string(Base64URL.encode(x)), "y": .string(Base64URL.encode(y)),
+        ])])]))
+    }
+
+    var claims: [String: JSONValue] {
+        ["iss": .string("https://id.example"), "sub": .string("248289761001"), "aud": .string("authd"), "nonce": .string("n-0S6_WzA2Mj"),
+         "exp": .integer(now + 300), "iat": .integer(now), "email": .string("jane@example.com"), "email_verified": .bool(true)]
+    }
+
+    func token(header: [String: JSONValue] = ["alg": .string("ES256"), "kid": .string("k1")], claims: [String: JSONValue]? = nil,
+               signature: (([UInt8]) throws -> [UInt8])? = nil) throws -> String {
+        let input = Base64URL.encode(try WireCodec.encodeJSON(JSONValue.object(header))) + "." + Base64URL.encode(try WireCodec.encodeJSON(JSONValue.object(claims ?? self.claims)))
+        let bytes = Array(input.utf8)
+        return input + "." + Base64URL.encode(try signature?(bytes) ?? key.signES256(bytes))
+    }
+
+    func check(_ token: String) -> String? {
+        do {
+            _ = try IDTokenValidator.validate(token, keys: keys, expecting: expected, now: now)
+            return nil
+        } catch {
+            return error.check
+        }
+    }
+}
+
+extension FederationTests {
+    @Test("A well-formed ID token passes and yields its subject and email")
+    func validToken() throws {
+        let maker = try TokenMaker()
+        let claims = try IDTokenValidator.validate(try maker.token(), keys: maker.keys, expecting: maker.expected, now: maker.now)
+        #expect(claims == IDTokenClaims(subject: "248289761001", email: "jane@example.com", emailVerified: true, name: nil))
+    }
+
+    @Test("Each spoiled claim or header is refused by the check that names it", arguments: [
+        ("iss", "iss", JSONValue.string("https://evil.example")),
+        ("aud", "aud", .string("someone-else")),
+        ("aud", "azp", .array([.string("authd"), .string("other")])),
+        ("exp", "exp", .integer(1_800_000_000 - 61)),
+        ("iat", "iat", .integer(1_800_000_000 + 120)),
+        ("nonce", "nonce", .string("n-replayed")),
+        ("sub", "sub", .string("")),
+    ])
+    func spoiledClaims(claim: String, check: String, value: JSONValue) throws {
+        let maker = try TokenMaker()
+        var claims = maker.claims
+        claims[claim] = value
+        #expect(maker.check(try maker.token(claims: claims)) == check)
+    }
+
+    @Test("Missing nonce, expiry within the skew, and no nonce expected (device grant)")
+    func nonceAndSkew() throws {
+        let maker = try TokenMaker()
+        var claims = maker.claims
+        claims["nonce"] = nil
+        #expect(maker.check(try maker.token(claims: claims)) == "nonce")
+        let deviceGrant = IDTokenValidator.Expectation(issuer: "https://id.example", clientID: "authd", nonce: nil, algorithms: ["ES256"])
+        #expect(throws: Never.self) { try IDTokenValidator.validate(try maker.token(claims: claims), keys: maker.keys, expecting: deviceGrant, now: maker.now) }
+        claims = maker.claims
+        claims["exp"] = .integer(maker.now - 30)
+        #expect(maker.check(try maker.token(claims: claims)) == nil)
+    }
+
+    @Test("alg none, HS256 keyed with anything, an unknown kid, another key, and a flipped signature are refused")
+    func signatureAttacks() throws {
+        let maker = try TokenMaker()
+        #expect(maker.check(try maker.token(header: ["alg": .string("none"), "kid": .string("k1")], signature: { _ in [] })) == "alg")
+        #expect(maker.check(try maker.token(header: ["alg": .string("HS256"), "kid": .string("k1")], signature: { input in
+            try OpenSSL.hmacSHA256(key: SecretBytes(Array("k1".utf8)), data: input)
+        })) == "alg")
+        #expect(maker.check(try maker.token(header: ["alg": .string("RS256"), "kid": .string("k1")])) == "alg")
+        #expect(maker.check(try maker.token(header: ["alg": .string("ES256"), "kid": .string("k2")])) == "kid")
+        let other = try P256PrivateKey.generate()
+        #expect(maker.check(try maker.token(signature: { try other.signES256($0) })) == "signature")
+        #expect(maker.check(try maker.token(signature: { input in
+            var signature = try maker.key.signES256(input)
+            signature[10] ^= 0x01
+            return signature
+        })) == "signature")
+        #expect(maker.check("not.a.jws") == "malformed")
+        #expect(IDTokenValidator.namesUnknownKey(try maker.token(header: ["alg": .string("ES256"), "kid": .string("k2")]), in: maker.keys))
+    }
+
+    @Test("PKCE S256 matches RFC 7636 Appendix B; state, nonce and verifier are fresh 256-bit values")
+    func pkce() throws {
+        let known = AuthorizationAttempt(state: "s", nonce: "n", verifier: "dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk")
+        #expect(known.challenge == "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM")
+        let first = try AuthorizationAttempt(), second = try AuthorizationAttempt()
+        #expect(first.verifier.count == 43 && first.state != second.state && first.nonce != second.nonce && first.verifier != second.verifier)
+        let url = first.authorizationURL(endpoint: "https://id.example/auth?prompt=login", clientID: "authd", redirectURI: "http://127.0.0.1:5/callback",
+                                         scopes: ["openid", "email"])
+        #expect(url.hasPrefix("https://id.example/auth?prompt=login&response_type=code&client_id=authd&redirect_uri=http%3A%2F%2F127.0.0.1%3A5%2Fcallback&scope=openid%20email&state="))
+        #expect(url.contains("&code_challenge=\(first.challenge)&code_challenge_method=S256"))
+    }
+
+    @Test("Device polling follows RFC 8628 §3.5: pending waits, slow_down adds 5 s for good, expiry and denial end it")
+    func devicePolling() {
+        var poll = DevicePoll(interval: 5)
+        #expect(poll.next(after: "authorization_pending") == .wait(seconds: 5))
+        #expect(poll.next(after: "slow_down") == .wait(seconds: 10))
+        #expect(poll.next(after: "authorization_pending") == .wait(seconds: 10))
+        #expect(poll.next(after: "expired_token") == .expired)
+        #expect(poll.next(after: "access_denied") == .denied("access_denied"))
+        #expect(poll.next(after: "invalid_client") == .denied("invalid_client"))
+    }
+
+    @Test("The loopback redirect takes only GET /callback with this sign-in's state", arguments: [
+        ("GET /callback?code=abc&state=S1 HTTP/1.1\r\nHost: x", LoopbackRedirect.Outcome?.some(.code("abc"))),
+        ("GET /callback?state=S1&error=access_denied HTTP/1.1", .some(.error("access_denied"))),
+        ("GET /callback?code=abc&state=S2 HTTP/1.1", nil),
+        ("GET /callback?code=abc HTTP/1.1", nil),
+        ("POST /callback?code=abc&state=S1 HTTP/1.1", nil),
+        ("GET /other?code=abc&state=S1 HTTP/1.1", nil),
+        ("GET /callback?code=a%2Fb%20c&state=S1 HTTP/1.0", .some(.code("a/b c"))),
+        ("GET /callback?code=%zz&state=S1 HTTP/1.1", nil),
+        ("GET /callback?state=S1 HTTP/1.1", nil),
+    ])
+    func redirectParsing(head: String, outcome: LoopbackRedirect.Outcome?) {
+        #expect(LoopbackRedirect.outcome(ofHead: Array(head.utf8), state: "S1") == outcome)
+    }
+
+    @Test("Origins that may receive a bearer token: https anywhere, http only to loopback", arguments: [
+        ("https://api.example.com", "https://api.example.com"), ("https://API.example.com:443/", "https://api.example.com"),
+        ("https://api.example.com:8443", "https://api.example.com:8443"), ("http://127.0.0.1:8080", "http://127.0.0.1:8080"),
+        ("http://localhost", "http://localhost"), ("http://api.example.com", nil), ("http://localhost.evil.example", nil),
+        ("http://127.0.0.1.evil.example", nil), ("ftp://api.example.com", nil), ("https://user:pw@api.example.com", nil),
+        ("https://api.example.com/v1", nil), ("https://api example.com", nil),
+    ])
+    func origins(text: String, serialized: String?) {
+        #expect(WebOrigin(text, allowPath: false)?.serialized == serialized)
+    }
+
+    @Test("[federation.NAME] sections are parsed and validated with file and line")
+    func configSections() throws {
+        let config = try Config.parse("""
+            [federation]
+            default = work
+            [federation.work]
+            issuer = https://id.example.com/realms/work
+            client_id = authd
+            client_secret_file = /etc/authd/work.secret
+            api = https://api.example.com http://127.0.0.1:9000
+            [federation.home]
+            issuer = https://accounts.example.org
+            client_id = laptop
+            scopes = openid email
+            """, file: "t.conf")
+        #expect(config.federationProviders.map(\.name) == ["work", "home"])
+        #expect(config.federationProviders[0].apiOrigins == ["https://api.example.com", "http://127.0.0.1:9000"])
+        #expect(config.federationProviders[1].scopes == ["openid", "email"])
+        #expect(config.federationDefault == "work")
+        let failures: [(String, Int)] = [
+            ("[federation.a]\nissuer = http://id.example.com\nclient_id = x", 2),
+            ("[federation.a]\nissuer = https://id.example\nclient_id = x\nscopes = email", 4),
+            ("[federation.a]\nissuer = https://id.example\nclient_id = x\napi = https://api.example/v1", 4),
+            ("[federation.a]\nissuer = https://id.example", 0),
+            ("[federation.a b]", 1),
+            ("[federation.a]\nissuer = https://id.example\nclient_id = x\n[federation.a]", 4),
+            ("[federation]\ndefault = nope", 0),
+            ("[federation.a]\ncolor = blue", 2),
+        ]
+        for (text, line) in failures {
+            #expect(throws: ConfigError.self) { try Config.parse(text, file: "t.conf") }
+            do { _ = try Config.parse(text, file: "t.conf") } catch { #expect(error.line == line, "\(text)") }
+        }
+    }
+}

@@ -8,6 +8,12 @@ struct AuthorizationAttempt: Sendable {
     let nonce: String
     let verifier: String
 
+    init(state: String, nonce: String, verifier: String) {
+        self.state = state
+        self.nonce = nonce
+        self.verifier = verifier
+    }
+
     init() throws {
         state = Base64URL.encode(try OpenSSL.randomBytes(32))
         nonce = Base64URL.encode(try OpenSSL.randomBytes(32))
