@@ -11,8 +11,9 @@ usage: oidc_provider.py [--client-id ID] [--client-secret SECRET] [--alg RS256|E
 
 Listens on two ephemeral ports of 127.0.0.1 (the provider and the resource server), prints
     READY issuer=http://127.0.0.1:P1 api=http://127.0.0.1:P2
-on stdout once both accept connections, logs to stderr, and exits when stdin reaches end of file
-(so a test process that dies leaves no provider behind) or on SIGTERM.
+on stdout once both accept connections, logs to stderr, and exits on SIGTERM or, when stdin is a
+pipe, when stdin reaches end of file (so a test process that dies leaves no provider behind).
+By hand: `sleep infinity | oidc_provider.py`.
 """
 import argparse
 import base64
@@ -22,6 +23,7 @@ import json
 import logging
 import os
 import signal
+import stat
 import sys
 import threading
 import time
@@ -101,16 +103,24 @@ class State:
         self.counts = {name: 0 for name in ("authorize", "token_code", "token_refresh", "token_device", "token_other",
                                             "device_authorization", "device_verification", "revoke", "api", "api_401")}
         self.last_token_request = None
-        kid_suffix = generate_token(8)
-        self.key = self.generate_key("authd-test-" + kid_suffix)
-        # Signs ID tokens in "unknown_kid" mode; never published.
-        self.rogue_key = self.generate_key("rogue-" + kid_suffix)
+        self.kid_suffix = generate_token(8)
+        self.key = self.generate_key("authd-test-" + self.kid_suffix)
+        self._rogue_key = None
 
     def generate_key(self, kid):
         options = {"kid": kid, "use": "sig", "alg": self.alg}
         if self.alg == "ES256":
             return JsonWebKey.generate_key("EC", "P-256", options, is_private=True)
         return JsonWebKey.generate_key("RSA", 2048, options, is_private=True)
+
+    @property
+    def rogue_key(self):
+        """Signs ID tokens in "unknown_kid" mode; never published. Made on first use: an RSA
+        key pair takes a quarter of a second, and most tests never need it."""
+        with self.lock:
+            if self._rogue_key is None:
+                self._rogue_key = self.generate_key("rogue-" + self.kid_suffix)
+            return self._rogue_key
 
     def count(self, name):
         with self.lock:
@@ -247,6 +257,16 @@ class LoopbackCodeChallenge(CodeChallenge):
 
 class AuthorizationCodeGrant(grants.AuthorizationCodeGrant):
     TOKEN_ENDPOINT_AUTH_METHODS = ["client_secret_basic", "client_secret_post", "none"]
+
+    def validate_authorization_request(self):
+        try:
+            return super().validate_authorization_request()
+        except OAuth2Error as error:
+            # RFC 6749 §4.1.2.1: an error sent to the redirect URI carries the state. Errors
+            # raised by Authlib 1.2's extensions (PKCE, nonce replay) are built without it.
+            if error.redirect_uri and not error.state:
+                error.state = self.request.state
+            raise
 
     def save_authorization_code(self, code, request):
         nonce = request.data.get("nonce")
@@ -738,7 +758,15 @@ def main():
             pass
         done.set()
 
-    for target in (provider.serve_forever, api.serve_forever, watch_stdin):
+    threads = [provider.serve_forever, api.serve_forever]
+    # Only a pipe or socket on stdin is watched: /dev/null would end the provider at once, and
+    # /dev/zero or a terminal never end (reading /dev/zero would spin). Then only SIGTERM stops it.
+    stdin_mode = os.fstat(0).st_mode
+    if stat.S_ISFIFO(stdin_mode) or stat.S_ISSOCK(stdin_mode):
+        threads.append(watch_stdin)
+    else:
+        log.info("stdin is not a pipe: stop me with SIGTERM")
+    for target in threads:
         threading.Thread(target=target, daemon=True).start()
     print("READY issuer=%s api=%s" % (STATE.issuer, STATE.api), flush=True)
     log.info("client %s (%s), %s", options.client_id, "public" if options.client_secret is None else "confidential", options.alg)
