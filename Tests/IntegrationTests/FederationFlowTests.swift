@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import Protocol
+import Synchronization
 import Testing
 
 /// One federation test: a real OpenID provider (`OIDCRig`, Authlib) and authd configured for it.
@@ -56,7 +57,15 @@ final class FederationFixture {
     func fetch(_ path: String, method: String = "GET") throws -> JSONValue {
         try client.call("remote.fetch", ["url": .string(rig.api + path), "method": .string(method)])
     }
-    func state() throws -> JSONValue? { try client.result("federation.status")["providers"]?[0] }
+    /// One value from the daemon's SQLite file, read by Python's sqlite3 (read-only, beside the daemon's WAL).
+    func storeQuery(_ sql: String) throws -> String {
+        let script = "import sqlite3,sys; c=sqlite3.connect('file:'+sys.argv[1]+'?mode=ro', uri=True); print(c.execute(sys.argv[2]).fetchone()[0])"
+        let result = try DaemonHarness.run(["/usr/bin/python3", "-c", script, daemon.stateDirectory + "/authd.db", sql])
+        guard result.status == 0 else { throw HarnessError("sqlite3: \(result.stderr)") }
+        return result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    func state() throws -> JSONValue? { try client.result("federation.status")["providers"]?.arrayValue?.first }
 }
 
 @Suite("Federated sign-in, token vault and persistent logout against a real OpenID provider")
@@ -69,7 +78,7 @@ struct FederationFlowTests {
         let result = try #require(first.result, "\(first.response)")
         #expect(result["created"] == true)
         #expect(result["subject"] == "alice")
-        #expect(result["account"]?["phone"] == .null)
+        #expect(result["account"]?["phone"] == nil, "a federated account has no phone number")
         #expect(page.contains("Signed in"), "\(page)")
         let prompt = try #require(first.ofKind("browser").first)
         let url = try #require(prompt["url"]?.stringValue)
@@ -224,12 +233,15 @@ struct FederationFlowTests {
         #expect(try fixture.remoteToken().errorReason == "session.logged_out")
         #expect(try fixture.client.call("session.get", ["session": login["session"]!["token"]!]).errorReason == "session.invalid")
         let state = try #require(try fixture.state())
-        #expect(state["state"] == "logged_out" && state["logged_out_by"] == "api" && state["email"] == .null)
+        #expect(state["state"] == "logged_out" && state["logged_out_by"] == "api" && state["email"] == nil, "cached user data deleted")
         try fixture.restart()
         #expect(try fixture.remoteToken().errorReason == "session.logged_out")
         try fixture.restart(kill9: true)
         #expect(try fixture.remoteToken().errorReason == "session.logged_out")
-        // The tokens are gone from the store, not only hidden.
+        // The tokens and the cached user data are gone from the store, not only hidden.
+        #expect(try fixture.storeQuery("SELECT count(*) FROM remote_tokens WHERE access_sealed IS NOT NULL OR refresh_sealed IS NOT NULL") == "0")
+        #expect(try fixture.storeQuery("SELECT count(*) FROM federated_identities WHERE email IS NOT NULL OR name IS NOT NULL") == "0")
+        #expect(try fixture.storeQuery("SELECT count(*) FROM federated_identities") == "1", "the link to the account stays")
         #expect(try fixture.rig.counts()["token_refresh"] == 0)
         try fixture.rig.setAPIMode(.normal)
         let again = try #require(try fixture.codeLogin().result)
@@ -298,7 +310,12 @@ struct FederationFlowTests {
         _ = try fixture.signedIn()
         let token = try fixture.daemon.authctl(["token", "remote"])
         #expect(token.status == 0, "\(token.stderr)")
-        #expect(token.stdout.trimmingCharacters(in: .whitespacesAndNewlines).count > 20)
+        let access = Data(token.stdout.trimmingCharacters(in: .whitespacesAndNewlines).utf8)
+        #expect(access.count > 20)
+        for file in ["authd.db", "authd.db-wal"] {
+            let bytes = FileManager.default.contents(atPath: fixture.daemon.stateDirectory + "/" + file) ?? Data()
+            #expect(bytes.range(of: access) == nil, "the access token is sealed in \(file)")
+        }
         let fetch = try fixture.daemon.authctl(["remote", "fetch", fixture.rig.api + "/api/me"])
         #expect(fetch.status == 0 && fetch.stdout.contains("\"sub\":\"alice\""), "\(fetch)")
         let status = try fixture.daemon.authctl(["federation", "status"])
