@@ -216,6 +216,29 @@ struct StoreTests {
         #expect(throws: Migrations.TooNew.self) { try Migrations.apply(to: database) }
     }
 
+    @Test("migration 8 rebuilds accounts with an optional phone, keeping every row and reference, and foreign keys stay on")
+    func accountsRebuild() throws {
+        let directory = TemporaryDirectory()
+        let database = try Database(path: directory.path + "/v7.db")
+        try database.transaction {
+            for migration in Migrations.all where migration.version <= 7 {
+                for statement in migration.sql { try database.execute(statement) }
+            }
+            try database.execute("PRAGMA user_version = 7")
+            try database.execute("INSERT INTO accounts (id, phone, phone_verified_at, created_at, pin_failures, device_limit) VALUES ('acc_1', '+37251234567', 1, 1, 2, 3)")
+            try database.execute("INSERT INTO devices (id, account_id, device_key, name, first_seen, last_seen) VALUES ('dev_1', 'acc_1', 'k', 'n', 1, 1)")
+            try database.execute("INSERT INTO sessions (id, account_id, device_id, token_hash, amr, created_at, last_used_at, expires_at) VALUES ('ses_1', 'acc_1', 'dev_1', x'01', '[]', 1, 1, 9)")
+        }
+        try Migrations.apply(to: database)
+        #expect(try database.queryOne("SELECT phone, pin_failures, device_limit FROM accounts WHERE id = 'acc_1'") { "\($0.text(0)) \($0.int(1)) \($0.int(2))" } == "+37251234567 2 3")
+        #expect(try database.queryOne("SELECT count(*) FROM sessions s JOIN accounts a ON a.id = s.account_id") { $0.int(0) } == 1)
+        try database.execute("INSERT INTO accounts (id, created_at) VALUES ('acc_2', 1)")
+        #expect(throws: SQLiteError.self) {
+            try database.execute("INSERT INTO devices (id, account_id, device_key, name, first_seen, last_seen) VALUES ('dev_2', 'acc_missing', 'k', 'n', 1, 1)")
+        }
+        #expect(try database.queryOne("PRAGMA foreign_keys") { $0.int(0) } == 1)
+    }
+
     @Test("a failed transaction changes nothing")
     func rollback() async throws {
         let directory = TemporaryDirectory()
