@@ -87,7 +87,7 @@ install: release
 	  $(DESTDIR)$(PREFIX)/lib/sysusers.d $(DESTDIR)$(PREFIX)/lib/tmpfiles.d \
 	  $(DESTDIR)$(PREFIX)/share/bash-completion/completions $(DESTDIR)$(PREFIX)/share/doc/authd \
 	  $(DESTDIR)/etc/polkit-1/rules.d
-	install -m 0755 $(BIN)/authd $(BIN)/authctl $(BIN)/authd-sms-http $(BIN)/authd-http $(DESTDIR)$(PREFIX)/bin/
+	install -m 0755 $(BIN)/authd $(BIN)/authctl $(BIN)/authd-http $(DESTDIR)$(PREFIX)/bin/
 	install -m 0644 man/authctl.1 $(DESTDIR)$(PREFIX)/share/man/man1/
 	install -m 0644 man/authd.conf.5 $(DESTDIR)$(PREFIX)/share/man/man5/
 	install -m 0644 man/authd-protocol.7 $(DESTDIR)$(PREFIX)/share/man/man7/
@@ -105,7 +105,7 @@ install: release
 	@echo "      systemd-sysusers; systemd-tmpfiles --create; systemctl daemon-reload; systemctl enable --now authd.socket"
 
 uninstall:
-	rm -f $(DESTDIR)$(PREFIX)/bin/authd $(DESTDIR)$(PREFIX)/bin/authctl $(DESTDIR)$(PREFIX)/bin/authd-sms-http $(DESTDIR)$(PREFIX)/bin/authd-http \
+	rm -f $(DESTDIR)$(PREFIX)/bin/authd $(DESTDIR)$(PREFIX)/bin/authctl $(DESTDIR)$(PREFIX)/bin/authd-http \
 	  $(DESTDIR)$(PREFIX)/share/man/man1/authctl.1 $(DESTDIR)$(PREFIX)/share/man/man5/authd.conf.5 \
 	  $(DESTDIR)$(PREFIX)/share/man/man7/authd-protocol.7 $(DESTDIR)$(PREFIX)/share/man/man8/authd.8 \
 	  $(DESTDIR)$(PREFIX)/lib/systemd/system/authd.service $(DESTDIR)$(PREFIX)/lib/systemd/system/authd.socket \

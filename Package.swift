@@ -11,7 +11,6 @@ let package = Package(
         .library(name: "Protocol", targets: ["Protocol"]),
         .executable(name: "authd", targets: ["authd"]),
         .executable(name: "authctl", targets: ["authctl"]),
-        .executable(name: "authd-sms-http", targets: ["authd-sms-http"]),
         .executable(name: "authd-http", targets: ["authd-http"]),
         .executable(name: "authd-vcard", targets: ["authd-vcard"]),
     ],
@@ -45,10 +44,8 @@ let package = Package(
             dependencies: ["Protocol", "CLinux"]
         ),
 
-        // The `[sms] backend = http` sender: URLSession in its own process, never in authd's.
-        .executableTarget(name: "authd-sms-http"),
-        // One HTTP request for the federation code (discovery, JWKS, token endpoint,
-        // remote.fetch): URLSession in a short-lived process, for the same reasons.
+        // One HTTP request per run, for the daemon (SMS gateway, OpenID discovery, JWKS, token
+        // endpoint, remote.fetch): URLSession and TLS in a short-lived process, never in authd's.
         .executableTarget(name: "authd-http"),
 
         // A simulator of the ID card behind vsmartcard's vpcd reader driver, for development

@@ -3,8 +3,8 @@ import Foundation
 import FoundationNetworking
 #endif
 
-// authd-http: performs one HTTP request for authd (OpenID discovery, JWKS, token endpoint,
-// remote.fetch) with URLSession, so that TLS and the parsing of remote answers happen in a
+// authd-http: performs one HTTP request for authd (the SMS gateway, OpenID discovery, JWKS,
+// token endpoint, remote.fetch) with URLSession, so that TLS and the parsing of remote answers happen in a
 // short-lived process that holds no keys, and FoundationNetworking stays out of the daemon.
 //
 // stdin: one JSON object {"method","url","headers":{…},"body_base64","timeout","max_response_bytes"}.

@@ -271,7 +271,7 @@ struct RegistrationTests {
         #expect(after.status == 7, "not logged in")
     }
 
-    @Test("http backend: authd-sms-http POSTs the number and text as JSON with the bearer token; non-2xx is undeliverable")
+    @Test("http backend: authd-http POSTs the number and text as JSON with the bearer token; non-2xx is undeliverable")
     func httpBackend() throws {
         let daemon = try DaemonHarness()
         let gateway = Process()

@@ -11,6 +11,8 @@ struct Registration: Sendable {
     let codeKey: SecretBytes
     let stateDirectory: String
     let logger: Logger
+    /// For the `http` SMS backend.
+    let http: HTTPClient
     let now: @Sendable () -> Date
 
     static let codeLength = 6
@@ -27,7 +29,7 @@ struct Registration: Sendable {
         switch config.smsBackend {
         case .spool: return SpoolSMSGateway(directory: stateDirectory + "/sms-spool", logger: logger)
         case .command: return CommandSMSGateway(program: config.smsCommand, timeoutSeconds: config.smsTimeoutSeconds)
-        case .http: return HTTPSMSGateway.make(config: config)
+        case .http: return HTTPSMSGateway(http: http, url: config.smsURL, tokenFile: config.smsTokenFile, timeoutSeconds: config.smsTimeoutSeconds)
         }
     }
 

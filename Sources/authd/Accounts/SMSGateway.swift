@@ -39,22 +39,39 @@ struct SpoolSMSGateway: SMSGateway {
     }
 }
 
-/// `http`: POSTs `{"to","text"}` as JSON with a bearer token to `[sms] url`, through the
-/// `authd-sms-http` helper installed next to authd. URLSession lives in that helper, not in
-/// the daemon: no TLS stack or remote-response parsing in the process that holds the keys,
-/// and none of FoundationNetworking's ~16 MB in the daemon's memory.
-enum HTTPSMSGateway {
-    static func make(config: Config) -> CommandSMSGateway {
-        CommandSMSGateway(
-            program: helperPath, timeoutSeconds: config.smsTimeoutSeconds + 2,
-            environment: ["SMS_URL": config.smsURL, "SMS_TOKEN_FILE": config.smsTokenFile, "SMS_TIMEOUT": String(config.smsTimeoutSeconds)])
+/// `http`: POSTs `{"text","to"}` as JSON with a bearer token (`[sms] token_file`) to `[sms] url`,
+/// through `authd-http` like every HTTP request of authd: no TLS stack or remote-response
+/// parsing in the process that holds the keys. A 2xx answer means delivered.
+struct HTTPSMSGateway: SMSGateway {
+    let http: HTTPClient
+    let url: String
+    let tokenFile: String
+    let timeoutSeconds: Int
+
+    private struct Message: Encodable {
+        let text: String
+        let to: String
     }
 
-    /// `authd-sms-http` beside the running authd binary (`AUTHD_SMS_HTTP` overrides).
-    static var helperPath: String {
-        if let explicit = ProcessInfo.processInfo.environment["AUTHD_SMS_HTTP"], explicit.hasPrefix("/") { return explicit }
-        let own = Syscalls.executablePath(pid: getpid()) ?? "/usr/bin/authd"
-        return Syscalls.directoryName(own) + "/authd-sms-http"
+    func send(_ text: String, to number: PhoneNumber) async throws {
+        var headers = ["Content-Type": "application/json"]
+        if !tokenFile.isEmpty {
+            guard let bytes = try? Syscalls.readFile(tokenFile, limit: 4096),
+                  let token = String(validating: bytes, as: UTF8.self).map({ String($0.filter { !$0.isWhitespace }) }), !token.isEmpty
+            else { throw SMSDeliveryFailure(description: "cannot read a token from sms.token_file") }
+            headers["Authorization"] = "Bearer " + token
+        }
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        var body = Array(try encoder.encode(Message(text: text, to: number.e164)))
+        defer { OpenSSL.wipe(&body) }
+        let response: HTTPResponse
+        do {
+            response = try await http.send("POST", url, headers: headers, body: body, timeoutSeconds: timeoutSeconds, maxResponseBytes: 64 * 1024)
+        } catch {
+            throw SMSDeliveryFailure(description: "the SMS gateway: \(error)")
+        }
+        guard (200..<300).contains(response.status) else { throw SMSDeliveryFailure(description: "the SMS gateway answered HTTP \(response.status)") }
     }
 }
 

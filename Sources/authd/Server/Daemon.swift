@@ -101,8 +101,9 @@ final class Daemon: @unchecked Sendable {
         if options.mode == .system && config.smsBackend == .spool {
             logger.warning("sms.backend = spool: verification codes are written to \(options.stateDirectory)/sms-spool, not sent; set [sms] backend for real SMS")
         }
-        if config.smsBackend == .http && access(HTTPSMSGateway.helperPath, X_OK) != 0 {
-            logger.warning("sms.backend = http needs \(HTTPSMSGateway.helperPath), which is not an executable file: every code will be sms.undeliverable")
+        let http = HTTPClient.beside(environment: ProcessInfo.processInfo.environment)
+        if (config.smsBackend == .http || !config.federationProviders.isEmpty) && access(http.helperPath, X_OK) != 0 {
+            logger.warning("\(http.helperPath) is not an executable file: SMS over http and federated sign-in will fail")
         }
         if config.smsBackend == .command && access(config.smsCommand, X_OK) != 0 {
             logger.warning("sms.command \(config.smsCommand) is not an executable file: every code will be sms.undeliverable")

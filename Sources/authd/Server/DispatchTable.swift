@@ -13,9 +13,10 @@ enum DispatchTable {
         table.registerCoreMethods(services, features: features)
         table.registerTokenMethods(tokens)
         table.registerAdminMethods(services)
+        let http = HTTPClient.beside(environment: ProcessInfo.processInfo.environment)
         let phones = Registration(
             store: services.store, config: services.config, codeKey: services.codeKey,
-            stateDirectory: services.options.stateDirectory, logger: services.logger, now: services.now)
+            stateDirectory: services.options.stateDirectory, logger: services.logger, http: http, now: services.now)
         let limiter = RateLimiter(config: services.config, now: services.now)
         table.registerAccountMethods(phones, limiter: limiter, lock: services.localLock)
         table.registerOTPLoginMethods(OTPLogin(phones: phones), limiter: limiter, lock: services.localLock)
@@ -32,7 +33,6 @@ enum DispatchTable {
         let signIn = FingerprintSignIn(store: services.store, config: services.config, lock: services.localLock, biometrics: biometrics,
                                        login: login, sessions: sessions, now: services.now)
         table.registerBiometricMethods(biometrics, signIn: signIn, cards: cards)
-        let http = HTTPClient.beside(environment: ProcessInfo.processInfo.environment)
         let providers = ProviderDirectory(config: services.config, http: http, now: services.now)
         let vault = TokenVault(store: services.store, sealer: services.sealer)
         let remote = RemoteAccess(vault: vault, providers: providers, events: services.events, logger: services.logger, http: http,
