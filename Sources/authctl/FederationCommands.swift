@@ -93,14 +93,17 @@ extension Command {
             headers[String(header[..<colon]).trimmingCharacters(in: .whitespaces)] = String(header[header.index(after: colon)...]).trimmingCharacters(in: .whitespaces)
         }
         var body = invocation.value("data")
+        var bodyBase64: String?
         if let fdText = invocation.value("data-fd") {
             guard body == nil else { throw .usage("give --data or --data-fd, not both") }
             guard let fd = Int32(fdText), fd >= 0 else { throw .usage("--data-fd needs a file descriptor number") }
-            body = String(decoding: FileHandle(fileDescriptor: fd, closeOnDealloc: false).readDataToEndOfFile(), as: UTF8.self)
+            let bytes = FileHandle(fileDescriptor: fd, closeOnDealloc: false).readDataToEndOfFile()
+            // Bytes that are not UTF-8 travel as base64, unchanged.
+            if let text = String(data: bytes, encoding: .utf8) { body = text } else { bodyBase64 = bytes.base64EncodedString() }
         }
         let result = try invocation.connect().call(RemoteFetch.self, .init(
             provider: invocation.value("provider"), method: invocation.value("method"), url: invocation.positionals[0],
-            headers: headers.isEmpty ? nil : headers, body: body))
+            headers: headers.isEmpty ? nil : headers, body: body, bodyBase64: bodyBase64))
         if invocation.global.json { Output.json(result) } else {
             if invocation.flag("include") {
                 Output.line("HTTP \(result.status)")

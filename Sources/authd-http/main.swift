@@ -1,3 +1,4 @@
+import CLinux
 import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -38,8 +39,7 @@ func finish(_ response: Response) -> Never {
 
 func isLoopback(_ host: String) -> Bool {
     let parts = host.split(separator: ".", omittingEmptySubsequences: false)
-    return host == "localhost" || host == "::1" || host == "[::1]"
-        || (parts.count == 4 && parts[0] == "127" && parts.allSatisfy { UInt8($0) != nil })
+    return host == "localhost" || (parts.count == 4 && parts[0] == "127" && parts.allSatisfy { UInt8($0).map(String.init) == String($0) })
 }
 
 /// Collects the body up to the limit and refuses redirects.
@@ -79,6 +79,9 @@ final class Collector: NSObject, URLSessionDataDelegate, @unchecked Sendable {
     }
 }
 
+// The request holds a bearer token or client secret: no core dump, no ptrace by the same uid
+// (exec reset what authd set for itself).
+_ = authd_disable_dumping()
 let input = FileHandle.standardInput.readData(ofLength: 8 << 20)
 guard let request = try? JSONDecoder().decode(Request.self, from: input) else { finish(Response(error: "malformed request to authd-http")) }
 guard let url = URL(string: request.url), let scheme = url.scheme?.lowercased(), let host = url.host?.lowercased() else {

@@ -120,6 +120,7 @@ extension FederationTests {
             return signature
         })) == "signature")
         #expect(maker.check("not.a.jws") == "malformed")
+        #expect(maker.check(try maker.token(header: ["alg": .string("ES256"), "kid": .string("k1"), "crit": .array([.string("exp")])])) == "crit")
         #expect(IDTokenValidator.namesUnknownKey(try maker.token(header: ["alg": .string("ES256"), "kid": .string("k2")]), in: maker.keys))
     }
 
@@ -167,6 +168,7 @@ extension FederationTests {
         ("http://localhost", "http://localhost"), ("http://api.example.com", nil), ("http://localhost.evil.example", nil),
         ("http://127.0.0.1.evil.example", nil), ("ftp://api.example.com", nil), ("https://user:pw@api.example.com", nil),
         ("https://api.example.com/v1", nil), ("https://api example.com", nil),
+        ("HTTP://127.0.0.1:8080", nil), ("http://127.0.0.01:8080", nil), ("http://[::1]:8080", nil), ("http://127.1", nil),
     ])
     func origins(text: String, serialized: String?) {
         #expect(WebOrigin(text, allowPath: false)?.serialized == serialized)
@@ -204,6 +206,56 @@ extension FederationTests {
         for (text, line) in failures {
             #expect(throws: ConfigError.self) { try Config.parse(text, file: "t.conf") }
             do { _ = try Config.parse(text, file: "t.conf") } catch { #expect(error.line == line, "\(text)") }
+        }
+    }
+}
+
+@Suite("Federation: the token vault")
+struct TokenVaultTests {
+    private static let provider = Config.FederationProvider(name: "work", issuer: "https://id.example", clientID: "authd")
+
+    private func signedIn(_ fixture: TestKeys, access: String, refresh: String?) async throws -> TokenVault {
+        let vault = TokenVault(store: fixture.store, sealer: fixture.sealer)
+        try await fixture.store.transaction { database in
+            try database.execute("INSERT INTO accounts (id, created_at) VALUES ('acc_1', 1)")
+            try vault.storeSignIn(in: database, uid: 1000, provider: Self.provider, account: "acc_1", subject: "alice",
+                                  tokens: TokenSet(accessToken: access, tokenType: "Bearer", expiresIn: 60, refreshToken: refresh, idToken: nil), now: 100)
+        }
+        return vault
+    }
+
+    @Test("tokens are sealed per user and provider, and open only there")
+    func sealedPerRow() async throws {
+        let fixture = try await TestKeys()
+        let vault = try await signedIn(fixture, access: "access-A", refresh: "refresh-A")
+        let entry = try #require(try await vault.entry(uid: 1000, provider: "work"))
+        #expect(entry.accessToken == "access-A" && entry.refreshToken == "refresh-A" && entry.accessExpiresAt == 160)
+        // The same sealed bytes moved to another uid do not open.
+        try await fixture.store.transaction { database in
+            try database.execute("INSERT INTO remote_tokens SELECT 1001, provider, issuer, account_id, subject, state, access_sealed, refresh_sealed, access_expires_at, updated_at, logged_out_at, logged_out_by FROM remote_tokens")
+        }
+        await #expect(throws: TokenVault.VaultDamaged.self) { _ = try await vault.entry(uid: 1001, provider: "work") }
+    }
+
+    @Test("a 401 for a token the vault no longer holds changes nothing; for the current one it logs out once")
+    func logoutOnlyForTheRefusedCredential() async throws {
+        let fixture = try await TestKeys()
+        let vault = try await signedIn(fixture, access: "access-A", refresh: "refresh-A")
+        guard case .superseded = try await vault.logOut(uid: 1000, provider: "work", source: "api", refused: .accessToken("access-old"), now: 200) else {
+            Issue.record("an old access token logged out"); return
+        }
+        guard case .superseded = try await vault.logOut(uid: 1000, provider: "work", source: "refresh", refused: .refreshToken(sealed: [1, 2, 3]), now: 200) else {
+            Issue.record("an old refresh token logged out"); return
+        }
+        #expect(try await vault.entry(uid: 1000, provider: "work")?.loggedOut == false)
+        guard case .loggedOut(let event) = try await vault.logOut(uid: 1000, provider: "work", source: "api", refused: .accessToken("access-A"), now: 200) else {
+            Issue.record("the current access token did not log out"); return
+        }
+        #expect(event.source == "api" && event.account == "acc_1")
+        let entry = try #require(try await vault.entry(uid: 1000, provider: "work"))
+        #expect(entry.loggedOut && entry.accessToken == nil && entry.refreshToken == nil && entry.loggedOutBy == "api")
+        guard case .notSignedIn = try await vault.logOut(uid: 1000, provider: "work", source: "reported", refused: .current, now: 201) else {
+            Issue.record("a second logout did something"); return
         }
     }
 }

@@ -69,7 +69,7 @@ struct Login: Sendable {
         let device = try SessionStore.DeviceIdentity.resolve(params.device)
         let login = try Self.normalizeLogin(params.login, region: params.region)
         struct Candidate: Sendable {
-            let id, phone: String; let email, hash: String?; let failures: Int; let lockedUntil: Int64?; let deactivated: Bool
+            let id: String; let phone, email, hash: String?; let failures: Int; let lockedUntil: Int64?; let deactivated: Bool
             let hasPIN: Bool; let pinReenrollRequired: Bool; let fingerprint: Bool
         }
         let candidate = try await store.read { database in
@@ -80,7 +80,7 @@ struct Login: Sendable {
                 FROM accounts WHERE \(login.column) = ?
                 """,
                 [.text(login.value)]) {
-                Candidate(id: $0.text(0), phone: $0.text(1), email: $0.optionalText(2), hash: $0.optionalText(3), failures: $0.int(4),
+                Candidate(id: $0.text(0), phone: $0.optionalText(1), email: $0.optionalText(2), hash: $0.optionalText(3), failures: $0.int(4),
                           lockedUntil: $0.optionalInt64(5), deactivated: $0.int(6) != 0, hasPIN: $0.int(7) != 0, pinReenrollRequired: $0.int(8) != 0,
                           fingerprint: $0.int(9) != 0)
             }
@@ -166,7 +166,7 @@ struct Login: Sendable {
 
     private func attemptPIN(_ params: AuthLoginPIN.Params) async throws -> SignedIn {
         let nowSeconds = Int64(now().timeIntervalSince1970)
-        struct Pending: Sendable { let account, phone, deviceKey, deviceName: String; let email, pinHash: String?; let pinLockedUntil: Int64? }
+        struct Pending: Sendable { let account: String; let phone: String?; let deviceKey, deviceName: String; let email, pinHash: String?; let pinLockedUntil: Int64? }
         let pending = try await store.read { database in
             try database.queryOne(
                 """
@@ -174,7 +174,7 @@ struct Login: Sendable {
                 FROM login_flows f JOIN accounts a ON a.id = f.account_id
                 WHERE f.id = ? AND f.next = 'pin' AND f.expires_at > ? AND a.deactivated_at IS NULL
                 """, [.text(params.flow), .integer(nowSeconds)]) {
-                Pending(account: $0.text(0), phone: $0.text(1), deviceKey: $0.text(2), deviceName: $0.text(3), email: $0.optionalText(4),
+                Pending(account: $0.text(0), phone: $0.optionalText(1), deviceKey: $0.text(2), deviceName: $0.text(3), email: $0.optionalText(4),
                         pinHash: $0.optionalText(5), pinLockedUntil: $0.optionalInt64(6))
             }
         }

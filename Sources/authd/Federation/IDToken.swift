@@ -83,6 +83,10 @@ enum IDTokenValidator {
         guard let alg = parsed.header["alg"]?.stringValue, allowed.contains(alg) else {
             throw IDTokenFailure(check: "alg", description: "the ID token's algorithm is not one authd accepts from this provider")
         }
+        // RFC 7515 §4.1.11: extensions authd does not understand must not be ignored.
+        guard parsed.header["crit"] == nil else {
+            throw IDTokenFailure(check: "crit", description: "the ID token names critical extensions authd does not implement")
+        }
         let candidates = keys.candidates(kid: parsed.header["kid"]?.stringValue, algorithm: alg)
         guard !candidates.isEmpty else { throw IDTokenFailure(check: "kid", description: "the ID token names a key the provider does not publish") }
         guard candidates.contains(where: { $0.algorithm == alg && $0.verify(signature: parsed.signature, message: parsed.signingInput) }) else {

@@ -24,7 +24,7 @@ final class LoopbackRedirect: Sendable {
 
     private static let maxConnections = 8
     private static let maxHeadBytes = 8192
-    private static let connectionSeconds = 10.0
+    private static let connectionSeconds = 2.0
 
     init() throws {
         let (fd, port) = try Syscalls.listenLoopbackTCP()
@@ -70,9 +70,6 @@ final class LoopbackRedirect: Sendable {
             }
             var fds = [pollfd(fd: listener, events: Int16(POLLIN), revents: 0)] + clients.map { pollfd(fd: $0.fd, events: Int16(POLLIN), revents: 0) }
             guard poll(&fds, nfds_t(fds.count), 100) > 0 else { continue }
-            if fds[0].revents != 0, clients.count < Self.maxConnections, let fd = try? Syscalls.accept(listener) {
-                clients.append(Client(fd: fd, since: now))
-            }
             var finished: [Int32] = []
             for (index, entry) in fds.enumerated().dropFirst() where entry.revents != 0 {
                 let position = index - 1
@@ -105,6 +102,12 @@ final class LoopbackRedirect: Sendable {
                 close(client.fd)
                 return true
             }
+            // Always accept, so a waiting connection never makes poll spin; when full, the
+            // oldest connection gives way, so idle connections cannot keep the browser out.
+            if fds[0].revents != 0, let fd = try? Syscalls.accept(listener) {
+                if clients.count >= Self.maxConnections { close(clients.removeFirst().fd) }
+                clients.append(Client(fd: fd, since: now))
+            }
         }
     }
 
@@ -130,9 +133,7 @@ final class LoopbackRedirect: Sendable {
               let received = fields["state"], OpenSSL.constantTimeEquals(Array(received.utf8), Array(state.utf8))
         else { return nil }
         if let code = fields["code"], !code.isEmpty, code.utf8.count <= 4096 { return .code(code) }
-        if let error = fields["error"], !error.isEmpty {
-            return .error(String(error.unicodeScalars.filter { $0.value > 0x20 && $0.value < 0x7f }.prefix(64).map(Character.init)))
-        }
+        if let error = fields["error"], !error.isEmpty { return .error(OAuthErrorCode.sanitized(error)) }
         return nil
     }
 

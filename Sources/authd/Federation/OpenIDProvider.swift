@@ -155,7 +155,8 @@ final class OpenIDProvider: Sendable {
         let object = (try? WireCodec.decode(JSONValue.self, from: Data(response.body)))?.objectValue
         guard response.status == 200 else {
             // RFC 6749 §5.2: 400 (or 401 for client authentication) with an `error` code.
-            throw TokenEndpointError(code: object?["error"]?.stringValue ?? "http_\(response.status)", status: response.status)
+            throw TokenEndpointError(code: object?["error"] == nil ? "http_\(response.status)" : OAuthErrorCode.sanitized(object?["error"]?.stringValue),
+                                     status: response.status)
         }
         guard let object, let access = object["access_token"]?.stringValue, !access.isEmpty, access.utf8.count <= 16384,
               let type = object["token_type"]?.stringValue, type.lowercased() == "bearer"
@@ -194,7 +195,7 @@ final class OpenIDProvider: Sendable {
               let uri = object["verification_uri"]?.stringValue, WebOrigin(uri, allowPath: true) != nil,
               userCode.count <= 64, let expiresIn = object["expires_in"]?.integerValue, expiresIn > 0
         else {
-            throw fail("the device authorization endpoint answered HTTP \(response.status)" + (object?["error"]?.stringValue.map { " (\($0))" } ?? ""))
+            throw fail("the device authorization endpoint answered HTTP \(response.status)" + (object?["error"] == nil ? "" : " (\(OAuthErrorCode.sanitized(object?["error"]?.stringValue)))"))
         }
         let complete = object["verification_uri_complete"]?.stringValue.flatMap { WebOrigin($0, allowPath: true) != nil ? $0 : nil }
         let interval = Int(object["interval"]?.integerValue ?? 5)

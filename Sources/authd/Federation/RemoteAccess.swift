@@ -103,14 +103,20 @@ actor RemoteAccess {
         }
         let key = Key(uid: uid, provider: provider.settings.name)
         if let running = refreshes[key] { return try await running.value }
-        let task = Task { try await self.refresh(uid: uid, provider: provider, entry: entry) }
+        let task = Task { try await self.refresh(uid: uid, provider: provider) }
         refreshes[key] = task
         defer { refreshes[key] = nil }
         return try await task.value
     }
 
-    private func refresh(uid: UInt32, provider: OpenIDProvider, entry: TokenVault.Entry) async throws -> RemoteToken.Result {
+    private func refresh(uid: UInt32, provider: OpenIDProvider) async throws -> RemoteToken.Result {
         let name = provider.settings.name
+        // Read again inside the single flight: a refresh that just finished may have rotated
+        // the refresh token the caller saw.
+        let entry = try await signedInEntry(uid: uid, provider: provider)
+        if let access = entry.accessToken, let expires = entry.accessExpiresAt, expires - seconds >= Self.refreshMargin {
+            return RemoteToken.Result(provider: name, accessToken: access, tokenType: "Bearer", expiresAt: Timestamp.rfc3339(epochSeconds: expires), refreshed: false)
+        }
         guard let refreshToken = entry.refreshToken, let usedSealed = entry.refreshSealed else {
             if let access = entry.accessToken, let expires = entry.accessExpiresAt, expires > seconds {
                 return RemoteToken.Result(provider: name, accessToken: access, tokenType: "Bearer",
@@ -125,8 +131,10 @@ actor RemoteAccess {
         } catch let refused as TokenEndpointError where refused.status == 401 || refused.code == "invalid_grant" {
             // RFC 6749 §5.2: the grant is gone (revoked, expired, rotated away) or the client is
             // no longer accepted. Final: no retry, the user must sign in again.
-            logger.notice("refresh refused: logging out", [("AUTHD_PROVIDER", name), ("AUTHD_UID", String(uid)), ("AUTHD_OAUTH_ERROR", refused.code)])
-            _ = try await logOut(uid: uid, provider: name, source: "refresh")
+            logger.notice("refresh refused", [("AUTHD_PROVIDER", name), ("AUTHD_UID", String(uid)), ("AUTHD_OAUTH_ERROR", refused.code)])
+            if case .superseded = try await logOut(uid: uid, provider: name, source: "refresh", refused: .refreshToken(sealed: usedSealed)) {
+                return try await current(uid: uid, provider: provider)
+            }
             throw Self.loggedOutError(provider: name, source: "refresh", at: seconds)
         } catch let refused as TokenEndpointError {
             throw RPCError.failure(.remoteUnavailable, "The provider \(name) did not refresh the token (\(refused.code)); try again later.",
@@ -134,35 +142,45 @@ actor RemoteAccess {
         }
         guard try await vault.replace(uid: uid, provider: name, issuer: entry.issuer, usedRefreshSealed: usedSealed, tokens: tokens, now: seconds) else {
             // A logout or a new sign-in replaced the row while the refresh ran: that state wins.
-            let current = try await signedInEntry(uid: uid, provider: provider)
-            guard let access = current.accessToken, let expires = current.accessExpiresAt else {
-                throw Self.loggedOutError(provider: name, source: current.loggedOutBy, at: current.loggedOutAt)
-            }
-            return RemoteToken.Result(provider: name, accessToken: access, tokenType: "Bearer", expiresAt: Timestamp.rfc3339(epochSeconds: expires), refreshed: false)
+            return try await current(uid: uid, provider: provider)
         }
         let expires = seconds + max(0, min(tokens.expiresIn ?? 3600, 366 * 86400))
         return RemoteToken.Result(provider: name, accessToken: tokens.accessToken, tokenType: "Bearer",
                                   expiresAt: Timestamp.rfc3339(epochSeconds: expires), refreshed: true)
     }
 
-    /// The persistent logout, and its event. Answers the event (a fresh one, or the state already recorded).
-    func logOut(uid: UInt32, provider name: String, source: String) async throws -> LoggedOutEvent {
-        if let event = try await vault.logOut(uid: uid, provider: name, source: source, now: seconds) {
+    /// What the vault holds now, after a refresh lost to a newer sign-in or refresh.
+    private func current(uid: UInt32, provider: OpenIDProvider) async throws -> RemoteToken.Result {
+        let entry = try await signedInEntry(uid: uid, provider: provider)
+        guard let access = entry.accessToken, let expires = entry.accessExpiresAt else {
+            throw RPCError.failure(.remoteTokenExpired, "The access token for \(provider.settings.name) expired; sign in again.",
+                                   details: ["provider": .string(provider.settings.name)])
+        }
+        return RemoteToken.Result(provider: provider.settings.name, accessToken: access, tokenType: "Bearer",
+                                  expiresAt: Timestamp.rfc3339(epochSeconds: expires), refreshed: false)
+    }
+
+    /// The persistent logout, and its event when it happened.
+    private func logOut(uid: UInt32, provider name: String, source: String, refused: TokenVault.RefusedCredential) async throws -> TokenVault.LogoutOutcome {
+        let outcome = try await vault.logOut(uid: uid, provider: name, source: source, refused: refused, now: seconds)
+        if case .loggedOut(let event) = outcome {
             logger.notice("logged out of a provider", [("AUTHD_PROVIDER", name), ("AUTHD_UID", String(uid)), ("AUTHD_SOURCE", source),
                                                         ("AUTHD_SESSIONS_ENDED", String(event.sessionsEnded))])
             await events.publish(EventBus.Event(type: "session.logged_out", loggedOut: event), to: uid)
-            return event
         }
-        guard let entry = try await vault.entry(uid: uid, provider: name) else {
-            throw RPCError.failure(.federationNotSignedIn, "You are not signed in with \(name) on this machine.", details: ["provider": .string(name)])
-        }
-        return LoggedOutEvent(provider: name, account: entry.account, source: entry.loggedOutBy ?? source,
-                              at: Timestamp.rfc3339(epochSeconds: entry.loggedOutAt ?? seconds), sessionsEnded: 0)
+        return outcome
     }
 
+    /// `remote.unauthorized`: answers the event, or the logged-out state already recorded.
     func unauthorized(uid: UInt32, provider name: String?) async throws -> LoggedOutEvent {
         let provider = try providers.provider(named: name)
-        return try await logOut(uid: uid, provider: provider.settings.name, source: "reported")
+        let providerName = provider.settings.name
+        if case .loggedOut(let event) = try await logOut(uid: uid, provider: providerName, source: "reported", refused: .current) { return event }
+        guard let entry = try await vault.entry(uid: uid, provider: providerName), entry.loggedOut else {
+            throw RPCError.failure(.federationNotSignedIn, "You are not signed in with \(providerName) on this machine.", details: ["provider": .string(providerName)])
+        }
+        return LoggedOutEvent(provider: providerName, account: entry.account, source: entry.loggedOutBy ?? "reported",
+                              at: Timestamp.rfc3339(epochSeconds: entry.loggedOutAt ?? seconds), sessionsEnded: 0)
     }
 
     func signOut(uid: UInt32, provider name: String?) async throws -> FederationLogout.Result {
@@ -227,11 +245,14 @@ actor RemoteAccess {
             throw RPCError.failure(.remoteUnavailable, "The request to \(origin.serialized) failed: \(error).",
                                    details: ["provider": .string(name), "detail": .string(error.description)])
         }
+        // RFC 6750 §3.1: the API refused the access token itself. authd does not try a refresh:
+        // the token was valid by its expiry, so the grant behind it is gone. Unless the vault
+        // already holds a newer token (a sign-in during the request): then the 401 is returned.
         if response.status == 401 {
-            // RFC 6750 §3.1: the API refused the access token itself. authd does not try a
-            // refresh: the token was valid by its expiry, so the grant behind it is gone.
-            _ = try await logOut(uid: uid, provider: name, source: "api")
-            throw Self.loggedOutError(provider: name, source: "api", at: seconds)
+            switch try await logOut(uid: uid, provider: name, source: "api", refused: .accessToken(token.accessToken)) {
+            case .loggedOut, .notSignedIn: throw Self.loggedOutError(provider: name, source: "api", at: seconds)
+            case .superseded: break
+            }
         }
         let text = String(validating: response.body, as: UTF8.self)
         return RemoteFetch.Result(status: response.status, headers: response.headers, body: text,

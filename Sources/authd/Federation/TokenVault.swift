@@ -105,22 +105,50 @@ struct TokenVault: Sendable {
         }
     }
 
+    /// Which credential a 401 refused: the logout happens only while the vault still holds it, so
+    /// a late refusal of an old token never ends a newer sign-in.
+    enum RefusedCredential: Sendable {
+        /// A client's report: whatever the vault holds.
+        case current
+        case refreshToken(sealed: [UInt8])
+        case accessToken(String)
+    }
+
+    enum LogoutOutcome: Sendable {
+        case loggedOut(LoggedOutEvent)
+        /// Nothing signed in (already logged out, or never signed in): nothing changed.
+        case notSignedIn
+        /// The vault holds newer tokens than the refused one (a sign-in or refresh since): nothing changed.
+        case superseded
+    }
+
     /// The persistent logout: deletes the tokens and the cached user data, ends the sessions the
-    /// provider's sign-ins created, and records who refused. nil when there was nothing signed in
-    /// (already logged out, never signed in): nothing changes and no event is due.
-    func logOut(uid: UInt32, provider: String, source: String, now: Int64) async throws -> LoggedOutEvent? {
-        try await store.transaction { database in
-            guard let (account, issuer, subject) = try database.queryOne(
-                "SELECT account_id, issuer, subject FROM remote_tokens WHERE uid = ? AND provider = ? AND state = 'signed_in'",
-                [.integer(Int64(uid)), .text(provider)], row: { ($0.optionalText(0), $0.text(1), $0.optionalText(2)) })
-            else { return nil }
+    /// provider's sign-ins created, and records who refused, in one transaction.
+    func logOut(uid: UInt32, provider: String, source: String, refused: RefusedCredential, now: Int64) async throws -> LogoutOutcome {
+        let sealer = sealer
+        return try await store.transaction { database in
+            guard let (account, issuer, subject, accessSealed, refreshSealed) = try database.queryOne(
+                "SELECT account_id, issuer, subject, access_sealed, refresh_sealed FROM remote_tokens WHERE uid = ? AND provider = ? AND state = 'signed_in'",
+                [.integer(Int64(uid)), .text(provider)],
+                row: { ($0.optionalText(0), $0.text(1), $0.optionalText(2), $0.isNull(3) ? nil : $0.blob(3), $0.isNull(4) ? nil : $0.blob(4)) })
+            else { return .notSignedIn }
+            switch refused {
+            case .current: break
+            case .refreshToken(let sealed):
+                guard refreshSealed == sealed else { return .superseded }
+            case .accessToken(let token):
+                let identity = Self.identity(uid: uid, provider: provider, issuer: issuer)
+                guard let accessSealed, let held = try sealer.open(accessSealed, purpose: .remoteAccessToken, identity: identity),
+                      held.withUnsafeBytes({ OpenSSL.constantTimeEquals(Array($0), Array(token.utf8)) })
+                else { return .superseded }
+            }
             try database.execute(
                 """
                 UPDATE remote_tokens SET state = 'logged_out', access_sealed = NULL, refresh_sealed = NULL, access_expires_at = NULL,
                     updated_at = ?, logged_out_at = ?, logged_out_by = ? WHERE uid = ? AND provider = ?
                 """, [.integer(now), .integer(now), .text(source), .integer(Int64(uid)), .text(provider)])
             let ended = try Self.endSessions(in: database, account: account, issuer: issuer, subject: subject, provider: provider, now: now)
-            return LoggedOutEvent(provider: provider, account: account, source: source, at: Timestamp.rfc3339(epochSeconds: now), sessionsEnded: ended)
+            return .loggedOut(LoggedOutEvent(provider: provider, account: account, source: source, at: Timestamp.rfc3339(epochSeconds: now), sessionsEnded: ended))
         }
     }
 

@@ -22,10 +22,10 @@ struct SessionService: Sendable {
 
     func setProfile(_ params: AccountProfileSet.Params, login: Login) async throws -> AccountInfo {
         let email = try params.email.map(Registration.normalizeEmail)
-        struct Current: Sendable { let id, phone: String; let email, hash: String?; let hasPIN: Bool }
+        struct Current: Sendable { let id: String; let phone, email, hash: String?; let hasPIN: Bool }
         let current = try await withSession(params.session) { database, session in
             try database.queryOne("SELECT id, phone, email, password_hash, pin_hash IS NOT NULL FROM accounts WHERE id = ?", [.text(session.accountID)]) {
-                Current(id: $0.text(0), phone: $0.text(1), email: $0.optionalText(2), hash: $0.optionalText(3), hasPIN: $0.int(4) != 0)
+                Current(id: $0.text(0), phone: $0.optionalText(1), email: $0.optionalText(2), hash: $0.optionalText(3), hasPIN: $0.int(4) != 0)
             }!
         }
         var newHash: String?
@@ -38,7 +38,7 @@ struct SessionService: Sendable {
                 }
                 try await login.confirmPassword(old, account: current.id)
             }
-            try PasswordPolicy.check(password, hasSecondFactor: current.hasPIN, identifiers: [current.phone, email ?? current.email ?? ""])
+            try PasswordPolicy.check(password, hasSecondFactor: current.hasPIN, identifiers: [current.phone ?? "", email ?? current.email ?? ""])
             newHash = try await Argon2id.owasp.hashOffPool(SecretBytes(Array(password.utf8)))
         }
         let passwordHash = newHash

@@ -1,5 +1,6 @@
 import FoundationEssentials
 import Glibc
+import Synchronization
 
 /// An HTTP answer as `authd-http` reported it. Header names are lower case.
 struct HTTPResponse: Sendable {
@@ -20,6 +21,11 @@ struct HTTPFailure: Error, CustomStringConvertible {
 /// itself links no networking stack. Redirects come back as answers; the helper never follows.
 struct HTTPClient: Sendable {
     let helperPath: String
+    /// Helpers that may run at once (each holds ~30 MB); more requests wait their turn, so
+    /// local callers cannot make authd start thousands of processes.
+    private let slots = HelperSlots(16)
+
+    init(helperPath: String) { self.helperPath = helperPath }
 
     /// `authd-http` beside the running authd binary (`AUTHD_HTTP` overrides).
     static func beside(environment: [String: String]) -> HTTPClient {
@@ -56,6 +62,8 @@ struct HTTPClient: Sendable {
         }
         defer { OpenSSL.wipe(&input) }
         let output: [UInt8]?
+        await slots.acquire()
+        defer { slots.release() }
         do {
             // Base64 makes the answer a third larger; the rest is the JSON around it.
             output = try await Syscalls.spawnExchange(
@@ -65,7 +73,7 @@ struct HTTPClient: Sendable {
             throw HTTPFailure(description: "cannot run \(helperPath): \(error)")
         }
         guard let output, let answer = try? JSONDecoder().decode(HelperResponse.self, from: Data(output)) else {
-            throw HTTPFailure(description: "no answer within \(timeoutSeconds) s")
+            throw HTTPFailure(description: "no usable answer within \(timeoutSeconds) s (timed out, too large, or the HTTP helper failed)")
         }
         if let error = answer.error { throw HTTPFailure(description: error) }
         guard let status = answer.status, let bodyText = answer.body_base64, let bytes = Data(base64Encoded: bodyText) else {
@@ -82,6 +90,42 @@ struct HTTPClient: Sendable {
         all["Content-Type"] = "application/x-www-form-urlencoded"
         all["Accept"] = "application/json"
         return try await send("POST", url, headers: all, body: body, timeoutSeconds: timeoutSeconds)
+    }
+}
+
+/// A counting semaphore with FIFO waiters.
+final class HelperSlots: Sendable {
+    private struct State {
+        var free: Int
+        var waiting: [CheckedContinuation<Void, Never>] = []
+    }
+    private let state: Mutex<State>
+
+    init(_ limit: Int) { state = Mutex(State(free: limit)) }
+
+    func acquire() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let granted = state.withLock { state -> Bool in
+                guard state.free > 0 else {
+                    state.waiting.append(continuation)
+                    return false
+                }
+                state.free -= 1
+                return true
+            }
+            if granted { continuation.resume() }
+        }
+    }
+
+    func release() {
+        let next = state.withLock { state -> CheckedContinuation<Void, Never>? in
+            guard !state.waiting.isEmpty else {
+                state.free += 1
+                return nil
+            }
+            return state.waiting.removeFirst()
+        }
+        next?.resume()
     }
 }
 
@@ -130,5 +174,14 @@ enum FormEncoding {
             }
         }
         return String(validating: bytes, as: UTF8.self)
+    }
+}
+
+/// An OAuth `error` code from a remote answer, safe to log and show: printable ASCII without
+/// quotes or backslashes, at most 64 characters (RFC 6749 §5.2 allows no more).
+enum OAuthErrorCode {
+    static func sanitized(_ raw: String?) -> String {
+        let kept = (raw ?? "").unicodeScalars.filter { $0.value > 0x20 && $0.value < 0x7f && $0 != "\"" && $0 != "\\" }.prefix(64)
+        return kept.isEmpty ? "unknown_error" : String(String.UnicodeScalarView(kept))
     }
 }

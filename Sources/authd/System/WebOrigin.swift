@@ -20,6 +20,9 @@ struct WebOrigin: Equatable, Sendable {
               let url = URL(string: text), let scheme = url.scheme?.lowercased(), let host = url.host?.lowercased(), !host.isEmpty,
               url.user == nil, url.password == nil
         else { return nil }
+        // Lower-case schemes and plain hosts only: URLSession refuses what it cannot parse the
+        // same way (an upper-case scheme, an IPv6 literal, 127.0.0.01), so authd refuses it first.
+        guard text.hasPrefix(scheme + "://"), !host.contains(":"), !host.contains("[") else { return nil }
         guard scheme == "https" || (scheme == "http" && WebOrigin.isLoopback(host)) else { return nil }
         if !allowPath {
             guard url.path.isEmpty || url.path == "/", url.query == nil, url.fragment == nil else { return nil }
@@ -31,9 +34,10 @@ struct WebOrigin: Equatable, Sendable {
         self.path = url.path.isEmpty ? "/" : url.path
     }
 
+    /// `localhost`, or 127.x.y.z written canonically (no leading zeros).
     static func isLoopback(_ host: String) -> Bool {
         let parts = host.split(separator: ".", omittingEmptySubsequences: false)
-        return host == "localhost" || host == "::1" || host == "[::1]"
-            || (parts.count == 4 && parts[0] == "127" && parts.allSatisfy { UInt8($0) != nil })
+        return host == "localhost"
+            || (parts.count == 4 && parts[0] == "127" && parts.allSatisfy { UInt8($0).map(String.init) == String($0) })
     }
 }
