@@ -150,18 +150,24 @@ struct FederationFlowTests {
         #expect(try fixture.remoteToken().errorReason == "federation.not_signed_in")
     }
 
-    @Test("a redirect with another state gets 400 and the sign-in goes on; prompt.cancel ends it and closes the listener")
+    @Test("a redirect with another state gets 400, idle connections do not block it, the sign-in goes on; prompt.cancel ends it and closes the listener")
     func loopbackListener() throws {
         let fixture = try FederationFixture()
         var stray: HTTPResponse?
+        var idle: [Int32] = []
         let call = try fixture.client.exchange("federation.login", [:]) { prompt in
             guard let url = prompt["url"]?.stringValue, let range = url.range(of: "redirect_uri=") else { return .ignore }
             let encoded = url[range.upperBound...].prefix { $0 != "&" }
             let redirect = String(encoded).removingPercentEncoding ?? ""
             stray = try? LoopbackHTTP.get(redirect + "?code=forged&state=not-this-one")
+            // Idle connections from another local process must not keep the browser out.
+            let port = UInt16(redirect.split(separator: ":").last?.prefix { $0.isNumber } ?? "") ?? 0
+            idle = (0..<12).map { _ in Self.openIdleConnection(port: port) }
             _ = try? fixture.rig.followAuthorize(url)
             return .ignore
         }
+        #expect(idle.count == 12 && idle.allSatisfy { $0 >= 0 })
+        idle.forEach { close($0) }
         #expect(stray?.status == 400)
         #expect(call.result?["created"] == true, "\(call.response)")
 
@@ -173,6 +179,20 @@ struct FederationFlowTests {
         }
         #expect(cancelled.reason == "user.cancelled")
         #expect(throws: (any Error).self) { _ = try LoopbackHTTP.get("http://127.0.0.1:\(port)/callback?code=late&state=x") }
+    }
+
+    /// A TCP connection to 127.0.0.1:`port` that never sends anything.
+    static func openIdleConnection(port: UInt16) -> Int32 {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = in_addr_t(0x7F00_0001).bigEndian
+        address.sin_port = port.bigEndian
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        if connected != 0 { close(fd); return -1 }
+        return fd
     }
 
     @Test("remote.token refreshes a token with under 30 s left; the new token works on the API")
