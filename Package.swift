@@ -22,6 +22,7 @@ let package = Package(
         .systemLibrary(name: "CArgon2", pkgConfig: "libargon2", providers: [.apt(["libargon2-dev"])]),
         .systemLibrary(name: "CPCSC", pkgConfig: "libpcsclite", providers: [.apt(["libpcsclite-dev"])]),
         .systemLibrary(name: "CEAC", pkgConfig: "libeac", providers: [.apt(["libeac-dev"])]),
+        .systemLibrary(name: "CCBOR", pkgConfig: "libcbor", providers: [.apt(["libcbor-dev"])]),
         // libphonenumber is C++: a tiny C shim keeps its types out of Swift.
         .target(name: "CPhoneNumber", linkerSettings: [.linkedLibrary("phonenumber")]),
 
@@ -37,7 +38,7 @@ let package = Package(
 
         .executableTarget(
             name: "authd",
-            dependencies: ["Protocol", "SmartCard", "CSQLite", "COpenSSL", "CSystemd", "CLinux", "CArgon2", "CPhoneNumber", "CPCSC"]
+            dependencies: ["Protocol", "SmartCard", "CSQLite", "COpenSSL", "CSystemd", "CLinux", "CArgon2", "CPhoneNumber", "CPCSC", "CCBOR"]
         ),
         .executableTarget(
             name: "authctl",
