@@ -3,17 +3,6 @@ import Protocol
 import Testing
 @testable import authd
 
-private func hex(_ text: String) -> [UInt8] {
-    var bytes: [UInt8] = []
-    var index = text.startIndex
-    while index < text.endIndex {
-        let next = text.index(index, offsetBy: 2)
-        bytes.append(UInt8(text[index..<next], radix: 16)!)
-        index = next
-    }
-    return bytes
-}
-
 private func bytes(_ secret: SecretBytes) -> [UInt8] { secret.withUnsafeBytes { Array($0) } }
 
 @Suite("Crypto (OpenSSL wrapper)")

@@ -46,7 +46,7 @@ private struct InProcessServer {
             options: options, config: holder, reloader: ConfigReloader(path: options.configPath, holder: holder, logger: logger),
             logger: logger, store: fixture.store, keys: fixture.keys, audit: AuditLog(store: fixture.store, now: fixture.clock.closure),
             connections: ConnectionRegistry(), masterKeySource: .keyFile(path: "/x"), sealer: fixture.sealer, codeKey: try OpenSSL.randomSecret(32),
-            localLock: LocalLock(store: fixture.store, config: holder, now: fixture.clock.closure), events: EventBus(), startedAt: Date(), now: fixture.clock.closure)
+            localLock: LocalLock(store: fixture.store, config: holder, now: fixture.clock.closure), events: EventBus(), http: HTTPClient(helperPath: "/nonexistent/authd-http"), startedAt: Date(), now: fixture.clock.closure)
         var table = DispatchTable.make(services)
         let observations = self.observations
         table.register(WaitMethod.self, access: .anyone) { _, _ in

@@ -38,3 +38,15 @@ struct TestKeys {
         keys = try await KeyRing.open(store: store, sealer: sealer, now: clock.now)
     }
 }
+
+/// Bytes from a hex string (test vectors).
+func hex(_ text: String) -> [UInt8] {
+    var bytes: [UInt8] = []
+    var index = text.startIndex
+    while index < text.endIndex {
+        let next = text.index(index, offsetBy: 2)
+        bytes.append(UInt8(text[index..<next], radix: 16)!)
+        index = next
+    }
+    return bytes
+}

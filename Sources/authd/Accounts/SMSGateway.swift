@@ -56,9 +56,9 @@ struct HTTPSMSGateway: SMSGateway {
     func send(_ text: String, to number: PhoneNumber) async throws {
         var headers = ["Content-Type": "application/json"]
         if !tokenFile.isEmpty {
-            guard let bytes = try? Syscalls.readFile(tokenFile, limit: 4096),
-                  let token = String(validating: bytes, as: UTF8.self).map({ String($0.filter { !$0.isWhitespace }) }), !token.isEmpty
-            else { throw SMSDeliveryFailure(description: "cannot read a token from sms.token_file") }
+            guard let token = HTTPClient.credential(fromFile: tokenFile) else {
+                throw SMSDeliveryFailure(description: "cannot read a token from sms.token_file")
+            }
             headers["Authorization"] = "Bearer " + token
         }
         let encoder = JSONEncoder()

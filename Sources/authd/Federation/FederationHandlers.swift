@@ -12,8 +12,7 @@ extension MethodTable {
         register(FederationStatus.self, access: .anyone) { _, context in
             let current = config.current
             let rows = try await vault.summaries(uid: context.caller.uid)
-            let defaultName = current.federationDefault.isEmpty && current.federationProviders.count == 1
-                ? current.federationProviders[0].name : current.federationDefault
+            let defaultName = current.defaultFederationProvider
             return FederationStatus.Result(providers: current.federationProviders.map { provider in
                 var state = rows[provider.name] ?? FederationProviderState(name: provider.name, issuer: provider.issuer, isDefault: false, state: "signed_out")
                 state.issuer = provider.issuer

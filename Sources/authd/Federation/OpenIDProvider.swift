@@ -133,9 +133,9 @@ final class OpenIDProvider: Sendable {
     /// confidential client, `client_id` in the form for a public one.
     private func clientAuthentication() throws -> (fields: [(String, String)], headers: [String: String]) {
         guard !settings.clientSecretFile.isEmpty else { return ([("client_id", settings.clientID)], [:]) }
-        guard let bytes = try? Syscalls.readFile(settings.clientSecretFile, limit: 4096),
-              let secret = String(validating: bytes, as: UTF8.self).map({ String($0.filter { !$0.isWhitespace }) }), !secret.isEmpty
-        else { throw fail("cannot read the client secret from client_secret_file") }
+        guard let secret = HTTPClient.credential(fromFile: settings.clientSecretFile) else {
+            throw fail("cannot read the client secret from client_secret_file")
+        }
         let credentials = FormEncoding.escape(settings.clientID) + ":" + FormEncoding.escape(secret)
         return ([], ["Authorization": "Basic " + Data(credentials.utf8).base64EncodedString()])
     }

@@ -18,9 +18,7 @@ final class ProviderDirectory: Sendable {
     /// `name`, or the default: the only provider, or `[federation] default`.
     func provider(named name: String?) throws(RPCError) -> OpenIDProvider {
         let current = config.current
-        let chosen = name ?? (current.federationDefault.isEmpty ? (current.federationProviders.count == 1 ? current.federationProviders[0].name : nil)
-                                                                 : current.federationDefault)
-        guard let chosen else {
+        guard let chosen = name ?? current.defaultFederationProvider else {
             throw .failure(.federationUnknownProvider, current.federationProviders.isEmpty
                 ? "No OpenID provider is configured ([federation.NAME] in authd.conf)."
                 : "Several OpenID providers are configured and none is the default; name one (\(current.federationProviders.map(\.name).joined(separator: ", "))).")
@@ -94,13 +92,16 @@ actor RemoteAccess {
         return entry
     }
 
+    /// The vault's access token when it has at least `margin` seconds left.
+    private func held(_ entry: TokenVault.Entry, provider name: String, margin: Int64) -> RemoteToken.Result? {
+        guard let access = entry.accessToken, let expires = entry.accessExpiresAt, expires - seconds >= margin else { return nil }
+        return RemoteToken.Result(provider: name, accessToken: access, tokenType: "Bearer", expiresAt: Timestamp.rfc3339(epochSeconds: expires), refreshed: false)
+    }
+
     func token(uid: UInt32, provider name: String?) async throws -> RemoteToken.Result {
         let provider = try providers.provider(named: name)
         let entry = try await signedInEntry(uid: uid, provider: provider)
-        if let access = entry.accessToken, let expires = entry.accessExpiresAt, expires - seconds >= Self.refreshMargin {
-            return RemoteToken.Result(provider: provider.settings.name, accessToken: access, tokenType: "Bearer",
-                                      expiresAt: Timestamp.rfc3339(epochSeconds: expires), refreshed: false)
-        }
+        if let held = held(entry, provider: provider.settings.name, margin: Self.refreshMargin) { return held }
         let key = Key(uid: uid, provider: provider.settings.name)
         if let running = refreshes[key] { return try await running.value }
         let task = Task { try await self.refresh(uid: uid, provider: provider) }
@@ -114,14 +115,10 @@ actor RemoteAccess {
         // Read again inside the single flight: a refresh that just finished may have rotated
         // the refresh token the caller saw.
         let entry = try await signedInEntry(uid: uid, provider: provider)
-        if let access = entry.accessToken, let expires = entry.accessExpiresAt, expires - seconds >= Self.refreshMargin {
-            return RemoteToken.Result(provider: name, accessToken: access, tokenType: "Bearer", expiresAt: Timestamp.rfc3339(epochSeconds: expires), refreshed: false)
-        }
+        if let held = held(entry, provider: name, margin: Self.refreshMargin) { return held }
         guard let refreshToken = entry.refreshToken, let usedSealed = entry.refreshSealed else {
-            if let access = entry.accessToken, let expires = entry.accessExpiresAt, expires > seconds {
-                return RemoteToken.Result(provider: name, accessToken: access, tokenType: "Bearer",
-                                          expiresAt: Timestamp.rfc3339(epochSeconds: expires), refreshed: false)
-            }
+            // Nothing to refresh with: the token serves until it expires.
+            if let held = held(entry, provider: name, margin: 1) { return held }
             throw RPCError.failure(.remoteTokenExpired, "The access token for \(name) expired and the provider gave no refresh token; sign in again.",
                                    details: ["provider": .string(name)])
         }
@@ -144,20 +141,18 @@ actor RemoteAccess {
             // A logout or a new sign-in replaced the row while the refresh ran: that state wins.
             return try await current(uid: uid, provider: provider)
         }
-        let expires = seconds + max(0, min(tokens.expiresIn ?? 3600, 366 * 86400))
         return RemoteToken.Result(provider: name, accessToken: tokens.accessToken, tokenType: "Bearer",
-                                  expiresAt: Timestamp.rfc3339(epochSeconds: expires), refreshed: true)
+                                  expiresAt: Timestamp.rfc3339(epochSeconds: TokenVault.expiresAt(tokens, now: seconds)), refreshed: true)
     }
 
     /// What the vault holds now, after a refresh lost to a newer sign-in or refresh.
     private func current(uid: UInt32, provider: OpenIDProvider) async throws -> RemoteToken.Result {
         let entry = try await signedInEntry(uid: uid, provider: provider)
-        guard let access = entry.accessToken, let expires = entry.accessExpiresAt else {
+        guard let held = held(entry, provider: provider.settings.name, margin: .min) else {
             throw RPCError.failure(.remoteTokenExpired, "The access token for \(provider.settings.name) expired; sign in again.",
                                    details: ["provider": .string(provider.settings.name)])
         }
-        return RemoteToken.Result(provider: provider.settings.name, accessToken: access, tokenType: "Bearer",
-                                  expiresAt: Timestamp.rfc3339(epochSeconds: expires), refreshed: false)
+        return held
     }
 
     /// The persistent logout, and its event when it happened.

@@ -79,13 +79,13 @@ struct TokenVault: Sendable {
             """,
             [.integer(Int64(uid)), .text(provider.name), .text(provider.issuer), .text(account), .text(subject),
              try seal(tokens.accessToken, .remoteAccessToken, identity), try seal(tokens.refreshToken, .remoteRefreshToken, identity),
-             Self.expiry(tokens, now: now), .integer(now)])
+             .integer(Self.expiresAt(tokens, now: now)), .integer(now)])
     }
 
     /// Without `expires_in` the provider promised nothing: authd assumes an hour (RFC 6749
     /// leaves the default to the provider) and learns otherwise from a 401.
-    private static func expiry(_ tokens: TokenSet, now: Int64) -> SQLValue {
-        .integer(now + max(0, min(tokens.expiresIn ?? 3600, 366 * 86400)))
+    static func expiresAt(_ tokens: TokenSet, now: Int64) -> Int64 {
+        now + max(0, min(tokens.expiresIn ?? 3600, 366 * 86400))
     }
 
     /// After a refresh: stores the new tokens if the row still holds the refresh token that was
@@ -100,7 +100,7 @@ struct TokenVault: Sendable {
                 UPDATE remote_tokens SET access_sealed = ?, refresh_sealed = ?, access_expires_at = ?, updated_at = ?
                 WHERE uid = ? AND provider = ? AND state = 'signed_in' AND refresh_sealed = ?
                 """,
-                [access, refresh, Self.expiry(tokens, now: now), .integer(now), .integer(Int64(uid)), .text(provider), .blob(usedRefreshSealed)])
+                [access, refresh, .integer(Self.expiresAt(tokens, now: now)), .integer(now), .integer(Int64(uid)), .text(provider), .blob(usedRefreshSealed)])
             return database.changes > 0
         }
     }

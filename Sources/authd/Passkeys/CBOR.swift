@@ -161,8 +161,9 @@ enum CBOR {
             throw CBORError(description: "malformed CBOR at byte \(result.error.position)")
         }
         let value = try value(of: item)
-        // The final word on canonical form: re-encoding must give back the very bytes (this also
-        // catches `18 05`, a one-byte integer written long, which libcbor reports as width 8).
+        // Canonical form: re-encoding must give back the very bytes. This catches long integers
+        // (`18 05`, which libcbor reports as width 8 like `05`), unsorted keys, and duplicate
+        // keys (the encoder refuses them).
         guard try encode(value) == Array(input[..<result.read]) else { throw CBORError(description: "the CBOR is not in canonical form") }
         return (value, result.read)
     }
@@ -209,10 +210,9 @@ enum CBOR {
         guard depth <= maxDepth else { throw CBORError(description: "CBOR nested deeper than \(maxDepth) levels") }
         switch cbor_typeof(item) {
         case CBOR_TYPE_UINT, CBOR_TYPE_NEGINT:
+            // Shortest form, key order and the absence of duplicates are all checked at once
+            // by the round trip in decodePrefix.
             let number = cbor_get_int(item)
-            let needed: cbor_int_width = number <= 23 || number <= UInt64(UInt8.max) ? CBOR_INT_8
-                : number <= UInt64(UInt16.max) ? CBOR_INT_16 : number <= UInt64(UInt32.max) ? CBOR_INT_32 : CBOR_INT_64
-            guard cbor_int_get_width(item) == needed else { throw CBORError(description: "an integer is not in its shortest form") }
             return cbor_typeof(item) == CBOR_TYPE_UINT ? .unsigned(number) : .negative(number)
         case CBOR_TYPE_BYTESTRING:
             guard cbor_bytestring_is_definite(item) else { throw CBORError(description: "an indefinite byte string") }
@@ -241,17 +241,10 @@ enum CBOR {
         case CBOR_TYPE_MAP:
             guard cbor_map_is_definite(item) else { throw CBORError(description: "an indefinite map") }
             var pairs: [(CBORValue, CBORValue)] = []
-            var previousKey: [UInt8]?
             let handle = cbor_map_handle(item)
             for index in 0..<cbor_map_size(item) {
                 guard let pair = handle?[index], let keyItem = pair.key, let valueItem = pair.value else { throw CBORError(description: "a broken map") }
-                let key = try value(of: keyItem, depth: depth + 1)
-                let encodedKey = try encode(key)
-                if let previousKey, !canonicalOrder(previousKey, encodedKey) {
-                    throw CBORError(description: previousKey == encodedKey ? "a map has a duplicate key" : "map keys are not in canonical order")
-                }
-                previousKey = encodedKey
-                pairs.append((key, try value(of: valueItem, depth: depth + 1)))
+                pairs.append((try value(of: keyItem, depth: depth + 1), try value(of: valueItem, depth: depth + 1)))
             }
             return .map(pairs)
         case CBOR_TYPE_FLOAT_CTRL:

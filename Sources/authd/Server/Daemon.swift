@@ -84,7 +84,8 @@ final class Daemon: @unchecked Sendable {
             options: options, config: holder, reloader: ConfigReloader(path: options.configPath, holder: holder, logger: logger),
             logger: logger, store: store, keys: keys, audit: AuditLog(store: store, now: now), connections: ConnectionRegistry(),
             masterKeySource: masterKey.source, sealer: sealer, codeKey: try KeyDerivation.key(masterKey, label: "otp-code"),
-            localLock: LocalLock(store: store, config: holder, now: now), events: EventBus(), startedAt: started, now: now)
+            localLock: LocalLock(store: store, config: holder, now: now), events: EventBus(),
+            http: HTTPClient.beside(environment: ProcessInfo.processInfo.environment), startedAt: started, now: now)
         dispatcher = Dispatcher(table: DispatchTable.make(services), services: services)
 
         let (fd, boundPath) = try openListeningSocket()
@@ -101,9 +102,9 @@ final class Daemon: @unchecked Sendable {
         if options.mode == .system && config.smsBackend == .spool {
             logger.warning("sms.backend = spool: verification codes are written to \(options.stateDirectory)/sms-spool, not sent; set [sms] backend for real SMS")
         }
-        let http = HTTPClient.beside(environment: ProcessInfo.processInfo.environment)
-        if (config.smsBackend == .http || !config.federationProviders.isEmpty) && access(http.helperPath, X_OK) != 0 {
-            logger.warning("\(http.helperPath) is not an executable file: SMS over http and federated sign-in will fail")
+        let helper = services.http.helperPath
+        if (config.smsBackend == .http || !config.federationProviders.isEmpty) && access(helper, X_OK) != 0 {
+            logger.warning("\(helper) is not an executable file: SMS over http and federated sign-in will fail")
         }
         if config.smsBackend == .command && access(config.smsCommand, X_OK) != 0 {
             logger.warning("sms.command \(config.smsCommand) is not an executable file: every code will be sms.undeliverable")

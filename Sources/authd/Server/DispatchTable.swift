@@ -1,4 +1,3 @@
-import FoundationEssentials
 import Protocol
 
 /// The one place that lists every method authd serves (like ssh-agent's dispatch switch).
@@ -13,10 +12,9 @@ enum DispatchTable {
         table.registerCoreMethods(services, features: features)
         table.registerTokenMethods(tokens)
         table.registerAdminMethods(services)
-        let http = HTTPClient.beside(environment: ProcessInfo.processInfo.environment)
         let phones = Registration(
             store: services.store, config: services.config, codeKey: services.codeKey,
-            stateDirectory: services.options.stateDirectory, logger: services.logger, http: http, now: services.now)
+            stateDirectory: services.options.stateDirectory, logger: services.logger, http: services.http, now: services.now)
         let limiter = RateLimiter(config: services.config, now: services.now)
         table.registerAccountMethods(phones, limiter: limiter, lock: services.localLock)
         table.registerOTPLoginMethods(OTPLogin(phones: phones), limiter: limiter, lock: services.localLock)
@@ -33,9 +31,9 @@ enum DispatchTable {
         let signIn = FingerprintSignIn(store: services.store, config: services.config, lock: services.localLock, biometrics: biometrics,
                                        login: login, sessions: sessions, now: services.now)
         table.registerBiometricMethods(biometrics, signIn: signIn, cards: cards)
-        let providers = ProviderDirectory(config: services.config, http: http, now: services.now)
+        let providers = ProviderDirectory(config: services.config, http: services.http, now: services.now)
         let vault = TokenVault(store: services.store, sealer: services.sealer)
-        let remote = RemoteAccess(vault: vault, providers: providers, events: services.events, logger: services.logger, http: http,
+        let remote = RemoteAccess(vault: vault, providers: providers, events: services.events, logger: services.logger, http: services.http,
                                   config: services.config, now: services.now)
         let federated = FederatedSignIn(store: services.store, config: services.config, providers: providers, vault: vault,
                                         logger: services.logger, now: services.now)

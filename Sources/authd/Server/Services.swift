@@ -20,6 +20,8 @@ struct Services: Sendable {
     let localLock: LocalLock
     /// `events.subscribe` streams, per local user.
     let events: EventBus
+    /// Every HTTP request (SMS gateway, OpenID providers, remote APIs), through `authd-http`.
+    let http: HTTPClient
     let startedAt: Date
     let now: @Sendable () -> Date
 

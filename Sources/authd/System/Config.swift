@@ -46,6 +46,11 @@ struct Config: Equatable, Sendable {
     /// Bound on each HTTP exchange with a provider or a remote API.
     var federationHTTPTimeoutSeconds = 10
 
+    /// The provider a request that names none uses: `[federation] default`, else the only one.
+    var defaultFederationProvider: String? {
+        federationDefault.isEmpty ? (federationProviders.count == 1 ? federationProviders[0].name : nil) : federationDefault
+    }
+
     /// One `[federation.NAME]` section.
     struct FederationProvider: Equatable, Sendable {
         var name: String

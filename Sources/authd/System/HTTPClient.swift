@@ -1,6 +1,5 @@
 import FoundationEssentials
 import Glibc
-import Synchronization
 
 /// An HTTP answer as `authd-http` reported it. Header names are lower case.
 struct HTTPResponse: Sendable {
@@ -23,7 +22,7 @@ struct HTTPClient: Sendable {
     let helperPath: String
     /// Helpers that may run at once (each holds ~30 MB); more requests wait their turn, so
     /// local callers cannot make authd start thousands of processes.
-    private let slots = HelperSlots(16)
+    private let slots = FIFOLock(permits: 16)
 
     init(helperPath: String) { self.helperPath = helperPath }
 
@@ -62,8 +61,12 @@ struct HTTPClient: Sendable {
         }
         defer { OpenSSL.wipe(&input) }
         let output: [UInt8]?
-        await slots.acquire()
-        defer { slots.release() }
+        do {
+            try await slots.lock()
+        } catch {
+            throw HTTPFailure(description: "the request was cancelled")
+        }
+        defer { slots.unlock() }
         do {
             // Base64 makes the answer a third larger; the rest is the JSON around it.
             output = try await Syscalls.spawnExchange(
@@ -82,6 +85,14 @@ struct HTTPClient: Sendable {
         return HTTPResponse(status: status, headers: answer.headers ?? [:], body: Array(bytes))
     }
 
+    /// A credential kept in a file (`[sms] token_file`, `client_secret_file`), read at each use:
+    /// its text without whitespace, or nil when the file is unreadable or holds nothing.
+    static func credential(fromFile path: String) -> String? {
+        guard let bytes = try? Syscalls.readFile(path, limit: 4096), let text = String(validating: bytes, as: UTF8.self) else { return nil }
+        let credential = String(text.filter { !$0.isWhitespace })
+        return credential.isEmpty ? nil : credential
+    }
+
     /// A POST of `application/x-www-form-urlencoded` fields (OAuth token and device endpoints).
     func postForm(_ url: String, fields: [(String, String)], headers: [String: String] = [:], timeoutSeconds: Int) async throws(HTTPFailure) -> HTTPResponse {
         var body = Array(FormEncoding.encode(fields).utf8)
@@ -90,42 +101,6 @@ struct HTTPClient: Sendable {
         all["Content-Type"] = "application/x-www-form-urlencoded"
         all["Accept"] = "application/json"
         return try await send("POST", url, headers: all, body: body, timeoutSeconds: timeoutSeconds)
-    }
-}
-
-/// A counting semaphore with FIFO waiters.
-final class HelperSlots: Sendable {
-    private struct State {
-        var free: Int
-        var waiting: [CheckedContinuation<Void, Never>] = []
-    }
-    private let state: Mutex<State>
-
-    init(_ limit: Int) { state = Mutex(State(free: limit)) }
-
-    func acquire() async {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let granted = state.withLock { state -> Bool in
-                guard state.free > 0 else {
-                    state.waiting.append(continuation)
-                    return false
-                }
-                state.free -= 1
-                return true
-            }
-            if granted { continuation.resume() }
-        }
-    }
-
-    func release() {
-        let next = state.withLock { state -> CheckedContinuation<Void, Never>? in
-            guard !state.waiting.isEmpty else {
-                state.free += 1
-                return nil
-            }
-            return state.waiting.removeFirst()
-        }
-        next?.resume()
     }
 }
 

@@ -264,6 +264,38 @@ enum Syscalls {
         return Array(bytes.prefix(offset))
     }
 
+    /// Starts a helper program: `stdin` and `stdout` (or /dev/null) as given, stderr to /dev/null
+    /// (a helper's output may echo what it was given, which can be a secret), no other descriptor
+    /// of ours, and its own process group, so a timeout kills it and everything it started.
+    private static func spawnHelper(_ path: String, arguments: [String], environment: [String: String], stdin: Int32, stdout: Int32?) throws -> pid_t {
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_adddup2(&actions, stdin, STDIN_FILENO)
+        if let stdout {
+            posix_spawn_file_actions_adddup2(&actions, stdout, STDOUT_FILENO)
+        } else {
+            posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, "/dev/null", O_WRONLY, 0)
+        }
+        posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, "/dev/null", O_WRONLY, 0)
+        authd_spawn_close_from(&actions, 3)
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETPGROUP))
+        posix_spawnattr_setpgroup(&attributes, 0)
+        let argv = ([path] + arguments).map { strdup($0) } + [nil]
+        let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        defer {
+            argv.forEach { free($0) }
+            envp.forEach { free($0) }
+        }
+        var pid: pid_t = 0
+        let status = posix_spawn(&pid, path, &actions, &attributes, argv, envp)
+        guard status == 0 else { throw SystemError(call: "posix_spawn(\(path))", errno: status) }
+        return pid
+    }
+
     /// Runs `path` with `arguments` and exactly `environment`, writes `input` to its stdin, and
     /// waits up to `timeout` for it to exit (then kills it). Its stdout and stderr go to
     /// /dev/null: a helper's output may echo what it was given, which can be a secret.
@@ -274,30 +306,13 @@ enum Syscalls {
         var pipeFDs: [Int32] = [-1, -1]
         // Close-on-exec from creation: only the dup2'd stdin reaches the child.
         guard authd_pipe_cloexec(&pipeFDs) == 0 else { throw SystemError(call: "pipe2", errno: errno) }
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_adddup2(&actions, pipeFDs[0], STDIN_FILENO)
-        posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, "/dev/null", O_WRONLY, 0)
-        posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, "/dev/null", O_WRONLY, 0)
-        let argv = ([path] + arguments).map { strdup($0) } + [nil]
-        let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
-        defer {
-            argv.forEach { free($0) }
-            envp.forEach { free($0) }
-        }
-        // Its own process group, so a timeout kills the helper and everything it started.
-        var attributes = posix_spawnattr_t()
-        posix_spawnattr_init(&attributes)
-        defer { posix_spawnattr_destroy(&attributes) }
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETPGROUP))
-        posix_spawnattr_setpgroup(&attributes, 0)
-        var pid: pid_t = 0
-        let status = posix_spawn(&pid, path, &actions, &attributes, argv, envp)
-        Glibc.close(pipeFDs[0])
-        guard status == 0 else {
-            Glibc.close(pipeFDs[1])
-            throw SystemError(call: "posix_spawn(\(path))", errno: status)
+        let pid: pid_t
+        do {
+            pid = try spawnHelper(path, arguments: arguments, environment: environment, stdin: pipeFDs[0], stdout: nil)
+            Glibc.close(pipeFDs[0])
+        } catch {
+            pipeFDs.forEach { Glibc.close($0) }
+            throw error
         }
         // Small messages fit the pipe buffer. If the helper exits without reading, this write
         // fails with EPIPE (SIGPIPE is ignored), which is harmless.
@@ -351,34 +366,17 @@ enum Syscalls {
             inPipe.forEach { Glibc.close($0) }
             throw SystemError(call: "pipe2", errno: errno)
         }
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_adddup2(&actions, inPipe[0], STDIN_FILENO)
-        posix_spawn_file_actions_adddup2(&actions, outPipe[1], STDOUT_FILENO)
-        posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, "/dev/null", O_WRONLY, 0)
-        authd_spawn_close_from(&actions, 3)
-        var attributes = posix_spawnattr_t()
-        posix_spawnattr_init(&attributes)
-        defer { posix_spawnattr_destroy(&attributes) }
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETPGROUP))
-        posix_spawnattr_setpgroup(&attributes, 0)
-        let argv = [strdup(path), nil]
-        let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
-        defer {
-            argv.forEach { free($0) }
-            envp.forEach { free($0) }
+        let pid: pid_t
+        do {
+            pid = try spawnHelper(path, arguments: [], environment: environment, stdin: inPipe[0], stdout: outPipe[1])
+        } catch {
+            (inPipe + outPipe).forEach { Glibc.close($0) }
+            throw error
         }
-        var pid: pid_t = 0
-        let spawned = posix_spawn(&pid, path, &actions, &attributes, argv, envp)
         Glibc.close(inPipe[0])
         Glibc.close(outPipe[1])
         let writer = inPipe[1], reader = outPipe[0]
         defer { Glibc.close(reader) }
-        guard spawned == 0 else {
-            Glibc.close(writer)
-            throw SystemError(call: "posix_spawn(\(path))", errno: spawned)
-        }
         _ = fcntl(writer, F_SETFL, O_NONBLOCK)
         _ = fcntl(reader, F_SETFL, O_NONBLOCK)
         var writerOpen = true
