@@ -203,4 +203,22 @@ public struct Reason: RawRepresentable, Hashable, Sendable, Codable, CustomStrin
     /// The remote API or the token endpoint could not be reached, timed out, or answered too
     /// much; `data.detail`. The vault is unchanged.
     public static let remoteUnavailable = Reason("remote.unavailable")
+    /// Passkeys: the origin is not https (or http://localhost), or the RP ID is neither its host
+    /// nor a parent of it that is not a public suffix; or, at the relying party, not an origin
+    /// `[passkeys] origins` lists.
+    public static let passkeyBadOrigin = Reason("passkey.bad_origin")
+    /// Passkeys: the user could not be verified (finger and PIN failed or are unavailable);
+    /// nothing was made or signed. `data.detail` says why.
+    public static let passkeyUVFailed = Reason("passkey.uv_failed")
+    /// Passkeys: this user holds no passkey for the RP ID (or none the allow list names).
+    public static let passkeyNone = Reason("passkey.none")
+    /// Passkeys: a passkey the request excludes (or an already registered credential) exists.
+    public static let passkeyExcluded = Reason("passkey.excluded")
+    /// Passkeys: none of `pubKeyCredParams` is ES256 (-7), the only algorithm authd makes or accepts.
+    public static let passkeyUnsupportedAlgorithm = Reason("passkey.unsupported_algorithm")
+    /// Relying party: a WebAuthn check failed; `data.check` names it (challenge, origin, rp_id,
+    /// user_present, user_verified, backup_state, signature, sign_count, credential, …).
+    public static let passkeyInvalid = Reason("passkey.invalid")
+    /// Relying party: the flow is unknown, expired or already used; begin again.
+    public static let passkeyFlowInvalid = Reason("passkey.flow_invalid")
 }

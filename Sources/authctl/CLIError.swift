@@ -20,7 +20,8 @@ enum ExitCode: Int32 {
         case "pin.blocked", "account.locked", "session.locked", "card.blocked": return .lockedOrBlocked
         case "session.logged_out", "session.required", "session.expired", "session.invalid", "federation.not_signed_in", "remote.token_expired":
             return .notLoggedIn
-        case "auth.failed", "pin.wrong", "otp.wrong", "otp.attempts_exhausted", "otp.expired", "otp.used", "card.can_mismatch", "biometric.no_match", "biometric.cut_off":
+        case "auth.failed", "pin.wrong", "otp.wrong", "otp.attempts_exhausted", "otp.expired", "otp.used", "card.can_mismatch", "biometric.no_match", "biometric.cut_off",
+             "passkey.uv_failed", "passkey.invalid":
             return .authenticationFailed
         case "rpc.invalid_params": return .usage
         default: break

@@ -5,16 +5,18 @@ extension Command {
     static let sessionFileOption = OptionSpec(name: "session-file", value: "PATH", help: "where the session is kept (default $XDG_STATE_HOME/authctl/session)")
 
     static let login = Command(
-        path: ["login"], synopsis: "[LOGIN] [--fast] [--region CC] [--otp] [--password-fd N] [--pin-fd N] [--code-fd N]",
+        path: ["login"], synopsis: "[LOGIN] [--fast | --passkey | --otp] [--region CC] [--password-fd N] [--pin-fd N] [--code-fd N]",
         abstract: """
             Sign in with a phone number or email and the password (asked without echo), then the account's second
             step (PIN, or fingerprint) when it has one; --otp signs in with a code sent by SMS instead. --fast signs
-            in to the account last used here with a finger, and falls back to the password. The session is saved.
+            in to the account last used here with a finger, and falls back to the password. --passkey signs in with
+            a passkey authd holds on this device (finger or PIN first; LOGIN optional). The session is saved.
             """,
         options: [
             OptionSpec(name: "region", value: "CC", help: "country for national phone numbers, e.g. EE"),
             OptionSpec(name: "otp", value: nil, help: "sign in with an SMS code instead of the password"),
             OptionSpec(name: "fast", value: nil, help: "fingerprint sign-in to the remembered account (fast-forward)"),
+            OptionSpec(name: "passkey", value: nil, help: "sign in with a passkey held on this device"),
             OptionSpec(name: "password-fd", value: "N", help: "read the password from file descriptor N"),
             OptionSpec(name: "pin-fd", value: "N", help: "read the PIN from file descriptor N"),
             OptionSpec(name: "code-fd", value: "N", help: "read the SMS code from file descriptor N"),
@@ -23,6 +25,9 @@ extension Command {
         positionals: 0...1
     ) { invocation throws(CLIError) in
         let connection = try invocation.connect()
+        if invocation.flag("passkey") {
+            return try finishLogin(try passkeyLogin(invocation, connection: connection), invocation)
+        }
         if invocation.flag("fast") {
             var prompter = RequestPrompter(invocation: invocation, connection: connection)
             do throws(CLIError) {
@@ -75,7 +80,7 @@ extension Command {
 
     private static func finishLogin(_ signedIn: SignedIn, _ invocation: Invocation) throws(CLIError) -> ExitCode {
         try SessionFile.save(signedIn.session.token, invocation: invocation)
-        if invocation.global.json { Output.json(signedIn.account) } else { Output.line("signed in as \(signedIn.account.phone ?? "-") (\(signedIn.account.id))") }
+        if invocation.global.json { Output.json(signedIn.account) } else { Output.line("signed in as \(signedIn.account.phone ?? signedIn.account.email ?? "-") (\(signedIn.account.id))") }
         return .ok
     }
 

@@ -13,6 +13,7 @@ extension Command {
         .cardReaders, .cardRead, .cardLogin, .cardSign, .cardCANSet, .cardCANShow, .cardCANClear, .cardPIN1Save, .cardPIN1Clear,
         .lock, .unlock, .biometric, .cardBiometric,
         .federationLogin, .federationStatus, .federationLogout, .tokenRemote, .remoteFetch, .remoteReport401, .events,
+        .passkeyList, .passkeyDelete, .passkeyRegister, .passkeyAccount,
         .call, .completion,
     ]
 }

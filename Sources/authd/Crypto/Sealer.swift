@@ -115,6 +115,7 @@ enum SealPurpose: String, CaseIterable, Sendable {
     case cardPIN1 = "card-pin1"
     case remoteAccessToken = "remote-access-token"
     case remoteRefreshToken = "remote-refresh-token"
+    case passkeyKey = "passkey-key"
 }
 
 /// AES-256-GCM sealing under per-purpose keys, with the owning row's identity as associated

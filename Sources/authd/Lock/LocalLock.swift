@@ -114,16 +114,17 @@ final class LocalLock: Sendable {
     }
 
     /// What a sign-in proved about the person at this local user.
-    enum Proof: Sendable { case password, fingerprint, code }
+    enum Proof: Sendable { case password, fingerprint, code, passkey }
 
     /// Remembers `account` as the one this local user signed in to last, on `device` (the
     /// session's device id), and opens the lock: the sign-in was a proof. While locked, only the
     /// remembered account's own password or finger counts: a sign-in to another account (or by
-    /// SMS code) changes nothing here, or anyone at the keyboard could unlock with an account
-    /// of their own. A password also lifts a fingerprint cut-off.
+    /// SMS code, or by a passkey, whose verification another authenticator may have made)
+    /// changes nothing here, or anyone at the keyboard could unlock with an account of their
+    /// own. A password also lifts a fingerprint cut-off.
     func remember(_ uid: UInt32, account: String, device: String, proof: Proof) async throws {
         let current = try await entry(uid)
-        if isLocked(current, at: seconds) && (current.account != account || proof == .code) { return }
+        if isLocked(current, at: seconds) && (current.account != account || proof == .code || proof == .passkey) { return }
         let passwordProved = proof == .password
         let now = seconds
         try await store.transaction { database in

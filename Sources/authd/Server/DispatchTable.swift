@@ -4,7 +4,7 @@ import Protocol
 /// Each capability contributes its methods from its own folder.
 enum DispatchTable {
     /// Capabilities announced by `hello`.
-    static let features = ["auth.local", "token.verify", "keys.jwks", "admin", "audit.follow", "subscriptions", "accounts.register", "accounts.login", "sessions", "devices", "twofactor.pin", "accounts.otp_login", "accounts.deactivate", "admin.accounts", "card", "card.pace", "card.web-eid", "prompts", "lock", "biometric", "auth.fast", "twofactor.fingerprint", "card.biometric", "federation", "remote", "events"]
+    static let features = ["auth.local", "token.verify", "keys.jwks", "admin", "audit.follow", "subscriptions", "accounts.register", "accounts.login", "sessions", "devices", "twofactor.pin", "accounts.otp_login", "accounts.deactivate", "admin.accounts", "card", "card.pace", "card.web-eid", "prompts", "lock", "biometric", "auth.fast", "twofactor.fingerprint", "card.biometric", "federation", "remote", "events", "passkeys", "auth.passkey"]
 
     static func make(_ services: Services) -> MethodTable {
         var table = MethodTable()
@@ -38,6 +38,13 @@ enum DispatchTable {
         let federated = FederatedSignIn(store: services.store, config: services.config, providers: providers, vault: vault,
                                         logger: services.logger, now: services.now)
         table.registerFederationMethods(signIn: federated, remote: remote, vault: vault, config: services.config, events: services.events)
+        let authenticator = PlatformAuthenticator(
+            store: services.store, sealer: services.sealer,
+            verification: PasskeyUserVerification(store: services.store, lock: services.localLock, login: login, biometrics: biometrics),
+            logger: services.logger, now: services.now)
+        let relyingParty = RelyingParty(store: services.store, config: services.config, sessions: sessions, lock: services.localLock,
+                                        decoyKey: services.codeKey, logger: services.logger, now: services.now)
+        table.registerPasskeyMethods(authenticator: authenticator, relyingParty: relyingParty, limiter: limiter)
         return table
     }
 }

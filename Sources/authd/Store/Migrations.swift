@@ -237,6 +237,60 @@ enum Migrations {
             // persistent logout ends exactly those.
             "ALTER TABLE sessions ADD COLUMN federation TEXT",
         ]),
+        Migration(version: 9, sql: [
+            // Passkeys authd holds as this machine's platform authenticator, per local user.
+            // The private key is sealed (AAD = "passkey:<credential id, base64url>"). One
+            // passkey per user, RP and user handle: a new one replaces the old (CTAP 2.1).
+            """
+            CREATE TABLE passkey_keys (
+                credential_id BLOB PRIMARY KEY,
+                uid INTEGER NOT NULL,
+                rp_id TEXT NOT NULL,
+                rp_name TEXT NOT NULL,
+                user_handle BLOB NOT NULL,
+                user_name TEXT NOT NULL,
+                display_name TEXT NOT NULL,
+                private_sealed BLOB NOT NULL,
+                sign_count INTEGER NOT NULL,
+                created_at INTEGER NOT NULL,
+                last_used_at INTEGER,
+                UNIQUE (uid, rp_id, user_handle)
+            ) STRICT
+            """,
+            // Passkeys registered to authd's own accounts (authd as relying party): the COSE
+            // public key and the credential record WebAuthn L3 §7.1 step 27 asks to keep.
+            """
+            CREATE TABLE account_passkeys (
+                credential_id BLOB PRIMARY KEY,
+                account_id TEXT NOT NULL REFERENCES accounts (id),
+                public_key BLOB NOT NULL,
+                sign_count INTEGER NOT NULL,
+                uv_initialized INTEGER NOT NULL,
+                backup_eligible INTEGER NOT NULL,
+                backup_state INTEGER NOT NULL,
+                created_at INTEGER NOT NULL,
+                last_used_at INTEGER
+            ) STRICT
+            """,
+            "CREATE INDEX account_passkeys_account ON account_passkeys (account_id)",
+            // Ceremonies in progress: the challenge, single use (deleted by the finish that
+            // names the flow, whatever its outcome) and expiring. `login_given` = 1 when the
+            // sign-in named a login: only that account's passkeys will do.
+            """
+            CREATE TABLE passkey_flows (
+                id TEXT PRIMARY KEY,
+                purpose TEXT NOT NULL CHECK (purpose IN ('register', 'login')),
+                account_id TEXT REFERENCES accounts (id),
+                login_given INTEGER NOT NULL,
+                challenge BLOB NOT NULL,
+                expires_at INTEGER NOT NULL
+            ) STRICT
+            """,
+            // The WebAuthn user handle of an account: 32 random bytes, made on first use,
+            // never personal data (§14.6.1).
+            "ALTER TABLE accounts ADD COLUMN webauthn_user_id BLOB",
+            "CREATE UNIQUE INDEX accounts_webauthn_user_id ON accounts (webauthn_user_id)",
+        ]),
     ]
 
     static var latestVersion: Int { all.last?.version ?? 0 }

@@ -45,6 +45,12 @@ struct Config: Equatable, Sendable {
     var federationLoginTimeoutSeconds = 300
     /// Bound on each HTTP exchange with a provider or a remote API.
     var federationHTTPTimeoutSeconds = 10
+    /// authd as WebAuthn relying party (`[passkeys]`): its RP ID, its name for people, the
+    /// origins it accepts (exactly), and how long a ceremony may take.
+    var passkeyRPID = "localhost"
+    var passkeyRPName = "authd"
+    var passkeyOrigins = ["http://localhost"]
+    var passkeyTimeoutSeconds = 300
 
     /// The provider a request that names none uses: `[federation] default`, else the only one.
     var defaultFederationProvider: String? {
@@ -165,6 +171,9 @@ struct Config: Equatable, Sendable {
         for provider in config.federationProviders where provider.issuer.isEmpty || provider.clientID.isEmpty {
             throw ConfigError(file: file, line: 0, reason: "[federation.\(provider.name)] needs issuer and client_id")
         }
+        for origin in config.passkeyOrigins where !(PasskeyScope.Origin(origin)?.isWithin(rpID: config.passkeyRPID) ?? false) {
+            throw ConfigError(file: file, line: 0, reason: "passkeys.origins: \(origin) is not \(config.passkeyRPID) or one of its subdomains (passkeys.rp_id)")
+        }
         if !config.federationDefault.isEmpty && !config.federationProviders.contains(where: { $0.name == config.federationDefault }) {
             throw ConfigError(file: file, line: 0, reason: "federation.default names '\(config.federationDefault)', but there is no [federation.\(config.federationDefault)]")
         }
@@ -211,6 +220,10 @@ struct Config: Equatable, Sendable {
         if federationDefault != old.federationDefault { changed.append("federation.default") }
         if federationLoginTimeoutSeconds != old.federationLoginTimeoutSeconds { changed.append("federation.login_timeout") }
         if federationHTTPTimeoutSeconds != old.federationHTTPTimeoutSeconds { changed.append("federation.http_timeout") }
+        if passkeyRPID != old.passkeyRPID { changed.append("passkeys.rp_id") }
+        if passkeyRPName != old.passkeyRPName { changed.append("passkeys.rp_name") }
+        if passkeyOrigins != old.passkeyOrigins { changed.append("passkeys.origins") }
+        if passkeyTimeoutSeconds != old.passkeyTimeoutSeconds { changed.append("passkeys.timeout") }
         let names = Set(federationProviders.map(\.name) + old.federationProviders.map(\.name))
         for name in names.sorted() where federationProviders.first(where: { $0.name == name }) != old.federationProviders.first(where: { $0.name == name }) {
             changed.append("federation.\(name)")
@@ -335,6 +348,28 @@ struct Config: Equatable, Sendable {
             },
             "http_timeout": { config, value throws(ValueError) in
                 config.federationHTTPTimeoutSeconds = try duration(value, in: 1...120)
+            },
+        ],
+        "passkeys": [
+            "rp_id": { config, value throws(ValueError) in
+                guard PasskeyScope.isDomain(value) else { throw ValueError(message: "must be a domain name such as example.com (no scheme, no port)") }
+                config.passkeyRPID = value
+            },
+            "rp_name": { config, value throws(ValueError) in
+                guard (1...64).contains(value.count), !value.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
+                    throw ValueError(message: "must be 1–64 printable characters")
+                }
+                config.passkeyRPName = value
+            },
+            "origins": { config, value throws(ValueError) in
+                let origins = value.split(separator: " ").map(String.init)
+                guard !origins.isEmpty, origins.allSatisfy({ PasskeyScope.Origin($0) != nil }) else {
+                    throw ValueError(message: "must be space-separated origins such as https://example.com (http:// only for localhost)")
+                }
+                config.passkeyOrigins = origins
+            },
+            "timeout": { config, value throws(ValueError) in
+                config.passkeyTimeoutSeconds = try duration(value, in: 30...3600)
             },
         ],
         "admin": [

@@ -1,0 +1,95 @@
+import FoundationEssentials
+import Protocol
+
+/// Which origins may use which RP IDs (WebAuthn L3 §4 "RP ID", §5.1.3/§5.1.4 step "rpId"):
+/// the scheme is https, or http for `localhost`; the RP ID is the origin's host, or a parent
+/// domain of it that is not a public suffix (HTML's "registrable domain suffix"). authd plays
+/// the browser's part for local callers, which only *claim* an origin, so it applies this rule
+/// before it makes or uses a passkey.
+enum PasskeyScope {
+    /// A valid domain in the form authd compares: lower-case ASCII labels of letters, digits
+    /// and hyphens (IDNs as `xn--`), no trailing dot, not an IPv4 address.
+    static func isDomain(_ text: String) -> Bool {
+        guard (1...253).contains(text.utf8.count) else { return false }
+        let labels = text.split(separator: ".", omittingEmptySubsequences: false)
+        guard labels.allSatisfy({ label in
+            (1...63).contains(label.utf8.count) && !label.hasPrefix("-") && !label.hasSuffix("-")
+                && label.utf8.allSatisfy { ($0 >= 0x61 && $0 <= 0x7A) || ($0 >= 0x30 && $0 <= 0x39) || $0 == 0x2D }
+        }) else { return false }
+        // A last label of digits only is an IPv4 address, never an RP ID.
+        return !labels.last!.utf8.allSatisfy { $0 >= 0x30 && $0 <= 0x39 }
+    }
+
+    /// A web origin as WebAuthn serializes it (RFC 6454): `https://host[:port]`, or
+    /// `http://localhost[:port]`. Only the exact serialization is accepted: no path, no
+    /// trailing slash, no default port, lower case.
+    struct Origin: Equatable, Sendable {
+        let host: String
+        let serialized: String
+
+        init?(_ text: String) {
+            guard let parsed = WebOrigin(text, allowPath: false), parsed.serialized == text, Self.isDomainOrLocalhost(parsed.host),
+                  parsed.scheme == "https" || parsed.host == "localhost"
+            else { return nil }
+            host = parsed.host
+            serialized = text
+        }
+
+        private static func isDomainOrLocalhost(_ host: String) -> Bool { host == "localhost" || PasskeyScope.isDomain(host) }
+
+        /// The host is `rpID` or one of its subdomains (the public-suffix rule aside).
+        func isWithin(rpID: String) -> Bool { host == rpID || host.hasSuffix("." + rpID) }
+    }
+
+    static let publicSuffixListPath = "/usr/share/publicsuffix/public_suffix_list.dat"
+
+    /// The public suffix list (Debian `publicsuffix`), read once. When the file cannot be read,
+    /// no parent domain is allowed: an RP ID must then equal the origin's host.
+    static let publicSuffixes: PublicSuffixList? = {
+        guard let bytes = (try? Syscalls.readFile(publicSuffixListPath, limit: 8 << 20)) ?? nil else { return nil }
+        return PublicSuffixList(String(decoding: bytes, as: UTF8.self))
+    }()
+
+    /// The RP ID `origin` may use: `rpID` when given and allowed, else the origin's host.
+    /// Throws `passkey.bad_origin`.
+    static func rpID(_ rpID: String?, for originText: String, suffixes: PublicSuffixList? = publicSuffixes) throws(RPCError) -> (Origin, String) {
+        guard let origin = Origin(originText) else {
+            throw .failure(.passkeyBadOrigin, "The origin must be https://HOST[:PORT] (or http://localhost[:PORT]), serialized exactly, with no path.")
+        }
+        let id = rpID ?? origin.host
+        guard id == origin.host || (isDomain(id) && origin.isWithin(rpID: id) && suffixes.map({ !$0.isPublicSuffix(id) }) == true) else {
+            throw .failure(.passkeyBadOrigin, "The RP ID is not valid for this origin: it must be the origin's host or a parent domain that is not a public suffix.",
+                           details: ["rp_id": .string(Redaction.printable(id, limit: 253)), "origin": .string(origin.serialized)])
+        }
+        return (origin, id)
+    }
+}
+
+/// The rules of the public suffix list (publicsuffix.org format): plain rules, wildcards
+/// (`*.ck`) and exceptions (`!www.ck`); the implicit rule `*` makes every single label a
+/// public suffix.
+struct PublicSuffixList: Sendable {
+    private var rules: Set<String> = []
+    private var wildcards: Set<String> = []
+    private var exceptions: Set<String> = []
+
+    init(_ text: String) {
+        for line in text.split(whereSeparator: \.isNewline) {
+            guard let rule = line.split(separator: " ").first, !rule.hasPrefix("//") else { continue }
+            if rule.hasPrefix("!") {
+                exceptions.insert(String(rule.dropFirst()))
+            } else if rule.hasPrefix("*.") {
+                wildcards.insert(String(rule.dropFirst(2)))
+            } else {
+                rules.insert(String(rule))
+            }
+        }
+    }
+
+    func isPublicSuffix(_ domain: String) -> Bool {
+        if exceptions.contains(domain) { return false }
+        if rules.contains(domain) { return true }
+        guard let dot = domain.firstIndex(of: ".") else { return true }
+        return wildcards.contains(String(domain[domain.index(after: dot)...]))
+    }
+}

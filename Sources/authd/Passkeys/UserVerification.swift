@@ -1,0 +1,60 @@
+import Protocol
+
+/// User verification for passkeys, as a phone's platform authenticator does it: the finger
+/// when fingerprint unlock is on and the reader works, else the 6-digit PIN of the account
+/// signed in on this local user (the account that owns its lock). Anything else ends with
+/// `passkey.uv_failed`, and the caller makes or signs nothing.
+struct PasskeyUserVerification: Sendable {
+    let store: Store
+    let lock: LocalLock
+    let login: Login
+    let biometrics: BiometricService
+
+    /// How the user was verified.
+    enum Method: String, Sendable { case fingerprint, pin }
+
+    static func failed(_ message: String, detail: String) -> RPCError {
+        .failure(.passkeyUVFailed, message + " Nothing was signed.", details: ["detail": .string(detail)])
+    }
+
+    /// `purpose` completes "Touch the fingerprint reader …" and "Enter … PIN …".
+    func verify(purpose: String, context: RequestContext) async throws -> Method {
+        let uid = context.caller.uid
+        let settings = try await biometrics.settings(uid)
+        var why = ""
+        var fingerFailure: Reason?
+        if settings.gate.enabled && !settings.gate.cutOff {
+            do {
+                try await biometrics.verify(user: try BiometricService.user(of: context.caller), gateUID: uid,
+                                            attempts: settings.gate.attemptsLeft, purpose: purpose, context: context)
+                return .fingerprint
+            } catch {
+                guard let preface = BiometricService.fallbackPreface(error) else { throw error }
+                why = preface
+                fingerFailure = (error as? RPCError)?.reason
+            }
+        } else if settings.gate.enabled {
+            why = BiometricService.cutOffError.message + " "
+            fingerFailure = .biometricCutOff
+        }
+        var pinAccount: String?
+        if let account = try await lock.account(uid) {
+            let hasPIN = try await store.read { database in
+                try database.queryOne("SELECT pin_hash IS NOT NULL FROM accounts WHERE id = ? AND deactivated_at IS NULL", [.text(account)]) { $0.int(0) != 0 }
+            }
+            if hasPIN == true { pinAccount = account }
+        }
+        guard let account = pinAccount else {
+            throw Self.failed(why + "There is no other way to verify the user: no account with a PIN is signed in here "
+                              + "(`authctl biometric enable` turns on the finger, `authctl 2fa enable` sets a PIN).",
+                              detail: fingerFailure?.rawValue ?? "no_method")
+        }
+        let pin = try await context.connection.prompts.ask(on: context.connection, kind: "pin", message: why + "Enter your authd PIN \(purpose)")
+        do {
+            try await login.confirmPIN(pin, account: account)
+        } catch let error as RPCError {
+            throw Self.failed(error.reason == .authFailed ? "The PIN is not right." : error.message, detail: error.reason.rawValue)
+        }
+        return .pin
+    }
+}
