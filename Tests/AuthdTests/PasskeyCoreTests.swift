@@ -181,3 +181,70 @@ struct RelyingPartyVerifierTests {
         #expect(verified == .init(signCount: 1, userVerified: true, backupState: false))
     }
 }
+
+@Suite("Passkeys: which origins may use which RP IDs")
+struct PasskeyScopeTests {
+    @Test("RP IDs are lower-case domains, never IP addresses, schemes or ports")
+    func domains() {
+        for good in ["example.com", "localhost", "a-b.example.co.uk", "xn--bcher-kva.example", "x1.y2"] { #expect(PasskeyScope.isDomain(good), "\(good)") }
+        for bad in ["", "Example.com", "example.com.", ".example.com", "127.0.0.1", "exa mple.com", "https://example.com", "example.com:443",
+                    "-a.example", "a..b", "bücher.example", String(repeating: "a", count: 64) + ".com"] {
+            #expect(!PasskeyScope.isDomain(bad), "\(bad)")
+        }
+    }
+
+    @Test("origins: https anywhere, http only for localhost, exactly as serialized")
+    func origins() {
+        for good in ["https://example.com", "https://login.example.com:8443", "http://localhost", "http://localhost:8080", "https://localhost"] {
+            #expect(PasskeyScope.Origin(good)?.serialized == good, "\(good)")
+        }
+        for bad in ["http://example.com", "https://example.com/", "https://example.com/path", "HTTPS://example.com", "https://Example.com",
+                    "https://example.com:443", "https://127.0.0.1", "http://127.0.0.1", "https://[::1]", "https://user@example.com",
+                    "https://example.com?x", "ftp://example.com", "example.com", "https://example.com#f"] {
+            #expect(PasskeyScope.Origin(bad) == nil, "\(bad)")
+        }
+    }
+
+    @Test("the public suffix list: plain rules, wildcards, exceptions and the implicit *")
+    func publicSuffixes() throws {
+        let list = PublicSuffixList("// comment\ncom\nco.uk\n*.ck\n!www.ck\ngithub.io\n")
+        for suffix in ["com", "co.uk", "anything.ck", "github.io", "localhost", "example"] { #expect(list.isPublicSuffix(suffix), "\(suffix)") }
+        for registrable in ["example.com", "example.co.uk", "www.ck", "user.github.io", "a.anything.ck"] { #expect(!list.isPublicSuffix(registrable), "\(registrable)") }
+        let debian = try #require(PasskeyScope.publicSuffixes, "Debian's publicsuffix list is installed")
+        #expect(debian.isPublicSuffix("co.uk") && debian.isPublicSuffix("github.io") && !debian.isPublicSuffix("example.co.uk"))
+    }
+
+    @Test("an RP ID is the origin's host or a parent of it that is not a public suffix; anything else is passkey.bad_origin")
+    func rpIDs() throws {
+        let list = PublicSuffixList("com\nco.uk\n")
+        func allowed(_ rpID: String?, _ origin: String) -> String? {
+            (try? PasskeyScope.rpID(rpID, for: origin, suffixes: list))?.1
+        }
+        #expect(allowed(nil, "https://login.example.com") == "login.example.com")
+        #expect(allowed("example.com", "https://login.example.com:8443") == "example.com")
+        #expect(allowed("localhost", "http://localhost:8080") == "localhost")
+        #expect(allowed("co.uk", "https://co.uk") == "co.uk", "the host itself is always allowed")
+        for (rpID, origin) in [("com", "https://example.com"), ("co.uk", "https://shop.example.co.uk"), ("other.com", "https://example.com"),
+                               ("sub.example.com", "https://example.com"), ("ample.com", "https://example.com"), ("localhost", "http://app.localhost"),
+                               ("example.com", "http://example.com"), ("Example.com", "https://login.example.com")] {
+            #expect(throws: RPCError.self, "\(rpID) for \(origin)") { try PasskeyScope.rpID(rpID, for: origin, suffixes: list) }
+        }
+        // Without the list no parent domain is allowed: only the host itself.
+        #expect((try? PasskeyScope.rpID("example.com", for: "https://login.example.com", suffixes: nil)) == nil)
+        #expect((try? PasskeyScope.rpID("example.com", for: "https://example.com", suffixes: nil))?.1 == "example.com")
+    }
+
+    @Test("[passkeys]: rp_id, rp_name, origins within the RP ID, timeout")
+    func config() throws {
+        let config = try Config.parse("[passkeys]\nrp_id = example.com\nrp_name = Example\norigins = https://example.com https://login.example.com:8443\ntimeout = 2m\n",
+                                      file: "t")
+        #expect(config.passkeyRPID == "example.com" && config.passkeyRPName == "Example" && config.passkeyTimeoutSeconds == 120)
+        #expect(config.passkeyOrigins == ["https://example.com", "https://login.example.com:8443"])
+        #expect(Config().passkeyRPID == "localhost" && Config().passkeyOrigins == ["http://localhost"])
+        for bad in ["[passkeys]\nrp_id = https://example.com\n", "[passkeys]\norigins = http://example.com\n",
+                    "[passkeys]\nrp_id = example.com\norigins = https://example.org\n", "[passkeys]\norigins = https://example.com/\n",
+                    "[passkeys]\ntimeout = 5\n"] {
+            #expect(throws: ConfigError.self, "\(bad)") { try Config.parse(bad, file: "t") }
+        }
+    }
+}
