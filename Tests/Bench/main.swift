@@ -6,8 +6,8 @@ import Protocol
 import Synchronization
 
 // authd-bench: drives a release build of the real daemon over its socket and prints figures.
-// Usage: authd-bench BIN_DIR [card|biometric|federation]   (make bench passes the release build
-// directory; `card`, `biometric` or `federation` runs only those figures)
+// Usage: authd-bench BIN_DIR [card|biometric|federation|passkey]   (make bench passes the release
+// build directory; `card`, `biometric`, `federation` or `passkey` runs only those figures)
 
 let binDirectory = CommandLine.arguments.count > 1 ? CommandLine.arguments[1] : ".build/release"
 let only = CommandLine.arguments.dropFirst(2).first
@@ -240,6 +240,7 @@ do {
     case "card": try cardFigures(); exit(0)
     case "biometric": try biometricFigures(); exit(0)
     case "federation": try federationFigures(); exit(0)
+    case "passkey": try passkeyFigures(); exit(0)
     default: break
     }
 
@@ -303,6 +304,7 @@ do {
     try cardFigures()
     try biometricFigures()
     try federationFigures()
+    try passkeyFigures()
 
     var held: [Client] = []
     for _ in 0..<1000 { held.append(try Client(daemon.socket)) }
