@@ -225,6 +225,20 @@ struct PasskeyAuthenticatorTests {
             #expect(try f.held().map { $0["sign_count"] } == [0])
         }
 
+        @Test("a right PIN ends a run of wrong ones (Lockout: a success resets the count): four wrong, one right, one wrong is no lockout")
+        func rightPINResetsFailures() throws {
+            let f = try PasskeyFixture()
+            #expect(try f.create(Call.creation()).result != nil)
+            for attempt in 1...4 {
+                #expect(try f.get(Call.request(), pin: "000000").data?["detail"] == "auth.failed", "wrong PIN \(attempt)")
+            }
+            #expect(try f.get(Call.request()).result != nil, "the right PIN, before the lockout threshold of 5")
+            let wrong = try f.get(Call.request(), pin: "000000")
+            #expect(wrong.data?["detail"] == "auth.failed", "one wrong PIN after a right one: \(wrong.response)")
+            let right = try f.get(Call.request())
+            #expect(right.result != nil, "the PIN is not locked: \(right.response)")
+        }
+
         @Test("a cancelled PIN prompt: user.cancelled; nothing made, nothing signed")
         func cancelledPIN() throws {
             let f = try PasskeyFixture()
