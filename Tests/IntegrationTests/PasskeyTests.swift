@@ -3,22 +3,31 @@ import Protocol
 import Testing
 
 /// One passkey test: authd with an account registered from this local user (the remembered
-/// account, whose PIN verifies the user when no finger is set up) and a client.
+/// account, whose PIN verifies the user when no finger is set up) and a client. With
+/// `fingerprint`, authd runs on a private bus with the fprintd mock (`rig`, this user's finger
+/// enrolled) and fingerprint unlock is switched on.
 final class PasskeyFixture {
     static let pin = "482915"
+    let rig: FprintdRig?
     let daemon: DaemonHarness
     let client: LineClient
     let registered: JSONValue
     var token: JSONValue { registered["session"]?["token"] ?? .null }
     var accountID: JSONValue { registered["account"]?["id"] ?? .null }
 
-    init(config: String? = nil, pin: Bool = true) throws {
+    init(config: String? = nil, pin: Bool = true, fingerprint: Bool = false) throws {
+        rig = fingerprint ? try FprintdRig(enrolled: [FingerprintFixture.user: FingerprintFixture.finger]) : nil
         daemon = try DaemonHarness(config: config)
-        try daemon.start()
+        try daemon.start(environment: rig?.environment ?? [:])
         client = try daemon.connect()
         registered = try LoginTests.register(daemon, client, phone: "+37251234567", password: FingerprintFixture.password)
         if pin {
             _ = try client.result("twofactor.pin.enable", ["session": registered["session"]!["token"]!, "pin": .string(Self.pin), "confirm": .string(Self.pin)])
+        }
+        if let rig {
+            try rig.setScript([.match])
+            let enabled = try client.exchange("biometric.enable")
+            guard enabled.response["result"]?["enabled"] == true else { throw HarnessError("biometric.enable failed: \(enabled.response)") }
         }
     }
 

@@ -158,6 +158,7 @@ struct Login: Sendable {
                 try await recordPINFailure(account)
                 throw Self.failed
             }
+            try await store.transaction { try $0.execute("UPDATE accounts SET pin_failures = 0 WHERE id = ? AND pin_failures > 0", [.text(account)]) }
         }
     }
 
