@@ -207,8 +207,8 @@ struct PasskeyScopeTests {
 
     @Test("the public suffix list: plain rules, wildcards, exceptions and the implicit *")
     func publicSuffixes() throws {
-        let list = PublicSuffixList("// comment\ncom\nco.uk\n*.ck\n!www.ck\ngithub.io\n")
-        for suffix in ["com", "co.uk", "anything.ck", "github.io", "localhost", "example"] { #expect(list.isPublicSuffix(suffix), "\(suffix)") }
+        let list = PublicSuffixList("// comment\ncom\nco.uk\n*.ck\n!www.ck\ngithub.io\n个人.hk\n")
+        for suffix in ["com", "co.uk", "anything.ck", "github.io", "localhost", "example", "xn--ciqpn.hk"] { #expect(list.isPublicSuffix(suffix), "\(suffix)") }
         for registrable in ["example.com", "example.co.uk", "www.ck", "user.github.io", "a.anything.ck"] { #expect(!list.isPublicSuffix(registrable), "\(registrable)") }
         let debian = try #require(PasskeyScope.publicSuffixes, "Debian's publicsuffix list is installed")
         #expect(debian.isPublicSuffix("co.uk") && debian.isPublicSuffix("github.io") && !debian.isPublicSuffix("example.co.uk"))

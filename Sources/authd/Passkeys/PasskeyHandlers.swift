@@ -3,12 +3,14 @@ import Protocol
 extension MethodTable {
     mutating func registerPasskeyMethods(authenticator: PlatformAuthenticator, relyingParty: RelyingParty, limiter: RateLimiter) {
         register(PasskeyCreate.self, access: .anyone, audit: { params, result in
-            ["origin": .string(params.origin), "rp_id": .string(params.options.rp.id ?? ""), "credential": .string(result.id)]
+            ["origin": .string(params.origin), "rp_id": .string(params.options.rp.id ?? PasskeyScope.Origin(params.origin)?.host ?? ""),
+             "credential": .string(result.id)]
         }) { params, context in
             try await authenticator.create(params, context: context)
         }
         register(PasskeyGet.self, access: .anyone, audit: { params, result in
-            ["origin": .string(params.origin), "rp_id": .string(params.options.rpId ?? ""), "credential": .string(result.id)]
+            ["origin": .string(params.origin), "rp_id": .string(params.options.rpId ?? PasskeyScope.Origin(params.origin)?.host ?? ""),
+             "credential": .string(result.id)]
         }) { params, context in
             try await authenticator.get(params, context: context)
         }

@@ -77,13 +77,20 @@ struct PublicSuffixList: Sendable {
         for line in text.split(whereSeparator: \.isNewline) {
             guard let rule = line.split(separator: " ").first, !rule.hasPrefix("//") else { continue }
             if rule.hasPrefix("!") {
-                exceptions.insert(String(rule.dropFirst()))
+                Self.ascii(rule.dropFirst()).map { _ = exceptions.insert($0) }
             } else if rule.hasPrefix("*.") {
-                wildcards.insert(String(rule.dropFirst(2)))
+                Self.ascii(rule.dropFirst(2)).map { _ = wildcards.insert($0) }
             } else {
-                rules.insert(String(rule))
+                Self.ascii(rule).map { _ = rules.insert($0) }
             }
         }
+    }
+
+    /// The list writes internationalised rules in Unicode (`个人.hk`); RP IDs are compared in
+    /// their ASCII form (`xn--ciqpn.hk`), which Foundation's URL parser produces (IDNA).
+    private static func ascii(_ rule: Substring) -> String? {
+        if rule.utf8.allSatisfy({ $0 < 0x80 }) { return String(rule) }
+        return URL(string: "https://\(rule)/")?.host
     }
 
     func isPublicSuffix(_ domain: String) -> Bool {
