@@ -214,6 +214,15 @@ struct PasskeyScopeTests {
         #expect(debian.isPublicSuffix("co.uk") && debian.isPublicSuffix("github.io") && !debian.isPublicSuffix("example.co.uk"))
     }
 
+    @Test("Punycode: RFC 3492 §7.1 samples and the list's 个人.hk")
+    func punycode() {
+        #expect(Punycode.encode("个人") == "ciqpn")
+        #expect(Punycode.encode("他们为什么不说中文") == "ihqwcrb4cv8a8dqg056pqjye")  // (B) Chinese (simplified)
+        #expect(Punycode.encode("3年b組金八先生") == "3b-ww4c5e180e575a65lsy2b")  // (L) Japanese, with basic code points
+        #expect(Punycode.encode("bücher") == "bcher-kva")
+        #expect(Punycode.encode(Substring(String(repeating: "ü", count: 64))) == nil)
+    }
+
     @Test("an RP ID is the origin's host or a parent of it that is not a public suffix; anything else is passkey.bad_origin")
     func rpIDs() throws {
         let list = PublicSuffixList("com\nco.uk\n")
