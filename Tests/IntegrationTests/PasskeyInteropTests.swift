@@ -242,6 +242,8 @@ struct PasskeyInteropTests {
         .init(name: "type webauthn.get", knobs: ["type": "webauthn.get"], check: "type"),
         // A ceremony in an iframe; authd expects none.
         .init(name: "crossOrigin true", knobs: ["crossOrigin": true], check: "cross_origin"),
+        // A top-level origin (an embedded ceremony) although crossOrigin is false.
+        .init(name: "topOrigin present", knobs: ["topOrigin": "https://example.com"], check: "cross_origin"),
         // Any attestation format but "none" is refused.
         .init(name: "fmt packed", knobs: ["fmt": "packed"], check: "attestation_format"),
         // "none" with a statement is not "none".
@@ -298,6 +300,8 @@ struct PasskeyInteropTests {
         .init(name: "type webauthn.create", knobs: ["type": "webauthn.create"], check: "type"),
         // A ceremony in an iframe.
         .init(name: "crossOrigin true", knobs: ["crossOrigin": true], check: "cross_origin"),
+        // A top-level origin (an embedded ceremony) although crossOrigin is false.
+        .init(name: "topOrigin present", knobs: ["topOrigin": "https://example.com"], check: "cross_origin"),
         // A credential id authd never registered (signed by a key it does not know).
         .init(name: "unknown credential", knobs: ["credentialId": .string(newChallenge())], check: "credential"),
         // Usernameless sign-in without a user handle: nothing names the account.

@@ -38,6 +38,7 @@ Knobs (all optional; the default is an honest authenticator and client):
   "challenge"         the challenge written into clientDataJSON (default: the options')
   "type"              clientDataJSON.type (default webauthn.create / webauthn.get)
   "crossOrigin"       clientDataJSON.crossOrigin (default false)
+  "topOrigin"         clientDataJSON.topOrigin (default: none)
   "fmt", "attStmt"    the attestation statement (default "none", {}); register only
   "corruptSignature"  sign other bytes than authenticatorData ‖ SHA-256(clientDataJSON);
                       assert only (the signature stays well-formed DER)
@@ -134,10 +135,14 @@ def verify_assertion(request) -> dict:
 # ---------------------------------------------------------------------------------------------
 # The authenticator and client: a software passkey
 
-def client_data_json(typ: str, challenge: str, origin: str, cross_origin: bool) -> bytes:
-    # The member order and spelling of WebAuthn L3 §5.8.1.1 (type, challenge, origin, crossOrigin).
-    return json.dumps({"type": typ, "challenge": challenge, "origin": origin, "crossOrigin": cross_origin},
-                      separators=(",", ":")).encode()
+def client_data_json(request, typ: str, challenge: str) -> bytes:
+    # The member order and spelling of WebAuthn L3 §5.8.1.1 (type, challenge, origin, crossOrigin,
+    # then topOrigin when there is one).
+    data = {"type": request.get("type", typ), "challenge": request.get("challenge", challenge),
+            "origin": request.get("clientOrigin", request["origin"]), "crossOrigin": request.get("crossOrigin", False)}
+    if "topOrigin" in request:
+        data["topOrigin"] = request["topOrigin"]
+    return json.dumps(data, separators=(",", ":")).encode()
 
 
 def flags(request, key, attested: bool) -> int:
@@ -176,8 +181,7 @@ def register(request) -> dict:
     auth_data = authenticator_data(request, rp_id, flags(request, key, attested=True), key["signCount"], attested)
     # Canonical key order: "fmt" < "attStmt" < "authData" (shorter keys first).
     attestation = cbor2.dumps({"fmt": request.get("fmt", "none"), "attStmt": request.get("attStmt", {}), "authData": auth_data})
-    client_data = client_data_json(request.get("type", "webauthn.create"), request.get("challenge", options["challenge"]),
-                                   request.get("clientOrigin", request["origin"]), request.get("crossOrigin", False))
+    client_data = client_data_json(request, "webauthn.create", options["challenge"])
     spki = secret.public_key().public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
     credential = {
         "id": key["credentialId"], "rawId": key["credentialId"], "type": "public-key",
@@ -195,8 +199,7 @@ def assertion(request) -> dict:
     rp_id = options.get("rpId") or key["rpId"]
     key["signCount"] = request.get("signCount", key["signCount"] + 1)
     auth_data = authenticator_data(request, rp_id, flags(request, key, attested=False), key["signCount"])
-    client_data = client_data_json(request.get("type", "webauthn.get"), request.get("challenge", options["challenge"]),
-                                   request.get("clientOrigin", request["origin"]), request.get("crossOrigin", False))
+    client_data = client_data_json(request, "webauthn.get", options["challenge"])
     signed = auth_data + hashlib.sha256(client_data).digest()
     if request.get("corruptSignature", False):
         signed = auth_data + hashlib.sha256(client_data + b" ").digest()
