@@ -8,7 +8,7 @@ BUILD_FLAGS ?=
 
 # What building needs, and what the tests and tools need beyond that.
 BUILD_PACKAGES := pkg-config libsqlite3-dev libssl-dev libsystemd-dev libargon2-dev libphonenumber-dev libpcsclite-dev libeac-dev libcbor-dev publicsuffix
-TEST_PACKAGES  := python3 python3-jwt python3-cryptography systemd util-linux groff-base man-db openssl socat pcscd vsmartcard-vpcd python3-dbusmock dbus-daemon python3-authlib python3-flask
+TEST_PACKAGES  := python3 python3-jwt python3-cryptography systemd util-linux groff-base man-db openssl socat pcscd vsmartcard-vpcd python3-dbusmock dbus-daemon python3-authlib python3-flask python3-fido2 python3-cbor2
 DEBIAN_PACKAGES := $(BUILD_PACKAGES) $(TEST_PACKAGES)
 
 # `make run`: a user-mode daemon. Without XDG_RUNTIME_DIR (e.g. root in a container) the
