@@ -214,6 +214,15 @@ struct PasskeyScopeTests {
         #expect(debian.isPublicSuffix("co.uk") && debian.isPublicSuffix("github.io") && !debian.isPublicSuffix("example.co.uk"))
     }
 
+    @Test("clientDataJSON: crossOrigin must be a boolean and topOrigin a string when present")
+    func clientDataTypes() throws {
+        let base = #"{"type":"webauthn.get","challenge":"AAAA","origin":"https://example.com""#
+        #expect(try CollectedClientData.parse(Array((base + #","crossOrigin":false}"#).utf8)).crossOrigin == false)
+        for bad in [#","crossOrigin":"true"}"#, #","crossOrigin":1}"#, #","topOrigin":1}"#, #","topOrigin":null}"#] {
+            #expect(throws: WebAuthnFailure.self, "\(bad)") { try CollectedClientData.parse(Array((base + bad).utf8)) }
+        }
+    }
+
     @Test("Punycode: RFC 3492 §7.1 samples and the list's 个人.hk")
     func punycode() {
         #expect(Punycode.encode("个人") == "ciqpn")

@@ -138,7 +138,9 @@ struct CollectedClientData: Equatable, Sendable {
     static func parse(_ bytes: [UInt8]) throws(WebAuthnFailure) -> CollectedClientData {
         let body = bytes.starts(with: [0xEF, 0xBB, 0xBF]) ? Array(bytes.dropFirst(3)) : bytes
         guard body.count <= 16 * 1024, case .object(let object)? = try? WireCodec.decode(JSONValue.self, from: Data(body)),
-              let type = object["type"]?.stringValue, let challenge = object["challenge"]?.stringValue, let origin = object["origin"]?.stringValue
+              let type = object["type"]?.stringValue, let challenge = object["challenge"]?.stringValue, let origin = object["origin"]?.stringValue,
+              object["crossOrigin"].map({ if case .bool = $0 { true } else { false } }) ?? true,
+              object["topOrigin"].map({ $0.stringValue != nil }) ?? true
         else { throw WebAuthnFailure(check: "client_data", description: "clientDataJSON is not a client data object") }
         return CollectedClientData(type: type, challenge: challenge, origin: origin, crossOrigin: object["crossOrigin"] == .bool(true),
                                    topOrigin: object["topOrigin"]?.stringValue)
