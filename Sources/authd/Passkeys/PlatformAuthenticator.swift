@@ -8,7 +8,6 @@ struct PlatformAuthenticator: Sendable {
     let store: Store
     let sealer: Sealer
     let verification: PasskeyUserVerification
-    let logger: Logger
     let now: @Sendable () -> Date
 
     /// authd's passkeys are device-bound: no backup, so BE = BS = 0 forever (§6.1.3).

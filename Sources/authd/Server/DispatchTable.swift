@@ -41,7 +41,7 @@ enum DispatchTable {
         let authenticator = PlatformAuthenticator(
             store: services.store, sealer: services.sealer,
             verification: PasskeyUserVerification(store: services.store, lock: services.localLock, login: login, biometrics: biometrics),
-            logger: services.logger, now: services.now)
+            now: services.now)
         let relyingParty = RelyingParty(store: services.store, config: services.config, sessions: sessions, lock: services.localLock,
                                         decoyKey: services.codeKey, logger: services.logger, now: services.now)
         table.registerPasskeyMethods(authenticator: authenticator, relyingParty: relyingParty, limiter: limiter)
