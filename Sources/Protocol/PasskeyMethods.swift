@@ -136,16 +136,17 @@ public struct PasskeyAttestationResponse: Codable, Sendable, Equatable {
     }
 }
 
-/// `RegistrationResponseJSON`: what `passkey.create` returns and `auth.passkey.register.finish` takes.
-public struct PasskeyRegistration: Codable, Sendable, Equatable {
+/// `RegistrationResponseJSON` and `AuthenticationResponseJSON`: a `PublicKeyCredential` in its
+/// toJSON() form, around the authenticator's response.
+public struct PasskeyCredential<Response: Codable & Sendable & Equatable>: Codable, Sendable, Equatable {
     public var id: String
     public var rawId: String
     public var type: String
     public var authenticatorAttachment: String?
     public var clientExtensionResults: [String: JSONValue]
-    public var response: PasskeyAttestationResponse
+    public var response: Response
     public init(id: String, rawId: String, type: String = "public-key", authenticatorAttachment: String? = nil,
-                clientExtensionResults: [String: JSONValue] = [:], response: PasskeyAttestationResponse) {
+                clientExtensionResults: [String: JSONValue] = [:], response: Response) {
         self.id = id
         self.rawId = rawId
         self.type = type
@@ -154,6 +155,9 @@ public struct PasskeyRegistration: Codable, Sendable, Equatable {
         self.response = response
     }
 }
+
+/// What `passkey.create` returns and `auth.passkey.register.finish` takes.
+public typealias PasskeyRegistration = PasskeyCredential<PasskeyAttestationResponse>
 
 /// `AuthenticatorAssertionResponseJSON`; `signature` is ASN.1 DER (ES256).
 public struct PasskeyAssertionResponse: Codable, Sendable, Equatable {
@@ -169,24 +173,8 @@ public struct PasskeyAssertionResponse: Codable, Sendable, Equatable {
     }
 }
 
-/// `AuthenticationResponseJSON`: what `passkey.get` returns and `auth.passkey.login.finish` takes.
-public struct PasskeyAssertion: Codable, Sendable, Equatable {
-    public var id: String
-    public var rawId: String
-    public var type: String
-    public var authenticatorAttachment: String?
-    public var clientExtensionResults: [String: JSONValue]
-    public var response: PasskeyAssertionResponse
-    public init(id: String, rawId: String, type: String = "public-key", authenticatorAttachment: String? = nil,
-                clientExtensionResults: [String: JSONValue] = [:], response: PasskeyAssertionResponse) {
-        self.id = id
-        self.rawId = rawId
-        self.type = type
-        self.authenticatorAttachment = authenticatorAttachment
-        self.clientExtensionResults = clientExtensionResults
-        self.response = response
-    }
-}
+/// What `passkey.get` returns and `auth.passkey.login.finish` takes.
+public typealias PasskeyAssertion = PasskeyCredential<PasskeyAssertionResponse>
 
 private enum OriginKey: String, CodingKey { case origin, userVerification }
 

@@ -158,7 +158,7 @@ struct Login: Sendable {
                 try await recordPINFailure(account)
                 throw Self.failed
             }
-            try await store.transaction { try $0.execute("UPDATE accounts SET pin_failures = 0 WHERE id = ? AND pin_failures > 0", [.text(account)]) }
+            try await store.transaction { try Self.pinProved(in: $0, account: account) }
         }
     }
 
@@ -192,11 +192,16 @@ struct Login: Sendable {
             // The flow is consumed: a PIN completes one sign-in.
             try database.execute("DELETE FROM login_flows WHERE id = ?", [.text(params.flow)])
             guard database.changes == 1 else { throw Self.failed }
-            try database.execute("UPDATE accounts SET pin_failures = 0, pin_locked_until = NULL WHERE id = ?", [.text(pending.account)])
+            try Self.pinProved(in: database, account: pending.account)
             return try SessionStore.create(in: database, account: pending.account, device: device, amr: ["pwd", "pin"], limit: config.deviceLimit, policy: config.devicePolicy, idle: Int64(config.sessionIdleSeconds),
                                            now: nowSeconds, lifetime: Int64(config.sessionLifetimeSeconds))
         }
         return SignedIn(account: AccountInfo(id: pending.account, phone: pending.phone, email: pending.email, hasPassword: true), session: session)
+    }
+
+    /// A right PIN ends the run of wrong ones (the lockout rule counts consecutive failures).
+    private static func pinProved(in database: Database, account: String) throws {
+        try database.execute("UPDATE accounts SET pin_failures = 0, pin_locked_until = NULL WHERE id = ?", [.text(account)])
     }
 
     /// Counts a wrong PIN: the lockout rule on consecutive failures, and after

@@ -28,14 +28,12 @@ enum PasskeyScope {
         let serialized: String
 
         init?(_ text: String) {
-            guard let parsed = WebOrigin(text, allowPath: false), parsed.serialized == text, Self.isDomainOrLocalhost(parsed.host),
+            guard let parsed = WebOrigin(text, allowPath: false), parsed.serialized == text, PasskeyScope.isDomain(parsed.host),
                   parsed.scheme == "https" || parsed.host == "localhost"
             else { return nil }
             host = parsed.host
             serialized = text
         }
-
-        private static func isDomainOrLocalhost(_ host: String) -> Bool { host == "localhost" || PasskeyScope.isDomain(host) }
 
         /// The host is `rpID` or one of its subdomains (the public-suffix rule aside).
         func isWithin(rpID: String) -> Bool { host == rpID || host.hasSuffix("." + rpID) }
@@ -77,11 +75,11 @@ struct PublicSuffixList: Sendable {
         for line in text.split(whereSeparator: \.isNewline) {
             guard let rule = line.split(separator: " ").first, !rule.hasPrefix("//") else { continue }
             if rule.hasPrefix("!") {
-                Self.ascii(rule.dropFirst()).map { _ = exceptions.insert($0) }
+                if let ascii = Self.ascii(rule.dropFirst()) { exceptions.insert(ascii) }
             } else if rule.hasPrefix("*.") {
-                Self.ascii(rule.dropFirst(2)).map { _ = wildcards.insert($0) }
-            } else {
-                Self.ascii(rule).map { _ = rules.insert($0) }
+                if let ascii = Self.ascii(rule.dropFirst(2)) { wildcards.insert(ascii) }
+            } else if let ascii = Self.ascii(rule) {
+                rules.insert(ascii)
             }
         }
     }
