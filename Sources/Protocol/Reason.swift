@@ -101,6 +101,8 @@ public struct Reason: RawRepresentable, Hashable, Sendable, Codable, CustomStrin
     public static let pinWeak = Reason("pin.weak")
     /// The PIN and its confirmation differ.
     public static let pinMismatch = Reason("pin.mismatch")
+    /// The account has no PIN second factor to confirm or turn off.
+    public static let twoFactorNotEnabled = Reason("twofactor.not_enabled")
     /// Too many failed sign-ins; `data.locked_until` says when it lifts.
     public static let accountLocked = Reason("account.locked")
 
@@ -116,6 +118,10 @@ public struct Reason: RawRepresentable, Hashable, Sendable, Codable, CustomStrin
     public static let sessionExpired = Reason("session.expired")
     /// The account already uses its maximum number of devices; no session was created.
     public static let deviceLimitReached = Reason("device.limit_reached")
+    /// `session.revoke`: the account has no live session with that id.
+    public static let sessionUnknown = Reason("session.unknown")
+    /// `device.revoke`: the account has no device with that id.
+    public static let deviceUnknown = Reason("device.unknown")
 
     // MARK: Admin
     /// The configuration file is invalid; `data.file`, `data.line` say where. The running config stays.

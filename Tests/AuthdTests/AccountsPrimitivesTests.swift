@@ -34,17 +34,17 @@ struct PhoneNumberTests {
         ("0151 23456789", "EE"),         // a German national number read as Estonian
     ] as [(String, String?)])
     func invalid(input: String, region: String?) {
-        #expect(throws: RPCError.failure(.phoneInvalid, "")) { try PhoneNumber.parse(input, region: region) }
+        #expect(throws: RPCError.failure(.phoneInvalid, "")) { try onTheWire { try PhoneNumber.parse(input, region: region) } }
     }
 
     @Test("a fixed-line number cannot receive the code")
     func fixedLine() {
-        #expect(throws: RPCError.failure(.phoneNotMobile, "")) { try PhoneNumber.parse("+372 640 0000", region: nil) }
+        #expect(throws: RPCError.failure(.phoneNotMobile, "")) { try onTheWire { try PhoneNumber.parse("+372 640 0000", region: nil) } }
     }
 
     @Test("a malformed region is a params error naming the field")
     func badRegion() {
-        #expect(throws: RPCError.invalidParams("", field: "region")) { try PhoneNumber.parse("51234567", region: "EST") }
+        #expect(throws: RPCError.invalidParams("", field: "region")) { try onTheWire { try PhoneNumber.parse("51234567", region: "EST") } }
     }
 }
 
@@ -78,6 +78,7 @@ struct PasswordTests {
             try PasswordPolicy.check(password, hasSecondFactor: secondFactor, identifiers: ["+37251234567"])
             #expect(rule == nil, "accepted \(password)")
         } catch {
+            let error = wireError(error)
             #expect(error.reason == .passwordWeak)
             #expect(error.details["rule"] == rule.map { .string($0) }, "\(password): \(error.message)")
         }

@@ -76,7 +76,7 @@ struct OTPChallengeTests {
 
     @Test("bad email addresses", arguments: ["", "a", "a@b", "@example.com", "a@.com", "a b@example.com", "a@exa..mple.com", "a<b>@example.com", "a@b@example.com"])
     func badEmails(input: String) {
-        #expect(throws: RPCError.failure(.emailInvalid, "")) { try Registration.normalizeEmail(input) }
+        #expect(throws: RPCError.failure(.emailInvalid, "")) { try onTheWire { try Registration.normalizeEmail(input) } }
     }
 }
 
@@ -99,8 +99,10 @@ struct SessionStoreTests {
             try SessionStore.create(in: $0, account: "a1", device: .init(key: "laptop", name: "laptop"), amr: ["pwd"], limit: 2, now: 11, lifetime: 100)
         }
         await #expect(throws: RPCError.failure(.deviceLimitReached, "")) {
-            try await store.transaction {
-                try SessionStore.create(in: $0, account: "a1", device: .init(key: "tablet", name: "tablet"), amr: ["otp"], limit: 2, now: 12, lifetime: 100)
+            try await onTheWire {
+                try await store.transaction {
+                    try SessionStore.create(in: $0, account: "a1", device: .init(key: "tablet", name: "tablet"), amr: ["otp"], limit: 2, now: 12, lifetime: 100)
+                }
             }
         }
         let (devices, sessions) = try await store.read { database in
@@ -123,10 +125,10 @@ struct SessionStoreTests {
             _ = try await store.transaction { try SessionStore.authenticate(in: $0, token: token, now: now, idle: 60) }
         }
         await #expect(throws: RPCError.failure(.sessionExpired, "")) {
-            try await store.transaction { try SessionStore.authenticate(in: $0, token: token, now: 1100, idle: 60) }
+            try await onTheWire { try await store.transaction { try SessionStore.authenticate(in: $0, token: token, now: 1100, idle: 60) } }
         }
         await #expect(throws: RPCError.failure(.sessionInvalid, "")) {
-            try await store.transaction { try SessionStore.authenticate(in: $0, token: "as1.forged", now: 200, idle: 60) }
+            try await onTheWire { try await store.transaction { try SessionStore.authenticate(in: $0, token: "as1.forged", now: 200, idle: 60) } }
         }
         // …and the store has only its hash.
         let stored = try await store.read { try $0.query("SELECT token_hash FROM sessions") { $0.blob(0) } }
@@ -148,7 +150,7 @@ struct LockoutTests {
 struct PINFactorTests {
     @Test("trivial PINs are refused", arguments: ["000000", "111111", "123456", "654321", "987654", "121212", "123123", "112233", "159753", "12345", "12345a"])
     func trivial(pin: String) {
-        #expect(throws: RPCError.failure(.pinWeak, "")) { try PINPolicy.check(pin) }
+        #expect(throws: RPCError.failure(.pinWeak, "")) { try onTheWire { try PINPolicy.check(pin) } }
     }
 
     @Test("ordinary PINs pass", arguments: ["480913", "271828", "905173"])
@@ -189,7 +191,7 @@ struct PINFactorTests {
         }
         fixture.clock.advance(601)
         await #expect(throws: RPCError.failure(.reauthRequired, "")) {
-            try await service.enablePIN(.init(session: token, pin: "480913", confirm: "480913"))
+            try await onTheWire { try await service.enablePIN(.init(session: token, pin: "480913", confirm: "480913")) }
         }
     }
 }
@@ -205,6 +207,7 @@ struct RateLimiterTests {
             try limiter.take(.registerStart, uid: 1000)
             Issue.record("the 11th start in a burst was allowed")
         } catch {
+            let error = wireError(error)
             #expect(error.reason == .rateLimited)
             #expect(error.details["retry_after"] == 6)
         }
@@ -212,7 +215,7 @@ struct RateLimiterTests {
         try limiter.take(.login, uid: 1000)
         clock.advance(6)
         try limiter.take(.registerStart, uid: 1000)
-        #expect(throws: RPCError.failure(.rateLimited, "")) { try limiter.take(.registerStart, uid: 1000) }
+        #expect(throws: RPCError.failure(.rateLimited, "")) { try onTheWire { try limiter.take(.registerStart, uid: 1000) } }
     }
 }
 

@@ -245,7 +245,7 @@ struct PasskeyScopeTests {
         for (rpID, origin) in [("com", "https://example.com"), ("co.uk", "https://shop.example.co.uk"), ("other.com", "https://example.com"),
                                ("sub.example.com", "https://example.com"), ("ample.com", "https://example.com"), ("localhost", "http://app.localhost"),
                                ("example.com", "http://example.com"), ("Example.com", "https://login.example.com")] {
-            #expect(throws: RPCError.self, "\(rpID) for \(origin)") { try PasskeyScope.rpID(rpID, for: origin, suffixes: list) }
+            #expect(throws: RPCError.self, "\(rpID) for \(origin)") { try onTheWire { try PasskeyScope.rpID(rpID, for: origin, suffixes: list) } }
         }
         // Without the list no parent domain is allowed: only the host itself.
         #expect((try? PasskeyScope.rpID("example.com", for: "https://login.example.com", suffixes: nil)) == nil)

@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import Protocol
 import Synchronization
 @testable import authd
 
@@ -49,4 +50,21 @@ func hex(_ text: String) -> [UInt8] {
         index = next
     }
     return bytes
+}
+
+/// The wire error the dispatcher sends for `error`: tests assert reasons as clients see them.
+func wireError(_ error: any Error) -> RPCError {
+    if let error = error as? RPCError { return error }
+    if let error = error as? any WireErrorConvertible { return error.rpcError }
+    return .internalError
+}
+
+/// Runs `body`, turning a capability's error into its wire form as the dispatcher does.
+func onTheWire<T>(_ body: () throws -> T) throws(RPCError) -> T {
+    do { return try body() } catch { throw wireError(error) }
+}
+
+/// Runs `body`, turning a capability's error into its wire form as the dispatcher does.
+func onTheWire<T>(_ body: () async throws -> T) async throws(RPCError) -> T {
+    do { return try await body() } catch { throw wireError(error) }
 }

@@ -25,7 +25,7 @@ struct TokenServiceTests {
         fixture.clock.advance(59)
         #expect(throws: Never.self) { try service.verify(.init(token: issued.token)) }
         fixture.clock.advance(1)
-        #expect(throws: RPCError.failure(.tokenExpired, "")) { try service.verify(.init(token: issued.token)) }
+        #expect(throws: RPCError.failure(.tokenExpired, "")) { try onTheWire { try service.verify(.init(token: issued.token)) } }
     }
 
     @Test("a token from the future is refused beyond the leeway")
@@ -34,7 +34,7 @@ struct TokenServiceTests {
         let service = TokenService(keys: fixture.keys, config: ConfigHolder(Config()), now: fixture.clock.closure)
         let issued = try service.issueLocal(for: caller, params: .init(aud: "app"))
         let past = TokenService(keys: fixture.keys, config: ConfigHolder(Config()), now: { [clock = fixture.clock] in clock.now.addingTimeInterval(-61) })
-        #expect(throws: RPCError.failure(.tokenNotYetValid, "")) { try past.verify(.init(token: issued.token)) }
+        #expect(throws: RPCError.failure(.tokenNotYetValid, "")) { try onTheWire { try past.verify(.init(token: issued.token)) } }
         let slightlyPast = TokenService(keys: fixture.keys, config: ConfigHolder(Config()), now: { [clock = fixture.clock] in clock.now.addingTimeInterval(-59) })
         #expect(throws: Never.self) { try slightlyPast.verify(.init(token: issued.token)) }
     }
@@ -48,7 +48,7 @@ struct TokenServiceTests {
         var changed = Config()
         changed.tokenIssuer = "other"
         holder.current = changed
-        #expect(throws: RPCError.failure(.tokenWrongIssuer, "")) { try service.verify(.init(token: issued.token)) }
+        #expect(throws: RPCError.failure(.tokenWrongIssuer, "")) { try onTheWire { try service.verify(.init(token: issued.token)) } }
     }
 
     @Test("audience can be a string or an array")
@@ -58,9 +58,9 @@ struct TokenServiceTests {
         let now = Int64(fixture.clock.now.timeIntervalSince1970)
         let token = try JWS.sign(claims: ["iss": "authd", "aud": ["a", "b"], "exp": .integer(now + 10)] as [String: JSONValue], kid: fixture.keys.current.kid, key: fixture.keys.current.key)
         #expect(throws: Never.self) { try service.verify(.init(token: token, aud: "b")) }
-        #expect(throws: RPCError.failure(.tokenWrongAudience, "")) { try service.verify(.init(token: token, aud: "c")) }
+        #expect(throws: RPCError.failure(.tokenWrongAudience, "")) { try onTheWire { try service.verify(.init(token: token, aud: "c")) } }
         let noExpiry = try JWS.sign(claims: ["iss": "authd"] as [String: JSONValue], kid: fixture.keys.current.kid, key: fixture.keys.current.key)
-        #expect(throws: RPCError.failure(.tokenMalformed, "")) { try service.verify(.init(token: noExpiry)) }
+        #expect(throws: RPCError.failure(.tokenMalformed, "")) { try onTheWire { try service.verify(.init(token: noExpiry)) } }
     }
 
     @Test("rotated keys leave the JWKS once their overlap has passed, and never sign again")
@@ -77,7 +77,7 @@ struct TokenServiceTests {
         #expect(privateKeys == [rotation.kid])
         fixture.clock.advance(TimeInterval(KeyRing.retiredKeyOverlapSeconds))
         #expect(fixture.keys.jwks(now: fixture.clock.now).keys.map(\.kid) == [rotation.kid])
-        #expect(throws: RPCError.failure(.tokenUnknownKey, "")) { try service.verify(.init(token: old.token)) }
+        #expect(throws: RPCError.failure(.tokenUnknownKey, "")) { try onTheWire { try service.verify(.init(token: old.token)) } }
         // A second rotation deletes the expired row.
         _ = try await fixture.keys.rotate(now: fixture.clock.now)
         let rows = try await fixture.store.read { try $0.query("SELECT kid FROM signing_keys") { $0.text(0) } }
@@ -97,7 +97,7 @@ struct TokenServiceTests {
     func badAudience(audience: String) async throws {
         let fixture = try await TestKeys()
         let service = TokenService(keys: fixture.keys, config: ConfigHolder(Config()), now: fixture.clock.closure)
-        #expect(throws: RPCError.invalidParams("", field: "aud")) { try service.issueLocal(for: caller, params: .init(aud: audience)) }
-        #expect(throws: RPCError.invalidParams("", field: "nonce")) { try service.issueLocal(for: caller, params: .init(aud: "ok", nonce: audience)) }
+        #expect(throws: RPCError.invalidParams("", field: "aud")) { try onTheWire { try service.issueLocal(for: caller, params: .init(aud: audience)) } }
+        #expect(throws: RPCError.invalidParams("", field: "nonce")) { try onTheWire { try service.issueLocal(for: caller, params: .init(aud: "ok", nonce: audience)) } }
     }
 }

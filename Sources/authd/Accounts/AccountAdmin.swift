@@ -25,7 +25,7 @@ struct AccountAdmin: Sendable {
         } else if let pin = params.pin {
             try await login.confirmPIN(pin, account: account)
         } else {
-            throw RPCError.invalidParams("Give 'password' or 'pin' to confirm the deactivation.", field: "password")
+            throw InvalidParameter("Give 'password' or 'pin' to confirm the deactivation.", field: "password")
         }
         let now = seconds
         try await store.transaction { try Self.deactivate(in: $0, account: account, now: now) }
@@ -55,7 +55,7 @@ struct AccountAdmin: Sendable {
 
     func list(limit: Int?) async throws -> AdminAccountsList.Result {
         let limit = limit ?? 100
-        guard (1...1000).contains(limit) else { throw RPCError.invalidParams("Parameter 'limit' must be from 1 to 1000.", field: "limit") }
+        guard (1...1000).contains(limit) else { throw InvalidParameter("Parameter 'limit' must be from 1 to 1000.", field: "limit") }
         let now = seconds
         return try await store.read { database in
             AdminAccountsList.Result(accounts: try database.query(Self.recordColumns + " ORDER BY a.created_at DESC, a.id LIMIT ?", [.integer(Int64(limit))]) {
@@ -72,7 +72,7 @@ struct AccountAdmin: Sendable {
         for (column, value) in candidates {
             if let id = try database.queryOne("SELECT id FROM accounts WHERE \(column) = ?", [.text(value)], row: { $0.text(0) }) { return id }
         }
-        throw RPCError.failure(.accountUnknown, "No account matches '\(Redaction.printable(selector, limit: 64))'.")
+        throw AccountFailure.unknownAccount(selector: selector)
     }
 
     func show(_ selector: String) async throws -> AccountRecord {
@@ -94,10 +94,10 @@ struct AccountAdmin: Sendable {
 
     func set(_ params: AdminAccountsSet.Params) async throws -> AccountRecord {
         if let limit = params.deviceLimit, !(1...1000).contains(limit) {
-            throw RPCError.invalidParams("Parameter 'device_limit' must be from 1 to 1000.", field: "device_limit")
+            throw InvalidParameter("Parameter 'device_limit' must be from 1 to 1000.", field: "device_limit")
         }
         if let policy = params.devicePolicy, Config.DevicePolicy(rawValue: policy) == nil {
-            throw RPCError.invalidParams("Parameter 'device_policy' must be deny or replace_oldest.", field: "device_policy")
+            throw InvalidParameter("Parameter 'device_policy' must be deny or replace_oldest.", field: "device_policy")
         }
         let now = seconds
         return try await store.transaction { database in

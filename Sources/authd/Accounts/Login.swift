@@ -36,7 +36,7 @@ struct Login: Sendable {
         }
     }
 
-    static let failed = RPCError.failure(.authFailed, "The login or the password is not right.")
+    static let failed = AccountFailure.authFailed
 
     /// Failed sign-ins are answered no sooner than this after the request arrived (as
     /// systemd-homed pads bad-password replies): what little work differs between an unknown
@@ -56,7 +56,7 @@ struct Login: Sendable {
         let started = ContinuousClock.now
         do {
             return try await body()
-        } catch let error as RPCError where error.reason == .authFailed || error.reason == .accountLocked {
+        } catch let error as AccountFailure where error.isCredentialRefusal {
             try? await Task.sleep(until: started + Self.failurePadding, clock: .continuous)
             throw error
         }
@@ -64,7 +64,7 @@ struct Login: Sendable {
 
     private func attempt(_ params: AuthLogin.Params) async throws -> LoginStep {
         guard params.password.count <= PasswordPolicy.maximum else {
-            throw RPCError.invalidParams("Parameter 'password' has at most \(PasswordPolicy.maximum) characters.", field: "password")
+            throw InvalidParameter("Parameter 'password' has at most \(PasswordPolicy.maximum) characters.", field: "password")
         }
         let device = try SessionStore.DeviceIdentity.resolve(params.device)
         let login = try Self.normalizeLogin(params.login, region: params.region)
@@ -102,7 +102,7 @@ struct Login: Sendable {
         if candidate.pinReenrollRequired {
             // The PIN factor was switched off after too many wrong PINs: the password alone must
             // not be enough now. Sign in with an SMS code, then enrol a new PIN.
-            throw RPCError.failure(.otpRequired, "This account's PIN was switched off after too many wrong PINs; sign in with an SMS code and set a new PIN.")
+            throw AccountFailure.pinSwitchedOff
         }
         let rehash = Argon2id.owasp.isStronger(than: candidate.hash!) ? try await Argon2id.owasp.hashOffPool(secret) : nil
         let step = try await store.transaction { database -> LoginStep in
@@ -153,7 +153,7 @@ struct Login: Sendable {
                 } ?? (nil, nil)
             }
             if let lockedUntil, Int64(now().timeIntervalSince1970) < lockedUntil { throw Self.locked(until: lockedUntil) }
-            guard let hash else { throw RPCError.failure(Reason("twofactor.not_enabled"), "This account has no PIN second factor.") }
+            guard let hash else { throw AccountFailure.noPINFactor }
             guard try await Argon2id.verifyOffPool(SecretBytes(Array(pin.utf8)), against: hash) else {
                 try await recordPINFailure(account)
                 throw Self.failed
@@ -249,9 +249,8 @@ struct Login: Sendable {
         }
     }
 
-    static func locked(until: Int64) -> RPCError {
-        .failure(.accountLocked, "Too many failed sign-ins; try again after \(Timestamp.rfc3339(epochSeconds: until)).",
-                 details: ["locked_until": .string(Timestamp.rfc3339(epochSeconds: until))])
+    static func locked(until: Int64) -> AccountFailure {
+        .locked(until: until)
     }
 
     /// `login` as the column and value to look up: an email address (has `@`) or a phone number.

@@ -39,7 +39,7 @@ struct OTPLogin: Sendable {
 
     func verify(_ params: AuthOTPVerify.Params) async throws -> SignedIn {
         guard params.code.count == Registration.codeLength, params.code.allSatisfy({ $0.isASCII && $0.isNumber }) else {
-            throw RPCError.invalidParams("Parameter 'code' must be \(Registration.codeLength) digits.", field: "code")
+            throw InvalidParameter("Parameter 'code' must be \(Registration.codeLength) digits.", field: "code")
         }
         let device = try SessionStore.DeviceIdentity.resolve(params.device)
         let candidate = try phones.mac(flow: params.flow, code: params.code)
@@ -51,8 +51,8 @@ struct OTPLogin: Sendable {
 
         enum Outcome: Sendable {
             case signedIn(SignedIn)
-            case refused(RPCError)
-            case resend(OTPChallenge, RPCError)
+            case refused(AccountFailure)
+            case resend(OTPChallenge, AccountFailure)
         }
         let outcome = try await phones.store.transaction { database -> Outcome in
             guard var challenge = try Registration.load(params.flow, purpose: .login, from: database) else { throw Registration.unknownFlow }
@@ -61,7 +61,7 @@ struct OTPLogin: Sendable {
             switch result {
             case .accepted:
                 try Registration.update(challenge, in: database)
-                guard let account = try SessionStore.accountInfo(in: database, where: "phone", is: challenge.phone, includeDeactivated: false) else { return .refused(.failure(.otpWrong, "Wrong code.", details: ["attempts_left": 0])) }
+                guard let account = try SessionStore.accountInfo(in: database, where: "phone", is: challenge.phone, includeDeactivated: false) else { return .refused(.codeForNoAccount) }
                 try database.execute("UPDATE accounts SET failed_logins = 0, locked_until = NULL WHERE id = ?", [.text(account.id)])
                 let session = try SessionStore.create(in: database, account: account.id, device: device, amr: ["otp"], limit: config.deviceLimit, policy: config.devicePolicy, idle: Int64(config.sessionIdleSeconds),
                                                       now: now, lifetime: Int64(config.sessionLifetimeSeconds))
@@ -74,22 +74,21 @@ struct OTPLogin: Sendable {
                 guard challenge.resends < policy.maxResends, sendsThisHour < policy.maxSendsPerHour else {
                     challenge.state = .dead
                     try Registration.update(challenge, in: database)
-                    return .refused(.failure(.otpAttemptsExhausted, "Wrong code again; sign in again from the start."))
+                    return .refused(.signInAttemptsExhausted(afterNewCode: true))
                 }
                 let exists = try database.queryOne("SELECT 1 FROM accounts WHERE phone = ? AND deactivated_at IS NULL", [.text(challenge.phone)]) { $0.int(0) } != nil
                 challenge.replaceCode(mac: exists ? replacementMAC : try OpenSSL.randomBytes(32), now: now, policy: policy)
                 try Registration.update(challenge, in: database)
                 try database.execute("INSERT INTO sms_sends (phone, at) VALUES (?, ?)", [.text(challenge.phone), .integer(now)])
-                let error = RPCError.failure(.otpWrong, "Wrong code; a new one was sent.",
-                                             details: ["new_code_sent": true, "resends_left": .integer(Int64(policy.maxResends - challenge.resends))])
+                let error = AccountFailure.wrongSignInCode(newCodeSent: true, resendsLeft: policy.maxResends - challenge.resends)
                 return exists ? .resend(challenge, error) : .refused(error)
             case .attemptsExhausted, .dead:
                 try Registration.update(challenge, in: database)
-                return .refused(.failure(.otpAttemptsExhausted, "Too many wrong codes; sign in again from the start."))
+                return .refused(.signInAttemptsExhausted(afterNewCode: false))
             case .expired:
-                return .refused(.failure(.otpExpired, "The code has expired; sign in again."))
+                return .refused(.signInCodeExpired)
             case .alreadyUsed:
-                return .refused(.failure(.otpUsed, "This code was already used."))
+                return .refused(.codeUsed)
             }
         }
         switch outcome {

@@ -6,12 +6,12 @@ enum PINPolicy {
     /// Consecutive wrong PINs lock like passwords do; this many in total switch the factor off.
     static let totalFailureLimit = 100
 
-    static func check(_ pin: String) throws(RPCError) {
+    static func check(_ pin: String) throws(AccountFailure) {
         guard pin.count == length, pin.allSatisfy({ $0.isASCII && $0.isNumber }) else {
-            throw .failure(.pinWeak, "The PIN must be exactly \(length) digits.", details: ["rule": "format"])
+            throw .pinWeak(rule: "format", message: "The PIN must be exactly \(length) digits.")
         }
         guard !isTrivial(pin) else {
-            throw .failure(.pinWeak, "That PIN is too easy to guess; choose another.", details: ["rule": "trivial"])
+            throw .pinWeak(rule: "trivial", message: "That PIN is too easy to guess; choose another.")
         }
     }
 

@@ -9,7 +9,7 @@ enum PasswordPolicy {
 
     /// Checks `password` for an account identified by `identifiers` (phone, email), which
     /// must not be the password either. Length counts characters, not bytes.
-    static func check(_ password: String, hasSecondFactor: Bool, identifiers: [String] = []) throws(RPCError) {
+    static func check(_ password: String, hasSecondFactor: Bool, identifiers: [String] = []) throws(AccountFailure) {
         let length = password.count
         let minimum = hasSecondFactor ? minimumWithSecondFactor : minimumWithoutSecondFactor
         guard length >= minimum else {
@@ -32,8 +32,8 @@ enum PasswordPolicy {
         }
     }
 
-    private static func weak(_ rule: String, _ message: String) -> RPCError {
-        .failure(.passwordWeak, message, details: ["rule": .string(rule)])
+    private static func weak(_ rule: String, _ message: String) -> AccountFailure {
+        .passwordWeak(rule: rule, message: message)
     }
 
     /// Common passwords of 8+ characters, lower-cased (from the public top-password lists).

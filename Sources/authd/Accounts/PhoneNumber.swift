@@ -23,13 +23,13 @@ struct PhoneNumber: Sendable, Hashable, CustomStringConvertible {
 
     /// Parses `input` in international form, or in national form when `region` names the
     /// country (ISO 3166-1 alpha-2). Only numbers that can receive SMS are accepted.
-    static func parse(_ input: String, region: String?) throws(RPCError) -> PhoneNumber {
+    static func parse(_ input: String, region: String?) throws -> PhoneNumber {
         guard (1...64).contains(input.utf8.count), !input.utf8.contains(0) else {
             throw invalid("The phone number must be 1–64 characters.")
         }
         if let region {
             guard region.count == 2, region.allSatisfy({ $0.isASCII && $0.isLetter }) else {
-                throw .invalidParams("Parameter 'region' must be a two-letter country code such as EE or DE.", field: "region")
+                throw InvalidParameter("Parameter 'region' must be a two-letter country code such as EE or DE.", field: "region")
             }
         }
         var e164 = [CChar](repeating: 0, count: 32)
@@ -55,7 +55,7 @@ struct PhoneNumber: Sendable, Hashable, CustomStringConvertible {
         }
         let number = PhoneNumber(e164: Self.string(e164), region: Self.string(regionCode), kind: kind)
         guard kind == .mobile || kind == .mobileOrFixedLine else {
-            throw .failure(.phoneNotMobile, "\(number.redacted) is not a mobile number; codes are sent by SMS.")
+            throw AccountFailure.phoneNotMobile(redacted: number.redacted)
         }
         return number
     }
@@ -64,7 +64,7 @@ struct PhoneNumber: Sendable, Hashable, CustomStringConvertible {
         String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
-    private static func invalid(_ message: String) -> RPCError {
-        .failure(.phoneInvalid, message)
+    private static func invalid(_ message: String) -> AccountFailure {
+        .phoneInvalid(message)
     }
 }

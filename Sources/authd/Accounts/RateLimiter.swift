@@ -32,7 +32,7 @@ final class RateLimiter: Sendable {
     }
 
     /// Takes one token for `uid`, or refuses with `rate.limited` and the seconds to wait.
-    func take(_ action: Action, uid: UInt32) throws(RPCError) {
+    func take(_ action: Action, uid: UInt32) throws(AccountFailure) {
         let time = now().timeIntervalSince1970
         let capacity = action.capacity(config.current)
         let perSecond = capacity / 60
@@ -51,7 +51,7 @@ final class RateLimiter: Sendable {
         }
         if let wait {
             let seconds = Int64(wait.rounded(.up))
-            throw .failure(.rateLimited, "Too many \(action.rawValue) requests from your user; wait \(seconds) s.", details: ["retry_after": .integer(seconds)])
+            throw .rateLimited(action: action.rawValue, retryAfter: seconds)
         }
     }
 }

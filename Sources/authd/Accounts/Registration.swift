@@ -60,11 +60,9 @@ struct Registration: Sendable {
             guard var challenge = try Self.load(params.flow, purpose: .registration, from: database) else { throw Self.unknownFlow }
             switch challenge.checkResend(now: now, policy: policy) {
             case .allowed: break
-            case .closed: throw RPCError.failure(.otpUnknownFlow, "This registration is finished; start again.")
-            case .tooManyResends:
-                throw RPCError.failure(.otpTooManySends, "No more codes for this registration (at most \(policy.maxResends) resends); start again later.")
-            case .tooEarly(let retryAfter):
-                throw RPCError.failure(.otpTooEarly, "Wait \(retryAfter) s before asking for a new code.", details: ["retry_after": .integer(retryAfter)])
+            case .closed: throw AccountFailure.registrationFinished
+            case .tooManyResends: throw AccountFailure.tooManyResends(max: policy.maxResends)
+            case .tooEarly(let retryAfter): throw AccountFailure.resendTooEarly(retryAfter: retryAfter)
             }
             try Self.checkSendLimit(in: database, phone: challenge.phone, now: now, policy: policy)
             challenge.replaceCode(mac: newMAC, now: now, policy: policy)
@@ -94,8 +92,7 @@ struct Registration: Sendable {
             } catch {
                 logger.error("could not mark an undelivered code void: \(error)", [("AUTHD_FLOW", flow.id)])
             }
-            throw RPCError.failure(.smsUndeliverable, "The code could not be sent to \(phone.redacted); try again with resend.",
-                                   details: ["flow": .string(flow.id)])
+            throw AccountFailure.codeUndeliverable(redactedPhone: phone.redacted, flow: flow.id)
         }
     }
 
@@ -105,7 +102,7 @@ struct Registration: Sendable {
         // Everything that can be refused without the code is checked first, so a typo in the
         // email or a weak password never burns an attempt.
         guard params.code.count == Self.codeLength, params.code.allSatisfy({ $0.isASCII && $0.isNumber }) else {
-            throw RPCError.invalidParams("Parameter 'code' must be \(Self.codeLength) digits.", field: "code")
+            throw InvalidParameter("Parameter 'code' must be \(Self.codeLength) digits.", field: "code")
         }
         let email = try params.email.map(Self.normalizeEmail)
         let device = try SessionStore.DeviceIdentity.resolve(params.device)
@@ -124,7 +121,7 @@ struct Registration: Sendable {
 
         enum Outcome: Sendable {
             case signedIn(SignedIn)
-            case refused(RPCError)
+            case refused(AccountFailure)
         }
         // One transaction: the attempt is counted (and persisted) even when it fails, and a
         // code can complete exactly one flow.
@@ -136,24 +133,24 @@ struct Registration: Sendable {
             switch result {
             case .accepted: break
             case .wrong(let left):
-                return .refused(.failure(.otpWrong, "Wrong code; \(left) attempt\(left == 1 ? "" : "s") left.", details: ["attempts_left": .integer(Int64(left))]))
+                return .refused(.wrongRegistrationCode(attemptsLeft: left))
             case .attemptsExhausted, .dead:
-                return .refused(.failure(.otpAttemptsExhausted, "Too many wrong codes; start the registration again."))
+                return .refused(.registrationAttemptsExhausted)
             case .expired:
-                return .refused(.failure(.otpExpired, "The code has expired; ask for a new one.", details: ["expired_at": .string(Timestamp.rfc3339(epochSeconds: challenge.expiresAt))]))
+                return .refused(.registrationCodeExpired(at: challenge.expiresAt))
             case .alreadyUsed:
-                return .refused(.failure(.otpUsed, "This code was already used."))
+                return .refused(.codeUsed)
             }
             // The number is proven now; only now may we say it is taken.
             if try database.queryOne("SELECT 1 FROM accounts WHERE phone = ?", [.text(challenge.phone)], row: { $0.int(0) }) != nil {
-                return .refused(.failure(.phoneTaken, "This number already has an account; sign in instead."))
+                return .refused(.phoneTaken)
             }
             if let email, try database.queryOne("SELECT 1 FROM accounts WHERE email = ?", [.text(email)], row: { $0.int(0) }) != nil {
                 // Not the code's fault: keep the flow open so the user can retry with another
                 // address (the attempt is not counted either).
                 challenge.state = .open
                 try Self.update(challenge, in: database)
-                return .refused(.failure(.emailTaken, "This email address belongs to another account; use another one or none."))
+                return .refused(.emailTakenAtRegistration)
             }
             let accountID = "acc_" + Base64URL.encode(try OpenSSL.randomBytes(12))
             try database.execute(
@@ -176,7 +173,7 @@ struct Registration: Sendable {
 
     // MARK: Helpers
 
-    static let unknownFlow = RPCError.failure(.otpUnknownFlow, "No such registration; start again.")
+    static let unknownFlow = AccountFailure.unknownRegistration
 
     /// Six uniformly random digits (rejection sampling: no modulo bias).
     static func newCode() throws -> String {
@@ -197,12 +194,12 @@ struct Registration: Sendable {
     /// Characters that never appear unquoted in an address we accept.
     private static let emailForbidden = Set(#"()<>,;:\"[]"#.unicodeScalars)
 
-    static func normalizeEmail(_ email: String) throws(RPCError) -> String {
+    static func normalizeEmail(_ email: String) throws(AccountFailure) -> String {
         let parts = email.split(separator: "@", omittingEmptySubsequences: false)
         guard email.utf8.count <= 254, parts.count == 2, (1...64).contains(parts[0].utf8.count),
               parts[1].contains("."), !parts[1].hasPrefix("."), !parts[1].hasSuffix("."), !parts[1].contains(".."),
               email.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value != 0x7f && !Self.emailForbidden.contains($0) })
-        else { throw .failure(.emailInvalid, "That is not a usable email address.") }
+        else { throw .emailInvalid }
         // Addresses are identities here (sign-in, uniqueness): compared lower-cased whole.
         return email.lowercased()
     }
@@ -215,8 +212,7 @@ struct Registration: Sendable {
         let sends = try database.query("SELECT at FROM sms_sends WHERE phone = ? AND at > ? ORDER BY at", [.text(phone), .integer(now - 3600)]) { $0.int64(0) }
         if sends.count >= policy.maxSendsPerHour {
             let retryAfter = (sends.first ?? now) + 3600 - now
-            throw RPCError.failure(.otpTooManySends, "Too many codes sent to this number; try again in \(retryAfter / 60 + 1) min.",
-                                   details: ["retry_after": .integer(retryAfter)])
+            throw AccountFailure.tooManyCodesSent(retryAfter: retryAfter)
         }
     }
 

@@ -33,8 +33,7 @@ extension MethodTable {
                 let changed = try services.reloader.reload(trigger: "admin.reload")
                 return AdminReload.Result(config: services.reloader.path, changed: changed)
             } catch {
-                throw RPCError.failure(.configInvalid, "The configuration was not reloaded: \(error). The running configuration stays in force.",
-                                       details: ["file": .string(error.file), "line": .integer(Int64(error.line)), "problem": .string(error.reason)])
+                throw AdminFailure.configInvalid(error)
             }
         }
 
@@ -58,7 +57,7 @@ extension MethodTable {
         }) { params, context in
             let limit = params.limit ?? 50
             guard (0...10_000).contains(limit) else {
-                throw RPCError.invalidParams("Parameter 'limit' must be from 0 to 10000.", field: "limit")
+                throw InvalidParameter("Parameter 'limit' must be from 0 to 10000.", field: "limit")
             }
             guard params.follow == true else {
                 return AdminAuditTail.Result(records: try await services.audit.tail(limit: limit), subscription: nil)
@@ -95,11 +94,11 @@ extension MethodTable {
 /// backup API. On failure nothing is left at the path.
 enum Backup {
     static func write(store: Store, to path: String) async throws -> AdminBackup.Result {
-        func fail(_ message: String) -> RPCError {
-            .failure(.backupFailed, message, details: ["path": .string(Redaction.printable(path, limit: 4096))])
+        func fail(_ message: String) -> AdminFailure {
+            .backupFailed(message: message, path: path)
         }
         guard path.hasPrefix("/"), !path.contains("\0"), path.utf8.count < 4096 else {
-            throw RPCError.invalidParams("Parameter 'path' must be an absolute path.", field: "path")
+            throw InvalidParameter("Parameter 'path' must be an absolute path.", field: "path")
         }
         let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o600)
         guard fd >= 0 else {

@@ -22,10 +22,8 @@ extension MethodTable {
         }
         register(CardBiometricEnable.self, access: .anyone, requiresUnlock: true, audit: { _, _ in [:] }) { _, context in
             let uid = context.caller.uid
-            guard try await cards.secrets.load(.pin1, uid: uid) != nil else {
-                throw RPCError.failure(.cardPIN1NotSaved, "Save PIN1 first (`authctl card pin1 save`); the fingerprint releases the saved PIN1.")
-            }
-            if try await biometrics.settings(uid).gate.cutOff { throw BiometricService.cutOffError }
+            guard try await cards.secrets.load(.pin1, uid: uid) != nil else { throw BiometricFailure.pin1NotSaved }
+            if try await biometrics.settings(uid).gate.cutOff { throw BiometricFailure.cutOff }
             try await biometrics.requireAvailable(context.caller)
             try await biometrics.update(uid) { $0.pin1 = .fingerprint }
             return try await biometrics.status(uid, caller: context.caller)

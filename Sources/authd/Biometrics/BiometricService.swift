@@ -46,20 +46,9 @@ struct BiometricService: Sendable {
     }
 
     /// The fprintd user name of the caller, or `biometric.unavailable`.
-    static func user(of caller: CallerIdentity) throws(RPCError) -> String {
-        guard let name = FingerprintUser.validated(caller.username) else {
-            throw .failure(.biometricUnavailable, "Fingerprints need a local user with a plain login name.", details: ["detail": "no usable user name"])
-        }
+    static func user(of caller: CallerIdentity) throws(BiometricFailure) -> String {
+        guard let name = FingerprintUser.validated(caller.username) else { throw .noUsableUserName }
         return name
-    }
-
-    static func unavailable(_ failure: FingerprintFailure) -> RPCError {
-        switch failure {
-        case .unavailable(let why):
-            .failure(.biometricUnavailable, "The fingerprint reader cannot be used: \(why).", details: ["detail": .string(why)])
-        case .failed(let why):
-            .failure(.biometricFailed, "The fingerprint reader failed: \(why).", details: ["detail": .string(why)])
-        }
     }
 
     func status(_ uid: UInt32, caller: CallerIdentity) async throws -> BiometricStatus.Result {
@@ -80,7 +69,7 @@ struct BiometricService: Sendable {
 
     /// Checks that the caller has a reader and an enrolled finger (no scan).
     func requireAvailable(_ caller: CallerIdentity) async throws {
-        if case .failure(let failure) = await reader.probe(user: try Self.user(of: caller)) { throw Self.unavailable(failure) }
+        if case .failure(let failure) = await reader.probe(user: try Self.user(of: caller)) { throw BiometricFailure.reader(failure) }
     }
 
     /// Scans `user`'s finger, asking through a `fingerprint` prompt on the caller's connection:
@@ -88,7 +77,7 @@ struct BiometricService: Sendable {
     /// match counts against that local user's gate, and a cut-off gate refuses at once.
     /// Returns on a match; throws the `biometric.*` reason (or `user.cancelled`) otherwise.
     func verify(user: String, gateUID: UInt32?, attempts: Int, purpose: String, context: RequestContext) async throws {
-        if let gateUID, try await settings(gateUID).gate.cutOff { throw Self.cutOffError }
+        if let gateUID, try await settings(gateUID).gate.cutOff { throw BiometricFailure.cutOff }
         let timeout = config.current.biometricTimeoutSeconds
         let prompts = context.connection.prompts
         let connection = context.connection
@@ -104,7 +93,7 @@ struct BiometricService: Sendable {
         }
         try await reader.withReader(user: user) { device in
             // Again with the reader held: a request that queued behind others must not scan past a cut-off they tripped.
-            if let gateUID, try await settings(gateUID).gate.cutOff { throw Self.cutOffError }
+            if let gateUID, try await settings(gateUID).gate.cutOff { throw BiometricFailure.cutOff }
             var left = attempts
             var message = "Touch the fingerprint reader \(purpose)"
             while true {
@@ -125,7 +114,7 @@ struct BiometricService: Sendable {
                     if outcome == .noMatch && gate.cutOff {
                         logger.notice("fingerprints switched off after \(BiometricGate.failureLimit) fingers in a row did not match",
                                       [("AUTHD_CALLER_UID", String(gateUID))])
-                        throw Self.cutOffError
+                        throw BiometricFailure.cutOff
                     }
                 }
                 switch outcome {
@@ -135,31 +124,18 @@ struct BiometricService: Sendable {
                     left = attemptsLeft
                     message = "Not recognised; touch the reader again (\(attemptsLeft) \(attemptsLeft == 1 ? "try" : "tries") left)"
                 case .noMatch:
-                    throw RPCError.failure(.biometricNoMatch, "The fingerprint did not match.",
-                                           details: ["attempts_left": .integer(Int64(gateLeft))])
+                    throw BiometricFailure.noMatch(attemptsLeft: gateLeft)
                 case .cancelled:
-                    throw RPCError.failure(.userCancelled, "The user cancelled the fingerprint prompt.")
+                    throw BiometricFailure.cancelled
                 case .timeout:
-                    throw RPCError.failure(.biometricTimeout, "No finger was placed on the reader within \(timeout) s.",
-                                           details: ["timeout_s": .integer(Int64(timeout))])
+                    throw BiometricFailure.timeout(seconds: timeout)
                 case .failed(let why):
-                    throw RPCError.failure(.biometricFailed, "The fingerprint reader failed: \(why).", details: ["detail": .string(why)])
+                    throw BiometricFailure.readerFailed(why)
                 }
             }
         }
     }
 
-    /// For a flow that asks for a secret when the finger does not do: the sentence that starts
-    /// that prompt (why the finger did not do; empty when the user chose to type instead), or
-    /// nil when `error` is not a fingerprint outcome and must propagate.
-    static func fallbackPreface(_ error: any Error) -> String? {
-        guard let error = error as? RPCError else { return nil }
-        if error.reason == .userCancelled { return "" }
-        return error.reason.rawValue.hasPrefix("biometric.") ? error.message + " " : nil
-    }
-
-    static let cutOffError = RPCError.failure(
-        .biometricCutOff, "Fingerprints are off after \(BiometricGate.failureLimit) that did not match; unlock with the password to turn them back on.")
 }
 
 extension FingerprintReader {
@@ -168,7 +144,7 @@ extension FingerprintReader {
         do {
             return try await claim(user: user, body)
         } catch let failure as FingerprintFailure {
-            throw BiometricService.unavailable(failure)
+            throw BiometricFailure.reader(failure)
         }
     }
 }

@@ -17,16 +17,11 @@ struct FingerprintSignIn: Sendable {
 
     private var seconds: Int64 { Int64(now().timeIntervalSince1970) }
 
-    static let rememberedInvalid = RPCError.failure(
-        .rememberedInvalid, "There is no remembered sign-in on this user, or it no longer holds; sign in with the password.")
-
     /// `auth.fast`.
     func fast(context: RequestContext) async throws -> SignedIn {
         let uid = context.caller.uid
-        guard let remembered = try await lock.rememberedSignIn(uid) else { throw Self.rememberedInvalid }
-        guard try await biometrics.settings(uid).gate.enabled else {
-            throw RPCError.failure(.biometricNotEnabled, "Fingerprint sign-in is off; turn it on with `authctl biometric enable`.")
-        }
+        guard let remembered = try await lock.rememberedSignIn(uid) else { throw BiometricFailure.rememberedInvalid }
+        guard try await biometrics.settings(uid).gate.enabled else { throw BiometricFailure.signInOff }
         try await biometrics.verify(user: try BiometricService.user(of: context.caller), gateUID: uid, attempts: Self.attempts,
                                     purpose: "to sign in", context: context)
         let config = config.current
@@ -34,11 +29,11 @@ struct FingerprintSignIn: Sendable {
         let signedIn = try await store.transaction { database -> SignedIn in
             guard let device = try database.queryOne("SELECT device_key, name FROM devices WHERE id = ? AND revoked_at IS NULL", [.text(remembered.device)], row: {
                 SessionStore.DeviceIdentity(key: $0.text(0), name: $0.text(1), nameGiven: false)
-            }) else { throw Self.rememberedInvalid }
+            }) else { throw BiometricFailure.rememberedInvalid }
             let session = try SessionStore.create(in: database, account: remembered.account, device: device, amr: ["fpt"], limit: config.deviceLimit,
                                                   policy: config.devicePolicy, idle: Int64(config.sessionIdleSeconds), now: now,
                                                   lifetime: Int64(config.sessionLifetimeSeconds))
-            guard let account = try SessionStore.accountInfo(in: database, where: "id", is: remembered.account) else { throw Self.rememberedInvalid }
+            guard let account = try SessionStore.accountInfo(in: database, where: "id", is: remembered.account) else { throw BiometricFailure.rememberedInvalid }
             return SignedIn(account: account, session: session)
         }
         try await lock.remember(uid, account: signedIn.account.id, device: signedIn.session.deviceID, proof: .fingerprint)
@@ -63,9 +58,9 @@ struct FingerprintSignIn: Sendable {
         }
         guard let pending else { throw Login.failed }
         do {
-            guard let user = FingerprintUser.validated(pending.user) else { throw BiometricService.unavailable(.unavailable("the account's fingerprint user is not valid")) }
+            guard let user = FingerprintUser.validated(pending.user) else { throw BiometricFailure.unavailable("the account's fingerprint user is not valid") }
             try await biometrics.verify(user: user, gateUID: nil, attempts: Self.attempts, purpose: "to sign in", context: context)
-        } catch let error as RPCError where error.reason.rawValue.hasPrefix("biometric.") {
+        } catch let failure as BiometricFailure where failure != .cancelled {
             try await store.transaction { database in
                 if pending.hasPIN {
                     try database.execute("UPDATE login_flows SET next = 'pin' WHERE id = ?", [.text(params.flow)])
@@ -73,10 +68,7 @@ struct FingerprintSignIn: Sendable {
                     try database.execute("DELETE FROM login_flows WHERE id = ?", [.text(params.flow)])
                 }
             }
-            var details = error.details
-            details["fallback"] = .string(pending.hasPIN ? "pin" : "otp")
-            throw RPCError.failure(error.reason, error.message + (pending.hasPIN ? " Continue this sign-in with the PIN." : " Sign in with an SMS code."),
-                                   details: details)
+            throw BiometricFailure.signInContinues(failure, withPIN: pending.hasPIN)
         }
         let config = config.current
         let device = SessionStore.DeviceIdentity(key: pending.deviceKey, name: pending.deviceName, nameGiven: false)
@@ -97,9 +89,7 @@ struct FingerprintSignIn: Sendable {
         let now = seconds
         let user = try BiometricService.user(of: context.caller)
         let account = try await sessions.withSession(params.session) { _, session in
-            guard session.createdAt >= now - SessionService.reauthenticationWindow else {
-                throw RPCError.failure(.reauthRequired, "Sign in again (within the last 10 minutes) to change how this account signs in.")
-            }
+            guard session.createdAt >= now - SessionService.reauthenticationWindow else { throw AccountFailure.reauthRequired(for: "change how this account signs in") }
             return session.accountID
         }
         try await biometrics.verify(user: user, gateUID: nil, attempts: 3, purpose: "to make it this account's second step", context: context)

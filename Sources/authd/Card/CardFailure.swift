@@ -1,7 +1,12 @@
 import Protocol
+import SmartCard
 
 /// Why a card operation ended without a result. Each case is one stable wire reason.
 enum CardFailure: Error, Equatable, WireErrorConvertible {
+    /// The CAN typed or saved is not 6 digits; the card was not touched.
+    case canInvalid
+    /// A PIN of the wrong length or not digits; checked before the card is touched.
+    case pinInvalidLength(EstEID.PIN)
     case timeout(seconds: Int)
     case canMismatch(savedDeleted: Bool)
     case removed
@@ -16,6 +21,11 @@ enum CardFailure: Error, Equatable, WireErrorConvertible {
 
     var rpcError: RPCError {
         switch self {
+        case .canInvalid:
+            .failure(.canInvalid, "The CAN is the 6 digits printed on the front of the card.")
+        case .pinInvalidLength(let pin):
+            .failure(.pinInvalidLength, "\(pin == .pin1 ? "PIN1" : "PIN2") is \(pin.lengths.lowerBound)–\(pin.lengths.upperBound) digits.",
+                     details: ["min": .integer(Int64(pin.lengths.lowerBound)), "max": .integer(Int64(pin.lengths.upperBound))])
         case .timeout(let seconds):
             .failure(.cardTimeout, "No card was presented within \(seconds) s.")
         case .canMismatch(let savedDeleted):

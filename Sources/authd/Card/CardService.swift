@@ -20,27 +20,21 @@ struct CardService: Sendable {
 
     // MARK: Input rules (pure)
 
-    static func validCAN(_ text: String) throws(RPCError) -> [UInt8] {
+    static func validCAN(_ text: String) throws(CardFailure) -> [UInt8] {
         let bytes = Array(text.utf8)
-        guard bytes.count == 6, bytes.allSatisfy({ (0x30...0x39).contains($0) }) else {
-            throw .failure(.canInvalid, "The CAN is the 6 digits printed on the front of the card.")
-        }
+        guard bytes.count == 6, bytes.allSatisfy({ (0x30...0x39).contains($0) }) else { throw .canInvalid }
         return bytes
     }
 
-    static func validPIN(_ text: String, _ pin: EstEID.PIN) throws(RPCError) -> [UInt8] {
+    static func validPIN(_ text: String, _ pin: EstEID.PIN) throws(CardFailure) -> [UInt8] {
         let bytes = Array(text.utf8)
-        guard pin.lengths.contains(bytes.count), bytes.allSatisfy({ (0x30...0x39).contains($0) }) else {
-            let name = pin == .pin1 ? "PIN1" : "PIN2"
-            throw .failure(.pinInvalidLength, "\(name) is \(pin.lengths.lowerBound)–\(pin.lengths.upperBound) digits.",
-                           details: ["min": .integer(Int64(pin.lengths.lowerBound)), "max": .integer(Int64(pin.lengths.upperBound))])
-        }
+        guard pin.lengths.contains(bytes.count), bytes.allSatisfy({ (0x30...0x39).contains($0) }) else { throw .pinInvalidLength(pin) }
         return bytes
     }
 
-    func window(_ requested: Int?) throws(RPCError) -> Int {
+    func window(_ requested: Int?) throws(InvalidParameter) -> Int {
         guard let requested else { return config.current.cardWindowSeconds }
-        guard (1...600).contains(requested) else { throw .invalidParams("timeout_s must be 1–600 seconds", field: "timeout_s") }
+        guard (1...600).contains(requested) else { throw InvalidParameter("timeout_s must be 1–600 seconds", field: "timeout_s") }
         return requested
     }
 
@@ -86,7 +80,7 @@ struct CardService: Sendable {
                                         purpose: "to release PIN1 \(purpose)", context: context)
             return (saved, true, true)
         } catch {
-            guard let preface = BiometricService.fallbackPreface(error) else { throw error }
+            guard let preface = BiometricFailure.fallbackPreface(error) else { throw error }
             why = preface
         }
         return (try await askPIN(.pin1, context, purpose: purpose, preface: why), false, false)

@@ -10,12 +10,12 @@ enum CardTokens {
         case jwt
         case webEID(origin: String, nonce: String)
 
-        init(_ params: CardLogin.Params) throws(RPCError) {
+        init(_ params: CardLogin.Params) throws(InvalidParameter) {
             guard (1...512).contains(params.aud.count), params.aud.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value < 0x7F }) else {
-                throw .invalidParams("aud must be 1–512 printable ASCII characters (an origin or application id)", field: "aud")
+                throw InvalidParameter("aud must be 1–512 printable ASCII characters (an origin or application id)", field: "aud")
             }
             if let nonce = params.nonce, nonce.isEmpty || nonce.count > 512 {
-                throw .invalidParams("nonce must be 1–512 characters", field: "nonce")
+                throw InvalidParameter("nonce must be 1–512 characters", field: "nonce")
             }
             switch params.format ?? "jwt" {
             case "jwt":
@@ -26,14 +26,14 @@ enum CardTokens {
                 guard let url = URL(string: params.aud), url.scheme == "https", let host = url.host, !host.isEmpty,
                       url.path.isEmpty, url.query == nil, url.fragment == nil, url.user == nil,
                       "https://\(host)\(url.port.map { ":\($0)" } ?? "")" == params.aud else {
-                    throw .invalidParams("for web-eid, aud must be an https origin such as https://example.com", field: "aud")
+                    throw InvalidParameter("for web-eid, aud must be an https origin such as https://example.com", field: "aud")
                 }
                 guard let nonce = params.nonce, (44...128).contains(nonce.count) else {
-                    throw .invalidParams("for web-eid, nonce must be 44–128 characters", field: "nonce")
+                    throw InvalidParameter("for web-eid, nonce must be 44–128 characters", field: "nonce")
                 }
                 self = .webEID(origin: params.aud, nonce: nonce)
             default:
-                throw .invalidParams("format must be jwt or web-eid", field: "format")
+                throw InvalidParameter("format must be jwt or web-eid", field: "format")
             }
         }
     }
@@ -63,31 +63,31 @@ enum CardTokens {
         let digest: [UInt8]
         let algorithm: Digest
 
-        init(_ params: CardSign.Params) throws(RPCError) {
-            guard (1...512).contains(params.aud.count) else { throw .invalidParams("aud must be 1–512 characters", field: "aud") }
+        init(_ params: CardSign.Params) throws(InvalidParameter) {
+            guard (1...512).contains(params.aud.count) else { throw InvalidParameter("aud must be 1–512 characters", field: "aud") }
             guard (1...1000).contains(params.description.count) else {
-                throw .invalidParams("description must say in 1–1000 characters what is signed", field: "description")
+                throw InvalidParameter("description must say in 1–1000 characters what is signed", field: "description")
             }
             switch (params.hash, params.data) {
             case (let hash?, nil):
                 guard let name = params.hashAlg, let algorithm = Digest(rawValue: name) else {
-                    throw .invalidParams("hash_alg must be SHA-256, SHA-384 or SHA-512", field: "hash_alg")
+                    throw InvalidParameter("hash_alg must be SHA-256, SHA-384 or SHA-512", field: "hash_alg")
                 }
                 guard let digest = Base64URL.decode(hash), digest.count == algorithm.length else {
-                    throw .invalidParams("hash must be the base64url \(algorithm.rawValue) digest (\(algorithm.length) bytes)", field: "hash")
+                    throw InvalidParameter("hash must be the base64url \(algorithm.rawValue) digest (\(algorithm.length) bytes)", field: "hash")
                 }
                 self.digest = digest
                 self.algorithm = algorithm
             case (nil, let data?):
-                guard let bytes = Base64URL.decode(data) else { throw .invalidParams("data must be base64url", field: "data") }
+                guard let bytes = Base64URL.decode(data) else { throw InvalidParameter("data must be base64url", field: "data") }
                 let algorithm = params.hashAlg.flatMap(Digest.init(rawValue:)) ?? .sha384
                 if let name = params.hashAlg, Digest(rawValue: name) == nil {
-                    throw .invalidParams("hash_alg must be SHA-256, SHA-384 or SHA-512", field: "hash_alg")
+                    throw InvalidParameter("hash_alg must be SHA-256, SHA-384 or SHA-512", field: "hash_alg")
                 }
                 self.digest = algorithm.hash(bytes)
                 self.algorithm = algorithm
             default:
-                throw .invalidParams("give either hash (with hash_alg) or data", field: "hash")
+                throw InvalidParameter("give either hash (with hash_alg) or data", field: "hash")
             }
         }
     }

@@ -87,10 +87,10 @@ struct FederatedSignIn: Sendable {
             // The device grant has no authorization request to carry a nonce.
             nonce = nil
         default:
-            throw RPCError.invalidParams("Parameter 'flow' must be code or device.", field: "flow")
+            throw InvalidParameter("Parameter 'flow' must be code or device.", field: "flow")
         }
         guard let idToken = tokens.idToken else {
-            throw OpenIDProvider.providerError(provider.settings.name, "the token endpoint returned no ID token (is openid among the scopes?)")
+            throw FederationFailure.providerError(provider: provider.settings.name, detail: "the token endpoint returned no ID token (is openid among the scopes?)")
         }
         let claims = try await provider.validate(idToken: idToken, nonce: nonce)
         return try await commit(provider.settings, claims: claims, tokens: tokens, device: device, uid: context.caller.uid)
@@ -115,7 +115,7 @@ struct FederatedSignIn: Sendable {
         case .timedOut: throw timedOut(provider)
         case .cancelled:
             try Task.checkCancellation()
-            throw RPCError.failure(.userCancelled, "The sign-in with \(provider.settings.name) was cancelled.")
+            throw FederationFailure.cancelled(provider: provider.settings.name)
         }
         do {
             return try await provider.token([
@@ -143,7 +143,7 @@ struct FederatedSignIn: Sendable {
             // Sleep in short steps so prompt.cancel ends the wait at once.
             let wake = ContinuousClock.now + .seconds(wait)
             while ContinuousClock.now < wake {
-                if cancelled.isSet { throw RPCError.failure(.userCancelled, "The sign-in with \(provider.settings.name) was cancelled.") }
+                if cancelled.isSet { throw FederationFailure.cancelled(provider: provider.settings.name) }
                 if ContinuousClock.now >= end { throw timedOut(provider) }
                 try await Task.sleep(for: .milliseconds(100))
             }
@@ -159,14 +159,12 @@ struct FederatedSignIn: Sendable {
         }
     }
 
-    private func denied(_ provider: OpenIDProvider, _ error: String) -> RPCError {
-        .failure(.federationDenied, "\(provider.settings.name) did not sign you in (\(error)).",
-                 details: ["provider": .string(provider.settings.name), "error": .string(error)])
+    private func denied(_ provider: OpenIDProvider, _ error: String) -> FederationFailure {
+        .denied(provider: provider.settings.name, error: error)
     }
 
-    private func timedOut(_ provider: OpenIDProvider) -> RPCError {
-        .failure(.federationTimeout, "The sign-in with \(provider.settings.name) was not completed in time.",
-                 details: ["provider": .string(provider.settings.name)])
+    private func timedOut(_ provider: OpenIDProvider) -> FederationFailure {
+        .timedOut(provider: provider.settings.name)
     }
 
     private func commit(_ provider: Config.FederationProvider, claims: IDTokenClaims, tokens: TokenSet, device: SessionStore.DeviceIdentity,
@@ -181,9 +179,7 @@ struct FederatedSignIn: Sendable {
                 [.text(provider.issuer), .text(claims.subject)]) { ($0.text(0), $0.int(1) != 0) }
             let account: String
             if let (existing, deactivated) = linked {
-                guard !deactivated else {
-                    throw RPCError.failure(.forbidden, "The account linked to this \(provider.name) identity is deactivated.")
-                }
+                guard !deactivated else { throw FederationFailure.accountDeactivated(provider: provider.name) }
                 account = existing
                 try database.execute(
                     "UPDATE federated_identities SET email = ?, name = ?, last_login_at = ? WHERE issuer = ? AND subject = ?",

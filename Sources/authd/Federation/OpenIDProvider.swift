@@ -53,12 +53,7 @@ final class OpenIDProvider: Sendable {
         self.now = now
     }
 
-    static func providerError(_ name: String, _ detail: String) -> RPCError {
-        .failure(.federationProviderError, "The OpenID provider '\(name)' could not be used: \(detail).",
-                 details: ["provider": .string(name), "detail": .string(detail)])
-    }
-
-    private func fail(_ detail: String) -> RPCError { Self.providerError(settings.name, detail) }
+    private func fail(_ detail: String) -> FederationFailure { .providerError(provider: settings.name, detail: detail) }
 
     /// GET of a JSON object; a transport failure or a non-JSON answer is a provider error.
     private func getJSON(_ url: String, what: String) async throws -> [String: JSONValue] {
@@ -124,8 +119,7 @@ final class OpenIDProvider: Sendable {
         do {
             return try IDTokenValidator.validate(idToken, keys: keys, expecting: expected, now: Int64(now().timeIntervalSince1970))
         } catch {
-            throw RPCError.failure(.federationIDTokenInvalid, "The provider's ID token was refused: \(error.description). Nothing was signed in.",
-                                   details: ["provider": .string(settings.name), "check": .string(error.check)])
+            throw FederationFailure.idTokenInvalid(provider: settings.name, error)
         }
     }
 
@@ -149,8 +143,7 @@ final class OpenIDProvider: Sendable {
         do {
             response = try await http.postForm(metadata.tokenEndpoint, fields: fields + client.fields, headers: client.headers, timeoutSeconds: timeout())
         } catch {
-            throw RPCError.failure(.remoteUnavailable, "The provider's token endpoint could not be reached: \(error).",
-                                   details: ["provider": .string(settings.name), "detail": .string(error.description)])
+            throw FederationFailure.tokenEndpointUnreachable(provider: settings.name, detail: error.description)
         }
         let object = (try? WireCodec.decode(JSONValue.self, from: Data(response.body)))?.objectValue
         guard response.status == 200 else {

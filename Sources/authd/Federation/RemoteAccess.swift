@@ -16,17 +16,12 @@ final class ProviderDirectory: Sendable {
     }
 
     /// `name`, or the default: the only provider, or `[federation] default`.
-    func provider(named name: String?) throws(RPCError) -> OpenIDProvider {
+    func provider(named name: String?) throws(FederationFailure) -> OpenIDProvider {
         let current = config.current
         guard let chosen = name ?? current.defaultFederationProvider else {
-            throw .failure(.federationUnknownProvider, current.federationProviders.isEmpty
-                ? "No OpenID provider is configured ([federation.NAME] in authd.conf)."
-                : "Several OpenID providers are configured and none is the default; name one (\(current.federationProviders.map(\.name).joined(separator: ", "))).")
+            throw current.federationProviders.isEmpty ? .noProviderConfigured : .noDefaultProvider(choices: current.federationProviders.map(\.name))
         }
-        guard let settings = current.federationProviders.first(where: { $0.name == chosen }) else {
-            throw .failure(.federationUnknownProvider, "No OpenID provider is configured under that name.",
-                           details: ["provider": .string(Redaction.printable(chosen, limit: 64))])
-        }
+        guard let settings = current.federationProviders.first(where: { $0.name == chosen }) else { throw .unknownProvider(chosen) }
         let timeout = config
         return built.withLock { providers in
             if let existing = providers[chosen], existing.settings == settings { return existing }
@@ -69,26 +64,12 @@ actor RemoteAccess {
 
     private var seconds: Int64 { Int64(now().timeIntervalSince1970) }
 
-    static func loggedOutError(provider: String, source: String?, at: Int64?) -> RPCError {
-        var details: [String: JSONValue] = ["provider": .string(provider)]
-        if let source { details["source"] = .string(source) }
-        if let at { details["at"] = .string(Timestamp.rfc3339(epochSeconds: at)) }
-        return .failure(.sessionLoggedOut, "You were logged out of \(provider): its server refused the sign-in. Sign in again (authctl federation login).",
-                        details: details)
-    }
-
     /// The vault entry for a usable sign-in, or the error that says why there is none.
     private func signedInEntry(uid: UInt32, provider: OpenIDProvider) async throws -> TokenVault.Entry {
         let name = provider.settings.name
-        guard let entry = try await vault.entry(uid: uid, provider: name) else {
-            throw RPCError.failure(.federationNotSignedIn, "You are not signed in with \(name) on this machine (authctl federation login).",
-                                   details: ["provider": .string(name)])
-        }
-        if entry.loggedOut { throw Self.loggedOutError(provider: name, source: entry.loggedOutBy, at: entry.loggedOutAt) }
-        guard entry.issuer == provider.settings.issuer else {
-            throw RPCError.failure(.federationNotSignedIn, "The issuer of \(name) changed since you signed in; sign in again.",
-                                   details: ["provider": .string(name)])
-        }
+        guard let entry = try await vault.entry(uid: uid, provider: name) else { throw FederationFailure.notSignedIn(provider: name, suggestSignIn: true) }
+        if entry.loggedOut { throw FederationFailure.loggedOut(provider: name, source: entry.loggedOutBy, at: entry.loggedOutAt) }
+        guard entry.issuer == provider.settings.issuer else { throw FederationFailure.issuerChanged(provider: name) }
         return entry
     }
 
@@ -119,8 +100,7 @@ actor RemoteAccess {
         guard let refreshToken = entry.refreshToken, let usedSealed = entry.refreshSealed else {
             // Nothing to refresh with: the token serves until it expires.
             if let held = held(entry, provider: name, margin: 1) { return held }
-            throw RPCError.failure(.remoteTokenExpired, "The access token for \(name) expired and the provider gave no refresh token; sign in again.",
-                                   details: ["provider": .string(name)])
+            throw FederationFailure.tokenExpired(provider: name, refreshable: false)
         }
         let tokens: TokenSet
         do {
@@ -132,10 +112,9 @@ actor RemoteAccess {
             if case .superseded = try await logOut(uid: uid, provider: name, source: "refresh", refused: .refreshToken(sealed: usedSealed)) {
                 return try await current(uid: uid, provider: provider)
             }
-            throw Self.loggedOutError(provider: name, source: "refresh", at: seconds)
+            throw FederationFailure.loggedOut(provider: name, source: "refresh", at: seconds)
         } catch let refused as TokenEndpointError {
-            throw RPCError.failure(.remoteUnavailable, "The provider \(name) did not refresh the token (\(refused.code)); try again later.",
-                                   details: ["provider": .string(name), "detail": .string(refused.code)])
+            throw FederationFailure.refreshRefused(provider: name, code: refused.code)
         }
         guard try await vault.replace(uid: uid, provider: name, issuer: entry.issuer, usedRefreshSealed: usedSealed, tokens: tokens, now: seconds) else {
             // A logout or a new sign-in replaced the row while the refresh ran: that state wins.
@@ -149,8 +128,7 @@ actor RemoteAccess {
     private func current(uid: UInt32, provider: OpenIDProvider) async throws -> RemoteToken.Result {
         let entry = try await signedInEntry(uid: uid, provider: provider)
         guard let held = held(entry, provider: provider.settings.name, margin: .min) else {
-            throw RPCError.failure(.remoteTokenExpired, "The access token for \(provider.settings.name) expired; sign in again.",
-                                   details: ["provider": .string(provider.settings.name)])
+            throw FederationFailure.tokenExpired(provider: provider.settings.name, refreshable: true)
         }
         return held
     }
@@ -172,7 +150,7 @@ actor RemoteAccess {
         let providerName = provider.settings.name
         if case .loggedOut(let event) = try await logOut(uid: uid, provider: providerName, source: "reported", refused: .current) { return event }
         guard let entry = try await vault.entry(uid: uid, provider: providerName), entry.loggedOut else {
-            throw RPCError.failure(.federationNotSignedIn, "You are not signed in with \(providerName) on this machine.", details: ["provider": .string(providerName)])
+            throw FederationFailure.notSignedIn(provider: providerName, suggestSignIn: false)
         }
         return LoggedOutEvent(provider: providerName, account: entry.account, source: entry.loggedOutBy ?? "reported",
                               at: Timestamp.rfc3339(epochSeconds: entry.loggedOutAt ?? seconds), sessionsEnded: 0)
@@ -182,7 +160,7 @@ actor RemoteAccess {
         let provider = try providers.provider(named: name)
         let providerName = provider.settings.name
         guard let (ended, entry) = try await vault.signOut(uid: uid, provider: providerName, now: seconds) else {
-            throw RPCError.failure(.federationNotSignedIn, "You are not signed in with \(providerName) on this machine.", details: ["provider": .string(providerName)])
+            throw FederationFailure.notSignedIn(provider: providerName, suggestSignIn: false)
         }
         // RFC 7009 §2.1: revoking the refresh token ends the grant; the access token may live on
         // until it expires unless revoked too.
@@ -199,10 +177,10 @@ actor RemoteAccess {
     func fetch(uid: UInt32, _ params: RemoteFetch.Params) async throws -> RemoteFetch.Result {
         let method = (params.method ?? "GET").uppercased()
         guard Self.methods.contains(method) else {
-            throw RPCError.invalidParams("Parameter 'method' must be GET, HEAD, POST, PUT, PATCH or DELETE.", field: "method")
+            throw InvalidParameter("Parameter 'method' must be GET, HEAD, POST, PUT, PATCH or DELETE.", field: "method")
         }
         guard let origin = WebOrigin(params.url, allowPath: true) else {
-            throw RPCError.invalidParams("Parameter 'url' must be an https:// URL (http:// only to a loopback address).", field: "url")
+            throw InvalidParameter("Parameter 'url' must be an https:// URL (http:// only to a loopback address).", field: "url")
         }
         var headers: [String: String] = [:]
         for (name, value) in params.headers ?? [:] {
@@ -210,26 +188,25 @@ actor RemoteAccess {
             guard !name.isEmpty, name.utf8.count <= 256, value.utf8.count <= 8192,
                   name.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value < 0x7f && $0 != ":" }),
                   value.unicodeScalars.allSatisfy({ $0.value >= 0x20 && $0.value != 0x7f || $0 == "\t" })
-            else { throw RPCError.invalidParams("Parameter 'headers' holds a header name or value that is not allowed.", field: "headers") }
+            else { throw InvalidParameter("Parameter 'headers' holds a header name or value that is not allowed.", field: "headers") }
             guard !Self.reservedHeaders.contains(lower) else {
-                throw RPCError.invalidParams("Header '\(lower)' is set by authd, not by the caller.", field: "headers")
+                throw InvalidParameter("Header '\(lower)' is set by authd, not by the caller.", field: "headers")
             }
             headers[name] = value
         }
         guard params.body == nil || params.bodyBase64 == nil else {
-            throw RPCError.invalidParams("Give 'body' or 'body_base64', not both.", field: "body")
+            throw InvalidParameter("Give 'body' or 'body_base64', not both.", field: "body")
         }
         var body: [UInt8]?
         if let text = params.body { body = Array(text.utf8) }
         if let encoded = params.bodyBase64 {
-            guard let bytes = Data(base64Encoded: encoded) else { throw RPCError.invalidParams("Parameter 'body_base64' is not base64.", field: "body_base64") }
+            guard let bytes = Data(base64Encoded: encoded) else { throw InvalidParameter("Parameter 'body_base64' is not base64.", field: "body_base64") }
             body = Array(bytes)
         }
         let provider = try providers.provider(named: params.provider)
         let name = provider.settings.name
         guard provider.settings.apiOrigins.contains(origin.serialized) else {
-            throw RPCError.failure(.remoteOriginNotAllowed, "authd sends the \(name) token only to the origins in [federation.\(name)] api, and this URL is not one of them.",
-                                   details: ["provider": .string(name), "origin": .string(origin.serialized)])
+            throw FederationFailure.originNotAllowed(provider: name, origin: origin.serialized)
         }
         let token = try await token(uid: uid, provider: name)
         headers["Authorization"] = "Bearer " + token.accessToken
@@ -237,15 +214,14 @@ actor RemoteAccess {
         do {
             response = try await http.send(method, params.url, headers: headers, body: body, timeoutSeconds: config.current.federationHTTPTimeoutSeconds)
         } catch {
-            throw RPCError.failure(.remoteUnavailable, "The request to \(origin.serialized) failed: \(error).",
-                                   details: ["provider": .string(name), "detail": .string(error.description)])
+            throw FederationFailure.requestFailed(provider: name, origin: origin.serialized, detail: error.description)
         }
         // RFC 6750 §3.1: the API refused the access token itself. authd does not try a refresh:
         // the token was valid by its expiry, so the grant behind it is gone. Unless the vault
         // already holds a newer token (a sign-in during the request): then the 401 is returned.
         if response.status == 401 {
             switch try await logOut(uid: uid, provider: name, source: "api", refused: .accessToken(token.accessToken)) {
-            case .loggedOut, .notSignedIn: throw Self.loggedOutError(provider: name, source: "api", at: seconds)
+            case .loggedOut, .notSignedIn: throw FederationFailure.loggedOut(provider: name, source: "api", at: seconds)
             case .superseded: break
             }
         }

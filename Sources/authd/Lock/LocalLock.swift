@@ -53,8 +53,6 @@ final class LocalLock: Sendable {
         return idle > 0 && now - entry.activeAt >= idle
     }
 
-    static let lockedError = RPCError.failure(.sessionLocked, "authd is locked; unlock it with `authctl unlock` (fingerprint or password).")
-
     /// Admits a guarded call: throws `session.locked`, or counts the call as activity.
     func admit(_ uid: UInt32) async throws {
         let current = try await entry(uid)
@@ -62,7 +60,7 @@ final class LocalLock: Sendable {
         let now = seconds
         if isLocked(current, at: now) {
             if !current.locked { try await setLocked(uid, true) }  // idle: make it stick
-            throw Self.lockedError
+            throw LockFailure.locked
         }
         let persist = entries.withLock { entries -> Bool in
             guard var entry = entries[uid] else { return false }
@@ -88,9 +86,7 @@ final class LocalLock: Sendable {
     func account(_ uid: UInt32) async throws -> String? { try await entry(uid).account }
 
     func lock(_ uid: UInt32) async throws -> LockState {
-        guard let account = try await entry(uid).account else {
-            throw RPCError.failure(.lockNoAccount, "Nothing to lock with: sign in to an account first; its password unlocks.")
-        }
+        guard let account = try await entry(uid).account else { throw LockFailure.nothingToLockWith }
         try await setLocked(uid, true)
         return LockState(locked: true, account: account)
     }

@@ -10,9 +10,7 @@ struct Unlocker: Sendable {
     let biometrics: BiometricService
 
     private func rememberedAccount(_ uid: UInt32) async throws -> String {
-        guard let account = try await lock.account(uid) else {
-            throw RPCError.failure(.lockNoAccount, "No account signed in from this user, so there is no lock to open.")
-        }
+        guard let account = try await lock.account(uid) else { throw LockFailure.nothingToUnlock }
         return account
     }
 
@@ -29,11 +27,11 @@ struct Unlocker: Sendable {
                 try await lock.unlocked(uid)
                 return LockState(locked: false, method: "fingerprint", account: account)
             } catch {
-                guard let preface = BiometricService.fallbackPreface(error) else { throw error }
+                guard let preface = BiometricFailure.fallbackPreface(error) else { throw error }
                 why = preface
             }
         } else if settings.gate.enabled {
-            why = BiometricService.cutOffError.message + " "
+            why = BiometricFailure.cutOff.message + " "
         }
         let password = try await context.connection.prompts.ask(on: context.connection, kind: "password",
                                                                message: why + "Enter the account password to unlock authd")
@@ -53,9 +51,7 @@ struct Unlocker: Sendable {
         let uid = context.caller.uid
         let account = try await rememberedAccount(uid)
         let settings = try await biometrics.settings(uid)
-        guard settings.gate.enabled else {
-            throw RPCError.failure(.biometricNotEnabled, "Fingerprint unlock is off; turn it on with `authctl biometric enable`.")
-        }
+        guard settings.gate.enabled else { throw BiometricFailure.unlockOff }
         try await biometrics.verify(user: try BiometricService.user(of: context.caller), gateUID: uid, attempts: 1,
                                     purpose: "to unlock authd", context: context)
         try await lock.unlocked(uid)

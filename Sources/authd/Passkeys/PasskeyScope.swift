@@ -50,14 +50,11 @@ enum PasskeyScope {
 
     /// The RP ID `origin` may use: `rpID` when given and allowed, else the origin's host.
     /// Throws `passkey.bad_origin`.
-    static func rpID(_ rpID: String?, for originText: String, suffixes: PublicSuffixList? = publicSuffixes) throws(RPCError) -> (Origin, String) {
-        guard let origin = Origin(originText) else {
-            throw .failure(.passkeyBadOrigin, "The origin must be https://HOST[:PORT] (or http://localhost[:PORT]), serialized exactly, with no path.")
-        }
+    static func rpID(_ rpID: String?, for originText: String, suffixes: PublicSuffixList? = publicSuffixes) throws(PasskeyFailure) -> (Origin, String) {
+        guard let origin = Origin(originText) else { throw .badOrigin }
         let id = rpID ?? origin.host
         guard id == origin.host || (isDomain(id) && origin.isWithin(rpID: id) && suffixes.map({ !$0.isPublicSuffix(id) }) == true) else {
-            throw .failure(.passkeyBadOrigin, "The RP ID is not valid for this origin: it must be the origin's host or a parent domain that is not a public suffix.",
-                           details: ["rp_id": .string(Redaction.printable(id, limit: 253)), "origin": .string(origin.serialized)])
+            throw .rpIDNotAllowed(rpID: id, origin: origin.serialized)
         }
         return (origin, id)
     }

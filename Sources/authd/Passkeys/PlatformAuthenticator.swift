@@ -18,24 +18,24 @@ struct PlatformAuthenticator: Sendable {
 
     private static func sealIdentity(_ credentialID: [UInt8]) -> String { "passkey:" + Base64URL.encode(credentialID) }
 
-    static func binary(_ text: String, field: String, bytes range: ClosedRange<Int>) throws(RPCError) -> [UInt8] {
+    static func binary(_ text: String, field: String, bytes range: ClosedRange<Int>) throws(InvalidParameter) -> [UInt8] {
         guard text.utf8.count <= 4 * range.upperBound, let bytes = Base64URL.decode(text), range.contains(bytes.count) else {
-            throw .invalidParams("Parameter '\(field)' must be base64url of \(range.lowerBound)–\(range.upperBound) bytes.", field: field)
+            throw InvalidParameter("Parameter '\(field)' must be base64url of \(range.lowerBound)–\(range.upperBound) bytes.", field: field)
         }
         return bytes
     }
 
-    static func label(_ text: String, field: String) throws(RPCError) -> String {
+    static func label(_ text: String, field: String) throws(InvalidParameter) -> String {
         guard (1...256).contains(text.count), !text.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
-            throw .invalidParams("Parameter '\(field)' must be 1–256 printable characters.", field: field)
+            throw InvalidParameter("Parameter '\(field)' must be 1–256 printable characters.", field: field)
         }
         return text
     }
 
     /// The ids of a descriptor list, ignoring descriptors of another type (§5.1.3 step 3).
-    static func descriptorIDs(_ descriptors: [PasskeyDescriptor]?, field: String) throws(RPCError) -> [[UInt8]] {
+    static func descriptorIDs(_ descriptors: [PasskeyDescriptor]?, field: String) throws(InvalidParameter) -> [[UInt8]] {
         guard let descriptors else { return [] }
-        guard descriptors.count <= 64 else { throw .invalidParams("Parameter '\(field)' may list at most 64 credentials.", field: field) }
+        guard descriptors.count <= 64 else { throw InvalidParameter("Parameter '\(field)' may list at most 64 credentials.", field: field) }
         var ids: [[UInt8]] = []
         for descriptor in descriptors where descriptor.type == "public-key" {
             ids.append(try binary(descriptor.id, field: field, bytes: 1...AuthenticatorData.maxCredentialIDLength))
@@ -60,7 +60,7 @@ struct PlatformAuthenticator: Sendable {
         // An empty list means "ES256 or RS256" (§5.4 pubKeyCredParams).
         guard options.pubKeyCredParams.isEmpty
                 || options.pubKeyCredParams.contains(where: { $0.type == "public-key" && Int64($0.alg) == ES256PublicKey.algorithm }) else {
-            throw RPCError.failure(.passkeyUnsupportedAlgorithm, "authd makes ES256 (-7) passkeys only, and the request does not accept ES256.")
+            throw PasskeyFailure.unsupportedAlgorithm
         }
         let excluded = try Self.descriptorIDs(options.excludeCredentials, field: "excludeCredentials")
         let uid = Int64(context.caller.uid)
@@ -71,7 +71,7 @@ struct PlatformAuthenticator: Sendable {
                                           [.blob(id), .integer(uid), .text(rpID)]) { _ in true } ?? false
                 }
             }
-            if held { throw RPCError.failure(.passkeyExcluded, "This user already holds one of the passkeys the request excludes for \(rpID).") }
+            if held { throw PasskeyFailure.excludedHeld(rpID: rpID) }
         }
 
         _ = try await verification.verify(purpose: "to create a passkey for \(rpID) as \(userName)\(Self.who(context))", context: context)
@@ -131,8 +131,7 @@ struct PlatformAuthenticator: Sendable {
         }
         // An allow list that names none of ours is "no passkey here" even if we hold others.
         guard let held = candidates.first(where: { allowed.isEmpty || allowed.contains($0.credentialID) }) else {
-            throw RPCError.failure(.passkeyNone, "This user holds no passkey for \(rpID)" + (allowed.isEmpty ? "." : " that the request allows."),
-                                   details: ["rp_id": .string(rpID)])
+            throw PasskeyFailure.noneForRP(rpID: rpID, allowListGiven: !allowed.isEmpty)
         }
 
         _ = try await verification.verify(purpose: "to sign in to \(rpID) as \(held.userName)\(Self.who(context))", context: context)
@@ -145,7 +144,7 @@ struct PlatformAuthenticator: Sendable {
         let (authenticatorData, signature) = try await store.transaction { database -> ([UInt8], [UInt8]) in
             guard let row = try database.queryOne("SELECT private_sealed, sign_count FROM passkey_keys WHERE credential_id = ? AND uid = ?",
                                                    [.blob(held.credentialID), .integer(uid)], row: { ($0.blob(0), $0.int64(1)) })
-            else { throw RPCError.failure(.passkeyNone, "The passkey was deleted meanwhile.") }
+            else { throw PasskeyFailure.deletedMeanwhile }
             let (sealed, count) = row
             guard let der = try sealer.open(sealed, purpose: .passkeyKey, identity: Self.sealIdentity(held.credentialID)) else {
                 throw CryptoError(operation: "open passkey key", detail: "the sealed key does not open")
@@ -189,7 +188,7 @@ struct PlatformAuthenticator: Sendable {
             try database.execute("DELETE FROM passkey_keys WHERE credential_id = ? AND uid = ?", [.blob(id), .integer(Int64(uid))])
             return database.changes == 1
         }
-        guard deleted else { throw RPCError.failure(.passkeyNone, "This user holds no passkey with that id.") }
+        guard deleted else { throw PasskeyFailure.noSuchPasskey }
         return .init(id: params.id, deleted: true)
     }
 }

@@ -22,14 +22,8 @@ struct RelyingParty: Sendable {
 
     private var seconds: Int64 { Int64(now().timeIntervalSince1970) }
 
-    static let flowInvalid = RPCError.failure(.passkeyFlowInvalid, "This passkey ceremony is unknown, expired or already used; begin again.")
-
-    static func invalid(_ failure: WebAuthnFailure) -> RPCError {
-        .failure(.passkeyInvalid, "The passkey response is not valid: \(failure.description).", details: ["check": .string(failure.check)])
-    }
-
-    private static func invalid(_ check: String, _ description: String) -> RPCError {
-        invalid(WebAuthnFailure(check: check, description: description))
+    private static func invalid(_ check: String, _ description: String) -> PasskeyFailure {
+        .invalid(WebAuthnFailure(check: check, description: description))
     }
 
     private func newFlow(in database: Database, purpose: String, account: String?, loginGiven: Bool, challenge: [UInt8], now: Int64) throws -> String {
@@ -56,7 +50,7 @@ struct RelyingParty: Sendable {
             try database.execute("DELETE FROM passkey_flows WHERE id = ?", [.text(flow)])
             return row
         }
-        guard let row else { throw Self.flowInvalid }
+        guard let row else { throw PasskeyFailure.flowInvalid }
         return row
     }
 
@@ -66,7 +60,7 @@ struct RelyingParty: Sendable {
     }
 
     /// The credential id of a response whose `id` and `type` are what WebAuthn requires.
-    private static func credentialID(_ id: String, _ rawID: String, _ type: String) throws(RPCError) -> [UInt8] {
+    private static func credentialID(_ id: String, _ rawID: String, _ type: String) throws -> [UInt8] {
         let credentialID = try PlatformAuthenticator.binary(rawID, field: "credential.rawId", bytes: 1...AuthenticatorData.maxCredentialIDLength)
         guard type == "public-key", id == Base64URL.encode(credentialID) else {
             throw invalid("credential", "the credential's type is not public-key, or its id is not its rawId")
@@ -84,7 +78,7 @@ struct RelyingParty: Sendable {
         return try await sessions.withSession(params.session) { database, session in
             guard let row = try database.queryOne("SELECT webauthn_user_id, coalesce(email, phone, id) FROM accounts WHERE id = ?",
                                                    [.text(session.accountID)], row: { ($0.optionalBlob(0), $0.text(1)) })
-            else { throw Self.flowInvalid }
+            else { throw PasskeyFailure.flowInvalid }
             let (handle, name) = row
             let userHandle = handle ?? newHandle
             if handle == nil {
@@ -112,21 +106,21 @@ struct RelyingParty: Sendable {
         // The session must hold before the flow is used up, and the flow must be this account's.
         let account = try await sessions.withSession(params.session) { _, session in session.accountID }
         let flow = try await consumeFlow(params.flow, purpose: "register")
-        guard flow.account == account else { throw Self.flowInvalid }
+        guard flow.account == account else { throw PasskeyFailure.flowInvalid }
         let verified: RelyingPartyVerifier.NewCredential
         do {
             verified = try RelyingPartyVerifier.verifyRegistration(clientDataJSON: clientData, attestationObject: attestation,
                                                                    credentialID: credentialID, expected: expectation(flow.challenge))
         } catch {
-            throw Self.invalid(error)
+            throw PasskeyFailure.invalid(error)
         }
         let now = seconds
         let publicKey = try verified.publicKey.encoded()
         try await sessions.withSession(params.session) { database, session in
-            guard session.accountID == account else { throw Self.flowInvalid }
+            guard session.accountID == account else { throw PasskeyFailure.flowInvalid }
             // §7.1 step 26: a credential id registered to anyone is refused.
             guard try database.queryOne("SELECT 1 FROM account_passkeys WHERE credential_id = ?", [.blob(credentialID)], row: { _ in true }) == nil else {
-                throw RPCError.failure(.passkeyExcluded, "This passkey is already registered.")
+                throw PasskeyFailure.alreadyRegistered
             }
             try database.execute(
                 """
@@ -145,9 +139,9 @@ struct RelyingParty: Sendable {
         let config = config.current
         let now = seconds
         let challenge = try OpenSSL.randomBytes(32)
-        let login = try params.login.map { login throws(RPCError) in
+        let login = try params.login.map { login throws(InvalidParameter) in
             do { return try Login.normalizeLogin(login, region: params.region) } catch {
-                throw RPCError.invalidParams("Parameter 'login' must be a phone number or an email address.", field: "login")
+                throw InvalidParameter("Parameter 'login' must be a phone number or an email address.", field: "login")
             }
         }
         // A login with no passkey gets a stand-in id derived from it, the same every time, so
@@ -188,7 +182,7 @@ struct RelyingParty: Sendable {
         let authenticatorData = try PlatformAuthenticator.binary(response.authenticatorData, field: "credential.response.authenticatorData",
                                                                  bytes: 37...CBOR.maxInput)
         let signature = try PlatformAuthenticator.binary(response.signature, field: "credential.response.signature", bytes: 1...72)
-        let userHandle = try response.userHandle.map { handle throws(RPCError) in
+        let userHandle = try response.userHandle.map { handle throws(InvalidParameter) in
             try PlatformAuthenticator.binary(handle, field: "credential.response.userHandle", bytes: 1...64)
         }
         let device = try SessionStore.DeviceIdentity.resolve(params.device)
@@ -231,7 +225,7 @@ struct RelyingParty: Sendable {
                 logger.notice("a passkey's signature counter did not grow: the authenticator may be cloned",
                               [("AUTHD_ACCOUNT", registered.account), ("AUTHD_CALLER_UID", String(context.caller.uid))])
             }
-            throw Self.invalid(error)
+            throw PasskeyFailure.invalid(error)
         }
         let config = config.current
         let now = seconds
@@ -249,7 +243,7 @@ struct RelyingParty: Sendable {
             let session = try SessionStore.create(in: database, account: registered.account, device: device, amr: Self.amr, limit: config.deviceLimit,
                                                   policy: config.devicePolicy, idle: Int64(config.sessionIdleSeconds), now: now,
                                                   lifetime: Int64(config.sessionLifetimeSeconds))
-            guard let account = try SessionStore.accountInfo(in: database, where: "id", is: registered.account) else { throw Self.flowInvalid }
+            guard let account = try SessionStore.accountInfo(in: database, where: "id", is: registered.account) else { throw PasskeyFailure.flowInvalid }
             return SignedIn(account: account, session: session)
         }
         try await lock.remember(context.caller.uid, account: signedIn.account.id, device: signedIn.session.deviceID, proof: .passkey)
@@ -275,7 +269,7 @@ struct RelyingParty: Sendable {
         let id = try PlatformAuthenticator.binary(params.id, field: "id", bytes: 1...AuthenticatorData.maxCredentialIDLength)
         return try await sessions.withSession(params.session) { database, session in
             try database.execute("DELETE FROM account_passkeys WHERE credential_id = ? AND account_id = ?", [.blob(id), .text(session.accountID)])
-            guard database.changes == 1 else { throw RPCError.failure(.passkeyNone, "The account has no passkey with that id.") }
+            guard database.changes == 1 else { throw PasskeyFailure.noSuchAccountPasskey }
             return PasskeyDelete.Result(id: params.id, deleted: true)
         }
     }

@@ -13,29 +13,25 @@ struct PasskeyUserVerification: Sendable {
     /// How the user was verified.
     enum Method: String, Sendable { case fingerprint, pin }
 
-    static func failed(_ message: String, detail: String) -> RPCError {
-        .failure(.passkeyUVFailed, message + " Nothing was signed.", details: ["detail": .string(detail)])
-    }
-
     /// `purpose` completes "Touch the fingerprint reader …" and "Enter … PIN …".
     func verify(purpose: String, context: RequestContext) async throws -> Method {
         let uid = context.caller.uid
         let settings = try await biometrics.settings(uid)
         var why = ""
-        var fingerFailure: Reason?
+        var fingerFailure: BiometricFailure?
         if settings.gate.enabled && !settings.gate.cutOff {
             do {
                 try await biometrics.verify(user: try BiometricService.user(of: context.caller), gateUID: uid,
                                             attempts: settings.gate.attemptsLeft, purpose: purpose, context: context)
                 return .fingerprint
             } catch {
-                guard let preface = BiometricService.fallbackPreface(error) else { throw error }
+                guard let preface = BiometricFailure.fallbackPreface(error) else { throw error }
                 why = preface
-                fingerFailure = (error as? RPCError)?.reason
+                fingerFailure = error as? BiometricFailure
             }
         } else if settings.gate.enabled {
-            why = BiometricService.cutOffError.message + " "
-            fingerFailure = .biometricCutOff
+            why = BiometricFailure.cutOff.message + " "
+            fingerFailure = .cutOff
         }
         var pinAccount: String?
         if let account = try await lock.account(uid) {
@@ -44,16 +40,12 @@ struct PasskeyUserVerification: Sendable {
             }
             if hasPIN == true { pinAccount = account }
         }
-        guard let account = pinAccount else {
-            throw Self.failed(why + "There is no other way to verify the user: no account with a PIN is signed in here "
-                              + "(`authctl biometric enable` turns on the finger, `authctl 2fa enable` sets a PIN).",
-                              detail: fingerFailure?.rawValue ?? "no_method")
-        }
+        guard let account = pinAccount else { throw PasskeyFailure.noVerificationMethod(preface: why, finger: fingerFailure) }
         let pin = try await context.connection.prompts.ask(on: context.connection, kind: "pin", message: why + "Enter your authd PIN \(purpose)")
         do {
             try await login.confirmPIN(pin, account: account)
-        } catch let error as RPCError {
-            throw Self.failed(error.reason == .authFailed ? "The PIN is not right." : error.message, detail: error.reason.rawValue)
+        } catch let failure as AccountFailure {
+            throw PasskeyFailure.pinRefused(failure)
         }
         return .pin
     }

@@ -2,11 +2,6 @@ import FoundationEssentials
 import Protocol
 import Synchronization
 
-/// Errors from capabilities that know their wire form.
-protocol WireErrorConvertible: Error {
-    var rpcError: RPCError { get }
-}
-
 /// Turns one decoded request into one response line: method lookup, authorization, the
 /// handler, the audit record, error mapping. Unknown failures become `internal` on the wire and
 /// a full description in the log.

@@ -57,7 +57,7 @@ final class PromptBroker: Sendable {
         try Task.checkCancellation()
         switch outcome {
         case .answered(let value): return value
-        case .cancelled: throw RPCError.failure(.userCancelled, "The user cancelled the \(kind) prompt.")
+        case .cancelled: throw PromptFailure.cancelled(kind: kind)
         }
     }
 
@@ -83,16 +83,34 @@ final class PromptBroker: Sendable {
     }
 
     /// `prompt.answer`.
-    func answer(_ id: String, value: String) throws(RPCError) {
+    func answer(_ id: String, value: String) throws(PromptFailure) {
         let isProgress = state.withLock { $0.progressOnly.contains(id) }
-        if isProgress { throw RPCError.failure(.promptUnknown, "That prompt takes no answer; it can only be cancelled.") }
-        guard let handler = take(id) else { throw RPCError.failure(.promptUnknown, "No prompt with that id is waiting on this connection.") }
+        if isProgress { throw .takesNoAnswer }
+        guard let handler = take(id) else { throw .unknown }
         handler(.answered(value))
     }
 
     /// `prompt.cancel`.
-    func cancel(_ id: String) throws(RPCError) {
-        guard let handler = take(id) else { throw RPCError.failure(.promptUnknown, "No prompt with that id is waiting on this connection.") }
+    func cancel(_ id: String) throws(PromptFailure) {
+        guard let handler = take(id) else { throw .unknown }
         handler(.cancelled)
+    }
+}
+
+/// Why a prompt ended without an answer, or a prompt id was refused.
+enum PromptFailure: WireErrorConvertible, Equatable {
+    /// The user declined the prompt (`prompt.cancel`).
+    case cancelled(kind: String)
+    /// No prompt with that id is waiting on this connection.
+    case unknown
+    /// A progress prompt ("present your card") takes no answer; it can only be cancelled.
+    case takesNoAnswer
+
+    var rpcError: RPCError {
+        switch self {
+        case .cancelled(let kind): .failure(.userCancelled, "The user cancelled the \(kind) prompt.")
+        case .unknown: .failure(.promptUnknown, "No prompt with that id is waiting on this connection.")
+        case .takesNoAnswer: .failure(.promptUnknown, "That prompt takes no answer; it can only be cancelled.")
+        }
     }
 }

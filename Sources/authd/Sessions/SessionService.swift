@@ -34,7 +34,7 @@ struct SessionService: Sendable {
                 // Changing a password needs the current one: a stolen session must not be
                 // enough, nor a way to guess it without the lockout.
                 guard let old = params.currentPassword else {
-                    throw RPCError.invalidParams("Changing the password needs 'current_password'.", field: "current_password")
+                    throw InvalidParameter("Changing the password needs 'current_password'.", field: "current_password")
                 }
                 try await login.confirmPassword(old, account: current.id)
             }
@@ -45,7 +45,7 @@ struct SessionService: Sendable {
         return try await withSession(params.session) { database, session in
             if let email {
                 if try database.queryOne("SELECT 1 FROM accounts WHERE email = ? AND id != ?", [.text(email), .text(session.accountID)], row: { $0.int(0) }) != nil {
-                    throw RPCError.failure(.emailTaken, "This email address belongs to another account.")
+                    throw AccountFailure.emailTaken
                 }
                 try database.execute("UPDATE accounts SET email = ? WHERE id = ?", [.text(email), .text(session.accountID)])
             }
@@ -65,16 +65,16 @@ struct SessionService: Sendable {
     func enablePIN(_ params: TwoFactorPINEnable.Params) async throws -> TwoFactorPINEnable.Result {
         try PINPolicy.check(params.pin)
         guard OpenSSL.constantTimeEquals(Array(params.pin.utf8), Array(params.confirm.utf8)) else {
-            throw RPCError.failure(.pinMismatch, "The PIN and its confirmation differ.")
+            throw AccountFailure.pinMismatch
         }
         let now = seconds
         let (_, reenroll) = try await withSession(params.session) { database, session in
             guard session.createdAt >= now - Self.reauthenticationWindow else {
-                throw RPCError.failure(.reauthRequired, "Sign in again (within the last 10 minutes) to set a PIN.")
+                throw AccountFailure.reauthRequired(for: "set a PIN")
             }
             let reenroll = try database.queryOne("SELECT pin_reenroll_required FROM accounts WHERE id = ?", [.text(session.accountID)]) { $0.int(0) != 0 } ?? false
             if reenroll && !session.amr.contains("otp") {
-                throw RPCError.failure(.otpRequired, "After too many wrong PINs, a new PIN needs a session that proved the phone with an SMS code.")
+                throw AccountFailure.pinReenrolmentNeedsCode
             }
             return (session.accountID, reenroll)
         }
@@ -106,7 +106,7 @@ struct SessionService: Sendable {
                   let device = try database.queryOne("SELECT id, name FROM devices WHERE id = ?", [.text(session.deviceID)], row: {
                       DeviceSummary(id: $0.text(0), name: $0.text(1))
                   })
-            else { throw RPCError.failure(.sessionInvalid, "This session has ended; sign in again.") }
+            else { throw SessionFailure.ended }
             return SessionGet.Result(
                 id: session.id, account: account, device: device, amr: session.amr,
                 createdAt: Timestamp.rfc3339(epochSeconds: session.createdAt), expiresAt: Timestamp.rfc3339(epochSeconds: session.expiresAt),
@@ -148,7 +148,7 @@ struct SessionService: Sendable {
         return try await withSession(params.session) { database, session in
             try database.execute("UPDATE sessions SET revoked_at = ? WHERE id = ? AND account_id = ? AND revoked_at IS NULL",
                                  [.integer(now), .text(params.id), .text(session.accountID)])
-            guard database.changes == 1 else { throw RPCError.failure(Reason("session.unknown"), "The account has no live session with that id.") }
+            guard database.changes == 1 else { throw SessionFailure.unknownSession }
             return SessionRevoke.Result(revoked: true)
         }
     }
@@ -173,7 +173,7 @@ struct SessionService: Sendable {
         return try await withSession(params.session) { database, session in
             try database.execute("UPDATE devices SET revoked_at = ? WHERE id = ? AND account_id = ? AND revoked_at IS NULL",
                                  [.integer(now), .text(params.id), .text(session.accountID)])
-            guard database.changes == 1 else { throw RPCError.failure(Reason("device.unknown"), "The account has no device with that id.") }
+            guard database.changes == 1 else { throw SessionFailure.unknownDevice }
             try database.execute("UPDATE sessions SET revoked_at = ? WHERE device_id = ? AND revoked_at IS NULL", [.integer(now), .text(params.id)])
             return SessionRevoke.Result(revoked: true)
         }

@@ -12,11 +12,11 @@ enum SessionStore {
         /// False when `name` is the default (the host name): it then never renames a device.
         var nameGiven = true
 
-        static func resolve(_ description: DeviceDescription?) throws(RPCError) -> DeviceIdentity {
+        static func resolve(_ description: DeviceDescription?) throws(InvalidParameter) -> DeviceIdentity {
             for (field, value) in [("device.key", description?.key), ("device.name", description?.name)] {
                 if let value {
                     guard (1...128).contains(value.count), !value.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
-                        throw .invalidParams("Parameter '\(field)' must be 1–128 printable characters.", field: field)
+                        throw InvalidParameter("Parameter '\(field)' must be 1–128 printable characters.", field: field)
                     }
                 }
             }
@@ -78,9 +78,7 @@ enum SessionStore {
                     try database.execute("UPDATE sessions SET revoked_at = ? WHERE device_id = ? AND revoked_at IS NULL", [.integer(now), .text(id)])
                 }
             } else if active >= limit {
-                throw RPCError.failure(.deviceLimitReached,
-                    "This account is already signed in on \(active) device\(active == 1 ? "" : "s"), its limit; sign out on one of them or remove it (device.revoke) first.",
-                    details: ["limit": .integer(Int64(limit))])
+                throw SessionFailure.deviceLimitReached(limit: limit, active: active)
             }
             if let existing {
                 // A known device coming back after all its sessions ended counts again.
@@ -133,7 +131,7 @@ enum SessionStore {
     /// `session.expired` otherwise. Lookup is by hash, so no token comparison leaks timing.
     static func authenticate(in database: Database, token: String, now: Int64, idle: Int64) throws -> Active {
         guard token.hasPrefix("as1."), token.utf8.count < 100 else {
-            throw RPCError.failure(.sessionInvalid, "That is not a session token.")
+            throw SessionFailure.notASessionToken
         }
         struct Row: Sendable { let id, account, device, amr: String; let created, lastUsed, expires: Int64; let revoked: Bool; let deactivated: Bool }
         let row = try database.queryOne(
@@ -146,10 +144,10 @@ enum SessionStore {
         ) { Row(id: $0.text(0), account: $0.text(1), device: $0.text(2), amr: $0.text(3), created: $0.int64(4), lastUsed: $0.int64(5),
                 expires: $0.int64(6), revoked: $0.int(7) != 0, deactivated: $0.int(8) != 0) }
         guard let row, !row.revoked, !row.deactivated else {
-            throw RPCError.failure(.sessionInvalid, "This session has ended; sign in again.")
+            throw SessionFailure.ended
         }
         guard now < row.expires, now < row.lastUsed + idle else {
-            throw RPCError.failure(.sessionExpired, "This session has expired; sign in again.")
+            throw SessionFailure.expired
         }
         try database.execute("UPDATE sessions SET last_used_at = ? WHERE id = ?", [.integer(now), .text(row.id)])
         let amr = (try? WireCodec.decode([String].self, from: Data(row.amr.utf8))) ?? []

@@ -76,54 +76,36 @@ struct TokenService: Sendable {
 
     /// `token.verify`: structure, key, signature, issuer, validity window, audience — in that
     /// order, so the first failing check is the reason given.
-    func verify(_ params: TokenVerify.Params) throws(RPCError) -> TokenVerify.Result {
-        guard let parsed = JWS.parse(params.token) else {
-            throw .failure(.tokenMalformed, "The token is not a compact JWS with a JSON header and claims.")
-        }
-        guard parsed.header["alg"] == "ES256" else {
-            throw .failure(.tokenMalformed, "The token's algorithm is not ES256.")
-        }
-        guard case .string(let kid)? = parsed.header["kid"] else {
-            throw .failure(.tokenMalformed, "The token's header has no key id (kid).")
-        }
+    func verify(_ params: TokenVerify.Params) throws(TokenFailure) -> TokenVerify.Result {
+        guard let parsed = JWS.parse(params.token) else { throw .notCompactJWS }
+        guard parsed.header["alg"] == "ES256" else { throw .notES256 }
+        guard case .string(let kid)? = parsed.header["kid"] else { throw .noKeyID }
         let moment = now()
-        guard let key = keys.publishedKey(kid: kid, now: moment) else {
-            throw .failure(.tokenUnknownKey, "The token was signed with a key this daemon does not publish.", details: ["kid": .string(kid)])
-        }
-        guard key.publicKey.verifyES256(signature: parsed.signature, message: parsed.signingInput) else {
-            throw .failure(.tokenBadSignature, "The token's signature does not verify.")
-        }
+        guard let key = keys.publishedKey(kid: kid, now: moment) else { throw .unknownKey(kid: kid) }
+        guard key.publicKey.verifyES256(signature: parsed.signature, message: parsed.signingInput) else { throw .badSignature }
         let claims = parsed.claims
-        guard claims["iss"] == .string(config.current.tokenIssuer) else {
-            throw .failure(.tokenWrongIssuer, "The token was not issued by this daemon.")
-        }
-        guard let expires = claims["exp"]?.integerValue else {
-            throw .failure(.tokenMalformed, "The token has no numeric exp claim.")
-        }
+        guard claims["iss"] == .string(config.current.tokenIssuer) else { throw .wrongIssuer }
+        guard let expires = claims["exp"]?.integerValue else { throw .noExpiry }
         let seconds = Int64(moment.timeIntervalSince1970)
-        guard seconds < expires else {
-            throw .failure(.tokenExpired, "The token expired at \(Timestamp.rfc3339(epochSeconds: expires)).", details: ["exp": .integer(expires)])
-        }
-        if let notBefore = claims["nbf"]?.integerValue, notBefore > seconds + Self.notBeforeLeewaySeconds {
-            throw .failure(.tokenNotYetValid, "The token is not valid before \(Timestamp.rfc3339(epochSeconds: notBefore)).")
-        }
+        guard seconds < expires else { throw .expired(at: expires) }
+        if let notBefore = claims["nbf"]?.integerValue, notBefore > seconds + Self.notBeforeLeewaySeconds { throw .notYetValid(until: notBefore) }
         if let audience = params.aud {
             let matches: Bool = switch claims["aud"] {
             case .string(let value)?: value == audience
             case .array(let values)?: values.contains(.string(audience))
             default: false
             }
-            guard matches else { throw .failure(.tokenWrongAudience, "The token is not meant for this audience.") }
+            guard matches else { throw .wrongAudience }
         }
         return TokenVerify.Result(header: parsed.header, claims: claims)
     }
 
     /// Audiences and nonces end up in tokens and logs: printable, bounded, non-empty.
-    static func validateText(_ value: String, field: String, maxLength: Int) throws(RPCError) {
+    static func validateText(_ value: String, field: String, maxLength: Int) throws(InvalidParameter) {
         guard !value.isEmpty, value.unicodeScalars.count <= maxLength,
               !value.unicodeScalars.contains(where: { $0.properties.generalCategory == .control })
         else {
-            throw .invalidParams("Parameter '\(field)' must be 1–\(maxLength) printable characters.", field: field)
+            throw InvalidParameter("Parameter '\(field)' must be 1–\(maxLength) printable characters.", field: field)
         }
     }
 }

@@ -1,0 +1,19 @@
+import Protocol
+
+/// Why an admin action did not happen. Each case is one stable wire reason.
+enum AdminFailure: WireErrorConvertible, Equatable {
+    /// `admin.reload` found the file invalid; the running configuration stays in force.
+    case configInvalid(ConfigError)
+    /// `admin.backup` could not write its file; nothing was left at `path`.
+    case backupFailed(message: String, path: String)
+
+    var rpcError: RPCError {
+        switch self {
+        case .configInvalid(let error):
+            .failure(.configInvalid, "The configuration was not reloaded: \(error). The running configuration stays in force.",
+                     details: ["file": .string(error.file), "line": .integer(Int64(error.line)), "problem": .string(error.reason)])
+        case .backupFailed(let message, let path):
+            .failure(.backupFailed, message, details: ["path": .string(Redaction.printable(path, limit: 4096))])
+        }
+    }
+}
