@@ -214,25 +214,25 @@ extension FederationTests {
 struct TokenVaultTests {
     private static let provider = Config.FederationProvider(name: "work", issuer: "https://id.example", clientID: "authd")
 
-    private func signedIn(_ fixture: TestKeys, access: String, refresh: String?) async throws -> TokenVault {
-        let vault = TokenVault(store: fixture.store, sealer: fixture.sealer)
-        try await fixture.store.transaction { database in
-            try database.execute("INSERT INTO accounts (id, created_at) VALUES ('acc_1', 1)")
-            try vault.storeSignIn(in: database, uid: 1000, provider: Self.provider, account: "acc_1", subject: "alice",
-                                  tokens: TokenSet(accessToken: access, tokenType: "Bearer", expiresIn: 60, refreshToken: refresh, idToken: nil), now: 100)
-        }
-        return vault
+    private func signedIn(_ fixture: TestKeys, access: String, refresh: String?) async throws -> (vault: TokenVault, account: String) {
+        let directory = SQLiteAccountDirectory(store: fixture.store, config: ConfigHolder(Config()), logger: Logger(sink: MemorySink()), now: fixture.clock.closure)
+        let vault = TokenVault(store: fixture.store, sealer: fixture.sealer, directory: directory)
+        let identity = FederatedIdentity(provider: "work", issuer: Self.provider.issuer, subject: "alice", email: nil, name: nil)
+        let account = try await directory.signIn(federated: identity, device: DeviceIdentity(key: "k", name: "n")).signedIn.account.id
+        try await vault.storeSignIn(uid: 1000, provider: Self.provider, account: account, subject: "alice",
+                                    tokens: TokenSet(accessToken: access, tokenType: "Bearer", expiresIn: 60, refreshToken: refresh, idToken: nil), now: 100)
+        return (vault, account)
     }
 
     @Test("tokens are sealed per user and provider, and open only there")
     func sealedPerRow() async throws {
         let fixture = try await TestKeys()
-        let vault = try await signedIn(fixture, access: "access-A", refresh: "refresh-A")
+        let (vault, _) = try await signedIn(fixture, access: "access-A", refresh: "refresh-A")
         let entry = try #require(try await vault.entry(uid: 1000, provider: "work"))
         #expect(entry.accessToken == "access-A" && entry.refreshToken == "refresh-A" && entry.accessExpiresAt == 160)
         // The same sealed bytes moved to another uid do not open.
         try await fixture.store.transaction { database in
-            try database.execute("INSERT INTO remote_tokens SELECT 1001, provider, issuer, account_id, subject, state, access_sealed, refresh_sealed, access_expires_at, updated_at, logged_out_at, logged_out_by FROM remote_tokens")
+            try database.execute("INSERT INTO remote_tokens SELECT 1001, provider, issuer, account_id, subject, state, access_sealed, refresh_sealed, access_expires_at, updated_at, logged_out_at, logged_out_by, sessions_pending FROM remote_tokens")
         }
         await #expect(throws: TokenVault.VaultDamaged.self) { _ = try await vault.entry(uid: 1001, provider: "work") }
     }
@@ -240,7 +240,7 @@ struct TokenVaultTests {
     @Test("a 401 for a token the vault no longer holds changes nothing; for the current one it logs out once")
     func logoutOnlyForTheRefusedCredential() async throws {
         let fixture = try await TestKeys()
-        let vault = try await signedIn(fixture, access: "access-A", refresh: "refresh-A")
+        let (vault, account) = try await signedIn(fixture, access: "access-A", refresh: "refresh-A")
         guard case .superseded = try await vault.logOut(uid: 1000, provider: "work", source: "api", refused: .accessToken("access-old"), now: 200) else {
             Issue.record("an old access token logged out"); return
         }
@@ -251,7 +251,7 @@ struct TokenVaultTests {
         guard case .loggedOut(let event) = try await vault.logOut(uid: 1000, provider: "work", source: "api", refused: .accessToken("access-A"), now: 200) else {
             Issue.record("the current access token did not log out"); return
         }
-        #expect(event.source == "api" && event.account == "acc_1")
+        #expect(event.source == "api" && event.account == account)
         let entry = try #require(try await vault.entry(uid: 1000, provider: "work"))
         #expect(entry.loggedOut && entry.accessToken == nil && entry.refreshToken == nil && entry.loggedOutBy == "api")
         guard case .notSignedIn = try await vault.logOut(uid: 1000, provider: "work", source: "reported", refused: .current, now: 201) else {

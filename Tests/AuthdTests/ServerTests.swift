@@ -42,14 +42,17 @@ private struct InProcessServer {
         let options = DaemonOptions(mode: .user, socketPath: directory.path + "/s.sock", stateDirectory: directory.path, configPath: directory.path + "/c.conf")
         let holder = ConfigHolder(Config())
         let logger = Logger(sink: logs, level: .debug)
+        let directory = SQLiteAccountDirectory(store: fixture.store, config: holder, logger: logger, now: fixture.clock.closure)
         services = Services(
             options: options, config: holder, reloader: ConfigReloader(path: options.configPath, holder: holder, logger: logger),
-            logger: logger, store: fixture.store, keys: fixture.keys, audit: AuditLog(store: fixture.store, now: fixture.clock.closure),
+            logger: logger, store: fixture.store, directory: directory, keys: fixture.keys, audit: AuditLog(store: fixture.store, now: fixture.clock.closure),
             connections: ConnectionRegistry(), masterKeySource: .keyFile(path: "/x"), sealer: fixture.sealer, codeKey: try OpenSSL.randomSecret(32),
-            localLock: LocalLock(store: fixture.store, config: holder, now: fixture.clock.closure), events: EventBus(), http: HTTPClient(helperPath: "/nonexistent/authd-http"), startedAt: Date(), now: fixture.clock.closure)
+            localLock: LocalLock(store: fixture.store, directory: directory, config: holder, now: fixture.clock.closure), events: EventBus(),
+            vault: TokenVault(store: fixture.store, sealer: fixture.sealer, directory: directory),
+            http: HTTPClient(helperPath: "/nonexistent/authd-http"), startedAt: Date(), now: fixture.clock.closure)
         var table = DispatchTable.make(services)
         let observations = self.observations
-        table.register(WaitMethod.self, access: .anyone) { _, _ in
+        table.register(WaitMethod.self, home: .machine, access: .anyone) { _, _ in
             observations.started.add(1, ordering: .relaxed)
             do {
                 try await Task.sleep(for: .seconds(60))
@@ -59,7 +62,7 @@ private struct InProcessServer {
             }
             return WaitMethod.Result()
         }
-        table.register(FailingStreamMethod.self, access: .anyone) { _, context in
+        table.register(FailingStreamMethod.self, home: .machine, access: .anyone) { _, context in
             _ = try context.openSubscription(onDrop: { observations.dropped.add(1, ordering: .relaxed) }) { _ in
                 Issue.record("the stream of a failed request started")
             }
@@ -235,6 +238,36 @@ struct StoreTests {
         try database.execute("INSERT INTO accounts (id, created_at) VALUES ('acc_2', 1)")
         #expect(throws: SQLiteError.self) {
             try database.execute("INSERT INTO devices (id, account_id, device_key, name, first_seen, last_seen) VALUES ('dev_2', 'acc_missing', 'k', 'n', 1, 1)")
+        }
+        #expect(try database.queryOne("PRAGMA foreign_keys") { $0.int(0) } == 1)
+    }
+
+    @Test("migration 10 draws the machine/account line: machine tables keep their rows without foreign keys into account tables, and the fingerprint step leaves the account row")
+    func machineAccountLine() throws {
+        let directory = TemporaryDirectory()
+        let database = try Database(path: directory.path + "/v9.db")
+        try database.transaction {
+            for migration in Migrations.all where migration.version <= 9 {
+                for statement in migration.sql { try database.execute(statement) }
+            }
+            try database.execute("PRAGMA user_version = 9")
+            try database.execute("INSERT INTO accounts (id, phone, phone_verified_at, created_at, fingerprint_user) VALUES ('acc_1', '+37251234567', 1, 1, 'mari')")
+            try database.execute("INSERT INTO devices (id, account_id, device_key, name, first_seen, last_seen) VALUES ('dev_1', 'acc_1', 'k', 'n', 1, 1)")
+            try database.execute("INSERT INTO local_users (uid, account_id, device_id, credential_check, locked, biometric_enabled) VALUES (1000, 'acc_1', 'dev_1', x'01', 1, 1)")
+            try database.execute("INSERT INTO remote_tokens (uid, provider, issuer, account_id, subject, state, updated_at) VALUES (1000, 'work', 'https://id', 'acc_1', 's', 'signed_in', 5)")
+        }
+        try Migrations.apply(to: database)
+        #expect(try database.queryOne("SELECT account_id, device_id, locked, biometric_enabled FROM local_users WHERE uid = 1000") {
+            "\($0.text(0)) \($0.text(1)) \($0.int(2)) \($0.int(3))"
+        } == "acc_1 dev_1 1 1")
+        #expect(try database.queryOne("SELECT account_id, state, sessions_pending FROM remote_tokens") { "\($0.text(0)) \($0.text(1)) \($0.int(2))" } == "acc_1 signed_in 0")
+        #expect(try database.queryOne("SELECT account_id, user FROM fingerprint_steps") { "\($0.text(0)) \($0.text(1))" } == "acc_1 mari")
+        #expect(try database.query("PRAGMA table_info(accounts)") { $0.text(1) }.contains("fingerprint_user") == false)
+        // A machine keeps the ids it was told, whether or not the account is here.
+        try database.execute("INSERT INTO local_users (uid, account_id, device_id) VALUES (1001, 'acc_elsewhere', 'dev_elsewhere')")
+        try database.execute("INSERT INTO remote_tokens (uid, provider, issuer, account_id, state, updated_at) VALUES (1001, 'work', 'https://id', 'acc_gone', 'logged_out', 5)")
+        for table in ["local_users", "remote_tokens", "fingerprint_steps", "card_secrets", "passkey_keys"] {
+            #expect(try database.query("PRAGMA foreign_key_list(\(table))") { $0.text(2) }.isEmpty, "\(table) references an account table")
         }
         #expect(try database.queryOne("PRAGMA foreign_keys") { $0.int(0) } == 1)
     }

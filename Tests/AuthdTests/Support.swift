@@ -68,3 +68,30 @@ func onTheWire<T>(_ body: () throws -> T) throws(RPCError) -> T {
 func onTheWire<T>(_ body: () async throws -> T) async throws(RPCError) -> T {
     do { return try await body() } catch { throw wireError(error) }
 }
+
+/// An account directory on a private store with a clock tests move by hand.
+struct TestDirectory {
+    let folder = TemporaryDirectory()
+    let store: Store
+    let clock = TestClock()
+    let config: ConfigHolder
+    let directory: SQLiteAccountDirectory
+
+    init(_ config: Config = Config()) throws {
+        store = try Store(path: folder.path + "/authd.db")
+        self.config = ConfigHolder(config)
+        directory = SQLiteAccountDirectory(store: store, config: self.config, logger: Logger(sink: MemorySink()), now: clock.closure)
+    }
+
+    var now: Int64 { Int64(clock.now.timeIntervalSince1970) }
+
+    /// Registers `phone` the way `account.register.*` does (a code by SMS, here its MAC known
+    /// to the test) and signs it in on `device`.
+    func register(_ phone: String = "+37251234567", device: String = "laptop") async throws -> SignedIn {
+        let flow = "flow_test_\(phone.filter(\.isNumber))"
+        let mac = Array("code of \(flow)".utf8)
+        let challenge = OTPChallenge.start(id: flow, purpose: .registration, phone: phone, codeMAC: mac, now: now, policy: .init())
+        try await directory.openCodeChallenge(challenge, policy: .init())
+        return try await directory.register(flow: flow, codeMAC: mac, email: nil, passwordHash: nil, device: DeviceIdentity(key: device, name: device))
+    }
+}

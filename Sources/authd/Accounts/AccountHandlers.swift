@@ -1,69 +1,76 @@
 import Protocol
 
 extension MethodTable {
-    mutating func registerAccountMethods(_ registration: Registration, limiter: RateLimiter, lock: LocalLock) {
+    mutating func registerAccountMethods(_ registration: Registration, otp: OTPLogin, limiter: RateLimiter) {
+        announce("accounts.register", "accounts.otp_login")
         // Phone numbers appear in the audit log only redacted; codes and passwords never.
-        register(AccountRegisterStart.self, access: .anyone, audit: { _, result in
+        register(AccountRegisterStart.self, home: .account, access: .anyone, audit: { _, result in
             ["flow": .string(result.flow), "phone": .string(PhoneNumber.redact(result.phone))]
         }) { params, context in
             try limiter.take(.registerStart, uid: context.caller.uid)
             return try await registration.start(params)
         }
 
-        register(AccountRegisterResend.self, access: .anyone, audit: { params, _ in
+        register(AccountRegisterResend.self, home: .account, access: .anyone, audit: { params, _ in
             ["flow": .string(params.flow)]
         }) { params, _ in
             try await registration.resend(params)
         }
 
-        register(AccountRegisterVerify.self, access: .anyone, audit: { params, result in
+        register(AccountRegisterVerify.self, home: .account, access: .anyone, remembers: .code, audit: { params, result in
             ["flow": .string(params.flow), "account": .string(result.account.id), "session": .string(result.session.id),
              "device": .string(result.session.deviceID)]
         }) { params, context in
-            let signedIn = try await registration.verify(params, caller: context.caller)
-            try await lock.remember(context.caller.uid, account: signedIn.account.id, device: signedIn.session.deviceID, proof: .code)
-            return signedIn
+            try await registration.verify(params, caller: context.caller)
         }
-    }
 
-    mutating func registerOTPLoginMethods(_ otp: OTPLogin, limiter: RateLimiter, lock: LocalLock) {
-        register(AuthOTPStart.self, access: .anyone, audit: { _, result in
+        register(AuthOTPStart.self, home: .account, access: .anyone, audit: { _, result in
             ["flow": .string(result.flow), "phone": .string(PhoneNumber.redact(result.phone))]
         }) { params, context in
             try limiter.take(.otpStart, uid: context.caller.uid)
             return try await otp.start(params)
         }
-        register(AuthOTPVerify.self, access: .anyone, audit: { params, result in
+        register(AuthOTPVerify.self, home: .account, access: .anyone, remembers: .code, audit: { params, result in
             ["flow": .string(params.flow), "account": .string(result.account.id), "session": .string(result.session.id)]
-        }) { params, context in
-            let signedIn = try await otp.verify(params)
-            try await lock.remember(context.caller.uid, account: signedIn.account.id, device: signedIn.session.deviceID, proof: .code)
-            return signedIn
+        }) { params, _ in
+            try await otp.verify(params)
         }
     }
 
-    mutating func registerAccountAdminMethods(_ admin: AccountAdmin, sessions: SessionService, login: Login) {
-        register(AccountDeactivate.self, access: .anyone, audit: { _, _ in [:] }) { params, _ in
-            try await admin.deactivate(params, sessions: sessions, login: login)
+    /// The owner's settings (profile, PIN, deactivation) and the admin view of accounts.
+    mutating func registerAccountSettingsMethods(_ settings: AccountSettings, admin: AccountAdmin) {
+        announce("twofactor.pin", "accounts.deactivate", "admin.accounts")
+        register(AccountProfileSet.self, home: .account, access: .anyone, audit: { params, result in
+            ["account": .string(result.id), "email": .bool(params.email != nil), "password": .bool(params.password != nil)]
+        }) { params, _ in
+            try await settings.setProfile(params)
         }
-        register(AdminAccountsList.self, access: .admin, audit: { _, result in ["count": .integer(Int64(result.accounts.count))] }) { params, _ in
+        register(TwoFactorPINEnable.self, home: .account, access: .anyone, audit: { _, _ in [:] }) { params, _ in
+            try await settings.enablePIN(params)
+        }
+        register(TwoFactorPINDisable.self, home: .account, access: .anyone, audit: { _, _ in [:] }) { params, _ in
+            try await settings.disablePIN(params)
+        }
+        register(AccountDeactivate.self, home: .account, access: .anyone, audit: { _, _ in [:] }) { params, _ in
+            try await settings.deactivate(params)
+        }
+        register(AdminAccountsList.self, home: .account, access: .admin, audit: { _, result in ["count": .integer(Int64(result.accounts.count))] }) { params, _ in
             try await admin.list(limit: params.limit)
         }
-        register(AdminAccountsShow.self, access: .admin, audit: { _, result in ["account": .string(result.id)] }) { params, _ in
+        register(AdminAccountsShow.self, home: .account, access: .admin, audit: { _, result in ["account": .string(result.id)] }) { params, _ in
             try await admin.show(params.account)
         }
-        register(AdminAccountsUnlock.self, access: .admin, audit: { _, result in ["account": .string(result.id)] }) { params, _ in
+        register(AdminAccountsUnlock.self, home: .account, access: .admin, audit: { _, result in ["account": .string(result.id)] }) { params, _ in
             try await admin.unlock(params.account)
         }
-        register(AdminAccountsSet.self, access: .admin, audit: { params, result in
+        register(AdminAccountsSet.self, home: .account, access: .admin, audit: { params, result in
             ["account": .string(result.id), "device_limit": params.deviceLimit.map { .integer(Int64($0)) } ?? .null,
              "device_policy": params.devicePolicy.map { .string($0) } ?? .null]
         }) { params, _ in
             try await admin.set(params)
         }
-        register(AdminAccountsDeactivate.self, access: .admin, audit: { _, result in ["account": .string(result.id)] }) { params, _ in
+        register(AdminAccountsDeactivate.self, home: .account, access: .admin, audit: { _, result in ["account": .string(result.id)] }) { params, _ in
             try await admin.deactivate(params.account)
         }
     }
-
 }

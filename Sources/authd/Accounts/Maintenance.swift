@@ -1,34 +1,21 @@
 import FoundationEssentials
 import Glibc
 
-/// Deletes what has expired for good, at start and then hourly: finished OTP flows (code
-/// HMACs), the send records behind the hourly limit, abandoned second-factor steps, session rows
-/// that ended more than a week ago (only their hashes), and spooled SMS (which hold codes in
-/// clear) older than a day. Accounts, devices and the audit log are kept.
+/// Deletes what has expired for good, at start and then hourly: in the account directory,
+/// finished code flows (code HMACs), the send records behind the hourly limit, abandoned second
+/// steps and session rows that ended more than a week ago (only their hashes); on the machine,
+/// spooled SMS (which hold codes in clear) older than a day, and any persistent logout whose
+/// sessions could not be ended at the time. Accounts, devices and the audit log are kept.
 enum Maintenance {
-    static let endedSessionRetention: Int64 = 7 * 86400
-    static let flowRetention: Int64 = 86400
     static let spoolRetention: Int64 = 86400
 
     struct Purged: Sendable, Equatable {
         var flows = 0, sends = 0, loginFlows = 0, sessions = 0, spoolFiles = 0
     }
 
-    static func purge(store: Store, spoolDirectory: String, now: Int64) async throws -> Purged {
-        var purged = try await store.transaction(durability: .relaxed) { database -> Purged in
-            var purged = Purged()
-            try database.execute("DELETE FROM otp_flows WHERE expires_at < ?", [.integer(now - flowRetention)])
-            purged.flows = database.changes
-            try database.execute("DELETE FROM sms_sends WHERE at < ?", [.integer(now - 3600)])
-            purged.sends = database.changes
-            try database.execute("DELETE FROM login_flows WHERE expires_at < ?", [.integer(now)])
-            purged.loginFlows = database.changes
-            try database.execute(
-                "DELETE FROM sessions WHERE coalesce(revoked_at, expires_at) < ? AND (revoked_at IS NOT NULL OR expires_at < ?)",
-                [.integer(now - endedSessionRetention), .integer(now)])
-            purged.sessions = database.changes
-            return purged
-        }
+    static func purge(directory: any AccountDirectory, spoolDirectory: String, now: Int64) async throws -> Purged {
+        let expired = try await directory.purgeExpired()
+        var purged = Purged(flows: expired.flows, sends: expired.sends, loginFlows: expired.signIns, sessions: expired.sessions)
         if let names = try? FileManager.default.contentsOfDirectory(atPath: spoolDirectory) {
             for name in names where name.hasSuffix(".sms") {
                 var info = stat()
@@ -41,12 +28,15 @@ enum Maintenance {
         return purged
     }
 
-    /// Runs `purge` now and every hour until cancelled.
-    static func schedule(store: Store, spoolDirectory: String, logger: Logger, now: @escaping @Sendable () -> Date) -> Task<Void, Never> {
+    /// Runs `purge` (and finishes interrupted logouts) now and every hour until cancelled.
+    static func schedule(directory: any AccountDirectory, vault: TokenVault, spoolDirectory: String, logger: Logger,
+                         now: @escaping @Sendable () -> Date) -> Task<Void, Never> {
         Task {
             while !Task.isCancelled {
                 do {
-                    let purged = try await purge(store: store, spoolDirectory: spoolDirectory, now: Int64(now().timeIntervalSince1970))
+                    let finished = try await vault.finishPendingLogouts()
+                    if finished > 0 { logger.notice("ended the sessions of \(finished) interrupted provider logout(s)") }
+                    let purged = try await purge(directory: directory, spoolDirectory: spoolDirectory, now: Int64(now().timeIntervalSince1970))
                     if purged != Purged() {
                         logger.info("purged expired records", [
                             ("AUTHD_PURGED_FLOWS", String(purged.flows)), ("AUTHD_PURGED_SESSIONS", String(purged.sessions)),

@@ -15,6 +15,11 @@ enum PINPolicy {
         }
     }
 
+    /// Six ASCII digits: the only shape a PIN can have, checked before any Argon2id work.
+    static func isWellFormed(_ pin: SecretBytes) -> Bool {
+        pin.withUnsafeBytes { $0.count == length && $0.allSatisfy { (0x30...0x39).contains($0) } }
+    }
+
     /// Repeated digits, straight runs up or down, short repeated patterns, and the commonest
     /// PINs of the published PIN-frequency studies.
     static func isTrivial(_ pin: String) -> Bool {

@@ -4,7 +4,8 @@ import Protocol
 
 extension MethodTable {
     mutating func registerAdminMethods(_ services: Services) {
-        register(AdminStatus.self, access: .admin, audit: { _, _ in [:] }) { _, _ in
+        announce("admin", "audit.follow")
+        register(AdminStatus.self, home: .machine, access: .admin, audit: { _, _ in [:] }) { _, _ in
             let health = try await services.store.health()
             let now = services.now()
             let current = services.keys.current.kid
@@ -26,7 +27,7 @@ extension MethodTable {
                 store: .init(integrity: health.integrity, schemaVersion: health.schemaVersion, sizeBytes: health.sizeBytes, journalMode: health.journalMode))
         }
 
-        register(AdminReload.self, access: .admin, audit: { _, result in
+        register(AdminReload.self, home: .machine, access: .admin, audit: { _, result in
             ["changed": .array(result.changed.map { .string($0) })]
         }) { _, _ in
             do throws(ConfigError) {
@@ -37,13 +38,13 @@ extension MethodTable {
             }
         }
 
-        register(AdminBackup.self, access: .admin, audit: { params, result in
+        register(AdminBackup.self, home: .machine, access: .admin, audit: { params, result in
             ["path": .string(params.path), "bytes": .integer(result.bytes)]
         }) { params, _ in
             try await Backup.write(store: services.store, to: params.path)
         }
 
-        register(AdminKeysRotate.self, access: .admin, audit: { _, result in
+        register(AdminKeysRotate.self, home: .machine, access: .admin, audit: { _, result in
             ["kid": .string(result.kid), "previous_kid": result.previousKid.map { .string($0) } ?? .null]
         }) { _, _ in
             let rotation = try await services.keys.rotate(now: services.now())
@@ -52,7 +53,7 @@ extension MethodTable {
                                           previousPublishedUntil: rotation.previousPublishedUntil.map { Timestamp.rfc3339(epochSeconds: $0) })
         }
 
-        register(AdminAuditTail.self, access: .admin, audit: { params, _ in
+        register(AdminAuditTail.self, home: .machine, access: .admin, audit: { params, _ in
             ["limit": .integer(Int64(params.limit ?? 50)), "follow": .bool(params.follow ?? false)]
         }) { params, context in
             let limit = params.limit ?? 50

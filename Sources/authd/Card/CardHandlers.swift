@@ -3,38 +3,39 @@ import Protocol
 extension MethodTable {
     /// The ID card. Login and signature requests are audited with the caller, `aud` and outcome.
     mutating func registerCardMethods(_ cards: CardService) {
-        register(CardReaders.self, access: .anyone) { _, _ in
+        announce("card", "card.pace", "card.web-eid")
+        register(CardReaders.self, home: .machine, access: .anyone) { _, _ in
             try await cards.listReaders()
         }
-        register(CardRead.self, access: .anyone, requiresUnlock: true, audit: { _, _ in [:] }) { params, context in
+        register(CardRead.self, home: .machine, access: .anyone, requiresUnlock: true, audit: { _, _ in [:] }) { params, context in
             try await cards.read(params, context: context)
         }
-        register(CardLogin.self, access: .anyone, requiresUnlock: true, audit: { params, result in
+        register(CardLogin.self, home: .machine, access: .anyone, requiresUnlock: true, audit: { params, result in
             ["aud": .string(Redaction.printable(params.aud, limit: 200)), "format": .string(result.format)]
         }) { params, context in
             try await cards.login(params, context: context)
         }
-        register(CardSign.self, access: .anyone, requiresUnlock: true, audit: { params, result in
+        register(CardSign.self, home: .machine, access: .anyone, requiresUnlock: true, audit: { params, result in
             ["aud": .string(Redaction.printable(params.aud, limit: 200)), "hash_alg": .string(result.hashAlg), "hash": .string(result.hash)]
         }) { params, context in
             try await cards.sign(params, context: context)
         }
-        register(CardCANSet.self, access: .anyone, audit: { _, _ in [:] }) { params, context in
+        register(CardCANSet.self, home: .machine, access: .anyone, audit: { _, _ in [:] }) { params, context in
             try await cards.setCAN(params.can, uid: context.caller.uid)
             return Acknowledged()
         }
-        register(CardCANGet.self, access: .anyone, requiresUnlock: true) { _, context in
+        register(CardCANGet.self, home: .machine, access: .anyone, requiresUnlock: true) { _, context in
             CardCANGet.Result(can: try await cards.savedCAN(uid: context.caller.uid))
         }
-        register(CardCANClear.self, access: .anyone, audit: { _, _ in [:] }) { _, context in
+        register(CardCANClear.self, home: .machine, access: .anyone, audit: { _, _ in [:] }) { _, context in
             try await cards.secrets.clear(.can, uid: context.caller.uid)
             return Acknowledged()
         }
-        register(CardPIN1Save.self, access: .anyone, audit: { _, _ in [:] }) { params, context in
+        register(CardPIN1Save.self, home: .machine, access: .anyone, audit: { _, _ in [:] }) { params, context in
             try await cards.savePIN1(params.pin, uid: context.caller.uid)
             return Acknowledged()
         }
-        register(CardPIN1Clear.self, access: .anyone, audit: { _, _ in [:] }) { _, context in
+        register(CardPIN1Clear.self, home: .machine, access: .anyone, audit: { _, _ in [:] }) { _, context in
             try await cards.secrets.clear(.pin1, uid: context.caller.uid)
             return Acknowledged()
         }

@@ -62,7 +62,7 @@ struct DevicePoll: Equatable, Sendable {
 /// creates the session and fills the vault (clearing a logged-out state). Any failure before
 /// the commit leaves nothing behind.
 struct FederatedSignIn: Sendable {
-    let store: Store
+    let directory: any AccountDirectory
     let config: ConfigHolder
     let providers: ProviderDirectory
     let vault: TokenVault
@@ -73,7 +73,7 @@ struct FederatedSignIn: Sendable {
 
     func login(_ params: FederationLogin.Params, context: RequestContext) async throws -> FederationLogin.Result {
         let provider = try providers.provider(named: params.provider)
-        let device = try SessionStore.DeviceIdentity.resolve(params.device)
+        let device = try DeviceIdentity.resolve(params.device)
         let attempt = try AuthorizationAttempt()
         let deadline = ContinuousClock.now + .seconds(config.current.federationLoginTimeoutSeconds)
         let tokens: TokenSet
@@ -167,44 +167,24 @@ struct FederatedSignIn: Sendable {
         .timedOut(provider: provider.settings.name)
     }
 
-    private func commit(_ provider: Config.FederationProvider, claims: IDTokenClaims, tokens: TokenSet, device: SessionStore.DeviceIdentity,
+    /// Links or registers the account and signs it in (in the account directory), then fills the
+    /// vault (a machine change). When the vault cannot take the tokens, the new session ends
+    /// again, so a sign-in either completes or leaves no session behind.
+    private func commit(_ provider: Config.FederationProvider, claims: IDTokenClaims, tokens: TokenSet, device: DeviceIdentity,
                         uid: UInt32) async throws -> FederationLogin.Result {
-        let config = config.current
-        let now = seconds
-        let vault = vault
-        let result = try await store.transaction { database in
-            var created = false
-            let linked = try database.queryOne(
-                "SELECT f.account_id, a.deactivated_at IS NOT NULL FROM federated_identities f JOIN accounts a ON a.id = f.account_id WHERE f.issuer = ? AND f.subject = ?",
-                [.text(provider.issuer), .text(claims.subject)]) { ($0.text(0), $0.int(1) != 0) }
-            let account: String
-            if let (existing, deactivated) = linked {
-                guard !deactivated else { throw FederationFailure.accountDeactivated(provider: provider.name) }
-                account = existing
-                try database.execute(
-                    "UPDATE federated_identities SET email = ?, name = ?, last_login_at = ? WHERE issuer = ? AND subject = ?",
-                    [claims.email.map(SQLValue.text) ?? .null, claims.name.map(SQLValue.text) ?? .null, .integer(now), .text(provider.issuer), .text(claims.subject)])
-            } else {
-                // The first sign-in with this identity registers an account for it (the
-                // provider is the registration path: no phone, no password).
-                account = "acc_" + Base64URL.encode(try OpenSSL.randomBytes(12))
-                try database.execute("INSERT INTO accounts (id, created_at) VALUES (?, ?)", [.text(account), .integer(now)])
-                try database.execute(
-                    "INSERT INTO federated_identities (issuer, subject, account_id, provider, email, name, created_at, last_login_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                    [.text(provider.issuer), .text(claims.subject), .text(account), .text(provider.name),
-                     claims.email.map(SQLValue.text) ?? .null, claims.name.map(SQLValue.text) ?? .null, .integer(now), .integer(now)])
-                created = true
-            }
-            let session = try SessionStore.create(
-                in: database, account: account, device: device, amr: ["fed"], limit: config.deviceLimit, policy: config.devicePolicy,
-                idle: Int64(config.sessionIdleSeconds), now: now, lifetime: Int64(config.sessionLifetimeSeconds))
-            try database.execute("UPDATE sessions SET federation = ? WHERE id = ?", [.text(provider.name), .text(session.id)])
-            try vault.storeSignIn(in: database, uid: uid, provider: provider, account: account, subject: claims.subject, tokens: tokens, now: now)
-            let info = try SessionStore.accountInfo(in: database, where: "id", is: account)!
-            return FederationLogin.Result(account: info, session: session, provider: provider.name, subject: claims.subject, created: created)
+        let identity = FederatedIdentity(provider: provider.name, issuer: provider.issuer, subject: claims.subject, email: claims.email, name: claims.name)
+        let result = try await directory.signIn(federated: identity, device: device)
+        let session = result.signedIn.session
+        do {
+            try await vault.storeSignIn(uid: uid, provider: provider, account: result.signedIn.account.id, subject: claims.subject, tokens: tokens,
+                                        now: seconds)
+        } catch {
+            _ = try? await directory.endSession(session.token)
+            throw error
         }
         logger.notice(result.created ? "federated sign-in registered an account" : "federated sign-in",
-                      [("AUTHD_PROVIDER", provider.name), ("AUTHD_ACCOUNT", result.account.id), ("AUTHD_UID", String(uid))])
-        return result
+                      [("AUTHD_PROVIDER", provider.name), ("AUTHD_ACCOUNT", result.signedIn.account.id), ("AUTHD_UID", String(uid))])
+        return FederationLogin.Result(account: result.signedIn.account, session: session, provider: provider.name, subject: claims.subject,
+                                      created: result.created)
     }
 }

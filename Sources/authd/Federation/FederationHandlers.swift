@@ -2,14 +2,18 @@ import Protocol
 
 extension MethodTable {
     mutating func registerFederationMethods(signIn: FederatedSignIn, remote: RemoteAccess, vault: TokenVault, config: ConfigHolder, events: EventBus) {
-        register(FederationLogin.self, access: .anyone, audit: { params, result in
+        announce("federation", "remote", "events")
+        // Not `remembers`: the provider holds a federated account's credential, so no password or
+        // finger of this machine could open the lock again; remembering it would arm a lock that
+        // nothing opens. The provider's sign-in lives in the token vault instead.
+        register(FederationLogin.self, home: .machine, access: .anyone, audit: { params, result in
             ["provider": .string(result.provider), "flow": .string(params.flow ?? "code"), "account": .string(result.account.id),
              "created": .bool(result.created)]
         }) { params, context in
             try await signIn.login(params, context: context)
         }
 
-        register(FederationStatus.self, access: .anyone) { _, context in
+        register(FederationStatus.self, home: .machine, access: .anyone) { _, context in
             let current = config.current
             let rows = try await vault.summaries(uid: context.caller.uid)
             let defaultName = current.defaultFederationProvider
@@ -21,19 +25,19 @@ extension MethodTable {
             })
         }
 
-        register(FederationLogout.self, access: .anyone, audit: { _, result in
+        register(FederationLogout.self, home: .machine, access: .anyone, audit: { _, result in
             ["provider": .string(result.provider), "sessions_ended": .integer(Int64(result.sessionsEnded)), "revoked": .bool(result.revoked)]
         }) { params, context in
             try await remote.signOut(uid: context.caller.uid, provider: params.provider)
         }
 
-        register(RemoteToken.self, access: .anyone, requiresUnlock: true, audit: { _, result in
+        register(RemoteToken.self, home: .machine, access: .anyone, requiresUnlock: true, audit: { _, result in
             ["provider": .string(result.provider), "refreshed": .bool(result.refreshed)]
         }) { params, context in
             try await remote.token(uid: context.caller.uid, provider: params.provider)
         }
 
-        register(RemoteFetch.self, access: .anyone, requiresUnlock: true, audit: { params, result in
+        register(RemoteFetch.self, home: .machine, access: .anyone, requiresUnlock: true, audit: { params, result in
             // The URL's origin only: its path and query may carry data the caller considers private.
             ["method": .string(params.method ?? "GET"), "origin": .string(WebOrigin(params.url, allowPath: true)?.serialized ?? ""),
              "status": .integer(Int64(result.status))]
@@ -41,13 +45,13 @@ extension MethodTable {
             try await remote.fetch(uid: context.caller.uid, params)
         }
 
-        register(RemoteUnauthorized.self, access: .anyone, audit: { _, result in
+        register(RemoteUnauthorized.self, home: .machine, access: .anyone, audit: { _, result in
             ["provider": .string(result.provider), "sessions_ended": .integer(Int64(result.sessionsEnded))]
         }) { params, context in
             try await remote.unauthorized(uid: context.caller.uid, provider: params.provider)
         }
 
-        register(EventsSubscribe.self, access: .anyone) { _, context in
+        register(EventsSubscribe.self, home: .machine, access: .anyone) { _, context in
             let (id, stream) = await events.subscribe(uid: context.caller.uid)
             do {
                 let subscription = try context.openSubscription(onDrop: { Task { await events.unsubscribe(id) } }) { sink in

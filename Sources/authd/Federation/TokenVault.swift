@@ -1,12 +1,15 @@
 import FoundationEssentials
 import Protocol
 
-/// The remote-token vault (`remote_tokens`): per local user and provider, the access and refresh
-/// tokens sealed at rest, or the persistent logged-out state a 401 left. Every change is one
-/// transaction.
+/// The remote-token vault (`remote_tokens`, a machine table): per local user and provider, the
+/// access and refresh tokens sealed at rest, or the persistent logged-out state a 401 left. The
+/// sessions a provider's sign-ins created are the account directory's: a logout ends them there
+/// after the vault's own change, and a logout interrupted in between is finished later
+/// (`sessions_pending`), so a persistent logout never leaves the provider's sessions alive.
 struct TokenVault: Sendable {
     let store: Store
     let sealer: Sealer
+    let directory: any AccountDirectory
 
     /// A sealed token that does not open under its row's identity (moved, or the master key
     /// changed): an internal error, never a token.
@@ -64,22 +67,26 @@ struct TokenVault: Sendable {
                      refreshSealed: row.5, accessExpiresAt: row.6, loggedOutAt: row.7, loggedOutBy: row.8)
     }
 
-    /// After a successful sign-in, inside its transaction: the new tokens replace whatever the
-    /// row held, and a logged-out state is cleared.
-    func storeSignIn(in database: Database, uid: UInt32, provider: Config.FederationProvider, account: String, subject: String,
-                     tokens: TokenSet, now: Int64) throws {
+    /// After a successful sign-in: the new tokens replace whatever the row held, and a
+    /// logged-out state is cleared.
+    func storeSignIn(uid: UInt32, provider: Config.FederationProvider, account: String, subject: String, tokens: TokenSet, now: Int64) async throws {
         let identity = Self.identity(uid: uid, provider: provider.name, issuer: provider.issuer)
-        try database.execute(
-            """
-            INSERT INTO remote_tokens (uid, provider, issuer, account_id, subject, state, access_sealed, refresh_sealed, access_expires_at, updated_at)
-            VALUES (?, ?, ?, ?, ?, 'signed_in', ?, ?, ?, ?)
-            ON CONFLICT (uid, provider) DO UPDATE SET issuer = excluded.issuer, account_id = excluded.account_id, subject = excluded.subject,
-                state = 'signed_in', access_sealed = excluded.access_sealed, refresh_sealed = excluded.refresh_sealed,
-                access_expires_at = excluded.access_expires_at, updated_at = excluded.updated_at, logged_out_at = NULL, logged_out_by = NULL
-            """,
-            [.integer(Int64(uid)), .text(provider.name), .text(provider.issuer), .text(account), .text(subject),
-             try seal(tokens.accessToken, .remoteAccessToken, identity), try seal(tokens.refreshToken, .remoteRefreshToken, identity),
-             .integer(Self.expiresAt(tokens, now: now)), .integer(now)])
+        let values: [SQLValue] = [
+            .integer(Int64(uid)), .text(provider.name), .text(provider.issuer), .text(account), .text(subject),
+            try seal(tokens.accessToken, .remoteAccessToken, identity), try seal(tokens.refreshToken, .remoteRefreshToken, identity),
+            .integer(Self.expiresAt(tokens, now: now)), .integer(now),
+        ]
+        try await store.transaction { database in
+            try database.execute(
+                """
+                INSERT INTO remote_tokens (uid, provider, issuer, account_id, subject, state, access_sealed, refresh_sealed, access_expires_at, updated_at)
+                VALUES (?, ?, ?, ?, ?, 'signed_in', ?, ?, ?, ?)
+                ON CONFLICT (uid, provider) DO UPDATE SET issuer = excluded.issuer, account_id = excluded.account_id, subject = excluded.subject,
+                    state = 'signed_in', access_sealed = excluded.access_sealed, refresh_sealed = excluded.refresh_sealed,
+                    access_expires_at = excluded.access_expires_at, updated_at = excluded.updated_at, logged_out_at = NULL, logged_out_by = NULL,
+                    sessions_pending = 0
+                """, values)
+        }
     }
 
     /// Without `expires_in` the provider promised nothing: authd assumes an hour (RFC 6749
@@ -122,74 +129,108 @@ struct TokenVault: Sendable {
         case superseded
     }
 
-    /// The persistent logout: deletes the tokens and the cached user data, ends the sessions the
-    /// provider's sign-ins created, and records who refused, in one transaction.
+    /// The persistent logout: deletes the tokens and records who refused, in one change; then
+    /// the provider's sessions end and the cached user data goes, in the account directory.
     func logOut(uid: UInt32, provider: String, source: String, refused: RefusedCredential, now: Int64) async throws -> LogoutOutcome {
         let sealer = sealer
-        return try await store.transaction { database in
+        let decision = try await store.transaction { database -> PendingLogout? in
             guard let (account, issuer, subject, accessSealed, refreshSealed) = try database.queryOne(
                 "SELECT account_id, issuer, subject, access_sealed, refresh_sealed FROM remote_tokens WHERE uid = ? AND provider = ? AND state = 'signed_in'",
                 [.integer(Int64(uid)), .text(provider)],
                 row: { ($0.optionalText(0), $0.text(1), $0.optionalText(2), $0.isNull(3) ? nil : $0.blob(3), $0.isNull(4) ? nil : $0.blob(4)) })
-            else { return .notSignedIn }
+            else { return PendingLogout(account: nil, issuer: "", subject: nil, outcome: .notSignedIn) }
             switch refused {
             case .current: break
             case .refreshToken(let sealed):
-                guard refreshSealed == sealed else { return .superseded }
+                guard refreshSealed == sealed else { return PendingLogout(account: nil, issuer: issuer, subject: nil, outcome: .superseded) }
             case .accessToken(let token):
                 let identity = Self.identity(uid: uid, provider: provider, issuer: issuer)
                 guard let accessSealed, let held = try sealer.open(accessSealed, purpose: .remoteAccessToken, identity: identity),
                       held.withUnsafeBytes({ OpenSSL.constantTimeEquals(Array($0), Array(token.utf8)) })
-                else { return .superseded }
+                else { return PendingLogout(account: nil, issuer: issuer, subject: nil, outcome: .superseded) }
             }
             try database.execute(
                 """
                 UPDATE remote_tokens SET state = 'logged_out', access_sealed = NULL, refresh_sealed = NULL, access_expires_at = NULL,
-                    updated_at = ?, logged_out_at = ?, logged_out_by = ? WHERE uid = ? AND provider = ?
+                    updated_at = ?, logged_out_at = ?, logged_out_by = ?, sessions_pending = 1 WHERE uid = ? AND provider = ?
                 """, [.integer(now), .integer(now), .text(source), .integer(Int64(uid)), .text(provider)])
-            let ended = try Self.endSessions(in: database, account: account, issuer: issuer, subject: subject, provider: provider, now: now)
-            return .loggedOut(LoggedOutEvent(provider: provider, account: account, source: source, at: Timestamp.rfc3339(epochSeconds: now), sessionsEnded: ended))
+            return PendingLogout(account: account, issuer: issuer, subject: subject, outcome: nil)
         }
+        guard let decision, decision.outcome == nil else { return decision?.outcome ?? .notSignedIn }
+        let ended = try await endSessions(uid: uid, provider: provider, account: decision.account, issuer: decision.issuer, subject: decision.subject)
+        return .loggedOut(LoggedOutEvent(provider: provider, account: decision.account, source: source, at: Timestamp.rfc3339(epochSeconds: now),
+                                         sessionsEnded: ended))
     }
 
-    /// The user's own sign-out: the row goes (the tokens are returned for revocation), the
-    /// sessions end, the cached user data goes. nil when there was no row.
+    /// A logout decided in the vault, whose sessions are still to end (or the outcome when there
+    /// is nothing to end).
+    private struct PendingLogout: Sendable {
+        let account: String?
+        let issuer: String
+        let subject: String?
+        let outcome: LogoutOutcome?
+    }
+
+    /// Ends the provider's sessions in the directory, then marks the vault row done.
+    private func endSessions(uid: UInt32, provider: String, account: String?, issuer: String, subject: String?) async throws -> Int {
+        guard let account else { return 0 }
+        let ended = try await directory.endFederatedSessions(account: account, provider: provider, issuer: issuer, subject: subject)
+        try await store.transaction { database in
+            try database.execute("UPDATE remote_tokens SET sessions_pending = 0 WHERE uid = ? AND provider = ? AND state = 'logged_out'",
+                                 [.integer(Int64(uid)), .text(provider)])
+        }
+        return ended
+    }
+
+    /// Ends the sessions of logouts interrupted before their sessions ended (a crash, a store
+    /// error); run at start and hourly. Returns how many logouts it finished.
+    func finishPendingLogouts() async throws -> Int {
+        let pending = try await store.read { database in
+            try database.query("SELECT uid, provider, account_id, issuer, subject FROM remote_tokens WHERE sessions_pending = 1 AND state = 'logged_out'") {
+                (UInt32(truncatingIfNeeded: $0.int64(0)), $0.text(1), $0.optionalText(2), $0.text(3), $0.optionalText(4))
+            }
+        }
+        for (uid, provider, account, issuer, subject) in pending {
+            _ = try await endSessions(uid: uid, provider: provider, account: account, issuer: issuer, subject: subject)
+        }
+        return pending.count
+    }
+
+    /// The user's own sign-out: the provider's sessions end and the cached user data goes (in the
+    /// directory, first: a failure there changes nothing), then the row goes; its tokens are
+    /// returned for revocation. nil when there was no row.
     func signOut(uid: UInt32, provider: String, now: Int64) async throws -> (ended: Int, entry: Entry)? {
         guard let entry = try await entry(uid: uid, provider: provider) else { return nil }
-        let ended = try await store.transaction { database in
+        var ended = 0
+        if let account = entry.account {
+            ended = try await directory.endFederatedSessions(account: account, provider: provider, issuer: entry.issuer, subject: entry.subject)
+        }
+        try await store.transaction { database in
             try database.execute("DELETE FROM remote_tokens WHERE uid = ? AND provider = ?", [.integer(Int64(uid)), .text(provider)])
-            return try Self.endSessions(in: database, account: entry.account, issuer: entry.issuer, subject: entry.subject, provider: provider, now: now)
         }
         return (ended, entry)
     }
 
-    private static func endSessions(in database: Database, account: String?, issuer: String, subject: String?, provider: String, now: Int64) throws -> Int {
-        guard let account else { return 0 }
-        if let subject {
-            try database.execute("UPDATE federated_identities SET email = NULL, name = NULL WHERE issuer = ? AND subject = ?",
-                                 [.text(issuer), .text(subject)])
-        }
-        try database.execute(
-            "UPDATE sessions SET revoked_at = ? WHERE account_id = ? AND federation = ? AND revoked_at IS NULL AND expires_at > ?",
-            [.integer(now), .text(account), .text(provider), .integer(now)])
-        return database.changes
-    }
-
-    /// The calling user's rows with the cached email, for `federation.status`.
+    /// The calling user's rows with the email the provider last gave, for `federation.status`.
     func summaries(uid: UInt32) async throws -> [String: FederationProviderState] {
-        try await store.read { database in
-            let rows = try database.query(
+        let rows = try await store.read { database in
+            try database.query(
                 """
-                SELECT r.provider, r.state, r.account_id, r.subject, f.email, r.access_expires_at, r.refresh_sealed IS NOT NULL, r.logged_out_at, r.logged_out_by
-                FROM remote_tokens r LEFT JOIN federated_identities f ON f.issuer = r.issuer AND f.subject = r.subject WHERE r.uid = ?
+                SELECT provider, state, account_id, subject, issuer, access_expires_at, refresh_sealed IS NOT NULL, logged_out_at, logged_out_by
+                FROM remote_tokens WHERE uid = ?
                 """, [.integer(Int64(uid))]) { row in
-                FederationProviderState(
+                (FederationProviderState(
                     name: row.text(0), issuer: "", isDefault: false, state: row.text(1) == "logged_out" ? "logged_out" : "signed_in",
-                    account: row.optionalText(2), subject: row.optionalText(3), email: row.optionalText(4),
+                    account: row.optionalText(2), subject: row.optionalText(3), email: nil,
                     accessExpiresAt: row.optionalInt64(5).map { Timestamp.rfc3339(epochSeconds: $0) }, hasRefreshToken: row.int(6) != 0,
-                    loggedOutAt: row.optionalInt64(7).map { Timestamp.rfc3339(epochSeconds: $0) }, loggedOutBy: row.optionalText(8))
+                    loggedOutAt: row.optionalInt64(7).map { Timestamp.rfc3339(epochSeconds: $0) }, loggedOutBy: row.optionalText(8)), row.text(4))
             }
-            return Dictionary(rows.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
         }
+        var states: [String: FederationProviderState] = [:]
+        for (var state, issuer) in rows where states[state.name] == nil {
+            if let subject = state.subject { state.email = try await directory.federatedEmail(issuer: issuer, subject: subject) }
+            states[state.name] = state
+        }
+        return states
     }
 }

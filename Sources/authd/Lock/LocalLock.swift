@@ -9,6 +9,7 @@ import Synchronization
 /// written at most once a minute, so guarded calls cost no disk write.
 final class LocalLock: Sendable {
     let store: Store
+    let directory: any AccountDirectory
     let config: ConfigHolder
     let now: @Sendable () -> Date
 
@@ -23,8 +24,9 @@ final class LocalLock: Sendable {
     /// Activity is written back when the stored value is older than this.
     static let activityWriteInterval: Int64 = 60
 
-    init(store: Store, config: ConfigHolder, now: @escaping @Sendable () -> Date) {
+    init(store: Store, directory: any AccountDirectory, config: ConfigHolder, now: @escaping @Sendable () -> Date) {
         self.store = store
+        self.directory = directory
         self.config = config
         self.now = now
     }
@@ -123,9 +125,8 @@ final class LocalLock: Sendable {
         if isLocked(current, at: seconds) && (current.account != account || proof == .code || proof == .passkey) { return }
         let passwordProved = proof == .password
         let now = seconds
+        let check: SQLValue = try await directory.credentialStamp(account: account).map(SQLValue.blob) ?? .null
         try await store.transaction { database in
-            let hash = try database.queryOne("SELECT password_hash FROM accounts WHERE id = ?", [.text(account)]) { $0.optionalText(0) } ?? nil
-            let check: SQLValue = hash.map { .blob(OpenSSL.sha256(Array($0.utf8))) } ?? .null
             try database.execute(
                 """
                 INSERT INTO local_users (uid, account_id, device_id, credential_check, locked, active_at) VALUES (?, ?, ?, ?, 0, ?)
@@ -140,21 +141,19 @@ final class LocalLock: Sendable {
     }
 
     /// The remembered sign-in of `uid`, if its credentials still hold: the account is active and
-    /// not locked, its password unchanged since, and the device not removed.
+    /// not locked, its password unchanged since, and the device not removed (the directory
+    /// decides; an account that is gone simply does not hold).
     func rememberedSignIn(_ uid: UInt32) async throws -> (account: String, device: String)? {
-        let now = seconds
-        return try await store.read { database in
-            try database.queryOne(
-                """
-                SELECT l.account_id, l.device_id, l.credential_check, a.password_hash
-                FROM local_users l JOIN accounts a ON a.id = l.account_id JOIN devices d ON d.id = l.device_id
-                WHERE l.uid = ? AND a.deactivated_at IS NULL AND (a.locked_until IS NULL OR a.locked_until <= ?) AND d.revoked_at IS NULL
-                """, [.integer(Int64(uid)), .integer(now)]) { row -> (String, String)? in
-                guard let hash = row.optionalText(3), let check = row.optionalBlob(2),
-                      OpenSSL.constantTimeEquals(OpenSSL.sha256(Array(hash.utf8)), check) else { return nil }
-                return (row.text(0), row.text(1))
+        let remembered = try await store.read { database in
+            try database.queryOne("SELECT account_id, device_id, credential_check FROM local_users WHERE uid = ?", [.integer(Int64(uid))]) {
+                row -> (String, String, [UInt8])? in
+                guard let account = row.optionalText(0), let device = row.optionalText(1), let check = row.optionalBlob(2) else { return nil }
+                return (account, device, check)
             } ?? nil
         }
+        guard let (account, device, check) = remembered,
+              try await directory.rememberedSignInHolds(account: account, deviceID: device, stamp: check) else { return nil }
+        return (account, device)
     }
 
 }

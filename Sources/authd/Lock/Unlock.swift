@@ -6,7 +6,7 @@ import Protocol
 /// finger fails, is unavailable, or the user would rather type it.
 struct Unlocker: Sendable {
     let lock: LocalLock
-    let login: Login
+    let directory: any AccountDirectory
     let biometrics: BiometricService
 
     private func rememberedAccount(_ uid: UInt32) async throws -> String {
@@ -41,7 +41,7 @@ struct Unlocker: Sendable {
     /// The password of the remembered account, with sign-in's lockout and padding. It also
     /// lifts a fingerprint cut-off.
     private func withPassword(_ password: String, account: String, uid: UInt32) async throws -> LockState {
-        try await login.confirmPassword(password, account: account)
+        try await directory.confirmPassword(SecretBytes(Array(password.utf8)), account: account)
         try await biometrics.update(uid) { $0.gate.passwordProved() }
         try await lock.unlocked(uid)
         return LockState(locked: false, method: "password", account: account)

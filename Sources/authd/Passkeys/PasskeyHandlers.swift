@@ -2,44 +2,45 @@ import Protocol
 
 extension MethodTable {
     mutating func registerPasskeyMethods(authenticator: PlatformAuthenticator, relyingParty: RelyingParty, limiter: RateLimiter) {
-        register(PasskeyCreate.self, access: .anyone, audit: { params, result in
+        announce("passkeys", "auth.passkey")
+        register(PasskeyCreate.self, home: .machine, access: .anyone, audit: { params, result in
             ["origin": .string(params.origin), "rp_id": .string(params.options.rp.id ?? PasskeyScope.Origin(params.origin)?.host ?? ""),
              "credential": .string(result.id)]
         }) { params, context in
             try await authenticator.create(params, context: context)
         }
-        register(PasskeyGet.self, access: .anyone, audit: { params, result in
+        register(PasskeyGet.self, home: .machine, access: .anyone, audit: { params, result in
             ["origin": .string(params.origin), "rp_id": .string(params.options.rpId ?? PasskeyScope.Origin(params.origin)?.host ?? ""),
              "credential": .string(result.id)]
         }) { params, context in
             try await authenticator.get(params, context: context)
         }
-        register(PasskeyList.self, access: .anyone, requiresUnlock: true) { params, context in
+        register(PasskeyList.self, home: .machine, access: .anyone, requiresUnlock: true) { params, context in
             try await authenticator.list(params, uid: context.caller.uid)
         }
-        register(PasskeyDelete.self, access: .anyone, requiresUnlock: true, audit: { params, _ in ["credential": .string(params.id)] }) { params, context in
+        register(PasskeyDelete.self, home: .machine, access: .anyone, requiresUnlock: true, audit: { params, _ in ["credential": .string(params.id)] }) { params, context in
             try await authenticator.delete(params, uid: context.caller.uid)
         }
 
-        register(AuthPasskeyRegisterBegin.self, access: .anyone) { params, _ in
+        register(AuthPasskeyRegisterBegin.self, home: .account, access: .anyone) { params, _ in
             try await relyingParty.registerBegin(params)
         }
-        register(AuthPasskeyRegisterFinish.self, access: .anyone, audit: { _, result in ["credential": .string(result.id)] }) { params, _ in
+        register(AuthPasskeyRegisterFinish.self, home: .account, access: .anyone, audit: { _, result in ["credential": .string(result.id)] }) { params, _ in
             try await relyingParty.registerFinish(params)
         }
-        register(AuthPasskeyLoginBegin.self, access: .anyone) { params, context in
+        register(AuthPasskeyLoginBegin.self, home: .account, access: .anyone) { params, context in
             try limiter.take(.login, uid: context.caller.uid)
             return try await relyingParty.loginBegin(params)
         }
-        register(AuthPasskeyLoginFinish.self, access: .anyone, audit: { params, result in
+        register(AuthPasskeyLoginFinish.self, home: .account, access: .anyone, remembers: .passkey, audit: { params, result in
             ["credential": .string(params.credential.id), "account": .string(result.account.id), "session": .string(result.session.id)]
         }) { params, context in
             try await relyingParty.loginFinish(params, context: context)
         }
-        register(AuthPasskeyList.self, access: .anyone) { params, _ in
+        register(AuthPasskeyList.self, home: .account, access: .anyone) { params, _ in
             try await relyingParty.list(params)
         }
-        register(AuthPasskeyRemove.self, access: .anyone, audit: { params, _ in ["credential": .string(params.id)] }) { params, _ in
+        register(AuthPasskeyRemove.self, home: .account, access: .anyone, audit: { params, _ in ["credential": .string(params.id)] }) { params, _ in
             try await relyingParty.remove(params)
         }
     }

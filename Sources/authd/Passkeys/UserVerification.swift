@@ -5,9 +5,8 @@ import Protocol
 /// signed in on this local user (the account that owns its lock). Anything else ends with
 /// `passkey.uv_failed`, and the caller makes or signs nothing.
 struct PasskeyUserVerification: Sendable {
-    let store: Store
+    let directory: any AccountDirectory
     let lock: LocalLock
-    let login: Login
     let biometrics: BiometricService
 
     /// How the user was verified.
@@ -34,16 +33,11 @@ struct PasskeyUserVerification: Sendable {
             fingerFailure = .cutOff
         }
         var pinAccount: String?
-        if let account = try await lock.account(uid) {
-            let hasPIN = try await store.read { database in
-                try database.queryOne("SELECT pin_hash IS NOT NULL FROM accounts WHERE id = ? AND deactivated_at IS NULL", [.text(account)]) { $0.int(0) != 0 }
-            }
-            if hasPIN == true { pinAccount = account }
-        }
+        if let account = try await lock.account(uid), try await directory.hasPIN(account: account) { pinAccount = account }
         guard let account = pinAccount else { throw PasskeyFailure.noVerificationMethod(preface: why, finger: fingerFailure) }
         let pin = try await context.connection.prompts.ask(on: context.connection, kind: "pin", message: why + "Enter your authd PIN \(purpose)")
         do {
-            try await login.confirmPIN(pin, account: account)
+            try await directory.confirmPIN(SecretBytes(Array(pin.utf8)), account: account)
         } catch let failure as AccountFailure {
             throw PasskeyFailure.pinRefused(failure)
         }

@@ -80,18 +80,21 @@ final class Daemon: @unchecked Sendable {
         let now: @Sendable () -> Date = { Date() }
         let keys = try await KeyRing.open(store: store, sealer: sealer, now: now())
         let holder = ConfigHolder(config)
+        let directory = SQLiteAccountDirectory(store: store, config: holder, logger: logger, now: now)
         services = Services(
             options: options, config: holder, reloader: ConfigReloader(path: options.configPath, holder: holder, logger: logger),
-            logger: logger, store: store, keys: keys, audit: AuditLog(store: store, now: now), connections: ConnectionRegistry(),
+            logger: logger, store: store, directory: directory, keys: keys, audit: AuditLog(store: store, now: now), connections: ConnectionRegistry(),
             masterKeySource: masterKey.source, sealer: sealer, codeKey: try KeyDerivation.key(masterKey, label: "otp-code"),
-            localLock: LocalLock(store: store, config: holder, now: now), events: EventBus(),
+            localLock: LocalLock(store: store, directory: directory, config: holder, now: now), events: EventBus(),
+            vault: TokenVault(store: store, sealer: sealer, directory: directory),
             http: HTTPClient.beside(environment: ProcessInfo.processInfo.environment), startedAt: started, now: now)
         dispatcher = Dispatcher(table: DispatchTable.make(services), services: services)
 
         let (fd, boundPath) = try openListeningSocket()
         listener = Listener(fd: fd, socketPath: boundPath, dispatcher: dispatcher)
         listener.start()
-        maintenance = Maintenance.schedule(store: store, spoolDirectory: options.stateDirectory + "/sms-spool", logger: logger, now: now)
+        maintenance = Maintenance.schedule(directory: directory, vault: services.vault, spoolDirectory: options.stateDirectory + "/sms-spool",
+                                           logger: logger, now: now)
         let elapsed = Date().timeIntervalSince(started)
         logger.notice("authd \(DaemonVersion.string) ready in \(options.mode.rawValue) mode on \(options.socketPath)", [
             ("AUTHD_SOCKET", options.socketPath), ("AUTHD_STATE_DIR", options.stateDirectory),

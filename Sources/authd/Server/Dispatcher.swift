@@ -41,6 +41,11 @@ final class Dispatcher: Sendable {
         do {
             if entry.requiresUnlock { try await services.localLock.admit(caller.uid) }
             let invocation = try await entry.invoke(request, context)
+            // The one place that runs after a sign-in: the caller's local user remembers the
+            // account (its lock opens, when the proof may open it).
+            if let proof = entry.remembers, let (account, device) = invocation.signedIn {
+                try await services.localLock.remember(caller.uid, account: account, device: device, proof: proof)
+            }
             if entry.audited {
                 // Fail closed: a result that cannot be recorded is not handed out.
                 try await services.audit.record(.init(caller: caller, method: request.method, outcome: .ok, reason: nil, detail: invocation.auditDetail))

@@ -9,6 +9,8 @@ struct Services: Sendable {
     let reloader: ConfigReloader
     let logger: Logger
     let store: Store
+    /// Where account data lives (DESIGN §8): this authd's own store.
+    let directory: any AccountDirectory
     let keys: KeyRing
     let audit: AuditLog
     let connections: ConnectionRegistry
@@ -20,6 +22,8 @@ struct Services: Sendable {
     let localLock: LocalLock
     /// `events.subscribe` streams, per local user.
     let events: EventBus
+    /// Remote tokens of federated sign-ins, per local user.
+    let vault: TokenVault
     /// Every HTTP request (SMS gateway, OpenID providers, remote APIs), through `authd-http`.
     let http: HTTPClient
     let startedAt: Date

@@ -291,6 +291,67 @@ enum Migrations {
             "ALTER TABLE accounts ADD COLUMN webauthn_user_id BLOB",
             "CREATE UNIQUE INDEX accounts_webauthn_user_id ON accounts (webauthn_user_id)",
         ]),
+        Migration(version: 10, sql: [
+            // The line between the machine and the account (DESIGN §8): machine tables keep the
+            // account and device ids they were told, without foreign keys into account tables
+            // (an account may live elsewhere, or be gone), and a machine fact leaves the
+            // account's row. SQLite cannot drop a foreign key in place: the two machine tables
+            // are rebuilt (`apply` turns foreign keys off around it and checks them).
+            """
+            CREATE TABLE local_users_v10 (
+                uid INTEGER PRIMARY KEY,
+                account_id TEXT,
+                device_id TEXT,
+                credential_check BLOB,
+                locked INTEGER NOT NULL DEFAULT 0,
+                active_at INTEGER NOT NULL DEFAULT 0,
+                biometric_enabled INTEGER NOT NULL DEFAULT 0,
+                biometric_failures INTEGER NOT NULL DEFAULT 0,
+                card_pin1_release INTEGER NOT NULL DEFAULT 0
+            ) STRICT
+            """,
+            "INSERT INTO local_users_v10 SELECT * FROM local_users",
+            "DROP TABLE local_users",
+            "ALTER TABLE local_users_v10 RENAME TO local_users",
+            // `sessions_pending` = 1 while a persistent logout still has to end the provider's
+            // sessions in the account directory (finished at start and hourly if interrupted).
+            """
+            CREATE TABLE remote_tokens_v10 (
+                uid INTEGER NOT NULL,
+                provider TEXT NOT NULL,
+                issuer TEXT NOT NULL,
+                account_id TEXT,
+                subject TEXT,
+                state TEXT NOT NULL CHECK (state IN ('signed_in', 'logged_out')),
+                access_sealed BLOB,
+                refresh_sealed BLOB,
+                access_expires_at INTEGER,
+                updated_at INTEGER NOT NULL,
+                logged_out_at INTEGER,
+                logged_out_by TEXT,
+                sessions_pending INTEGER NOT NULL DEFAULT 0,
+                PRIMARY KEY (uid, provider)
+            ) STRICT
+            """,
+            """
+            INSERT INTO remote_tokens_v10 (uid, provider, issuer, account_id, subject, state, access_sealed, refresh_sealed, access_expires_at,
+                updated_at, logged_out_at, logged_out_by)
+            SELECT uid, provider, issuer, account_id, subject, state, access_sealed, refresh_sealed, access_expires_at, updated_at, logged_out_at,
+                logged_out_by FROM remote_tokens
+            """,
+            "DROP TABLE remote_tokens",
+            "ALTER TABLE remote_tokens_v10 RENAME TO remote_tokens",
+            // The local user whose finger is an account's second sign-in step on this machine
+            // (it was `accounts.fingerprint_user`).
+            """
+            CREATE TABLE fingerprint_steps (
+                account_id TEXT PRIMARY KEY,
+                user TEXT NOT NULL
+            ) STRICT
+            """,
+            "INSERT INTO fingerprint_steps (account_id, user) SELECT id, fingerprint_user FROM accounts WHERE fingerprint_user IS NOT NULL",
+            "ALTER TABLE accounts DROP COLUMN fingerprint_user",
+        ]),
     ]
 
     static var latestVersion: Int { all.last?.version ?? 0 }

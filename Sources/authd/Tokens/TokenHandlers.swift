@@ -2,18 +2,19 @@ import Protocol
 
 extension MethodTable {
     mutating func registerTokenMethods(_ tokens: TokenService) {
-        register(AuthLocal.self, access: .anyone, requiresUnlock: true, audit: { params, result in
+        announce("auth.local", "token.verify", "keys.jwks")
+        register(AuthLocal.self, home: .machine, access: .anyone, requiresUnlock: true, audit: { params, result in
             // The token itself is never recorded; its kid and expiry are enough to find it.
             ["aud": .string(params.aud), "kid": .string(result.kid), "expires_at": .string(result.expiresAt), "jti": .string(result.jti)]
         }) { params, context in
             try tokens.issueLocal(for: context.caller, params: params)
         }
 
-        register(TokenVerify.self, access: .anyone) { params, _ in
+        register(TokenVerify.self, home: .machine, access: .anyone) { params, _ in
             try tokens.verify(params)
         }
 
-        register(KeysJWKS.self, access: .anyone) { _, _ in
+        register(KeysJWKS.self, home: .machine, access: .anyone) { _, _ in
             tokens.keys.jwks(now: tokens.now())
         }
     }

@@ -1,0 +1,65 @@
+import FoundationEssentials
+import Protocol
+
+/// What the owner of an account changes with a session: email and password, the PIN second
+/// factor, and deactivation. Every change that weakens or removes a credential asks for a
+/// credential first, under the same locks as sign-in: a stolen session must not be enough.
+struct AccountSettings: Sendable {
+    let directory: any AccountDirectory
+    let logger: Logger
+
+    /// Sessions older than this must sign in again before changing security settings.
+    static let reauthenticationWindow: Int64 = 600
+
+    func setProfile(_ params: AccountProfileSet.Params) async throws -> AccountInfo {
+        let email = try params.email.map(Registration.normalizeEmail)
+        let current = try await directory.profile(params.session)
+        var newHash: String?
+        if let password = params.password {
+            if current.hasPassword {
+                // Changing a password needs the current one: a stolen session must not be
+                // enough, nor a way to guess it without the lockout.
+                guard let old = params.currentPassword else {
+                    throw InvalidParameter("Changing the password needs 'current_password'.", field: "current_password")
+                }
+                try await directory.confirmPassword(SecretBytes(Array(old.utf8)), account: current.id)
+            }
+            try PasswordPolicy.check(password, hasSecondFactor: current.hasPIN, identifiers: [current.phone ?? "", email ?? current.email ?? ""])
+            newHash = try await Argon2id.owasp.hashOffPool(SecretBytes(Array(password.utf8)))
+        }
+        return try await directory.updateProfile(params.session, email: email, passwordHash: newHash)
+    }
+
+    func enablePIN(_ params: TwoFactorPINEnable.Params) async throws -> TwoFactorPINEnable.Result {
+        try PINPolicy.check(params.pin)
+        guard OpenSSL.constantTimeEquals(Array(params.pin.utf8), Array(params.confirm.utf8)) else { throw AccountFailure.pinMismatch }
+        try await directory.checkPINEnrolment(params.session, reauthenticationWindow: Self.reauthenticationWindow)
+        let hash = try await Argon2id.owasp.hashOffPool(SecretBytes(Array(params.pin.utf8)))
+        try await directory.setPIN(params.session, hash: hash)
+        return .init(enabled: true)
+    }
+
+    func disablePIN(_ params: TwoFactorPINDisable.Params) async throws -> TwoFactorPINEnable.Result {
+        let account = try await directory.authenticate(params.session).accountID
+        // Both, each with its own lock and counters, as at sign-in.
+        try await directory.confirmPassword(SecretBytes(Array(params.password.utf8)), account: account)
+        try await directory.confirmPIN(SecretBytes(Array(params.pin.utf8)), account: account)
+        try await directory.removePIN(params.session)
+        return .init(enabled: false)
+    }
+
+    /// `account.deactivate`: confirmed with the password or the PIN.
+    func deactivate(_ params: AccountDeactivate.Params) async throws -> AccountDeactivate.Result {
+        let account = try await directory.authenticate(params.session).accountID
+        if let password = params.password {
+            try await directory.confirmPassword(SecretBytes(Array(password.utf8)), account: account)
+        } else if let pin = params.pin {
+            try await directory.confirmPIN(SecretBytes(Array(pin.utf8)), account: account)
+        } else {
+            throw InvalidParameter("Give 'password' or 'pin' to confirm the deactivation.", field: "password")
+        }
+        try await directory.deactivate(account: account)
+        logger.notice("account deactivated by its owner", [("AUTHD_ACCOUNT", account)])
+        return .init(deactivated: true)
+    }
+}

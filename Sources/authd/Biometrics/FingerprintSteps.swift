@@ -1,0 +1,23 @@
+/// The accounts that take a finger as their second sign-in step on this machine, and whose
+/// finger (the local user's fprintd name): a machine fact, kept here rather than in the account,
+/// because the finger is only on this machine. An account that is gone leaves a row nothing uses.
+struct FingerprintSteps: Sendable {
+    let store: Store
+
+    func user(account: String) async throws -> String? {
+        try await store.read { database in
+            try database.queryOne("SELECT user FROM fingerprint_steps WHERE account_id = ?", [.text(account)]) { $0.text(0) }
+        }
+    }
+
+    func set(account: String, user: String) async throws {
+        try await store.transaction { database in
+            try database.execute("INSERT INTO fingerprint_steps (account_id, user) VALUES (?, ?) ON CONFLICT (account_id) DO UPDATE SET user = excluded.user",
+                                 [.text(account), .text(user)])
+        }
+    }
+
+    func remove(account: String) async throws {
+        try await store.transaction { try $0.execute("DELETE FROM fingerprint_steps WHERE account_id = ?", [.text(account)]) }
+    }
+}

@@ -1,0 +1,289 @@
+import FoundationEssentials
+import Protocol
+
+// The account directory: the one owner of account data (DESIGN §8). Accounts and their
+// credentials (password, PIN, relying-party passkeys, federated links), sessions and the devices
+// they are bound to, and sign-in flows in progress (codes by SMS, second steps, passkey
+// ceremonies) live behind this interface. It answers with values and decisions, never rows;
+// each call is one all-or-nothing change. `SQLiteAccountDirectory` is the implementation a
+// standalone authd (and a hub) uses, and the only code that touches those tables. Machine
+// capabilities (the lock, fingerprints, the token vault, the card, the platform authenticator)
+// reach account data only through here, so another implementation (forwarding to a hub, or
+// PostgreSQL) can replace it without changing them. Every error is an `AccountFailure`,
+// `SessionFailure` or `PasskeyFailure` (or a store failure, which is internal).
+protocol AccountDirectory: Sendable {
+    // MARK: Codes by SMS (registration and sign-in)
+
+    /// Stores a new challenge and counts its SMS against the number's hourly limit; refuses with
+    /// `tooManyCodesSent`, storing nothing, when the number had its share.
+    func openCodeChallenge(_ challenge: OTPChallenge, policy: OTPChallenge.Policy) async throws
+    /// A resend: the flow may have a new code now (`OTPChallenge.checkResend`), whose MAC replaces
+    /// the old one (which stops working); the SMS counts against the number's limit.
+    func replaceCode(flow: String, purpose: OTPChallenge.Purpose, mac: [UInt8], policy: OTPChallenge.Policy) async throws -> OTPChallenge
+    /// A code whose SMS failed never verifies, and the user may ask for another at once.
+    func voidCode(flow: String, mac: [UInt8]) async throws
+    /// The number a registration flow is for; nil for an unknown flow.
+    func registrationPhone(flow: String) async throws -> String?
+    /// Completes a registration: the attempt counts whatever its outcome; a right code proves
+    /// the number, then makes the account (with `passwordHash` when one was chosen) and its
+    /// first session. An email address another account holds keeps the flow open, uncounted.
+    func register(flow: String, codeMAC: [UInt8], email: String?, passwordHash: String?, device: DeviceIdentity) async throws -> SignedIn
+    /// Whether `phone` belongs to an active account (sign-in codes are sent only then).
+    func hasActiveAccount(phone: String) async throws -> Bool
+    /// One attempt at a sign-in code. A wrong code brings a fresh one at once (`replacementMAC`,
+    /// or an unknowable one when the number has no account), at most `policy.maxResends` times.
+    func signInWithCode(flow: String, codeMAC: [UInt8], replacementMAC: [UInt8], device: DeviceIdentity,
+                        policy: OTPChallenge.Policy) async throws -> CodeSignIn
+
+    // MARK: Credentials
+
+    /// The first sign-in step: the account `login` names, if `password` is its password. Refused
+    /// (`authFailed`, after the same work as a wrong password) for an unknown or deactivated
+    /// account; a wrong password counts toward the account's lockout; `locked` while it holds;
+    /// `pinSwitchedOff` when the PIN factor was switched off. A right one resets the count.
+    func checkPassword(_ password: SecretBytes, login: AccountKey) async throws -> ProvenPassword
+    /// The password of a signed-in account before a sensitive change, exactly as sign-in checks
+    /// it: refused while locked, failures counted and padded.
+    func confirmPassword(_ password: SecretBytes, account: String) async throws
+    /// The same for the PIN second factor, with the PIN's own lock and counters.
+    func confirmPIN(_ pin: SecretBytes, account: String) async throws
+    /// Whether the account is active and has a PIN second factor.
+    func hasPIN(account: String) async throws -> Bool
+    /// An opaque value that changes whenever the account's password changes (nil: no password).
+    /// A machine keeps it with a remembered sign-in, so a changed password ends the remembering.
+    func credentialStamp(account: String) async throws -> [UInt8]?
+
+    // MARK: Second sign-in steps
+
+    /// Stores a sign-in that waits for its second step.
+    func openSignIn(_ flow: SignInFlow) async throws
+    /// A sign-in waiting for its second step, with what the account has now; nil when unknown,
+    /// expired, or its account is deactivated.
+    func pendingSignIn(_ id: String) async throws -> PendingSignIn?
+    /// The PIN step: checks the PIN under its lock (a wrong one counts), then completes the
+    /// sign-in as `SignInFlow` decides. A flow that is not waiting for a PIN is `authFailed`.
+    func completeSignIn(_ id: String, pin: SecretBytes) async throws -> SignedIn
+    /// The fingerprint step's outcome, as the machine that scanned reports it.
+    func completeSignIn(_ id: String, fingerMatched: Bool) async throws -> SecondStepOutcome
+
+    // MARK: Sessions and devices
+
+    /// A session for `account` on `device` (the device limit and policy apply), as a sign-in
+    /// that needs no further step makes it. `federation` names the provider whose sign-in made it.
+    func createSession(account: String, device: DeviceIdentity, amr: [String], federation: String?) async throws -> SignedIn
+    /// A new session for a remembered sign-in: nil when the account or the device it was on is
+    /// gone (deactivated, revoked).
+    func resumeSignIn(account: String, deviceID: String, amr: [String]) async throws -> SignedIn?
+    /// Whether a machine's remembered sign-in still holds: the account active and not locked,
+    /// its password unchanged since (`stamp`), the device not revoked.
+    func rememberedSignInHolds(account: String, deviceID: String, stamp: [UInt8]) async throws -> Bool
+    /// The live session behind `token`, touching its idle timer (`sessionInvalid`,
+    /// `sessionExpired` otherwise).
+    func authenticate(_ token: String) async throws -> ActiveSession
+    /// `session.get`: the session, its account and its device.
+    func describeSession(_ token: String) async throws -> SessionGet.Result
+    /// `auth.logout`: ends the session; returns its id.
+    func endSession(_ token: String) async throws -> String
+    func sessions(_ token: String) async throws -> [SessionSummary]
+    /// Ends another session of the same account (`unknownSession` otherwise).
+    func revokeSession(_ token: String, id: String) async throws
+    /// The account's devices and its device limit.
+    func devices(_ token: String) async throws -> DeviceList.Result
+    /// Removes a device of the same account: its sessions end, its place frees.
+    func revokeDevice(_ token: String, id: String) async throws
+
+    // MARK: The account's own settings
+
+    /// What a profile change needs to know about the session's account.
+    func profile(_ token: String) async throws -> AccountProfile
+    /// Sets the email address (`emailTaken` when another account holds it) and/or the password
+    /// hash (which lifts a password lock), in one change.
+    func updateProfile(_ token: String, email: String?, passwordHash: String?) async throws -> AccountInfo
+    /// Whether the session may set a PIN now: signed in within `reauthenticationWindow` (else
+    /// `reauthRequired`), and after a switched-off PIN only with a session that proved the
+    /// phone by SMS (`pinReenrolmentNeedsCode`).
+    func checkPINEnrolment(_ token: String, reauthenticationWindow: Int64) async throws
+    /// Sets the PIN second factor; its counters and any re-enrolment requirement reset.
+    func setPIN(_ token: String, hash: String) async throws
+    func removePIN(_ token: String) async throws
+    /// Deactivates the account and ends every device and session of it.
+    func deactivate(account: String) async throws
+
+    // MARK: Federated identities
+
+    /// Links a provider's identity to its account (registering one on the first sign-in) and
+    /// signs it in on `device`. `accountDeactivated` when the linked account is.
+    func signIn(federated identity: FederatedIdentity, device: DeviceIdentity) async throws -> FederatedSignInResult
+    /// A persistent logout: the provider's sessions of the account end and the cached user
+    /// data of the identity goes (the link stays). Returns how many sessions ended.
+    func endFederatedSessions(account: String, provider: String, issuer: String, subject: String?) async throws -> Int
+    /// The email address the provider last said the identity has (nil after a logout).
+    func federatedEmail(issuer: String, subject: String) async throws -> String?
+
+    // MARK: Passkeys of accounts (authd as relying party)
+
+    /// Opens a registration ceremony for the session's account: its WebAuthn user handle
+    /// (`newHandle` on first use), the name to show, and the credentials it already has.
+    func beginPasskeyRegistration(_ token: String, challenge: [UInt8], newHandle: [UInt8], timeout: Int64) async throws -> PasskeyEnrolment
+    /// Uses up a ceremony (whatever comes of it, so a challenge is answered once).
+    func consumePasskeyFlow(_ id: String, purpose: PasskeyCeremony) async throws -> PasskeyChallenge
+    /// Stores a verified credential for the session's account, which must be `account`
+    /// (`alreadyRegistered` when any account has it). Returns when it was registered.
+    func addPasskey(_ token: String, account: String, credential: NewAccountPasskey) async throws -> Int64
+    /// Opens a sign-in ceremony: with a login, the credentials of its active account, or
+    /// `decoy` alone when it has none, so the answer does not tell which logins exist.
+    func beginPasskeySignIn(login: AccountKey?, challenge: [UInt8], decoy: [UInt8]?, timeout: Int64) async throws -> (flow: String, allowed: [[UInt8]])
+    /// A credential of an active account, as registered.
+    func registeredPasskey(_ credentialID: [UInt8]) async throws -> RegisteredPasskey?
+    /// Moves the credential's counter from the value checked to the one verified and signs the
+    /// account in, in one change (a raced or replayed assertion finds the counter moved).
+    func completePasskeySignIn(_ credentialID: [UInt8], checked: RegisteredPasskey, verified: VerifiedPasskeyUse,
+                               device: DeviceIdentity, amr: [String]) async throws -> SignedIn
+    func passkeys(_ token: String) async throws -> [AccountPasskey]
+    func removePasskey(_ token: String, id: [UInt8]) async throws
+
+    // MARK: Administration
+
+    func accounts(limit: Int) async throws -> [AccountRecord]
+    /// The first account any of `keys` names (`unknownAccount(selector)` when none).
+    func account(_ keys: [AccountKey], selector: String) async throws -> AccountRecord
+    /// Lifts the password and PIN locks.
+    func unlock(_ keys: [AccountKey], selector: String) async throws -> AccountRecord
+    func setDevicePolicy(_ keys: [AccountKey], selector: String, limit: Int?, policy: Config.DevicePolicy?) async throws -> AccountRecord
+    func deactivate(_ keys: [AccountKey], selector: String) async throws -> AccountRecord
+    /// Deletes what has expired for good: finished code flows and their send records, abandoned
+    /// second steps, session rows that ended long ago. Accounts and devices stay.
+    func purgeExpired() async throws -> DirectoryPurge
+}
+
+// MARK: Values the directory speaks in
+
+/// How an account is named: by id, email address or phone number (normalized by the caller).
+enum AccountKey: Sendable, Equatable {
+    case id(String)
+    case email(String)
+    case phone(String)
+}
+
+/// The device a new session will be bound to: the caller's description, or this machine.
+struct DeviceIdentity: Sendable, Equatable {
+    let key: String
+    let name: String
+    /// False when `name` is the default (the host name): it then never renames a device.
+    var nameGiven = true
+}
+
+/// A live session, as authenticated.
+struct ActiveSession: Sendable, Equatable {
+    let id: String
+    let accountID: String
+    let deviceID: String
+    let amr: [String]
+    let createdAt: Int64
+    let expiresAt: Int64
+    let idleExpiresAt: Int64
+}
+
+/// A right password: the account, and what its sign-in needs next.
+struct ProvenPassword: Sendable, Equatable {
+    let account: AccountInfo
+    let hasPIN: Bool
+}
+
+/// A sign-in waiting for its second step, and whether the account has a PIN to fall back to.
+struct PendingSignIn: Sendable, Equatable {
+    let flow: SignInFlow
+    let accountHasPIN: Bool
+}
+
+/// What a fingerprint second step led to.
+enum SecondStepOutcome: Sendable, Equatable {
+    case signedIn(SignedIn)
+    /// The finger did not do; the same flow continues with the PIN.
+    case continuesWithPIN
+    /// The finger did not do and there is no PIN: the flow ended (sign in with an SMS code).
+    case ended
+}
+
+/// What one sign-in code attempt led to.
+enum CodeSignIn: Sendable, Equatable {
+    case signedIn(SignedIn)
+    /// Wrong; a new code replaced it. Deliver it to `challenge.phone` when `deliver` (the number
+    /// has an account), and say `failure`.
+    case replaced(OTPChallenge, deliver: Bool, failure: AccountFailure)
+}
+
+/// The session's account as a profile change sees it.
+struct AccountProfile: Sendable, Equatable {
+    let id: String
+    let phone: String?
+    let email: String?
+    let hasPassword: Bool
+    let hasPIN: Bool
+}
+
+/// A provider's identity (`iss` + `sub`) and what its ID token said about the person.
+struct FederatedIdentity: Sendable, Equatable {
+    let provider: String
+    let issuer: String
+    let subject: String
+    let email: String?
+    let name: String?
+}
+
+struct FederatedSignInResult: Sendable, Equatable {
+    let signedIn: SignedIn
+    /// True when this sign-in registered the account.
+    let created: Bool
+}
+
+enum PasskeyCeremony: String, Sendable { case register, login }
+
+/// A ceremony's challenge, and whom it was for.
+struct PasskeyChallenge: Sendable, Equatable {
+    let challenge: [UInt8]
+    let account: String?
+    /// The sign-in named a login: only that account's passkeys will do.
+    let loginGiven: Bool
+}
+
+/// A registration ceremony opened for an account.
+struct PasskeyEnrolment: Sendable, Equatable {
+    let flow: String
+    let userHandle: [UInt8]
+    /// Email, phone or id: what the authenticator shows as the user's name.
+    let name: String
+    let registered: [[UInt8]]
+}
+
+/// A credential the relying party verified at registration (WebAuthn L3 §7.1 step 27).
+struct NewAccountPasskey: Sendable, Equatable {
+    let credentialID: [UInt8]
+    let publicKey: [UInt8]
+    let signCount: UInt32
+    let userVerified: Bool
+    let backupEligible: Bool
+    let backupState: Bool
+}
+
+/// A registered credential as stored.
+struct RegisteredPasskey: Sendable, Equatable {
+    let account: String
+    let publicKey: [UInt8]
+    let signCount: Int64
+    let backupEligible: Bool
+    /// The account's WebAuthn user handle.
+    let userHandle: [UInt8]?
+}
+
+/// What a verified assertion says about the credential now.
+struct VerifiedPasskeyUse: Sendable, Equatable {
+    let signCount: UInt32
+    let userVerified: Bool
+    let backupState: Bool
+}
+
+/// What `purgeExpired` deleted.
+struct DirectoryPurge: Sendable, Equatable {
+    var flows = 0, sends = 0, signIns = 0, sessions = 0
+}

@@ -1,0 +1,193 @@
+import FoundationEssentials
+import Protocol
+
+/// Codes by SMS: the challenges of registration and of sign-in by code (`otp_flows`), and the
+/// send records behind each number's hourly limit (`sms_sends`). Codes are stored only as HMACs.
+extension SQLiteAccountDirectory {
+    func openCodeChallenge(_ challenge: OTPChallenge, policy: OTPChallenge.Policy) async throws {
+        let now = seconds
+        try await store.transaction { database in
+            try Self.checkSendLimit(in: database, phone: challenge.phone, now: now, policy: policy)
+            try Self.insert(challenge, into: database)
+            try database.execute("INSERT INTO sms_sends (phone, at) VALUES (?, ?)", [.text(challenge.phone), .integer(now)])
+        }
+    }
+
+    func replaceCode(flow: String, purpose: OTPChallenge.Purpose, mac: [UInt8], policy: OTPChallenge.Policy) async throws -> OTPChallenge {
+        let now = seconds
+        return try await store.transaction { database -> OTPChallenge in
+            guard var challenge = try Self.load(flow, purpose: purpose, from: database) else { throw AccountFailure.unknownRegistration }
+            switch challenge.checkResend(now: now, policy: policy) {
+            case .allowed: break
+            case .closed: throw AccountFailure.registrationFinished
+            case .tooManyResends: throw AccountFailure.tooManyResends(max: policy.maxResends)
+            case .tooEarly(let retryAfter): throw AccountFailure.resendTooEarly(retryAfter: retryAfter)
+            }
+            try Self.checkSendLimit(in: database, phone: challenge.phone, now: now, policy: policy)
+            challenge.replaceCode(mac: mac, now: now, policy: policy)
+            try Self.update(challenge, in: database)
+            try database.execute("INSERT INTO sms_sends (phone, at) VALUES (?, ?)", [.text(challenge.phone), .integer(now)])
+            return challenge
+        }
+    }
+
+    func voidCode(flow: String, mac: [UInt8]) async throws {
+        let now = seconds
+        try await store.transaction { database in
+            try database.execute("UPDATE otp_flows SET code_deliverable = 0, resend_after = ? WHERE id = ? AND code_mac = ?",
+                                 [.integer(now), .text(flow), .blob(mac)])
+        }
+    }
+
+    func registrationPhone(flow: String) async throws -> String? {
+        try await store.read { try Self.load(flow, purpose: .registration, from: $0)?.phone }
+    }
+
+    func register(flow: String, codeMAC: [UInt8], email: String?, passwordHash: String?, device: DeviceIdentity) async throws -> SignedIn {
+        let now = seconds
+        let config = config.current
+        enum Outcome: Sendable {
+            case signedIn(SignedIn)
+            case refused(AccountFailure)
+        }
+        // One transaction: the attempt is counted (and persisted) even when it fails, and a
+        // code can complete exactly one flow.
+        let outcome = try await store.transaction { database -> Outcome in
+            guard var challenge = try Self.load(flow, purpose: .registration, from: database) else { throw AccountFailure.unknownRegistration }
+            let result = challenge.verify(codeMatches: OpenSSL.constantTimeEquals(challenge.codeMAC, codeMAC), now: now)
+            try Self.update(challenge, in: database)
+            switch result {
+            case .accepted: break
+            case .wrong(let left): return .refused(.wrongRegistrationCode(attemptsLeft: left))
+            case .attemptsExhausted, .dead: return .refused(.registrationAttemptsExhausted)
+            case .expired: return .refused(.registrationCodeExpired(at: challenge.expiresAt))
+            case .alreadyUsed: return .refused(.codeUsed)
+            }
+            // The number is proven now; only now may we say it is taken.
+            if try database.queryOne("SELECT 1 FROM accounts WHERE phone = ?", [.text(challenge.phone)], row: { $0.int(0) }) != nil {
+                return .refused(.phoneTaken)
+            }
+            if let email, try database.queryOne("SELECT 1 FROM accounts WHERE email = ?", [.text(email)], row: { $0.int(0) }) != nil {
+                // Not the code's fault: keep the flow open so the user can retry with another
+                // address (the attempt is not counted either).
+                challenge.state = .open
+                try Self.update(challenge, in: database)
+                return .refused(.emailTakenAtRegistration)
+            }
+            let account = "acc_" + Base64URL.encode(try OpenSSL.randomBytes(12))
+            try database.execute(
+                "INSERT INTO accounts (id, phone, phone_verified_at, email, password_hash, created_at) VALUES (?, ?, ?, ?, ?, ?)",
+                [.text(account), .text(challenge.phone), .integer(now), email.map(SQLValue.text) ?? .null, passwordHash.map(SQLValue.text) ?? .null,
+                 .integer(now)])
+            // The password was only set here, not used to sign in: the method is the code.
+            return .signedIn(try Self.signedIn(in: database, account: account, device: device, amr: ["otp"], config: config, now: now))
+        }
+        switch outcome {
+        case .signedIn(let signedIn): return signedIn
+        case .refused(let failure): throw failure
+        }
+    }
+
+    func hasActiveAccount(phone: String) async throws -> Bool {
+        try await store.read { database in
+            try database.queryOne("SELECT 1 FROM accounts WHERE phone = ? AND deactivated_at IS NULL", [.text(phone)]) { $0.int(0) } != nil
+        }
+    }
+
+    func signInWithCode(flow: String, codeMAC: [UInt8], replacementMAC: [UInt8], device: DeviceIdentity,
+                        policy: OTPChallenge.Policy) async throws -> CodeSignIn {
+        let now = seconds
+        let config = config.current
+        enum Outcome: Sendable {
+            case decided(CodeSignIn)
+            case refused(AccountFailure)
+        }
+        let outcome = try await store.transaction { database -> Outcome in
+            guard var challenge = try Self.load(flow, purpose: .login, from: database) else { throw AccountFailure.unknownRegistration }
+            switch challenge.verify(codeMatches: OpenSSL.constantTimeEquals(challenge.codeMAC, codeMAC), now: now) {
+            case .accepted:
+                try Self.update(challenge, in: database)
+                guard let account = try database.queryOne("SELECT id FROM accounts WHERE phone = ? AND deactivated_at IS NULL",
+                                                          [.text(challenge.phone)], row: { $0.text(0) })
+                else { return .refused(.codeForNoAccount) }
+                // The phone proved the person: a password lock lifts.
+                try database.execute("UPDATE accounts SET failed_logins = 0, locked_until = NULL WHERE id = ?", [.text(account)])
+                return .decided(.signedIn(try Self.signedIn(in: database, account: account, device: device, amr: ["otp"], config: config, now: now)))
+            case .wrong:
+                // A wrong code brings a fresh one at once, at most twice; then the flow ends. When
+                // no new code may be sent (the number's hourly limit), the flow ends too: the
+                // attempt must always be counted, never undone by an error.
+                let sendsThisHour = try Self.sendsInLastHour(in: database, phone: challenge.phone, now: now)
+                guard challenge.resends < policy.maxResends, sendsThisHour < policy.maxSendsPerHour else {
+                    challenge.state = .dead
+                    try Self.update(challenge, in: database)
+                    return .refused(.signInAttemptsExhausted(afterNewCode: true))
+                }
+                let exists = try database.queryOne("SELECT 1 FROM accounts WHERE phone = ? AND deactivated_at IS NULL",
+                                                   [.text(challenge.phone)]) { $0.int(0) } != nil
+                challenge.replaceCode(mac: exists ? replacementMAC : try OpenSSL.randomBytes(32), now: now, policy: policy)
+                try Self.update(challenge, in: database)
+                try database.execute("INSERT INTO sms_sends (phone, at) VALUES (?, ?)", [.text(challenge.phone), .integer(now)])
+                return .decided(.replaced(challenge, deliver: exists,
+                                          failure: .wrongSignInCode(newCodeSent: true, resendsLeft: policy.maxResends - challenge.resends)))
+            case .attemptsExhausted, .dead:
+                try Self.update(challenge, in: database)
+                return .refused(.signInAttemptsExhausted(afterNewCode: false))
+            case .expired:
+                return .refused(.signInCodeExpired)
+            case .alreadyUsed:
+                return .refused(.codeUsed)
+            }
+        }
+        switch outcome {
+        case .decided(let decision): return decision
+        case .refused(let failure): throw failure
+        }
+    }
+
+    // MARK: Rows
+
+    static func sendsInLastHour(in database: Database, phone: String, now: Int64) throws -> Int {
+        try database.queryOne("SELECT count(*) FROM sms_sends WHERE phone = ? AND at > ?", [.text(phone), .integer(now - 3600)]) { $0.int(0) } ?? 0
+    }
+
+    static func checkSendLimit(in database: Database, phone: String, now: Int64, policy: OTPChallenge.Policy) throws {
+        let sends = try database.query("SELECT at FROM sms_sends WHERE phone = ? AND at > ? ORDER BY at", [.text(phone), .integer(now - 3600)]) { $0.int64(0) }
+        if sends.count >= policy.maxSendsPerHour {
+            throw AccountFailure.tooManyCodesSent(retryAfter: (sends.first ?? now) + 3600 - now)
+        }
+    }
+
+    static func insert(_ challenge: OTPChallenge, into database: Database) throws {
+        try database.execute(
+            """
+            INSERT INTO otp_flows (id, purpose, phone, code_mac, code_deliverable, created_at, expires_at, resend_after, resends, attempts_left, state)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            """,
+            [.text(challenge.id), .text(challenge.purpose.rawValue), .text(challenge.phone), .blob(challenge.codeMAC),
+             .integer(challenge.codeDeliverable ? 1 : 0), .integer(challenge.createdAt), .integer(challenge.expiresAt),
+             .integer(challenge.resendAfter), .integer(Int64(challenge.resends)), .integer(Int64(challenge.attemptsLeft)), .text(challenge.state.rawValue)])
+    }
+
+    static func update(_ challenge: OTPChallenge, in database: Database) throws {
+        try database.execute(
+            "UPDATE otp_flows SET code_mac = ?, code_deliverable = ?, expires_at = ?, resend_after = ?, resends = ?, attempts_left = ?, state = ? WHERE id = ?",
+            [.blob(challenge.codeMAC), .integer(challenge.codeDeliverable ? 1 : 0), .integer(challenge.expiresAt), .integer(challenge.resendAfter),
+             .integer(Int64(challenge.resends)), .integer(Int64(challenge.attemptsLeft)), .text(challenge.state.rawValue), .text(challenge.id)])
+    }
+
+    static func load(_ id: String, purpose: OTPChallenge.Purpose, from database: Database) throws -> OTPChallenge? {
+        guard id.utf8.count <= 64 else { return nil }
+        return try database.queryOne(
+            """
+            SELECT id, purpose, phone, code_mac, code_deliverable, created_at, expires_at, resend_after, resends, attempts_left, state
+            FROM otp_flows WHERE id = ? AND purpose = ?
+            """,
+            [.text(id), .text(purpose.rawValue)]
+        ) { row in
+            OTPChallenge(id: row.text(0), purpose: OTPChallenge.Purpose(rawValue: row.text(1)) ?? purpose, phone: row.text(2), codeMAC: row.blob(3),
+                         codeDeliverable: row.int(4) != 0, createdAt: row.int64(5), expiresAt: row.int64(6), resendAfter: row.int64(7),
+                         resends: row.int(8), attemptsLeft: row.int(9), state: OTPChallenge.State(rawValue: row.text(10)) ?? .dead)
+        }
+    }
+}

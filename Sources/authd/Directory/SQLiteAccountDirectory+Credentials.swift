@@ -1,0 +1,321 @@
+import FoundationEssentials
+import Protocol
+import Synchronization
+
+/// Passwords and PINs (Argon2id hashes in `accounts`), their lockout, second sign-in steps in
+/// progress (`login_flows`), and the account's own settings. Every way a credential check fails
+/// looks the same from outside (`authFailed`, after the same Argon2id work), except a lock,
+/// which is safe to tell; failures are padded (`CredentialPadding`).
+extension SQLiteAccountDirectory {
+    /// What `credentialStamp` answers for a password hash: SHA-256 of it.
+    static func credentialStamp(passwordHash: String) -> [UInt8] {
+        OpenSSL.sha256(Array(passwordHash.utf8))
+    }
+
+    func credentialStamp(account: String) async throws -> [UInt8]? {
+        try await store.read { database in
+            try database.queryOne("SELECT password_hash FROM accounts WHERE id = ?", [.text(account)]) { $0.optionalText(0) } ?? nil
+        }.map(Self.credentialStamp(passwordHash:))
+    }
+
+    // MARK: Passwords
+
+    func checkPassword(_ password: SecretBytes, login: AccountKey) async throws -> ProvenPassword {
+        try await CredentialPadding.padded {
+            struct Candidate: Sendable {
+                let account: AccountInfo
+                let hash: String?
+                let lockedUntil: Int64?
+                let deactivated, hasPIN, pinReenrollRequired: Bool
+            }
+            let (column, value) = Self.column(login)
+            let candidate = try await store.read { database in
+                try database.queryOne(
+                    """
+                    SELECT id, phone, email, password_hash, locked_until, deactivated_at IS NOT NULL, pin_hash IS NOT NULL, pin_reenroll_required
+                    FROM accounts WHERE \(column) = ?
+                    """, [.text(value)]) {
+                    Candidate(account: AccountInfo(id: $0.text(0), phone: $0.optionalText(1), email: $0.optionalText(2), hasPassword: !$0.isNull(3)),
+                              hash: $0.optionalText(3), lockedUntil: $0.optionalInt64(4), deactivated: $0.int(5) != 0, hasPIN: $0.int(6) != 0,
+                              pinReenrollRequired: $0.int(7) != 0)
+                }
+            }
+            if let candidate, let until = candidate.lockedUntil, seconds < until { throw AccountFailure.locked(until: until) }
+            let against: String
+            if let hash = candidate?.hash { against = hash } else { against = try await decoy.hash() }
+            let matches = try await Argon2id.verifyOffPool(password, against: against)
+            guard let candidate, let hash = candidate.hash, matches, !candidate.deactivated else {
+                if let candidate { try await recordPasswordFailure(candidate.account.id) }
+                throw AccountFailure.authFailed
+            }
+            // The PIN factor was switched off after too many wrong PINs: the password alone must
+            // not be enough now. Sign in with an SMS code, then enrol a new PIN.
+            if candidate.pinReenrollRequired { throw AccountFailure.pinSwitchedOff }
+            let rehash = Argon2id.owasp.isStronger(than: hash) ? try await Argon2id.owasp.hashOffPool(password) : nil
+            try await store.transaction { database in
+                try database.execute("UPDATE accounts SET failed_logins = 0, locked_until = NULL WHERE id = ?", [.text(candidate.account.id)])
+                if let rehash {
+                    try database.execute("UPDATE accounts SET password_hash = ? WHERE id = ?", [.text(rehash), .text(candidate.account.id)])
+                }
+            }
+            return ProvenPassword(account: candidate.account, hasPIN: candidate.hasPIN)
+        }
+    }
+
+    func confirmPassword(_ password: SecretBytes, account: String) async throws {
+        try await CredentialPadding.padded {
+            let (hash, lockedUntil) = try await store.read { database in
+                try database.queryOne("SELECT password_hash, locked_until FROM accounts WHERE id = ?", [.text(account)]) {
+                    ($0.optionalText(0), $0.optionalInt64(1))
+                } ?? (nil, nil)
+            }
+            if let lockedUntil, seconds < lockedUntil { throw AccountFailure.locked(until: lockedUntil) }
+            guard let hash else { throw AccountFailure.authFailed }
+            guard try await Argon2id.verifyOffPool(password, against: hash) else {
+                try await recordPasswordFailure(account)
+                throw AccountFailure.authFailed
+            }
+        }
+    }
+
+    /// Counts a failure and locks the account when the rule says so (atomically: two racing
+    /// failures both count).
+    private func recordPasswordFailure(_ account: String) async throws {
+        let now = seconds
+        let lockout = lockout
+        let lockedUntil = try await store.transaction { database -> Int64? in
+            try database.execute("UPDATE accounts SET failed_logins = failed_logins + 1 WHERE id = ?", [.text(account)])
+            let failures = try database.queryOne("SELECT failed_logins FROM accounts WHERE id = ?", [.text(account)]) { $0.int(0) } ?? 0
+            guard let seconds = lockout.lockSeconds(afterFailures: failures) else { return nil }
+            try database.execute("UPDATE accounts SET locked_until = ? WHERE id = ?", [.integer(now + seconds), .text(account)])
+            return now + seconds
+        }
+        if let lockedUntil {
+            logger.warning("account locked after repeated failed logins", [("AUTHD_ACCOUNT", account), ("AUTHD_LOCKED_UNTIL", String(lockedUntil))])
+            throw AccountFailure.locked(until: lockedUntil)
+        }
+    }
+
+    // MARK: PINs
+
+    func confirmPIN(_ pin: SecretBytes, account: String) async throws {
+        try await CredentialPadding.padded {
+            let (hash, lockedUntil) = try await store.read { database in
+                try database.queryOne("SELECT pin_hash, pin_locked_until FROM accounts WHERE id = ?", [.text(account)]) {
+                    ($0.optionalText(0), $0.optionalInt64(1))
+                } ?? (nil, nil)
+            }
+            if let lockedUntil, seconds < lockedUntil { throw AccountFailure.locked(until: lockedUntil) }
+            guard let hash else { throw AccountFailure.noPINFactor }
+            guard try await Argon2id.verifyOffPool(pin, against: hash) else {
+                try await recordPINFailure(account)
+                throw AccountFailure.authFailed
+            }
+            try await store.transaction { try Self.pinProved(in: $0, account: account) }
+        }
+    }
+
+    func hasPIN(account: String) async throws -> Bool {
+        try await store.read { database in
+            try database.queryOne("SELECT pin_hash IS NOT NULL FROM accounts WHERE id = ? AND deactivated_at IS NULL", [.text(account)]) { $0.int(0) != 0 }
+        } ?? false
+    }
+
+    /// A right PIN ends the run of wrong ones (the lockout rule counts consecutive failures).
+    private static func pinProved(in database: Database, account: String) throws {
+        try database.execute("UPDATE accounts SET pin_failures = 0, pin_locked_until = NULL WHERE id = ?", [.text(account)])
+    }
+
+    /// Counts a wrong PIN: the lockout rule on consecutive failures, and after
+    /// `PINPolicy.totalFailureLimit` in total the factor is switched off until re-enrolment
+    /// (and every sign-in waiting for it ends).
+    func recordPINFailure(_ account: String) async throws {
+        let now = seconds
+        let lockout = lockout
+        let (lockedUntil, switchedOff) = try await store.transaction { database -> (Int64?, Bool) in
+            try database.execute("UPDATE accounts SET pin_failures = pin_failures + 1, pin_total_failures = pin_total_failures + 1 WHERE id = ?",
+                                 [.text(account)])
+            let (consecutive, total) = try database.queryOne("SELECT pin_failures, pin_total_failures FROM accounts WHERE id = ?", [.text(account)]) {
+                ($0.int(0), $0.int(1))
+            } ?? (0, 0)
+            if total >= PINPolicy.totalFailureLimit {
+                try database.execute(
+                    "UPDATE accounts SET pin_hash = NULL, pin_reenroll_required = 1, pin_failures = 0, pin_locked_until = NULL WHERE id = ?", [.text(account)])
+                try database.execute("DELETE FROM login_flows WHERE account_id = ?", [.text(account)])
+                return (nil, true)
+            }
+            guard let seconds = lockout.lockSeconds(afterFailures: consecutive) else { return (nil, false) }
+            try database.execute("UPDATE accounts SET pin_locked_until = ? WHERE id = ?", [.integer(now + seconds), .text(account)])
+            return (now + seconds, false)
+        }
+        if switchedOff {
+            logger.warning("PIN factor switched off after \(PINPolicy.totalFailureLimit) wrong PINs", [("AUTHD_ACCOUNT", account)])
+        }
+        if let lockedUntil { throw AccountFailure.locked(until: lockedUntil) }
+    }
+
+    // MARK: Second sign-in steps
+
+    func openSignIn(_ flow: SignInFlow) async throws {
+        try await store.transaction { database in
+            try database.execute(
+                "INSERT INTO login_flows (id, account_id, device_key, device_name, next, expires_at) VALUES (?, ?, ?, ?, ?, ?)",
+                [.text(flow.id), .text(flow.account), .text(flow.device.key), .text(flow.device.name), .text(flow.step.rawValue), .integer(flow.expiresAt)])
+        }
+    }
+
+    /// The flow and what its account has now; nil when unknown, expired or deactivated.
+    private static func pending(in database: Database, id: String, now: Int64) throws -> (PendingSignIn, pinHash: String?, pinLockedUntil: Int64?)? {
+        try database.queryOne(
+            """
+            SELECT f.id, f.account_id, f.device_key, f.device_name, f.next, f.expires_at, a.pin_hash, a.pin_locked_until
+            FROM login_flows f JOIN accounts a ON a.id = f.account_id
+            WHERE f.id = ? AND f.expires_at > ? AND a.deactivated_at IS NULL
+            """, [.text(id), .integer(now)]) { row -> (PendingSignIn, String?, Int64?)? in
+            guard let step = SignInFlow.Step(rawValue: row.text(4)) else { return nil }
+            let flow = SignInFlow(id: row.text(0), account: row.text(1), device: DeviceIdentity(key: row.text(2), name: row.text(3), nameGiven: false),
+                                  step: step, expiresAt: row.int64(5))
+            return (PendingSignIn(flow: flow, accountHasPIN: !row.isNull(6)), row.optionalText(6), row.optionalInt64(7))
+        } ?? nil
+    }
+
+    func pendingSignIn(_ id: String) async throws -> PendingSignIn? {
+        let now = seconds
+        return try await store.read { try Self.pending(in: $0, id: id, now: now)?.0 }
+    }
+
+    /// Acts on a decision that signs in: the flow is used up (exactly once: a flow another
+    /// request used meanwhile refuses), and the session is made, in one change.
+    private func signIn(_ flow: SignInFlow, amr: [String], pinProved: Bool) async throws -> SignedIn {
+        let config = config.current
+        let now = seconds
+        return try await store.transaction { database in
+            try database.execute("DELETE FROM login_flows WHERE id = ?", [.text(flow.id)])
+            guard database.changes == 1 else { throw AccountFailure.authFailed }
+            if pinProved { try Self.pinProved(in: database, account: flow.account) }
+            return try Self.signedIn(in: database, account: flow.account, device: flow.device, amr: amr, config: config, now: now)
+        }
+    }
+
+    func completeSignIn(_ id: String, pin: SecretBytes) async throws -> SignedIn {
+        try await CredentialPadding.padded {
+            let now = seconds
+            guard let (pending, pinHash, pinLockedUntil) = try await store.read({ try Self.pending(in: $0, id: id, now: now) }),
+                  pending.flow.step == .pin, let pinHash
+            else { throw AccountFailure.authFailed }
+            if let until = pinLockedUntil, now < until { throw AccountFailure.locked(until: until) }
+            guard PINPolicy.isWellFormed(pin) else { throw AccountFailure.authFailed }
+            var flow = pending.flow
+            let correct = try await Argon2id.verifyOffPool(pin, against: pinHash)
+            switch flow.handle(.pin(correct: correct), now: seconds) {
+            case .signIn(let amr):
+                return try await signIn(flow, amr: amr, pinProved: true)
+            case .retry:
+                try await recordPINFailure(flow.account)
+                throw AccountFailure.authFailed
+            case .continueWithPIN, .end, .refuse:
+                throw AccountFailure.authFailed
+            }
+        }
+    }
+
+    func completeSignIn(_ id: String, fingerMatched: Bool) async throws -> SecondStepOutcome {
+        let now = seconds
+        guard let pending = try await pendingSignIn(id) else { throw AccountFailure.authFailed }
+        var flow = pending.flow
+        switch flow.handle(.fingerprint(matched: fingerMatched, accountHasPIN: pending.accountHasPIN), now: now) {
+        case .signIn(let amr):
+            return .signedIn(try await signIn(flow, amr: amr, pinProved: false))
+        case .continueWithPIN:
+            let step = flow.step
+            try await store.transaction { database in
+                try database.execute("UPDATE login_flows SET next = ? WHERE id = ?", [.text(step.rawValue), .text(id)])
+            }
+            return .continuesWithPIN
+        case .end:
+            try await store.transaction { try $0.execute("DELETE FROM login_flows WHERE id = ?", [.text(id)]) }
+            return .ended
+        case .retry, .refuse:
+            throw AccountFailure.authFailed
+        }
+    }
+
+    // MARK: The account's own settings
+
+    func profile(_ token: String) async throws -> AccountProfile {
+        try await withSession(token) { database, session in
+            guard let profile = try database.queryOne(
+                "SELECT id, phone, email, password_hash IS NOT NULL, pin_hash IS NOT NULL FROM accounts WHERE id = ?", [.text(session.accountID)],
+                row: { AccountProfile(id: $0.text(0), phone: $0.optionalText(1), email: $0.optionalText(2), hasPassword: $0.int(3) != 0, hasPIN: $0.int(4) != 0) })
+            else { throw SessionFailure.ended }
+            return profile
+        }
+    }
+
+    func updateProfile(_ token: String, email: String?, passwordHash: String?) async throws -> AccountInfo {
+        try await withSession(token) { database, session in
+            if let email {
+                if try database.queryOne("SELECT 1 FROM accounts WHERE email = ? AND id != ?", [.text(email), .text(session.accountID)], row: { $0.int(0) }) != nil {
+                    throw AccountFailure.emailTaken
+                }
+                try database.execute("UPDATE accounts SET email = ? WHERE id = ?", [.text(email), .text(session.accountID)])
+            }
+            if let passwordHash {
+                try database.execute("UPDATE accounts SET password_hash = ?, failed_logins = 0, locked_until = NULL WHERE id = ?",
+                                     [.text(passwordHash), .text(session.accountID)])
+            }
+            guard let info = try Self.accountInfo(in: database, id: session.accountID) else { throw SessionFailure.ended }
+            return info
+        }
+    }
+
+    func checkPINEnrolment(_ token: String, reauthenticationWindow: Int64) async throws {
+        let now = seconds
+        try await withSession(token) { database, session in
+            guard session.createdAt >= now - reauthenticationWindow else { throw AccountFailure.reauthRequired(for: "set a PIN") }
+            let reenroll = try database.queryOne("SELECT pin_reenroll_required FROM accounts WHERE id = ?", [.text(session.accountID)]) { $0.int(0) != 0 } ?? false
+            if reenroll && !session.amr.contains("otp") { throw AccountFailure.pinReenrolmentNeedsCode }
+        }
+    }
+
+    func setPIN(_ token: String, hash: String) async throws {
+        try await withSession(token) { database, session in
+            try database.execute(
+                "UPDATE accounts SET pin_hash = ?, pin_failures = 0, pin_total_failures = 0, pin_locked_until = NULL, pin_reenroll_required = 0 WHERE id = ?",
+                [.text(hash), .text(session.accountID)])
+        }
+    }
+
+    func removePIN(_ token: String) async throws {
+        try await withSession(token) { database, session in
+            try database.execute("UPDATE accounts SET pin_hash = NULL, pin_failures = 0, pin_locked_until = NULL WHERE id = ?", [.text(session.accountID)])
+        }
+    }
+
+    // MARK: Helpers
+
+    /// The column and value an `AccountKey` names.
+    static func column(_ key: AccountKey) -> (String, String) {
+        switch key {
+        case .id(let id): ("id", id)
+        case .email(let email): ("email", email)
+        case .phone(let phone): ("phone", phone)
+        }
+    }
+}
+
+/// A hash to verify against when the account does not exist, so unknown accounts cost the same
+/// time as wrong passwords. Made on first use, not at start-up (it costs ~50 ms and 19 MiB,
+/// which start-up should not pay).
+final class DecoyHash: Sendable {
+    private let value = Mutex<String?>(nil)
+
+    func hash() async throws -> String {
+        if let made = value.withLock({ $0 }) { return made }
+        let made = try await Argon2id.owasp.hashOffPool(OpenSSL.randomSecret(16))
+        return value.withLock { current in
+            if current == nil { current = made }
+            return current!
+        }
+    }
+}

@@ -1,0 +1,211 @@
+import FoundationEssentials
+import Protocol
+
+/// What links an account to credentials outside authd: a provider's identity
+/// (`federated_identities`) and the passkeys registered to it (`account_passkeys`, with their
+/// ceremonies in `passkey_flows` and the account's WebAuthn user handle).
+extension SQLiteAccountDirectory {
+    // MARK: Federated identities
+
+    func signIn(federated identity: FederatedIdentity, device: DeviceIdentity) async throws -> FederatedSignInResult {
+        let config = config.current
+        let now = seconds
+        return try await store.transaction { database in
+            let linked = try database.queryOne(
+                "SELECT f.account_id, a.deactivated_at IS NOT NULL FROM federated_identities f JOIN accounts a ON a.id = f.account_id WHERE f.issuer = ? AND f.subject = ?",
+                [.text(identity.issuer), .text(identity.subject)]) { ($0.text(0), $0.int(1) != 0) }
+            let account: String
+            if let (existing, deactivated) = linked {
+                guard !deactivated else { throw FederationFailure.accountDeactivated(provider: identity.provider) }
+                account = existing
+                try database.execute(
+                    "UPDATE federated_identities SET email = ?, name = ?, last_login_at = ? WHERE issuer = ? AND subject = ?",
+                    [identity.email.map(SQLValue.text) ?? .null, identity.name.map(SQLValue.text) ?? .null, .integer(now), .text(identity.issuer),
+                     .text(identity.subject)])
+            } else {
+                // The first sign-in with this identity registers an account for it (the
+                // provider is the registration path: no phone, no password).
+                account = "acc_" + Base64URL.encode(try OpenSSL.randomBytes(12))
+                try database.execute("INSERT INTO accounts (id, created_at) VALUES (?, ?)", [.text(account), .integer(now)])
+                try database.execute(
+                    """
+                    INSERT INTO federated_identities (issuer, subject, account_id, provider, email, name, created_at, last_login_at)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                    """,
+                    [.text(identity.issuer), .text(identity.subject), .text(account), .text(identity.provider),
+                     identity.email.map(SQLValue.text) ?? .null, identity.name.map(SQLValue.text) ?? .null, .integer(now), .integer(now)])
+            }
+            let signedIn = try Self.signedIn(in: database, account: account, device: device, amr: ["fed"], federation: identity.provider,
+                                             config: config, now: now)
+            return FederatedSignInResult(signedIn: signedIn, created: linked == nil)
+        }
+    }
+
+    func endFederatedSessions(account: String, provider: String, issuer: String, subject: String?) async throws -> Int {
+        let now = seconds
+        return try await store.transaction { database in
+            if let subject {
+                try database.execute("UPDATE federated_identities SET email = NULL, name = NULL WHERE issuer = ? AND subject = ?",
+                                     [.text(issuer), .text(subject)])
+            }
+            try database.execute(
+                "UPDATE sessions SET revoked_at = ? WHERE account_id = ? AND federation = ? AND revoked_at IS NULL AND expires_at > ?",
+                [.integer(now), .text(account), .text(provider), .integer(now)])
+            return database.changes
+        }
+    }
+
+    func federatedEmail(issuer: String, subject: String) async throws -> String? {
+        try await store.read { database in
+            try database.queryOne("SELECT email FROM federated_identities WHERE issuer = ? AND subject = ?", [.text(issuer), .text(subject)]) {
+                $0.optionalText(0)
+            } ?? nil
+        }
+    }
+
+    // MARK: Passkeys of accounts
+
+    /// Opens a ceremony: expired ones go, an account keeps at most `flowsPerAccount` open
+    /// (the oldest give way).
+    private static func newPasskeyFlow(in database: Database, purpose: PasskeyCeremony, account: String?, loginGiven: Bool, challenge: [UInt8],
+                                       now: Int64, timeout: Int64) throws -> String {
+        try database.execute("DELETE FROM passkey_flows WHERE expires_at <= ?", [.integer(now)])
+        if let account {
+            try database.execute(
+                "DELETE FROM passkey_flows WHERE id IN (SELECT id FROM passkey_flows WHERE account_id = ? ORDER BY expires_at DESC LIMIT -1 OFFSET ?)",
+                [.text(account), .integer(Int64(RelyingParty.flowsPerAccount - 1))])
+        }
+        let flow = Base64URL.encode(try OpenSSL.randomBytes(16))
+        try database.execute("INSERT INTO passkey_flows (id, purpose, account_id, login_given, challenge, expires_at) VALUES (?, ?, ?, ?, ?, ?)",
+                             [.text(flow), .text(purpose.rawValue), account.map(SQLValue.text) ?? .null, .integer(loginGiven ? 1 : 0), .blob(challenge),
+                              .integer(now + timeout)])
+        return flow
+    }
+
+    func beginPasskeyRegistration(_ token: String, challenge: [UInt8], newHandle: [UInt8], timeout: Int64) async throws -> PasskeyEnrolment {
+        let now = seconds
+        return try await withSession(token) { database, session in
+            guard let (handle, name) = try database.queryOne("SELECT webauthn_user_id, coalesce(email, phone, id) FROM accounts WHERE id = ?",
+                                                              [.text(session.accountID)], row: { ($0.optionalBlob(0), $0.text(1)) })
+            else { throw PasskeyFailure.flowInvalid }
+            let userHandle = handle ?? newHandle
+            if handle == nil {
+                try database.execute("UPDATE accounts SET webauthn_user_id = ? WHERE id = ?", [.blob(userHandle), .text(session.accountID)])
+            }
+            let registered = try database.query("SELECT credential_id FROM account_passkeys WHERE account_id = ? ORDER BY created_at",
+                                                [.text(session.accountID)]) { $0.blob(0) }
+            let flow = try Self.newPasskeyFlow(in: database, purpose: .register, account: session.accountID, loginGiven: true, challenge: challenge,
+                                               now: now, timeout: timeout)
+            return PasskeyEnrolment(flow: flow, userHandle: userHandle, name: name, registered: registered)
+        }
+    }
+
+    func consumePasskeyFlow(_ id: String, purpose: PasskeyCeremony) async throws -> PasskeyChallenge {
+        let now = seconds
+        let row = try await store.transaction { database in
+            let row = try database.queryOne("SELECT challenge, account_id, login_given FROM passkey_flows WHERE id = ? AND purpose = ? AND expires_at > ?",
+                                            [.text(id), .text(purpose.rawValue), .integer(now)]) {
+                PasskeyChallenge(challenge: $0.blob(0), account: $0.optionalText(1), loginGiven: $0.int(2) != 0)
+            }
+            try database.execute("DELETE FROM passkey_flows WHERE id = ?", [.text(id)])
+            return row
+        }
+        guard let row else { throw PasskeyFailure.flowInvalid }
+        return row
+    }
+
+    func addPasskey(_ token: String, account: String, credential: NewAccountPasskey) async throws -> Int64 {
+        let now = seconds
+        return try await withSession(token) { database, session in
+            guard session.accountID == account else { throw PasskeyFailure.flowInvalid }
+            // WebAuthn L3 §7.1 step 26: a credential id registered to anyone is refused.
+            guard try database.queryOne("SELECT 1 FROM account_passkeys WHERE credential_id = ?", [.blob(credential.credentialID)], row: { _ in true }) == nil
+            else { throw PasskeyFailure.alreadyRegistered }
+            try database.execute(
+                """
+                INSERT INTO account_passkeys (credential_id, account_id, public_key, sign_count, uv_initialized, backup_eligible, backup_state, created_at)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                """,
+                [.blob(credential.credentialID), .text(account), .blob(credential.publicKey), .integer(Int64(credential.signCount)),
+                 .integer(credential.userVerified ? 1 : 0), .integer(credential.backupEligible ? 1 : 0), .integer(credential.backupState ? 1 : 0),
+                 .integer(now)])
+            return now
+        }
+    }
+
+    func beginPasskeySignIn(login: AccountKey?, challenge: [UInt8], decoy: [UInt8]?, timeout: Int64) async throws -> (flow: String, allowed: [[UInt8]]) {
+        let now = seconds
+        return try await store.transaction { database in
+            var account: String?
+            var allowed: [[UInt8]] = []
+            if let login {
+                let (column, value) = Self.column(login)
+                account = try database.queryOne("SELECT id FROM accounts WHERE \(column) = ? AND deactivated_at IS NULL", [.text(value)]) { $0.text(0) }
+                if let account {
+                    allowed = try database.query("SELECT credential_id FROM account_passkeys WHERE account_id = ? ORDER BY created_at", [.text(account)]) {
+                        $0.blob(0)
+                    }
+                }
+                if allowed.isEmpty, let decoy { allowed = [decoy] }
+            }
+            let flow = try Self.newPasskeyFlow(in: database, purpose: .login, account: account, loginGiven: login != nil, challenge: challenge,
+                                               now: now, timeout: timeout)
+            return (flow, allowed)
+        }
+    }
+
+    func registeredPasskey(_ credentialID: [UInt8]) async throws -> RegisteredPasskey? {
+        try await store.read { database in
+            try database.queryOne(
+                """
+                SELECT p.account_id, p.public_key, p.sign_count, p.backup_eligible, a.webauthn_user_id
+                FROM account_passkeys p JOIN accounts a ON a.id = p.account_id
+                WHERE p.credential_id = ? AND a.deactivated_at IS NULL
+                """, [.blob(credentialID)]) {
+                RegisteredPasskey(account: $0.text(0), publicKey: $0.blob(1), signCount: $0.int64(2), backupEligible: $0.int(3) != 0,
+                                  userHandle: $0.optionalBlob(4))
+            }
+        }
+    }
+
+    func completePasskeySignIn(_ credentialID: [UInt8], checked: RegisteredPasskey, verified: VerifiedPasskeyUse,
+                               device: DeviceIdentity, amr: [String]) async throws -> SignedIn {
+        let config = config.current
+        let now = seconds
+        return try await store.transaction { database in
+            // The counter moves only from the value checked: two sign-ins with one assertion
+            // (or racing clones) cannot both pass.
+            try database.execute(
+                """
+                UPDATE account_passkeys SET sign_count = ?, backup_state = ?, uv_initialized = uv_initialized | ?, last_used_at = ?
+                WHERE credential_id = ? AND sign_count = ?
+                """,
+                [.integer(Int64(verified.signCount)), .integer(verified.backupState ? 1 : 0), .integer(verified.userVerified ? 1 : 0), .integer(now),
+                 .blob(credentialID), .integer(checked.signCount)])
+            guard database.changes == 1 else {
+                throw PasskeyFailure.invalid(WebAuthnFailure(check: "sign_count", description: "the passkey was used by another sign-in at the same time"))
+            }
+            return try Self.signedIn(in: database, account: checked.account, device: device, amr: amr, config: config, now: now)
+        }
+    }
+
+    func passkeys(_ token: String) async throws -> [AccountPasskey] {
+        try await withSession(token) { database, session in
+            try database.query(
+                """
+                SELECT credential_id, sign_count, backup_eligible, backup_state, created_at, last_used_at
+                FROM account_passkeys WHERE account_id = ? ORDER BY created_at DESC, rowid DESC
+                """, [.text(session.accountID)]) {
+                AccountPasskey(id: Base64URL.encode($0.blob(0)), signCount: $0.int(1), backupEligible: $0.int(2) != 0, backupState: $0.int(3) != 0,
+                               createdAt: Timestamp.rfc3339(epochSeconds: $0.int64(4)), lastUsedAt: $0.optionalInt64(5).map { Timestamp.rfc3339(epochSeconds: $0) })
+            }
+        }
+    }
+
+    func removePasskey(_ token: String, id: [UInt8]) async throws {
+        try await withSession(token) { database, session in
+            try database.execute("DELETE FROM account_passkeys WHERE credential_id = ? AND account_id = ?", [.blob(id), .text(session.accountID)])
+            guard database.changes == 1 else { throw PasskeyFailure.noSuchAccountPasskey }
+        }
+    }
+}

@@ -1,0 +1,283 @@
+import FoundationEssentials
+import Protocol
+import Synchronization
+
+/// The account directory on the daemon's SQLite store. The only code with statements on the
+/// account tables: `accounts`, `devices`, `sessions`, `otp_flows`, `sms_sends`, `login_flows`,
+/// `federated_identities`, `account_passkeys`, `passkey_flows`. Split by area over this file
+/// and its `+Codes`, `+Credentials`, `+Links` and `+Administration` extensions.
+///
+/// Session tokens are opaque 256-bit bearer tokens stored only as SHA-256 hashes, each bound to
+/// a device record, with an idle timeout and a maximum lifetime (`[accounts]`).
+struct SQLiteAccountDirectory: AccountDirectory {
+    let store: Store
+    let config: ConfigHolder
+    let logger: Logger
+    let now: @Sendable () -> Date
+    /// The soft lock against guessing passwords and PINs.
+    let lockout = Lockout()
+    /// A hash to verify against when an account does not exist (see `checkPassword`).
+    let decoy = DecoyHash()
+
+    init(store: Store, config: ConfigHolder, logger: Logger, now: @escaping @Sendable () -> Date) {
+        self.store = store
+        self.config = config
+        self.logger = logger
+        self.now = now
+    }
+
+    var seconds: Int64 { Int64(now().timeIntervalSince1970) }
+
+    // MARK: Sessions (inside a caller's transaction)
+
+    /// Creates a session for `account` on `device`. Refuses with `deviceLimitReached` (creating
+    /// nothing) when the device is new and the account already has its limit of active
+    /// devices, unless the account's policy makes room by ending the least recently used ones.
+    static func createSession(in database: Database, account: String, device: DeviceIdentity, amr: [String], federation: String? = nil,
+                              config: Config, now: Int64) throws -> SessionToken {
+        let idle = Int64(config.sessionIdleSeconds)
+        // The account's own limit and policy, when an admin set them, win over the settings.
+        let (accountLimit, accountPolicy) = try database.queryOne("SELECT device_limit, device_policy FROM accounts WHERE id = ?", [.text(account)]) {
+            ($0.optionalInt64(0), $0.optionalText(1))
+        } ?? (nil, nil)
+        let limit = accountLimit.map(Int.init) ?? config.deviceLimit
+        let policy = accountPolicy.flatMap(Config.DevicePolicy.init(rawValue:)) ?? config.devicePolicy
+        let existing = try database.queryOne(
+            "SELECT id FROM devices WHERE account_id = ? AND device_key = ? AND revoked_at IS NULL",
+            [.text(account), .text(device.key)]) { $0.text(0) }
+        // A device counts while it has a live session (not revoked, not past its lifetime or
+        // idle timeout): signing out everywhere on a device, or device.revoke, frees its place.
+        let liveDevices = try database.query(
+            """
+            SELECT DISTINCT d.id FROM devices d JOIN sessions s ON s.device_id = d.id
+            WHERE d.account_id = ? AND d.revoked_at IS NULL AND s.revoked_at IS NULL AND s.expires_at > ? AND s.last_used_at > ?
+            """, [.text(account), .integer(now), .integer(now &- idle)]) { $0.text(0) }
+        let deviceID: String
+        if let existing, liveDevices.contains(existing) {
+            deviceID = existing
+            try database.execute("UPDATE devices SET last_seen = ? WHERE id = ?", [.integer(now), .text(existing)])
+        } else {
+            let active = liveDevices.count
+            if active >= limit && policy == .replaceOldest {
+                // End the sessions of the least recently used devices until there is room.
+                let oldest = try database.query(
+                    """
+                    SELECT d.id FROM devices d JOIN sessions s ON s.device_id = d.id
+                    WHERE d.account_id = ? AND d.revoked_at IS NULL AND s.revoked_at IS NULL AND s.expires_at > ?
+                    GROUP BY d.id ORDER BY max(s.last_used_at), max(s.created_at), d.rowid LIMIT ?
+                    """, [.text(account), .integer(now), .integer(Int64(active - limit + 1))]) { $0.text(0) }
+                for id in oldest {
+                    try database.execute("UPDATE sessions SET revoked_at = ? WHERE device_id = ? AND revoked_at IS NULL", [.integer(now), .text(id)])
+                }
+            } else if active >= limit {
+                throw SessionFailure.deviceLimitReached(limit: limit, active: active)
+            }
+            if let existing {
+                // A known device coming back after all its sessions ended counts again.
+                deviceID = existing
+                try database.execute("UPDATE devices SET last_seen = ? WHERE id = ?", [.integer(now), .text(existing)])
+            } else {
+                deviceID = "dev_" + Base64URL.encode(try OpenSSL.randomBytes(12))
+                try database.execute(
+                    "INSERT INTO devices (id, account_id, device_key, name, first_seen, last_seen) VALUES (?, ?, ?, ?, ?, ?)",
+                    [.text(deviceID), .text(account), .text(device.key), .text(device.name), .integer(now), .integer(now)])
+            }
+        }
+        if device.nameGiven {
+            try database.execute("UPDATE devices SET name = ? WHERE id = ?", [.text(device.name), .text(deviceID)])
+        }
+        var raw = try OpenSSL.randomBytes(32)
+        defer { OpenSSL.wipe(&raw) }
+        let token = "as1." + Base64URL.encode(raw)
+        let id = "ses_" + Base64URL.encode(try OpenSSL.randomBytes(12))
+        let lifetime = Int64(config.sessionLifetimeSeconds)
+        let amrJSON = String(decoding: try WireCodec.encodeJSON(amr), as: UTF8.self)
+        try database.execute(
+            """
+            INSERT INTO sessions (id, account_id, device_id, token_hash, amr, created_at, last_used_at, expires_at, federation)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+            """,
+            [.text(id), .text(account), .text(deviceID), .blob(hash(token)), .text(amrJSON), .integer(now), .integer(now), .integer(now + lifetime),
+             federation.map(SQLValue.text) ?? .null])
+        return SessionToken(token: token, id: id, deviceID: deviceID, expiresAt: Timestamp.rfc3339(epochSeconds: now + lifetime))
+    }
+
+    /// The session and its account, as a sign-in answers them.
+    static func signedIn(in database: Database, account: String, device: DeviceIdentity, amr: [String], federation: String? = nil,
+                         config: Config, now: Int64) throws -> SignedIn {
+        let session = try createSession(in: database, account: account, device: device, amr: amr, federation: federation, config: config, now: now)
+        guard let info = try accountInfo(in: database, id: account) else { throw SessionFailure.ended }
+        return SignedIn(account: info, session: session)
+    }
+
+    /// The account as clients see it.
+    static func accountInfo(in database: Database, id: String) throws -> AccountInfo? {
+        try database.queryOne("SELECT id, phone, email, password_hash IS NOT NULL FROM accounts WHERE id = ?", [.text(id)]) {
+            AccountInfo(id: $0.text(0), phone: $0.optionalText(1), email: $0.optionalText(2), hasPassword: $0.int(3) != 0)
+        }
+    }
+
+    static func hash(_ token: String) -> [UInt8] {
+        OpenSSL.sha256(Array(token.utf8))
+    }
+
+    /// The live session for `token`, touching its idle timer. Lookup is by hash, so no token
+    /// comparison leaks timing.
+    static func authenticate(in database: Database, token: String, now: Int64, idle: Int64) throws -> ActiveSession {
+        guard token.hasPrefix("as1."), token.utf8.count < 100 else { throw SessionFailure.notASessionToken }
+        struct Row: Sendable { let id, account, device, amr: String; let created, lastUsed, expires: Int64; let revoked: Bool; let deactivated: Bool }
+        let row = try database.queryOne(
+            """
+            SELECT s.id, s.account_id, s.device_id, s.amr, s.created_at, s.last_used_at, s.expires_at,
+                   s.revoked_at IS NOT NULL OR d.revoked_at IS NOT NULL, a.deactivated_at IS NOT NULL
+            FROM sessions s JOIN devices d ON d.id = s.device_id JOIN accounts a ON a.id = s.account_id
+            WHERE s.token_hash = ?
+            """, [.blob(hash(token))]
+        ) { Row(id: $0.text(0), account: $0.text(1), device: $0.text(2), amr: $0.text(3), created: $0.int64(4), lastUsed: $0.int64(5),
+                expires: $0.int64(6), revoked: $0.int(7) != 0, deactivated: $0.int(8) != 0) }
+        guard let row, !row.revoked, !row.deactivated else { throw SessionFailure.ended }
+        guard now < row.expires, now < row.lastUsed + idle else { throw SessionFailure.expired }
+        try database.execute("UPDATE sessions SET last_used_at = ? WHERE id = ?", [.integer(now), .text(row.id)])
+        return ActiveSession(id: row.id, accountID: row.account, deviceID: row.device, amr: decodeAMR(row.amr), createdAt: row.created,
+                             expiresAt: row.expires, idleExpiresAt: now + idle)
+    }
+
+    static func decodeAMR(_ json: String) -> [String] {
+        (try? WireCodec.decode([String].self, from: Data(json.utf8))) ?? []
+    }
+
+    /// Runs `body` in one transaction with the live session for `token`.
+    func withSession<T: Sendable>(_ token: String, _ body: @escaping @Sendable (Database, ActiveSession) throws -> T) async throws -> T {
+        let now = seconds
+        let idle = Int64(config.current.sessionIdleSeconds)
+        return try await store.transaction { database in
+            try body(database, try Self.authenticate(in: database, token: token, now: now, idle: idle))
+        }
+    }
+
+    /// Marks the account deactivated and ends every device, session and pending sign-in of it.
+    static func deactivate(in database: Database, account: String, now: Int64) throws {
+        try database.execute("UPDATE accounts SET deactivated_at = ? WHERE id = ? AND deactivated_at IS NULL", [.integer(now), .text(account)])
+        try database.execute("UPDATE devices SET revoked_at = ? WHERE account_id = ? AND revoked_at IS NULL", [.integer(now), .text(account)])
+        try database.execute("UPDATE sessions SET revoked_at = ? WHERE account_id = ? AND revoked_at IS NULL", [.integer(now), .text(account)])
+        try database.execute("DELETE FROM login_flows WHERE account_id = ?", [.text(account)])
+    }
+
+    // MARK: Sessions and devices
+
+    func createSession(account: String, device: DeviceIdentity, amr: [String], federation: String?) async throws -> SignedIn {
+        let config = config.current
+        let now = seconds
+        return try await store.transaction { database in
+            try Self.signedIn(in: database, account: account, device: device, amr: amr, federation: federation, config: config, now: now)
+        }
+    }
+
+    func resumeSignIn(account: String, deviceID: String, amr: [String]) async throws -> SignedIn? {
+        let config = config.current
+        let now = seconds
+        return try await store.transaction { database -> SignedIn? in
+            guard let device = try database.queryOne(
+                "SELECT device_key, name FROM devices WHERE id = ? AND account_id = ? AND revoked_at IS NULL", [.text(deviceID), .text(account)],
+                row: { DeviceIdentity(key: $0.text(0), name: $0.text(1), nameGiven: false) })
+            else { return nil }
+            return try Self.signedIn(in: database, account: account, device: device, amr: amr, config: config, now: now)
+        }
+    }
+
+    func rememberedSignInHolds(account: String, deviceID: String, stamp: [UInt8]) async throws -> Bool {
+        let now = seconds
+        return try await store.read { database in
+            try database.queryOne(
+                """
+                SELECT a.password_hash FROM accounts a JOIN devices d ON d.account_id = a.id
+                WHERE a.id = ? AND d.id = ? AND a.deactivated_at IS NULL AND (a.locked_until IS NULL OR a.locked_until <= ?) AND d.revoked_at IS NULL
+                """, [.text(account), .text(deviceID), .integer(now)]) { row in
+                row.optionalText(0).map { OpenSSL.constantTimeEquals(Self.credentialStamp(passwordHash: $0), stamp) } ?? false
+            } ?? false
+        }
+    }
+
+    func authenticate(_ token: String) async throws -> ActiveSession {
+        try await withSession(token) { _, session in session }
+    }
+
+    func describeSession(_ token: String) async throws -> SessionGet.Result {
+        try await withSession(token) { database, session in
+            guard let account = try Self.accountInfo(in: database, id: session.accountID),
+                  let device = try database.queryOne("SELECT id, name FROM devices WHERE id = ?", [.text(session.deviceID)], row: {
+                      DeviceSummary(id: $0.text(0), name: $0.text(1))
+                  })
+            else { throw SessionFailure.ended }
+            return SessionGet.Result(
+                id: session.id, account: account, device: device, amr: session.amr,
+                createdAt: Timestamp.rfc3339(epochSeconds: session.createdAt), expiresAt: Timestamp.rfc3339(epochSeconds: session.expiresAt),
+                idleExpiresAt: Timestamp.rfc3339(epochSeconds: session.idleExpiresAt))
+        }
+    }
+
+    func endSession(_ token: String) async throws -> String {
+        let now = seconds
+        return try await withSession(token) { database, session in
+            try database.execute("UPDATE sessions SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL", [.integer(now), .text(session.id)])
+            return session.id
+        }
+    }
+
+    func sessions(_ token: String) async throws -> [SessionSummary] {
+        let now = seconds
+        let idle = Int64(config.current.sessionIdleSeconds)
+        return try await withSession(token) { database, session in
+            try database.query(
+                """
+                SELECT s.id, s.device_id, s.amr, s.created_at, s.last_used_at, s.expires_at FROM sessions s
+                JOIN devices d ON d.id = s.device_id
+                WHERE s.account_id = ? AND s.revoked_at IS NULL AND d.revoked_at IS NULL AND s.expires_at > ? AND s.last_used_at > ?
+                ORDER BY s.created_at
+                """, [.text(session.accountID), .integer(now), .integer(now - idle)]
+            ) { row in
+                SessionSummary(id: row.text(0), deviceID: row.text(1), amr: Self.decodeAMR(row.text(2)),
+                               createdAt: Timestamp.rfc3339(epochSeconds: row.int64(3)), lastUsedAt: Timestamp.rfc3339(epochSeconds: row.int64(4)),
+                               expiresAt: Timestamp.rfc3339(epochSeconds: row.int64(5)), current: row.text(0) == session.id)
+            }
+        }
+    }
+
+    func revokeSession(_ token: String, id: String) async throws {
+        let now = seconds
+        try await withSession(token) { database, session in
+            try database.execute("UPDATE sessions SET revoked_at = ? WHERE id = ? AND account_id = ? AND revoked_at IS NULL",
+                                 [.integer(now), .text(id), .text(session.accountID)])
+            guard database.changes == 1 else { throw SessionFailure.unknownSession }
+        }
+    }
+
+    func devices(_ token: String) async throws -> DeviceList.Result {
+        let limit = config.current.deviceLimit
+        return try await withSession(token) { database, session in
+            let devices = try database.query(
+                "SELECT id, name, first_seen, last_seen FROM devices WHERE account_id = ? AND revoked_at IS NULL ORDER BY first_seen",
+                [.text(session.accountID)]) { row in
+                DeviceRecord(id: row.text(0), name: row.text(1), firstSeen: Timestamp.rfc3339(epochSeconds: row.int64(2)),
+                             lastSeen: Timestamp.rfc3339(epochSeconds: row.int64(3)), current: row.text(0) == session.deviceID)
+            }
+            let own = try database.queryOne("SELECT device_limit FROM accounts WHERE id = ?", [.text(session.accountID)]) { $0.optionalInt64(0) } ?? nil
+            return DeviceList.Result(devices: devices, limit: own.map(Int.init) ?? limit)
+        }
+    }
+
+    func revokeDevice(_ token: String, id: String) async throws {
+        let now = seconds
+        try await withSession(token) { database, session in
+            try database.execute("UPDATE devices SET revoked_at = ? WHERE id = ? AND account_id = ? AND revoked_at IS NULL",
+                                 [.integer(now), .text(id), .text(session.accountID)])
+            guard database.changes == 1 else { throw SessionFailure.unknownDevice }
+            try database.execute("UPDATE sessions SET revoked_at = ? WHERE device_id = ? AND revoked_at IS NULL", [.integer(now), .text(id)])
+        }
+    }
+
+    func deactivate(account: String) async throws {
+        let now = seconds
+        try await store.transaction { try Self.deactivate(in: $0, account: account, now: now) }
+    }
+}
