@@ -47,7 +47,7 @@ let package = Package(
 
         // One HTTP request per run, for the daemon (SMS gateway, OpenID discovery, JWKS, token
         // endpoint, remote.fetch): URLSession and TLS in a short-lived process, never in authd's.
-        .executableTarget(name: "authd-http", dependencies: ["CLinux"]),
+        .executableTarget(name: "authd-http", dependencies: ["Protocol", "CLinux"]),
 
         // A simulator of the ID card behind vsmartcard's vpcd reader driver, for development
         // and tests, and the generator of its test CA and card profiles.

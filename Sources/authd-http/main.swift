@@ -1,5 +1,6 @@
 import CLinux
 import Foundation
+import Protocol
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
@@ -8,28 +9,12 @@ import FoundationNetworking
 // token endpoint, remote.fetch) with URLSession, so that TLS and the parsing of remote answers happen in a
 // short-lived process that holds no keys, and FoundationNetworking stays out of the daemon.
 //
-// stdin: one JSON object {"method","url","headers":{…},"body_base64","timeout","max_response_bytes"}.
-// stdout: one JSON object {"status","headers":{…},"body_base64"} or {"error": "…"}; exit 0 either way.
+// stdin: one `AuthdHTTP.Request` as JSON. stdout: one `AuthdHTTP.Response` as JSON, the answer or
+// an error; exit 0 either way. Both are declared in Protocol, which authd shares.
 // Redirects are returned, never followed: a bearer token must not travel to another URL.
 // The URL must be https://, or http:// to a loopback address. Never prints the request.
 
-struct Request: Decodable {
-    var method: String
-    var url: String
-    var headers: [String: String]
-    var body_base64: String?
-    var timeout: Double
-    var max_response_bytes: Int
-}
-
-struct Response: Encodable {
-    var status: Int?
-    var headers: [String: String]?
-    var body_base64: String?
-    var error: String?
-}
-
-func finish(_ response: Response) -> Never {
+func finish(_ response: AuthdHTTP.Response) -> Never {
     let encoder = JSONEncoder()
     encoder.outputFormatting = [.sortedKeys]
     let data = (try? encoder.encode(response)) ?? Data(#"{"error":"cannot encode the answer"}"#.utf8)
@@ -83,19 +68,19 @@ final class Collector: NSObject, URLSessionDataDelegate, @unchecked Sendable {
 // (exec reset what authd set for itself).
 _ = authd_disable_dumping()
 let input = FileHandle.standardInput.readData(ofLength: 8 << 20)
-guard let request = try? JSONDecoder().decode(Request.self, from: input) else { finish(Response(error: "malformed request to authd-http")) }
+guard let request = try? JSONDecoder().decode(AuthdHTTP.Request.self, from: input) else { finish(AuthdHTTP.Response(error: "malformed request to authd-http")) }
 guard let url = URL(string: request.url), let scheme = url.scheme?.lowercased(), let host = url.host?.lowercased() else {
-    finish(Response(error: "not an absolute URL"))
+    finish(AuthdHTTP.Response(error: "not an absolute URL"))
 }
 guard scheme == "https" || (scheme == "http" && isLoopback(host)) else {
-    finish(Response(error: "only https:// (or http:// to a loopback address) is allowed"))
+    finish(AuthdHTTP.Response(error: "only https:// (or http:// to a loopback address) is allowed"))
 }
 
 var urlRequest = URLRequest(url: url, timeoutInterval: request.timeout)
 urlRequest.httpMethod = request.method
 for (name, value) in request.headers { urlRequest.setValue(value, forHTTPHeaderField: name) }
-if let body = request.body_base64 {
-    guard let bytes = Data(base64Encoded: body) else { finish(Response(error: "malformed body")) }
+if let body = request.bodyBase64 {
+    guard let bytes = Data(base64Encoded: body) else { finish(AuthdHTTP.Response(error: "malformed body")) }
     urlRequest.httpBody = bytes
 }
 
@@ -105,16 +90,16 @@ configuration.timeoutIntervalForResource = request.timeout
 configuration.httpShouldSetCookies = false
 configuration.httpCookieAcceptPolicy = .never
 configuration.urlCache = nil
-let collector = Collector(limit: request.max_response_bytes)
+let collector = Collector(limit: request.maxResponseBytes)
 let session = URLSession(configuration: configuration, delegate: collector, delegateQueue: nil)
 session.dataTask(with: urlRequest).resume()
 if collector.done.wait(timeout: .now() + request.timeout + 1) == .timedOut {
-    finish(Response(error: "no answer within \(Int(request.timeout)) s"))
+    finish(AuthdHTTP.Response(error: "no answer within \(Int(request.timeout)) s"))
 }
-if let failure = collector.failure { finish(Response(error: failure)) }
-guard let response = collector.response else { finish(Response(error: "no HTTP answer")) }
+if let failure = collector.failure { finish(AuthdHTTP.Response(error: failure)) }
+guard let response = collector.response else { finish(AuthdHTTP.Response(error: "no HTTP answer")) }
 var headers: [String: String] = [:]
 for (name, value) in response.allHeaderFields {
     if let name = name as? String, let value = value as? String { headers[name.lowercased()] = value }
 }
-finish(Response(status: response.statusCode, headers: headers, body_base64: collector.body.base64EncodedString()))
+finish(AuthdHTTP.Response(status: response.statusCode, headers: headers, bodyBase64: collector.body.base64EncodedString()))

@@ -5,22 +5,65 @@ import Synchronization
 /// authd.conf(5): INI-style `[section]` / `key = value`, `#` or `;` comments on their own line.
 /// Every key is known and validated; unknown sections or keys are errors, so a typo is reported
 /// instead of silently ignored.
+///
+/// Each key is declared once, in one spot: its property (type, default, meaning), and right below
+/// the properties of its section one row of that section's table (the key's name in the file and
+/// the rule its value must meet). Parsing, the known keys named in error messages and
+/// `changes(from:)` all read the tables, so a new key is a property and a row; a new section is a
+/// table, listed in `sections`. What involves several keys is checked at the end of `parse`.
 struct Config: Equatable, Sendable {
     var maxConnections = 4096
     /// Connections one uid may hold (root is exempt), so one local user cannot take them all or
     /// pin max_connections × 1 MiB of half-sent lines.
     var maxConnectionsPerUser = 256
     var shutdownTimeoutSeconds = 5
+    private static let server = Section("server", [
+        .integer("max_connections", \.maxConnections, in: 16...1_000_000),
+        .integer("max_connections_per_user", \.maxConnectionsPerUser, in: 1...1_000_000),
+        .duration("shutdown_timeout", \.shutdownTimeoutSeconds, in: 0...300),
+    ])
+
     var logLevel = LogLevel.info
     var logTarget = LogTarget.auto
+    private static let log = Section("log", [
+        Setting("level", \.logLevel) { value throws(ValueError) in
+            guard let level = LogLevel(name: value) else {
+                throw ValueError(message: "must be one of \(LogLevel.allCases.map(\.name).joined(separator: ", "))")
+            }
+            return level
+        },
+        .choice("target", \.logTarget),
+    ])
+
     var tokenIssuer = "authd"
     var tokenLifetimeSeconds = 300
+    private static let tokens = Section("tokens", [
+        .text("issuer", \.tokenIssuer, "must be 1–256 printable ASCII characters without spaces", where: isPrintableASCIIWord),
+        .duration("lifetime", \.tokenLifetimeSeconds, in: 10...maximumTokenLifetimeSeconds),
+    ])
+
     var adminGroup = "authd-admin"
+    private static let admin = Section("admin", [
+        .text("group", \.adminGroup, "must be a group name") { group in
+            (1...64).contains(group.count) && group.allSatisfy { $0.isLetter || $0.isNumber || "-_.".contains($0) }
+        },
+    ])
+
     var smsBackend = SMSBackend.spool
     var smsCommand = ""
     var smsTimeoutSeconds = 10
     var smsURL = ""
     var smsTokenFile = ""
+    private static let sms = Section("sms", [
+        .choice("backend", \.smsBackend),
+        .text("command", \.smsCommand, "must be an absolute path to a program") { $0.hasPrefix("/") && $0.utf8.count < 4096 },
+        .duration("timeout", \.smsTimeoutSeconds, in: 1...120),
+        .text("url", \.smsURL, "must be an https:// URL (http:// only to a loopback address: the request carries a bearer token)") {
+            WebOrigin($0, allowPath: true) != nil
+        },
+        .text("token_file", \.smsTokenFile, "must be an absolute path to a file holding the bearer token") { $0.hasPrefix("/") },
+    ])
+
     var codeLifetimeSeconds = 600
     var resendDelaySeconds = 60
     var sessionIdleSeconds = 3600
@@ -29,15 +72,39 @@ struct Config: Equatable, Sendable {
     var devicePolicy = DevicePolicy.deny
     var startsPerMinute = 10
     var loginsPerMinute = 30
+    private static let accounts = Section("accounts", [
+        .duration("code_lifetime", \.codeLifetimeSeconds, in: 1...3600),
+        .duration("resend_delay", \.resendDelaySeconds, in: 0...3600),
+        .duration("session_idle", \.sessionIdleSeconds, in: 1...(30 * 86400)),
+        .duration("session_lifetime", \.sessionLifetimeSeconds, in: 1...(365 * 86400)),
+        .integer("device_limit", \.deviceLimit, in: 1...1000),
+        .choice("device_policy", \.devicePolicy),
+        .integer("starts_per_minute", \.startsPerMinute, in: 1...100_000),
+        .integer("logins_per_minute", \.loginsPerMinute, in: 1...100_000),
+    ])
+
     /// How long a card operation waits for the card to be presented.
     var cardWindowSeconds = 90
     /// Lifetime of card-signed login and signature tokens.
     var cardTokenLifetimeSeconds = 120
+    private static let card = Section("card", [
+        .duration("window", \.cardWindowSeconds, in: 1...600),
+        .duration("token_lifetime", \.cardTokenLifetimeSeconds, in: 10...3600),
+    ])
+
     /// Inactivity after which authd locks a local user by itself; 0 = never.
     var lockIdleSeconds = 900
+    private static let lock = Section("lock", [
+        .duration("idle", \.lockIdleSeconds, in: 0...(7 * 86400)),
+    ])
+
     /// How long one fingerprint scan waits for a finger.
     var biometricTimeoutSeconds = 30
-    /// OpenID providers (`[federation.NAME]`), in file order.
+    private static let biometric = Section("biometric", [
+        .duration("timeout", \.biometricTimeoutSeconds, in: 1...300),
+    ])
+
+    /// OpenID providers (`[federation.NAME]`, keys in ``FederationProvider``), in file order.
     var federationProviders: [FederationProvider] = []
     /// The provider used when a request names none (`[federation] default`).
     var federationDefault = ""
@@ -45,17 +112,32 @@ struct Config: Equatable, Sendable {
     var federationLoginTimeoutSeconds = 300
     /// Bound on each HTTP exchange with a provider or a remote API.
     var federationHTTPTimeoutSeconds = 10
+    private static let federation = Section("federation", [
+        // Any name here; that a provider has it is checked once the whole file is read.
+        Setting("default", \.federationDefault) { $0 },
+        .duration("login_timeout", \.federationLoginTimeoutSeconds, in: 10...3600),
+        .duration("http_timeout", \.federationHTTPTimeoutSeconds, in: 1...120),
+    ])
+
     /// authd as WebAuthn relying party (`[passkeys]`): its RP ID, its name for people, the
     /// origins it accepts (exactly), and how long a ceremony may take.
     var passkeyRPID = "localhost"
     var passkeyRPName = "authd"
     var passkeyOrigins = ["http://localhost"]
     var passkeyTimeoutSeconds = 300
+    private static let passkeys = Section("passkeys", [
+        .text("rp_id", \.passkeyRPID, "must be a domain name such as example.com (no scheme, no port)") { PasskeyScope.isDomain($0) },
+        .text("rp_name", \.passkeyRPName, "must be 1–64 printable characters") { name in
+            (1...64).contains(name.count) && !name.unicodeScalars.contains { $0.properties.generalCategory == .control }
+        },
+        .words("origins", \.passkeyOrigins, "must be space-separated origins such as https://example.com (http:// only for localhost)") { origins in
+            !origins.isEmpty && origins.allSatisfy { PasskeyScope.Origin($0) != nil }
+        },
+        .duration("timeout", \.passkeyTimeoutSeconds, in: 30...3600),
+    ])
 
-    /// The provider a request that names none uses: `[federation] default`, else the only one.
-    var defaultFederationProvider: String? {
-        federationDefault.isEmpty ? (federationProviders.count == 1 ? federationProviders[0].name : nil) : federationDefault
-    }
+    /// Every section but `[federation.NAME]`, in the order `changes(from:)` reports their keys.
+    private static let sections = [server, log, tokens, admin, sms, accounts, card, lock, biometric, federation, passkeys]
 
     /// One `[federation.NAME]` section.
     struct FederationProvider: Equatable, Sendable {
@@ -67,13 +149,41 @@ struct Config: Equatable, Sendable {
         var scopes = ["openid", "profile", "email", "offline_access"]
         /// Origins (`scheme://host[:port]`) that `remote.fetch` may send the access token to.
         var apiOrigins: [String] = []
+        /// The keys of a `[federation.NAME]` section.
+        fileprivate static let settings: [Setting<FederationProvider>] = [
+            .text("issuer", \.issuer, "must be an https:// URL (http:// only to a loopback address), exactly as the provider's discovery document names it") {
+                WebOrigin($0, allowPath: true) != nil
+            },
+            .text("client_id", \.clientID, "must be 1–256 printable ASCII characters", where: Config.isPrintableASCIIWord),
+            .text("client_secret_file", \.clientSecretFile, "must be an absolute path to a file holding the client secret") {
+                $0.hasPrefix("/") && $0.utf8.count < 4096
+            },
+            .words("scopes", \.scopes, "must be space-separated OAuth scopes including openid") { scopes in
+                scopes.contains("openid") && scopes.allSatisfy { $0.unicodeScalars.allSatisfy { $0.value > 0x20 && $0.value < 0x7f && $0 != "\"" && $0 != "\\" } }
+            },
+            Setting("api", \.apiOrigins) { value throws(ValueError) in
+                var origins: [String] = []
+                for item in value.split(separator: " ") {
+                    guard let origin = WebOrigin(String(item), allowPath: false) else {
+                        throw ValueError(message: "must be space-separated origins such as https://api.example.com (http:// only to a loopback address)")
+                    }
+                    origins.append(origin.serialized)
+                }
+                return origins
+            },
+        ]
     }
 
-    enum LogTarget: String, Sendable { case auto, journal, stderr }
-    enum SMSBackend: String, Sendable { case spool, command, http }
+    /// The provider a request that names none uses: `[federation] default`, else the only one.
+    var defaultFederationProvider: String? {
+        federationDefault.isEmpty ? (federationProviders.count == 1 ? federationProviders[0].name : nil) : federationDefault
+    }
+
+    enum LogTarget: String, Sendable, CaseIterable { case auto, journal, stderr }
+    enum SMSBackend: String, Sendable, CaseIterable { case spool, command, http }
     /// What a sign-in on one device too many does: refuse it, or end the least recently used
     /// device's sessions to make room.
-    enum DevicePolicy: String, Sendable { case deny, replaceOldest = "replace_oldest" }
+    enum DevicePolicy: String, Sendable, CaseIterable { case deny, replaceOldest = "replace_oldest" }
 
     /// The longest lifetime any daemon-signed token may have. Retired signing keys stay in the
     /// JWKS at least this long, so no token outlives the key that verifies it.
@@ -99,8 +209,8 @@ struct Config: Equatable, Sendable {
     static func parse(_ text: String, file: String) throws(ConfigError) -> Config {
         var config = Config()
         var section: String?
-        var seen: Set<String> = []
-        var backendLine = 0
+        /// The line each `section.key` is set on.
+        var keyLines: [String: Int] = [:]
         // Split on bytes: in Swift "\r\n" is one Character, so CRLF files would not split on "\n".
         let lines = text.utf8.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false).map { String(decoding: $0, as: UTF8.self) }
         for (index, rawLine) in lines.enumerated() {
@@ -119,11 +229,8 @@ struct Config: Equatable, Sendable {
                         throw ConfigError(file: file, line: number, reason: "[\(name)] appears twice")
                     }
                     config.federationProviders.append(FederationProvider(name: provider))
-                    section = name
-                    continue
-                }
-                guard schema[name] != nil else {
-                    throw ConfigError(file: file, line: number, reason: "unknown section [\(Redaction.printable(name, limit: 40))]; known: \(schema.keys.sorted().joined(separator: ", "))")
+                } else if !sections.contains(where: { $0.name == name }) {
+                    throw ConfigError(file: file, line: number, reason: "unknown section [\(Redaction.printable(name, limit: 40))]; known: \(sections.map(\.name).sorted().joined(separator: ", "))")
                 }
                 section = name
                 continue
@@ -135,38 +242,18 @@ struct Config: Equatable, Sendable {
             let key = trim(line[..<equals])
             let value = trim(line[line.index(after: equals)...])
             if section.hasPrefix("federation.") {
-                guard let apply = providerSchema[key] else {
-                    throw ConfigError(file: file, line: number, reason: "unknown key '\(Redaction.printable(key, limit: 40))' in [\(section)]; known: \(providerSchema.keys.sorted().joined(separator: ", "))")
-                }
-                guard seen.insert("\(section).\(key)").inserted else {
-                    throw ConfigError(file: file, line: number, reason: "'\(key)' is set twice in [\(section)]")
-                }
-                do {
-                    try apply(&config.federationProviders[config.federationProviders.count - 1], value)
-                } catch {
-                    throw ConfigError(file: file, line: number, reason: "\(section).\(key): \(error.message)")
-                }
-                continue
+                try set(key, to: value, in: section, settings: FederationProvider.settings, of: &config.federationProviders[config.federationProviders.count - 1],
+                        file: file, line: number, keyLines: &keyLines)
+            } else {
+                try set(key, to: value, in: section, settings: sections.first { $0.name == section }!.settings, of: &config,
+                        file: file, line: number, keyLines: &keyLines)
             }
-            guard let apply = schema[section]?[key] else {
-                let known = schema[section]!.keys.sorted().joined(separator: ", ")
-                throw ConfigError(file: file, line: number, reason: "unknown key '\(Redaction.printable(key, limit: 40))' in [\(section)]; known: \(known)")
-            }
-            guard seen.insert("\(section).\(key)").inserted else {
-                throw ConfigError(file: file, line: number, reason: "'\(key)' is set twice in [\(section)]")
-            }
-            do {
-                try apply(&config, value)
-            } catch {
-                throw ConfigError(file: file, line: number, reason: "\(section).\(key): \(error.message)")
-            }
-            if section == "sms" && key == "backend" { backendLine = number }
         }
         if config.smsBackend == .command && config.smsCommand.isEmpty {
-            throw ConfigError(file: file, line: backendLine, reason: "sms.backend = command needs sms.command (the program to run)")
+            throw ConfigError(file: file, line: keyLines["sms.backend"] ?? 0, reason: "sms.backend = command needs sms.command (the program to run)")
         }
         if config.smsBackend == .http && config.smsURL.isEmpty {
-            throw ConfigError(file: file, line: backendLine, reason: "sms.backend = http needs sms.url (the gateway to POST to)")
+            throw ConfigError(file: file, line: keyLines["sms.backend"] ?? 0, reason: "sms.backend = http needs sms.url (the gateway to POST to)")
         }
         for provider in config.federationProviders where provider.issuer.isEmpty || provider.clientID.isEmpty {
             throw ConfigError(file: file, line: 0, reason: "[federation.\(provider.name)] needs issuer and client_id")
@@ -183,47 +270,36 @@ struct Config: Equatable, Sendable {
         return config
     }
 
+    /// Sets `key` of `section` from its text on `line`: into the config itself, or into the
+    /// provider a `[federation.NAME]` section describes.
+    private static func set<Root>(_ key: String, to value: String, in section: String, settings: [Setting<Root>], of root: inout Root,
+                                  file: String, line: Int, keyLines: inout [String: Int]) throws(ConfigError) {
+        guard let setting = settings.first(where: { $0.key == key }) else {
+            let known = settings.map(\.key).sorted().joined(separator: ", ")
+            throw ConfigError(file: file, line: line, reason: "unknown key '\(Redaction.printable(key, limit: 40))' in [\(section)]; known: \(known)")
+        }
+        guard keyLines.updateValue(line, forKey: "\(section).\(key)") == nil else {
+            throw ConfigError(file: file, line: line, reason: "'\(key)' is set twice in [\(section)]")
+        }
+        do {
+            try setting.apply(&root, value)
+        } catch {
+            throw ConfigError(file: file, line: line, reason: "\(section).\(key): \(error.message)")
+        }
+    }
+
     /// Without surrounding spaces, tabs and carriage returns.
     private static func trim(_ text: some StringProtocol) -> String {
         let isSpace: (Character) -> Bool = { $0 == " " || $0 == "\t" || $0 == "\r" }
         return String(text.drop(while: isSpace).reversed().drop(while: isSpace).reversed())
     }
 
-    /// The `section.key` names whose values differ between two configs.
+    /// The `section.key` names whose values differ between two configs; a provider that was
+    /// added, removed or changed is `federation.NAME`.
     func changes(from old: Config) -> [String] {
-        var changed: [String] = []
-        if maxConnections != old.maxConnections { changed.append("server.max_connections") }
-        if maxConnectionsPerUser != old.maxConnectionsPerUser { changed.append("server.max_connections_per_user") }
-        if shutdownTimeoutSeconds != old.shutdownTimeoutSeconds { changed.append("server.shutdown_timeout") }
-        if logLevel != old.logLevel { changed.append("log.level") }
-        if logTarget != old.logTarget { changed.append("log.target") }
-        if tokenIssuer != old.tokenIssuer { changed.append("tokens.issuer") }
-        if tokenLifetimeSeconds != old.tokenLifetimeSeconds { changed.append("tokens.lifetime") }
-        if adminGroup != old.adminGroup { changed.append("admin.group") }
-        if smsBackend != old.smsBackend { changed.append("sms.backend") }
-        if smsCommand != old.smsCommand { changed.append("sms.command") }
-        if smsTimeoutSeconds != old.smsTimeoutSeconds { changed.append("sms.timeout") }
-        if smsURL != old.smsURL { changed.append("sms.url") }
-        if smsTokenFile != old.smsTokenFile { changed.append("sms.token_file") }
-        if codeLifetimeSeconds != old.codeLifetimeSeconds { changed.append("accounts.code_lifetime") }
-        if resendDelaySeconds != old.resendDelaySeconds { changed.append("accounts.resend_delay") }
-        if sessionIdleSeconds != old.sessionIdleSeconds { changed.append("accounts.session_idle") }
-        if sessionLifetimeSeconds != old.sessionLifetimeSeconds { changed.append("accounts.session_lifetime") }
-        if deviceLimit != old.deviceLimit { changed.append("accounts.device_limit") }
-        if devicePolicy != old.devicePolicy { changed.append("accounts.device_policy") }
-        if startsPerMinute != old.startsPerMinute { changed.append("accounts.starts_per_minute") }
-        if loginsPerMinute != old.loginsPerMinute { changed.append("accounts.logins_per_minute") }
-        if cardWindowSeconds != old.cardWindowSeconds { changed.append("card.window") }
-        if cardTokenLifetimeSeconds != old.cardTokenLifetimeSeconds { changed.append("card.token_lifetime") }
-        if lockIdleSeconds != old.lockIdleSeconds { changed.append("lock.idle") }
-        if biometricTimeoutSeconds != old.biometricTimeoutSeconds { changed.append("biometric.timeout") }
-        if federationDefault != old.federationDefault { changed.append("federation.default") }
-        if federationLoginTimeoutSeconds != old.federationLoginTimeoutSeconds { changed.append("federation.login_timeout") }
-        if federationHTTPTimeoutSeconds != old.federationHTTPTimeoutSeconds { changed.append("federation.http_timeout") }
-        if passkeyRPID != old.passkeyRPID { changed.append("passkeys.rp_id") }
-        if passkeyRPName != old.passkeyRPName { changed.append("passkeys.rp_name") }
-        if passkeyOrigins != old.passkeyOrigins { changed.append("passkeys.origins") }
-        if passkeyTimeoutSeconds != old.passkeyTimeoutSeconds { changed.append("passkeys.timeout") }
+        var changed = Config.sections.flatMap { section in
+            section.settings.filter { $0.differs(self, old) }.map { "\(section.name).\($0.key)" }
+        }
         let names = Set(federationProviders.map(\.name) + old.federationProviders.map(\.name))
         for name in names.sorted() where federationProviders.first(where: { $0.name == name }) != old.federationProviders.first(where: { $0.name == name }) {
             changed.append("federation.\(name)")
@@ -232,196 +308,40 @@ struct Config: Equatable, Sendable {
     }
 
     struct ValueError: Error { let message: String }
-    private typealias Apply = @Sendable (inout Config, String) throws(ValueError) -> Void
 
-    private static let schema: [String: [String: Apply]] = [
-        "server": [
-            "max_connections": { config, value throws(ValueError) in
-                config.maxConnections = try integer(value, in: 16...1_000_000)
-            },
-            "max_connections_per_user": { config, value throws(ValueError) in
-                config.maxConnectionsPerUser = try integer(value, in: 1...1_000_000)
-            },
-            "shutdown_timeout": { config, value throws(ValueError) in
-                config.shutdownTimeoutSeconds = try duration(value, in: 0...300)
-            },
-        ],
-        "log": [
-            "level": { config, value throws(ValueError) in
-                guard let level = LogLevel(name: value) else {
-                    throw ValueError(message: "must be one of \(LogLevel.allCases.map(\.name).joined(separator: ", "))")
-                }
-                config.logLevel = level
-            },
-            "target": { config, value throws(ValueError) in
-                guard let target = LogTarget(rawValue: value) else { throw ValueError(message: "must be auto, journal or stderr") }
-                config.logTarget = target
-            },
-        ],
-        "tokens": [
-            "issuer": { config, value throws(ValueError) in
-                guard (1...256).contains(value.count), value.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value < 0x7f }) else {
-                    throw ValueError(message: "must be 1–256 printable ASCII characters without spaces")
-                }
-                config.tokenIssuer = value
-            },
-            "lifetime": { config, value throws(ValueError) in
-                config.tokenLifetimeSeconds = try duration(value, in: 10...maximumTokenLifetimeSeconds)
-            },
-        ],
-        "sms": [
-            "backend": { config, value throws(ValueError) in
-                guard let backend = SMSBackend(rawValue: value) else {
-                    throw ValueError(message: "must be spool, command or http")
-                }
-                config.smsBackend = backend
-            },
-            "command": { config, value throws(ValueError) in
-                guard value.hasPrefix("/"), value.utf8.count < 4096 else { throw ValueError(message: "must be an absolute path to a program") }
-                config.smsCommand = value
-            },
-            "timeout": { config, value throws(ValueError) in
-                config.smsTimeoutSeconds = try duration(value, in: 1...120)
-            },
-            "url": { config, value throws(ValueError) in
-                guard WebOrigin(value, allowPath: true) != nil else {
-                    throw ValueError(message: "must be an https:// URL (http:// only to a loopback address: the request carries a bearer token)")
-                }
-                config.smsURL = value
-            },
-            "token_file": { config, value throws(ValueError) in
-                guard value.hasPrefix("/") else { throw ValueError(message: "must be an absolute path to a file holding the bearer token") }
-                config.smsTokenFile = value
-            },
-        ],
-        "accounts": [
-            "code_lifetime": { config, value throws(ValueError) in
-                config.codeLifetimeSeconds = try duration(value, in: 1...3600)
-            },
-            "resend_delay": { config, value throws(ValueError) in
-                config.resendDelaySeconds = try duration(value, in: 0...3600)
-            },
-            "session_idle": { config, value throws(ValueError) in
-                config.sessionIdleSeconds = try duration(value, in: 1...(30 * 86400))
-            },
-            "session_lifetime": { config, value throws(ValueError) in
-                config.sessionLifetimeSeconds = try duration(value, in: 1...(365 * 86400))
-            },
-            "device_limit": { config, value throws(ValueError) in
-                config.deviceLimit = try integer(value, in: 1...1000)
-            },
-            "device_policy": { config, value throws(ValueError) in
-                guard let policy = DevicePolicy(rawValue: value) else { throw ValueError(message: "must be deny or replace_oldest") }
-                config.devicePolicy = policy
-            },
-            "starts_per_minute": { config, value throws(ValueError) in
-                config.startsPerMinute = try integer(value, in: 1...100_000)
-            },
-            "logins_per_minute": { config, value throws(ValueError) in
-                config.loginsPerMinute = try integer(value, in: 1...100_000)
-            },
-        ],
-        "card": [
-            "window": { config, value throws(ValueError) in
-                config.cardWindowSeconds = try duration(value, in: 1...600)
-            },
-            "token_lifetime": { config, value throws(ValueError) in
-                config.cardTokenLifetimeSeconds = try duration(value, in: 10...3600)
-            },
-        ],
-        "lock": [
-            "idle": { config, value throws(ValueError) in
-                config.lockIdleSeconds = try duration(value, in: 0...(7 * 86400))
-            },
-        ],
-        "biometric": [
-            "timeout": { config, value throws(ValueError) in
-                config.biometricTimeoutSeconds = try duration(value, in: 1...300)
-            },
-        ],
-        "federation": [
-            "default": { config, value throws(ValueError) in
-                config.federationDefault = value
-            },
-            "login_timeout": { config, value throws(ValueError) in
-                config.federationLoginTimeoutSeconds = try duration(value, in: 10...3600)
-            },
-            "http_timeout": { config, value throws(ValueError) in
-                config.federationHTTPTimeoutSeconds = try duration(value, in: 1...120)
-            },
-        ],
-        "passkeys": [
-            "rp_id": { config, value throws(ValueError) in
-                guard PasskeyScope.isDomain(value) else { throw ValueError(message: "must be a domain name such as example.com (no scheme, no port)") }
-                config.passkeyRPID = value
-            },
-            "rp_name": { config, value throws(ValueError) in
-                guard (1...64).contains(value.count), !value.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
-                    throw ValueError(message: "must be 1–64 printable characters")
-                }
-                config.passkeyRPName = value
-            },
-            "origins": { config, value throws(ValueError) in
-                let origins = value.split(separator: " ").map(String.init)
-                guard !origins.isEmpty, origins.allSatisfy({ PasskeyScope.Origin($0) != nil }) else {
-                    throw ValueError(message: "must be space-separated origins such as https://example.com (http:// only for localhost)")
-                }
-                config.passkeyOrigins = origins
-            },
-            "timeout": { config, value throws(ValueError) in
-                config.passkeyTimeoutSeconds = try duration(value, in: 30...3600)
-            },
-        ],
-        "admin": [
-            "group": { config, value throws(ValueError) in
-                guard (1...64).contains(value.count), value.allSatisfy({ $0.isLetter || $0.isNumber || "-_.".contains($0) }) else {
-                    throw ValueError(message: "must be a group name")
-                }
-                config.adminGroup = value
-            },
-        ],
-    ]
+    /// One key: its name in its section, and how its text becomes the value of one property of
+    /// `Root` (the config, or a federation provider).
+    fileprivate struct Setting<Root>: Sendable {
+        let key: String
+        /// Parses and checks the text, then stores the value.
+        let apply: @Sendable (inout Root, String) throws(ValueError) -> Void
+        /// Whether two roots hold different values for the key.
+        let differs: @Sendable (Root, Root) -> Bool
 
-    private typealias ApplyProvider = @Sendable (inout FederationProvider, String) throws(ValueError) -> Void
+        init<Value: Equatable & Sendable>(_ key: String, _ property: WritableKeyPath<Root, Value> & Sendable,
+                               parse: @escaping @Sendable (String) throws(ValueError) -> Value) {
+            self.key = key
+            apply = { root, value throws(ValueError) in root[keyPath: property] = try parse(value) }
+            differs = { $0[keyPath: property] != $1[keyPath: property] }
+        }
+    }
 
-    /// The keys of a `[federation.NAME]` section.
-    private static let providerSchema: [String: ApplyProvider] = [
-        "issuer": { provider, value throws(ValueError) in
-            guard WebOrigin(value, allowPath: true) != nil else {
-                throw ValueError(message: "must be an https:// URL (http:// only to a loopback address), exactly as the provider's discovery document names it")
-            }
-            provider.issuer = value
-        },
-        "client_id": { provider, value throws(ValueError) in
-            guard (1...256).contains(value.count), value.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value < 0x7f }) else {
-                throw ValueError(message: "must be 1–256 printable ASCII characters")
-            }
-            provider.clientID = value
-        },
-        "client_secret_file": { provider, value throws(ValueError) in
-            guard value.hasPrefix("/"), value.utf8.count < 4096 else { throw ValueError(message: "must be an absolute path to a file holding the client secret") }
-            provider.clientSecretFile = value
-        },
-        "scopes": { provider, value throws(ValueError) in
-            let scopes = value.split(separator: " ").map(String.init)
-            guard scopes.contains("openid"), scopes.allSatisfy({ $0.unicodeScalars.allSatisfy { $0.value > 0x20 && $0.value < 0x7f && $0 != "\"" && $0 != "\\" } }) else {
-                throw ValueError(message: "must be space-separated OAuth scopes including openid")
-            }
-            provider.scopes = scopes
-        },
-        "api": { provider, value throws(ValueError) in
-            var origins: [String] = []
-            for item in value.split(separator: " ") {
-                guard let origin = WebOrigin(String(item), allowPath: false) else {
-                    throw ValueError(message: "must be space-separated origins such as https://api.example.com (http:// only to a loopback address)")
-                }
-                origins.append(origin.serialized)
-            }
-            provider.apiOrigins = origins
-        },
-    ]
+    /// One `[section]` and its keys.
+    private struct Section: Sendable {
+        let name: String
+        let settings: [Setting<Config>]
+        init(_ name: String, _ settings: [Setting<Config>]) {
+            self.name = name
+            self.settings = settings
+        }
+    }
 
-    private static func integer(_ value: String, in range: ClosedRange<Int>) throws(ValueError) -> Int {
+    /// 1–256 printable ASCII characters, no spaces: an issuer or a client id.
+    private static func isPrintableASCIIWord(_ value: String) -> Bool {
+        (1...256).contains(value.count) && value.unicodeScalars.allSatisfy { $0.value > 0x20 && $0.value < 0x7f }
+    }
+
+    static func integer(_ value: String, in range: ClosedRange<Int>) throws(ValueError) -> Int {
         guard let number = Int(value), range.contains(number) else {
             throw ValueError(message: "must be a whole number from \(range.lowerBound) to \(range.upperBound), not '\(Redaction.printable(value, limit: 40))'")
         }
@@ -443,6 +363,46 @@ struct Config: Equatable, Sendable {
             throw ValueError(message: "must be a duration from \(range.lowerBound)s to \(range.upperBound)s (e.g. 90s, 5m, 1h, 1d), not '\(Redaction.printable(value, limit: 40))'")
         }
         return number * multiplier
+    }
+}
+
+/// The kinds of rows in the settings tables.
+extension Config.Setting {
+    static func integer(_ key: String, _ property: WritableKeyPath<Root, Int> & Sendable, in range: ClosedRange<Int>) -> Self {
+        Self(key, property) { value throws(Config.ValueError) in try Config.integer(value, in: range) }
+    }
+
+    static func duration(_ key: String, _ property: WritableKeyPath<Root, Int> & Sendable, in range: ClosedRange<Int>) -> Self {
+        Self(key, property) { value throws(Config.ValueError) in try Config.duration(value, in: range) }
+    }
+
+    /// One of an enumeration's raw values; the error lists them all.
+    static func choice<Value: RawRepresentable<String> & CaseIterable & Equatable & Sendable>(_ key: String, _ property: WritableKeyPath<Root, Value> & Sendable) -> Self {
+        let names = Value.allCases.map(\.rawValue)
+        let must = "must be \(names.dropLast().joined(separator: ", ")) or \(names.last ?? "")"
+        return Self(key, property) { value throws(Config.ValueError) in
+            guard let choice = Value(rawValue: value) else { throw Config.ValueError(message: must) }
+            return choice
+        }
+    }
+
+    /// Text kept as written, when `isValid`; otherwise the error says it `must` be.
+    static func text(_ key: String, _ property: WritableKeyPath<Root, String> & Sendable, _ must: String,
+                     where isValid: @escaping @Sendable (String) -> Bool) -> Self {
+        Self(key, property) { value throws(Config.ValueError) in
+            guard isValid(value) else { throw Config.ValueError(message: must) }
+            return value
+        }
+    }
+
+    /// Space-separated words, when `isValid` accepts the list; otherwise the error says it `must` be.
+    static func words(_ key: String, _ property: WritableKeyPath<Root, [String]> & Sendable, _ must: String,
+                      where isValid: @escaping @Sendable ([String]) -> Bool) -> Self {
+        Self(key, property) { value throws(Config.ValueError) in
+            let words = value.split(separator: " ").map(String.init)
+            guard isValid(words) else { throw Config.ValueError(message: must) }
+            return words
+        }
     }
 }
 

@@ -1,5 +1,6 @@
 import FoundationEssentials
 import Glibc
+import Protocol
 
 /// An HTTP answer as `authd-http` reported it. Header names are lower case.
 struct HTTPResponse: Sendable {
@@ -33,29 +34,13 @@ struct HTTPClient: Sendable {
         return HTTPClient(helperPath: Syscalls.directoryName(own) + "/authd-http")
     }
 
-    private struct HelperRequest: Encodable {
-        let method: String
-        let url: String
-        let headers: [String: String]
-        let body_base64: String?
-        let timeout: Double
-        let max_response_bytes: Int
-    }
-
-    private struct HelperResponse: Decodable {
-        let status: Int?
-        let headers: [String: String]?
-        let body_base64: String?
-        let error: String?
-    }
-
     func send(_ method: String, _ url: String, headers: [String: String] = [:], body: [UInt8]? = nil,
               timeoutSeconds: Int, maxResponseBytes: Int = 1 << 20) async throws(HTTPFailure) -> HTTPResponse {
         var input: [UInt8]
         do {
-            input = Array(try JSONEncoder().encode(HelperRequest(
-                method: method, url: url, headers: headers, body_base64: body.map { Data($0).base64EncodedString() },
-                timeout: Double(timeoutSeconds), max_response_bytes: maxResponseBytes)))
+            input = Array(try JSONEncoder().encode(AuthdHTTP.Request(
+                method: method, url: url, headers: headers, bodyBase64: body.map { Data($0).base64EncodedString() },
+                timeout: Double(timeoutSeconds), maxResponseBytes: maxResponseBytes)))
         } catch {
             throw HTTPFailure(description: "cannot encode the request")
         }
@@ -75,11 +60,11 @@ struct HTTPClient: Sendable {
         } catch {
             throw HTTPFailure(description: "cannot run \(helperPath): \(error)")
         }
-        guard let output, let answer = try? JSONDecoder().decode(HelperResponse.self, from: Data(output)) else {
+        guard let output, let answer = try? JSONDecoder().decode(AuthdHTTP.Response.self, from: Data(output)) else {
             throw HTTPFailure(description: "no usable answer within \(timeoutSeconds) s (timed out, too large, or the HTTP helper failed)")
         }
         if let error = answer.error { throw HTTPFailure(description: error) }
-        guard let status = answer.status, let bodyText = answer.body_base64, let bytes = Data(base64Encoded: bodyText) else {
+        guard let status = answer.status, let bodyText = answer.bodyBase64, let bytes = Data(base64Encoded: bodyText) else {
             throw HTTPFailure(description: "the HTTP helper gave an incomplete answer")
         }
         return HTTPResponse(status: status, headers: answer.headers ?? [:], body: Array(bytes))
