@@ -1,5 +1,5 @@
 // The ID card: readers, personal data, card-signed login and signature tokens, the saved CAN
-// and PIN1, and the prompts a card operation raises on the caller's connection.
+// and PIN1. The prompts a card operation raises are in Prompts.swift.
 
 /// `card.readers` — the PC/SC readers and whether a card is in each.
 public enum CardReaders: RPCMethod {
@@ -170,58 +170,6 @@ public enum CardPIN1Save: RPCMethod {
 public enum CardPIN1Clear: RPCMethod {
     public static let name = "card.pin1.clear"
     public typealias Params = NoParams
-    public typealias Result = Acknowledged
-}
-
-/// `prompt` — authd needs the user: a secret (`can`, `pin1`, `pin2`) answered with
-/// `prompt.answer`, or the card (`card`, with `seconds_left`), which only `prompt.cancel` answers.
-public enum PromptNotification: RPCNotification {
-    public static let name = "prompt"
-    public struct Params: Codable, Sendable, Equatable {
-        public var promptId: String
-        public var kind: String
-        public var message: String
-        /// Whether `prompt.answer` is expected (false for progress such as "present your card").
-        public var expectsAnswer: Bool
-        public var secondsLeft: Int?
-        public var retriesLeft: Int?
-        /// Kinds `browser` and `device_code`: the address the user opens.
-        public var url: String?
-        /// Kind `device_code`: what the user types at `url`.
-        public var userCode: String?
-        public init(promptId: String, kind: String, message: String, expectsAnswer: Bool, secondsLeft: Int? = nil, retriesLeft: Int? = nil,
-                    url: String? = nil, userCode: String? = nil) {
-            self.promptId = promptId; self.kind = kind; self.message = message; self.expectsAnswer = expectsAnswer
-            self.secondsLeft = secondsLeft; self.retriesLeft = retriesLeft; self.url = url; self.userCode = userCode
-        }
-        enum CodingKeys: String, CodingKey {
-            case kind, message, url
-            case promptId = "prompt_id", expectsAnswer = "expects_answer", secondsLeft = "seconds_left", retriesLeft = "retries_left"
-            case userCode = "user_code"
-        }
-    }
-}
-
-/// `prompt.answer` — answers a prompt raised on this connection.
-public enum PromptAnswer: RPCMethod {
-    public static let name = "prompt.answer"
-    public struct Params: Codable, Sendable, Equatable {
-        public var promptId: String
-        public var value: String
-        public init(promptId: String, value: String) { self.promptId = promptId; self.value = value }
-        enum CodingKeys: String, CodingKey { case value, promptId = "prompt_id" }
-    }
-    public typealias Result = Acknowledged
-}
-
-/// `prompt.cancel` — the user declined: the waiting request ends with `user.cancelled`.
-public enum PromptCancel: RPCMethod {
-    public static let name = "prompt.cancel"
-    public struct Params: Codable, Sendable, Equatable {
-        public var promptId: String
-        public init(promptId: String) { self.promptId = promptId }
-        enum CodingKeys: String, CodingKey { case promptId = "prompt_id" }
-    }
     public typealias Result = Acknowledged
 }
 

@@ -156,10 +156,10 @@ struct RequestPrompter {
     private mutating func handle(_ name: String, _ params: JSONValue?) throws(CLIError) {
         guard name == PromptNotification.name, let params,
               let prompt = try? WireCodec.decode(PromptNotification.Params.self, from: params) else { return }
-        if let url = prompt.url, prompt.kind == "browser" || prompt.kind == "device_code" { return showLink(prompt, url: url) }
+        if let url = prompt.url, prompt.kind == .browser || prompt.kind == .deviceCode { return showLink(prompt, url: url) }
         guard prompt.expectsAnswer else { return showProgress(prompt) }
         endProgress()
-        let fdOption = ["can": "can-fd", "password": "password-fd"][prompt.kind] ?? "pin-fd"
+        let fdOption = [PromptKind.can: "can-fd", .password: "password-fd"][prompt.kind] ?? "pin-fd"
         let retries = prompt.retriesLeft.map { " (\($0) tries left)" } ?? ""
         let answer: String
         do {
@@ -180,7 +180,7 @@ struct RequestPrompter {
         if let code = prompt.userCode { Output.error("  code: " + code) }
         let environment = ProcessInfo.processInfo.environment
         let desktop = !(environment["DISPLAY"] ?? "").isEmpty || !(environment["WAYLAND_DISPLAY"] ?? "").isEmpty
-        guard prompt.kind == "browser", desktop, !invocation.flag("no-browser") else { return }
+        guard prompt.kind == .browser, desktop, !invocation.flag("no-browser") else { return }
         var pid: pid_t = 0
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
@@ -197,7 +197,7 @@ struct RequestPrompter {
     private mutating func showProgress(_ prompt: PromptNotification.Params) {
         if progressInPlace {
             FileHandle.standardError.write(Data("\r\(prompt.message)\u{1B}[K".utf8))
-        } else if prompt.kind == "card" ? !progressShown || (prompt.secondsLeft.map { $0 % 10 == 0 && $0 != lastSecondsShown } ?? false)
+        } else if prompt.kind == .card ? !progressShown || (prompt.secondsLeft.map { $0 % 10 == 0 && $0 != lastSecondsShown } ?? false)
                                         : prompt.message != lastMessage {
             Output.error(prompt.message)
             lastSecondsShown = prompt.secondsLeft

@@ -187,20 +187,20 @@ struct RateLimiterTests {
     func bucket() throws {
         let clock = TestClock()
         let limiter = RateLimiter(config: ConfigHolder(Config()), now: clock.closure)
-        for _ in 0..<10 { try limiter.take(.registerStart, uid: 1000) }
+        for _ in 0..<10 { try limiter.take(.registerStart, caller: .local(CallerIdentity(uid: 1000, gid: 1000, pid: 1, exe: nil, username: nil, groups: []))) }
         do {
-            try limiter.take(.registerStart, uid: 1000)
+            try limiter.take(.registerStart, caller: .local(CallerIdentity(uid: 1000, gid: 1000, pid: 1, exe: nil, username: nil, groups: [])))
             Issue.record("the 11th start in a burst was allowed")
         } catch {
             let error = wireError(error)
             #expect(error.reason == .rateLimited)
             #expect(error.details["retry_after"] == 6)
         }
-        try limiter.take(.registerStart, uid: 1001)
-        try limiter.take(.login, uid: 1000)
+        try limiter.take(.registerStart, caller: .local(CallerIdentity(uid: 1001, gid: 1001, pid: 1, exe: nil, username: nil, groups: [])))
+        try limiter.take(.login, caller: .local(CallerIdentity(uid: 1000, gid: 1000, pid: 1, exe: nil, username: nil, groups: [])))
         clock.advance(6)
-        try limiter.take(.registerStart, uid: 1000)
-        #expect(throws: RPCError.failure(.rateLimited, "")) { try onTheWire { try limiter.take(.registerStart, uid: 1000) } }
+        try limiter.take(.registerStart, caller: .local(CallerIdentity(uid: 1000, gid: 1000, pid: 1, exe: nil, username: nil, groups: [])))
+        #expect(throws: RPCError.failure(.rateLimited, "")) { try onTheWire { try limiter.take(.registerStart, caller: .local(CallerIdentity(uid: 1000, gid: 1000, pid: 1, exe: nil, username: nil, groups: []))) } }
     }
 }
 

@@ -63,7 +63,7 @@ private struct InProcessServer {
             return WaitMethod.Result()
         }
         table.register(FailingStreamMethod.self, home: .machine, access: .anyone) { _, context in
-            _ = try context.openSubscription(onDrop: { observations.dropped.add(1, ordering: .relaxed) }) { _ in
+            _ = try context.streams.open(onDrop: { observations.dropped.add(1, ordering: .relaxed) }) { _ in
                 Issue.record("the stream of a failed request started")
             }
             throw RPCError.failure(Reason("test.failed"), "fails after opening a stream")
@@ -132,7 +132,7 @@ struct ServerTests {
         send(fd, requests)
         await InProcessServer.waitUntil { server.observations.started.load(ordering: .relaxed) >= 64 }
         try await Task.sleep(for: .milliseconds(200))
-        #expect(server.observations.started.load(ordering: .relaxed) == Connection.maxInFlightPerConnection)
+        #expect(server.observations.started.load(ordering: .relaxed) == ConnectionMachine.Limits().maxInFlight)
         // Another client is unaffected.
         let other = try server.connect()
         defer { close(other) }
@@ -185,15 +185,16 @@ struct ServerTests {
         await InProcessServer.waitUntil { server.services.connections.count == 1 }
         let connection = try #require(server.services.connections.all.first)
         let stranger = CallerIdentity(uid: 4242, gid: 4242, pid: 1, exe: "/x", username: nil, groups: [])
-        let context = RequestContext(caller: stranger, connection: connection, requestKey: 99)
-        let denied = await dispatcher.respond(to: Request(id: 1, method: "admin.status", params: nil), context: context)
+        let context = RequestEnvironment(caller: .local(stranger), prompts: connection.prompts,
+                                         streams: RequestStreams(connection: connection, requestKey: 99))
+        let denied = await dispatcher.respond(to: Request(id: 1, method: "admin.status", params: nil), environment: context)
         #expect(!denied.succeeded)
         #expect(String(decoding: denied.line ?? Data(), as: UTF8.self).contains("auth.forbidden"))
-        let invalid = await dispatcher.respond(to: Request(id: 2, method: "auth.local", params: [:]), context: context)
+        let invalid = await dispatcher.respond(to: Request(id: 2, method: "auth.local", params: [:]), environment: context)
         #expect(!invalid.succeeded)
-        let issued = await dispatcher.respond(to: Request(id: 3, method: "auth.local", params: ["aud": "x"]), context: context)
+        let issued = await dispatcher.respond(to: Request(id: 3, method: "auth.local", params: ["aud": "x"]), environment: context)
         #expect(issued.succeeded)
-        let notification = await dispatcher.respond(to: Request(id: nil, method: "hello", params: nil), context: context)
+        let notification = await dispatcher.respond(to: Request(id: nil, method: "hello", params: nil), environment: context)
         #expect(notification.line == nil)
         let records = try await server.services.audit.tail(limit: 10)
         #expect(records.map(\.method) == ["admin.status", "auth.local"])

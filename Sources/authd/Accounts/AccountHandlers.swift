@@ -7,7 +7,7 @@ extension MethodTable {
         register(AccountRegisterStart.self, home: .account, access: .anyone, audit: { _, result in
             ["flow": .string(result.flow), "phone": .string(PhoneNumber.redact(result.phone))]
         }) { params, context in
-            try limiter.take(.registerStart, uid: context.caller.uid)
+            try limiter.take(.registerStart, caller: context.caller)
             return try await registration.start(params)
         }
 
@@ -27,7 +27,7 @@ extension MethodTable {
         register(AuthOTPStart.self, home: .account, access: .anyone, audit: { _, result in
             ["flow": .string(result.flow), "phone": .string(PhoneNumber.redact(result.phone))]
         }) { params, context in
-            try limiter.take(.otpStart, uid: context.caller.uid)
+            try limiter.take(.otpStart, caller: context.caller)
             return try await otp.start(params)
         }
         register(AuthOTPVerify.self, home: .account, access: .anyone, remembers: .code, audit: { params, result in

@@ -2,7 +2,8 @@ import FoundationEssentials
 import Protocol
 import Synchronization
 
-/// Per-caller rate limits (issue 3, item 9): a token bucket per (uid, action), in memory. A
+/// Per-caller rate limits: a token bucket per (caller, action), in memory — a local user, or a
+/// machine asking over the hub link. A
 /// restart forgets them, which is fine: they only slow down bursts, while the per-account
 /// lockout and the per-number send limits (both in the store) bound guessing and SMS.
 final class RateLimiter: Sendable {
@@ -31,13 +32,13 @@ final class RateLimiter: Sendable {
         self.now = now
     }
 
-    /// Takes one token for `uid`, or refuses with `rate.limited` and the seconds to wait.
-    func take(_ action: Action, uid: UInt32) throws(AccountFailure) {
+    /// Takes one token for `caller`, or refuses with `rate.limited` and the seconds to wait.
+    func take(_ action: Action, caller: Caller) throws(AccountFailure) {
         let time = now().timeIntervalSince1970
         let capacity = action.capacity(config.current)
         let perSecond = capacity / 60
         let wait: Double? = buckets.withLock { buckets in
-            let key = "\(uid):\(action.rawValue)"
+            let key = "\(caller.limitKey):\(action.rawValue)"
             var bucket = buckets[key] ?? Bucket(tokens: capacity, updated: time)
             bucket.tokens = min(capacity, bucket.tokens + (time - bucket.updated) * perSecond)
             bucket.updated = time

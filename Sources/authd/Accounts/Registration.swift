@@ -29,7 +29,7 @@ struct Registration: Sendable {
         return codes.info(challenge)
     }
 
-    func verify(_ params: AccountRegisterVerify.Params, caller: CallerIdentity) async throws -> SignedIn {
+    func verify(_ params: AccountRegisterVerify.Params, caller: Caller) async throws -> SignedIn {
         // Everything that can be refused without the code is checked first, so a typo in the
         // email or a weak password never burns an attempt.
         try SMSCodes.checkFormat(params.code)
@@ -44,7 +44,7 @@ struct Registration: Sendable {
         }
         let signedIn = try await directory.register(flow: params.flow, codeMAC: try codes.mac(flow: params.flow, code: params.code), email: email,
                                                     passwordHash: passwordHash, device: device)
-        logger.notice("account registered", [("AUTHD_ACCOUNT", signedIn.account.id), ("AUTHD_CALLER_UID", String(caller.uid))])
+        logger.notice("account registered", [("AUTHD_ACCOUNT", signedIn.account.id)] + caller.logFields)
         return signedIn
     }
 

@@ -76,7 +76,7 @@ extension MethodTable {
             let lastID = records.last?.id ?? 0
             let audit = services.audit
             do {
-                let subscription = try context.openSubscription(onDrop: { Task { await audit.unfollow(follower) } }) { sink in
+                let subscription = try context.streams.open(onDrop: { Task { await audit.unfollow(follower) } }) { sink in
                     for await record in stream where record.id > lastID {
                         sink.notify(AuditRecordNotification.self, .init(subscription: sink.name, record: record))
                     }

@@ -14,7 +14,7 @@ actor AuditLog {
     }
 
     struct Entry: Sendable {
-        var caller: CallerIdentity
+        var caller: Caller
         var method: String
         var outcome: Outcome
         var reason: Reason?
@@ -62,8 +62,8 @@ actor AuditLog {
                     var ids: [Int64] = []
                     for (entry, milliseconds, detail) in rows {
                         try statement.bind([
-                            .integer(milliseconds), .integer(Int64(entry.caller.uid)), .integer(Int64(entry.caller.pid)),
-                            entry.caller.exe.map { .text($0) } ?? .null, .text(entry.method), .text(entry.outcome.rawValue),
+                            .integer(milliseconds), .integer(Int64(entry.caller.audited.uid)), .integer(Int64(entry.caller.audited.pid)),
+                            entry.caller.audited.exe.map { .text($0) } ?? .null, .text(entry.method), .text(entry.outcome.rawValue),
                             entry.reason.map { .text($0.rawValue) } ?? .null, .text(detail),
                         ])
                         while try statement.step() {}
@@ -77,7 +77,7 @@ actor AuditLog {
                     let stored = Date(timeIntervalSince1970: (time.timeIntervalSince1970 * 1000).rounded() / 1000)
                     let record = AuditRecord(
                         id: id, time: Timestamp.rfc3339(stored, milliseconds: true),
-                        caller: AuditCaller(uid: entry.caller.uid, pid: entry.caller.pid, exe: entry.caller.exe),
+                        caller: entry.caller.audited,
                         method: entry.method, outcome: entry.outcome.rawValue, reason: entry.reason?.rawValue, detail: entry.detail)
                     continuation.resume(returning: record)
                     for follower in followers.values { follower.yield(record) }
@@ -136,5 +136,17 @@ enum Timestamp {
 
     static func rfc3339(epochSeconds: Int64) -> String {
         rfc3339(Date(timeIntervalSince1970: TimeInterval(epochSeconds)))
+    }
+}
+
+extension Caller {
+    /// The caller as the audit log records it: a local process by uid, pid and executable; a
+    /// machine by its device id in place of the executable, with uid (uid_t) −1, which is no
+    /// user's, and pid 0.
+    var audited: AuditCaller {
+        switch self {
+        case .local(let peer): AuditCaller(uid: peer.uid, pid: peer.pid, exe: peer.exe)
+        case .device(let id): AuditCaller(uid: .max, pid: 0, exe: "device:\(id)")
+        }
     }
 }

@@ -79,8 +79,7 @@ struct BiometricService: Sendable {
     func verify(user: String, gateUID: UInt32?, attempts: Int, purpose: String, context: RequestContext) async throws {
         if let gateUID, try await settings(gateUID).gate.cutOff { throw BiometricFailure.cutOff }
         let timeout = config.current.biometricTimeoutSeconds
-        let prompts = context.connection.prompts
-        let connection = context.connection
+        let prompts = context.prompts
         let current = Mutex<CancelPipe?>(nil)
         let userCancelled = Atomic(false)
         let promptID = prompts.progress {
@@ -89,7 +88,7 @@ struct BiometricService: Sendable {
         }
         defer { prompts.finish(promptID) }
         let say: @Sendable (String) -> Void = { message in
-            prompts.notify(on: connection, id: promptID, kind: "fingerprint", message: message, secondsLeft: timeout)
+            prompts.notify(id: promptID, kind: .fingerprint, message: message, secondsLeft: timeout)
         }
         try await reader.withReader(user: user) { device in
             // Again with the reader held: a request that queued behind others must not scan past a cut-off they tripped.

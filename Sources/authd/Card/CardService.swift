@@ -98,7 +98,7 @@ struct CardService: Sendable {
     /// Asks for a PIN on the caller's connection and checks its format.
     private func askPIN(_ pin: EstEID.PIN, _ context: RequestContext, purpose: String, preface: String = "") async throws -> SecretBytes {
         let name = pin == .pin1 ? "PIN1" : "PIN2"
-        let answer = try await context.connection.prompts.ask(on: context.connection, kind: pin == .pin1 ? "pin1" : "pin2",
+        let answer = try await context.prompts.ask(pin == .pin1 ? .pin1 : .pin2,
                                                               message: preface + "Enter \(name) \(purpose)")
         var bytes = try Self.validPIN(answer, pin)
         defer { OpenSSL.wipe(&bytes) }
@@ -108,13 +108,12 @@ struct CardService: Sendable {
     /// "Present your card": progress prompts with the seconds left until the card is in a reader.
     private func presentCard(_ context: RequestContext, window: Int) async throws -> PCSC.ReaderState {
         let flag = CancelFlag()
-        let prompts = context.connection.prompts
+        let prompts = context.prompts
         let readers = self.readers
         let id = prompts.progress { flag.set(); readers.cancelWaiting() }
         defer { prompts.finish(id) }
-        let connection = context.connection
         return try await readers.waitForCard(window: window, cancelled: flag) { left in
-            prompts.notify(on: connection, id: id, kind: "card", message: "Place your ID card on the reader — \(left) s left", secondsLeft: left)
+            prompts.notify(id: id, kind: .card, message: "Place your ID card on the reader — \(left) s left", secondsLeft: left)
         }
     }
 
@@ -123,7 +122,7 @@ struct CardService: Sendable {
         let uid = context.caller.uid
         if let saved = try await secrets.load(.can, uid: uid) { return (saved, true) }
         if let recent = recentCANs.take(uid: uid, now: now()) { return (recent, false) }
-        let answer = try await context.connection.prompts.ask(on: context.connection, kind: "can", message: "Enter the card's CAN (6 digits on its front)")
+        let answer = try await context.prompts.ask(.can, message: "Enter the card's CAN (6 digits on its front)")
         var bytes = try Self.validCAN(answer)
         defer { OpenSSL.wipe(&bytes) }
         return (SecretBytes(bytes), false)

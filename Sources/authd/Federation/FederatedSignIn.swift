@@ -102,10 +102,10 @@ struct FederatedSignIn: Sendable {
         let redirect = try LoopbackRedirect()
         let url = attempt.authorizationURL(endpoint: metadata.authorizationEndpoint, clientID: provider.settings.clientID,
                                            redirectURI: redirect.redirectURI, scopes: provider.settings.scopes)
-        let prompts = context.connection.prompts
+        let prompts = context.prompts
         let promptID = prompts.progress { redirect.cancel() }
         defer { prompts.finish(promptID) }
-        prompts.notify(on: context.connection, id: promptID, kind: "browser",
+        prompts.notify(id: promptID, kind: .browser,
                        message: "Open this address in a web browser to sign in with \(provider.settings.name)",
                        secondsLeft: config.current.federationLoginTimeoutSeconds, url: url)
         let code: String
@@ -129,10 +129,10 @@ struct FederatedSignIn: Sendable {
     private func deviceFlow(_ provider: OpenIDProvider, context: RequestContext, deadline: ContinuousClock.Instant) async throws -> TokenSet {
         let authorization = try await provider.startDeviceAuthorization(scopes: provider.settings.scopes)
         let cancelled = CancelFlag()
-        let prompts = context.connection.prompts
+        let prompts = context.prompts
         let promptID = prompts.progress { cancelled.set() }
         defer { prompts.finish(promptID) }
-        prompts.notify(on: context.connection, id: promptID, kind: "device_code",
+        prompts.notify(id: promptID, kind: .deviceCode,
                        message: "On a device with a browser, open \(authorization.verificationURI) and enter the code \(authorization.userCode)",
                        secondsLeft: authorization.expiresIn, url: authorization.verificationURIComplete ?? authorization.verificationURI,
                        userCode: authorization.userCode)

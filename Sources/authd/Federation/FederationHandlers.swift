@@ -54,7 +54,7 @@ extension MethodTable {
         register(EventsSubscribe.self, home: .machine, access: .anyone) { _, context in
             let (id, stream) = await events.subscribe(uid: context.caller.uid)
             do {
-                let subscription = try context.openSubscription(onDrop: { Task { await events.unsubscribe(id) } }) { sink in
+                let subscription = try context.streams.open(onDrop: { Task { await events.unsubscribe(id) } }) { sink in
                     for await event in stream {
                         sink.notify(EventNotification.self, .init(subscription: sink.name, type: event.type, loggedOut: event.loggedOut))
                     }

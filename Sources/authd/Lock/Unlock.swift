@@ -33,7 +33,7 @@ struct Unlocker: Sendable {
         } else if settings.gate.enabled {
             why = BiometricFailure.cutOff.message + " "
         }
-        let password = try await context.connection.prompts.ask(on: context.connection, kind: "password",
+        let password = try await context.prompts.ask(.password,
                                                                message: why + "Enter the account password to unlock authd")
         return try await withPassword(password, account: account, uid: uid)
     }

@@ -29,7 +29,7 @@ extension MethodTable {
             try await relyingParty.registerFinish(params)
         }
         register(AuthPasskeyLoginBegin.self, home: .account, access: .anyone) { params, context in
-            try limiter.take(.login, uid: context.caller.uid)
+            try limiter.take(.login, caller: context.caller)
             return try await relyingParty.loginBegin(params)
         }
         register(AuthPasskeyLoginFinish.self, home: .account, access: .anyone, remembers: .passkey, audit: { params, result in

@@ -99,7 +99,7 @@ struct RelyingParty: Sendable {
             allowCredentials: login == nil ? nil : allowed.map { PasskeyDescriptor(id: Base64URL.encode($0)) }, userVerification: "required"))
     }
 
-    func loginFinish(_ params: AuthPasskeyLoginFinish.Params, context: RequestContext) async throws -> SignedIn {
+    func loginFinish(_ params: AuthPasskeyLoginFinish.Params, context: AccountContext) async throws -> SignedIn {
         let credential = params.credential
         let response = credential.response
         let credentialID = try Self.credentialID(credential.id, credential.rawId, credential.type)
@@ -138,7 +138,7 @@ struct RelyingParty: Sendable {
         } catch {
             if error.check == "sign_count" {
                 logger.notice("a passkey's signature counter did not grow: the authenticator may be cloned",
-                              [("AUTHD_ACCOUNT", registered.account), ("AUTHD_CALLER_UID", String(context.caller.uid))])
+                              [("AUTHD_ACCOUNT", registered.account)] + context.caller.logFields)
             }
             throw PasskeyFailure.invalid(error)
         }

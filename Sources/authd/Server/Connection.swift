@@ -3,69 +3,72 @@ import FoundationEssentials
 import Glibc
 import Protocol
 
-/// One client connection: framing, per-connection back-pressure, in-flight requests,
-/// streams, and ordered writes.
+/// A byte stream under a connection: a Unix stream socket here; TLS over TCP is a second one.
+protocol ByteChannel: Sendable {
+    /// The descriptor whose readiness drives the connection.
+    var fd: Int32 { get }
+    func read(into buffer: UnsafeMutableRawBufferPointer) throws(SystemError) -> Syscalls.IOResult
+    func write(_ bytes: UnsafeRawBufferPointer) throws(SystemError) -> Syscalls.IOResult
+    /// After a read saw end of input: whether the peer is gone altogether, not just half-closed.
+    func peerHasClosed() -> Bool
+    /// Closes the descriptor (once every dispatch source on it is cancelled).
+    func close()
+}
+
+/// A connected Unix stream socket.
+struct UnixSocketChannel: ByteChannel {
+    let fd: Int32
+
+    func read(into buffer: UnsafeMutableRawBufferPointer) throws(SystemError) -> Syscalls.IOResult { try Syscalls.read(fd, into: buffer) }
+    func write(_ bytes: UnsafeRawBufferPointer) throws(SystemError) -> Syscalls.IOResult { try Syscalls.send(fd, bytes) }
+    func peerHasClosed() -> Bool { Syscalls.peerHasClosed(fd) }
+    func close() { Glibc.close(fd) }
+}
+
+/// One client connection: the transport that performs what its `ConnectionMachine` decides.
+/// It reads and writes the channel, runs each dispatched request as a task, and runs streams;
+/// every protocol decision (framing, limits, back-pressure, stream order, draining) is the
+/// machine's. The same class serves any `ByteChannel`.
 ///
 /// Concurrency: every mutable property is touched only on `queue`, a serial queue owned by
 /// this connection; public entry points hop onto it. That confinement is what makes the
 /// `@unchecked Sendable` sound. A stalled or hostile client therefore only ever occupies its
 /// own queue, never another client's.
-final class Connection: @unchecked Sendable {
+final class Connection: StreamingConnection, @unchecked Sendable {
     let id: UInt64
-    let caller: CallerIdentity
+    let caller: Caller
     /// Prompts raised by this connection's requests, answered on this connection only.
     let prompts = PromptBroker()
 
-    /// More requests than this in flight on one connection pauses reading from it.
-    static let maxInFlightPerConnection = 64
-    /// A client that lets this much unread output pile up is disconnected.
-    static let maxPendingOutput = 16 << 20
-    static let maxSubscriptions = 16
-
-    private let fd: Int32
+    private let channel: any ByteChannel
     private let queue: DispatchQueue
     private let dispatcher: Dispatcher
     private let onClose: @Sendable (Connection) -> Void
 
+    private var machine = ConnectionMachine()
     private var readSource: (any DispatchSourceRead)?
     private var writeSource: (any DispatchSourceWrite)?
     private var writeSourceResumed = false
-    private var readPaused = false
-    private var framer = LineFramer()
-    private var outbox: [UInt8] = []
-    private var outboxOffset = 0
-    private var nextRequestKey: UInt64 = 0
-    private var inFlight: [UInt64: Task<Void, Never>] = [:]
-    private var pendingSubscriptions: [UInt64: [PendingSubscription]] = [:]
-
-    /// A stream waiting for its request's response. `onDrop` runs if it never starts (the
-    /// request failed, the client left, the daemon is stopping), so its source can let go.
-    private struct PendingSubscription {
-        let name: String
-        let body: @Sendable (SubscriptionSink) async -> Void
-        let onDrop: @Sendable () -> Void
-    }
-    private var subscriptions: [String: Task<Void, Never>] = [:]
-    private var nextSubscription = 0
-    private var draining = false
-    private var halfClosed = false
-    private var state = State.open
+    private var readSuspended = false
     private var openSources = 0
+    private var requests: [UInt64: Task<Void, Never>] = [:]
+    /// Streams waiting for their request's response: what they run, or how they let go.
+    private var pendingStreams: [String: (body: @Sendable (StreamSink) async -> Void, onDrop: @Sendable () -> Void)] = [:]
+    private var streamTasks: [String: Task<Void, Never>] = [:]
 
-    private enum State { case open, closingAfterFlush, closed }
-
-    init(id: UInt64, fd: Int32, caller: CallerIdentity, dispatcher: Dispatcher, onClose: @escaping @Sendable (Connection) -> Void) {
+    init(id: UInt64, channel: any ByteChannel, caller: Caller, dispatcher: Dispatcher, onClose: @escaping @Sendable (Connection) -> Void) {
         self.id = id
-        self.fd = fd
+        self.channel = channel
         self.caller = caller
         self.dispatcher = dispatcher
         self.onClose = onClose
         queue = DispatchQueue(label: "authd.connection.\(id)")
+        prompts.connect { [weak self] line in self?.enqueue(line) }
     }
 
     func start() {
         queue.async { [self] in
-            let source = DispatchSource.makeReadSource(fileDescriptor: fd, queue: queue)
+            let source = DispatchSource.makeReadSource(fileDescriptor: channel.fd, queue: queue)
             source.setEventHandler { [unowned self] in readable() }
             source.setCancelHandler { [self] in sourceCancelled() }
             openSources += 1
@@ -74,170 +77,109 @@ final class Connection: @unchecked Sendable {
         }
     }
 
+    // MARK: Performing the machine's actions
+
+    private func perform(_ actions: [ConnectionMachine.Action]) {
+        for action in actions {
+            switch action {
+            case .dispatch(let request, let key): dispatch(request, key: key)
+            case .flush: flush()
+            case .pauseReading:
+                if !readSuspended { readSuspended = true; readSource?.suspend() }
+            case .resumeReading:
+                if readSuspended { readSuspended = false; readSource?.resume() }
+            case .readAgain: queue.async { [self] in readable() }
+            case .startStreams(let names): names.forEach(startStream)
+            case .dropStreams(let names):
+                for name in names { pendingStreams.removeValue(forKey: name)?.onDrop() }
+            case .cancelStreams(let names):
+                for name in names { streamTasks.removeValue(forKey: name)?.cancel() }
+            case .cancelRequests(let keys):
+                for key in keys { requests[key]?.cancel() }
+            case .close(let reason): closeChannel(reason)
+            }
+        }
+    }
+
+    private func dispatch(_ request: Request, key: UInt64) {
+        let environment = RequestEnvironment(caller: caller, prompts: prompts, streams: RequestStreams(connection: self, requestKey: key))
+        let dispatcher = self.dispatcher
+        dispatcher.tracker.begin()
+        requests[key] = Task { [self] in
+            let response = await dispatcher.respond(to: request, environment: environment)
+            queue.async { [self] in
+                dispatcher.tracker.end()
+                requests.removeValue(forKey: key)
+                perform(machine.requestFinished(key: key, line: response.line, accepted: response.succeeded))
+            }
+        }
+    }
+
     // MARK: Reading
 
-    /// Reads until the socket has nothing more (EAGAIN) or ends. Stopping at a short read would
-    /// lose an end-of-file that arrived with the data: the source reports edges, so nothing
+    /// Reads until the channel has nothing more (EAGAIN) or ends. Stopping at a short read would
+    /// lose an end of input that arrived with the data: the source reports edges, so nothing
     /// would wake us again and the connection would stay open forever.
     private func readable() {
-        guard state == .open, !readPaused else { return }
+        guard !machine.isClosed, !readSuspended else { return }
         var buffer = [UInt8](repeating: 0, count: 64 * 1024)
         // Bounded work per turn; the rest is picked up by a re-queued turn, after whatever else
         // is waiting on this connection's queue.
         for _ in 0..<16 {
             let result: Syscalls.IOResult
             do {
-                result = try buffer.withUnsafeMutableBytes { try Syscalls.read(fd, into: $0) }
+                result = try buffer.withUnsafeMutableBytes { try channel.read(into: $0) }
             } catch {
-                closeNow()
+                perform(machine.failed())
                 return
             }
             switch result {
             case .bytes(let count):
-                framer.append(buffer[0..<count])
-                processBufferedLines()
-                if state != .open || readPaused { return }
+                perform(machine.received(buffer[0..<count]))
+                if machine.isClosed || readSuspended { return }
             case .wouldBlock:
                 return
             case .endOfFile:
-                if Syscalls.peerHasClosed(fd) {
-                    // The client is gone: cancel what it asked for (DESIGN §3).
-                    closeNow()
-                } else {
-                    // Half-close (`shutdown(SHUT_WR)`, as `socat` does after its input): the
-                    // client still reads, so answer what it sent, then close.
-                    halfClosed = true
-                    pauseReading()
-                    closeIfFinished()
-                }
+                perform(machine.endOfInput(peerGone: channel.peerHasClosed()))
                 return
             }
         }
-        queue.async { [self] in readable() }
-    }
-
-    private func processBufferedLines() {
-        while state == .open {
-            if inFlight.count >= Self.maxInFlightPerConnection {
-                pauseReading()
-                return
-            }
-            let line: [UInt8]
-            do {
-                guard let next = try framer.nextLine() else { return }
-                line = next
-            } catch {
-                send(WireCodec.errorLine(id: .null, error: .lineTooLong(limit: framer.maxLineLength)))
-                closeAfterFlush()
-                return
-            }
-            handle(line)
-        }
-    }
-
-    private func handle(_ line: [UInt8]) {
-        let request: Request
-        switch WireCodec.decodeRequest(line) {
-        case .failure(let failure):
-            send(WireCodec.errorLine(id: failure.id, error: failure.error))
-            return
-        case .success(let decoded):
-            request = decoded
-        }
-        if draining {
-            if let id = request.id { send(WireCodec.errorLine(id: id, error: .shuttingDown)) }
-            return
-        }
-        let key = nextRequestKey
-        nextRequestKey += 1
-        let context = RequestContext(caller: caller, connection: self, requestKey: key)
-        let dispatcher = self.dispatcher
-        dispatcher.tracker.begin()
-        inFlight[key] = Task { [self] in
-            let response = await dispatcher.respond(to: request, context: context)
-            queue.async { [self] in
-                dispatcher.tracker.end()
-                inFlight.removeValue(forKey: key)
-                if let line = response.line { send(line) }
-                startSubscriptions(for: key, accepted: response.succeeded)
-                if readPaused && state == .open {
-                    if !halfClosed { resumeReading() }
-                    processBufferedLines()
-                }
-                closeIfFinished()
-            }
-        }
-    }
-
-    /// After a half-close: close once every request is answered and no stream is open.
-    private func closeIfFinished() {
-        if halfClosed && state == .open && inFlight.isEmpty && subscriptions.isEmpty && pendingSubscriptions.isEmpty {
-            closeAfterFlush()
-        }
-    }
-
-    private func pauseReading() {
-        guard !readPaused else { return }
-        readPaused = true
-        readSource?.suspend()
-    }
-
-    private func resumeReading() {
-        guard readPaused else { return }
-        readPaused = false
-        readSource?.resume()
-        // Data (or end-of-file) that arrived while paused raised no new event: look now.
         queue.async { [self] in readable() }
     }
 
     // MARK: Writing
 
-    /// Queues a line for the client (responses and notifications alike).
+    /// Queues a line for the client (notifications; responses come through the machine).
     func enqueue(_ line: Data) {
-        queue.async { [self] in send(line) }
-    }
-
-    private func send(_ line: Data) {
-        guard state != .closed else { return }
-        outbox.append(contentsOf: line)
-        guard outbox.count - outboxOffset <= Self.maxPendingOutput else {
-            dispatcher.logger.warning("closing a connection whose client does not read its responses",
-                                      [("AUTHD_CONNECTION", String(id)), ("AUTHD_CALLER_PID", String(caller.pid))])
-            closeNow()
-            return
-        }
-        flush()
+        queue.async { [self] in perform(machine.enqueue(line)) }
     }
 
     private func flush() {
-        while outboxOffset < outbox.count {
+        while machine.pendingOutputCount > 0 && !machine.isClosed {
             let result: Syscalls.IOResult
             do {
-                result = try outbox.withUnsafeBytes { try Syscalls.send(fd, UnsafeRawBufferPointer(rebasing: $0[outboxOffset...])) }
+                result = try machine.withPendingOutput { try channel.write($0) }
             } catch {
-                closeNow()
+                perform(machine.failed())
                 return
             }
             switch result {
             case .bytes(let count):
-                outboxOffset += count
+                perform(machine.wrote(count))
             case .wouldBlock, .endOfFile:
                 waitUntilWritable()
                 return
             }
         }
-        outbox.removeAll(keepingCapacity: outbox.capacity <= 1 << 20)
-        outboxOffset = 0
         if writeSourceResumed {
             writeSourceResumed = false
             writeSource?.suspend()
         }
-        if state == .closingAfterFlush { closeNow() }
     }
 
     private func waitUntilWritable() {
         if writeSource == nil {
-            let source = DispatchSource.makeWriteSource(fileDescriptor: fd, queue: queue)
+            let source = DispatchSource.makeWriteSource(fileDescriptor: channel.fd, queue: queue)
             source.setEventHandler { [unowned self] in flush() }
             source.setCancelHandler { [self] in sourceCancelled() }
             openSources += 1
@@ -252,105 +194,68 @@ final class Connection: @unchecked Sendable {
 
     // MARK: Streams
 
-    /// Registers a stream started by the request `requestKey`; it begins only after that
-    /// request's response has been written, so notifications never overtake the response.
-    func addSubscription(requestKey: UInt64, onDrop: @escaping @Sendable () -> Void,
-                         body: @escaping @Sendable (SubscriptionSink) async -> Void) throws(RPCError) -> String {
+    func openStream(requestKey: UInt64, onDrop: @escaping @Sendable () -> Void,
+                    body: @escaping @Sendable (StreamSink) async -> Void) throws(RPCError) -> String {
         let result: Result<String, RPCError> = queue.sync {
-            if draining { return .failure(.shuttingDown) }
-            // The client already left: nothing would ever start or drop this stream.
-            if state != .open { return .failure(.cancelled) }
-            guard subscriptions.count + pendingSubscriptions.values.map(\.count).reduce(0, +) < Self.maxSubscriptions else {
-                return .failure(.failure(.subscriptionLimit, "This connection has too many open streams (at most \(Self.maxSubscriptions))."))
+            switch machine.openStream(for: requestKey) {
+            case .success(let name):
+                pendingStreams[name] = (body, onDrop)
+                return .success(name)
+            case .failure(.shuttingDown): return .failure(.shuttingDown)
+            case .failure(.closed): return .failure(.cancelled)
+            case .failure(.limit):
+                return .failure(.failure(.subscriptionLimit, "This connection has too many open streams (at most \(machine.limits.maxStreams))."))
             }
-            nextSubscription += 1
-            let name = "s\(nextSubscription)"
-            pendingSubscriptions[requestKey, default: []].append(PendingSubscription(name: name, body: body, onDrop: onDrop))
-            return .success(name)
         }
         return try result.get()
     }
 
-    private func startSubscriptions(for key: UInt64, accepted: Bool) {
-        guard let pending = pendingSubscriptions.removeValue(forKey: key) else { return }
-        guard accepted, state == .open, !draining else {
-            pending.forEach { $0.onDrop() }
-            return
-        }
-        for subscription in pending {
-            let sink = SubscriptionSink(connection: self, name: subscription.name)
-            subscriptions[subscription.name] = Task { [self] in
-                await subscription.body(sink)
-                subscriptionEnded(subscription.name)
+    private func startStream(_ name: String) {
+        guard let pending = pendingStreams.removeValue(forKey: name) else { return }
+        let sink = StreamSink(connection: self, name: name)
+        streamTasks[name] = Task { [self] in
+            await pending.body(sink)
+            queue.async { [self] in
+                streamTasks.removeValue(forKey: name)
+                perform(machine.streamEnded(name))
             }
         }
     }
 
-    /// Ends a stream; false when this connection has no stream by that name.
-    func cancelSubscription(_ name: String) -> Bool {
+    func cancelStream(_ name: String) -> Bool {
         queue.sync {
-            guard let task = subscriptions.removeValue(forKey: name) else { return false }
-            task.cancel()
-            return true
-        }
-    }
-
-    /// A stream's body returned (its source ended).
-    fileprivate func subscriptionEnded(_ name: String) {
-        queue.async { [self] in
-            subscriptions.removeValue(forKey: name)
-            closeIfFinished()
+            let (found, actions) = machine.cancelStream(name)
+            perform(actions)
+            return found
         }
     }
 
     // MARK: Lifecycle
 
-    /// Shutdown: refuse new requests and end streams; in-flight requests finish.
+    /// Shutdown: refuse new requests and end streams; requests in flight finish.
     func beginDraining() {
-        queue.async { [self] in
-            draining = true
-            for task in subscriptions.values { task.cancel() }
-            subscriptions.removeAll()
-            dropPendingSubscriptions()
-        }
-    }
-
-    private func dropPendingSubscriptions() {
-        for pending in pendingSubscriptions.values.joined() { pending.onDrop() }
-        pendingSubscriptions.removeAll()
+        queue.async { [self] in perform(machine.drain()) }
     }
 
     /// Shutdown deadline passed: cancel what is still running.
     func cancelInFlight() {
-        queue.async { [self] in for task in inFlight.values { task.cancel() } }
+        queue.async { [self] in perform(machine.cancelInFlight()) }
     }
 
     func close() {
-        queue.async { [self] in
-            if outboxOffset < outbox.count { closeAfterFlush() } else { closeNow() }
+        queue.async { [self] in perform(machine.close()) }
+    }
+
+    private func closeChannel(_ reason: ConnectionMachine.CloseReason) {
+        if reason == .unreadOutput {
+            dispatcher.logger.warning("closing a connection whose client does not read its responses",
+                                      [("AUTHD_CONNECTION", String(id))] + caller.logFields)
         }
-    }
-
-    private func closeAfterFlush() {
-        guard state == .open else { return }
-        state = .closingAfterFlush
-        if outboxOffset >= outbox.count { closeNow() }
-    }
-
-    private func closeNow() {
-        guard state != .closed else { return }
-        state = .closed
-        for task in inFlight.values { task.cancel() }
-        for task in subscriptions.values { task.cancel() }
-        subscriptions.removeAll()
-        dropPendingSubscriptions()
-        outbox = []
-        outboxOffset = 0
-        if readPaused { readPaused = false; readSource?.resume() }
+        if readSuspended { readSuspended = false; readSource?.resume() }
         if let writeSource, !writeSourceResumed { writeSourceResumed = true; writeSource.resume() }
         readSource?.cancel()
         writeSource?.cancel()
-        if openSources == 0 { Glibc.close(fd) }
+        if openSources == 0 { channel.close() }
         onClose(self)
     }
 
@@ -361,18 +266,7 @@ final class Connection: @unchecked Sendable {
         if openSources == 0 {
             readSource = nil
             writeSource = nil
-            Glibc.close(fd)
+            channel.close()
         }
-    }
-}
-
-/// Where a stream's notifications go.
-struct SubscriptionSink: Sendable {
-    let connection: Connection
-    let name: String
-
-    func notify<N: RPCNotification>(_: N.Type, _ params: N.Params) {
-        guard let line = try? WireCodec.notificationLine(method: N.name, params: params) else { return }
-        connection.enqueue(line)
     }
 }

@@ -4,7 +4,7 @@ import Synchronization
 final class ConnectionRegistry: Sendable {
     private struct State {
         var connections: [UInt64: Connection] = [:]
-        var perUser: [UInt32: Int] = [:]
+        var perCaller: [String: Int] = [:]
     }
 
     private let state = Mutex(State())
@@ -15,19 +15,20 @@ final class ConnectionRegistry: Sendable {
     func add(_ connection: Connection) {
         state.withLock {
             $0.connections[connection.id] = connection
-            $0.perUser[connection.caller.uid, default: 0] += 1
+            $0.perCaller[connection.caller.limitKey, default: 0] += 1
         }
     }
 
     func remove(_ connection: Connection) {
         state.withLock {
             guard $0.connections.removeValue(forKey: connection.id) != nil else { return }
-            let uid = connection.caller.uid
-            $0.perUser[uid] = ($0.perUser[uid] ?? 1) > 1 ? $0.perUser[uid]! - 1 : nil
+            let key = connection.caller.limitKey
+            $0.perCaller[key] = ($0.perCaller[key] ?? 1) > 1 ? $0.perCaller[key]! - 1 : nil
         }
     }
 
     var count: Int { state.withLock { $0.connections.count } }
-    func count(uid: UInt32) -> Int { state.withLock { $0.perUser[uid] ?? 0 } }
+    /// Connections one local user, or one machine, holds.
+    func count(of caller: Caller) -> Int { state.withLock { $0.perCaller[caller.limitKey] ?? 0 } }
     var all: [Connection] { state.withLock { Array($0.connections.values) } }
 }

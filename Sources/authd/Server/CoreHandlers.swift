@@ -12,19 +12,19 @@ extension MethodTable {
         }
 
         register(SubscriptionCancel.self, home: .machine, access: .anyone) { params, context in
-            guard context.connection.cancelSubscription(params.subscription) else {
+            guard context.streams.cancel(params.subscription) else {
                 throw RPCError.failure(.unknownSubscription, "This connection has no stream '\(Redaction.printable(params.subscription, limit: 64))'.")
             }
             return SubscriptionCancel.Result(cancelled: true)
         }
 
         register(PromptAnswer.self, home: .machine, access: .anyone) { params, context in
-            try context.connection.prompts.answer(params.promptId, value: params.value)
+            try context.prompts.answer(params.promptId, value: params.value)
             return Acknowledged()
         }
 
         register(PromptCancel.self, home: .machine, access: .anyone) { params, context in
-            try context.connection.prompts.cancel(params.promptId)
+            try context.prompts.cancel(params.promptId)
             return Acknowledged()
         }
     }

@@ -23,12 +23,12 @@ final class Dispatcher: Sendable {
         let succeeded: Bool
     }
 
-    func respond(to request: Request, context: RequestContext) async -> Response {
+    func respond(to request: Request, environment: RequestEnvironment) async -> Response {
         let started = ContinuousClock.now
         guard let entry = table.entries[request.method] else {
             return reply(request, .failure(.unknownMethod(request.method)))
         }
-        let caller = context.caller
+        let caller = environment.caller
         if entry.access == .admin && !services.isAdmin(caller) {
             let error = RPCError.forbidden(request.method)
             if entry.audited {
@@ -39,12 +39,13 @@ final class Dispatcher: Sendable {
         }
         let outcome: Result<any Encodable & Sendable, RPCError>
         do {
-            if entry.requiresUnlock { try await services.localLock.admit(caller.uid) }
-            let invocation = try await entry.invoke(request, context)
+            // The lock is the local user's: a guarded method waits for `unlock` while it holds.
+            if entry.requiresUnlock, case .local(let peer) = caller { try await services.localLock.admit(peer.uid) }
+            let invocation = try await entry.invoke(request, environment)
             // The one place that runs after a sign-in: the caller's local user remembers the
             // account (its lock opens, when the proof may open it).
-            if let proof = entry.remembers, let (account, device) = invocation.signedIn {
-                try await services.localLock.remember(caller.uid, account: account, device: device, proof: proof)
+            if let proof = entry.remembers, let (account, device) = invocation.signedIn, case .local(let peer) = caller {
+                try await services.localLock.remember(peer.uid, account: account, device: device, proof: proof)
             }
             if entry.audited {
                 // Fail closed: a result that cannot be recorded is not handed out.
@@ -93,12 +94,11 @@ final class Dispatcher: Sendable {
     }
 
     /// One debug line per request; built only when debug logging is on (the hot path pays nothing).
-    private func log(_ method: String, _ caller: CallerIdentity, _ outcome: Result<Void, RPCError>, _ started: ContinuousClock.Instant) {
+    private func log(_ method: String, _ caller: Caller, _ outcome: Result<Void, RPCError>, _ started: ContinuousClock.Instant) {
         guard logger.level <= .debug else { return }
         let elapsed = ContinuousClock.now - started
         let microseconds = elapsed.components.seconds * 1_000_000 + elapsed.components.attoseconds / 1_000_000_000_000
-        var fields = [("AUTHD_METHOD", method), ("AUTHD_CALLER_UID", String(caller.uid)), ("AUTHD_CALLER_PID", String(caller.pid)),
-                      ("AUTHD_DURATION_US", String(microseconds))]
+        var fields = [("AUTHD_METHOD", method)] + caller.logFields + [("AUTHD_DURATION_US", String(microseconds))]
         switch outcome {
         case .success:
             logger.debug("\(method) ok", fields)

@@ -95,19 +95,19 @@ final class Listener: @unchecked Sendable {
             refuse(client, .busy)
             return
         }
-        if credentials.uid != 0 && services.connections.count(uid: credentials.uid) >= config.maxConnectionsPerUser {
+        let caller = Caller.local(CallerIdentity(
+            uid: credentials.uid, gid: credentials.gid, pid: credentials.pid,
+            exe: Syscalls.executablePath(pid: credentials.pid),
+            username: Syscalls.userName(uid: credentials.uid), groups: credentials.groups))
+        if credentials.uid != 0 && services.connections.count(of: caller) >= config.maxConnectionsPerUser {
             services.logger.warning("per-user connection limit reached; refused a client",
                                     [("AUTHD_CALLER_UID", String(credentials.uid)), ("AUTHD_CALLER_PID", String(credentials.pid))])
             refuse(client, .failure(.serverBusy, "Your user has too many connections open (at most \(config.maxConnectionsPerUser)); close some and retry.",
                                     details: ["limit": .integer(Int64(config.maxConnectionsPerUser))]))
             return
         }
-        let caller = CallerIdentity(
-            uid: credentials.uid, gid: credentials.gid, pid: credentials.pid,
-            exe: Syscalls.executablePath(pid: credentials.pid),
-            username: Syscalls.userName(uid: credentials.uid), groups: credentials.groups)
         let registry = services.connections
-        let connection = Connection(id: registry.makeID(), fd: client, caller: caller, dispatcher: dispatcher) { closed in
+        let connection = Connection(id: registry.makeID(), channel: UnixSocketChannel(fd: client), caller: caller, dispatcher: dispatcher) { closed in
             registry.remove(closed)
         }
         registry.add(connection)

@@ -9,12 +9,37 @@ enum Access: Sendable {
     case admin
 }
 
-/// Where a method is served (DESIGN §8). `machine` methods act on what this machine owns (its
-/// keys, card, fingerprints, lock, vault, platform authenticator) and always run on the authd
-/// that received them; `account` methods act on what the account owns and run where the account
-/// lives: this authd when it is standalone or the hub, the hub for a device.
-enum Home: String, Sendable {
+/// Where a method is served (DESIGN §8), and so what its handler knows about the request.
+/// `machine` methods act on what this machine owns (its keys, card, fingerprints, lock, vault,
+/// platform authenticator) and always run on the authd that received them, for a local process
+/// (`RequestContext`). `account` methods act on what the account owns and run where the account
+/// lives — this authd when it is standalone or the hub, the hub for a device — for any caller
+/// (`AccountContext`): they take their secrets as params and never prompt.
+struct Home<Context: Sendable>: Sendable {
+    let kind: MethodHome
+    /// The handler's context, or nil when this caller cannot call such a method here (another
+    /// machine asking for this machine's card, say).
+    let context: @Sendable (RequestEnvironment) -> Context?
+}
+
+/// `machine` or `account`, as an entry of the method table records it.
+enum MethodHome: String, Sendable {
     case machine, account
+}
+
+extension Home where Context == RequestContext {
+    static var machine: Home {
+        Home(kind: .machine) { environment in
+            guard case .local(let peer) = environment.caller else { return nil }
+            return RequestContext(caller: peer, prompts: environment.prompts, streams: environment.streams)
+        }
+    }
+}
+
+extension Home where Context == AccountContext {
+    static var account: Home {
+        Home(kind: .account) { AccountContext(caller: $0.caller) }
+    }
 }
 
 /// A result that signs an account in on some device: the session's account and device.
@@ -39,7 +64,7 @@ extension LoginStep: SignInResult {
 /// read-only afterwards.
 struct MethodTable: Sendable {
     struct Entry: Sendable {
-        let home: Home
+        let home: MethodHome
         let access: Access
         let audited: Bool
         /// Issues a token or releases a secret: refused with `session.locked` while the
@@ -48,7 +73,7 @@ struct MethodTable: Sendable {
         /// A successful call signs an account in for the caller's local user: the dispatcher
         /// has the lock remember it, with what the sign-in proved.
         let remembers: LocalLock.Proof?
-        let invoke: @Sendable (Request, RequestContext) async throws -> Invocation
+        let invoke: @Sendable (Request, RequestEnvironment) async throws -> Invocation
     }
 
     /// A handler's result, encoded, and the non-secret facts the audit log records about it.
@@ -68,13 +93,15 @@ struct MethodTable: Sendable {
     /// record whose detail it computes from the params and, on success, the result.
     /// `requiresUnlock` marks methods that issue a token or release a secret; `remembers`,
     /// methods whose success is a sign-in the lock remembers.
-    mutating func register<M: RPCMethod>(
-        _: M.Type, home: Home, access: Access, requiresUnlock: Bool = false, remembers: LocalLock.Proof? = nil,
+    mutating func register<M: RPCMethod, Context>(
+        _: M.Type, home: Home<Context>, access: Access, requiresUnlock: Bool = false, remembers: LocalLock.Proof? = nil,
         audit: (@Sendable (M.Params, M.Result) -> [String: JSONValue])? = nil,
-        _ handler: @escaping @Sendable (M.Params, RequestContext) async throws -> M.Result
+        _ handler: @escaping @Sendable (M.Params, Context) async throws -> M.Result
     ) {
         precondition(entries[M.name] == nil, "\(M.name) registered twice")
-        entries[M.name] = Entry(home: home, access: access, audited: audit != nil, requiresUnlock: requiresUnlock, remembers: remembers) { request, context in
+        entries[M.name] = Entry(home: home.kind, access: access, audited: audit != nil, requiresUnlock: requiresUnlock, remembers: remembers) {
+            request, environment in
+            guard let context = home.context(environment) else { throw RPCError.forbidden(M.name) }
             let params = try WireCodec.decodeParams(M.Params.self, from: request)
             let result = try await handler(params, context)
             return Invocation(result: result, auditDetail: audit?(params, result) ?? [:], signedIn: (result as? any SignInResult)?.signedInAccount)

@@ -19,6 +19,13 @@ final class PromptBroker: Sendable {
         var progressOnly: Set<String> = []
     }
     private let state = Mutex(State())
+    /// Where the `prompt` notifications go: the connection's output, set once by `connect`.
+    private let output = Mutex<(@Sendable (Data) -> Void)?>(nil)
+
+    /// Sends this broker's prompts through `output` (the connection's, as it is made).
+    func connect(_ output: @escaping @Sendable (Data) -> Void) {
+        self.output.withLock { $0 = output }
+    }
 
     private func register(progressOnly: Bool, _ handler: @escaping @Sendable (Outcome) -> Void) -> String {
         state.withLock {
@@ -37,19 +44,21 @@ final class PromptBroker: Sendable {
         }
     }
 
+    private func send(_ params: PromptNotification.Params) {
+        guard let line = try? WireCodec.notificationLine(method: PromptNotification.name, params: params) else { return }
+        output.withLock { $0 }?(line)
+    }
+
     /// Sends a prompt and waits for its answer. Throws `user.cancelled` when the user declines,
     /// `CancellationError` when the request itself is cancelled.
-    func ask(on connection: Connection, kind: String, message: String, retriesLeft: Int? = nil) async throws -> String {
+    func ask(_ kind: PromptKind, message: String, retriesLeft: Int? = nil) async throws -> String {
         let box = Mutex<String?>(nil)
         let outcome: Outcome = await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Outcome, Never>) in
                 let id = register(progressOnly: false) { continuation.resume(returning: $0) }
                 box.withLock { $0 = id }
                 if Task.isCancelled, let handler = take(id) { handler(.cancelled); return }
-                let params = PromptNotification.Params(promptId: id, kind: kind, message: message, expectsAnswer: true, retriesLeft: retriesLeft)
-                if let line = try? WireCodec.notificationLine(method: PromptNotification.name, params: params) {
-                    connection.enqueue(line)
-                }
+                send(PromptNotification.Params(promptId: id, kind: kind, message: message, expectsAnswer: true, retriesLeft: retriesLeft))
             }
         } onCancel: {
             if let id = box.withLock({ $0 }), let handler = take(id) { handler(.cancelled) }
@@ -62,20 +71,17 @@ final class PromptBroker: Sendable {
     }
 
     /// A progress prompt that takes no answer but can be cancelled: returns its id and calls
-    /// `onCancel` if the client sends `prompt.cancel` for it. End it with `finish`.
+    /// `onCancel` if the client sends `prompt.cancel` for it. Tell it with `notify`; end it with
+    /// `finish`.
     func progress(onCancel: @escaping @Sendable () -> Void) -> String {
         register(progressOnly: true) { outcome in
             if case .cancelled = outcome { onCancel() }
         }
     }
 
-    func notify(on connection: Connection, id: String, kind: String, message: String, secondsLeft: Int?,
-                url: String? = nil, userCode: String? = nil) {
-        let params = PromptNotification.Params(promptId: id, kind: kind, message: message, expectsAnswer: false, secondsLeft: secondsLeft,
-                                               url: url, userCode: userCode)
-        if let line = try? WireCodec.notificationLine(method: PromptNotification.name, params: params) {
-            connection.enqueue(line)
-        }
+    func notify(id: String, kind: PromptKind, message: String, secondsLeft: Int?, url: String? = nil, userCode: String? = nil) {
+        send(PromptNotification.Params(promptId: id, kind: kind, message: message, expectsAnswer: false, secondsLeft: secondsLeft,
+                                       url: url, userCode: userCode))
     }
 
     func finish(_ id: String) {
@@ -100,7 +106,7 @@ final class PromptBroker: Sendable {
 /// Why a prompt ended without an answer, or a prompt id was refused.
 enum PromptFailure: WireErrorConvertible, Equatable {
     /// The user declined the prompt (`prompt.cancel`).
-    case cancelled(kind: String)
+    case cancelled(kind: PromptKind)
     /// No prompt with that id is waiting on this connection.
     case unknown
     /// A progress prompt ("present your card") takes no answer; it can only be cancelled.

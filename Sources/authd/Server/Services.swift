@@ -30,7 +30,9 @@ struct Services: Sendable {
     let now: @Sendable () -> Date
 
     /// Root or the admin group in system mode; the daemon's own user (or root) in user mode.
-    func isAdmin(_ caller: CallerIdentity) -> Bool {
+    /// Never another machine: administration is local.
+    func isAdmin(_ caller: Caller) -> Bool {
+        guard case .local(let caller) = caller else { return false }
         if caller.uid == 0 { return true }
         switch options.mode {
         case .user:

@@ -8,7 +8,7 @@ extension MethodTable {
             ["account": result.account.map { .string($0.id) } ?? .null, "session": result.session.map { .string($0.id) } ?? .null,
              "next": result.next.map { .string($0) } ?? .null]
         }) { params, context in
-            try limiter.take(.login, uid: context.caller.uid)
+            try limiter.take(.login, caller: context.caller)
             return try await login.login(params)
         }
         register(AuthLoginPIN.self, home: .account, access: .anyone, remembers: .password, audit: { params, result in

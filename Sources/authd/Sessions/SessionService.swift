@@ -35,8 +35,8 @@ struct SessionService: Sendable {
         return SessionRevoke.Result(revoked: true)
     }
 
-    func accountToken(_ params: AuthToken.Params, caller: CallerIdentity) async throws -> IssuedToken {
+    func accountToken(_ params: AuthToken.Params, caller: Caller) async throws -> IssuedToken {
         let session = try await directory.authenticate(params.session)
-        return try tokens.issueAccount(accountID: session.accountID, amr: session.amr, caller: caller, aud: params.aud, nonce: params.nonce)
+        return try tokens.issueAccount(accountID: session.accountID, amr: session.amr, azp: caller.executable, aud: params.aud, nonce: params.nonce)
     }
 }

@@ -27,7 +27,7 @@ struct TokenService: Sendable {
     }
 
     /// `auth.token`: the daemon asserts that the caller holds a session of `accountID`.
-    func issueAccount(accountID: String, amr: [String], caller: CallerIdentity, aud: String, nonce: String?) throws -> IssuedToken {
+    func issueAccount(accountID: String, amr: [String], azp: String?, aud: String, nonce: String?) throws -> IssuedToken {
         try Self.validateText(aud, field: "aud", maxLength: 256)
         if let nonce { try Self.validateText(nonce, field: "nonce", maxLength: 256) }
         let config = config.current
@@ -35,7 +35,7 @@ struct TokenService: Sendable {
         let expires = issuedAt + Int64(config.tokenLifetimeSeconds)
         let jti = Base64URL.encode(try OpenSSL.randomBytes(16))
         let claims = AccountClaims(iss: config.tokenIssuer, sub: accountID, aud: aud, iat: issuedAt, nbf: issuedAt, exp: expires, jti: jti,
-                                   amr: amr, phoneNumberVerified: true, azp: caller.exe, nonce: nonce)
+                                   amr: amr, phoneNumberVerified: true, azp: azp, nonce: nonce)
         let key = keys.current
         return IssuedToken(token: try JWS.sign(claims: claims, kid: key.kid, key: key.key), kid: key.kid, jti: jti,
                            expiresAt: Timestamp.rfc3339(epochSeconds: expires))

@@ -1,0 +1,303 @@
+import FoundationEssentials
+import Protocol
+
+/// The protocol state of one client connection, with no I/O (in the shape of swift-nio's state
+/// machines): a transport feeds it what happened on its socket and performs the actions it
+/// returns. Framing and the line cap, the in-flight limit and back-pressure on reading, the
+/// output budget, streams that start only after their request's response, half-close and
+/// draining live here once, for every transport (the Unix socket today; TLS for the hub).
+struct ConnectionMachine {
+    struct Limits: Sendable, Equatable {
+        /// More requests than this in flight on one connection pauses reading from it.
+        var maxInFlight = 64
+        /// A client that lets this much unread output pile up is disconnected.
+        var maxPendingOutput = 16 << 20
+        var maxStreams = 16
+        var maxLineLength = LineFramer.defaultMaxLineLength
+    }
+
+    /// Why a connection closes.
+    enum CloseReason: Sendable, Equatable {
+        /// The client went away, or its socket failed: nothing more can be written.
+        case peerGone
+        /// The client does not read its responses (`maxPendingOutput`).
+        case unreadOutput
+        /// A line over the cap: its error was written first.
+        case lineTooLong
+        /// Everything asked was answered after the client stopped sending, or the daemon
+        /// closed it (shutdown).
+        case finished
+    }
+
+    enum Action: Sendable, Equatable {
+        /// Run the request; report `requestFinished(key:…)` when it has its response.
+        case dispatch(Request, key: UInt64)
+        /// Output is waiting: write what the socket takes from `pendingOutput`, report `wrote`.
+        case flush
+        case pauseReading
+        case resumeReading
+        /// Read now: data or an end of input may have arrived while reading was paused, and a
+        /// paused source raises no event for it.
+        case readAgain
+        /// The streams these requests opened may start (their responses are queued).
+        case startStreams([String])
+        /// Streams that will never start: their sources let go (`onDrop`).
+        case dropStreams([String])
+        case cancelStreams([String])
+        case cancelRequests([UInt64])
+        /// Close the socket (the outbox is empty, or what is in it can never be written).
+        case close(CloseReason)
+    }
+
+    enum StreamRefusal: Error, Equatable {
+        case shuttingDown, closed, limit
+    }
+
+    private enum State: Equatable { case open, closingAfterFlush(CloseReason), closed }
+
+    let limits: Limits
+    private var state = State.open
+    private var framer: LineFramer
+    private var outbox: [UInt8] = []
+    private var outboxOffset = 0
+    private var inFlight: Set<UInt64> = []
+    private var nextKey: UInt64 = 0
+    /// Streams opened by requests still running, by request key: they start after the response.
+    private var pendingStreams: [UInt64: [String]] = [:]
+    private var streams: Set<String> = []
+    private var nextStream = 0
+    private var readPaused = false
+    private var halfClosed = false
+    private var draining = false
+
+    init(limits: Limits = Limits()) {
+        self.limits = limits
+        framer = LineFramer(maxLineLength: limits.maxLineLength)
+    }
+
+    var isClosed: Bool { state == .closed }
+    var requestsInFlight: Int { inFlight.count }
+    var pendingOutputCount: Int { outbox.count - outboxOffset }
+
+    // MARK: Input
+
+    /// Bytes from the client.
+    mutating func received(_ bytes: some Collection<UInt8>) -> [Action] {
+        guard state == .open else { return [] }
+        framer.append(bytes)
+        var actions: [Action] = []
+        processBufferedLines(into: &actions)
+        return actions
+    }
+
+    /// The client sent no more. `peerGone`: it is gone altogether (cancel what it asked, as
+    /// DESIGN §3 says); otherwise it half-closed (`shutdown(SHUT_WR)`, as socat does after its
+    /// input) and still reads: answer what it sent, then close.
+    mutating func endOfInput(peerGone: Bool) -> [Action] {
+        guard state == .open else { return [] }
+        if peerGone { return closeNow(.peerGone) }
+        halfClosed = true
+        var actions: [Action] = []
+        pauseReading(into: &actions)
+        closeIfFinished(into: &actions)
+        return actions
+    }
+
+    private mutating func processBufferedLines(into actions: inout [Action]) {
+        while state == .open {
+            if inFlight.count >= limits.maxInFlight {
+                pauseReading(into: &actions)
+                return
+            }
+            let line: [UInt8]
+            do {
+                guard let next = try framer.nextLine() else { return }
+                line = next
+            } catch {
+                send(WireCodec.errorLine(id: .null, error: .lineTooLong(limit: framer.maxLineLength)), into: &actions)
+                closeAfterFlush(.lineTooLong, into: &actions)
+                return
+            }
+            handle(line, into: &actions)
+        }
+    }
+
+    private mutating func handle(_ line: [UInt8], into actions: inout [Action]) {
+        let request: Request
+        switch WireCodec.decodeRequest(line) {
+        case .failure(let failure):
+            send(WireCodec.errorLine(id: failure.id, error: failure.error), into: &actions)
+            return
+        case .success(let decoded):
+            request = decoded
+        }
+        if draining {
+            if let id = request.id { send(WireCodec.errorLine(id: id, error: .shuttingDown), into: &actions) }
+            return
+        }
+        let key = nextKey
+        nextKey += 1
+        inFlight.insert(key)
+        actions.append(.dispatch(request, key: key))
+    }
+
+    /// A request has its response (`line`; nil for a JSON-RPC notification). `accepted` starts
+    /// the streams it opened; otherwise they are dropped.
+    mutating func requestFinished(key: UInt64, line: Data?, accepted: Bool) -> [Action] {
+        guard inFlight.remove(key) != nil else { return [] }
+        var actions: [Action] = []
+        if let line { send(line, into: &actions) }
+        if let opened = pendingStreams.removeValue(forKey: key) {
+            if accepted && state == .open && !draining {
+                streams.formUnion(opened)
+                actions.append(.startStreams(opened))
+            } else {
+                actions.append(.dropStreams(opened))
+            }
+        }
+        if readPaused && state == .open {
+            if !halfClosed { resumeReading(into: &actions) }
+            processBufferedLines(into: &actions)
+        }
+        closeIfFinished(into: &actions)
+        return actions
+    }
+
+    // MARK: Output
+
+    /// A line for the client: a notification (responses come with `requestFinished`).
+    mutating func enqueue(_ line: Data) -> [Action] {
+        var actions: [Action] = []
+        send(line, into: &actions)
+        return actions
+    }
+
+    private mutating func send(_ line: some Collection<UInt8>, into actions: inout [Action]) {
+        guard state != .closed else { return }
+        outbox.append(contentsOf: line)
+        guard pendingOutputCount <= limits.maxPendingOutput else {
+            actions += closeNow(.unreadOutput)
+            return
+        }
+        if !actions.contains(.flush) { actions.append(.flush) }
+    }
+
+    /// What waits to be written.
+    func withPendingOutput<T>(_ body: (UnsafeRawBufferPointer) throws -> T) rethrows -> T {
+        try outbox.withUnsafeBytes { try body(UnsafeRawBufferPointer(rebasing: $0[outboxOffset...])) }
+    }
+
+    /// The transport wrote `count` bytes of `pendingOutput`.
+    mutating func wrote(_ count: Int) -> [Action] {
+        outboxOffset = min(outbox.count, outboxOffset + count)
+        guard outboxOffset == outbox.count else { return [] }
+        // Keep a small buffer for the next lines; give a large one back.
+        outbox.removeAll(keepingCapacity: outbox.capacity <= 1 << 20)
+        outboxOffset = 0
+        if case .closingAfterFlush(let reason) = state { return closeNow(reason) }
+        return []
+    }
+
+    // MARK: Streams
+
+    /// Registers a stream opened by the request `key`; it starts only after that request's
+    /// response has been queued, so notifications never overtake the response.
+    mutating func openStream(for key: UInt64) -> Result<String, StreamRefusal> {
+        if draining { return .failure(.shuttingDown) }
+        // The client already left: nothing would ever start or drop this stream.
+        guard state == .open else { return .failure(.closed) }
+        guard streams.count + pendingStreams.values.map(\.count).reduce(0, +) < limits.maxStreams else { return .failure(.limit) }
+        nextStream += 1
+        let name = "s\(nextStream)"
+        pendingStreams[key, default: []].append(name)
+        return .success(name)
+    }
+
+    /// `subscription.cancel`: false when no running stream has that name.
+    mutating func cancelStream(_ name: String) -> (found: Bool, actions: [Action]) {
+        guard streams.remove(name) != nil else { return (false, []) }
+        return (true, [.cancelStreams([name])])
+    }
+
+    /// A stream's source ended by itself.
+    mutating func streamEnded(_ name: String) -> [Action] {
+        guard streams.remove(name) != nil else { return [] }
+        var actions: [Action] = []
+        closeIfFinished(into: &actions)
+        return actions
+    }
+
+    // MARK: Lifecycle
+
+    /// Shutdown: refuse new requests and end streams; requests in flight finish.
+    mutating func drain() -> [Action] {
+        draining = true
+        var actions: [Action] = []
+        if !streams.isEmpty { actions.append(.cancelStreams(streams.sorted())) }
+        streams.removeAll()
+        dropPendingStreams(into: &actions)
+        return actions
+    }
+
+    /// The shutdown deadline passed: cancel what still runs.
+    func cancelInFlight() -> [Action] {
+        inFlight.isEmpty ? [] : [.cancelRequests(inFlight.sorted())]
+    }
+
+    /// The daemon closes the connection: after what is queued is written.
+    mutating func close() -> [Action] {
+        var actions: [Action] = []
+        if pendingOutputCount > 0 { closeAfterFlush(.finished, into: &actions) } else { actions += closeNow(.finished) }
+        return actions
+    }
+
+    /// The socket failed: nothing more can be read or written.
+    mutating func failed() -> [Action] {
+        closeNow(.peerGone)
+    }
+
+    private mutating func pauseReading(into actions: inout [Action]) {
+        guard !readPaused else { return }
+        readPaused = true
+        actions.append(.pauseReading)
+    }
+
+    private mutating func resumeReading(into actions: inout [Action]) {
+        guard readPaused else { return }
+        readPaused = false
+        actions += [.resumeReading, .readAgain]
+    }
+
+    /// After a half-close: close once every request is answered and no stream is open.
+    private mutating func closeIfFinished(into actions: inout [Action]) {
+        if halfClosed && state == .open && inFlight.isEmpty && streams.isEmpty && pendingStreams.isEmpty {
+            closeAfterFlush(.finished, into: &actions)
+        }
+    }
+
+    private mutating func closeAfterFlush(_ reason: CloseReason, into actions: inout [Action]) {
+        guard state == .open else { return }
+        state = .closingAfterFlush(reason)
+        if pendingOutputCount == 0 { actions += closeNow(reason) }
+    }
+
+    private mutating func dropPendingStreams(into actions: inout [Action]) {
+        let pending = pendingStreams.keys.sorted().flatMap { pendingStreams[$0] ?? [] }
+        pendingStreams.removeAll()
+        if !pending.isEmpty { actions.append(.dropStreams(pending)) }
+    }
+
+    private mutating func closeNow(_ reason: CloseReason) -> [Action] {
+        guard state != .closed else { return [] }
+        state = .closed
+        var actions: [Action] = []
+        if !inFlight.isEmpty { actions.append(.cancelRequests(inFlight.sorted())) }
+        if !streams.isEmpty { actions.append(.cancelStreams(streams.sorted())) }
+        streams.removeAll()
+        dropPendingStreams(into: &actions)
+        outbox = []
+        outboxOffset = 0
+        actions.append(.close(reason))
+        return actions
+    }
+}

@@ -1,0 +1,133 @@
+import Foundation
+import Protocol
+import Testing
+@testable import authd
+
+/// The connection's protocol state with no socket: bytes and completions in, actions out.
+@Suite("Connection state machine")
+struct ConnectionMachineTests {
+    private static func line(_ id: Int, _ method: String = "hello") -> [UInt8] {
+        Array(#"{"jsonrpc":"2.0","id":\#(id),"method":"\#(method)"}"#.utf8) + [0x0A]
+    }
+
+    private static func dispatched(_ actions: [ConnectionMachine.Action]) -> [UInt64] {
+        actions.compactMap { if case .dispatch(_, let key) = $0 { key } else { nil } }
+    }
+
+    private static func output(_ machine: ConnectionMachine) -> String {
+        machine.withPendingOutput { String(decoding: $0, as: UTF8.self) }
+    }
+
+    @Test("requests are framed across reads and dispatched in order; a bad line is answered and the connection stays")
+    func framing() {
+        var machine = ConnectionMachine()
+        let bytes = Self.line(1) + Array("not json\n".utf8) + Self.line(2)
+        var actions = machine.received(bytes.prefix(10))
+        #expect(actions.isEmpty)
+        actions = machine.received(bytes.dropFirst(10))
+        #expect(Self.dispatched(actions) == [0, 1])
+        #expect(actions.contains(.flush))
+        #expect(Self.output(machine).contains("rpc.parse_error"))
+        #expect(!machine.isClosed)
+    }
+
+    @Test("a response is queued, and writing it empties the outbox")
+    func responses() {
+        var machine = ConnectionMachine()
+        _ = machine.received(Self.line(1))
+        let actions = machine.requestFinished(key: 0, line: Data("answer\n".utf8), accepted: true)
+        #expect(actions == [.flush])
+        #expect(Self.output(machine) == "answer\n")
+        #expect(machine.wrote(3).isEmpty)
+        #expect(Self.output(machine) == "wer\n")
+        _ = machine.wrote(4)
+        #expect(machine.pendingOutputCount == 0)
+    }
+
+    @Test("reading pauses at the in-flight limit and resumes, with the buffered lines, when a request finishes")
+    func backPressure() {
+        var machine = ConnectionMachine(limits: .init(maxInFlight: 2))
+        let actions = machine.received(Self.line(1) + Self.line(2) + Self.line(3))
+        #expect(Self.dispatched(actions) == [0, 1])
+        #expect(actions.last == .pauseReading)
+        let resumed = machine.requestFinished(key: 0, line: nil, accepted: true)
+        #expect(resumed.prefix(2) == [.resumeReading, .readAgain])
+        #expect(Self.dispatched(resumed) == [2])
+    }
+
+    @Test("a line over the cap is answered, then the connection closes once that is written")
+    func lineTooLong() {
+        var machine = ConnectionMachine(limits: .init(maxLineLength: 16))
+        let actions = machine.received(Array(repeating: UInt8(ascii: "x"), count: 40))
+        #expect(actions == [.flush])
+        #expect(Self.output(machine).contains("rpc.line_too_long"))
+        #expect(machine.wrote(machine.pendingOutputCount) == [.close(.lineTooLong)])
+        #expect(machine.isClosed)
+    }
+
+    @Test("a client that does not read is closed at the output budget, and what it asked is cancelled")
+    func unreadOutput() {
+        var machine = ConnectionMachine(limits: .init(maxPendingOutput: 10))
+        _ = machine.received(Self.line(1) + Self.line(2))
+        _ = machine.enqueue(Data("12345\n".utf8))
+        let actions = machine.enqueue(Data("67890\n".utf8))
+        #expect(actions == [.cancelRequests([0, 1]), .close(.unreadOutput)])
+        #expect(machine.pendingOutputCount == 0)
+    }
+
+    @Test("a client that leaves cancels its requests and streams")
+    func peerGone() {
+        var machine = ConnectionMachine()
+        _ = machine.received(Self.line(1) + Self.line(2))
+        guard case .success(let stream) = machine.openStream(for: 0) else { Issue.record("no stream"); return }
+        _ = machine.requestFinished(key: 0, line: Data("ok\n".utf8), accepted: true)
+        guard case .success(let pending) = machine.openStream(for: 1) else { Issue.record("no stream"); return }
+        #expect(machine.endOfInput(peerGone: true) == [.cancelRequests([1]), .cancelStreams([stream]), .dropStreams([pending]), .close(.peerGone)])
+    }
+
+    @Test("after a half-close every request is answered, then the connection closes")
+    func halfClose() {
+        var machine = ConnectionMachine()
+        _ = machine.received(Self.line(1))
+        #expect(machine.endOfInput(peerGone: false) == [.pauseReading])
+        let actions = machine.requestFinished(key: 0, line: Data("ok\n".utf8), accepted: true)
+        #expect(actions == [.flush])
+        #expect(machine.wrote(3) == [.close(.finished)])
+    }
+
+    @Test("a stream starts only after its request's response, and not at all when the request failed")
+    func streamsFollowResponses() {
+        var machine = ConnectionMachine()
+        _ = machine.received(Self.line(1) + Self.line(2))
+        guard case .success(let accepted) = machine.openStream(for: 0), case .success(let refused) = machine.openStream(for: 1) else {
+            Issue.record("no stream"); return
+        }
+        #expect(machine.requestFinished(key: 0, line: Data("ok\n".utf8), accepted: true) == [.flush, .startStreams([accepted])])
+        #expect(machine.requestFinished(key: 1, line: Data("no\n".utf8), accepted: false) == [.flush, .dropStreams([refused])])
+        #expect(machine.cancelStream(accepted) == (true, [.cancelStreams([accepted])]))
+        #expect(machine.cancelStream(accepted).found == false)
+    }
+
+    @Test("at most maxStreams streams per connection")
+    func streamLimit() {
+        var machine = ConnectionMachine(limits: .init(maxStreams: 2))
+        _ = machine.received(Self.line(1))
+        #expect((try? machine.openStream(for: 0).get()) != nil)
+        #expect((try? machine.openStream(for: 0).get()) != nil)
+        #expect(machine.openStream(for: 0) == .failure(.limit))
+    }
+
+    @Test("draining ends streams, refuses new requests with server.shutting_down, and lets requests in flight finish")
+    func draining() {
+        var machine = ConnectionMachine()
+        _ = machine.received(Self.line(1))
+        guard case .success(let stream) = machine.openStream(for: 0) else { Issue.record("no stream"); return }
+        #expect(machine.drain() == [.dropStreams([stream])])
+        let actions = machine.received(Self.line(2))
+        #expect(Self.dispatched(actions).isEmpty)
+        #expect(Self.output(machine).contains("server.shutting_down"))
+        #expect(machine.openStream(for: 0) == .failure(.shuttingDown))
+        #expect(machine.cancelInFlight() == [.cancelRequests([0])])
+        #expect(machine.requestFinished(key: 0, line: Data("ok\n".utf8), accepted: true) == [.flush])
+    }
+}
