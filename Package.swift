@@ -48,7 +48,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "authctl",
-            dependencies: ["Protocol", "CLinux"]
+            dependencies: ["Protocol", "AuthdClient"]
         ),
 
         // One HTTP request per run, for the daemon (SMS gateway, OpenID discovery, JWKS, token
