@@ -64,8 +64,8 @@ let package = Package(
         .testTarget(name: "SmartCardTests", dependencies: ["SmartCard"]),
         // The client library against a peer on a socketpair: framing, ids, timeouts, refusals.
         .testTarget(name: "AuthdClientTests", dependencies: ["AuthdClient", "Protocol"]),
-        .testTarget(name: "AuthdTests", dependencies: ["authd", "Protocol", "CLinux"]),
-        .testTarget(name: "IntegrationTests", dependencies: ["Protocol", "CLinux"], exclude: ["Python"]),
+        .testTarget(name: "AuthdTests", dependencies: ["authd", "Protocol", "AuthdClient"]),
+        .testTarget(name: "IntegrationTests", dependencies: ["Protocol", "AuthdClient", "CLinux"], exclude: ["Python"]),
 
         // `make bench`: drives a release build of the real daemon over its socket.
         .executableTarget(name: "authd-bench", dependencies: ["Protocol", "CLinux", "CArgon2", "CPCSC"], path: "Tests/Bench"),
