@@ -9,6 +9,7 @@ let package = Package(
     platforms: [.macOS(.v15)],
     products: [
         .library(name: "Protocol", targets: ["Protocol"]),
+        .library(name: "AuthdClient", targets: ["AuthdClient"]),
         .executable(name: "authd", targets: ["authd"]),
         .executable(name: "authctl", targets: ["authctl"]),
         .executable(name: "authd-http", targets: ["authd-http"]),
@@ -32,6 +33,11 @@ let package = Package(
         // Wire types shared by authd, authctl and any Swift client. No I/O, no C.
         .target(name: "Protocol"),
 
+        // The client side of the socket, for authctl, the tests, the bench and later a PAM module:
+        // a line connection and a JSON-RPC client on it. FoundationEssentials and Glibc only, so
+        // a PAM module linking it stays small.
+        .target(name: "AuthdClient", dependencies: ["Protocol", "CLinux"]),
+
         // ISO 7816 APDUs and TLV, the Estonian ID card's command table, and PACE with secure
         // messaging over OpenPACE: shared by the daemon and the virtual card. No I/O.
         .target(name: "SmartCard", dependencies: ["CEAC", "COpenSSL"]),
@@ -42,7 +48,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "authctl",
-            dependencies: ["Protocol", "CLinux"]
+            dependencies: ["Protocol", "AuthdClient"]
         ),
 
         // One HTTP request per run, for the daemon (SMS gateway, OpenID discovery, JWKS, token
@@ -56,11 +62,13 @@ let package = Package(
         .testTarget(name: "ProtocolTests", dependencies: ["Protocol"], exclude: ["Fixtures"]),
         // APDU and TLV parsing, and PACE with secure messaging, both roles in one process.
         .testTarget(name: "SmartCardTests", dependencies: ["SmartCard"]),
-        .testTarget(name: "AuthdTests", dependencies: ["authd", "Protocol", "CLinux"]),
-        .testTarget(name: "IntegrationTests", dependencies: ["Protocol", "CLinux"], exclude: ["Python"]),
+        // The client library against a peer on a socketpair: framing, ids, timeouts, refusals.
+        .testTarget(name: "AuthdClientTests", dependencies: ["AuthdClient", "Protocol"]),
+        .testTarget(name: "AuthdTests", dependencies: ["authd", "Protocol", "AuthdClient"]),
+        .testTarget(name: "IntegrationTests", dependencies: ["Protocol", "AuthdClient", "CLinux"], exclude: ["Python"]),
 
         // `make bench`: drives a release build of the real daemon over its socket.
-        .executableTarget(name: "authd-bench", dependencies: ["Protocol", "CLinux", "CArgon2", "CPCSC"], path: "Tests/Bench"),
+        .executableTarget(name: "authd-bench", dependencies: ["Protocol", "AuthdClient", "CLinux", "CArgon2", "CPCSC"], path: "Tests/Bench"),
     ],
     swiftLanguageModes: [.v6]
 )

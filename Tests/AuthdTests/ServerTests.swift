@@ -1,4 +1,4 @@
-import CLinux
+import AuthdClient
 import Foundation
 import Glibc
 import Protocol
@@ -74,10 +74,9 @@ private struct InProcessServer {
         _ = fixture  // the store and keys live on in `services`
     }
 
-    func connect() throws -> Int32 {
-        let fd = authd_connect_unix(socketPath)
-        guard fd >= 0 else { throw SystemError(call: "connect", errno: errno) }
-        return fd
+    /// A client whose reads give up after a moment, so that `receive` can poll (see there).
+    func connect() throws -> LineConnection {
+        try LineConnection(socketPath: socketPath, receiveTimeout: .milliseconds(1))
     }
 
     /// Polls without blocking a cooperative thread: the handlers under test need them.
@@ -86,23 +85,20 @@ private struct InProcessServer {
     }
 }
 
-/// Reads what the server sent, without blocking a cooperative thread (the server under test
-/// runs its handlers on the same small pool): non-blocking reads, sleeping between tries, until
-/// a full line arrived or 5 s passed.
-private func receive(_ fd: Int32) async -> String {
-    var received: [UInt8] = []
-    var buffer = [UInt8](repeating: 0, count: 65536)
+/// The next line the server sent, without holding a cooperative thread (the server under test
+/// runs its handlers on the same small pool): reads that time out at once, sleeping between
+/// tries, until a line arrived, the server closed, or 5 s passed.
+private func receive(_ connection: LineConnection) async -> String {
     for _ in 0..<500 {
-        let count = recv(fd, &buffer, buffer.count, Int32(MSG_DONTWAIT))
-        if count > 0 { received += buffer.prefix(count) }
-        if received.last == UInt8(ascii: "\n") || count == 0 { break }
-        try? await Task.sleep(for: .milliseconds(10))
+        do {
+            return String(decoding: try connection.readLine() ?? [], as: UTF8.self)
+        } catch where error.code == .timedOut {
+            try? await Task.sleep(for: .milliseconds(10))
+        } catch {
+            return ""
+        }
     }
-    return String(decoding: received, as: UTF8.self)
-}
-
-private func send(_ fd: Int32, _ text: String) {
-    _ = text.withCString { Glibc.send(fd, $0, strlen($0), Int32(MSG_NOSIGNAL)) }
+    return ""
 }
 
 @Suite("Server in-process")
@@ -110,12 +106,12 @@ struct ServerTests {
     @Test("a client that disconnects cancels its in-flight requests")
     func disconnectCancels() async throws {
         let server = try await InProcessServer()
-        let fd = try server.connect()
-        send(fd, #"{"jsonrpc":"2.0","id":1,"method":"test.wait"}"# + "\n" + #"{"jsonrpc":"2.0","id":2,"method":"test.wait"}"# + "\n")
+        let client = try server.connect()
+        try client.send((#"{"jsonrpc":"2.0","id":1,"method":"test.wait"}"# + "\n" + #"{"jsonrpc":"2.0","id":2,"method":"test.wait"}"# + "\n").utf8)
         await InProcessServer.waitUntil { server.observations.started.load(ordering: .relaxed) == 2 }
         #expect(server.observations.started.load(ordering: .relaxed) == 2)
         #expect(server.observations.cancelled.load(ordering: .relaxed) == 0)
-        close(fd)
+        client.close()
         await InProcessServer.waitUntil { server.observations.cancelled.load(ordering: .relaxed) == 2 }
         #expect(server.observations.cancelled.load(ordering: .relaxed) == 2)
         await InProcessServer.waitUntil { server.services.connections.count == 0 }
@@ -126,17 +122,17 @@ struct ServerTests {
     @Test("more than 64 requests in flight on one connection pause reading from it, not other clients")
     func backPressure() async throws {
         let server = try await InProcessServer()
-        let fd = try server.connect()
-        defer { close(fd) }
+        let client = try server.connect()
+        defer { client.close() }
         let requests = (1...100).map { #"{"jsonrpc":"2.0","id":\#($0),"method":"test.wait"}"# + "\n" }.joined()
-        send(fd, requests)
+        try client.send(requests.utf8)
         await InProcessServer.waitUntil { server.observations.started.load(ordering: .relaxed) >= 64 }
         try await Task.sleep(for: .milliseconds(200))
         #expect(server.observations.started.load(ordering: .relaxed) == ConnectionMachine.Limits().maxInFlight)
         // Another client is unaffected.
         let other = try server.connect()
-        defer { close(other) }
-        send(other, #"{"jsonrpc":"2.0","id":1,"method":"hello"}"# + "\n")
+        defer { other.close() }
+        try other.send((#"{"jsonrpc":"2.0","id":1,"method":"hello"}"# + "\n").utf8)
         #expect(await receive(other).contains("protocol_version"))
         server.listener.stop()
     }
@@ -144,10 +140,10 @@ struct ServerTests {
     @Test("a stream whose request fails never starts, and its source is told to let go")
     func droppedStream() async throws {
         let server = try await InProcessServer()
-        let fd = try server.connect()
-        defer { close(fd) }
-        send(fd, #"{"jsonrpc":"2.0","id":1,"method":"test.failing_stream"}"# + "\n")
-        #expect(await receive(fd).contains("test.failed"))
+        let client = try server.connect()
+        defer { client.close() }
+        try client.send((#"{"jsonrpc":"2.0","id":1,"method":"test.failing_stream"}"# + "\n").utf8)
+        #expect(await receive(client).contains("test.failed"))
         await InProcessServer.waitUntil { server.observations.dropped.load(ordering: .relaxed) == 1 }
         #expect(server.observations.dropped.load(ordering: .relaxed) == 1)
         server.listener.stop()
@@ -158,13 +154,13 @@ struct ServerTests {
         let server = try await InProcessServer()
         var started = 0
         for index in 0..<20 {
-            let fd = try server.connect()
-            send(fd, #"{"jsonrpc":"2.0","id":1,"method":"admin.audit.tail","params":{"follow":true,"limit":0}}"# + "\n")
+            let client = try server.connect()
+            try client.send((#"{"jsonrpc":"2.0","id":1,"method":"admin.audit.tail","params":{"follow":true,"limit":0}}"# + "\n").utf8)
             if index % 2 == 0 {
                 // Wait for the response: the follower is registered and its stream running.
-                if await receive(fd).contains(#""subscription":"s1""#) { started += 1 }
+                if await receive(client).contains(#""subscription":"s1""#) { started += 1 }
             }
-            close(fd)  // odd ones leave at once, racing the handler
+            client.close()  // odd ones leave at once, racing the handler
         }
         #expect(started == 10)
         let audit = server.services.audit
@@ -180,8 +176,8 @@ struct ServerTests {
     func authorizationAndAudit() async throws {
         let server = try await InProcessServer()
         let dispatcher = Dispatcher(table: DispatchTable.make(server.services), services: server.services)
-        let fd = try server.connect()
-        defer { close(fd) }
+        let client = try server.connect()
+        defer { client.close() }
         await InProcessServer.waitUntil { server.services.connections.count == 1 }
         let connection = try #require(server.services.connections.all.first)
         let stranger = CallerIdentity(uid: 4242, gid: 4242, pid: 1, exe: "/x", username: nil, groups: [])

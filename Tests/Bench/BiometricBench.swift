@@ -100,7 +100,7 @@ func biometricFigures() throws {
     _ = try client.call("account.register.verify", #"{"flow":"\#(flow)","code":"\#(code)","password":"bench password 12345"}"#)
     try fprintd.scriptMatch()
     let enabled = try client.callAnswering("biometric.enable", "{}", answers: [:])
-    guard enabled["result"]?["enabled"] == true else { throw BenchError(description: "biometric.enable failed: \(enabled)") }
+    guard enabled["enabled"] == true else { throw BenchError(description: "biometric.enable failed: \(enabled)") }
 
     var unlock: [Double] = []
     for _ in 0..<rounds {
@@ -108,7 +108,7 @@ func biometricFigures() throws {
         try fprintd.scriptMatch()
         let answer = try client.callAnswering("unlock.biometric", "{}", answers: [:])
         let answered = monotonicMicroseconds()
-        guard answer["result"]?["method"] == "fingerprint" else { throw BenchError(description: "unlock.biometric failed: \(answer)") }
+        guard answer["method"] == "fingerprint" else { throw BenchError(description: "unlock.biometric failed: \(answer)") }
         unlock.append(Double(answered - (try fprintd.lastStatusTime())) / 1000)
     }
     unlock.sort()
@@ -125,7 +125,7 @@ func biometricFigures() throws {
         // No answers: a pin1 prompt would mean the finger did not release the saved PIN1.
         let answer = try client.callAnswering("card.login", #"{"aud":"bench"}"#, answers: [:])
         let answered = monotonicMicroseconds()
-        guard answer["result"]?["token"]?.stringValue != nil else { throw BenchError(description: "card.login failed: \(answer)") }
+        guard answer["token"]?.stringValue != nil else { throw BenchError(description: "card.login failed: \(answer)") }
         login.append(Double(answered - (try fprintd.lastStatusTime())) / 1000)
     }
     login.sort()

@@ -1,3 +1,4 @@
+import AuthdClient
 import CPCSC
 import Foundation
 import Glibc
@@ -128,28 +129,25 @@ final class DirectPCSC {
 /// `card.login` with PIN1 answered at once; returns the milliseconds from request to token.
 func timedCardLogin(_ client: Client, aud: String) throws -> Double {
     let started = ContinuousClock.now
-    let response = try client.callAnswering("card.login", #"{"aud":"\#(aud)"}"#, answers: ["pin1": "1234"])
+    let result = try client.callAnswering("card.login", #"{"aud":"\#(aud)"}"#, answers: ["pin1": "1234"])
     let elapsed = (ContinuousClock.now - started).milliseconds
-    guard response["result"]?["token"]?.stringValue != nil else { throw BenchError(description: "card.login failed: \(response)") }
+    guard result["token"]?.stringValue != nil else { throw BenchError(description: "card.login failed: \(result)") }
     return elapsed
 }
 
 extension Client {
-    /// A request whose `prompt` notifications are answered from `answers` (by kind).
+    /// A request whose `prompt` notifications are answered from `answers` (by kind) and the
+    /// others declined; returns its result.
     func callAnswering(_ method: String, _ params: String, answers: [String: String]) throws -> JSONValue {
-        var message = try WireCodec.decode(JSONValue.self, from: Data(try call(method, params)))
-        while message["method"] == "prompt" {
-            if message["params"]?["expects_answer"] == .bool(true), let id = message["params"]?["prompt_id"]?.stringValue,
-               let kind = message["params"]?["kind"]?.stringValue {
-                if let answer = answers[kind] {
-                    send(#"{"jsonrpc":"2.0","method":"prompt.answer","params":{"prompt_id":"\#(id)","value":"\#(answer)"}}"#)
-                } else {
-                    send(#"{"jsonrpc":"2.0","method":"prompt.cancel","params":{"prompt_id":"\#(id)"}}"#)
-                }
+        try rpc.callRaw(method: method, params: try WireCodec.decode(JSONValue.self, from: Data(params.utf8))) { name, prompt in
+            guard name == "prompt", let prompt, prompt["expects_answer"] == .bool(true), let id = prompt["prompt_id"],
+                  let kind = prompt["kind"]?.stringValue else { return }
+            if let answer = answers[kind] {
+                try rpc.notify(method: "prompt.answer", params: ["prompt_id": id, "value": .string(answer)] as JSONValue)
+            } else {
+                try rpc.notify(method: "prompt.cancel", params: ["prompt_id": id] as JSONValue)
             }
-            message = try WireCodec.decode(JSONValue.self, from: Data(try nextLine()))
         }
-        return message
     }
 }
 

@@ -1,3 +1,4 @@
+import AuthdClient
 import Foundation
 import Glibc
 import Protocol
@@ -66,16 +67,12 @@ func federationFigures() throws {
     // Tokens that live 10 s are always within the 30 s margin: every remote.token refreshes.
     try provider.settings(#"{"access_token_lifetime":10}"#)
     // Sign in: the browser's part is urllib, which follows the provider's redirect to authd.
-    client.send(#"{"jsonrpc":"2.0","id":"login","method":"federation.login","params":{}}"#)
-    while true {
-        let message = try WireCodec.decode(JSONValue.self, from: Data(try client.nextLine()))
-        if let url = message["params"]?["url"]?.stringValue {
+    let login = try client.rpc.callRaw(method: "federation.login", params: NoParams()) { _, params in
+        if let url = params?["url"]?.stringValue {
             try provider.python("import urllib.request,sys; urllib.request.urlopen(sys.argv[1]).read()", [url])
-        } else if message["id"] == "login" {
-            guard message["result"]?["session"] != nil else { throw BenchError(description: "federation.login failed: \(message)") }
-            break
         }
     }
+    guard login["session"] != nil else { throw BenchError(description: "federation.login failed: \(login)") }
 
     func timed(_ method: String, _ params: String, check: (JSONValue) -> Bool) throws -> [Double] {
         var latencies: [Double] = []

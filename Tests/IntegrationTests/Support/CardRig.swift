@@ -109,23 +109,13 @@ extension LineClient {
     /// Calls a card method and answers its prompts from `answers` (by kind: can, pin1, pin2);
     /// a kind missing there is cancelled. Returns the response and the prompts seen.
     func callAnswering(_ method: String, _ params: JSONValue, answers: [String: String]) throws -> (response: JSONValue, prompts: [JSONValue]) {
-        let id = Int64.random(in: 1_000_000...9_000_000)
-        let request: JSONValue = ["jsonrpc": "2.0", "id": .integer(id), "method": .string(method), "params": params]
-        try send(Array(try WireCodec.encodeJSON(request)) + [0x0a])
         var prompts: [JSONValue] = []
-        while true {
-            guard let message = try readJSON() else { throw HarnessError("the daemon closed the connection") }
-            if message["id"] == .integer(id) { return (message, prompts) }
-            guard message["method"] == "prompt", let params = message["params"] else { continue }
-            prompts.append(params)
-            guard params["expects_answer"] == .bool(true), let promptID = params["prompt_id"], let kind = params["kind"]?.stringValue else { continue }
-            let reply: JSONValue
-            if let answer = answers[kind] {
-                reply = ["jsonrpc": "2.0", "method": "prompt.answer", "params": ["prompt_id": promptID, "value": .string(answer)]]
-            } else {
-                reply = ["jsonrpc": "2.0", "method": "prompt.cancel", "params": ["prompt_id": promptID]]
-            }
-            try send(Array(try WireCodec.encodeJSON(reply)) + [0x0a])
+        let outcome = try rpc.request(method: method, params: params) { name, prompt in
+            guard name == "prompt", let prompt else { return }
+            prompts.append(prompt)
+            guard prompt["expects_answer"] == .bool(true), let promptID = prompt["prompt_id"], let kind = prompt["kind"]?.stringValue else { return }
+            try replyToPrompt(promptID, answer: answers[kind])
         }
+        return (JSONValue(response: outcome), prompts)
     }
 }

@@ -110,14 +110,9 @@ extension LineClient {
     /// prompts from `answers`, other answerable prompts cancelled, progress left alone).
     func exchange(_ method: String, _ params: JSONValue = [:], answers: [String: String] = [:],
                   reply: ((JSONValue) -> PromptReply)? = nil) throws -> PromptedCall {
-        let id = Int64.random(in: 1_000_000...9_000_000)
-        let request: JSONValue = ["jsonrpc": "2.0", "id": .integer(id), "method": .string(method), "params": params]
-        try send(Array(try WireCodec.encodeJSON(request)) + [0x0a])
         var prompts: [JSONValue] = []
-        while true {
-            guard let message = try readJSON() else { throw HarnessError("the daemon closed the connection") }
-            if message["id"] == .integer(id) { return PromptedCall(response: message, prompts: prompts) }
-            guard message["method"] == "prompt", let prompt = message["params"], let promptID = prompt["prompt_id"] else { continue }
+        let outcome = try rpc.request(method: method, params: params) { name, prompt in
+            guard name == "prompt", let prompt, let promptID = prompt["prompt_id"] else { return }
             prompts.append(prompt)
             let decision: PromptReply
             if let reply {
@@ -127,15 +122,12 @@ extension LineClient {
             } else {
                 decision = .ignore
             }
-            let line: JSONValue
             switch decision {
-            case .ignore: continue
-            case .answer(let value):
-                line = ["jsonrpc": "2.0", "method": "prompt.answer", "params": ["prompt_id": promptID, "value": .string(value)]]
-            case .cancel:
-                line = ["jsonrpc": "2.0", "method": "prompt.cancel", "params": ["prompt_id": promptID]]
+            case .ignore: break
+            case .answer(let value): try replyToPrompt(promptID, answer: value)
+            case .cancel: try replyToPrompt(promptID, answer: nil)
             }
-            try send(Array(try WireCodec.encodeJSON(line)) + [0x0a])
         }
+        return PromptedCall(response: JSONValue(response: outcome), prompts: prompts)
     }
 }

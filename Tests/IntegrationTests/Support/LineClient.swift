@@ -1,4 +1,4 @@
-import CLinux
+import AuthdClient
 import Foundation
 import Glibc
 import Protocol
@@ -8,40 +8,25 @@ struct HarnessError: Error, CustomStringConvertible {
     init(_ description: String) { self.description = description }
 }
 
-/// A raw protocol client for tests: bytes in, lines out, with a receive timeout so a broken
-/// daemon fails the test instead of hanging it.
+/// The tests' client, on the client library: JSON-RPC calls that return the daemon's response
+/// object, and the line layer underneath for bytes that are not valid requests. A receive timeout
+/// makes a broken daemon fail the test instead of hanging it.
 final class LineClient {
-    let fd: Int32
-    private var framer = LineFramer(maxLineLength: 8 << 20)
-    private var nextID: Int64 = 1
+    let rpc: RPCClient
+    var connection: LineConnection { rpc.connection }
 
     init(socketPath: String, receiveTimeoutSeconds: Int = 15) throws {
-        let fd = authd_connect_unix(socketPath)
-        guard fd >= 0 else { throw HarnessError("connect(\(socketPath)): \(String(cString: strerror(errno)))") }
-        var timeout = timeval(tv_sec: receiveTimeoutSeconds, tv_usec: 0)
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        self.fd = fd
+        rpc = RPCClient(connection: try LineConnection(socketPath: socketPath, maxLineLength: 8 << 20, receiveTimeout: .seconds(receiveTimeoutSeconds)))
     }
 
-    deinit { Glibc.close(fd) }
-
-    func close() { shutdown(fd, Int32(SHUT_RDWR)) }
+    func close() { connection.close() }
 
     /// Stops sending (half-close); the daemon should still answer.
-    func finishWriting() { shutdown(fd, Int32(SHUT_WR)) }
+    func finishWriting() { connection.finishWriting() }
 
-    func send(_ bytes: some Collection<UInt8>) throws {
-        let data = Array(bytes)
-        var offset = 0
-        while offset < data.count {
-            let written = data.withUnsafeBytes { Glibc.send(fd, $0.baseAddress! + offset, data.count - offset, Int32(MSG_NOSIGNAL)) }
-            if written < 0 && errno == EINTR { continue }
-            guard written > 0 else { throw HarnessError("send: \(String(cString: strerror(errno)))") }
-            offset += written
-        }
-    }
+    func send(_ bytes: some Collection<UInt8>) throws { try connection.send(bytes) }
 
-    func send(_ text: String) throws { try send(Array(text.utf8)) }
+    func send(_ text: String) throws { try connection.send(text.utf8) }
 
     /// The next line as JSON, or nil when the daemon closed the connection.
     func readJSON() throws -> JSONValue? {
@@ -49,32 +34,12 @@ final class LineClient {
         return try WireCodec.decode(JSONValue.self, from: Data(line))
     }
 
-    func readLine() throws -> [UInt8]? {
-        var buffer = [UInt8](repeating: 0, count: 65536)
-        while true {
-            if let line = try framer.nextLine() { return line }
-            let count = read(fd, &buffer, buffer.count)
-            if count < 0 && errno == EINTR { continue }
-            if count < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) { throw HarnessError("timed out waiting for the daemon") }
-            if count < 0 && errno == ECONNRESET { return nil }
-            guard count >= 0 else { throw HarnessError("read: \(String(cString: strerror(errno)))") }
-            if count == 0 { return nil }
-            framer.append(buffer[0..<count])
-        }
-    }
+    func readLine() throws -> [UInt8]? { try connection.readLine() }
 
-    /// Sends a request and returns the response object with the same id, skipping notifications.
+    /// Sends a request and returns its response object, skipping notifications.
     @discardableResult
     func call(_ method: String, _ params: JSONValue? = nil) throws -> JSONValue {
-        let id = nextID
-        nextID += 1
-        var request: [String: JSONValue] = ["jsonrpc": "2.0", "id": .integer(id), "method": .string(method)]
-        if let params { request["params"] = params }
-        try send(Array(try WireCodec.encodeJSON(JSONValue.object(request))) + [0x0a])
-        while true {
-            guard let message = try readJSON() else { throw HarnessError("the daemon closed the connection") }
-            if message["id"] == .integer(id) { return message }
-        }
+        JSONValue(response: try rpc.request(method: method, params: params ?? [:]))
     }
 
     /// The `result` of a successful call; fails the test with the error otherwise.
@@ -86,6 +51,16 @@ final class LineClient {
 }
 
 extension LineClient {
+    /// Answers a prompt with `answer`, or declines it when nil: a notification, which the
+    /// daemon does not answer.
+    func replyToPrompt(_ promptID: JSONValue, answer: String?) throws {
+        if let answer {
+            try rpc.notify(method: "prompt.answer", params: ["prompt_id": promptID, "value": .string(answer)] as JSONValue)
+        } else {
+            try rpc.notify(method: "prompt.cancel", params: ["prompt_id": promptID] as JSONValue)
+        }
+    }
+
     /// Polls `admin.status` until the daemon counts `expected` connections (closing is
     /// asynchronous in the daemon), for at most 5 s; returns the last count seen.
     func waitForConnectionCount(_ expected: Int64) throws -> Int64 {
@@ -100,6 +75,18 @@ extension LineClient {
 }
 
 extension JSONValue {
+    /// The response object the outcome was read from (without its id). An error comes back whole:
+    /// `RPCError` keeps code, message and every member of `data`.
+    init(response outcome: Incoming.Outcome) {
+        switch outcome {
+        case .result(let result):
+            self = ["jsonrpc": "2.0", "result": result]
+        case .error(let error):
+            // swiftlint:disable:next force_try — an RPCError holds only strings, integers and JSONValues.
+            self = ["jsonrpc": "2.0", "error": try! WireCodec.decode(JSONValue.self, from: WireCodec.encodeJSON(error))]
+        }
+    }
+
     /// `error.data.reason` of a response.
     var errorReason: String? { self["error"]?["data"]?["reason"]?.stringValue }
     var errorCode: Int64? { self["error"]?["code"]?.integerValue }

@@ -1,0 +1,138 @@
+import CLinux
+import Glibc
+import Protocol
+
+// The only file of the client library that calls libc.
+
+/// A connected Unix stream socket that sends bytes and receives `\n`-terminated lines: the
+/// lower layer of the client, with no JSON in it.
+///
+/// ``RPCClient`` speaks JSON-RPC over it; tests of the daemon's framing use it directly to send
+/// bytes that are not requests at all. Blocking, for one thread at a time (not Sendable), like
+/// the programs that use it (authctl, a PAM module). The socket is closed by ``close()`` or when
+/// the connection is released.
+public final class LineConnection {
+    /// The socket; -1 once closed.
+    private var fd: Int32
+    private var framer: LineFramer
+    /// One buffer for every read, so receiving allocates only the lines it returns.
+    private var readBuffer = [UInt8](repeating: 0, count: 65536)
+
+    /// Connects to the daemon's socket at `socketPath`.
+    ///
+    /// - Parameters:
+    ///   - maxLineLength: the longest line accepted from the daemon (newline excluded); a longer
+    ///     one fails with ``AuthdClientError/Code/lineTooLong``.
+    ///   - receiveTimeout: how long one wait for the daemon may last before
+    ///     ``AuthdClientError/Code/timedOut``; nil waits forever.
+    ///   - sendTimeout: the same for sending into a full socket buffer.
+    /// The corresponding C functions are `socket`, `connect` and `setsockopt`.
+    public convenience init(socketPath: String, maxLineLength: Int = LineFramer.defaultMaxLineLength,
+                            receiveTimeout: Duration? = nil, sendTimeout: Duration? = nil) throws(AuthdClientError) {
+        let fd = authd_connect_unix(socketPath)
+        guard fd >= 0 else { throw .connectFailed(path: socketPath, errno: Glibc.errno) }
+        if let code = Self.setTimeouts(fd, receive: receiveTimeout, send: sendTimeout) {
+            Glibc.close(fd)
+            throw .connectFailed(path: socketPath, errno: code)
+        }
+        self.init(owning: fd, maxLineLength: maxLineLength)
+    }
+
+    /// Takes over `fd`, a connected stream socket (in tests, one end of a `socketpair`); it is
+    /// closed with the connection, or at once if setting the timeouts fails.
+    public convenience init(adopting fd: Int32, maxLineLength: Int = LineFramer.defaultMaxLineLength,
+                            receiveTimeout: Duration? = nil, sendTimeout: Duration? = nil) throws(AuthdClientError) {
+        if let code = Self.setTimeouts(fd, receive: receiveTimeout, send: sendTimeout) {
+            Glibc.close(fd)
+            throw .connectFailed(path: nil, errno: code)
+        }
+        self.init(owning: fd, maxLineLength: maxLineLength)
+    }
+
+    private init(owning fd: Int32, maxLineLength: Int) {
+        self.fd = fd
+        framer = LineFramer(maxLineLength: maxLineLength)
+    }
+
+    /// Sets SO_RCVTIMEO and SO_SNDTIMEO; the errno when that fails.
+    private static func setTimeouts(_ fd: Int32, receive: Duration?, send: Duration?) -> Int32? {
+        for (option, timeout) in [(SO_RCVTIMEO, receive), (SO_SNDTIMEO, send)] {
+            guard let timeout else { continue }
+            let (seconds, attoseconds) = timeout.components
+            // A zero timeval would mean "wait forever": the shortest timeout is one microsecond.
+            var value = timeval(tv_sec: Int(seconds), tv_usec: Int(attoseconds / 1_000_000_000_000))
+            if value.tv_sec == 0 && value.tv_usec == 0 { value.tv_usec = 1 }
+            guard setsockopt(fd, SOL_SOCKET, option, &value, socklen_t(MemoryLayout<timeval>.size)) == 0 else { return Glibc.errno }
+        }
+        return nil
+    }
+
+    deinit { if fd >= 0 { Glibc.close(fd) } }
+
+    /// Sends all of `bytes`: a whole line with its `\n`, or, for tests of the daemon's framing,
+    /// any bytes at all. Retries after signals and partial writes; a daemon that went away fails
+    /// the send (``AuthdClientError/Code/sendFailed``) instead of raising SIGPIPE.
+    /// The corresponding C function is `send` with `MSG_NOSIGNAL`.
+    public func send(_ bytes: some Collection<UInt8>) throws(AuthdClientError) {
+        let failure = bytes.withContiguousStorageIfAvailable { sendAll(UnsafeRawBufferPointer($0)) }
+            ?? Array(bytes).withUnsafeBytes { sendAll($0) }
+        if let failure { throw failure }
+    }
+
+    private func sendAll(_ bytes: UnsafeRawBufferPointer) -> AuthdClientError? {
+        var offset = 0
+        while offset < bytes.count {
+            let written = Glibc.send(fd, bytes.baseAddress! + offset, bytes.count - offset, Int32(MSG_NOSIGNAL))
+            if written > 0 {
+                offset += written
+                continue
+            }
+            guard written < 0 else { return .sendFailed(errno: nil) }
+            switch Glibc.errno {
+            case EINTR: continue
+            case EAGAIN, EWOULDBLOCK: return .timedOut
+            case let code: return .sendFailed(errno: code)
+            }
+        }
+        return nil
+    }
+
+    /// The next line without its terminator (a trailing `\r` dropped, blank lines skipped), or
+    /// nil when the daemon closed the connection. Bytes of a line not yet complete stay buffered
+    /// across calls, also when a call times out.
+    /// The corresponding C function is `read`.
+    public func readLine() throws(AuthdClientError) -> [UInt8]? {
+        while true {
+            do {
+                if let line = try framer.nextLine() { return line }
+            } catch {
+                throw .lineTooLong
+            }
+            let count = readBuffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            if count > 0 {
+                framer.append(readBuffer[0..<count])
+                continue
+            }
+            if count == 0 { return nil }
+            switch Glibc.errno {
+            case EINTR: continue
+            case EAGAIN, EWOULDBLOCK: throw .timedOut
+            case ECONNRESET: return nil
+            case let code: throw .receiveFailed(errno: code)
+            }
+        }
+    }
+
+    /// Stops sending (half-close): the daemon sees the end of the stream and still answers
+    /// what it has received. The corresponding C function is `shutdown(SHUT_WR)`.
+    public func finishWriting() {
+        if fd >= 0 { shutdown(fd, Int32(SHUT_WR)) }
+    }
+
+    /// Closes the socket now; the daemon sees the client leave. Later sends and reads fail.
+    public func close() {
+        guard fd >= 0 else { return }
+        Glibc.close(fd)
+        fd = -1
+    }
+}
