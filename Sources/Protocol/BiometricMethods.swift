@@ -1,4 +1,4 @@
-// Lock and unlock, fingerprints through fprintd, fast-forward login (issue 5).
+// Lock and unlock, fingerprints through fprintd, fast-forward login.
 
 /// `lock` — locks authd for the calling local user: until `unlock`, every method that issues a
 /// token or releases a secret answers `session.locked`. Needs a remembered account (one that

@@ -1,5 +1,5 @@
 // Federated sign-in over OpenID Connect, the remote-token vault, remote API calls and the
-// event stream (issue 6).
+// event stream.
 
 /// `federation.login` — signs in through an OpenID provider configured in `[federation.NAME]`.
 /// `flow` `code` (default): authorization code with PKCE; authd listens on 127.0.0.1 for the one

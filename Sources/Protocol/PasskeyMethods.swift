@@ -1,4 +1,4 @@
-// Passkeys (issue 7): authd as a platform authenticator for local programs (`passkey.*`) and as
+// Passkeys: authd as a platform authenticator for local programs (`passkey.*`) and as
 // a WebAuthn relying party for its own accounts (`auth.passkey.*`).
 //
 // The WebAuthn structures keep their W3C member names (camelCase, `PublicKeyCredential.toJSON()`

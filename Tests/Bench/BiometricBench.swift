@@ -1,7 +1,7 @@
 import Foundation
 import Glibc
 
-// Issue 5: how long after fprintd's verify-match signal authd answers. The fprintd stand-in
+// How long after fprintd's verify-match signal authd answers. The fprintd stand-in
 // (the tests' python-dbusmock template) runs on a private dbus-daemon and records when it sent
 // each VerifyStatus (CLOCK_MONOTONIC); the bench reads the same clock when the answer arrives.
 

@@ -4,7 +4,7 @@ import Foundation
 import Glibc
 import Protocol
 
-// Issue 4: what authd adds to a card login. The virtual card runs behind a private pcscd; a
+// What authd adds to a card login. The virtual card runs behind a private pcscd; a
 // traced login gives the exact APDU sequence, which is then replayed straight over PC/SC
 // (connect, transaction, the same commands, reset) alternately with card.login through authd.
 

@@ -3,7 +3,7 @@ import Foundation
 import Glibc
 import Protocol
 
-// Issue 6: what the token vault and remote.fetch cost. The OpenID provider and the API are the
+// What the token vault and remote.fetch cost. The OpenID provider and the API are the
 // tests' Authlib provider (Python, one process); authd's HTTP goes through authd-http, one
 // process per request, so remote.fetch is compared with a plain HTTP request from Python.
 

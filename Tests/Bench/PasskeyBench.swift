@@ -1,7 +1,7 @@
 import Foundation
 import Protocol
 
-// Issue 7: passkey sign-in, auth.passkey.login.begin → passkey.get → auth.passkey.login.finish →
+// Passkey sign-in, auth.passkey.login.begin → passkey.get → auth.passkey.login.finish →
 // session, with authd's own authenticator. The user's own time is the finger: the fprintd
 // stand-in sends verify-match 30 ms after the scan starts, and the figure that matters for the
 // "within 3 s of the user's confirmation" promise runs from that signal to the session.

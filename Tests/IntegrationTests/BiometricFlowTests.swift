@@ -3,7 +3,7 @@ import Glibc
 import Protocol
 import Testing
 
-// The flows a finger completes (issue 5): the ID card's PIN1 released by a finger, fast-forward
+// The flows a finger completes: the ID card's PIN1 released by a finger, fast-forward
 // login, the fingerprint as an account's second step, and authctl. Nested in BiometricTests so
 // that `--filter BiometricTests` runs them, serialized with the rest.
 extension BiometricTests {

@@ -4,7 +4,7 @@ import Protocol
 import Synchronization
 import Testing
 
-/// Lock, unlock and fingerprints (issue 5) against the fprintd mock on a private bus
+/// Lock, unlock and fingerprints against the fprintd mock on a private bus
 /// (`FprintdRig`): the daemon's verifier, its fallbacks, the cut-off, and that every
 /// fingerprint session ends with Release. More in BiometricFlowTests.swift (ID card PIN1,
 /// fast-forward login, the fingerprint sign-in step, authctl).

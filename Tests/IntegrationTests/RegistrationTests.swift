@@ -5,7 +5,7 @@ import Synchronization
 import Testing
 
 /// Registration by phone number against the real daemon, with the spool and command SMS
-/// backends (issue 3, flow 1).
+/// backends.
 @Suite("Registration")
 struct RegistrationTests {
     /// The code in the newest spooled SMS to `phone`.

@@ -1,5 +1,5 @@
 /// A one-time-code challenge sent by SMS (registration, OTP login), as a pure value type:
-/// every rule of issue 3 lives in its mutating methods, which return what happened; the
+/// every rule of sign-in codes lives in its mutating methods, which return what happened; the
 /// caller persists the new state in the same transaction (no I/O here, table-tested).
 struct OTPChallenge: Sendable, Equatable {
     enum Purpose: String, Sendable { case registration, login }

@@ -1,6 +1,6 @@
 import Protocol
 
-/// The 6-digit PIN second factor's rules (issue 3, item 6), pure.
+/// The 6-digit PIN second factor's rules, pure.
 enum PINPolicy {
     static let length = 6
     /// Consecutive wrong PINs lock like passwords do; this many in total switch the factor off.

@@ -1,6 +1,6 @@
 import Protocol
 
-/// Password rules (issue 3, NIST SP 800-63B style): length over composition rules, and a
+/// Password rules (NIST SP 800-63B style): length over composition rules, and a
 /// blocklist of passwords attackers try first.
 enum PasswordPolicy {
     static let minimumWithSecondFactor = 8

@@ -42,7 +42,7 @@ enum ScanOutcome: Equatable, Sendable {
 
 /// Fingerprint use for one local user (uid): whether fingerprint unlock is on, and the
 /// consecutive failures that switch every fingerprint use off until a password proves the
-/// user again (issue 5: at most 5). A pure value: the store keeps it, handlers decide with it.
+/// user again (at most 5). A pure value: the store keeps it, handlers decide with it.
 struct BiometricGate: Equatable, Sendable {
     static let failureLimit = 5
 
@@ -69,7 +69,7 @@ struct BiometricGate: Equatable, Sendable {
 
 /// Whether the saved PIN1 of the ID card is released by a fingerprint.
 enum PIN1Release: Int, Sendable, Equatable {
-    /// The saved PIN1 (if any) is used as issue 4 shipped it; no fingerprint involved.
+    /// The saved PIN1 (if any) is used as it is; no fingerprint involved.
     case off = 0
     /// A matching finger releases the saved PIN1; otherwise PIN1 is asked for.
     case fingerprint = 1

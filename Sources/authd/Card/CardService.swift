@@ -171,10 +171,8 @@ struct CardService: Sendable {
     }
 
     /// When the token is issued, until when it holds, its id, and who asked for it.
-    private func stamp(_ context: RequestContext) throws -> CardTokens.Stamp {
-        let issuedAt = Int64(now().timeIntervalSince1970)
-        return CardTokens.Stamp(issuedAt: issuedAt, expires: issuedAt + Int64(config.current.cardTokenLifetimeSeconds),
-                                jti: Base64URL.encode(try OpenSSL.randomBytes(16)), azp: context.caller.exe)
+    private func stamp(_ context: RequestContext) throws -> TokenStamp {
+        try TokenStamp.issue(now: now(), lifetime: config.current.cardTokenLifetimeSeconds, azp: context.caller.exe)
     }
 
     func read(_ params: CardRead.Params, context: RequestContext) async throws -> CardRead.Result {

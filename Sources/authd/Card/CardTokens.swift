@@ -11,9 +11,7 @@ enum CardTokens {
         case webEID(origin: String, nonce: String)
 
         init(_ params: CardLogin.Params) throws(InvalidParameter) {
-            guard (1...512).contains(params.aud.count), params.aud.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value < 0x7F }) else {
-                throw InvalidParameter("aud must be 1–512 printable ASCII characters (an origin or application id)", field: "aud")
-            }
+            try TokenStamp.checkText(params.aud, field: "aud")
             if let nonce = params.nonce, nonce.isEmpty || nonce.count > 512 {
                 throw InvalidParameter("nonce must be 1–512 characters", field: "nonce")
             }
@@ -44,14 +42,6 @@ enum CardTokens {
         let digest: [UInt8]
     }
 
-    struct Stamp: Sendable {
-        let issuedAt: Int64
-        let expires: Int64
-        let jti: String
-        /// The requesting executable.
-        let azp: String?
-    }
-
     struct Signed: Sendable {
         let certificate: [UInt8]
         let input: Input
@@ -64,7 +54,7 @@ enum CardTokens {
         let algorithm: Digest
 
         init(_ params: CardSign.Params) throws(InvalidParameter) {
-            guard (1...512).contains(params.aud.count) else { throw InvalidParameter("aud must be 1–512 characters", field: "aud") }
+            try TokenStamp.checkText(params.aud, field: "aud")
             guard (1...1000).contains(params.description.count) else {
                 throw InvalidParameter("description must say in 1–1000 characters what is signed", field: "description")
             }
@@ -147,7 +137,7 @@ enum CardTokens {
         }
     }
 
-    static func loginInput(format: Format, certificate: [UInt8], params: CardLogin.Params, stamp: Stamp) throws(CardFailure) -> Input {
+    static func loginInput(format: Format, certificate: [UInt8], params: CardLogin.Params, stamp: TokenStamp) throws(CardFailure) -> Input {
         let (_, subject) = try subject(certificate)
         switch format {
         case .webEID(let origin, let nonce):
@@ -162,7 +152,7 @@ enum CardTokens {
         }
     }
 
-    static func signatureInput(certificate: [UInt8], document: DocumentHash, params: CardSign.Params, stamp: Stamp) throws(CardFailure) -> Input {
+    static func signatureInput(certificate: [UInt8], document: DocumentHash, params: CardSign.Params, stamp: TokenStamp) throws(CardFailure) -> Input {
         let (_, subject) = try subject(certificate)
         let claims = SignatureClaims(sub: subject.personalCode, serialNumber: subject.serialNumber, givenName: subject.givenName,
                                      familyName: subject.familyName, aud: params.aud, iat: stamp.issuedAt, exp: stamp.expires,

@@ -12,33 +12,30 @@ struct TokenService: Sendable {
 
     /// `auth.local`: the caller's Unix identity, asserted by the daemon.
     func issueLocal(for caller: CallerIdentity, params: AuthLocal.Params) throws -> IssuedToken {
-        try Self.validateText(params.aud, field: "aud", maxLength: 256)
-        if let nonce = params.nonce { try Self.validateText(nonce, field: "nonce", maxLength: 256) }
-        let config = config.current
-        let issuedAt = Int64(now().timeIntervalSince1970)
-        let expires = issuedAt + Int64(config.tokenLifetimeSeconds)
-        let jti = Base64URL.encode(try OpenSSL.randomBytes(16))
-        let claims = LocalClaims(
-            iss: config.tokenIssuer, sub: "unix:\(caller.uid)", aud: params.aud, iat: issuedAt, nbf: issuedAt, exp: expires,
-            jti: jti, preferredUsername: caller.username, azp: caller.exe, nonce: params.nonce)
-        let key = keys.current
-        let token = try JWS.sign(claims: claims, kid: key.kid, key: key.key)
-        return IssuedToken(token: token, kid: key.kid, jti: jti, expiresAt: Timestamp.rfc3339(epochSeconds: expires))
+        let (stamp, issuer) = try begin(aud: params.aud, nonce: params.nonce, azp: caller.exe)
+        return try sign(LocalClaims(
+            iss: issuer, sub: "unix:\(caller.uid)", aud: params.aud, iat: stamp.issuedAt, nbf: stamp.issuedAt, exp: stamp.expires,
+            jti: stamp.jti, preferredUsername: caller.username, azp: stamp.azp, nonce: params.nonce), stamp)
     }
 
     /// `auth.token`: the daemon asserts that the caller holds a session of `accountID`.
     func issueAccount(accountID: String, amr: [String], azp: String?, aud: String, nonce: String?) throws -> IssuedToken {
-        try Self.validateText(aud, field: "aud", maxLength: 256)
-        if let nonce { try Self.validateText(nonce, field: "nonce", maxLength: 256) }
+        let (stamp, issuer) = try begin(aud: aud, nonce: nonce, azp: azp)
+        return try sign(AccountClaims(iss: issuer, sub: accountID, aud: aud, iat: stamp.issuedAt, nbf: stamp.issuedAt, exp: stamp.expires,
+                                      jti: stamp.jti, amr: amr, phoneNumberVerified: true, azp: stamp.azp, nonce: nonce), stamp)
+    }
+
+    /// Checks what the caller put in the claims, then stamps the token.
+    private func begin(aud: String, nonce: String?, azp: String?) throws -> (TokenStamp, issuer: String) {
+        try TokenStamp.checkText(aud, field: "aud")
+        if let nonce { try TokenStamp.checkText(nonce, field: "nonce") }
         let config = config.current
-        let issuedAt = Int64(now().timeIntervalSince1970)
-        let expires = issuedAt + Int64(config.tokenLifetimeSeconds)
-        let jti = Base64URL.encode(try OpenSSL.randomBytes(16))
-        let claims = AccountClaims(iss: config.tokenIssuer, sub: accountID, aud: aud, iat: issuedAt, nbf: issuedAt, exp: expires, jti: jti,
-                                   amr: amr, phoneNumberVerified: true, azp: azp, nonce: nonce)
+        return (try TokenStamp.issue(now: now(), lifetime: config.tokenLifetimeSeconds, azp: azp), config.tokenIssuer)
+    }
+
+    private func sign(_ claims: some Encodable, _ stamp: TokenStamp) throws -> IssuedToken {
         let key = keys.current
-        return IssuedToken(token: try JWS.sign(claims: claims, kid: key.kid, key: key.key), kid: key.kid, jti: jti,
-                           expiresAt: Timestamp.rfc3339(epochSeconds: expires))
+        return IssuedToken(token: try JWS.sign(claims: claims, kid: key.kid, key: key.key), kid: key.kid, jti: stamp.jti, expiresAt: stamp.expiresAt)
     }
 
     struct AccountClaims: Encodable {
@@ -98,14 +95,5 @@ struct TokenService: Sendable {
             guard matches else { throw .wrongAudience }
         }
         return TokenVerify.Result(header: parsed.header, claims: claims)
-    }
-
-    /// Audiences and nonces end up in tokens and logs: printable, bounded, non-empty.
-    static func validateText(_ value: String, field: String, maxLength: Int) throws(InvalidParameter) {
-        guard !value.isEmpty, value.unicodeScalars.count <= maxLength,
-              !value.unicodeScalars.contains(where: { $0.properties.generalCategory == .control })
-        else {
-            throw InvalidParameter("Parameter '\(field)' must be 1–\(maxLength) printable characters.", field: field)
-        }
     }
 }
