@@ -2,20 +2,10 @@
 // sends a `prompt` notification on the same connection, and the client answers it.
 
 /// What a `prompt` asks for. Programs match on these names; a kind, once shipped, keeps its
-/// meaning, and a client meets kinds it does not know by showing the message (so this is an open
-/// set, like ``Reason``).
-public struct PromptKind: RawRepresentable, Hashable, Sendable, Codable, CustomStringConvertible {
+/// meaning, and a client meets kinds it does not know by showing the message.
+public struct PromptKind: OpenName {
     public let rawValue: String
     public init(rawValue: String) { self.rawValue = rawValue }
-    public var description: String { rawValue }
-
-    public init(from decoder: any Decoder) throws {
-        rawValue = try decoder.singleValueContainer().decode(String.self)
-    }
-    public func encode(to encoder: any Encoder) throws {
-        var container = encoder.singleValueContainer()
-        try container.encode(rawValue)
-    }
 
     // Secrets, answered with `prompt.answer`.
     /// The ID card's PIN1 (authentication).

@@ -1,20 +1,31 @@
-/// A stable, dotted machine-readable reason carried in `error.data.reason`.
-///
-/// Programs match on reasons, never on messages. A reason, once shipped, keeps its meaning;
-/// every reason is documented in authd-protocol(7).
-public struct Reason: RawRepresentable, Hashable, Sendable, Codable, CustomStringConvertible {
-    public let rawValue: String
-    public init(rawValue: String) { self.rawValue = rawValue }
-    public init(_ rawValue: String) { self.rawValue = rawValue }
+/// A name from an open set that programs match on and that travels as a bare JSON string: new
+/// names are added over time, so a value a program does not know still decodes (``Reason``,
+/// ``PromptKind``).
+public protocol OpenName: RawRepresentable<String>, Hashable, Sendable, Codable, CustomStringConvertible {
+    init(rawValue: String)
+}
+
+extension OpenName {
     public var description: String { rawValue }
 
     public init(from decoder: any Decoder) throws {
-        rawValue = try decoder.singleValueContainer().decode(String.self)
+        self.init(rawValue: try decoder.singleValueContainer().decode(String.self))
     }
+
     public func encode(to encoder: any Encoder) throws {
         var container = encoder.singleValueContainer()
         try container.encode(rawValue)
     }
+}
+
+/// A stable, dotted machine-readable reason carried in `error.data.reason`.
+///
+/// Programs match on reasons, never on messages. A reason, once shipped, keeps its meaning;
+/// every reason is documented in authd-protocol(7).
+public struct Reason: OpenName {
+    public let rawValue: String
+    public init(rawValue: String) { self.rawValue = rawValue }
+    public init(_ rawValue: String) { self.rawValue = rawValue }
 
     // MARK: JSON-RPC framing and envelopes
     /// The line is not valid JSON (or not UTF-8).

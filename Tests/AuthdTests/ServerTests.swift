@@ -219,15 +219,10 @@ struct StoreTests {
     @Test("migration 8 rebuilds accounts with an optional phone, keeping every row and reference, and foreign keys stay on")
     func accountsRebuild() throws {
         let directory = TemporaryDirectory()
-        let database = try Database(path: directory.path + "/v7.db")
-        try database.transaction {
-            for migration in Migrations.all where migration.version <= 7 {
-                for statement in migration.sql { try database.execute(statement) }
-            }
-            try database.execute("PRAGMA user_version = 7")
-            try database.execute("INSERT INTO accounts (id, phone, phone_verified_at, created_at, pin_failures, device_limit) VALUES ('acc_1', '+37251234567', 1, 1, 2, 3)")
-            try database.execute("INSERT INTO devices (id, account_id, device_key, name, first_seen, last_seen) VALUES ('dev_1', 'acc_1', 'k', 'n', 1, 1)")
-            try database.execute("INSERT INTO sessions (id, account_id, device_id, token_hash, amr, created_at, last_used_at, expires_at) VALUES ('ses_1', 'acc_1', 'dev_1', x'01', '[]', 1, 1, 9)")
+        let database = try Self.database(at: 7, in: directory) {
+            try $0.execute("INSERT INTO accounts (id, phone, phone_verified_at, created_at, pin_failures, device_limit) VALUES ('acc_1', '+37251234567', 1, 1, 2, 3)")
+            try $0.execute("INSERT INTO devices (id, account_id, device_key, name, first_seen, last_seen) VALUES ('dev_1', 'acc_1', 'k', 'n', 1, 1)")
+            try $0.execute("INSERT INTO sessions (id, account_id, device_id, token_hash, amr, created_at, last_used_at, expires_at) VALUES ('ses_1', 'acc_1', 'dev_1', x'01', '[]', 1, 1, 9)")
         }
         try Migrations.apply(to: database)
         #expect(try database.queryOne("SELECT phone, pin_failures, device_limit FROM accounts WHERE id = 'acc_1'") { "\($0.text(0)) \($0.int(1)) \($0.int(2))" } == "+37251234567 2 3")
@@ -242,16 +237,11 @@ struct StoreTests {
     @Test("migration 10 draws the machine/account line: machine tables keep their rows without foreign keys into account tables, and the fingerprint step leaves the account row")
     func machineAccountLine() throws {
         let directory = TemporaryDirectory()
-        let database = try Database(path: directory.path + "/v9.db")
-        try database.transaction {
-            for migration in Migrations.all where migration.version <= 9 {
-                for statement in migration.sql { try database.execute(statement) }
-            }
-            try database.execute("PRAGMA user_version = 9")
-            try database.execute("INSERT INTO accounts (id, phone, phone_verified_at, created_at, fingerprint_user) VALUES ('acc_1', '+37251234567', 1, 1, 'mari')")
-            try database.execute("INSERT INTO devices (id, account_id, device_key, name, first_seen, last_seen) VALUES ('dev_1', 'acc_1', 'k', 'n', 1, 1)")
-            try database.execute("INSERT INTO local_users (uid, account_id, device_id, credential_check, locked, biometric_enabled) VALUES (1000, 'acc_1', 'dev_1', x'01', 1, 1)")
-            try database.execute("INSERT INTO remote_tokens (uid, provider, issuer, account_id, subject, state, updated_at) VALUES (1000, 'work', 'https://id', 'acc_1', 's', 'signed_in', 5)")
+        let database = try Self.database(at: 9, in: directory) {
+            try $0.execute("INSERT INTO accounts (id, phone, phone_verified_at, created_at, fingerprint_user) VALUES ('acc_1', '+37251234567', 1, 1, 'mari')")
+            try $0.execute("INSERT INTO devices (id, account_id, device_key, name, first_seen, last_seen) VALUES ('dev_1', 'acc_1', 'k', 'n', 1, 1)")
+            try $0.execute("INSERT INTO local_users (uid, account_id, device_id, credential_check, locked, biometric_enabled) VALUES (1000, 'acc_1', 'dev_1', x'01', 1, 1)")
+            try $0.execute("INSERT INTO remote_tokens (uid, provider, issuer, account_id, subject, state, updated_at) VALUES (1000, 'work', 'https://id', 'acc_1', 's', 'signed_in', 5)")
         }
         try Migrations.apply(to: database)
         #expect(try database.queryOne("SELECT account_id, device_id, locked, biometric_enabled FROM local_users WHERE uid = 1000") {
@@ -267,6 +257,19 @@ struct StoreTests {
             #expect(try database.query("PRAGMA foreign_key_list(\(table))") { $0.text(2) }.isEmpty, "\(table) references an account table")
         }
         #expect(try database.queryOne("PRAGMA foreign_keys") { $0.int(0) } == 1)
+    }
+
+    /// A store at schema `version`, with the rows `seed` puts in, ready for the later migrations.
+    private static func database(at version: Int, in directory: TemporaryDirectory, seed: (Database) throws -> Void) throws -> Database {
+        let database = try Database(path: directory.path + "/v\(version).db")
+        try database.transaction {
+            for migration in Migrations.all where migration.version <= version {
+                for statement in migration.sql { try database.execute(statement) }
+            }
+            try database.execute("PRAGMA user_version = \(version)")
+            try seed(database)
+        }
+        return database
     }
 
     @Test("a failed transaction changes nothing")

@@ -10,13 +10,8 @@ struct OTPLogin: Sendable {
 
     func start(_ params: AuthOTPStart.Params) async throws -> OTPFlowInfo {
         let phone = try PhoneNumber.parse(params.phone, region: params.region)
-        let policy = codes.policy
-        let code = try SMSCodes.newCode()
-        let id = try SMSCodes.newFlowID()
         let exists = try await directory.hasActiveAccount(phone: phone.e164)
-        let mac = exists ? try codes.mac(flow: id, code: code) : try OpenSSL.randomBytes(32)
-        let challenge = OTPChallenge.start(id: id, purpose: .login, phone: phone.e164, codeMAC: mac, now: codes.seconds, policy: policy)
-        try await directory.openCodeChallenge(challenge, policy: policy)
+        let (challenge, code) = try await codes.open(.login, for: phone, knowable: exists)
         if exists {
             do {
                 try await codes.deliver(code: code, to: phone, flow: challenge)

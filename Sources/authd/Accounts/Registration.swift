@@ -11,12 +11,7 @@ struct Registration: Sendable {
 
     func start(_ params: AccountRegisterStart.Params) async throws -> OTPFlowInfo {
         let phone = try PhoneNumber.parse(params.phone, region: params.region)
-        let policy = codes.policy
-        let code = try SMSCodes.newCode()
-        let id = try SMSCodes.newFlowID()
-        let challenge = OTPChallenge.start(id: id, purpose: .registration, phone: phone.e164, codeMAC: try codes.mac(flow: id, code: code),
-                                           now: codes.seconds, policy: policy)
-        try await directory.openCodeChallenge(challenge, policy: policy)
+        let (challenge, code) = try await codes.open(.registration, for: phone)
         try await codes.deliver(code: code, to: phone, flow: challenge)
         return codes.info(challenge)
     }

@@ -33,6 +33,18 @@ struct SMSCodes: Sendable {
         }
     }
 
+    /// Opens a code flow for `phone` in the directory (the number's hourly limit applies) and
+    /// returns it with its code, to be delivered. With `knowable` false (sign-in for a number
+    /// without an account) the flow holds a code nobody knows, and nothing is to be sent.
+    func open(_ purpose: OTPChallenge.Purpose, for phone: PhoneNumber, knowable: Bool = true) async throws -> (OTPChallenge, code: String) {
+        let code = try Self.newCode()
+        let id = try Self.newFlowID()
+        let mac = knowable ? try mac(flow: id, code: code) : try OpenSSL.randomBytes(32)
+        let challenge = OTPChallenge.start(id: id, purpose: purpose, phone: phone.e164, codeMAC: mac, now: seconds, policy: policy)
+        try await directory.openCodeChallenge(challenge, policy: policy)
+        return (challenge, code)
+    }
+
     /// Sends the code; on failure marks it undeliverable (never valid) and says so.
     func deliver(code: String, to phone: PhoneNumber, flow: OTPChallenge) async throws {
         let minutes = max(1, (flow.expiresAt - seconds + 59) / 60)

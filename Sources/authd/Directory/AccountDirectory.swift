@@ -129,7 +129,7 @@ protocol AccountDirectory: Sendable {
     func consumePasskeyFlow(_ id: String, purpose: PasskeyCeremony) async throws -> PasskeyChallenge
     /// Stores a verified credential for the session's account, which must be `account`
     /// (`alreadyRegistered` when any account has it). Returns when it was registered.
-    func addPasskey(_ token: String, account: String, credential: NewAccountPasskey) async throws -> Int64
+    func addPasskey(_ token: String, account: String, credential: RelyingPartyVerifier.NewCredential) async throws -> Int64
     /// Opens a sign-in ceremony: with a login, the credentials of its active account, or
     /// `decoy` alone when it has none, so the answer does not tell which logins exist.
     func beginPasskeySignIn(login: AccountKey?, challenge: [UInt8], decoy: [UInt8]?, timeout: Int64) async throws -> (flow: String, allowed: [[UInt8]])
@@ -137,7 +137,7 @@ protocol AccountDirectory: Sendable {
     func registeredPasskey(_ credentialID: [UInt8]) async throws -> RegisteredPasskey?
     /// Moves the credential's counter from the value checked to the one verified and signs the
     /// account in, in one change (a raced or replayed assertion finds the counter moved).
-    func completePasskeySignIn(_ credentialID: [UInt8], checked: RegisteredPasskey, verified: VerifiedPasskeyUse,
+    func completePasskeySignIn(_ credentialID: [UInt8], checked: RegisteredPasskey, verified: RelyingPartyVerifier.VerifiedAssertion,
                                device: DeviceIdentity, amr: [String]) async throws -> SignedIn
     func passkeys(_ token: String) async throws -> [AccountPasskey]
     func removePasskey(_ token: String, id: [UInt8]) async throws
@@ -256,16 +256,6 @@ struct PasskeyEnrolment: Sendable, Equatable {
     let registered: [[UInt8]]
 }
 
-/// A credential the relying party verified at registration (WebAuthn L3 §7.1 step 27).
-struct NewAccountPasskey: Sendable, Equatable {
-    let credentialID: [UInt8]
-    let publicKey: [UInt8]
-    let signCount: UInt32
-    let userVerified: Bool
-    let backupEligible: Bool
-    let backupState: Bool
-}
-
 /// A registered credential as stored.
 struct RegisteredPasskey: Sendable, Equatable {
     let account: String
@@ -274,13 +264,6 @@ struct RegisteredPasskey: Sendable, Equatable {
     let backupEligible: Bool
     /// The account's WebAuthn user handle.
     let userHandle: [UInt8]?
-}
-
-/// What a verified assertion says about the credential now.
-struct VerifiedPasskeyUse: Sendable, Equatable {
-    let signCount: UInt32
-    let userVerified: Bool
-    let backupState: Bool
 }
 
 /// What `purgeExpired` deleted.

@@ -46,33 +46,30 @@ extension SQLiteAccountDirectory {
     func register(flow: String, codeMAC: [UInt8], email: String?, passwordHash: String?, device: DeviceIdentity) async throws -> SignedIn {
         let now = seconds
         let config = config.current
-        enum Outcome: Sendable {
-            case signedIn(SignedIn)
-            case refused(AccountFailure)
-        }
-        // One transaction: the attempt is counted (and persisted) even when it fails, and a
+        // One transaction: the attempt is counted (and persisted) even when it fails, so a
+        // refusal is an answer of the transaction, not an error that would roll it back; and a
         // code can complete exactly one flow.
-        let outcome = try await store.transaction { database -> Outcome in
+        return try await store.transaction { database -> Result<SignedIn, AccountFailure> in
             guard var challenge = try Self.load(flow, purpose: .registration, from: database) else { throw AccountFailure.unknownRegistration }
             let result = challenge.verify(codeMatches: OpenSSL.constantTimeEquals(challenge.codeMAC, codeMAC), now: now)
             try Self.update(challenge, in: database)
             switch result {
             case .accepted: break
-            case .wrong(let left): return .refused(.wrongRegistrationCode(attemptsLeft: left))
-            case .attemptsExhausted, .dead: return .refused(.registrationAttemptsExhausted)
-            case .expired: return .refused(.registrationCodeExpired(at: challenge.expiresAt))
-            case .alreadyUsed: return .refused(.codeUsed)
+            case .wrong(let left): return .failure(.wrongRegistrationCode(attemptsLeft: left))
+            case .attemptsExhausted, .dead: return .failure(.registrationAttemptsExhausted)
+            case .expired: return .failure(.registrationCodeExpired(at: challenge.expiresAt))
+            case .alreadyUsed: return .failure(.codeUsed)
             }
             // The number is proven now; only now may we say it is taken.
             if try database.queryOne("SELECT 1 FROM accounts WHERE phone = ?", [.text(challenge.phone)], row: { $0.int(0) }) != nil {
-                return .refused(.phoneTaken)
+                return .failure(.phoneTaken)
             }
             if let email, try database.queryOne("SELECT 1 FROM accounts WHERE email = ?", [.text(email)], row: { $0.int(0) }) != nil {
                 // Not the code's fault: keep the flow open so the user can retry with another
                 // address (the attempt is not counted either).
                 challenge.state = .open
                 try Self.update(challenge, in: database)
-                return .refused(.emailTakenAtRegistration)
+                return .failure(.emailTakenAtRegistration)
             }
             let account = "acc_" + Base64URL.encode(try OpenSSL.randomBytes(12))
             try database.execute(
@@ -80,12 +77,8 @@ extension SQLiteAccountDirectory {
                 [.text(account), .text(challenge.phone), .integer(now), email.map(SQLValue.text) ?? .null, passwordHash.map(SQLValue.text) ?? .null,
                  .integer(now)])
             // The password was only set here, not used to sign in: the method is the code.
-            return .signedIn(try Self.signedIn(in: database, account: account, device: device, amr: ["otp"], config: config, now: now))
-        }
-        switch outcome {
-        case .signedIn(let signedIn): return signedIn
-        case .refused(let failure): throw failure
-        }
+            return .success(try Self.signedIn(in: database, account: account, device: device, amr: ["otp"], config: config, now: now))
+        }.get()
     }
 
     func hasActiveAccount(phone: String) async throws -> Bool {
@@ -98,21 +91,18 @@ extension SQLiteAccountDirectory {
                         policy: OTPChallenge.Policy) async throws -> CodeSignIn {
         let now = seconds
         let config = config.current
-        enum Outcome: Sendable {
-            case decided(CodeSignIn)
-            case refused(AccountFailure)
-        }
-        let outcome = try await store.transaction { database -> Outcome in
+        // As for registration: a refusal is the transaction's answer, so the attempt counts.
+        return try await store.transaction { database -> Result<CodeSignIn, AccountFailure> in
             guard var challenge = try Self.load(flow, purpose: .login, from: database) else { throw AccountFailure.unknownRegistration }
             switch challenge.verify(codeMatches: OpenSSL.constantTimeEquals(challenge.codeMAC, codeMAC), now: now) {
             case .accepted:
                 try Self.update(challenge, in: database)
                 guard let account = try database.queryOne("SELECT id FROM accounts WHERE phone = ? AND deactivated_at IS NULL",
                                                           [.text(challenge.phone)], row: { $0.text(0) })
-                else { return .refused(.codeForNoAccount) }
+                else { return .failure(.codeForNoAccount) }
                 // The phone proved the person: a password lock lifts.
                 try database.execute("UPDATE accounts SET failed_logins = 0, locked_until = NULL WHERE id = ?", [.text(account)])
-                return .decided(.signedIn(try Self.signedIn(in: database, account: account, device: device, amr: ["otp"], config: config, now: now)))
+                return .success(.signedIn(try Self.signedIn(in: database, account: account, device: device, amr: ["otp"], config: config, now: now)))
             case .wrong:
                 // A wrong code brings a fresh one at once, at most twice; then the flow ends. When
                 // no new code may be sent (the number's hourly limit), the flow ends too: the
@@ -121,28 +111,24 @@ extension SQLiteAccountDirectory {
                 guard challenge.resends < policy.maxResends, sendsThisHour < policy.maxSendsPerHour else {
                     challenge.state = .dead
                     try Self.update(challenge, in: database)
-                    return .refused(.signInAttemptsExhausted(afterNewCode: true))
+                    return .failure(.signInAttemptsExhausted(afterNewCode: true))
                 }
                 let exists = try database.queryOne("SELECT 1 FROM accounts WHERE phone = ? AND deactivated_at IS NULL",
                                                    [.text(challenge.phone)]) { $0.int(0) } != nil
                 challenge.replaceCode(mac: exists ? replacementMAC : try OpenSSL.randomBytes(32), now: now, policy: policy)
                 try Self.update(challenge, in: database)
                 try database.execute("INSERT INTO sms_sends (phone, at) VALUES (?, ?)", [.text(challenge.phone), .integer(now)])
-                return .decided(.replaced(challenge, deliver: exists,
+                return .success(.replaced(challenge, deliver: exists,
                                           failure: .wrongSignInCode(newCodeSent: true, resendsLeft: policy.maxResends - challenge.resends)))
             case .attemptsExhausted, .dead:
                 try Self.update(challenge, in: database)
-                return .refused(.signInAttemptsExhausted(afterNewCode: false))
+                return .failure(.signInAttemptsExhausted(afterNewCode: false))
             case .expired:
-                return .refused(.signInCodeExpired)
+                return .failure(.signInCodeExpired)
             case .alreadyUsed:
-                return .refused(.codeUsed)
+                return .failure(.codeUsed)
             }
-        }
-        switch outcome {
-        case .decided(let decision): return decision
-        case .refused(let failure): throw failure
-        }
+        }.get()
     }
 
     // MARK: Rows

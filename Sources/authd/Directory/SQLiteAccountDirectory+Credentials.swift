@@ -63,18 +63,38 @@ extension SQLiteAccountDirectory {
     }
 
     func confirmPassword(_ password: SecretBytes, account: String) async throws {
+        try await confirm(password, of: account, factor: .password)
+    }
+
+    func confirmPIN(_ pin: SecretBytes, account: String) async throws {
+        try await confirm(pin, of: account, factor: .pin)
+    }
+
+    /// The two secrets an account confirms changes with, each with its own lock and counters.
+    private enum Factor {
+        case password, pin
+        /// The hash and the lock of the factor, as columns of `accounts`.
+        var columns: String { self == .password ? "password_hash, locked_until" : "pin_hash, pin_locked_until" }
+    }
+
+    /// Checks `secret` under its lock as sign-in does: refused while locked, a failure counted.
+    private func confirm(_ secret: SecretBytes, of account: String, factor: Factor) async throws {
         try await CredentialPadding.padded {
             let (hash, lockedUntil) = try await store.read { database in
-                try database.queryOne("SELECT password_hash, locked_until FROM accounts WHERE id = ?", [.text(account)]) {
+                try database.queryOne("SELECT \(factor.columns) FROM accounts WHERE id = ?", [.text(account)]) {
                     ($0.optionalText(0), $0.optionalInt64(1))
                 } ?? (nil, nil)
             }
             if let lockedUntil, seconds < lockedUntil { throw AccountFailure.locked(until: lockedUntil) }
-            guard let hash else { throw AccountFailure.authFailed }
-            guard try await Argon2id.verifyOffPool(password, against: hash) else {
-                try await recordPasswordFailure(account)
+            guard let hash else { throw factor == .password ? AccountFailure.authFailed : AccountFailure.noPINFactor }
+            guard try await Argon2id.verifyOffPool(secret, against: hash) else {
+                switch factor {
+                case .password: try await recordPasswordFailure(account)
+                case .pin: try await recordPINFailure(account)
+                }
                 throw AccountFailure.authFailed
             }
+            if factor == .pin { try await store.transaction { try Self.pinProved(in: $0, account: account) } }
         }
     }
 
@@ -97,23 +117,6 @@ extension SQLiteAccountDirectory {
     }
 
     // MARK: PINs
-
-    func confirmPIN(_ pin: SecretBytes, account: String) async throws {
-        try await CredentialPadding.padded {
-            let (hash, lockedUntil) = try await store.read { database in
-                try database.queryOne("SELECT pin_hash, pin_locked_until FROM accounts WHERE id = ?", [.text(account)]) {
-                    ($0.optionalText(0), $0.optionalInt64(1))
-                } ?? (nil, nil)
-            }
-            if let lockedUntil, seconds < lockedUntil { throw AccountFailure.locked(until: lockedUntil) }
-            guard let hash else { throw AccountFailure.noPINFactor }
-            guard try await Argon2id.verifyOffPool(pin, against: hash) else {
-                try await recordPINFailure(account)
-                throw AccountFailure.authFailed
-            }
-            try await store.transaction { try Self.pinProved(in: $0, account: account) }
-        }
-    }
 
     func hasPIN(account: String) async throws -> Bool {
         try await store.read { database in

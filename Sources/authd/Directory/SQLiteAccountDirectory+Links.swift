@@ -114,19 +114,22 @@ extension SQLiteAccountDirectory {
         return row
     }
 
-    func addPasskey(_ token: String, account: String, credential: NewAccountPasskey) async throws -> Int64 {
+    /// Keeps the credential record WebAuthn L3 §7.1 step 27 asks for: the COSE key, the counter,
+    /// and the flags seen at registration.
+    func addPasskey(_ token: String, account: String, credential: RelyingPartyVerifier.NewCredential) async throws -> Int64 {
         let now = seconds
+        let publicKey = try credential.publicKey.encoded()
         return try await withSession(token) { database, session in
             guard session.accountID == account else { throw PasskeyFailure.flowInvalid }
             // WebAuthn L3 §7.1 step 26: a credential id registered to anyone is refused.
-            guard try database.queryOne("SELECT 1 FROM account_passkeys WHERE credential_id = ?", [.blob(credential.credentialID)], row: { _ in true }) == nil
+            guard try database.queryOne("SELECT 1 FROM account_passkeys WHERE credential_id = ?", [.blob(credential.id)], row: { _ in true }) == nil
             else { throw PasskeyFailure.alreadyRegistered }
             try database.execute(
                 """
                 INSERT INTO account_passkeys (credential_id, account_id, public_key, sign_count, uv_initialized, backup_eligible, backup_state, created_at)
                 VALUES (?, ?, ?, ?, ?, ?, ?, ?)
                 """,
-                [.blob(credential.credentialID), .text(account), .blob(credential.publicKey), .integer(Int64(credential.signCount)),
+                [.blob(credential.id), .text(account), .blob(publicKey), .integer(Int64(credential.signCount)),
                  .integer(credential.userVerified ? 1 : 0), .integer(credential.backupEligible ? 1 : 0), .integer(credential.backupState ? 1 : 0),
                  .integer(now)])
             return now
@@ -168,7 +171,7 @@ extension SQLiteAccountDirectory {
         }
     }
 
-    func completePasskeySignIn(_ credentialID: [UInt8], checked: RegisteredPasskey, verified: VerifiedPasskeyUse,
+    func completePasskeySignIn(_ credentialID: [UInt8], checked: RegisteredPasskey, verified: RelyingPartyVerifier.VerifiedAssertion,
                                device: DeviceIdentity, amr: [String]) async throws -> SignedIn {
         let config = config.current
         let now = seconds

@@ -71,9 +71,7 @@ struct RelyingParty: Sendable {
         } catch {
             throw PasskeyFailure.invalid(error)
         }
-        let created = try await directory.addPasskey(params.session, account: account, credential: NewAccountPasskey(
-            credentialID: credentialID, publicKey: try verified.publicKey.encoded(), signCount: verified.signCount, userVerified: verified.userVerified,
-            backupEligible: verified.backupEligible, backupState: verified.backupState))
+        let created = try await directory.addPasskey(params.session, account: account, credential: verified)
         return .init(id: Base64URL.encode(credentialID), createdAt: Timestamp.rfc3339(epochSeconds: created))
     }
 
@@ -142,10 +140,7 @@ struct RelyingParty: Sendable {
             }
             throw PasskeyFailure.invalid(error)
         }
-        return try await directory.completePasskeySignIn(
-            credentialID, checked: registered,
-            verified: VerifiedPasskeyUse(signCount: verified.signCount, userVerified: verified.userVerified, backupState: verified.backupState),
-            device: device, amr: Self.amr)
+        return try await directory.completePasskeySignIn(credentialID, checked: registered, verified: verified, device: device, amr: Self.amr)
     }
 
     // MARK: the account's passkeys
