@@ -58,9 +58,9 @@ struct DevicePoll: Equatable, Sendable {
 }
 
 /// `federation.login`: runs the authorization code + PKCE flow (loopback redirect) or the device
-/// grant, validates the ID token, then in one transaction links or registers the account,
-/// creates the session and fills the vault (clearing a logged-out state). Any failure before
-/// the commit leaves nothing behind.
+/// grant, validates the ID token, then links or registers the account and creates the session
+/// (in the account directory) and fills the vault (clearing a logged-out state). Any failure
+/// leaves no session behind.
 struct FederatedSignIn: Sendable {
     let directory: any AccountDirectory
     let config: ConfigHolder
