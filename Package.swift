@@ -32,13 +32,17 @@ let package = Package(
         // Wire types shared by authd, authctl and any Swift client. No I/O, no C.
         .target(name: "Protocol"),
 
+        // libcrypto behind Swift types (random, digests, HKDF, AES-GCM, EC keys, X.509): the only
+        // code that calls it, shared by the daemon and the virtual card.
+        .target(name: "OpenSSLCrypto", dependencies: ["COpenSSL"]),
+
         // ISO 7816 APDUs and TLV, the Estonian ID card's command table, and PACE with secure
         // messaging over OpenPACE: shared by the daemon and the virtual card. No I/O.
         .target(name: "SmartCard", dependencies: ["CEAC", "COpenSSL"]),
 
         .executableTarget(
             name: "authd",
-            dependencies: ["Protocol", "SmartCard", "CSQLite", "COpenSSL", "CSystemd", "CLinux", "CArgon2", "CPhoneNumber", "CPCSC", "CCBOR"]
+            dependencies: ["Protocol", "SmartCard", "OpenSSLCrypto", "CSQLite", "CSystemd", "CLinux", "CArgon2", "CPhoneNumber", "CPCSC", "CCBOR"]
         ),
         .executableTarget(
             name: "authctl",
@@ -56,7 +60,8 @@ let package = Package(
         .testTarget(name: "ProtocolTests", dependencies: ["Protocol"], exclude: ["Fixtures"]),
         // APDU and TLV parsing, and PACE with secure messaging, both roles in one process.
         .testTarget(name: "SmartCardTests", dependencies: ["SmartCard"]),
-        .testTarget(name: "AuthdTests", dependencies: ["authd", "Protocol", "CLinux"]),
+        .testTarget(name: "OpenSSLCryptoTests", dependencies: ["OpenSSLCrypto", "Protocol"]),
+        .testTarget(name: "AuthdTests", dependencies: ["authd", "Protocol", "OpenSSLCrypto", "CLinux"]),
         .testTarget(name: "IntegrationTests", dependencies: ["Protocol", "CLinux"], exclude: ["Python"]),
 
         // `make bench`: drives a release build of the real daemon over its socket.

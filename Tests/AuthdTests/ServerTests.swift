@@ -1,6 +1,7 @@
 import CLinux
 import Foundation
 import Glibc
+import OpenSSLCrypto
 import Protocol
 import Synchronization
 import Testing

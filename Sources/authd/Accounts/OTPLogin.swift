@@ -1,4 +1,5 @@
 import FoundationEssentials
+import OpenSSLCrypto
 import Protocol
 
 /// Sign-in with an SMS code (issue 3, flow 5), built on the same challenge rules and store

@@ -1,4 +1,5 @@
 import FoundationEssentials
+import OpenSSLCrypto
 import Protocol
 
 /// Registration by phone number (issue 3, flow 1): start → SMS code → verify → account +

@@ -1,5 +1,6 @@
 import COpenSSL
 import FoundationEssentials
+import OpenSSLCrypto
 import Protocol
 import SmartCard
 

@@ -1,4 +1,5 @@
 import FoundationEssentials
+import OpenSSLCrypto
 import Protocol
 
 /// The remote-token vault (`remote_tokens`): per local user and provider, the access and refresh

@@ -1,4 +1,5 @@
 import FoundationEssentials
+import OpenSSLCrypto
 import Protocol
 
 /// Methods that act for the account behind a session token: profile, sessions, devices,

@@ -1,5 +1,6 @@
 import FoundationEssentials
 import Glibc
+import OpenSSLCrypto
 import Protocol
 
 /// Sessions and devices: opaque 256-bit bearer tokens stored as SHA-256 hashes, each bound to a

@@ -1,5 +1,6 @@
 import FoundationEssentials
 import Glibc
+import OpenSSLCrypto
 
 /// An HTTP answer as `authd-http` reported it. Header names are lower case.
 struct HTTPResponse: Sendable {
