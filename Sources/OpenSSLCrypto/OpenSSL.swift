@@ -312,10 +312,7 @@ public final class P256PublicKey: @unchecked Sendable {
     deinit { EVP_PKEY_free(key) }
 
     fileprivate static func isP256(_ key: OpaquePointer) throws -> Bool {
-        var name = [CChar](repeating: 0, count: 64)
-        var length = 0
-        guard EVP_PKEY_get_group_name(key, &name, name.count, &length) == 1 else { return false }
-        let group = String(decoding: name.prefix(length).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        let group = curveName(key)
         return group == "prime256v1" || group == "P-256"
     }
 
@@ -418,6 +415,14 @@ public final class JWKPublicKey: @unchecked Sendable {
     }
 }
 
+/// The curve of an EC key as OpenSSL names it (`prime256v1`, `secp384r1`); nil for other keys.
+func curveName(_ key: OpaquePointer) -> String? {
+    var name = [CChar](repeating: 0, count: 64)
+    var length = 0
+    guard EVP_PKEY_get_group_name(key, &name, name.count, &length) == 1 else { return nil }
+    return String(decoding: name.prefix(length).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+}
+
 /// Conversions between DER `ECDSA-Sig-Value` and the fixed-width `r ‖ s` of JWS.
 public enum ECDSASignature {
     /// DER to `r ‖ s`, each coordinate left-padded to `coordinateLength` bytes.
@@ -470,63 +475,5 @@ public enum Digest: String, Sendable, CaseIterable {
         var length: UInt32 = 0
         data.withUnsafeBytes { _ = EVP_Digest($0.baseAddress, $0.count, &out, &length, md, nil) }
         return Array(out.prefix(Int(length)))
-    }
-}
-
-/// An X.509 certificate read from a card: untrusted DER, parsed by libcrypto.
-public final class X509Certificate: @unchecked Sendable {
-    // Sendable: the handle is only read after init.
-    private let handle: OpaquePointer
-    public let der: [UInt8]
-
-    /// Parses exactly one DER certificate; trailing bytes are refused.
-    public init(der: [UInt8]) throws {
-        let parsed: OpaquePointer? = der.withUnsafeBufferPointer { bytes in
-            var pointer: UnsafePointer<UInt8>? = bytes.baseAddress
-            let certificate = d2i_X509(nil, &pointer, bytes.count)
-            // Trailing bytes after the certificate are not part of it: refuse them.
-            return pointer == bytes.baseAddress.map({ $0 + bytes.count }) ? certificate : { X509_free(certificate); return nil }()
-        }
-        guard let parsed else {
-            ERR_clear_error()
-            throw CryptoError(operation: "d2i_X509", detail: "not one DER certificate")
-        }
-        handle = parsed
-        self.der = der
-    }
-
-    deinit { X509_free(handle) }
-
-    /// The first subject attribute with this NID (e.g. `NID_serialNumber`), as UTF-8.
-    public func subjectAttribute(_ nid: Int32) -> String? {
-        guard let name = X509_get_subject_name(handle) else { return nil }
-        let index = X509_NAME_get_index_by_NID(name, nid, -1)
-        guard index >= 0, let entry = X509_NAME_get_entry(name, index), let data = X509_NAME_ENTRY_get_data(entry) else { return nil }
-        var utf8: UnsafeMutablePointer<UInt8>?
-        let length = ASN1_STRING_to_UTF8(&utf8, data)
-        guard length >= 0, let utf8 else { return nil }
-        defer { authd_openssl_free(utf8) }
-        return String(decoding: UnsafeBufferPointer(start: utf8, count: Int(length)), as: UTF8.self)
-    }
-
-    /// True when the key is EC over P-384 (what ES384 needs).
-    public var hasP384Key: Bool {
-        guard let key = X509_get0_pubkey(handle) else { return false }
-        var name = [CChar](repeating: 0, count: 64)
-        var length = 0
-        guard EVP_PKEY_get_group_name(key, &name, name.count, &length) == 1 else { return false }
-        return String(decoding: name.prefix(length).map { UInt8(bitPattern: $0) }, as: UTF8.self) == "secp384r1"
-    }
-
-    /// Checks a raw r‖s ECDSA signature over `digest` with the certificate's key.
-    public func verifies(rawSignature: [UInt8], digest: [UInt8]) -> Bool {
-        guard let key = X509_get0_pubkey(handle), let der = try? ECDSASignature.derFromRaw(rawSignature),
-              let context = EVP_PKEY_CTX_new(key, nil) else { return false }
-        defer {
-            EVP_PKEY_CTX_free(context)
-            ERR_clear_error()
-        }
-        guard EVP_PKEY_verify_init(context) == 1 else { return false }
-        return EVP_PKEY_verify(context, der, der.count, digest, digest.count) == 1
     }
 }
