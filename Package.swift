@@ -32,8 +32,8 @@ let package = Package(
         // Wire types shared by authd, authctl and any Swift client. No I/O, no C.
         .target(name: "Protocol"),
 
-        // libcrypto behind Swift types (random, digests, HKDF, AES-GCM, EC keys, X.509): the only
-        // code that calls it, shared by the daemon and the virtual card.
+        // libcrypto behind Swift types (random, digests, HKDF, AES-GCM, EC keys, X.509 reading and
+        // issuing): the only code that calls it, shared by the daemon and the virtual card.
         .target(name: "OpenSSLCrypto", dependencies: ["COpenSSL"]),
 
         // ISO 7816 APDUs and TLV, the Estonian ID card's command table, and PACE with secure
@@ -55,7 +55,7 @@ let package = Package(
 
         // A simulator of the ID card behind vsmartcard's vpcd reader driver, for development
         // and tests, and the generator of its test CA and card profiles.
-        .executableTarget(name: "authd-vcard", dependencies: ["Protocol", "SmartCard", "COpenSSL", "CLinux"]),
+        .executableTarget(name: "authd-vcard", dependencies: ["Protocol", "SmartCard", "OpenSSLCrypto", "CLinux"]),
 
         .testTarget(name: "ProtocolTests", dependencies: ["Protocol"], exclude: ["Fixtures"]),
         // APDU and TLV parsing, and PACE with secure messaging, both roles in one process.

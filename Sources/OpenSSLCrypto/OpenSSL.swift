@@ -341,6 +341,58 @@ public final class P256PublicKey: @unchecked Sendable {
     }
 }
 
+/// A P-384 key pair, as the ID card holds them: the virtual card's keys and its test CA's. Its
+/// signatures are over a digest the caller computed, as a card's are; PEM (unencrypted PKCS #8)
+/// is how the simulator's profiles keep these test keys.
+public final class P384PrivateKey: @unchecked Sendable {
+    // Sendable: immutable after init; each signature uses a fresh EVP_PKEY_CTX.
+    let key: OpaquePointer
+
+    private init(key: OpaquePointer) { self.key = key }
+    deinit { EVP_PKEY_free(key) }
+
+    /// A fresh key from the system's random source.
+    public static func generate() throws -> P384PrivateKey {
+        guard let key = authd_ec_generate("P-384") else { throw CryptoError.drain("EC key generation") }
+        return P384PrivateKey(key: key)
+    }
+
+    /// Parses a PEM private key and checks it is on P-384. An encrypted key is refused rather
+    /// than prompting for its passphrase on the terminal.
+    public convenience init(pem: String) throws {
+        let bio = pem.withCString { BIO_new_mem_buf($0, -1) }
+        defer { BIO_free(bio) }
+        guard let parsed = PEM_read_bio_PrivateKey(bio, nil, { _, _, _, _ in 0 }, nil) else { throw CryptoError.drain("PEM_read_bio_PrivateKey") }
+        self.init(key: parsed)
+        guard curveName(parsed) == "secp384r1" else { throw CryptoError(operation: "load private key", detail: "not a P-384 key") }
+    }
+
+    /// The key as unencrypted PKCS #8 PEM.
+    public func pemRepresentation() throws -> String {
+        guard let bio = BIO_new(BIO_s_mem()) else { throw CryptoError.drain("BIO_new") }
+        defer { BIO_free(bio) }
+        guard PEM_write_bio_PrivateKey(bio, key, nil, nil, 0, nil, nil) == 1 else { throw CryptoError.drain("PEM_write_bio_PrivateKey") }
+        var pointer: UnsafeMutablePointer<CChar>?
+        // BIO_get_mem_data, a macro over BIO_ctrl.
+        let length = BIO_ctrl(bio, BIO_CTRL_INFO, 0, &pointer)
+        guard length > 0, let pointer else { throw CryptoError(operation: "PEM_write_bio_PrivateKey", detail: "no output") }
+        return String(decoding: UnsafeRawBufferPointer(start: pointer, count: Int(length)), as: UTF8.self)
+    }
+
+    /// ECDSA over `digest` as the card answers: raw `r ‖ s`, 48 bytes each.
+    public func sign(digest: [UInt8]) throws -> [UInt8] {
+        guard let context = EVP_PKEY_CTX_new(key, nil) else { throw CryptoError.drain("EVP_PKEY_CTX_new") }
+        defer { EVP_PKEY_CTX_free(context) }
+        var length = 0
+        guard EVP_PKEY_sign_init(context) == 1, EVP_PKEY_sign(context, nil, &length, digest, digest.count) == 1 else {
+            throw CryptoError.drain("EVP_PKEY_sign")
+        }
+        var der = [UInt8](repeating: 0, count: length)
+        guard EVP_PKEY_sign(context, &der, &length, digest, digest.count) == 1 else { throw CryptoError.drain("EVP_PKEY_sign") }
+        return try ECDSASignature.rawFromDER(Array(der.prefix(length)), coordinateLength: 48)
+    }
+}
+
 /// A public key published as a JWK (RFC 7518 §6): RSA (`n`, `e`, at least 2048 bits) or EC
 /// P-256 (`x`, `y`), for verifying an OpenID provider's ID tokens with RS256 or ES256.
 public final class JWKPublicKey: @unchecked Sendable {

@@ -1,9 +1,10 @@
 internal import COpenSSL
 
-/// An X.509 certificate read from a card: untrusted DER, parsed by libcrypto.
+/// An X.509 certificate: read from a card (untrusted DER, parsed by libcrypto), or issued for
+/// the virtual card and its test CA.
 public final class X509Certificate: @unchecked Sendable {
     // Sendable: the handle is only read after init.
-    private let handle: OpaquePointer
+    let handle: OpaquePointer
     public let der: [UInt8]
 
     /// Parses exactly one DER certificate; trailing bytes are refused.
@@ -69,5 +70,76 @@ public final class X509Certificate: @unchecked Sendable {
         }
         guard EVP_PKEY_verify_init(context) == 1 else { return false }
         return EVP_PKEY_verify(context, der, der.count, digest, digest.count) == 1
+    }
+}
+
+extension X509Certificate {
+    /// The extensions of the test CA's and the virtual card's certificates.
+    public enum Extension: Sendable {
+        /// basicConstraints, critical: a CA.
+        case certificateAuthority
+        /// keyUsage, critical.
+        case keyUsage([KeyUsage])
+        /// extKeyUsage: TLS client authentication, as on the ID card's authentication certificate.
+        case clientAuthentication
+        /// subjectKeyIdentifier: the hash of the certificate's public key.
+        case subjectKeyIdentifier
+        /// authorityKeyIdentifier: the issuer's key identifier.
+        case authorityKeyIdentifier
+
+        /// The NID and value in OpenSSL's configuration syntax (x509v3_config(5)).
+        var configuration: (nid: Int32, value: String) {
+            switch self {
+            case .certificateAuthority: (NID_basic_constraints, "critical,CA:TRUE")
+            case .keyUsage(let usages): (NID_key_usage, (["critical"] + usages.map(\.rawValue)).joined(separator: ","))
+            case .clientAuthentication: (NID_ext_key_usage, "clientAuth")
+            case .subjectKeyIdentifier: (NID_subject_key_identifier, "hash")
+            case .authorityKeyIdentifier: (NID_authority_key_identifier, "keyid")
+            }
+        }
+    }
+
+    /// Key usage bits, spelled as in x509v3_config(5).
+    public enum KeyUsage: String, Sendable {
+        case digitalSignature, nonRepudiation, keyAgreement, keyCertSign, cRLSign
+    }
+
+    /// Issues an X.509 v3 certificate for `subjectKey`, signed with ECDSA-SHA-384 by the issuer's
+    /// key (self-signed by `subjectKey` when `issuer` is nil), valid from a day ago for `days`.
+    public static func issue(subject: [(Attribute, String)], subjectKey: P384PrivateKey,
+                             issuer: (certificate: X509Certificate, key: P384PrivateKey)?,
+                             serial: Int, days: Int, extensions: [Extension]) throws -> X509Certificate {
+        guard let certificate = X509_new() else { throw CryptoError.drain("X509_new") }
+        defer { X509_free(certificate) }
+        guard X509_set_version(certificate, 2) == 1,
+              ASN1_INTEGER_set(X509_get_serialNumber(certificate), serial) == 1,
+              X509_gmtime_adj(X509_getm_notBefore(certificate), -86_400) != nil,
+              X509_gmtime_adj(X509_getm_notAfter(certificate), days * 86_400) != nil,
+              X509_set_pubkey(certificate, subjectKey.key) == 1
+        else { throw CryptoError.drain("certificate fields") }
+        let name = X509_get_subject_name(certificate)
+        for (attribute, value) in subject {
+            let bytes = Array(value.utf8)
+            guard X509_NAME_add_entry_by_NID(name, attribute.nid, MBSTRING_UTF8, bytes, Int32(bytes.count), -1, 0) == 1 else {
+                throw CryptoError.drain("subject \(attribute)")
+            }
+        }
+        guard X509_set_issuer_name(certificate, issuer.map { X509_get_subject_name($0.certificate.handle) } ?? name) == 1 else {
+            throw CryptoError.drain("X509_set_issuer_name")
+        }
+        // The issuer's certificate is where authorityKeyIdentifier finds the issuer's key id.
+        var context = X509V3_CTX()
+        X509V3_set_ctx(&context, issuer?.certificate.handle ?? certificate, certificate, nil, nil, 0)
+        for fields in extensions.map(\.configuration) {
+            guard let ext = X509V3_EXT_conf_nid(nil, &context, fields.nid, fields.value) else { throw CryptoError.drain("extension \(fields.value)") }
+            defer { X509_EXTENSION_free(ext) }
+            guard X509_add_ext(certificate, ext, -1) == 1 else { throw CryptoError.drain("X509_add_ext") }
+        }
+        guard X509_sign(certificate, (issuer?.key ?? subjectKey).key, EVP_sha384()) > 0 else { throw CryptoError.drain("X509_sign") }
+        var out: UnsafeMutablePointer<UInt8>?
+        let length = i2d_X509(certificate, &out)
+        guard length > 0, let out else { throw CryptoError.drain("i2d_X509") }
+        defer { authd_openssl_free(out) }
+        return try X509Certificate(der: Array(UnsafeBufferPointer(start: out, count: Int(length))))
     }
 }

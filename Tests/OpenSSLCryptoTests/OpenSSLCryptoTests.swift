@@ -74,4 +74,55 @@ struct OpenSSLCryptoTests {
         #expect(!OpenSSL.constantTimeEquals([1, 2, 3], [1, 2]))
         #expect(OpenSSL.constantTimeEquals([UInt8](), [UInt8]()))
     }
+
+    /// A test CA and a card-shaped certificate issued by it, as the virtual card makes them.
+    private static func issueCardCertificate(key: P384PrivateKey) throws -> (ca: X509Certificate, card: X509Certificate) {
+        let caKey = try P384PrivateKey.generate()
+        let ca = try X509Certificate.issue(
+            subject: [(.country, "EE"), (.organization, "authd test"), (.commonName, "authd TEST of ESTEID2018")],
+            subjectKey: caKey, issuer: nil, serial: 1, days: 30,
+            extensions: [.certificateAuthority, .keyUsage([.keyCertSign, .cRLSign]), .subjectKeyIdentifier])
+        let card = try X509Certificate.issue(
+            subject: [(.country, "EE"), (.commonName, "JÕEORG,JAAK-KRISTJAN,38001085718"), (.surname, "JÕEORG"),
+                      (.givenName, "JAAK-KRISTJAN"), (.serialNumber, "PNOEE-38001085718")],
+            subjectKey: key, issuer: (ca, caKey), serial: 2, days: 30,
+            extensions: [.keyUsage([.digitalSignature, .keyAgreement]), .clientAuthentication, .authorityKeyIdentifier])
+        return (ca, card)
+    }
+
+    @Test("an issued certificate's subject attributes read back typed, in UTF-8")
+    func subjectAttributes() throws {
+        let (ca, card) = try Self.issueCardCertificate(key: P384PrivateKey.generate())
+        #expect(card.subjectAttribute(.serialNumber) == "PNOEE-38001085718")
+        #expect(card.subjectAttribute(.givenName) == "JAAK-KRISTJAN")
+        #expect(card.subjectAttribute(.surname) == "JÕEORG")
+        #expect(card.subjectAttribute(.commonName) == "JÕEORG,JAAK-KRISTJAN,38001085718")
+        #expect(card.subjectAttribute(.country) == "EE")
+        #expect(card.subjectAttribute(.organization) == nil)
+        #expect(ca.subjectAttribute(.organization) == "authd test" && ca.subjectAttribute(.givenName) == nil)
+        #expect(card.hasP384Key && ca.hasP384Key)
+        #expect(try X509Certificate(der: card.der).subjectAttribute(.surname) == "JÕEORG")
+        #expect(throws: CryptoError.self, "trailing bytes") { try X509Certificate(der: card.der + [0]) }
+        #expect(throws: CryptoError.self) { try X509Certificate(der: Array(card.der.dropLast())) }
+    }
+
+    @Test("P-384: PEM round trip; raw r ‖ s signatures over a digest that the certificate verifies")
+    func p384() throws {
+        let key = try P384PrivateKey.generate()
+        let pem = try key.pemRepresentation()
+        #expect(pem.hasPrefix("-----BEGIN PRIVATE KEY-----\n"))
+        let restored = try P384PrivateKey(pem: pem)
+        #expect(try restored.pemRepresentation() == pem)
+        let (ca, card) = try Self.issueCardCertificate(key: key)
+        let digest = Digest.sha384.hash(Array("signed data".utf8))
+        let signature = try restored.sign(digest: digest)
+        #expect(signature.count == 96)
+        #expect(card.verifies(rawSignature: signature, digest: digest))
+        #expect(!ca.verifies(rawSignature: signature, digest: digest), "another key")
+        var flipped = signature
+        flipped[5] ^= 0x01
+        #expect(!card.verifies(rawSignature: flipped, digest: digest))
+        #expect(!card.verifies(rawSignature: signature, digest: Digest.sha384.hash(Array("other data".utf8))))
+        #expect(throws: CryptoError.self) { try P384PrivateKey(pem: "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n") }
+    }
 }
