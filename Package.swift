@@ -33,12 +33,14 @@ let package = Package(
         .target(name: "Protocol"),
 
         // libcrypto behind Swift types (random, digests, HKDF, AES-GCM, EC keys, X.509 reading and
-        // issuing): the only code that calls it, shared by the daemon and the virtual card.
+        // issuing), shared by the daemon, the virtual card and SmartCard (PACE's MAC check). The
+        // only code that calls libcrypto, apart from the buffers libeac's own API is written in.
         .target(name: "OpenSSLCrypto", dependencies: ["COpenSSL"]),
 
         // ISO 7816 APDUs and TLV, the Estonian ID card's command table, and PACE with secure
-        // messaging over OpenPACE: shared by the daemon and the virtual card. No I/O.
-        .target(name: "SmartCard", dependencies: ["CEAC", "COpenSSL"]),
+        // messaging over OpenPACE (whose API speaks OpenSSL's BUF_MEM, reached through CEAC):
+        // shared by the daemon and the virtual card. No I/O.
+        .target(name: "SmartCard", dependencies: ["CEAC", "OpenSSLCrypto"]),
 
         .executableTarget(
             name: "authd",

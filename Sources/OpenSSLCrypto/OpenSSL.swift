@@ -1,9 +1,10 @@
 internal import COpenSSL
 import FoundationEssentials
 
-// The OpenSSLCrypto module is the only code that calls libcrypto: authd, the virtual card and
-// SmartCard use these types. Every function turns OpenSSL's return codes into a typed
-// `CryptoError`; no OpenSSL handle or constant crosses the module's public API.
+// The OpenSSLCrypto module is the only code that calls libcrypto (PACE aside, which hands libeac
+// the BUF_MEM buffers its API takes): authd, the virtual card and SmartCard use these types.
+// Every function turns OpenSSL's return codes into a typed `CryptoError`; no OpenSSL handle or
+// constant crosses the module's public API.
 
 /// A libcrypto failure. The message is OpenSSL's error string, which never contains key material.
 public struct CryptoError: Error, CustomStringConvertible {
