@@ -23,6 +23,7 @@ let package = Package(
         .systemLibrary(name: "CPCSC", pkgConfig: "libpcsclite", providers: [.apt(["libpcsclite-dev"])]),
         .systemLibrary(name: "CEAC", pkgConfig: "libeac", providers: [.apt(["libeac-dev"])]),
         .systemLibrary(name: "CCBOR", pkgConfig: "libcbor", providers: [.apt(["libcbor-dev"])]),
+        .systemLibrary(name: "CPSL", pkgConfig: "libpsl", providers: [.apt(["libpsl-dev"])]),
         // libphonenumber is C++: a tiny C shim keeps its types out of Swift.
         .target(name: "CPhoneNumber", linkerSettings: [.linkedLibrary("phonenumber")]),
 
@@ -44,7 +45,7 @@ let package = Package(
 
         .executableTarget(
             name: "authd",
-            dependencies: ["Protocol", "SmartCard", "OpenSSLCrypto", "CSQLite", "CSystemd", "CLinux", "CArgon2", "CPhoneNumber", "CPCSC", "CCBOR"]
+            dependencies: ["Protocol", "SmartCard", "OpenSSLCrypto", "CSQLite", "CSystemd", "CLinux", "CArgon2", "CPhoneNumber", "CPCSC", "CCBOR", "CPSL"]
         ),
         .executableTarget(
             name: "authctl",
