@@ -24,6 +24,7 @@ let package = Package(
         .systemLibrary(name: "CPCSC", pkgConfig: "libpcsclite", providers: [.apt(["libpcsclite-dev"])]),
         .systemLibrary(name: "CEAC", pkgConfig: "libeac", providers: [.apt(["libeac-dev"])]),
         .systemLibrary(name: "CCBOR", pkgConfig: "libcbor", providers: [.apt(["libcbor-dev"])]),
+        .systemLibrary(name: "CPSL", pkgConfig: "libpsl", providers: [.apt(["libpsl-dev"])]),
         // libphonenumber is C++: a tiny C shim keeps its types out of Swift.
         .target(name: "CPhoneNumber", linkerSettings: [.linkedLibrary("phonenumber")]),
 
@@ -38,13 +39,19 @@ let package = Package(
         // a PAM module linking it stays small.
         .target(name: "AuthdClient", dependencies: ["Protocol", "CLinux"]),
 
+        // libcrypto behind Swift types (random, digests, HKDF, AES-GCM, EC keys, X.509 reading and
+        // issuing), shared by the daemon, the virtual card and SmartCard (PACE's MAC check). The
+        // only code that calls libcrypto, apart from the buffers libeac's own API is written in.
+        .target(name: "OpenSSLCrypto", dependencies: ["COpenSSL"]),
+
         // ISO 7816 APDUs and TLV, the Estonian ID card's command table, and PACE with secure
-        // messaging over OpenPACE: shared by the daemon and the virtual card. No I/O.
-        .target(name: "SmartCard", dependencies: ["CEAC", "COpenSSL"]),
+        // messaging over OpenPACE (whose API speaks OpenSSL's BUF_MEM, reached through CEAC):
+        // shared by the daemon and the virtual card. No I/O.
+        .target(name: "SmartCard", dependencies: ["CEAC", "OpenSSLCrypto"]),
 
         .executableTarget(
             name: "authd",
-            dependencies: ["Protocol", "SmartCard", "CSQLite", "COpenSSL", "CSystemd", "CLinux", "CArgon2", "CPhoneNumber", "CPCSC", "CCBOR"]
+            dependencies: ["Protocol", "SmartCard", "OpenSSLCrypto", "CSQLite", "CSystemd", "CLinux", "CArgon2", "CPhoneNumber", "CPCSC", "CCBOR", "CPSL"]
         ),
         .executableTarget(
             name: "authctl",
@@ -57,14 +64,15 @@ let package = Package(
 
         // A simulator of the ID card behind vsmartcard's vpcd reader driver, for development
         // and tests, and the generator of its test CA and card profiles.
-        .executableTarget(name: "authd-vcard", dependencies: ["Protocol", "SmartCard", "COpenSSL", "CLinux"]),
+        .executableTarget(name: "authd-vcard", dependencies: ["Protocol", "SmartCard", "OpenSSLCrypto", "CLinux"]),
 
         .testTarget(name: "ProtocolTests", dependencies: ["Protocol"], exclude: ["Fixtures"]),
         // APDU and TLV parsing, and PACE with secure messaging, both roles in one process.
         .testTarget(name: "SmartCardTests", dependencies: ["SmartCard"]),
         // The client library against a peer on a socketpair: framing, ids, timeouts, refusals.
         .testTarget(name: "AuthdClientTests", dependencies: ["AuthdClient", "Protocol"]),
-        .testTarget(name: "AuthdTests", dependencies: ["authd", "Protocol", "AuthdClient"]),
+        .testTarget(name: "OpenSSLCryptoTests", dependencies: ["OpenSSLCrypto", "Protocol"]),
+        .testTarget(name: "AuthdTests", dependencies: ["authd", "Protocol", "AuthdClient", "OpenSSLCrypto"]),
         .testTarget(name: "IntegrationTests", dependencies: ["Protocol", "AuthdClient", "CLinux"], exclude: ["Python"]),
 
         // `make bench`: drives a release build of the real daemon over its socket.

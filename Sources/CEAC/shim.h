@@ -1,7 +1,10 @@
 #ifndef AUTHD_CEAC_SHIM_H
 #define AUTHD_CEAC_SHIM_H
 #include <string.h>
+/* libeac's API is written in OpenSSL's BUF_MEM and reports failures on OpenSSL's error queue:
+ * both belong to the PACE wrapper's view of libeac. */
 #include <openssl/buffer.h>
+#include <openssl/err.h>
 #include <openssl/objects.h>
 #include <eac/eac.h>
 #include <eac/pace.h>

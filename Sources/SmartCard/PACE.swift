@@ -1,11 +1,14 @@
 import CEAC
-import COpenSSL
+import OpenSSLCrypto
 import Synchronization
 
 /// The one wrapper over OpenPACE (libeac): PACE key agreement (BSI TR-03110 part 2 §4.2,
 /// ICAO 9303 part 11 §4.4) for either role, and ISO 7816-4 secure messaging with the keys it
 /// derives. Every cryptographic step is libeac's; this file only moves bytes in and out of
-/// `BUF_MEM` and builds the secure-messaging data objects around them.
+/// `BUF_MEM` and builds the secure-messaging data objects around them. `BUF_MEM` and OpenSSL's
+/// error queue are part of libeac's interface (its functions take and return `BUF_MEM` and
+/// report failures on the queue), so they are reached through CEAC, not the OpenSSLCrypto
+/// module, whose API carries no C types.
 ///
 /// Not thread-safe: one PACE session belongs to one card operation.
 public final class PACESession {
@@ -251,7 +254,7 @@ public final class PACESession {
     private func verifyMAC(_ covered: [UInt8], _ mac: [UInt8]) throws(Failure) {
         let expected = try authenticate(covered)
         // Constant time: the MAC is a secret-dependent value.
-        guard expected.count == mac.count, CRYPTO_memcmp(expected, mac, mac.count) == 0 else {
+        guard OpenSSL.constantTimeEquals(expected, mac) else {
             throw .secureMessaging("MAC does not verify")
         }
     }

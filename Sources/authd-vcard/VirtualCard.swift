@@ -1,5 +1,6 @@
-import SmartCard
+import OpenSSLCrypto
 import Protocol
+import SmartCard
 
 /// The card side of the Estonian ID card: the same applications, files, PIN references,
 /// padding, retry counters, status words and (contactless) PACE with secure messaging that
@@ -9,8 +10,8 @@ import Protocol
 /// lifetime of the process; everything else resets on power-off and reset.
 final class VirtualCard {
     private var profile: CardProfile
-    private let authKey: CardKey
-    private let signKey: CardKey
+    private let authKey: P384PrivateKey
+    private let signKey: P384PrivateKey
     private let files: [[UInt8]: [UInt8]]
 
     private var retries: [EstEID.PIN: Int]
@@ -30,8 +31,8 @@ final class VirtualCard {
 
     init(profile: CardProfile) throws {
         self.profile = profile
-        authKey = try CardKey(pem: profile.authKey)
-        signKey = try CardKey(pem: profile.signKey)
+        authKey = try P384PrivateKey(pem: profile.authKey)
+        signKey = try P384PrivateKey(pem: profile.signKey)
         retries = [.pin1: profile.pin1Retries, .pin2: profile.pin2Retries]
         guard let authCertificate = Base64.decode(profile.authCertificate),
               let signCertificate = Base64.decode(profile.signCertificate),

@@ -1,6 +1,6 @@
-import COpenSSL
 import Foundation
 import Glibc
+import OpenSSLCrypto
 import Protocol
 import SmartCard
 
@@ -56,23 +56,22 @@ func generate(_ named: [String: String]) throws {
     guard let directory = named["out"] else { fail("generate needs --out DIR") }
     try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
     let caKeyPath = directory + "/ca.key", caPath = directory + "/ca.pem"
-    let caKey: CardKey
-    let caCertificate: [UInt8]
+    let caKey: P384PrivateKey
+    let caCertificate: X509Certificate
     if FileManager.default.fileExists(atPath: caKeyPath), let pem = try? String(contentsOfFile: caPath, encoding: .utf8) {
-        caKey = try CardKey(pem: String(contentsOfFile: caKeyPath, encoding: .utf8))
+        caKey = try P384PrivateKey(pem: String(contentsOfFile: caKeyPath, encoding: .utf8))
         let body = pem.split(separator: "\n").filter { !$0.hasPrefix("-----") }.joined()
         guard let der = Base64.decode(body) else { fail("\(caPath) does not decode") }
-        caCertificate = der
+        caCertificate = try X509Certificate(der: der)
     } else {
-        caKey = try CardKey()
-        caCertificate = try Certificates.issue(
-            subject: .init(entries: [("C", "EE"), ("O", "authd test"), ("CN", "authd TEST of ESTEID2018")]),
-            key: caKey, issuer: nil, serial: 1, days: 3650,
-            extensions: [(NID_basic_constraints, "critical,CA:TRUE"), (NID_key_usage, "critical,keyCertSign,cRLSign"),
-                         (NID_subject_key_identifier, "hash")])
-        try caKey.pem.write(toFile: caKeyPath, atomically: true, encoding: .utf8)
+        caKey = try P384PrivateKey.generate()
+        caCertificate = try X509Certificate.issue(
+            subject: [(.country, "EE"), (.organization, "authd test"), (.commonName, "authd TEST of ESTEID2018")],
+            subjectKey: caKey, issuer: nil, serial: 1, days: 3650,
+            extensions: [.certificateAuthority, .keyUsage([.keyCertSign, .cRLSign]), .subjectKeyIdentifier])
+        try caKey.pemRepresentation().write(toFile: caKeyPath, atomically: true, encoding: .utf8)
         chmod(caKeyPath, 0o600)
-        try Certificates.pem(caCertificate).write(toFile: caPath, atomically: true, encoding: .utf8)
+        try Certificates.pem(caCertificate.der).write(toFile: caPath, atomically: true, encoding: .utf8)
     }
 
     let expiry = Calendar(identifier: .gregorian).date(byAdding: .year, value: 5, to: Date())!
@@ -84,20 +83,20 @@ func generate(_ named: [String: String]) throws {
         surname: named["surname"] ?? "JÕEORG", givenNames: named["given-names"] ?? "JAAK-KRISTJAN", sex: "M", citizenship: "EST",
         birth: "08 01 1980 EST", personalCode: named["personal-code"] ?? "38001085718", documentNumber: "AS0123456",
         expiry: formatter.string(from: expiry))
-    let subject = Certificates.Subject(entries: [
-        ("C", "EE"), ("CN", "\(person.surname),\(person.givenNames),\(person.personalCode)"),
-        ("SN", person.surname), ("GN", person.givenNames), ("serialNumber", "PNOEE-\(person.personalCode)"),
-    ])
-    let authKey = try CardKey(), signKey = try CardKey()
+    // Shaped like the ID card's: C, CN "SURNAME,GIVEN,CODE", SN, GN, serialNumber "PNOEE-CODE".
+    let subject: [(X509Certificate.Attribute, String)] = [
+        (.country, "EE"), (.commonName, "\(person.surname),\(person.givenNames),\(person.personalCode)"),
+        (.surname, person.surname), (.givenName, person.givenNames), (.serialNumber, "PNOEE-\(person.personalCode)"),
+    ]
+    let authKey = try P384PrivateKey.generate(), signKey = try P384PrivateKey.generate()
     let issuer = (certificate: caCertificate, key: caKey)
     let serial = Int(UInt32.random(in: 2...UInt32.max >> 1))
-    let authCertificate = try Certificates.issue(
-        subject: subject, key: authKey, issuer: issuer, serial: serial, days: 1825,
-        extensions: [(NID_key_usage, "critical,digitalSignature,keyAgreement"), (NID_ext_key_usage, "clientAuth"),
-                     (NID_authority_key_identifier, "keyid")])
-    let signCertificate = try Certificates.issue(
-        subject: subject, key: signKey, issuer: issuer, serial: serial + 1, days: 1825,
-        extensions: [(NID_key_usage, "critical,nonRepudiation"), (NID_authority_key_identifier, "keyid")])
+    let authCertificate = try X509Certificate.issue(
+        subject: subject, subjectKey: authKey, issuer: issuer, serial: serial, days: 1825,
+        extensions: [.keyUsage([.digitalSignature, .keyAgreement]), .clientAuthentication, .authorityKeyIdentifier])
+    let signCertificate = try X509Certificate.issue(
+        subject: subject, subjectKey: signKey, issuer: issuer, serial: serial + 1, days: 1825,
+        extensions: [.keyUsage([.nonRepudiation]), .authorityKeyIdentifier])
 
     let retries = Int(named["retries"] ?? "3") ?? 3
     var hostile: CardProfile.Hostility?
@@ -108,11 +107,11 @@ func generate(_ named: [String: String]) throws {
         hostile = parsed
     }
     guard let mode = CardProfile.Mode(rawValue: named["mode"] ?? "contact") else { fail("--mode is contact or contactless") }
-    let profile = CardProfile(
+    let profile = try CardProfile(
         mode: mode, can: named["can"] ?? "123456", pin1: named["pin1"] ?? "1234", pin2: named["pin2"] ?? "12345",
         pin1Retries: retries, pin2Retries: retries, person: person,
-        authKey: authKey.pem, authCertificate: Base64.encode(authCertificate),
-        signKey: signKey.pem, signCertificate: Base64.encode(signCertificate),
+        authKey: authKey.pemRepresentation(), authCertificate: Base64.encode(authCertificate.der),
+        signKey: signKey.pemRepresentation(), signCertificate: Base64.encode(signCertificate.der),
         cardAccess: cardAccess(named["pace"] ?? "p256"), hostile: hostile)
     let path = directory + "/" + (named["name"] ?? "card") + ".json"
     try profile.write(path)

@@ -1,3 +1,4 @@
+import OpenSSLCrypto
 import Protocol
 import Testing
 @testable import authd

@@ -1,48 +1,13 @@
 import Foundation
+import OpenSSLCrypto
 import Protocol
 import Testing
 @testable import authd
 
 private func bytes(_ secret: SecretBytes) -> [UInt8] { secret.withUnsafeBytes { Array($0) } }
 
-@Suite("Crypto (OpenSSL wrapper)")
+@Suite("Crypto: sealing, JWK thumbprints, base64url")
 struct CryptoTests {
-    @Test("HKDF-SHA-256 matches RFC 5869 test case 1")
-    func hkdfKnownAnswer() throws {
-        let okm = try OpenSSL.hkdfSHA256(
-            key: SecretBytes(hex("0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b")),
-            salt: hex("000102030405060708090a0b0c"), info: hex("f0f1f2f3f4f5f6f7f8f9"), length: 42)
-        #expect(bytes(okm) == hex("3cb25f25faacd57a90434f64d0362f2a2d2d0a90cf1a5a4c5db02d56ecc4c5bf34007208d5b887185865"))
-    }
-
-    @Test("SHA-256 and HMAC-SHA-256 match their standard vectors")
-    func digests() throws {
-        #expect(OpenSSL.sha256(Array("abc".utf8)) == hex("ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"))
-        // RFC 4231 test case 2.
-        let mac = try OpenSSL.hmacSHA256(key: SecretBytes(Array("Jefe".utf8)), data: Array("what do ya want for nothing?".utf8))
-        #expect(mac == hex("5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"))
-    }
-
-    @Test("AES-256-GCM round-trips and rejects any change")
-    func aesGCM() throws {
-        let key = try OpenSSL.randomSecret(32)
-        let plaintext = Array("attack at dawn".utf8)
-        let box = try AESGCM.seal(plaintext, key: key, associatedData: [1, 2, 3])
-        #expect(box.count == 12 + plaintext.count + 16)
-        #expect(try AESGCM.open(box, key: key, associatedData: [1, 2, 3]).map(bytes) == plaintext)
-        #expect(try AESGCM.open(box, key: key, associatedData: [1, 2, 4]) == nil)
-        for position in [0, 12, box.count - 1] {
-            var tampered = box
-            tampered[position] ^= 0x01
-            #expect(try AESGCM.open(tampered, key: key, associatedData: [1, 2, 3]) == nil, "flip at \(position)")
-        }
-        #expect(try AESGCM.open(box, key: try OpenSSL.randomSecret(32), associatedData: [1, 2, 3]) == nil)
-        #expect(try AESGCM.open(Array(box.prefix(20)), key: key, associatedData: [1, 2, 3]) == nil)
-        // Empty plaintexts are valid too.
-        let empty = try AESGCM.seal([UInt8](), key: key, associatedData: [])
-        #expect(try AESGCM.open(empty, key: key, associatedData: []).map(bytes) == [])
-    }
-
     @Test("sealed values open only for the same purpose, row identity and master key")
     func sealing() throws {
         let master = MasterKey(secret: try OpenSSL.randomSecret(32), source: .keyFile(path: "/dev/null"))
@@ -59,28 +24,6 @@ struct CryptoTests {
         #expect(try sealer.open(wrongVersion, purpose: .signingKey, identity: "signing_key:a") == nil)
         // Two seals of the same value differ (fresh nonce).
         #expect(try sealer.seal(secret, purpose: .signingKey, identity: "signing_key:a") != sealed)
-    }
-
-    @Test("ES256: sign, verify, reject tampering, survive DER round trips")
-    func es256() throws {
-        let key = try P256PrivateKey.generate()
-        let message = Array("header.payload".utf8)
-        let signature = try key.signES256(message)
-        #expect(signature.count == 64)
-        let publicKey = try key.publicKey
-        #expect(publicKey.verifyES256(signature: signature, message: message))
-        #expect(!publicKey.verifyES256(signature: signature, message: Array("header.payloae".utf8)))
-        var flipped = signature
-        flipped[10] ^= 0x80
-        #expect(!publicKey.verifyES256(signature: flipped, message: message))
-        #expect(!publicKey.verifyES256(signature: Array(signature.prefix(63)), message: message))
-        #expect(!publicKey.verifyES256(signature: [UInt8](repeating: 0, count: 64), message: message))
-        let restored = try P256PrivateKey(der: key.derRepresentation())
-        #expect(try restored.publicKey.spki == publicKey.spki)
-        #expect(try restored.publicKey.verifyES256(signature: try restored.signES256(message), message: message))
-        let (x, y) = try publicKey.coordinates()
-        #expect(x.count == 32 && y.count == 32)
-        #expect(throws: CryptoError.self) { try P256PublicKey(spki: [0x30, 0x03, 0x02, 0x01, 0x00]) }
     }
 
     @Test("JWK thumbprint follows RFC 7638 (canonical JSON of crv, kty, x, y)")
@@ -104,13 +47,5 @@ struct CryptoTests {
             #expect(!text.contains("=") && !text.contains("+") && !text.contains("/"))
             #expect(Base64URL.decode(text) == data)
         }
-    }
-
-    @Test("constant-time comparison")
-    func constantTime() {
-        #expect(OpenSSL.constantTimeEquals([1, 2, 3], [1, 2, 3]))
-        #expect(!OpenSSL.constantTimeEquals([1, 2, 3], [1, 2, 4]))
-        #expect(!OpenSSL.constantTimeEquals([1, 2, 3], [1, 2]))
-        #expect(OpenSSL.constantTimeEquals([UInt8](), [UInt8]()))
     }
 }

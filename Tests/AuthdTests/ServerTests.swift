@@ -1,6 +1,7 @@
 import AuthdClient
 import Foundation
 import Glibc
+import OpenSSLCrypto
 import Protocol
 import Synchronization
 import Testing

@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import OpenSSLCrypto
 import Protocol
 import Synchronization
 @testable import authd

@@ -1,4 +1,5 @@
 import Foundation
+import OpenSSLCrypto
 import Protocol
 import Testing
 @testable import authd

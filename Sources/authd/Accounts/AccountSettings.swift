@@ -1,4 +1,5 @@
 import FoundationEssentials
+import OpenSSLCrypto
 import Protocol
 
 /// What the owner of an account changes with a session: email and password, the PIN second

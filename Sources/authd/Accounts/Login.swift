@@ -1,4 +1,5 @@
 import FoundationEssentials
+import OpenSSLCrypto
 import Protocol
 
 /// Password sign-in and its second step. Every way of failing looks the same from outside —

@@ -1,4 +1,5 @@
 import FoundationEssentials
+import OpenSSLCrypto
 import Protocol
 
 /// Sign-in with an SMS code, on the same challenge rules as registration. Whether a number has

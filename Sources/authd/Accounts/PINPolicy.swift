@@ -1,3 +1,4 @@
+import OpenSSLCrypto
 import Protocol
 
 /// The 6-digit PIN second factor's rules, pure.

@@ -1,4 +1,5 @@
 import FoundationEssentials
+import OpenSSLCrypto
 import Protocol
 
 /// Registration by phone number: start → SMS code → verify → account + session. The rules live

@@ -1,4 +1,5 @@
 import FoundationEssentials
+import OpenSSLCrypto
 import Protocol
 
 /// The one-time codes of registration and sign-in by SMS: six random digits, kept only as an

@@ -1,5 +1,6 @@
 import FoundationEssentials
 import Glibc
+import OpenSSLCrypto
 import Protocol
 
 /// Where verification codes go (`[sms] backend`). A failed delivery is an error the flow

@@ -1,4 +1,5 @@
 import FoundationEssentials
+import OpenSSLCrypto
 import Protocol
 
 /// Sign-ins that a finger completes: fast-forward login of the remembered account (a bank

@@ -1,4 +1,5 @@
 import FoundationEssentials
+import OpenSSLCrypto
 
 /// The saved CAN and PIN1 of each local user, sealed (`card-can`, `card-pin1`) with the
 /// user's uid as the row identity. PIN2 is never saved.

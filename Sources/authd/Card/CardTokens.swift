@@ -1,5 +1,5 @@
-import COpenSSL
 import FoundationEssentials
+import OpenSSLCrypto
 import Protocol
 import SmartCard
 
@@ -93,11 +93,11 @@ enum CardTokens {
     static func subject(_ certificate: [UInt8]) throws(CardFailure) -> (X509Certificate, Subject) {
         guard let parsed = try? X509Certificate(der: certificate) else { throw .cardError("the certificate does not parse") }
         guard parsed.hasP384Key else { throw .unsupported }
-        guard let serial = parsed.subjectAttribute(NID_serialNumber) else { throw .cardError("the certificate has no serialNumber") }
+        guard let serial = parsed.subjectAttribute(.serialNumber) else { throw .cardError("the certificate has no serialNumber") }
         // ETSI EN 319 412-1 semantics identifier: "PNO" + country + "-" + personal code.
         let code = serial.hasPrefix("PNO") && serial.count > 6 && serial.dropFirst(5).first == "-" ? String(serial.dropFirst(6)) : serial
         return (parsed, Subject(personalCode: code, serialNumber: serial,
-                                givenName: parsed.subjectAttribute(NID_givenName), familyName: parsed.subjectAttribute(NID_surname)))
+                                givenName: parsed.subjectAttribute(.givenName), familyName: parsed.subjectAttribute(.surname)))
     }
 
     struct LoginClaims: Encodable {

@@ -1,6 +1,7 @@
 import CArgon2
 import Dispatch
 import FoundationEssentials
+import OpenSSLCrypto
 
 // The only file that calls libargon2.
 

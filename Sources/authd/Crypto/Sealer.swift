@@ -1,5 +1,6 @@
 import FoundationEssentials
 import Glibc
+import OpenSSLCrypto
 
 /// Where the 256-bit master key came from.
 enum MasterKeySource: Equatable, Sendable {

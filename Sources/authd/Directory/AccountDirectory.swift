@@ -1,4 +1,5 @@
 import FoundationEssentials
+import OpenSSLCrypto
 import Protocol
 
 // The account directory: the one owner of account data (DESIGN §8). Accounts and their

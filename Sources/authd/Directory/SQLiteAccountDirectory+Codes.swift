@@ -1,4 +1,5 @@
 import FoundationEssentials
+import OpenSSLCrypto
 import Protocol
 
 /// Codes by SMS: the challenges of registration and of sign-in by code (`otp_flows`), and the

@@ -1,4 +1,5 @@
 import FoundationEssentials
+import OpenSSLCrypto
 import Protocol
 
 /// The secrets of one sign-in attempt: `state` (CSRF, RFC 6749 §10.12), `nonce` (ID token

@@ -1,6 +1,7 @@
 import Dispatch
 import FoundationEssentials
 import Glibc
+import OpenSSLCrypto
 import Synchronization
 
 /// The one-shot redirect receiver of RFC 8252 §7.3: a TCP listener on 127.0.0.1 at a port the

@@ -1,4 +1,5 @@
 import FoundationEssentials
+import OpenSSLCrypto
 import Protocol
 
 /// The remote-token vault (`remote_tokens`, a machine table): per local user and provider, the

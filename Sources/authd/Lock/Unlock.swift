@@ -1,4 +1,5 @@
 import FoundationEssentials
+import OpenSSLCrypto
 import Protocol
 
 /// `unlock` and `unlock.biometric`: the proofs that open a local user's lock. authd decides

@@ -1,4 +1,5 @@
 import FoundationEssentials
+import OpenSSLCrypto
 import Protocol
 
 /// authd as this machine's platform authenticator (`passkey.*`): discoverable ES256 passkeys

@@ -1,4 +1,5 @@
 import FoundationEssentials
+import OpenSSLCrypto
 import Protocol
 
 /// authd as the WebAuthn relying party of its own accounts (`auth.passkey.*`): ceremonies with

@@ -1,3 +1,4 @@
+import OpenSSLCrypto
 import Protocol
 
 /// User verification for passkeys, as a phone's platform authenticator does it: the finger

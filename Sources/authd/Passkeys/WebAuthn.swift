@@ -1,4 +1,5 @@
 import FoundationEssentials
+import OpenSSLCrypto
 import Protocol
 
 /// A WebAuthn check that failed; `check` names it (it becomes `data.check` on the wire).

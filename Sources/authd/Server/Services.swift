@@ -1,5 +1,6 @@
 import FoundationEssentials
 import Glibc
+import OpenSSLCrypto
 import Protocol
 
 /// Everything handlers share, built once at start by `Daemon`.

@@ -1,5 +1,6 @@
 import FoundationEssentials
 import Glibc
+import OpenSSLCrypto
 import Protocol
 
 extension DeviceIdentity {

@@ -1,5 +1,6 @@
 import FoundationEssentials
 import Glibc
+import OpenSSLCrypto
 import Protocol
 
 /// An HTTP answer as `authd-http` reported it. Header names are lower case.

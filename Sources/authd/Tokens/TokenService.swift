@@ -1,4 +1,5 @@
 import FoundationEssentials
+import OpenSSLCrypto
 import Protocol
 
 /// Issues and verifies the daemon's own ES256 JWTs (DESIGN §6).

@@ -1,4 +1,5 @@
 import FoundationEssentials
+import OpenSSLCrypto
 import Protocol
 
 /// What every token authd issues or has the card sign begins with: when it was issued, until

@@ -1,14 +1,22 @@
-import COpenSSL
+internal import COpenSSL
 import FoundationEssentials
 
-// The only file that calls libcrypto. Every function here turns OpenSSL's return codes into a
-// typed `CryptoError`; nothing else in authd touches an OpenSSL handle.
+// The OpenSSLCrypto module is the only code that calls libcrypto (PACE aside, which hands libeac
+// the BUF_MEM buffers its API takes): authd, the virtual card and SmartCard use these types.
+// Every function turns OpenSSL's return codes into a typed `CryptoError`; no OpenSSL handle or
+// constant crosses the module's public API.
 
 /// A libcrypto failure. The message is OpenSSL's error string, which never contains key material.
-struct CryptoError: Error, CustomStringConvertible {
-    let operation: String
-    let detail: String
-    var description: String { "\(operation) failed: \(detail)" }
+public struct CryptoError: Error, CustomStringConvertible {
+    public let operation: String
+    public let detail: String
+    public var description: String { "\(operation) failed: \(detail)" }
+
+    /// A failure found by our own checks (wrong curve, wrong length), not by libcrypto.
+    public init(operation: String, detail: String) {
+        self.operation = operation
+        self.detail = detail
+    }
 
     /// Drains OpenSSL's thread-local error queue into an error for `operation`.
     static func drain(_ operation: String) -> CryptoError {
@@ -24,11 +32,12 @@ struct CryptoError: Error, CustomStringConvertible {
 
 /// Bytes that hold a secret. The buffer is owned here and wiped with `OPENSSL_cleanse` when the
 /// last reference goes, so secrets do not linger in freed memory.
-final class SecretBytes: @unchecked Sendable {
+public final class SecretBytes: @unchecked Sendable {
     // Sendable because the buffer is written only in `init` and read-only afterwards.
     private let buffer: UnsafeMutableRawBufferPointer
 
-    init(count: Int, initializer: (UnsafeMutableRawBufferPointer) throws -> Void) rethrows {
+    /// A buffer of `count` bytes that `initializer` fills; wiped if it throws.
+    public init(count: Int, initializer: (UnsafeMutableRawBufferPointer) throws -> Void) rethrows {
         buffer = .allocate(byteCount: max(count, 1), alignment: 16)
         do {
             try initializer(UnsafeMutableRawBufferPointer(rebasing: buffer[0..<count]))
@@ -41,13 +50,14 @@ final class SecretBytes: @unchecked Sendable {
     }
 
     /// Copies `bytes` in; the caller remains responsible for wiping its own copy.
-    convenience init(_ bytes: some Collection<UInt8>) {
+    public convenience init(_ bytes: some Collection<UInt8>) {
         self.init(count: bytes.count) { _ = $0.initializeMemory(as: UInt8.self, from: bytes) }
     }
 
-    let count: Int
+    public let count: Int
 
-    func withUnsafeBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+    /// Reads the secret; `body` must not let the pointer escape.
+    public func withUnsafeBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
         try body(UnsafeRawBufferPointer(rebasing: buffer[0..<count]))
     }
 
@@ -57,15 +67,17 @@ final class SecretBytes: @unchecked Sendable {
     }
 }
 
-enum OpenSSL {
+/// Random bytes, hashes, MACs and key derivation from libcrypto.
+public enum OpenSSL {
     /// Cryptographically secure random bytes (`RAND_bytes`).
-    static func randomBytes(_ count: Int) throws -> [UInt8] {
+    public static func randomBytes(_ count: Int) throws -> [UInt8] {
         var out = [UInt8](repeating: 0, count: count)
         guard RAND_bytes(&out, Int32(count)) == 1 else { throw CryptoError.drain("RAND_bytes") }
         return out
     }
 
-    static func randomSecret(_ count: Int) throws -> SecretBytes {
+    /// Random bytes for a key, in a buffer that is wiped after use.
+    public static func randomSecret(_ count: Int) throws -> SecretBytes {
         try SecretBytes(count: count) { buffer in
             guard RAND_bytes(buffer.baseAddress!.assumingMemoryBound(to: UInt8.self), Int32(count)) == 1 else {
                 throw CryptoError.drain("RAND_bytes")
@@ -74,7 +86,7 @@ enum OpenSSL {
     }
 
     /// SHA-256 (`EVP_Digest`).
-    static func sha256(_ data: some ContiguousBytes) -> [UInt8] {
+    public static func sha256(_ data: some ContiguousBytes) -> [UInt8] {
         var out = [UInt8](repeating: 0, count: 32)
         var length: UInt32 = 0
         let ok = data.withUnsafeBytes { input in
@@ -85,7 +97,7 @@ enum OpenSSL {
     }
 
     /// HMAC-SHA-256 (`EVP_Q_mac`).
-    static func hmacSHA256(key: SecretBytes, data: some ContiguousBytes) throws -> [UInt8] {
+    public static func hmacSHA256(key: SecretBytes, data: some ContiguousBytes) throws -> [UInt8] {
         var out = [UInt8](repeating: 0, count: 32)
         var length = 0
         let result = key.withUnsafeBytes { keyBytes in
@@ -99,7 +111,7 @@ enum OpenSSL {
     }
 
     /// HKDF-SHA-256 (RFC 5869) through the `EVP_PKEY_HKDF` derivation.
-    static func hkdfSHA256(key: SecretBytes, salt: [UInt8], info: [UInt8], length: Int) throws -> SecretBytes {
+    public static func hkdfSHA256(key: SecretBytes, salt: [UInt8], info: [UInt8], length: Int) throws -> SecretBytes {
         guard let context = EVP_PKEY_CTX_new_id(EVP_PKEY_HKDF, nil) else { throw CryptoError.drain("EVP_PKEY_CTX_new_id(HKDF)") }
         defer { EVP_PKEY_CTX_free(context) }
         let configured = key.withUnsafeBytes { keyBytes in
@@ -119,7 +131,7 @@ enum OpenSSL {
     }
 
     /// Constant-time equality (`CRYPTO_memcmp`); lengths are not secret.
-    static func constantTimeEquals(_ lhs: some ContiguousBytes, _ rhs: some ContiguousBytes) -> Bool {
+    public static func constantTimeEquals(_ lhs: some ContiguousBytes, _ rhs: some ContiguousBytes) -> Bool {
         lhs.withUnsafeBytes { a in
             rhs.withUnsafeBytes { b in
                 a.count == b.count && (a.count == 0 || CRYPTO_memcmp(a.baseAddress, b.baseAddress, a.count) == 0)
@@ -128,17 +140,18 @@ enum OpenSSL {
     }
 
     /// Overwrites a buffer we own (`OPENSSL_cleanse`, which the compiler may not elide).
-    static func wipe(_ bytes: inout [UInt8]) {
+    public static func wipe(_ bytes: inout [UInt8]) {
         bytes.withUnsafeMutableBytes { OPENSSL_cleanse($0.baseAddress, $0.count) }
     }
 }
 
 /// AES-256-GCM with a random 96-bit nonce. Output layout: nonce ‖ ciphertext ‖ 16-byte tag.
-enum AESGCM {
-    static let nonceLength = 12
-    static let tagLength = 16
+public enum AESGCM {
+    public static let nonceLength = 12
+    public static let tagLength = 16
 
-    static func seal(_ plaintext: some ContiguousBytes, key: SecretBytes, associatedData: [UInt8]) throws -> [UInt8] {
+    /// Encrypts `plaintext` under a 32-byte `key`, binding `associatedData`.
+    public static func seal(_ plaintext: some ContiguousBytes, key: SecretBytes, associatedData: [UInt8]) throws -> [UInt8] {
         precondition(key.count == 32)
         let nonce = try OpenSSL.randomBytes(nonceLength)
         guard let context = EVP_CIPHER_CTX_new() else { throw CryptoError.drain("EVP_CIPHER_CTX_new") }
@@ -170,7 +183,7 @@ enum AESGCM {
 
     /// Decrypts and authenticates; `nil` when the box was tampered with, moved to another row
     /// (different associated data) or sealed under another key.
-    static func open(_ box: [UInt8], key: SecretBytes, associatedData: [UInt8]) throws -> SecretBytes? {
+    public static func open(_ box: [UInt8], key: SecretBytes, associatedData: [UInt8]) throws -> SecretBytes? {
         guard box.count >= nonceLength + tagLength else { return nil }
         guard let context = EVP_CIPHER_CTX_new() else { throw CryptoError.drain("EVP_CIPHER_CTX_new") }
         defer { EVP_CIPHER_CTX_free(context) }
@@ -211,13 +224,14 @@ enum AESGCM {
 /// A P-256 key pair (`EVP_PKEY`). Immutable after creation; OpenSSL allows concurrent signing
 /// with one `EVP_PKEY` from several threads (each call has its own `EVP_MD_CTX`), which is why
 /// this type is Sendable.
-final class P256PrivateKey: @unchecked Sendable {
+public final class P256PrivateKey: @unchecked Sendable {
     fileprivate let key: OpaquePointer
 
     private init(key: OpaquePointer) { self.key = key }
     deinit { EVP_PKEY_free(key) }
 
-    static func generate() throws -> P256PrivateKey {
+    /// A fresh key from the system's random source.
+    public static func generate() throws -> P256PrivateKey {
         guard let context = EVP_PKEY_CTX_new_from_name(nil, "EC", nil) else { throw CryptoError.drain("EVP_PKEY_CTX_new_from_name") }
         defer { EVP_PKEY_CTX_free(context) }
         var key: OpaquePointer?
@@ -229,7 +243,7 @@ final class P256PrivateKey: @unchecked Sendable {
     }
 
     /// Parses a DER private key (RFC 5915 / PKCS#8) and checks it is on P-256.
-    convenience init(der: SecretBytes) throws {
+    public convenience init(der: SecretBytes) throws {
         let parsed: OpaquePointer? = der.withUnsafeBytes { bytes in
             var pointer: UnsafePointer<UInt8>? = bytes.baseAddress?.assumingMemoryBound(to: UInt8.self)
             return d2i_AutoPrivateKey(nil, &pointer, bytes.count)
@@ -240,7 +254,7 @@ final class P256PrivateKey: @unchecked Sendable {
     }
 
     /// The private key as DER, in a buffer that is wiped after use.
-    func derRepresentation() throws -> SecretBytes {
+    public func derRepresentation() throws -> SecretBytes {
         let length = i2d_PrivateKey(key, nil)
         guard length > 0 else { throw CryptoError.drain("i2d_PrivateKey") }
         return try SecretBytes(count: Int(length)) { buffer in
@@ -249,7 +263,8 @@ final class P256PrivateKey: @unchecked Sendable {
         }
     }
 
-    var publicKey: P256PublicKey {
+    /// The public half.
+    public var publicKey: P256PublicKey {
         get throws {
             var pointer: UnsafeMutablePointer<UInt8>?
             let length = i2d_PUBKEY(key, &pointer)
@@ -260,7 +275,7 @@ final class P256PrivateKey: @unchecked Sendable {
     }
 
     /// ECDSA-SHA-256 over `message`, as the 64-byte `r ‖ s` that JWS (RFC 7518 §3.4) requires.
-    func signES256(_ message: some ContiguousBytes) throws -> [UInt8] {
+    public func signES256(_ message: some ContiguousBytes) throws -> [UInt8] {
         guard let context = EVP_MD_CTX_new() else { throw CryptoError.drain("EVP_MD_CTX_new") }
         defer { EVP_MD_CTX_free(context) }
         guard EVP_DigestSignInit(context, nil, EVP_sha256(), nil, key) == 1 else { throw CryptoError.drain("EVP_DigestSignInit") }
@@ -275,13 +290,14 @@ final class P256PrivateKey: @unchecked Sendable {
 }
 
 /// A P-256 public key (`EVP_PKEY` holding only the public point).
-final class P256PublicKey: @unchecked Sendable {
+public final class P256PublicKey: @unchecked Sendable {
     // Sendable: immutable after init; verification uses a fresh EVP_MD_CTX per call.
     private let key: OpaquePointer
     /// The SubjectPublicKeyInfo DER, as stored.
-    let spki: [UInt8]
+    public let spki: [UInt8]
 
-    init(spki: [UInt8]) throws {
+    /// Parses a SubjectPublicKeyInfo and checks it is on P-256.
+    public init(spki: [UInt8]) throws {
         let parsed: OpaquePointer? = spki.withUnsafeBufferPointer { bytes in
             var pointer: UnsafePointer<UInt8>? = bytes.baseAddress
             return d2i_PUBKEY(nil, &pointer, bytes.count)
@@ -297,15 +313,12 @@ final class P256PublicKey: @unchecked Sendable {
     deinit { EVP_PKEY_free(key) }
 
     fileprivate static func isP256(_ key: OpaquePointer) throws -> Bool {
-        var name = [CChar](repeating: 0, count: 64)
-        var length = 0
-        guard EVP_PKEY_get_group_name(key, &name, name.count, &length) == 1 else { return false }
-        let group = String(decoding: name.prefix(length).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        let group = curveName(key)
         return group == "prime256v1" || group == "P-256"
     }
 
     /// The affine coordinates (32 bytes each), for a JWK.
-    func coordinates() throws -> (x: [UInt8], y: [UInt8]) {
+    public func coordinates() throws -> (x: [UInt8], y: [UInt8]) {
         var point = [UInt8](repeating: 0, count: 65)
         var length = 0
         guard EVP_PKEY_get_octet_string_param(key, "encoded-pub-key", &point, point.count, &length) == 1,
@@ -315,7 +328,7 @@ final class P256PublicKey: @unchecked Sendable {
     }
 
     /// Verifies a 64-byte `r ‖ s` ES256 signature over `message`.
-    func verifyES256(signature: [UInt8], message: some ContiguousBytes) -> Bool {
+    public func verifyES256(signature: [UInt8], message: some ContiguousBytes) -> Bool {
         guard signature.count == 64, let der = try? ECDSASignature.derFromRaw(signature) else { return false }
         guard let context = EVP_MD_CTX_new() else { return false }
         defer {
@@ -329,15 +342,68 @@ final class P256PublicKey: @unchecked Sendable {
     }
 }
 
+/// A P-384 key pair, as the ID card holds them: the virtual card's keys and its test CA's. Its
+/// signatures are over a digest the caller computed, as a card's are; PEM (unencrypted PKCS #8)
+/// is how the simulator's profiles keep these test keys.
+public final class P384PrivateKey: @unchecked Sendable {
+    // Sendable: immutable after init; each signature uses a fresh EVP_PKEY_CTX.
+    let key: OpaquePointer
+
+    private init(key: OpaquePointer) { self.key = key }
+    deinit { EVP_PKEY_free(key) }
+
+    /// A fresh key from the system's random source.
+    public static func generate() throws -> P384PrivateKey {
+        guard let key = authd_ec_generate("P-384") else { throw CryptoError.drain("EC key generation") }
+        return P384PrivateKey(key: key)
+    }
+
+    /// Parses a PEM private key and checks it is on P-384. An encrypted key is refused rather
+    /// than prompting for its passphrase on the terminal.
+    public convenience init(pem: String) throws {
+        let bio = pem.withCString { BIO_new_mem_buf($0, -1) }
+        defer { BIO_free(bio) }
+        guard let parsed = PEM_read_bio_PrivateKey(bio, nil, { _, _, _, _ in 0 }, nil) else { throw CryptoError.drain("PEM_read_bio_PrivateKey") }
+        self.init(key: parsed)
+        guard curveName(parsed) == "secp384r1" else { throw CryptoError(operation: "load private key", detail: "not a P-384 key") }
+    }
+
+    /// The key as unencrypted PKCS #8 PEM.
+    public func pemRepresentation() throws -> String {
+        guard let bio = BIO_new(BIO_s_mem()) else { throw CryptoError.drain("BIO_new") }
+        defer { BIO_free(bio) }
+        guard PEM_write_bio_PrivateKey(bio, key, nil, nil, 0, nil, nil) == 1 else { throw CryptoError.drain("PEM_write_bio_PrivateKey") }
+        var pointer: UnsafeMutablePointer<CChar>?
+        // BIO_get_mem_data, a macro over BIO_ctrl.
+        let length = BIO_ctrl(bio, BIO_CTRL_INFO, 0, &pointer)
+        guard length > 0, let pointer else { throw CryptoError(operation: "PEM_write_bio_PrivateKey", detail: "no output") }
+        return String(decoding: UnsafeRawBufferPointer(start: pointer, count: Int(length)), as: UTF8.self)
+    }
+
+    /// ECDSA over `digest` as the card answers: raw `r ‖ s`, 48 bytes each.
+    public func sign(digest: [UInt8]) throws -> [UInt8] {
+        guard let context = EVP_PKEY_CTX_new(key, nil) else { throw CryptoError.drain("EVP_PKEY_CTX_new") }
+        defer { EVP_PKEY_CTX_free(context) }
+        var length = 0
+        guard EVP_PKEY_sign_init(context) == 1, EVP_PKEY_sign(context, nil, &length, digest, digest.count) == 1 else {
+            throw CryptoError.drain("EVP_PKEY_sign")
+        }
+        var der = [UInt8](repeating: 0, count: length)
+        guard EVP_PKEY_sign(context, &der, &length, digest, digest.count) == 1 else { throw CryptoError.drain("EVP_PKEY_sign") }
+        return try ECDSASignature.rawFromDER(Array(der.prefix(length)), coordinateLength: 48)
+    }
+}
+
 /// A public key published as a JWK (RFC 7518 §6): RSA (`n`, `e`, at least 2048 bits) or EC
 /// P-256 (`x`, `y`), for verifying an OpenID provider's ID tokens with RS256 or ES256.
-final class JWKPublicKey: @unchecked Sendable {
+public final class JWKPublicKey: @unchecked Sendable {
     // Sendable: immutable after init; verification uses a fresh EVP_MD_CTX per call.
     private let key: OpaquePointer
     /// The JWS `alg` this key verifies: RS256 or ES256.
-    let algorithm: String
+    public let algorithm: String
 
-    init(rsaModulus modulus: [UInt8], exponent: [UInt8]) throws {
+    /// An RSA key from its big-endian modulus and exponent.
+    public init(rsaModulus modulus: [UInt8], exponent: [UInt8]) throws {
         let bits = (modulus.drop { $0 == 0 }.count) * 8
         guard bits >= 2048, bits <= 8192, !exponent.isEmpty, exponent.count <= 8 else {
             throw CryptoError(operation: "load RSA key", detail: "modulus of \(bits) bits (2048–8192 accepted)")
@@ -351,7 +417,8 @@ final class JWKPublicKey: @unchecked Sendable {
         algorithm = "RS256"
     }
 
-    init(p256X x: [UInt8], y: [UInt8]) throws {
+    /// An EC key from its P-256 affine coordinates, checked to be on the curve.
+    public init(p256X x: [UInt8], y: [UInt8]) throws {
         guard x.count == 32, y.count == 32 else { throw CryptoError(operation: "load EC key", detail: "P-256 coordinates must be 32 bytes") }
         // The builder keeps a pointer to the point until OSSL_PARAM_BLD_to_param, inside fromData.
         let point = UnsafeMutableBufferPointer<UInt8>.allocate(capacity: 65)
@@ -385,7 +452,7 @@ final class JWKPublicKey: @unchecked Sendable {
     }
 
     /// Verifies a JWS signature (RS256: PKCS #1 v1.5 with SHA-256; ES256: 64-byte `r ‖ s`).
-    func verify(signature: [UInt8], message: [UInt8]) -> Bool {
+    public func verify(signature: [UInt8], message: [UInt8]) -> Bool {
         var signature = signature
         if algorithm == "ES256" {
             guard signature.count == 64, let der = try? ECDSASignature.derFromRaw(signature) else { return false }
@@ -401,9 +468,18 @@ final class JWKPublicKey: @unchecked Sendable {
     }
 }
 
+/// The curve of an EC key as OpenSSL names it (`prime256v1`, `secp384r1`); nil for other keys.
+func curveName(_ key: OpaquePointer) -> String? {
+    var name = [CChar](repeating: 0, count: 64)
+    var length = 0
+    guard EVP_PKEY_get_group_name(key, &name, name.count, &length) == 1 else { return nil }
+    return String(decoding: name.prefix(length).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+}
+
 /// Conversions between DER `ECDSA-Sig-Value` and the fixed-width `r ‖ s` of JWS.
-enum ECDSASignature {
-    static func rawFromDER(_ der: [UInt8], coordinateLength: Int) throws -> [UInt8] {
+public enum ECDSASignature {
+    /// DER to `r ‖ s`, each coordinate left-padded to `coordinateLength` bytes.
+    public static func rawFromDER(_ der: [UInt8], coordinateLength: Int) throws -> [UInt8] {
         let signature: OpaquePointer? = der.withUnsafeBufferPointer { bytes in
             var pointer: UnsafePointer<UInt8>? = bytes.baseAddress
             return d2i_ECDSA_SIG(nil, &pointer, bytes.count)
@@ -417,7 +493,8 @@ enum ECDSASignature {
         return out
     }
 
-    static func derFromRaw(_ raw: [UInt8]) throws -> [UInt8] {
+    /// `r ‖ s` (two halves of equal length) to DER.
+    public static func derFromRaw(_ raw: [UInt8]) throws -> [UInt8] {
         let half = raw.count / 2
         guard let signature = ECDSA_SIG_new() else { throw CryptoError.drain("ECDSA_SIG_new") }
         defer { ECDSA_SIG_free(signature) }
@@ -436,75 +513,20 @@ enum ECDSASignature {
     }
 }
 
-enum Digest: String, Sendable, CaseIterable {
+/// The SHA-2 digests a card signature or a document hash may use, named as on the wire.
+public enum Digest: String, Sendable, CaseIterable {
     case sha256 = "SHA-256", sha384 = "SHA-384", sha512 = "SHA-512"
 
-    var length: Int {
+    /// The digest's length in bytes.
+    public var length: Int {
         switch self { case .sha256: 32; case .sha384: 48; case .sha512: 64 }
     }
 
-    func hash(_ data: some ContiguousBytes) -> [UInt8] {
+    public func hash(_ data: some ContiguousBytes) -> [UInt8] {
         let md = switch self { case .sha256: EVP_sha256(); case .sha384: EVP_sha384(); case .sha512: EVP_sha512() }
         var out = [UInt8](repeating: 0, count: Int(EVP_MAX_MD_SIZE))
         var length: UInt32 = 0
         data.withUnsafeBytes { _ = EVP_Digest($0.baseAddress, $0.count, &out, &length, md, nil) }
         return Array(out.prefix(Int(length)))
-    }
-}
-
-/// An X.509 certificate read from a card: untrusted DER, parsed by libcrypto.
-final class X509Certificate: @unchecked Sendable {
-    // Sendable: the handle is only read after init.
-    private let handle: OpaquePointer
-    let der: [UInt8]
-
-    init(der: [UInt8]) throws {
-        let parsed: OpaquePointer? = der.withUnsafeBufferPointer { bytes in
-            var pointer: UnsafePointer<UInt8>? = bytes.baseAddress
-            let certificate = d2i_X509(nil, &pointer, bytes.count)
-            // Trailing bytes after the certificate are not part of it: refuse them.
-            return pointer == bytes.baseAddress.map({ $0 + bytes.count }) ? certificate : { X509_free(certificate); return nil }()
-        }
-        guard let parsed else {
-            ERR_clear_error()
-            throw CryptoError(operation: "d2i_X509", detail: "not one DER certificate")
-        }
-        handle = parsed
-        self.der = der
-    }
-
-    deinit { X509_free(handle) }
-
-    /// The first subject attribute with this NID (e.g. `NID_serialNumber`), as UTF-8.
-    func subjectAttribute(_ nid: Int32) -> String? {
-        guard let name = X509_get_subject_name(handle) else { return nil }
-        let index = X509_NAME_get_index_by_NID(name, nid, -1)
-        guard index >= 0, let entry = X509_NAME_get_entry(name, index), let data = X509_NAME_ENTRY_get_data(entry) else { return nil }
-        var utf8: UnsafeMutablePointer<UInt8>?
-        let length = ASN1_STRING_to_UTF8(&utf8, data)
-        guard length >= 0, let utf8 else { return nil }
-        defer { authd_openssl_free(utf8) }
-        return String(decoding: UnsafeBufferPointer(start: utf8, count: Int(length)), as: UTF8.self)
-    }
-
-    /// True when the key is EC over P-384 (what ES384 needs).
-    var hasP384Key: Bool {
-        guard let key = X509_get0_pubkey(handle) else { return false }
-        var name = [CChar](repeating: 0, count: 64)
-        var length = 0
-        guard EVP_PKEY_get_group_name(key, &name, name.count, &length) == 1 else { return false }
-        return String(decoding: name.prefix(length).map { UInt8(bitPattern: $0) }, as: UTF8.self) == "secp384r1"
-    }
-
-    /// Checks a raw r‖s ECDSA signature over `digest` with the certificate's key.
-    func verifies(rawSignature: [UInt8], digest: [UInt8]) -> Bool {
-        guard let key = X509_get0_pubkey(handle), let der = try? ECDSASignature.derFromRaw(rawSignature),
-              let context = EVP_PKEY_CTX_new(key, nil) else { return false }
-        defer {
-            EVP_PKEY_CTX_free(context)
-            ERR_clear_error()
-        }
-        guard EVP_PKEY_verify_init(context) == 1 else { return false }
-        return EVP_PKEY_verify(context, der, der.count, digest, digest.count) == 1
     }
 }

@@ -1,0 +1,145 @@
+internal import COpenSSL
+
+/// An X.509 certificate: read from a card (untrusted DER, parsed by libcrypto), or issued for
+/// the virtual card and its test CA.
+public final class X509Certificate: @unchecked Sendable {
+    // Sendable: the handle is only read after init.
+    let handle: OpaquePointer
+    public let der: [UInt8]
+
+    /// Parses exactly one DER certificate; trailing bytes are refused.
+    public init(der: [UInt8]) throws {
+        let parsed: OpaquePointer? = der.withUnsafeBufferPointer { bytes in
+            var pointer: UnsafePointer<UInt8>? = bytes.baseAddress
+            let certificate = d2i_X509(nil, &pointer, bytes.count)
+            // Trailing bytes after the certificate are not part of it: refuse them.
+            return pointer == bytes.baseAddress.map({ $0 + bytes.count }) ? certificate : { X509_free(certificate); return nil }()
+        }
+        guard let parsed else {
+            ERR_clear_error()
+            throw CryptoError(operation: "d2i_X509", detail: "not one DER certificate")
+        }
+        handle = parsed
+        self.der = der
+    }
+
+    deinit { X509_free(handle) }
+
+    /// The subject attributes authd reads from a card certificate or writes into a test one
+    /// (X.520 names; ETSI EN 319 412-1 puts the personal code in `serialNumber`).
+    public enum Attribute: Sendable {
+        case country, organization, commonName, surname, givenName, serialNumber
+
+        var nid: Int32 {
+            switch self {
+            case .country: NID_countryName
+            case .organization: NID_organizationName
+            case .commonName: NID_commonName
+            case .surname: NID_surname
+            case .givenName: NID_givenName
+            case .serialNumber: NID_serialNumber
+            }
+        }
+    }
+
+    /// The first subject attribute of this kind, as UTF-8.
+    public func subjectAttribute(_ attribute: Attribute) -> String? {
+        guard let name = X509_get_subject_name(handle) else { return nil }
+        let index = X509_NAME_get_index_by_NID(name, attribute.nid, -1)
+        guard index >= 0, let entry = X509_NAME_get_entry(name, index), let data = X509_NAME_ENTRY_get_data(entry) else { return nil }
+        var utf8: UnsafeMutablePointer<UInt8>?
+        let length = ASN1_STRING_to_UTF8(&utf8, data)
+        guard length >= 0, let utf8 else { return nil }
+        defer { authd_openssl_free(utf8) }
+        return String(decoding: UnsafeBufferPointer(start: utf8, count: Int(length)), as: UTF8.self)
+    }
+
+    /// True when the key is EC over P-384 (what ES384 needs).
+    public var hasP384Key: Bool {
+        guard let key = X509_get0_pubkey(handle) else { return false }
+        return curveName(key) == "secp384r1"
+    }
+
+    /// Checks a raw r‖s ECDSA signature over `digest` with the certificate's key.
+    public func verifies(rawSignature: [UInt8], digest: [UInt8]) -> Bool {
+        guard let key = X509_get0_pubkey(handle), let der = try? ECDSASignature.derFromRaw(rawSignature),
+              let context = EVP_PKEY_CTX_new(key, nil) else { return false }
+        defer {
+            EVP_PKEY_CTX_free(context)
+            ERR_clear_error()
+        }
+        guard EVP_PKEY_verify_init(context) == 1 else { return false }
+        return EVP_PKEY_verify(context, der, der.count, digest, digest.count) == 1
+    }
+}
+
+extension X509Certificate {
+    /// The extensions of the test CA's and the virtual card's certificates.
+    public enum Extension: Sendable {
+        /// basicConstraints, critical: a CA.
+        case certificateAuthority
+        /// keyUsage, critical.
+        case keyUsage([KeyUsage])
+        /// extKeyUsage: TLS client authentication, as on the ID card's authentication certificate.
+        case clientAuthentication
+        /// subjectKeyIdentifier: the hash of the certificate's public key.
+        case subjectKeyIdentifier
+        /// authorityKeyIdentifier: the issuer's key identifier.
+        case authorityKeyIdentifier
+
+        /// The NID and value in OpenSSL's configuration syntax (x509v3_config(5)).
+        var configuration: (nid: Int32, value: String) {
+            switch self {
+            case .certificateAuthority: (NID_basic_constraints, "critical,CA:TRUE")
+            case .keyUsage(let usages): (NID_key_usage, (["critical"] + usages.map(\.rawValue)).joined(separator: ","))
+            case .clientAuthentication: (NID_ext_key_usage, "clientAuth")
+            case .subjectKeyIdentifier: (NID_subject_key_identifier, "hash")
+            case .authorityKeyIdentifier: (NID_authority_key_identifier, "keyid")
+            }
+        }
+    }
+
+    /// Key usage bits, spelled as in x509v3_config(5).
+    public enum KeyUsage: String, Sendable {
+        case digitalSignature, nonRepudiation, keyAgreement, keyCertSign, cRLSign
+    }
+
+    /// Issues an X.509 v3 certificate for `subjectKey`, signed with ECDSA-SHA-384 by the issuer's
+    /// key (self-signed by `subjectKey` when `issuer` is nil), valid from a day ago for `days`.
+    public static func issue(subject: [(Attribute, String)], subjectKey: P384PrivateKey,
+                             issuer: (certificate: X509Certificate, key: P384PrivateKey)?,
+                             serial: Int, days: Int, extensions: [Extension]) throws -> X509Certificate {
+        guard let certificate = X509_new() else { throw CryptoError.drain("X509_new") }
+        defer { X509_free(certificate) }
+        guard X509_set_version(certificate, 2) == 1,
+              ASN1_INTEGER_set(X509_get_serialNumber(certificate), serial) == 1,
+              X509_gmtime_adj(X509_getm_notBefore(certificate), -86_400) != nil,
+              X509_gmtime_adj(X509_getm_notAfter(certificate), days * 86_400) != nil,
+              X509_set_pubkey(certificate, subjectKey.key) == 1
+        else { throw CryptoError.drain("certificate fields") }
+        let name = X509_get_subject_name(certificate)
+        for (attribute, value) in subject {
+            let bytes = Array(value.utf8)
+            guard X509_NAME_add_entry_by_NID(name, attribute.nid, MBSTRING_UTF8, bytes, Int32(bytes.count), -1, 0) == 1 else {
+                throw CryptoError.drain("subject \(attribute)")
+            }
+        }
+        guard X509_set_issuer_name(certificate, issuer.map { X509_get_subject_name($0.certificate.handle) } ?? name) == 1 else {
+            throw CryptoError.drain("X509_set_issuer_name")
+        }
+        // The issuer's certificate is where authorityKeyIdentifier finds the issuer's key id.
+        var context = X509V3_CTX()
+        X509V3_set_ctx(&context, issuer?.certificate.handle ?? certificate, certificate, nil, nil, 0)
+        for fields in extensions.map(\.configuration) {
+            guard let ext = X509V3_EXT_conf_nid(nil, &context, fields.nid, fields.value) else { throw CryptoError.drain("extension \(fields.value)") }
+            defer { X509_EXTENSION_free(ext) }
+            guard X509_add_ext(certificate, ext, -1) == 1 else { throw CryptoError.drain("X509_add_ext") }
+        }
+        guard X509_sign(certificate, (issuer?.key ?? subjectKey).key, EVP_sha384()) > 0 else { throw CryptoError.drain("X509_sign") }
+        var out: UnsafeMutablePointer<UInt8>?
+        let length = i2d_X509(certificate, &out)
+        guard length > 0, let out else { throw CryptoError.drain("i2d_X509") }
+        defer { authd_openssl_free(out) }
+        return try X509Certificate(der: Array(UnsafeBufferPointer(start: out, count: Int(length))))
+    }
+}
