@@ -1,8 +1,14 @@
+// Accounts/ — registration by phone number, sign-in by password, PIN and SMS code, the owner's
+// settings (profile, PIN, deactivation) and the admin view of accounts. Account methods: they are
+// served where the account lives. The rules are pure values (OTPChallenge, Lockout,
+// PasswordPolicy, PINPolicy); the data is the account directory's (Directory/). Errors:
+// AccountFailure.
+
 import Protocol
 
 extension MethodTable {
-    mutating func registerAccountMethods(_ registration: Registration, otp: OTPLogin, limiter: RateLimiter) {
-        announce("accounts.register", "accounts.otp_login")
+    mutating func registerAccountMethods(_ registration: Registration, otp: OTPLogin, login: Login, limiter: RateLimiter) {
+        announce("accounts.register", "accounts.otp_login", "accounts.login")
         // Phone numbers appear in the audit log only redacted; codes and passwords never.
         register(AccountRegisterStart.self, home: .account, access: .anyone, audit: { _, result in
             ["flow": .string(result.flow), "phone": .string(PhoneNumber.redact(result.phone))]
@@ -34,6 +40,19 @@ extension MethodTable {
             ["flow": .string(params.flow), "account": .string(result.account.id), "session": .string(result.session.id)]
         }) { params, _ in
             try await otp.verify(params)
+        }
+
+        register(AuthLogin.self, home: .account, access: .anyone, remembers: .password, audit: { _, result in
+            ["account": result.account.map { .string($0.id) } ?? .null, "session": result.session.map { .string($0.id) } ?? .null,
+             "next": result.next.map { .string($0) } ?? .null]
+        }) { params, context in
+            try limiter.take(.login, caller: context.caller)
+            return try await login.login(params)
+        }
+        register(AuthLoginPIN.self, home: .account, access: .anyone, remembers: .password, audit: { params, result in
+            ["flow": .string(params.flow), "account": .string(result.account.id), "session": .string(result.session.id)]
+        }) { params, _ in
+            try await login.loginPIN(params)
         }
     }
 

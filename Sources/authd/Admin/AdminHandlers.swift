@@ -1,3 +1,6 @@
+// Admin/ — the daemon's own administration: status, reload, backup, key rotation, the audit log's
+// tail. Machine methods, for root or the admin group. Errors: AdminFailure.
+
 import FoundationEssentials
 import Glibc
 import Protocol

@@ -1,3 +1,6 @@
+// Audit/ — the append-only audit log of this machine (the `audit` table): every token issued and
+// every change, with the caller and the outcome, never a secret; written by the dispatcher.
+
 import FoundationEssentials
 import Protocol
 

@@ -1,3 +1,8 @@
+// Biometrics/ — fingerprints through fprintd (sd-bus): each local user's gate and PIN1 release,
+// fast-forward sign-in of the remembered account, the fingerprint as an account's second step
+// on this machine (FingerprintSteps). Machine methods; account data only through the directory.
+// Errors: BiometricFailure.
+
 import Protocol
 
 extension MethodTable {

@@ -1,3 +1,6 @@
+// Card/ — the ID card over PC/SC (PCSC.swift is the only caller of pcsc-lite): reading, card-signed
+// login and signature tokens, the saved CAN and PIN1 (sealed). Machine methods. Errors: CardFailure.
+
 import Protocol
 
 extension MethodTable {

@@ -1,3 +1,7 @@
+// Crypto/ — the daemon's key hierarchy on top of OpenSSLCrypto (the libcrypto wrapper, a module of
+// its own): the master key and sealing (Sealer), the token-signing keys (KeyRing), compact JWS,
+// and Argon2id (Argon2.swift is the only caller of libargon2).
+
 import FoundationEssentials
 import OpenSSLCrypto
 import Protocol

@@ -2,7 +2,7 @@ import FoundationEssentials
 import OpenSSLCrypto
 import Protocol
 
-// The account directory: the one owner of account data (DESIGN §8). Accounts and their
+// Directory/ — the account directory: the one owner of account data (DESIGN §8). Accounts and their
 // credentials (password, PIN, relying-party passkeys, federated links), sessions and the devices
 // they are bound to, and sign-in flows in progress (codes by SMS, second steps, passkey
 // ceremonies) live behind this interface. It answers with values and decisions, never rows;

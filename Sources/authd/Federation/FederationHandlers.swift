@@ -1,3 +1,8 @@
+// Federation/ — sign-in with an OpenID provider (code + PKCE over a loopback redirect, or the
+// device grant), the token vault of this machine's users (TokenVault), remote.token and
+// remote.fetch, persistent logout. Machine methods; the account link is the directory's.
+// Every HTTP exchange goes through authd-http (System/HTTPClient.swift). Errors: FederationFailure.
+
 import Protocol
 
 extension MethodTable {

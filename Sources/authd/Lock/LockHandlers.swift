@@ -1,3 +1,6 @@
+// Lock/ — each local user's lock (LocalLock, in the machine's `local_users`): lock, unlock by
+// password or finger, the remembered account. Machine methods. Errors: LockFailure.
+
 import Protocol
 
 extension MethodTable {

@@ -1,3 +1,8 @@
+// Passkeys/ — authd as this machine's platform authenticator (passkey.*, machine methods: keys
+// sealed in `passkey_keys`) and as the WebAuthn relying party of its accounts (auth.passkey.*,
+// account methods). CBOR.swift is the only caller of libcbor, PublicSuffixList.swift of libpsl.
+// Errors: PasskeyFailure.
+
 import Protocol
 
 extension MethodTable {

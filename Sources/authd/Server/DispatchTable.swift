@@ -1,3 +1,9 @@
+// Server/ — how a request gets from a socket to a handler: Listener accepts and reads the peer's
+// credentials, Connection (a transport over a ByteChannel) performs what ConnectionMachine (pure)
+// decides, Dispatcher looks the method up in the table built here — its home, access, audit, lock
+// and sign-in flags — and turns a capability's typed error into its wire form (the only place
+// that does). Daemon wires it all together at start and stops it.
+
 import Protocol
 
 /// The one place that lists every method authd serves (like ssh-agent's dispatch switch), and
@@ -15,11 +21,11 @@ enum DispatchTable {
         let codes = SMSCodes(directory: directory, config: services.config, key: services.codeKey, stateDirectory: services.options.stateDirectory,
                              logger: services.logger, http: services.http, now: services.now)
         let limiter = RateLimiter(config: services.config, now: services.now)
-        table.registerAccountMethods(Registration(directory: directory, codes: codes, logger: services.logger),
-                                     otp: OTPLogin(directory: directory, codes: codes), limiter: limiter)
         let fingerprintSteps = FingerprintSteps(store: services.store)
-        let login = Login(directory: directory, fingerprintSteps: fingerprintSteps, now: services.now)
-        table.registerSessionMethods(SessionService(directory: directory, tokens: tokens), login: login, limiter: limiter)
+        table.registerAccountMethods(Registration(directory: directory, codes: codes, logger: services.logger),
+                                     otp: OTPLogin(directory: directory, codes: codes),
+                                     login: Login(directory: directory, fingerprintSteps: fingerprintSteps, now: services.now), limiter: limiter)
+        table.registerSessionMethods(SessionService(directory: directory, tokens: tokens))
         table.registerAccountSettingsMethods(AccountSettings(directory: directory, logger: services.logger), admin: AccountAdmin(directory: directory))
 
         // The machine: card, fingerprints, lock, federation and its vault, passkeys.

@@ -1,21 +1,11 @@
-import FoundationEssentials
+// Sessions/ — what a session token acts on: the account's sessions and devices, and the account
+// tokens it earns. Account methods over the directory. Errors: SessionFailure.
+
 import Protocol
 
 extension MethodTable {
-    mutating func registerSessionMethods(_ service: SessionService, login: Login, limiter: RateLimiter) {
-        announce("accounts.login", "sessions", "devices")
-        register(AuthLogin.self, home: .account, access: .anyone, remembers: .password, audit: { _, result in
-            ["account": result.account.map { .string($0.id) } ?? .null, "session": result.session.map { .string($0.id) } ?? .null,
-             "next": result.next.map { .string($0) } ?? .null]
-        }) { params, context in
-            try limiter.take(.login, caller: context.caller)
-            return try await login.login(params)
-        }
-        register(AuthLoginPIN.self, home: .account, access: .anyone, remembers: .password, audit: { params, result in
-            ["flow": .string(params.flow), "account": .string(result.account.id), "session": .string(result.session.id)]
-        }) { params, _ in
-            try await login.loginPIN(params)
-        }
+    mutating func registerSessionMethods(_ service: SessionService) {
+        announce("sessions", "devices")
         register(SessionList.self, home: .account, access: .anyone) { params, _ in try await service.listSessions(params.session) }
         register(SessionRevoke.self, home: .account, access: .anyone, audit: { params, _ in ["session": .string(params.id)] }) { params, _ in
             try await service.revokeSession(params)

@@ -1,3 +1,7 @@
+// Tokens/ — the daemon's own JWTs: auth.local (this machine asserts the caller's Unix identity),
+// token.verify and the JWKS; TokenStamp is what every token starts with. Machine methods.
+// Errors: TokenFailure.
+
 import Protocol
 
 extension MethodTable {
