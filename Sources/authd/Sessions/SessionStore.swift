@@ -1,5 +1,4 @@
 import FoundationEssentials
-import Glibc
 import Protocol
 
 /// Sessions and devices: opaque 256-bit bearer tokens stored as SHA-256 hashes, each bound to a
@@ -30,12 +29,7 @@ enum SessionStore {
             return Base64URL.encode(OpenSSL.sha256((id ?? Array(hostName.utf8)) + Array("authd device".utf8)).prefix(12))
         }()
 
-        private static let hostName: String = {
-            var buffer = [CChar](repeating: 0, count: 256)
-            gethostname(&buffer, buffer.count)
-            let name = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-            return name.isEmpty ? "this computer" : name
-        }()
+        private static let hostName: String = Syscalls.hostName() ?? "this computer"
     }
 
     /// Creates a session for `account` on `device` inside the caller's transaction. Refuses with

@@ -1,5 +1,4 @@
 import FoundationEssentials
-import Glibc
 
 /// An HTTP answer as `authd-http` reported it. Header names are lower case.
 struct HTTPResponse: Sendable {
@@ -29,7 +28,7 @@ struct HTTPClient: Sendable {
     /// `authd-http` beside the running authd binary (`AUTHD_HTTP` overrides).
     static func beside(environment: [String: String]) -> HTTPClient {
         if let explicit = environment["AUTHD_HTTP"], explicit.hasPrefix("/") { return HTTPClient(helperPath: explicit) }
-        let own = Syscalls.executablePath(pid: getpid()) ?? "/usr/bin/authd"
+        let own = Syscalls.executablePath(pid: Syscalls.processID()) ?? "/usr/bin/authd"
         return HTTPClient(helperPath: Syscalls.directoryName(own) + "/authd-http")
     }
 

@@ -3,8 +3,21 @@ import Dispatch
 import Glibc
 import Synchronization
 
-// The only file that calls libc for sockets, files and process state. Every call that can be
-// interrupted retries on EINTR; failures become `SystemError` carrying errno and the call's name.
+// The only file that calls libc (and its Linux extras in CLinux) for sockets, files, pipes,
+// processes, clocks and process state. Every call that can be interrupted retries on EINTR;
+// failures become `SystemError` carrying errno and the call's name.
+//
+// Every other C library has exactly one Swift file that calls it; the only libc calls outside
+// this file are the ones such a wrapper's C API needs:
+//
+//   libsqlite3           Store/SQLite.swift
+//   libcrypto            Crypto/OpenSSL.swift
+//   libargon2            Crypto/Argon2.swift
+//   pcsc-lite            Card/PCSC.swift        (+ strdup/free for SCARD_READERSTATE's names)
+//   libcbor              Passkeys/CBOR.swift    (+ free for the buffers libcbor allocates)
+//   libphonenumber       Accounts/PhoneNumber.swift, through the CPhoneNumber shim
+//   libsystemd sd-bus    System/SDBus.swift
+//   libsystemd (sd_notify, sd_listen_fds, sd_is_socket_unix, sd_journal)   System/Systemd.swift
 
 /// A file that exists but is not what was expected (a directory, a FIFO, too large).
 struct FileError: Error, CustomStringConvertible {
