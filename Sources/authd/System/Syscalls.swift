@@ -18,6 +18,9 @@ import Synchronization
 //   libphonenumber       Accounts/PhoneNumber.swift, through the CPhoneNumber shim
 //   libsystemd sd-bus    System/SDBus.swift
 //   libsystemd (sd_notify, sd_listen_fds, sd_is_socket_unix, sd_journal)   System/Systemd.swift
+//
+// Blocking calls made here (`poll`, `waitpid`, `usleep`, blocking reads) belong on an actor of
+// the `BlockingExecutor` shape, never on the cooperative pool.
 
 /// A file that exists but is not what was expected (a directory, a FIFO, too large).
 struct FileError: Error, CustomStringConvertible {
