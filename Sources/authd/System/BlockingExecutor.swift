@@ -94,3 +94,11 @@ private actor BlockingWorker {
 
     func run<T: Sendable>(_ body: @Sendable () throws -> T) throws -> T { try body() }
 }
+
+/// Set once, read from any thread: tells blocking work that its request was cancelled (the
+/// work looks at it between its blocking calls).
+final class CancelFlag: Sendable {
+    private let flag = Atomic(false)
+    func set() { flag.store(true, ordering: .releasing) }
+    var isSet: Bool { flag.load(ordering: .acquiring) }
+}
