@@ -1,7 +1,5 @@
 import CLinux
-import Dispatch
 import Glibc
-import Synchronization
 
 // The only file that calls libc (and its Linux extras in CLinux) for sockets, files, pipes,
 // processes, clocks and process state. Every call that can be interrupted retries on EINTR;
@@ -356,24 +354,22 @@ enum Syscalls {
     }
 
     /// Runs `path` with exactly `environment`, writes `input` to its stdin and collects its
-    /// stdout (at most `outputLimit` bytes) until it exits; stderr goes to /dev/null. Blocking
-    /// I/O on a dispatch thread, never on the cooperative pool. Kills the helper's process group
-    /// when `timeout` passes or the task is cancelled. Returns nil on timeout, a failed exit or
-    /// too much output. The corresponding C functions are `posix_spawn`, `poll` and `waitpid`.
+    /// stdout (at most `outputLimit` bytes) until it exits; stderr goes to /dev/null. The
+    /// blocking I/O runs on a worker of `pool`, never on the cooperative pool; with every worker
+    /// busy it waits its turn (in arrival order), and throws `CancellationError` when cancelled
+    /// while waiting. Kills the helper's process group when `timeout` (counted from its start)
+    /// passes or the task is cancelled. Returns nil on timeout, a failed exit or too much output.
+    /// The corresponding C functions are `posix_spawn`, `poll` and `waitpid`.
     static func spawnExchange(_ path: String, environment: [String: String], input: [UInt8],
-                              outputLimit: Int, timeout: Duration) async throws -> [UInt8]? {
-        let cancelled = Mutex(false)
+                              outputLimit: Int, timeout: Duration, on pool: BlockingPool) async throws -> [UInt8]? {
+        let cancelled = CancelFlag()
         return try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<[UInt8]?, any Error>) in
-                DispatchQueue.global().async {
-                    continuation.resume(with: Result {
-                        try exchangeBlocking(path, environment: environment, input: input, outputLimit: outputLimit,
-                                             deadline: ContinuousClock.now + timeout) { cancelled.withLock { $0 } }
-                    })
-                }
+            try await pool.run {
+                try exchangeBlocking(path, environment: environment, input: input, outputLimit: outputLimit,
+                                     deadline: ContinuousClock.now + timeout) { cancelled.isSet }
             }
         } onCancel: {
-            cancelled.withLock { $0 = true }
+            cancelled.set()
         }
     }
 
