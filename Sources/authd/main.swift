@@ -1,11 +1,10 @@
 import FoundationEssentials
-import Glibc
 
 // authd: wires options to the daemon and nothing else. See Server/Daemon.swift.
 switch DaemonOptions.parse(Array(CommandLine.arguments.dropFirst()), environment: ProcessInfo.processInfo.environment) {
 case .exit(let message, let status):
     if status == 0 { print(message) } else { Syscalls.writeStderr(message + "\n") }
-    exit(status)
+    Syscalls.exitProcess(status)
 case .run(let options):
-    exit(await Daemon.run(options))
+    Syscalls.exitProcess(await Daemon.run(options))
 }

@@ -1,5 +1,4 @@
 import FoundationEssentials
-import Glibc
 
 /// Deletes what has expired for good, at start and then hourly: in the account directory,
 /// finished code flows (code HMACs), the send records behind the hourly limit, abandoned second
@@ -18,9 +17,9 @@ enum Maintenance {
         var purged = Purged(flows: expired.flows, sends: expired.sends, loginFlows: expired.signIns, sessions: expired.sessions)
         if let names = try? FileManager.default.contentsOfDirectory(atPath: spoolDirectory) {
             for name in names where name.hasSuffix(".sms") {
-                var info = stat()
                 let path = spoolDirectory + "/" + name
-                if lstat(path, &info) == 0, Int64(info.st_mtim.tv_sec) < now - spoolRetention, unlink(path) == 0 {
+                if let status = Syscalls.fileStatus(atPath: path, followingLinks: false), status.modifiedSeconds < now - spoolRetention,
+                   Syscalls.remove(path) {
                     purged.spoolFiles += 1
                 }
             }

@@ -1,5 +1,4 @@
 import FoundationEssentials
-import Glibc
 import OpenSSLCrypto
 import Protocol
 
@@ -30,12 +29,19 @@ struct SpoolSMSGateway: SMSGateway {
         }
         let name = "\(Int64(Date().timeIntervalSince1970 * 1000))-\(Base64URL.encode(try OpenSSL.randomBytes(6))).sms"
         let path = directory + "/" + name
-        let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o600)
-        guard fd >= 0 else { throw SMSDeliveryFailure(description: "cannot create \(path): \(String(cString: strerror(errno)))") }
-        defer { close(fd) }
+        let fd: Int32
+        do throws(SystemError) {
+            fd = try Syscalls.createNewFile(path, mode: 0o600)
+        } catch {
+            throw SMSDeliveryFailure(description: "cannot create \(path): \(error.reason)")
+        }
+        defer { Syscalls.close(fd) }
         let content = Array("To: \(number.e164)\n\n\(text)\n".utf8)
-        let written = content.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
-        guard written == content.count else { throw SMSDeliveryFailure(description: "cannot write \(path)") }
+        do {
+            try content.withUnsafeBytes { try Syscalls.writeAll(fd, $0, name: path) }
+        } catch {
+            throw SMSDeliveryFailure(description: "cannot write \(path)")
+        }
         logger.notice("SMS to \(number.redacted) spooled in \(path)", [("AUTHD_SMS_SPOOL", path)])
     }
 }

@@ -2,7 +2,6 @@
 // tail. Machine methods, for root or the admin group. Errors: AdminFailure.
 
 import FoundationEssentials
-import Glibc
 import Protocol
 
 extension MethodTable {
@@ -14,7 +13,7 @@ extension MethodTable {
             let current = services.keys.current.kid
             return AdminStatus.Result(
                 daemonVersion: DaemonVersion.string, protocolVersion: protocolVersion, mode: services.options.mode.rawValue,
-                pid: getpid(), startedAt: Timestamp.rfc3339(services.startedAt),
+                pid: Syscalls.processID(), startedAt: Timestamp.rfc3339(services.startedAt),
                 uptimeSeconds: Int64(now.timeIntervalSince(services.startedAt)),
                 paths: .init(socket: services.options.socketPath, stateDirectory: services.options.stateDirectory,
                              config: services.options.configPath, database: services.options.databasePath,
@@ -104,20 +103,17 @@ enum Backup {
         guard path.hasPrefix("/"), !path.contains("\0"), path.utf8.count < 4096 else {
             throw InvalidParameter("Parameter 'path' must be an absolute path.", field: "path")
         }
-        let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o600)
-        guard fd >= 0 else {
-            let reason = errno == EEXIST ? "it already exists" : String(cString: strerror(errno))
-            throw fail("Cannot create the backup file: \(reason).")
+        do throws(SystemError) {
+            Syscalls.close(try Syscalls.createNewFile(path, mode: 0o600))
+        } catch {
+            throw fail("Cannot create the backup file: \(error.fileExists ? "it already exists" : error.reason).")
         }
-        close(fd)
         do {
             try await store.backup(to: path)
         } catch {
-            unlink(path)
+            Syscalls.remove(path)
             throw fail("The backup failed: \(error).")
         }
-        var info = stat()
-        stat(path, &info)
-        return AdminBackup.Result(path: path, bytes: Int64(info.st_size))
+        return AdminBackup.Result(path: path, bytes: Syscalls.fileStatus(atPath: path, followingLinks: true)?.size ?? 0)
     }
 }

@@ -1,80 +1,83 @@
-import CLinux
-import Dispatch
-import Glibc
 import Synchronization
 
-/// Owns the fingerprint reader for the daemon. fprintd calls block, so they run on one serial
-/// queue (never on Swift's cooperative threads); fprintd allows one claim per reader, so
-/// sessions take turns in arrival order. A session is released on every path.
+/// Owns the fingerprint reader for the daemon. Every fprintd call blocks (sd-bus), and so does
+/// the wait for fprintd's signals during a scan: all of it runs in the `FingerprintDevice`
+/// actor, on its own queue, never on Swift's cooperative threads. fprintd allows one claim per
+/// reader, so sessions take turns in arrival order (one whose request is cancelled while it
+/// waits leaves the line). A session is released on every path.
 final class FingerprintReader: Sendable {
-    private let queue = DispatchQueue(label: "authd.fingerprint")
+    private let device = FingerprintDevice()
     private let turn = FIFOLock()
-
-    private func onQueue<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
-        await withCheckedContinuation { continuation in
-            queue.async { continuation.resume(returning: body()) }
-        }
-    }
 
     /// The reader and `user`'s enrolled fingers, without claiming it.
     func probe(user: String) async -> Result<Fprintd.Reader, FingerprintFailure> {
-        await onQueue {
-            do throws(FingerprintFailure) { return .success(try Fprintd.probe(user: user)) } catch { return .failure(error) }
-        }
+        await device.probe(user: user)
     }
 
     /// Claims the reader for `user`, runs `body` with it, and releases it whatever happens.
     func claim<T: Sendable>(user: String, _ body: (ClaimedReader) async throws -> T) async throws -> T {
         try await turn.lock()
         defer { turn.unlock() }
-        let claimed = await onQueue { () -> UncheckedBox<Result<Fprintd.ClaimedDevice, FingerprintFailure>> in
-            do throws(FingerprintFailure) { return UncheckedBox(.success(try Fprintd.ClaimedDevice(user: user))) } catch { return UncheckedBox(.failure(error)) }
-        }.value
-        let reader = ClaimedReader(try claimed.get(), queue: queue)
+        try await device.claim(user: user).get()
+        let reader = ClaimedReader(device: device)
         do {
             let result = try await body(reader)
-            await reader.release()
+            await device.release()
             return result
         } catch {
-            await reader.release()
+            await device.release()
             throw error
         }
     }
 }
 
-/// A reader claimed for one session. The device object is only touched on the queue.
-final class ClaimedReader: @unchecked Sendable {
-    private let device: Fprintd.ClaimedDevice
-    private let queue: DispatchQueue
+/// fprintd as authd uses it: an actor on its own `BlockingExecutor`, holding the claimed device
+/// of the session whose turn it is (one at a time: `FingerprintReader` hands out the turns).
+/// The claim's sd-bus connection is only ever touched here, as sd-bus requires.
+actor FingerprintDevice {
+    private let executor = BlockingExecutor(label: "authd.fingerprint")
+    nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
 
-    fileprivate init(_ device: Fprintd.ClaimedDevice, queue: DispatchQueue) {
-        self.device = device
-        self.queue = queue
+    private var claimed: Fprintd.ClaimedDevice?
+
+    func probe(user: String) -> Result<Fprintd.Reader, FingerprintFailure> {
+        do throws(FingerprintFailure) { return .success(try Fprintd.probe(user: user)) } catch { return .failure(error) }
     }
 
-    /// One scan, bounded by `timeout`; `progress` hears the retry statuses. Ends early, with
-    /// `.cancelled`, when `cancel` fires or the calling task is cancelled.
-    func scan(timeout: Duration, cancel: CancelPipe, progress: @escaping @Sendable (ScanStatus) -> Void) async -> ScanOutcome {
-        let deadline = SystemBus.monotonicMicroseconds() + SystemBus.microseconds(timeout)
-        let device = UncheckedBox(device)
-        return await withTaskCancellationHandler {
-            await withCheckedContinuation { continuation in
-                queue.async {
-                    continuation.resume(returning: device.value.scan(deadline: deadline, cancelFD: cancel.readFD, progress: progress))
-                }
-            }
-        } onCancel: {
-            cancel.fire()
+    fileprivate func claim(user: String) -> Result<Void, FingerprintFailure> {
+        do throws(FingerprintFailure) {
+            claimed = try Fprintd.ClaimedDevice(user: user)
+            return .success(())
+        } catch {
+            return .failure(error)
         }
     }
 
-    fileprivate func release() async {
-        let device = UncheckedBox(device)
-        await withCheckedContinuation { continuation in
-            queue.async {
-                device.value.release()
-                continuation.resume()
-            }
+    /// One scan of the claimed device; blocks this actor's queue until it ends.
+    fileprivate func scan(deadline: UInt64, cancelFD: Int32, progress: @escaping @Sendable (ScanStatus) -> Void) -> ScanOutcome {
+        guard let claimed else { return .failed("the fingerprint reader is not claimed") }
+        return claimed.scan(deadline: deadline, cancelFD: cancelFD, progress: progress)
+    }
+
+    fileprivate func release() {
+        claimed?.release()
+        claimed = nil
+    }
+}
+
+/// The reader as claimed for one session, while that session holds the turn.
+struct ClaimedReader: Sendable {
+    fileprivate let device: FingerprintDevice
+
+    /// One scan, bounded by `timeout`; `progress` hears the retry statuses. Ends early, with
+    /// `.cancelled`, when `cancel` fires or the calling task is cancelled: the pipe wakes the
+    /// blocked wait without needing the actor.
+    func scan(timeout: Duration, cancel: CancelPipe, progress: @escaping @Sendable (ScanStatus) -> Void) async -> ScanOutcome {
+        let deadline = Syscalls.monotonicMicroseconds() + SystemBus.microseconds(timeout)
+        return await withTaskCancellationHandler {
+            await device.scan(deadline: deadline, cancelFD: cancel.readFD, progress: progress)
+        } onCancel: {
+            cancel.fire()
         }
     }
 }
@@ -87,28 +90,18 @@ final class CancelPipe: Sendable {
     private let fired = Atomic(false)
 
     init() throws(SystemError) {
-        var fds: [Int32] = [-1, -1]
-        guard authd_pipe_cloexec(&fds) == 0 else { throw SystemError(call: "pipe2", errno: errno) }
-        readFD = fds[0]
-        writeFD = fds[1]
+        (readFD, writeFD) = try Syscalls.makePipe()
     }
 
     deinit {
-        close(readFD)
-        close(writeFD)
+        Syscalls.close(readFD)
+        Syscalls.close(writeFD)
     }
 
     var isFired: Bool { fired.load(ordering: .acquiring) }
 
     func fire() {
         guard fired.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged else { return }
-        var byte: UInt8 = 1
-        _ = write(writeFD, &byte, 1)
+        Syscalls.writeOneByte(writeFD)
     }
-}
-
-/// Carries a value that is only ever used on one serial queue across a Sendable boundary.
-struct UncheckedBox<T>: @unchecked Sendable {
-    let value: T
-    init(_ value: T) { self.value = value }
 }

@@ -1,5 +1,3 @@
-import Glibc
-
 /// Why the fingerprint reader cannot be used, or broke.
 enum FingerprintFailure: Error, Equatable, Sendable {
     /// No fprintd, no reader, no enrolled finger, reader busy or not permitted.
@@ -15,7 +13,7 @@ enum FingerprintFailure: Error, Equatable, Sendable {
 }
 
 /// fprintd's D-Bus API (`net.reactivated.Fprint`, fprintd 1.94) over `SystemBus`. Every call
-/// here blocks; they run on the fingerprint queue (`FingerprintReader`).
+/// here blocks; they run in the `FingerprintDevice` actor, on its own queue.
 enum Fprintd {
     static let service = "net.reactivated.Fprint"
     static let managerPath = "/net/reactivated/Fprint/Manager"

@@ -3,13 +3,16 @@ import FoundationEssentials
 import Glibc
 import Synchronization
 
-/// The one wrapper over pcsc-lite (libpcsclite). Blocking: used only from the card queue
-/// (`CardReaders`), except `cancel()`, which pcsc-lite allows from any thread to wake a
-/// waiting `SCardGetStatusChange`.
+// The only file that calls pcsc-lite (libpcsclite, through CPCSC). It also calls libc's
+// strdup/free for the reader names `SCARD_READERSTATE` points at.
+
+/// The one wrapper over pcsc-lite. Blocking, and not Sendable: it lives inside the `CardQueue`
+/// actor, on that actor's own queue. Only its `Wake` leaves it: pcsc-lite allows `SCardCancel`
+/// from any thread, to cut a waiting `SCardGetStatusChange` short.
 ///
 /// pcscd going away (restart, crash) invalidates the context; the next call establishes a
 /// new one, so authd follows pcscd restarts without restarting itself.
-final class PCSC: @unchecked Sendable {
+final class PCSC {
     /// pcsc-lite's return codes (`pcsclite.h`), as the shim turns them into numbers.
     enum Code {
         static let success: Int = 0
@@ -41,8 +44,24 @@ final class PCSC: @unchecked Sendable {
         var cardPresent: Bool { eventState & UInt(SCARD_STATE_PRESENT) != 0 && eventState & UInt(SCARD_STATE_MUTE) == 0 }
     }
 
+    /// Wakes a waiting `states(…)` call from any thread (`SCardCancel` on the live context).
+    final class Wake: Sendable {
+        private let context = Mutex<SCARDCONTEXT>(0)
+
+        /// The context to cancel from now on (0: none).
+        fileprivate func track(_ context: SCARDCONTEXT) {
+            self.context.withLock { $0 = context }
+        }
+
+        func cancel() {
+            context.withLock { if $0 != 0 { SCardCancel($0) } }
+        }
+    }
+
     private var context: SCARDCONTEXT = 0
-    private let cancellable = Mutex<SCARDCONTEXT>(0)
+    private let wake: Wake
+
+    init(wake: Wake) { self.wake = wake }
 
     deinit { release() }
 
@@ -52,20 +71,15 @@ final class PCSC: @unchecked Sendable {
         let code = SCardEstablishContext(DWORD(SCARD_SCOPE_SYSTEM), nil, nil, &fresh)
         guard code == Code.success else { throw .serviceUnavailable }
         context = fresh
-        cancellable.withLock { $0 = fresh }
+        wake.track(fresh)
     }
 
     /// Drops the context (after pcscd went away); the next call makes a new one.
     func release() {
         guard context != 0 else { return }
-        cancellable.withLock { $0 = 0 }
+        wake.track(0)
         SCardReleaseContext(context)
         context = 0
-    }
-
-    /// Wakes a waiting `states(…)` call (any thread).
-    func cancel() {
-        cancellable.withLock { if $0 != 0 { SCardCancel($0) } }
     }
 
     /// Runs `body` with a live context; if pcscd restarted under us, once more with a new one.
@@ -101,7 +115,7 @@ final class PCSC: @unchecked Sendable {
     }
 
     /// The state of `readers`. With `known` (the event states last seen), waits up to
-    /// `timeoutMs` for a change; returns nil on timeout or `cancel()`.
+    /// `timeoutMs` for a change; returns nil on timeout or `Wake.cancel()`.
     func states(_ readers: [String], known: [UInt]?, timeoutMs: Int, watchPlugAndPlay: Bool) throws(CardFailure) -> [ReaderState]? {
         try withContext { context throws(CardFailure) in
             let names = readers + (watchPlugAndPlay ? [Self.plugAndPlay] : [])

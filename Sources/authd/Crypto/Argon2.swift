@@ -1,5 +1,4 @@
 import CArgon2
-import Dispatch
 import FoundationEssentials
 import OpenSSLCrypto
 
@@ -45,23 +44,38 @@ struct Argon2id: Sendable {
         }
     }
 
-    /// `hash`, on a dispatch worker: a 19 MiB, ~50 ms computation must not occupy one of the
-    /// few threads of Swift's cooperative pool, where it would stall every other request.
+    /// `hash`, on a worker of `workers`: a 19 MiB, ~50 ms computation must not occupy one of
+    /// the few threads of Swift's cooperative pool, where it would stall every other request.
+    /// Waits its turn when every worker is busy; a caller cancelled while waiting throws
+    /// `CancellationError` without hashing.
     func hashOffPool(_ secret: SecretBytes) async throws -> String {
-        try await withCheckedThrowingContinuation { continuation in
-            DispatchQueue.global(qos: .userInitiated).async {
-                continuation.resume(with: Result { try hash(secret) })
-            }
-        }
+        try await Self.workers.run { try hash(secret) }
     }
 
-    /// `verify`, on a dispatch worker (see `hashOffPool`).
+    /// `verify`, on a worker of `workers` (see `hashOffPool`).
     static func verifyOffPool(_ secret: SecretBytes, against encoded: String) async throws -> Bool {
-        try await withCheckedThrowingContinuation { continuation in
-            DispatchQueue.global(qos: .userInitiated).async {
-                continuation.resume(with: Result { try verify(secret, against: encoded) })
-            }
-        }
+        try await workers.run { try verify(secret, against: encoded) }
+    }
+
+    /// The workers every hash and verification of the daemon runs on (see `workerCount`).
+    /// They compute, so they take turns on libdispatch's threads for CPU-bound work: the
+    /// 19 MiB blocks glibc keeps after a hash stay with those few threads, not one per thread
+    /// that ever hashed.
+    static let workers = BlockingPool(
+        label: "authd.argon2",
+        count: workerCount(cores: ProcessInfo.processInfo.activeProcessorCount, memoryBytes: ProcessInfo.processInfo.physicalMemory),
+        work: .computing)
+
+    /// How many hashes may run at once. Argon2id is CPU-bound and memory-hard: one hash keeps
+    /// one core busy for its whole run and holds its 19 MiB until it ends. Workers beyond the
+    /// core count would add memory and latency but no throughput (the hashes would only share
+    /// the cores), so there is one per core, as long as all of them together take at most a
+    /// sixteenth of the machine's memory: a burst of sign-ins then costs a bounded 19 MiB per
+    /// core (38 MiB on two cores), and a small device (512 MiB) hashes one at a time instead of
+    /// swapping. Requests beyond that wait their turn in arrival order.
+    static func workerCount(cores: Int, memoryBytes: UInt64, memoryKiB: UInt32 = owasp.memoryKiB) -> Int {
+        let affordable = memoryBytes / 16 / (UInt64(memoryKiB) * 1024)
+        return max(1, min(cores, Int(clamping: affordable)))
     }
 
     /// Whether a stored hash uses weaker parameters than these (then it is re-hashed at the

@@ -1,5 +1,4 @@
 import FoundationEssentials
-import Glibc
 import OpenSSLCrypto
 
 /// Where the 256-bit master key came from.
@@ -32,7 +31,7 @@ struct MasterKey: Sendable {
     static func load(environment: [String: String], keyFilePath: String) throws -> MasterKey {
         if let directory = environment["CREDENTIALS_DIRECTORY"], !directory.isEmpty {
             let path = directory + "/authd.key"
-            if access(path, F_OK) == 0 {
+            if Syscalls.fileExists(path) {
                 let bytes = try readSecretFile(path, requirePrivate: false)
                 guard bytes.count == length else {
                     throw MasterKeyError(description: "the credential \(path) holds \(bytes.count) bytes; authd.key must be exactly \(length) random bytes")
@@ -40,7 +39,7 @@ struct MasterKey: Sendable {
                 return MasterKey(secret: bytes, source: .credential(path: path))
             }
         }
-        if access(keyFilePath, F_OK) != 0 {
+        if !Syscalls.fileExists(keyFilePath) {
             try createKeyFile(keyFilePath)
         }
         let bytes = try readSecretFile(keyFilePath, requirePrivate: true)
@@ -54,47 +53,37 @@ struct MasterKey: Sendable {
     /// never leaves a partial key and two racing starts cannot both create one.
     private static func createKeyFile(_ path: String) throws {
         let key = try OpenSSL.randomSecret(length)
-        let temporary = path + ".new.\(getpid())"
-        let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o600)
-        guard fd >= 0 else { throw SystemError(call: "open(\(temporary))", errno: errno) }
-        defer { unlink(temporary) }
-        let written = key.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
-        let synced = fsync(fd)
-        close(fd)
-        guard written == length, synced == 0 else { throw SystemError(call: "write(\(temporary))", errno: errno) }
-        if link(temporary, path) != 0 && errno != EEXIST {
-            throw SystemError(call: "link(\(path))", errno: errno)
+        let temporary = path + ".new.\(Syscalls.processID())"
+        let fd = try Syscalls.createNewFile(temporary, mode: 0o600)
+        defer { Syscalls.remove(temporary) }
+        do {
+            defer { Syscalls.close(fd) }
+            try key.withUnsafeBytes { try Syscalls.writeAll(fd, $0, name: temporary) }
+            try Syscalls.synchronize(fd, name: temporary)
         }
-        let directory = open(Syscalls.directoryName(path), O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        if directory >= 0 {
-            fsync(directory)
-            close(directory)
+        do throws(SystemError) {
+            try Syscalls.hardLink(temporary, to: path)
+        } catch {
+            if !error.fileExists { throw error }
         }
+        Syscalls.synchronizeDirectory(Syscalls.directoryName(path))
     }
 
     private static func readSecretFile(_ path: String, requirePrivate: Bool) throws -> SecretBytes {
-        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
-        guard fd >= 0 else { throw SystemError(call: "open(\(path))", errno: errno) }
-        defer { close(fd) }
-        var info = stat()
-        guard fstat(fd, &info) == 0 else { throw SystemError(call: "fstat(\(path))", errno: errno) }
-        guard info.st_mode & S_IFMT == S_IFREG else { throw MasterKeyError(description: "\(path) is not a regular file") }
+        let fd = try Syscalls.openForReading(path)
+        defer { Syscalls.close(fd) }
+        let info = try Syscalls.fileStatus(fd, name: path)
+        guard info.kind == .regular else { throw MasterKeyError(description: "\(path) is not a regular file") }
         if requirePrivate {
-            guard info.st_uid == geteuid() else { throw MasterKeyError(description: "\(path) is not owned by the daemon's user") }
-            guard info.st_mode & 0o077 == 0 else {
-                throw MasterKeyError(description: "\(path) is readable by others (mode \(String(info.st_mode & 0o777, radix: 8))); it must be 0600")
+            guard info.ownerUID == Syscalls.effectiveUserID() else { throw MasterKeyError(description: "\(path) is not owned by the daemon's user") }
+            guard info.permissions & 0o077 == 0 else {
+                throw MasterKeyError(description: "\(path) is readable by others (mode \(String(info.permissions & 0o777, radix: 8))); it must be 0600")
             }
         }
-        let size = Int(info.st_size)
+        let size = Int(info.size)
         guard size <= 4096 else { throw MasterKeyError(description: "\(path) is too large to be a key") }
         return try SecretBytes(count: size) { buffer in
-            var offset = 0
-            while offset < size {
-                let count = read(fd, buffer.baseAddress! + offset, size - offset)
-                if count < 0 && errno == EINTR { continue }
-                guard count > 0 else { throw SystemError(call: "read(\(path))", errno: errno) }
-                offset += count
-            }
+            try Syscalls.readExactly(fd, into: buffer, name: path)
         }
     }
 }

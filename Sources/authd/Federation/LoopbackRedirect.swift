@@ -1,15 +1,15 @@
-import Dispatch
 import FoundationEssentials
-import Glibc
 import OpenSSLCrypto
-import Synchronization
 
 /// The one-shot redirect receiver of RFC 8252 §7.3: a TCP listener on 127.0.0.1 at a port the
 /// kernel picks, alive for one sign-in. It reads HTTP request heads (bounded in size, number and
 /// time), answers each with a small page, and returns the first `GET /callback` whose `state`
 /// matches. Requests with another state, path or shape get 400 and change nothing, so a local
 /// process guessing at the port cannot end or steer the sign-in.
-final class LoopbackRedirect: Sendable {
+///
+/// An actor on its own `BlockingExecutor`: the listener is its own for the length of the
+/// sign-in, and the poll loop that serves it blocks that queue, never the cooperative pool.
+actor LoopbackRedirect {
     enum Outcome: Sendable, Equatable {
         /// The provider sent the user back with an authorization code.
         case code(String)
@@ -19,9 +19,13 @@ final class LoopbackRedirect: Sendable {
         case cancelled
     }
 
+    private let executor = BlockingExecutor(label: "authd.federation.redirect")
+    nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
+
     private let listener: Int32
     let redirectURI: String
-    private let cancelled = Mutex(false)
+    /// Set from any thread; the serving loop looks at it at least every 100 ms.
+    private let cancelled = CancelFlag()
 
     private static let maxConnections = 8
     private static let maxHeadBytes = 8192
@@ -33,17 +37,15 @@ final class LoopbackRedirect: Sendable {
         redirectURI = "http://127.0.0.1:\(port)/callback"
     }
 
-    deinit { close(listener) }
+    deinit { Syscalls.close(listener) }
 
     /// Stops a `wait` in progress (the request was cancelled).
-    func cancel() { cancelled.withLock { $0 = true } }
+    nonisolated func cancel() { cancelled.set() }
 
-    /// Waits for the redirect carrying `state`, on a dispatch thread.
+    /// Waits for the redirect carrying `state`, blocking this actor's queue.
     func wait(state: String, until deadline: ContinuousClock.Instant) async -> Outcome {
         await withTaskCancellationHandler {
-            await withCheckedContinuation { continuation in
-                DispatchQueue.global().async { continuation.resume(returning: self.serve(state: state, deadline: deadline)) }
-            }
+            serve(state: state, deadline: deadline)
         } onCancel: {
             cancel()
         }
@@ -57,23 +59,22 @@ final class LoopbackRedirect: Sendable {
 
     private func serve(state: String, deadline: ContinuousClock.Instant) -> Outcome {
         var clients: [Client] = []
-        defer { clients.forEach { close($0.fd) } }
+        defer { clients.forEach { Syscalls.close($0.fd) } }
         var buffer = [UInt8](repeating: 0, count: 4096)
         while true {
-            if cancelled.withLock({ $0 }) { return .cancelled }
+            if cancelled.isSet { return .cancelled }
             let now = ContinuousClock.now
             if now >= deadline { return .timedOut }
             // Connections that never finish their request head are dropped.
             clients.removeAll { client in
                 guard now - client.since > .seconds(Self.connectionSeconds) else { return false }
-                close(client.fd)
+                Syscalls.close(client.fd)
                 return true
             }
-            var fds = [pollfd(fd: listener, events: Int16(POLLIN), revents: 0)] + clients.map { pollfd(fd: $0.fd, events: Int16(POLLIN), revents: 0) }
-            guard poll(&fds, nfds_t(fds.count), 100) > 0 else { continue }
+            guard let ready = try? Syscalls.waitUntilReadable([listener] + clients.map(\.fd), timeoutMilliseconds: 100),
+                  ready.contains(true) else { continue }
             var finished: [Int32] = []
-            for (index, entry) in fds.enumerated().dropFirst() where entry.revents != 0 {
-                let position = index - 1
+            for (position, entry) in clients.enumerated() where ready[position + 1] {
                 let result = buffer.withUnsafeMutableBytes { try? Syscalls.read(entry.fd, into: $0) }
                 guard case .bytes(let count)? = result else {
                     if result != .wouldBlock { finished.append(entry.fd) }
@@ -100,13 +101,13 @@ final class LoopbackRedirect: Sendable {
             }
             clients.removeAll { client in
                 guard finished.contains(client.fd) else { return false }
-                close(client.fd)
+                Syscalls.close(client.fd)
                 return true
             }
             // Always accept, so a waiting connection never makes poll spin; when full, the
             // oldest connection gives way, so idle connections cannot keep the browser out.
-            if fds[0].revents != 0, let fd = try? Syscalls.accept(listener) {
-                if clients.count >= Self.maxConnections { close(clients.removeFirst().fd) }
+            if ready[0], let fd = try? Syscalls.accept(listener) {
+                if clients.count >= Self.maxConnections { Syscalls.close(clients.removeFirst().fd) }
                 clients.append(Client(fd: fd, since: now))
             }
         }

@@ -1,6 +1,8 @@
 import CCBOR
 import Glibc
 
+// The only file that calls libcbor (through CCBOR), and libc's free for the buffers it allocates.
+
 /// A CBOR data item, as WebAuthn uses them (no tags, no floats). Maps keep their pairs in order.
 indirect enum CBORValue: Equatable, Sendable {
     case unsigned(UInt64)

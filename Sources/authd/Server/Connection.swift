@@ -1,6 +1,5 @@
 import Dispatch
 import FoundationEssentials
-import Glibc
 import Protocol
 
 /// A byte stream under a connection: a Unix stream socket here; TLS over TCP is a second one.
@@ -22,7 +21,7 @@ struct UnixSocketChannel: ByteChannel {
     func read(into buffer: UnsafeMutableRawBufferPointer) throws(SystemError) -> Syscalls.IOResult { try Syscalls.read(fd, into: buffer) }
     func write(_ bytes: UnsafeRawBufferPointer) throws(SystemError) -> Syscalls.IOResult { try Syscalls.send(fd, bytes) }
     func peerHasClosed() -> Bool { Syscalls.peerHasClosed(fd) }
-    func close() { Glibc.close(fd) }
+    func close() { Syscalls.close(fd) }
 }
 
 /// One client connection: the transport that performs what its `ConnectionMachine` decides.

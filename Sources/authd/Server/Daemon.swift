@@ -62,7 +62,7 @@ final class Daemon: @unchecked Sendable {
         let (stream, continuation) = AsyncStream.makeStream(of: Int32.self)
         let queue = DispatchQueue(label: "authd.signals")
         let sources = numbers.map { number in
-            Glibc.signal(number, SIG_IGN)
+            Syscalls.ignoreSignal(number)
             let source = DispatchSource.makeSignalSource(signal: number, queue: queue)
             source.setEventHandler { continuation.yield(number) }
             source.resume()
@@ -106,13 +106,13 @@ final class Daemon: @unchecked Sendable {
             logger.warning("sms.backend = spool: verification codes are written to \(options.stateDirectory)/sms-spool, not sent; set [sms] backend for real SMS")
         }
         let helper = services.http.helperPath
-        if (config.smsBackend == .http || !config.federationProviders.isEmpty) && access(helper, X_OK) != 0 {
+        if (config.smsBackend == .http || !config.federationProviders.isEmpty) && !Syscalls.isExecutable(helper) {
             logger.warning("\(helper) is not an executable file: SMS over http and federated sign-in will fail")
         }
-        if config.smsBackend == .command && access(config.smsCommand, X_OK) != 0 {
+        if config.smsBackend == .command && !Syscalls.isExecutable(config.smsCommand) {
             logger.warning("sms.command \(config.smsCommand) is not an executable file: every code will be sms.undeliverable")
         }
-        Systemd.notify("READY=1\nSTATUS=Serving on \(options.socketPath)\nMAINPID=\(getpid())")
+        Systemd.notify("READY=1\nSTATUS=Serving on \(options.socketPath)\nMAINPID=\(Syscalls.processID())")
     }
 
     /// The listening socket: from systemd socket activation, or bound here.
@@ -122,8 +122,7 @@ final class Daemon: @unchecked Sendable {
             throw SystemError(call: "socket activation passed \(activated.count) sockets; authd takes exactly one", errno: EINVAL)
         }
         if let fd = activated.first {
-            _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
-            _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
+            Syscalls.adoptInheritedDescriptor(fd)
             return (fd, nil)
         }
         let directory = Syscalls.directoryName(options.socketPath)

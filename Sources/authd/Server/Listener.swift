@@ -1,6 +1,5 @@
 import Dispatch
 import FoundationEssentials
-import Glibc
 import Protocol
 
 /// Accepts connections on the listening socket, reads each peer's credentials once, enforces
@@ -26,7 +25,7 @@ final class Listener: @unchecked Sendable {
         queue.sync {
             let source = DispatchSource.makeReadSource(fileDescriptor: fd, queue: queue)
             source.setEventHandler { [unowned self] in acceptPending() }
-            source.setCancelHandler { [fd] in Glibc.close(fd) }
+            source.setCancelHandler { [fd] in Syscalls.close(fd) }
             self.source = source
             source.resume()
         }
@@ -38,7 +37,7 @@ final class Listener: @unchecked Sendable {
             if paused { source?.resume() }
             source?.cancel()
             source = nil
-            if let socketPath { unlink(socketPath) }
+            if let socketPath { Syscalls.remove(socketPath) }
         }
     }
 
@@ -74,16 +73,16 @@ final class Listener: @unchecked Sendable {
     private func refuse(_ client: Int32, _ error: RPCError) {
         let line = WireCodec.errorLine(id: .null, error: error)
         _ = line.withUnsafeBytes { try? Syscalls.send(client, $0) }
-        Glibc.close(client)
+        Syscalls.close(client)
     }
 
     private func admit(_ client: Int32) {
         guard let credentials = try? Syscalls.peerCredentials(client) else {
-            Glibc.close(client)
+            Syscalls.close(client)
             return
         }
         // User mode: only our own user (and root) may talk to us, like ssh-agent.
-        if services.options.mode == .user && credentials.uid != geteuid() && credentials.uid != 0 {
+        if services.options.mode == .user && credentials.uid != Syscalls.effectiveUserID() && credentials.uid != 0 {
             services.logger.warning("refused a connection from another user",
                                     [("AUTHD_CALLER_UID", String(credentials.uid)), ("AUTHD_CALLER_PID", String(credentials.pid))])
             refuse(client, .failureForbiddenUser)

@@ -1,5 +1,4 @@
 import FoundationEssentials
-import Glibc
 import OpenSSLCrypto
 import Protocol
 
@@ -37,7 +36,7 @@ struct Services: Sendable {
         if caller.uid == 0 { return true }
         switch options.mode {
         case .user:
-            return caller.uid == geteuid()
+            return caller.uid == Syscalls.effectiveUserID()
         case .system:
             guard let group = Syscalls.groupID(named: config.current.adminGroup) else { return false }
             return caller.gid == group || caller.groups.contains(group)

@@ -1,5 +1,4 @@
 import FoundationEssentials
-import Glibc
 import OpenSSLCrypto
 import Protocol
 
@@ -24,10 +23,5 @@ extension DeviceIdentity {
         return Base64URL.encode(OpenSSL.sha256((id ?? Array(hostName.utf8)) + Array("authd device".utf8)).prefix(12))
     }()
 
-    private static let hostName: String = {
-        var buffer = [CChar](repeating: 0, count: 256)
-        gethostname(&buffer, buffer.count)
-        let name = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-        return name.isEmpty ? "this computer" : name
-    }()
+    private static let hostName: String = Syscalls.hostName() ?? "this computer"
 }

@@ -1,29 +1,10 @@
-import Dispatch
 import FoundationEssentials
 
-/// Runs an actor's jobs on a dedicated serial dispatch queue, so blocking SQLite calls never
-/// occupy a thread of Swift's cooperative pool (DESIGN §5, as GRDB does).
-final class DispatchQueueExecutor: SerialExecutor {
-    private let queue: DispatchQueue
-
-    init(label: String) {
-        queue = DispatchQueue(label: label, qos: .userInitiated)
-    }
-
-    func enqueue(_ job: consuming ExecutorJob) {
-        let job = UnownedJob(job)
-        queue.async { job.runSynchronously(on: self.asUnownedSerialExecutor()) }
-    }
-
-    func asUnownedSerialExecutor() -> UnownedSerialExecutor {
-        UnownedSerialExecutor(ordinary: self)
-    }
-}
-
-/// The daemon's SQLite store. Every query runs inside this actor, on its own serial queue.
+/// The daemon's SQLite store. Every query runs inside this actor, on its own serial queue
+/// (`BlockingExecutor`: blocking SQLite calls never occupy the cooperative pool, DESIGN §5).
 /// Capabilities add their queries as extensions in their own folders.
 actor Store {
-    private let executor = DispatchQueueExecutor(label: "authd.store")
+    private let executor = BlockingExecutor(label: "authd.store")
     nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
 
     let database: Database

@@ -1,5 +1,4 @@
 import FoundationEssentials
-import Glibc
 import Protocol
 
 /// Where authd runs: a person's session (`user`) or the machine (`system`).
@@ -110,14 +109,4 @@ struct DaemonOptions: Sendable, Equatable {
 
 enum DaemonVersion {
     static let string = "0.1.0"
-}
-
-extension Syscalls {
-    static func homeDirectory() -> String? {
-        var entry = passwd()
-        var result: UnsafeMutablePointer<passwd>?
-        var buffer = [CChar](repeating: 0, count: 4096)
-        guard getpwuid_r(geteuid(), &entry, &buffer, buffer.count, &result) == 0, result != nil, let dir = entry.pw_dir else { return nil }
-        return String(cString: dir)
-    }
 }

@@ -19,15 +19,22 @@ final class FIFOLock: Sendable {
         }
         try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-                let acquired = state.withLock { state -> Bool in
+                let acquired = state.withLock { state -> Bool? in
                     if state.free > 0 {
                         state.free -= 1
                         return true
                     }
+                    // Checked under the lock `onCancel` takes too: a cancellation that came
+                    // before this point found no waiter to remove, so it must stop this one here.
+                    if Task.isCancelled { return nil }
                     state.waiters.append((id, continuation))
                     return false
                 }
-                if acquired { continuation.resume() }
+                switch acquired {
+                case true?: continuation.resume()
+                case nil: continuation.resume(throwing: CancellationError())
+                case false?: break
+                }
             }
         } onCancel: {
             let removed = state.withLock { state -> CheckedContinuation<Void, any Error>? in

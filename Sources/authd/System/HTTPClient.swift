@@ -1,5 +1,4 @@
 import FoundationEssentials
-import Glibc
 import OpenSSLCrypto
 import Protocol
 
@@ -22,16 +21,17 @@ struct HTTPFailure: Error, CustomStringConvertible {
 /// itself links no networking stack. Redirects come back as answers; the helper never follows.
 struct HTTPClient: Sendable {
     let helperPath: String
-    /// Helpers that may run at once (each holds ~30 MB); more requests wait their turn, so
-    /// local callers cannot make authd start thousands of processes.
-    private let slots = FIFOLock(permits: 16)
+    /// Helpers that may run at once (each holds ~30 MB), each exchange on a worker of its own;
+    /// more requests wait their turn, so local callers cannot make authd start thousands of
+    /// processes.
+    private let helpers = BlockingPool(label: "authd.http", count: 16, work: .waiting)
 
     init(helperPath: String) { self.helperPath = helperPath }
 
     /// `authd-http` beside the running authd binary (`AUTHD_HTTP` overrides).
     static func beside(environment: [String: String]) -> HTTPClient {
         if let explicit = environment["AUTHD_HTTP"], explicit.hasPrefix("/") { return HTTPClient(helperPath: explicit) }
-        let own = Syscalls.executablePath(pid: getpid()) ?? "/usr/bin/authd"
+        let own = Syscalls.executablePath(pid: Syscalls.processID()) ?? "/usr/bin/authd"
         return HTTPClient(helperPath: Syscalls.directoryName(own) + "/authd-http")
     }
 
@@ -48,16 +48,12 @@ struct HTTPClient: Sendable {
         defer { OpenSSL.wipe(&input) }
         let output: [UInt8]?
         do {
-            try await slots.lock()
-        } catch {
-            throw HTTPFailure(description: "the request was cancelled")
-        }
-        defer { slots.unlock() }
-        do {
             // Base64 makes the answer a third larger; the rest is the JSON around it.
             output = try await Syscalls.spawnExchange(
                 helperPath, environment: ["PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"], input: input,
-                outputLimit: maxResponseBytes / 3 * 4 + 64 * 1024, timeout: .seconds(timeoutSeconds + 2))
+                outputLimit: maxResponseBytes / 3 * 4 + 64 * 1024, timeout: .seconds(timeoutSeconds + 2), on: helpers)
+        } catch is CancellationError {
+            throw HTTPFailure(description: "the request was cancelled")
         } catch {
             throw HTTPFailure(description: "cannot run \(helperPath): \(error)")
         }

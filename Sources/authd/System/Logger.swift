@@ -1,5 +1,4 @@
 import FoundationEssentials
-import Glibc
 import Protocol
 import Synchronization
 
@@ -100,9 +99,7 @@ struct StderrSink: LogSink {
             let printable = Redaction.printable(value, limit: 500)
             line += printable.contains(" ") || printable.isEmpty ? " \(key)=\"\(printable)\"" : " \(key)=\(printable)"
         }
-        line += "\n"
-        var bytes = Array(line.utf8)
-        bytes.withUnsafeMutableBytes { _ = Glibc.write(STDERR_FILENO, $0.baseAddress, $0.count) }
+        Syscalls.writeStderr(line + "\n")
     }
 }
 

@@ -1,6 +1,7 @@
-import CLinux
 import CSystemd
 import Glibc
+
+// The only file that calls libsystemd's sd-bus (the rest of libsystemd is Systemd.swift's).
 
 /// A D-Bus error as the peer or the bus named it. Match on `name`: sd-bus maps most peer
 /// errors to the same errno (EIO).
@@ -9,7 +10,7 @@ struct BusError: Error, Sendable, CustomStringConvertible {
     let message: String
     let errno: Int32
 
-    var description: String { name.isEmpty ? "sd-bus: \(String(cString: strerror(errno)))" : "\(name): \(message)" }
+    var description: String { name.isEmpty ? "sd-bus: \(Syscalls.errorDescription(errno))" : "\(name): \(message)" }
 
     static let serviceUnknown = "org.freedesktop.DBus.Error.ServiceUnknown"
     static let unknownMethod = "org.freedesktop.DBus.Error.UnknownMethod"
@@ -20,7 +21,9 @@ struct BusError: Error, Sendable, CustomStringConvertible {
 /// The libsystemd sd-bus wrapper: one private connection to the system bus (honouring
 /// `DBUS_SYSTEM_BUS_ADDRESS`), method calls with string arguments, signal matches, and a
 /// bounded wait that another thread can cut short. sd-bus does no locking: a `SystemBus` is
-/// used by one thread at a time (the biometric queue), and closed on it.
+/// used by one thread at a time (inside the `FingerprintDevice` actor), and closed there.
+/// Every call blocks, the wait for as long as its deadline allows: only for actors of the
+/// `BlockingExecutor` shape.
 final class SystemBus {
     private let bus: OpaquePointer
 
@@ -73,8 +76,8 @@ final class SystemBus {
 
     enum WaitEnd: Equatable { case condition, deadline, cancelled, disconnected }
 
-    /// Dispatches incoming messages until `done()` holds, `deadline` (CLOCK_MONOTONIC µs)
-    /// passes, `cancelFD` becomes readable, or the connection breaks.
+    /// Dispatches incoming messages until `done()` holds, `deadline` (CLOCK_MONOTONIC µs,
+    /// `Syscalls.monotonicMicroseconds`) passes, `cancelFD` becomes readable, or the connection breaks.
     func wait(until done: () -> Bool, deadline: UInt64, cancelFD: Int32) -> WaitEnd {
         while true {
             if done() { return .condition }
@@ -82,7 +85,7 @@ final class SystemBus {
             if processed < 0 { return .disconnected }
             if processed > 0 { continue }
             if done() { return .condition }
-            let now = Self.monotonicMicroseconds()
+            let now = Syscalls.monotonicMicroseconds()
             if now >= deadline { return .deadline }
             var busTimeout: UInt64 = .max
             _ = sd_bus_get_timeout(bus, &busTimeout)
@@ -92,15 +95,9 @@ final class SystemBus {
             if events < 0 { return .disconnected }
             var fds = [pollfd(fd: sd_bus_get_fd(bus), events: Int16(truncatingIfNeeded: events), revents: 0),
                        pollfd(fd: cancelFD, events: Int16(POLLIN), revents: 0)]
-            if poll(&fds, 2, milliseconds) < 0 && errno != EINTR { return .disconnected }
+            guard (try? Syscalls.poll(&fds, timeoutMilliseconds: milliseconds)) != nil else { return .disconnected }
             if fds[1].revents != 0 { return .cancelled }
         }
-    }
-
-    static func monotonicMicroseconds() -> UInt64 {
-        var now = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &now)
-        return UInt64(now.tv_sec) * 1_000_000 + UInt64(now.tv_nsec) / 1000
     }
 
     static func microseconds(_ duration: Duration) -> UInt64 {

@@ -1,10 +1,24 @@
 import CLinux
-import Dispatch
 import Glibc
-import Synchronization
 
-// The only file that calls libc for sockets, files and process state. Every call that can be
-// interrupted retries on EINTR; failures become `SystemError` carrying errno and the call's name.
+// The only file that calls libc (and its Linux extras in CLinux) for sockets, files, pipes,
+// processes, clocks and process state. Every call that can be interrupted retries on EINTR;
+// failures become `SystemError` carrying errno and the call's name.
+//
+// Every other C library has exactly one Swift file that calls it; the only libc calls outside
+// this file are the ones such a wrapper's C API needs:
+//
+//   libsqlite3           Store/SQLite.swift
+//   libcrypto            Crypto/OpenSSL.swift
+//   libargon2            Crypto/Argon2.swift
+//   pcsc-lite            Card/PCSC.swift        (+ strdup/free for SCARD_READERSTATE's names)
+//   libcbor              Passkeys/CBOR.swift    (+ free for the buffers libcbor allocates)
+//   libphonenumber       Accounts/PhoneNumber.swift, through the CPhoneNumber shim
+//   libsystemd sd-bus    System/SDBus.swift
+//   libsystemd (sd_notify, sd_listen_fds, sd_is_socket_unix, sd_journal)   System/Systemd.swift
+//
+// Blocking calls made here (`poll`, `waitpid`, `usleep`, blocking reads) belong on an actor of
+// the `BlockingExecutor` shape, never on the cooperative pool.
 
 /// A file that exists but is not what was expected (a directory, a FIFO, too large).
 struct FileError: Error, CustomStringConvertible {
@@ -14,7 +28,11 @@ struct FileError: Error, CustomStringConvertible {
 struct SystemError: Error, CustomStringConvertible, Equatable {
     let call: String
     let errno: Int32
-    var description: String { "\(call): \(String(cString: strerror(errno)))" }
+    var description: String { "\(call): \(reason)" }
+    /// What errno means, in words (`strerror`).
+    var reason: String { Syscalls.errorDescription(errno) }
+    /// The call failed because the file exists (`EEXIST`).
+    var fileExists: Bool { errno == EEXIST }
 }
 
 /// Runs `body` until it does not fail with EINTR. The corresponding C idiom is `while (r == -1 && errno == EINTR)`.
@@ -47,7 +65,7 @@ enum Syscalls {
             _ = try retryingEINTR("listen") { listen(fd, backlog) }
             return fd
         } catch {
-            close(fd)
+            Glibc.close(fd)
             throw error
         }
     }
@@ -68,7 +86,7 @@ enum Syscalls {
         }
         guard bound else {
             let code = errno
-            close(fd)
+            Glibc.close(fd)
             throw SystemError(call: "bind(127.0.0.1)", errno: code)
         }
         return (fd, UInt16(bigEndian: address.sin_port))
@@ -142,7 +160,7 @@ enum Syscalls {
     /// when it only shut down its writing side and still reads.
     static func peerHasClosed(_ fd: Int32) -> Bool {
         var entry = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
-        guard poll(&entry, 1, 0) >= 0 else { return true }
+        guard Glibc.poll(&entry, 1, 0) >= 0 else { return true }
         return entry.revents & Int16(POLLHUP | POLLERR) != 0
     }
 
@@ -235,7 +253,7 @@ enum Syscalls {
         }
         // A live daemon answers connect(); refuse to steal its socket.
         if let fd = try? connectUnix(path: path) {
-            close(fd)
+            Glibc.close(fd)
             throw SystemError(call: "another authd is already listening on \(path)", errno: EADDRINUSE)
         }
         unlink(path)
@@ -336,24 +354,22 @@ enum Syscalls {
     }
 
     /// Runs `path` with exactly `environment`, writes `input` to its stdin and collects its
-    /// stdout (at most `outputLimit` bytes) until it exits; stderr goes to /dev/null. Blocking
-    /// I/O on a dispatch thread, never on the cooperative pool. Kills the helper's process group
-    /// when `timeout` passes or the task is cancelled. Returns nil on timeout, a failed exit or
-    /// too much output. The corresponding C functions are `posix_spawn`, `poll` and `waitpid`.
+    /// stdout (at most `outputLimit` bytes) until it exits; stderr goes to /dev/null. The
+    /// blocking I/O runs on a worker of `pool`, never on the cooperative pool; with every worker
+    /// busy it waits its turn (in arrival order), and throws `CancellationError` when cancelled
+    /// while waiting. Kills the helper's process group when `timeout` (counted from its start)
+    /// passes or the task is cancelled. Returns nil on timeout, a failed exit or too much output.
+    /// The corresponding C functions are `posix_spawn`, `poll` and `waitpid`.
     static func spawnExchange(_ path: String, environment: [String: String], input: [UInt8],
-                              outputLimit: Int, timeout: Duration) async throws -> [UInt8]? {
-        let cancelled = Mutex(false)
+                              outputLimit: Int, timeout: Duration, on pool: BlockingPool) async throws -> [UInt8]? {
+        let cancelled = CancelFlag()
         return try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<[UInt8]?, any Error>) in
-                DispatchQueue.global().async {
-                    continuation.resume(with: Result {
-                        try exchangeBlocking(path, environment: environment, input: input, outputLimit: outputLimit,
-                                             deadline: ContinuousClock.now + timeout) { cancelled.withLock { $0 } }
-                    })
-                }
+            try await pool.run {
+                try exchangeBlocking(path, environment: environment, input: input, outputLimit: outputLimit,
+                                     deadline: ContinuousClock.now + timeout) { cancelled.isSet }
             }
         } onCancel: {
-            cancelled.withLock { $0 = true }
+            cancelled.set()
         }
     }
 
@@ -388,8 +404,7 @@ enum Syscalls {
             if isCancelled() || ContinuousClock.now >= deadline { failed = true; break }
             var fds = [pollfd(fd: reader, events: Int16(POLLIN), revents: 0)]
             if writerOpen { fds.append(pollfd(fd: writer, events: Int16(POLLOUT), revents: 0)) }
-            let ready = poll(&fds, nfds_t(fds.count), 50)
-            if ready < 0 && errno != EINTR { failed = true; break }
+            guard (try? poll(&fds, timeoutMilliseconds: 50)) != nil else { failed = true; break }
             if writerOpen && fds.count > 1 && fds[1].revents != 0 {
                 let count = input.withUnsafeBytes { Glibc.write(writer, $0.baseAddress! + written, $0.count - written) }
                 if count > 0 { written += count }
@@ -414,7 +429,7 @@ enum Syscalls {
         if writerOpen { Glibc.close(writer) }
         var exitStatus: Int32 = 0
         while !failed && waitpid(pid, &exitStatus, WNOHANG) != pid {
-            if ContinuousClock.now >= deadline || isCancelled() { failed = true } else { usleep(2000) }
+            if ContinuousClock.now >= deadline || isCancelled() { failed = true } else { sleep(milliseconds: 2) }
         }
         if failed {
             kill(-pid, SIGKILL)
@@ -457,5 +472,275 @@ enum Syscalls {
             withVaList([s, r]) { vfscanf(file, "%lld %lld", $0) }
         } }) == 2 else { return -1 }
         return resident * Int64(sysconf(Int32(_SC_PAGESIZE)))
+    }
+}
+
+// MARK: Descriptors, pipes, waiting
+
+extension Syscalls {
+    /// Closes `fd`; errors are ignored (the descriptor is gone either way on Linux).
+    /// The corresponding C function is `close`.
+    static func close(_ fd: Int32) {
+        _ = Glibc.close(fd)
+    }
+
+    /// A pipe whose two ends are close-on-exec from creation: (read end, write end).
+    /// The corresponding C function is `pipe2` with `O_CLOEXEC`.
+    static func makePipe() throws(SystemError) -> (read: Int32, write: Int32) {
+        var fds: [Int32] = [-1, -1]
+        guard authd_pipe_cloexec(&fds) == 0 else { throw SystemError(call: "pipe2", errno: errno) }
+        return (fds[0], fds[1])
+    }
+
+    /// Writes one byte, to make the other end of a wake-up pipe readable. Best effort: a full
+    /// pipe is readable already. The corresponding C function is `write`.
+    static func writeOneByte(_ fd: Int32) {
+        var byte: UInt8 = 1
+        _ = Glibc.write(fd, &byte, 1)
+    }
+
+    /// Waits up to `timeoutMilliseconds` (-1: without limit) until one of `fds` is ready and
+    /// returns how many are. An interrupted wait (EINTR) is a wait with nothing ready: callers
+    /// loop and recompute their timeout anyway. The corresponding C function is `poll`.
+    @discardableResult
+    static func poll(_ fds: inout [pollfd], timeoutMilliseconds: Int32) throws(SystemError) -> Int {
+        let ready = Glibc.poll(&fds, nfds_t(fds.count), timeoutMilliseconds)
+        if ready >= 0 { return Int(ready) }
+        let code = errno
+        if code == EINTR { return 0 }
+        throw SystemError(call: "poll", errno: code)
+    }
+
+    /// Waits up to `timeoutMilliseconds` until one of `fds` can be read (or has reached its end
+    /// or failed: reading then says so) and returns, for each, whether it is ready. The
+    /// corresponding C function is `poll` with `POLLIN`.
+    static func waitUntilReadable(_ fds: [Int32], timeoutMilliseconds: Int32) throws(SystemError) -> [Bool] {
+        var entries = fds.map { pollfd(fd: $0, events: Int16(POLLIN), revents: 0) }
+        try poll(&entries, timeoutMilliseconds: timeoutMilliseconds)
+        return entries.map { $0.revents != 0 }
+    }
+
+    /// Blocks the calling thread. Only for blocking work on an actor of the `BlockingExecutor`
+    /// shape (a pause between retries). The corresponding C function is `usleep`.
+    static func sleep(milliseconds: Int) {
+        _ = usleep(useconds_t(max(0, milliseconds)) * 1000)
+    }
+
+    /// CLOCK_MONOTONIC in microseconds, the clock sd-bus states its timeouts in.
+    /// The corresponding C function is `clock_gettime`.
+    static func monotonicMicroseconds() -> UInt64 {
+        var now = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &now)
+        return UInt64(now.tv_sec) * 1_000_000 + UInt64(now.tv_nsec) / 1000
+    }
+
+    /// What an errno value means, in words. The corresponding C function is `strerror`.
+    static func errorDescription(_ code: Int32) -> String {
+        String(cString: strerror(code))
+    }
+}
+
+// MARK: Files
+
+extension Syscalls {
+    /// What `stat` says about a file, in the terms authd checks.
+    struct FileStatus: Equatable {
+        enum Kind: Equatable { case regular, directory, socket, symbolicLink, other }
+        let kind: Kind
+        let ownerUID: UInt32
+        /// The permission bits (`st_mode & 07777`).
+        let permissions: mode_t
+        let size: Int64
+        /// The last modification, in seconds since the epoch.
+        let modifiedSeconds: Int64
+        let device: UInt64
+        let inode: UInt64
+
+        fileprivate init(_ info: stat) {
+            switch info.st_mode & S_IFMT {
+            case S_IFREG: kind = .regular
+            case S_IFDIR: kind = .directory
+            case S_IFSOCK: kind = .socket
+            case S_IFLNK: kind = .symbolicLink
+            default: kind = .other
+            }
+            ownerUID = info.st_uid
+            permissions = info.st_mode & 0o7777
+            size = Int64(info.st_size)
+            modifiedSeconds = Int64(info.st_mtim.tv_sec)
+            device = UInt64(info.st_dev)
+            inode = UInt64(info.st_ino)
+        }
+    }
+
+    /// The status of the open file `fd`; `name` is for the error. The corresponding C function is `fstat`.
+    static func fileStatus(_ fd: Int32, name: String) throws(SystemError) -> FileStatus {
+        var info = stat()
+        guard fstat(fd, &info) == 0 else { throw SystemError(call: "fstat(\(name))", errno: errno) }
+        return FileStatus(info)
+    }
+
+    /// The status of `path`, or nil when it cannot be read (it does not exist, …). With
+    /// `followingLinks: false`, a symbolic link's own. The corresponding C functions are `stat`, `lstat`.
+    static func fileStatus(atPath path: String, followingLinks: Bool) -> FileStatus? {
+        var info = stat()
+        guard (followingLinks ? stat(path, &info) : lstat(path, &info)) == 0 else { return nil }
+        return FileStatus(info)
+    }
+
+    /// Whether `path` exists (a dangling symbolic link does not). The corresponding C function is `access`.
+    static func fileExists(_ path: String) -> Bool {
+        access(path, F_OK) == 0
+    }
+
+    /// A new file at `path`, open for writing, created with `mode`: never an existing file
+    /// (`EEXIST`, see `SystemError.fileExists`) and never through a symbolic link. The
+    /// corresponding C function is `open` with `O_CREAT | O_EXCL | O_NOFOLLOW`.
+    static func createNewFile(_ path: String, mode: mode_t) throws(SystemError) -> Int32 {
+        try retryingEINTR("open(\(path))") { open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode) }
+    }
+
+    /// `path` open for reading, refusing a symbolic link. The corresponding C function is
+    /// `open` with `O_NOFOLLOW`.
+    static func openForReading(_ path: String) throws(SystemError) -> Int32 {
+        try retryingEINTR("open(\(path))") { open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW) }
+    }
+
+    /// Writes all of `bytes`, however many calls it takes; `name` is for the error.
+    /// The corresponding C function is `write`.
+    static func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, name: String) throws(SystemError) {
+        var offset = 0
+        while offset < bytes.count {
+            let count = try retryingEINTR("write(\(name))") { Glibc.write(fd, bytes.baseAddress! + offset, bytes.count - offset) }
+            offset += count
+        }
+    }
+
+    /// Fills `buffer` from `fd`; the file ending first is an error. `name` is for the error.
+    /// The corresponding C function is `read`.
+    static func readExactly(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, name: String) throws(SystemError) {
+        var offset = 0
+        while offset < buffer.count {
+            let count = Glibc.read(fd, buffer.baseAddress! + offset, buffer.count - offset)
+            if count < 0 && errno == EINTR { continue }
+            guard count > 0 else { throw SystemError(call: "read(\(name))", errno: count == 0 ? EIO : errno) }
+            offset += count
+        }
+    }
+
+    /// Pushes what was written to `fd` to the disk; `name` is for the error.
+    /// The corresponding C function is `fsync`.
+    static func synchronize(_ fd: Int32, name: String) throws(SystemError) {
+        _ = try retryingEINTR("fsync(\(name))") { fsync(fd) }
+    }
+
+    /// Makes the entries of `directory` (a file just linked or renamed into it) durable. Best
+    /// effort. The corresponding C functions are `open` with `O_DIRECTORY` and `fsync`.
+    static func synchronizeDirectory(_ directory: String) {
+        let fd = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard fd >= 0 else { return }
+        _ = fsync(fd)
+        _ = Glibc.close(fd)
+    }
+
+    /// A second name, `path`, for the file at `existing`; fails with `EEXIST` when `path`
+    /// exists. The corresponding C function is `link`.
+    static func hardLink(_ existing: String, to path: String) throws(SystemError) {
+        _ = try retryingEINTR("link(\(path))") { link(existing, path) }
+    }
+
+    /// Removes the name `path`; false when it could not be removed. The corresponding C
+    /// function is `unlink`.
+    @discardableResult
+    static func remove(_ path: String) -> Bool {
+        unlink(path) == 0
+    }
+}
+
+// MARK: Process state
+
+extension Syscalls {
+    /// Whether `path` names a file this process may execute. The corresponding C function is
+    /// `access` with `X_OK`.
+    static func isExecutable(_ path: String) -> Bool {
+        access(path, X_OK) == 0
+    }
+
+    /// Lets `signal` no longer end the process: it is ignored, so a dispatch source can receive
+    /// it instead. The corresponding C function is `signal` with `SIG_IGN`.
+    static func ignoreSignal(_ number: Int32) {
+        _ = Glibc.signal(number, SIG_IGN)
+    }
+
+    /// Makes a descriptor passed by socket activation close-on-exec and non-blocking, as the
+    /// daemon's own are. The corresponding C function is `fcntl`.
+    static func adoptInheritedDescriptor(_ fd: Int32) {
+        _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+        _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
+    }
+
+    /// This process's id. The corresponding C function is `getpid`.
+    static func processID() -> Int32 {
+        getpid()
+    }
+
+    /// The user this process acts as. The corresponding C function is `geteuid`.
+    static func effectiveUserID() -> UInt32 {
+        geteuid()
+    }
+
+    /// The machine's host name, or nil when it has none. The corresponding C function is `gethostname`.
+    static func hostName() -> String? {
+        var buffer = [CChar](repeating: 0, count: 256)
+        guard gethostname(&buffer, buffer.count) == 0 else { return nil }
+        let name = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        return name.isEmpty ? nil : name
+    }
+
+    /// The home directory of the user this process acts as. The corresponding C function is `getpwuid_r`.
+    static func homeDirectory() -> String? {
+        var entry = passwd()
+        var result: UnsafeMutablePointer<passwd>?
+        var buffer = [CChar](repeating: 0, count: 4096)
+        guard getpwuid_r(geteuid(), &entry, &buffer, buffer.count, &result) == 0, result != nil, let dir = entry.pw_dir else { return nil }
+        return String(cString: dir)
+    }
+
+    /// The value of the environment variable `name`. The corresponding C function is `getenv`.
+    static func environmentVariable(_ name: String) -> String? {
+        getenv(name).map { String(cString: $0) }
+    }
+
+    /// Ends the process with `status`. The corresponding C function is `exit`.
+    static func exitProcess(_ status: Int32) -> Never {
+        exit(status)
+    }
+
+    /// No core dumps (`RLIMIT_CORE` 0). The corresponding C function is `setrlimit`.
+    static func disableCoreDumps() throws(SystemError) {
+        guard authd_set_rlimit_core_zero() == 0 else { throw SystemError(call: "setrlimit(RLIMIT_CORE)", errno: errno) }
+    }
+
+    /// Not dumpable: no core dumps, /proc/self owned by root, no ptrace attach by same-uid
+    /// processes. The corresponding C function is `prctl(PR_SET_DUMPABLE, 0)`.
+    static func disableDumping() throws(SystemError) {
+        guard authd_disable_dumping() == 0 else { throw SystemError(call: "prctl(PR_SET_DUMPABLE)", errno: errno) }
+    }
+
+    /// Sets the mask that new files' modes pass through. The corresponding C function is `umask`.
+    static func setFileCreationMask(_ mask: mode_t) {
+        umask(mask)
+    }
+
+    /// Writes to a closed socket or pipe then fail with EPIPE instead of killing the process.
+    /// The corresponding C function is `signal(SIGPIPE, SIG_IGN)`.
+    static func ignoreBrokenPipes() {
+        signal(SIGPIPE, SIG_IGN)
+    }
+
+    /// Raises the soft limit on open descriptors to the hard limit. The corresponding C
+    /// function is `setrlimit(RLIMIT_NOFILE)`.
+    static func raiseDescriptorLimit() throws(SystemError) {
+        guard authd_raise_nofile_limit() >= 0 else { throw SystemError(call: "setrlimit(RLIMIT_NOFILE)", errno: errno) }
     }
 }

@@ -1,7 +1,9 @@
 import CSystemd
 import Glibc
 
-// The only file that calls libsystemd: readiness notification, socket activation and journald.
+// The only file that calls libsystemd for readiness notification (sd_notify), socket activation
+// (sd_listen_fds, sd_is_socket_unix) and journald (sd_journal_sendv). sd-bus, also libsystemd,
+// is SDBus.swift's.
 
 enum Systemd {
     /// Sends a state string to the service manager (`sd_notify`); a no-op outside systemd.
@@ -26,12 +28,11 @@ enum Systemd {
 
     /// True when stderr is connected to journald (systemd sets `JOURNAL_STREAM=dev:ino`).
     static var stderrIsJournal: Bool {
-        guard let value = getenv("JOURNAL_STREAM").map({ String(cString: $0) }) else { return false }
+        guard let value = Syscalls.environmentVariable("JOURNAL_STREAM") else { return false }
         let parts = value.split(separator: ":")
         guard parts.count == 2, let device = UInt64(parts[0]), let inode = UInt64(parts[1]) else { return false }
-        var info = stat()
-        guard fstat(STDERR_FILENO, &info) == 0 else { return false }
-        return UInt64(info.st_dev) == device && UInt64(info.st_ino) == inode
+        guard let status = try? Syscalls.fileStatus(STDERR_FILENO, name: "stderr") else { return false }
+        return status.device == device && status.inode == inode
     }
 
     /// Sends one structured entry (`FIELD=value` pairs) to the journal (`sd_journal_sendv`).

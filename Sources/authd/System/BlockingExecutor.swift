@@ -1,0 +1,104 @@
+import Dispatch
+import Synchronization
+
+// The one way authd runs blocking C work (SQLite, pcsc-lite, sd-bus, libargon2, and the poll
+// loops over sockets and pipes): inside an actor whose executor is a serial dispatch queue of
+// its own, never on a thread of Swift's cooperative pool. That pool has one thread per core;
+// a call that blocks there stalls every other request (GRDB keeps SQLite off it the same way).
+//
+// - A long-lived owner of a C handle is one actor on one `BlockingExecutor`: `Store` (SQLite),
+//   `CardQueue` (pcsc-lite), `FingerprintDevice` (sd-bus, fprintd), `LoopbackRedirect` (one
+//   listening socket for the length of a sign-in).
+// - Work that belongs to no owner (one Argon2id hash, one helper process) borrows a worker of
+//   a `BlockingPool`, which bounds how many run at once and queues the rest in arrival order.
+//
+// An actor on such an executor may block for as long as its work takes: its queue is its own.
+// Whatever must reach blocked work from outside (SCardCancel, a cancel pipe, a flag the loop
+// checks) is `nonisolated`, so it never waits for the actor it is meant to interrupt.
+
+/// Runs an actor's jobs on a dedicated serial dispatch queue, so its blocking calls never
+/// occupy a thread of Swift's cooperative pool. An actor adopts it with
+/// `nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }`.
+final class BlockingExecutor: SerialExecutor {
+    /// What the actor's jobs do while they hold a thread.
+    enum Work {
+        /// They wait (on a device, a socket, a child, the disk): the queue gets a thread
+        /// whenever it has jobs, however many other queues are holding theirs.
+        case waiting
+        /// They compute: the queue takes turns on the threads libdispatch keeps for CPU-bound
+        /// work, about one per core. Fewer threads also means fewer malloc arenas: glibc keeps a
+        /// freed large block (Argon2id's 19 MiB) in the arena of the thread that freed it, so
+        /// computing on whichever thread is free would leave one such block behind per thread.
+        case computing
+    }
+
+    private let queue: DispatchQueue
+
+    init(label: String, work: Work = .waiting) {
+        switch work {
+        case .waiting:
+            // A serial queue of its own targets libdispatch's overcommitting pool.
+            queue = DispatchQueue(label: label, qos: .userInitiated)
+        case .computing:
+            queue = DispatchQueue(label: label, qos: .userInitiated, target: .global(qos: .userInitiated))
+        }
+    }
+
+    func enqueue(_ job: consuming ExecutorJob) {
+        let job = UnownedJob(job)
+        queue.async { job.runSynchronously(on: self.asUnownedSerialExecutor()) }
+    }
+
+    func asUnownedSerialExecutor() -> UnownedSerialExecutor {
+        UnownedSerialExecutor(ordinary: self)
+    }
+}
+
+/// A fixed number of workers, each an actor on its own `BlockingExecutor`, for blocking work
+/// that has no long-lived owner. At most `count` pieces of work run at once; the others wait
+/// for a worker in arrival order, and one whose task is cancelled while it waits leaves the
+/// line with `CancellationError` (work already running runs to its end: what it blocks in is
+/// its own business to interrupt).
+final class BlockingPool: Sendable {
+    private let idle: Mutex<[BlockingWorker]>
+    private let turns: FIFOLock
+    let count: Int
+
+    init(label: String, count: Int, work: BlockingExecutor.Work) {
+        precondition(count > 0, "a pool needs a worker")
+        self.count = count
+        idle = Mutex((0..<count).map { BlockingWorker(label: "\(label).\($0)", work: work) })
+        turns = FIFOLock(permits: count)
+    }
+
+    /// Runs `body` on a free worker once it is this caller's turn.
+    func run<T: Sendable>(_ body: @Sendable () throws -> T) async throws -> T {
+        try await turns.lock()
+        // A permit guarantees an idle worker; the most recently used one is taken first, its
+        // thread and memory being the likeliest to be warm.
+        let worker = idle.withLock { $0.removeLast() }
+        defer {
+            idle.withLock { $0.append(worker) }
+            turns.unlock()
+        }
+        return try await worker.run(body)
+    }
+}
+
+/// One worker of a `BlockingPool`.
+private actor BlockingWorker {
+    private let executor: BlockingExecutor
+    nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
+
+    init(label: String, work: BlockingExecutor.Work) { executor = BlockingExecutor(label: label, work: work) }
+
+    func run<T: Sendable>(_ body: @Sendable () throws -> T) throws -> T { try body() }
+}
+
+/// Set once, read from any thread: tells blocking work that its request was cancelled (the
+/// work looks at it between its blocking calls).
+final class CancelFlag: Sendable {
+    private let flag = Atomic(false)
+    func set() { flag.store(true, ordering: .releasing) }
+    var isSet: Bool { flag.load(ordering: .acquiring) }
+}

@@ -1,0 +1,102 @@
+import FoundationEssentials
+import Synchronization
+import Testing
+@testable import authd
+
+@Suite("Blocking work off the cooperative pool")
+struct BlockingExecutorTests {
+    /// How many bodies run at once, and the most there ever were.
+    final class Occupancy: Sendable {
+        private let counts = Mutex((now: 0, most: 0))
+        func enter() { counts.withLock { $0.now += 1; $0.most = max($0.most, $0.now) } }
+        func leave() { counts.withLock { $0.now -= 1 } }
+        var most: Int { counts.withLock { $0.most } }
+    }
+
+    /// Blocks the calling thread until `flag` is set or `seconds` pass; true when it was set.
+    /// Generous: the integration tests sharing this process can keep every thread of the
+    /// cooperative pool busy for minutes, and the flag is set from that pool.
+    static func block(until flag: CancelFlag, seconds: Int = 600) -> Bool {
+        let deadline = ContinuousClock.now + .seconds(seconds)
+        while !flag.isSet {
+            if ContinuousClock.now >= deadline { return false }
+            Syscalls.sleep(milliseconds: 1)
+        }
+        return true
+    }
+
+    @Test("a pool runs everything it is given, never more than its workers at once")
+    func bounded() async throws {
+        let pool = BlockingPool(label: "authd.test.bounded", count: 2, work: .computing)
+        let occupancy = Occupancy()
+        let done = try await withThrowingTaskGroup(of: Int.self) { group in
+            for index in 0..<8 {
+                group.addTask {
+                    try await pool.run {
+                        occupancy.enter()
+                        defer { occupancy.leave() }
+                        Syscalls.sleep(milliseconds: 10)
+                        return index
+                    }
+                }
+            }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(done.sorted() == Array(0..<8))
+        #expect(occupancy.most <= 2)
+    }
+
+    @Test("blocked workers leave the cooperative pool free")
+    func offThePool() async throws {
+        // More blocked workers than the cooperative pool has threads: if they ran there, nothing
+        // could set the flag that ends them, and each would give up in the end.
+        let count = ProcessInfo.processInfo.activeProcessorCount + 1
+        let pool = BlockingPool(label: "authd.test.free", count: count, work: .waiting)
+        let release = CancelFlag()
+        let started = Occupancy()
+        let ended = try await withThrowingTaskGroup(of: Bool.self) { group in
+            for _ in 0..<count {
+                group.addTask {
+                    try await pool.run {
+                        started.enter()
+                        return Self.block(until: release)
+                    }
+                }
+            }
+            while started.most < count { try await Task.sleep(for: .milliseconds(1)) }
+            release.set()
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(ended == Array(repeating: true, count: count))
+    }
+
+    @Test("a caller cancelled while it waits for a worker leaves the line without running")
+    func cancelledWhileWaiting() async throws {
+        let pool = BlockingPool(label: "authd.test.cancel", count: 1, work: .waiting)
+        let started = CancelFlag()
+        let release = CancelFlag()
+        let holder = Task { try await pool.run { started.set(); return Self.block(until: release) } }
+        while !started.isSet { try await Task.sleep(for: .milliseconds(1)) }
+        let ran = CancelFlag()
+        let waiter = Task { try await pool.run { ran.set() } }
+        waiter.cancel()
+        let outcome = await waiter.result
+        release.set()
+        #expect(try await holder.value, "the holder was released, not timed out")
+        #expect(throws: CancellationError.self) { try outcome.get() }
+        #expect(!ran.isSet)
+        // The line moves on: the worker is free again.
+        #expect(try await pool.run { 42 } == 42)
+    }
+
+    @Test("Argon2id workers: one per core, within a sixteenth of memory, at least one", arguments: [
+        (2, 24 << 30, 2),     // the build machine: the cores bound it
+        (4, 512 << 20, 1),    // a small device: memory bounds it
+        (8, 2 << 30, 6),      // 2 GiB / 16 / 19 MiB = 6
+        (1, 0, 1),            // unknown memory still hashes
+        (64, 256 << 30, 64),
+    ] as [(Int, UInt64, Int)])
+    func argon2Workers(cores: Int, memory: UInt64, workers: Int) {
+        #expect(Argon2id.workerCount(cores: cores, memoryBytes: memory) == workers)
+    }
+}
