@@ -100,39 +100,39 @@ enum CardTokens {
                                 givenName: parsed.subjectAttribute(.givenName), familyName: parsed.subjectAttribute(.surname)))
     }
 
-    struct LoginClaims: Encodable {
+    /// The claims of the card's tokens: the subject from the certificate, then for a login the
+    /// caller's `nonce` and `amr`, for a signature what is signed (`hash`, `hash_alg`,
+    /// `description`). The claims a token lacks are left out.
+    struct Claims: Encodable {
         let sub: String
         let serialNumber: String
         let givenName: String?
         let familyName: String?
         let aud: String
-        let nonce: String?
+        var nonce: String?
         let iat: Int64
         let exp: Int64
         let jti: String
         let azp: String?
-        let amr: [String]
-        enum CodingKeys: String, CodingKey {
-            case sub, aud, nonce, iat, exp, jti, azp, amr
-            case serialNumber = "serial_number", givenName = "given_name", familyName = "family_name"
-        }
-    }
+        var amr: [String]?
+        var hash: String?
+        var hashAlg: String?
+        var description: String?
 
-    struct SignatureClaims: Encodable {
-        let sub: String
-        let serialNumber: String
-        let givenName: String?
-        let familyName: String?
-        let aud: String
-        let iat: Int64
-        let exp: Int64
-        let jti: String
-        let azp: String?
-        let hash: String
-        let hashAlg: String
-        let description: String
+        init(_ subject: Subject, aud: String, stamp: TokenStamp) {
+            sub = subject.personalCode
+            serialNumber = subject.serialNumber
+            givenName = subject.givenName
+            familyName = subject.familyName
+            self.aud = aud
+            iat = stamp.issuedAt
+            exp = stamp.expires
+            jti = stamp.jti
+            azp = stamp.azp
+        }
+
         enum CodingKeys: String, CodingKey {
-            case sub, aud, iat, exp, jti, azp, hash, description
+            case sub, aud, nonce, iat, exp, jti, azp, amr, hash, description
             case serialNumber = "serial_number", givenName = "given_name", familyName = "family_name", hashAlg = "hash_alg"
         }
     }
@@ -144,9 +144,9 @@ enum CardTokens {
             // web-eid:1.0 signs hash(hash(origin) ‖ hash(nonce)) with the key's hash (SHA-384).
             return Input(signingInput: nil, digest: Digest.sha384.hash(Digest.sha384.hash(Array(origin.utf8)) + Digest.sha384.hash(Array(nonce.utf8))))
         case .jwt:
-            let claims = LoginClaims(sub: subject.personalCode, serialNumber: subject.serialNumber, givenName: subject.givenName,
-                                     familyName: subject.familyName, aud: params.aud, nonce: params.nonce, iat: stamp.issuedAt,
-                                     exp: stamp.expires, jti: stamp.jti, azp: stamp.azp, amr: ["sc", "pin"])
+            var claims = Claims(subject, aud: params.aud, stamp: stamp)
+            claims.nonce = params.nonce
+            claims.amr = ["sc", "pin"]
             guard let input = try? JWS.certificateSigningInput(certificate: certificate, claims: claims) else { throw .cardError("claims") }
             return Input(signingInput: input, digest: Digest.sha384.hash(Array(input.utf8)))
         }
@@ -154,10 +154,10 @@ enum CardTokens {
 
     static func signatureInput(certificate: [UInt8], document: DocumentHash, params: CardSign.Params, stamp: TokenStamp) throws(CardFailure) -> Input {
         let (_, subject) = try subject(certificate)
-        let claims = SignatureClaims(sub: subject.personalCode, serialNumber: subject.serialNumber, givenName: subject.givenName,
-                                     familyName: subject.familyName, aud: params.aud, iat: stamp.issuedAt, exp: stamp.expires,
-                                     jti: stamp.jti, azp: stamp.azp, hash: Base64URL.encode(document.digest), hashAlg: document.algorithm.rawValue,
-                                     description: params.description)
+        var claims = Claims(subject, aud: params.aud, stamp: stamp)
+        claims.hash = Base64URL.encode(document.digest)
+        claims.hashAlg = document.algorithm.rawValue
+        claims.description = params.description
         guard let input = try? JWS.certificateSigningInput(certificate: certificate, claims: claims) else { throw .cardError("claims") }
         return Input(signingInput: input, digest: Digest.sha384.hash(Array(input.utf8)))
     }

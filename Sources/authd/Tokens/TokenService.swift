@@ -14,7 +14,7 @@ struct TokenService: Sendable {
     /// `auth.local`: the caller's Unix identity, asserted by the daemon.
     func issueLocal(for caller: CallerIdentity, params: AuthLocal.Params) throws -> IssuedToken {
         let (stamp, issuer) = try begin(aud: params.aud, nonce: params.nonce, azp: caller.exe)
-        return try sign(LocalClaims(
+        return try sign(Claims(
             iss: issuer, sub: "unix:\(caller.uid)", aud: params.aud, iat: stamp.issuedAt, nbf: stamp.issuedAt, exp: stamp.expires,
             jti: stamp.jti, preferredUsername: caller.username, azp: stamp.azp, nonce: params.nonce), stamp)
     }
@@ -22,8 +22,8 @@ struct TokenService: Sendable {
     /// `auth.token`: the daemon asserts that the caller holds a session of `accountID`.
     func issueAccount(accountID: String, amr: [String], azp: String?, aud: String, nonce: String?) throws -> IssuedToken {
         let (stamp, issuer) = try begin(aud: aud, nonce: nonce, azp: azp)
-        return try sign(AccountClaims(iss: issuer, sub: accountID, aud: aud, iat: stamp.issuedAt, nbf: stamp.issuedAt, exp: stamp.expires,
-                                      jti: stamp.jti, amr: amr, phoneNumberVerified: true, azp: stamp.azp, nonce: nonce), stamp)
+        return try sign(Claims(iss: issuer, sub: accountID, aud: aud, iat: stamp.issuedAt, nbf: stamp.issuedAt, exp: stamp.expires,
+                               jti: stamp.jti, amr: amr, phoneNumberVerified: true, azp: stamp.azp, nonce: nonce), stamp)
     }
 
     /// Checks what the caller put in the claims, then stamps the token.
@@ -39,36 +39,22 @@ struct TokenService: Sendable {
         return IssuedToken(token: try JWS.sign(claims: claims, kid: key.kid, key: key.key), kid: key.kid, jti: stamp.jti, expiresAt: stamp.expiresAt)
     }
 
-    struct AccountClaims: Encodable {
+    /// The claims of the daemon's tokens: `auth.local` (with `preferred_username`) and
+    /// `auth.token` (with `amr` and `phone_number_verified`). A struct, not a dictionary:
+    /// encoding it is the hot path of token issuance; the claims a token lacks are left out.
+    struct Claims: Encodable {
         let iss, sub, aud: String
         let iat, nbf, exp: Int64
         let jti: String
-        let amr: [String]
-        let phoneNumberVerified: Bool
+        var preferredUsername: String?
+        var amr: [String]?
+        var phoneNumberVerified: Bool?
         let azp: String?
         let nonce: String?
 
         enum CodingKeys: String, CodingKey {
-            case iss, sub, aud, iat, nbf, exp, jti, amr, phoneNumberVerified = "phone_number_verified", azp, nonce
-        }
-    }
-
-    /// The claims of an `auth.local` token (a struct, not a dictionary: encoding it is the
-    /// hot path of token issuance).
-    struct LocalClaims: Encodable {
-        let iss: String
-        let sub: String
-        let aud: String
-        let iat: Int64
-        let nbf: Int64
-        let exp: Int64
-        let jti: String
-        let preferredUsername: String?
-        let azp: String?
-        let nonce: String?
-
-        enum CodingKeys: String, CodingKey {
-            case iss, sub, aud, iat, nbf, exp, jti, preferredUsername = "preferred_username", azp, nonce
+            case iss, sub, aud, iat, nbf, exp, jti, amr, azp, nonce
+            case preferredUsername = "preferred_username", phoneNumberVerified = "phone_number_verified"
         }
     }
 
