@@ -91,11 +91,29 @@ struct MethodTable: Sendable {
 
     /// Registers `M`. `audit`, when given, makes every call (granted, denied or failed) an audit
     /// record whose detail it computes from the params and, on success, the result.
-    /// `requiresUnlock` marks methods that issue a token or release a secret; `remembers`,
-    /// methods whose success is a sign-in the lock remembers.
+    /// `requiresUnlock` marks methods that issue a token or release a secret.
     mutating func register<M: RPCMethod, Context>(
-        _: M.Type, home: Home<Context>, access: Access, requiresUnlock: Bool = false, remembers: LocalLock.Proof? = nil,
+        _: M.Type, home: Home<Context>, access: Access, requiresUnlock: Bool = false,
         audit: (@Sendable (M.Params, M.Result) -> [String: JSONValue])? = nil,
+        _ handler: @escaping @Sendable (M.Params, Context) async throws -> M.Result
+    ) {
+        add(M.self, home: home, access: access, requiresUnlock: requiresUnlock, remembers: nil, signedIn: { _ in nil }, audit: audit, handler)
+    }
+
+    /// Registers `M`, whose success signs an account in that the caller's local user remembers
+    /// (the lock is opened by what `remembers` proved).
+    mutating func register<M: RPCMethod, Context>(
+        _: M.Type, home: Home<Context>, access: Access, requiresUnlock: Bool = false, remembers: LocalLock.Proof,
+        audit: (@Sendable (M.Params, M.Result) -> [String: JSONValue])? = nil,
+        _ handler: @escaping @Sendable (M.Params, Context) async throws -> M.Result
+    ) where M.Result: SignInResult {
+        add(M.self, home: home, access: access, requiresUnlock: requiresUnlock, remembers: remembers, signedIn: \.signedInAccount, audit: audit, handler)
+    }
+
+    private mutating func add<M: RPCMethod, Context>(
+        _: M.Type, home: Home<Context>, access: Access, requiresUnlock: Bool, remembers: LocalLock.Proof?,
+        signedIn: @escaping @Sendable (M.Result) -> (account: String, device: String)?,
+        audit: (@Sendable (M.Params, M.Result) -> [String: JSONValue])?,
         _ handler: @escaping @Sendable (M.Params, Context) async throws -> M.Result
     ) {
         precondition(entries[M.name] == nil, "\(M.name) registered twice")
@@ -104,7 +122,7 @@ struct MethodTable: Sendable {
             guard let context = home.context(environment) else { throw RPCError.forbidden(M.name) }
             let params = try WireCodec.decodeParams(M.Params.self, from: request)
             let result = try await handler(params, context)
-            return Invocation(result: result, auditDetail: audit?(params, result) ?? [:], signedIn: (result as? any SignInResult)?.signedInAccount)
+            return Invocation(result: result, auditDetail: audit?(params, result) ?? [:], signedIn: signedIn(result))
         }
     }
 
