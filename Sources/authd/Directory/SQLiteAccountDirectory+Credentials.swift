@@ -27,18 +27,20 @@ extension SQLiteAccountDirectory {
                 let account: AccountInfo
                 let hash: String?
                 let lockedUntil: Int64?
+                let failures: Int
                 let deactivated, hasPIN, pinReenrollRequired: Bool
             }
             let (column, value) = Self.column(login)
             let candidate = try await store.read { database in
                 try database.queryOne(
                     """
-                    SELECT id, phone, email, password_hash, locked_until, deactivated_at IS NOT NULL, pin_hash IS NOT NULL, pin_reenroll_required
+                    SELECT id, phone, email, password_hash, locked_until, failed_logins, deactivated_at IS NOT NULL, pin_hash IS NOT NULL,
+                           pin_reenroll_required
                     FROM accounts WHERE \(column) = ?
                     """, [.text(value)]) {
                     Candidate(account: AccountInfo(id: $0.text(0), phone: $0.optionalText(1), email: $0.optionalText(2), hasPassword: !$0.isNull(3)),
-                              hash: $0.optionalText(3), lockedUntil: $0.optionalInt64(4), deactivated: $0.int(5) != 0, hasPIN: $0.int(6) != 0,
-                              pinReenrollRequired: $0.int(7) != 0)
+                              hash: $0.optionalText(3), lockedUntil: $0.optionalInt64(4), failures: $0.int(5), deactivated: $0.int(6) != 0,
+                              hasPIN: $0.int(7) != 0, pinReenrollRequired: $0.int(8) != 0)
                 }
             }
             if let candidate, let until = candidate.lockedUntil, seconds < until { throw AccountFailure.locked(until: until) }
@@ -53,6 +55,11 @@ extension SQLiteAccountDirectory {
             // not be enough now. Sign in with an SMS code, then enrol a new PIN.
             if candidate.pinReenrollRequired { throw AccountFailure.pinSwitchedOff }
             let rehash = Argon2id.owasp.isStronger(than: hash) ? try await Argon2id.owasp.hashOffPool(password) : nil
+            // A right password ends a run of wrong ones; with nothing to reset or rehash there is
+            // nothing to write (a commit costs a sync to disk on every sign-in).
+            guard candidate.failures > 0 || candidate.lockedUntil != nil || rehash != nil else {
+                return ProvenPassword(account: candidate.account, hasPIN: candidate.hasPIN)
+            }
             try await store.transaction { database in
                 try database.execute("UPDATE accounts SET failed_logins = 0, locked_until = NULL WHERE id = ?", [.text(candidate.account.id)])
                 if let rehash {
