@@ -125,6 +125,25 @@ extension FederationTests {
         #expect(IDTokenValidator.namesUnknownKey(try maker.token(header: ["alg": .string("ES256"), "kid": .string("k2")]), in: maker.keys))
     }
 
+    @Test("a JWKS P-256 key whose coordinate lost its leading zero byte (as Authlib writes one key in a hundred) still verifies")
+    func shortCoordinate() throws {
+        var key = try P256PrivateKey.generate()
+        var (x, y) = try key.publicKey.coordinates()
+        for _ in 0..<5000 where x.first != 0 && y.first != 0 {
+            key = try P256PrivateKey.generate()
+            (x, y) = try key.publicKey.coordinates()
+        }
+        try #require(x.first == 0 || y.first == 0, "no key with a leading zero byte in 5000 tries")
+        let minimal = { (bytes: [UInt8]) in Base64URL.encode(Array(bytes.drop { $0 == 0 })) }
+        let keys = IDTokenValidator.KeySet.parse(.object(["keys": .array([.object([
+            "kty": .string("EC"), "crv": .string("P-256"), "kid": .string("k1"), "x": .string(minimal(x)), "y": .string(minimal(y)),
+        ])])]))
+        let candidates = keys.candidates(kid: "k1", algorithm: "ES256")
+        try #require(candidates.count == 1)
+        let message = Array("signed".utf8)
+        #expect(candidates[0].verify(signature: try key.signES256(message), message: message))
+    }
+
     @Test("PKCE S256 matches RFC 7636 Appendix B; state, nonce and verifier are fresh 256-bit values")
     func pkce() throws {
         let known = AuthorizationAttempt(state: "s", nonce: "n", verifier: "dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk")

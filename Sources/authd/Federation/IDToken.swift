@@ -50,8 +50,8 @@ enum IDTokenValidator {
                         (jwk["e"]?.stringValue).flatMap(Base64URL.decode).flatMap { e in try? JWKPublicKey(rsaModulus: n, exponent: e) }
                     }
                 case "EC" where jwk["crv"]?.stringValue == "P-256":
-                    key = (jwk["x"]?.stringValue).flatMap(Base64URL.decode).flatMap { x in
-                        (jwk["y"]?.stringValue).flatMap(Base64URL.decode).flatMap { y in try? JWKPublicKey(p256X: x, y: y) }
+                    key = (jwk["x"]?.stringValue).flatMap(coordinate).flatMap { x in
+                        (jwk["y"]?.stringValue).flatMap(coordinate).flatMap { y in try? JWKPublicKey(p256X: x, y: y) }
                     }
                 default:
                     key = nil
@@ -61,6 +61,14 @@ enum IDTokenValidator {
                 if let kid = jwk["kid"]?.stringValue { set.byID[kid] = key } else { set.unnamed.append(key) }
             }
             return set
+        }
+
+        /// A P-256 coordinate as 32 bytes. RFC 7518 §6.2.1.2 wants the full 32, but some
+        /// providers write the integer without its leading zero bytes (Authlib does, for about
+        /// one key in a hundred); the value is the same, so it is padded rather than refused.
+        private static func coordinate(_ text: String) -> [UInt8]? {
+            guard let bytes = Base64URL.decode(text), (1...32).contains(bytes.count) else { return nil }
+            return [UInt8](repeating: 0, count: 32 - bytes.count) + bytes
         }
 
         func candidates(kid: String?, algorithm: String) -> [JWKPublicKey] {
