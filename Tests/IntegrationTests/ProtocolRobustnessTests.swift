@@ -175,4 +175,29 @@ struct ProtocolRobustnessTests {
         }
         #expect(ids == Set(1...20))
     }
+
+    @Test("a client that half-closes with more answers pending than the socket holds gets them all, then the end, and no descriptor stays open")
+    func halfCloseWithBacklog() throws {
+        let daemon = try DaemonHarness()
+        try daemon.start()
+        let observer = try daemon.connect()
+        let before = try #require(try observer.result("admin.status")["open_fds"]?.integerValue)
+        let client = try daemon.connect()
+        // Thousands of answers (over a megabyte) fill the socket, so the daemon waits until it
+        // is writable again, and closes after the last byte is written.
+        let requests = (1...3000).map { #"{"jsonrpc":"2.0","id":\#($0),"method":"hello"}"# + "\n" }.joined()
+        try client.send(requests)
+        client.finishWriting()
+        var answers = 0
+        while try client.readLine() != nil { answers += 1 }
+        #expect(answers == 3000, "the end of the stream came after every answer")
+        var after = Int64.max
+        for _ in 0..<100 {
+            let status = try observer.result("admin.status")
+            after = status["open_fds"]?.integerValue ?? .max
+            if after <= before && status["connections"] == 1 { break }
+            usleep(50_000)
+        }
+        #expect(after <= before, "the closed connection's descriptor stays open")
+    }
 }

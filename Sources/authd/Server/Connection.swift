@@ -170,7 +170,9 @@ final class Connection: StreamingConnection, @unchecked Sendable {
                 return
             }
         }
-        if writeSourceResumed {
+        // Not once the machine closed: closing resumed and cancelled the source, and a source
+        // suspended after its cancel never runs its cancel handler (the descriptor would leak).
+        if writeSourceResumed && !machine.isClosed {
             writeSourceResumed = false
             writeSource?.suspend()
         }
