@@ -252,7 +252,7 @@ struct TokenVaultTests {
         #expect(entry.accessToken == "access-A" && entry.refreshToken == "refresh-A" && entry.accessExpiresAt == 160)
         // The same sealed bytes moved to another uid do not open.
         try await fixture.store.transaction { database in
-            try database.execute("INSERT INTO remote_tokens SELECT 1001, provider, issuer, account_id, subject, state, access_sealed, refresh_sealed, access_expires_at, updated_at, logged_out_at, logged_out_by, sessions_pending FROM remote_tokens")
+            try database.execute("INSERT INTO remote_tokens SELECT 1001, provider, issuer, account_id, subject, state, access_sealed, refresh_sealed, access_expires_at, updated_at, logged_out_at, logged_out_by FROM remote_tokens")
         }
         await #expect(throws: TokenVault.VaultDamaged.self) { _ = try await vault.entry(uid: 1001, provider: "work") }
     }
@@ -277,5 +277,35 @@ struct TokenVaultTests {
         guard case .notSignedIn = try await vault.logOut(uid: 1000, provider: "work", source: "reported", refused: .current, now: 201) else {
             Issue.record("a second logout did something"); return
         }
+    }
+
+    @Test("a logout ends the provider's sessions made up to it; finishing an interrupted one again spares a later sign-in's session")
+    func pendingLogoutIsBounded() async throws {
+        let fixture = try await TestKeys()
+        let directory = SQLiteAccountDirectory(store: fixture.store, config: ConfigHolder(Config()), logger: Logger(sink: MemorySink()), now: fixture.clock.closure)
+        let vault = TokenVault(store: fixture.store, sealer: fixture.sealer, directory: directory)
+        let identity = FederatedIdentity(provider: "work", issuer: Self.provider.issuer, subject: "alice", email: "a@example.test", name: nil)
+        let tokens = TokenSet(accessToken: "access-A", tokenType: "Bearer", expiresIn: 60, refreshToken: nil, idToken: nil)
+        let first = try await directory.signIn(federated: identity, device: DeviceIdentity(key: "k", name: "n")).signedIn
+        try await vault.storeSignIn(uid: 1000, provider: Self.provider, account: first.account.id, subject: "alice", tokens: tokens, now: Int64(fixture.clock.now.timeIntervalSince1970))
+        fixture.clock.advance(10)
+        let loggedOutAt = Int64(fixture.clock.now.timeIntervalSince1970)
+        guard case .loggedOut(let event) = try await vault.logOut(uid: 1000, provider: "work", source: "api", refused: .current, now: loggedOutAt) else {
+            Issue.record("no logout"); return
+        }
+        #expect(event.sessionsEnded == 1)
+        #expect(try await directory.federatedEmail(issuer: Self.provider.issuer, subject: "alice") == nil, "the cached claims are gone")
+        await #expect(throws: RPCError.failure(.sessionInvalid, "")) { try await onTheWire { try await directory.authenticate(first.session.token) } }
+        #expect(try await vault.finishPendingLogouts() == 0, "nothing is left to finish")
+        // A later sign-in, then the same logout noted again (as a crash before its second step leaves it).
+        fixture.clock.advance(10)
+        let second = try await directory.signIn(federated: identity, device: DeviceIdentity(key: "k", name: "n")).signedIn
+        try await fixture.store.transaction { database in
+            try database.execute("INSERT INTO pending_logouts (uid, provider, account_id, issuer, subject, logged_out_at) VALUES (1000, 'work', ?, ?, 'alice', ?)",
+                                 [.text(first.account.id), .text(Self.provider.issuer), .integer(loggedOutAt)])
+        }
+        #expect(try await vault.finishPendingLogouts() == 1)
+        #expect(try await directory.authenticate(second.session.token).accountID == first.account.id, "the later sign-in's session lives")
+        #expect(try await vault.finishPendingLogouts() == 0)
     }
 }

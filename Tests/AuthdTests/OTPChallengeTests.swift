@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import OpenSSLCrypto
 import Protocol
 import Testing
 @testable import authd
@@ -222,18 +223,26 @@ struct MaintenanceTests {
         let account = old.account.id
         at(now - 8 * 86400)
         _ = try await directory.endSession(old.session.token)
-        at(now - 100)
-        let live = try await directory.createSession(account: account, device: .init(key: "b", name: "b"), amr: ["otp"], federation: nil)
-        let recent = try await directory.createSession(account: account, device: .init(key: "c", name: "c"), amr: ["otp"], federation: nil)
         // Code flows (each counts an SMS when it opens) and second steps, expired and not.
         at(now - 4000)
         try await directory.openCodeChallenge(Self.challenge("old", expiresAt: now - 90_000), policy: .init())
+        at(now - 400)
+        let live = try await directory.createSession(account: account, device: .init(key: "b", name: "b"), amr: ["otp"], federation: nil)
+        let recent = try await directory.createSession(account: account, device: .init(key: "c", name: "c"), amr: ["otp"], federation: nil)
+        // Two sign-ins waiting for their PIN (a flow lives five minutes): one expired, one not.
+        try await directory.setPIN(live.session.token, hash: "x")
+        _ = try await directory.updateProfile(live.session.token, email: nil,
+                                              passwordHash: try await Argon2id.owasp.hashOffPool(SecretBytes(Array("correct horse".utf8))))
+        for openedAt in [now - 301, now - 200] {
+            at(openedAt)
+            guard case .secondStep = try await directory.signIn(password: SecretBytes(Array("correct horse".utf8)), login: .id(account),
+                                                                 device: .init(key: "b", name: "b"), fingerprintAccounts: []) else {
+                Issue.record("the password alone signed in"); return
+            }
+        }
         at(now - 10)
         try await directory.openCodeChallenge(Self.challenge("fresh", expiresAt: now + 60), policy: .init())
         _ = try await directory.endSession(recent.session.token)
-        for (id, expires) in [("l1", now - 1), ("l2", now + 100)] {
-            try await directory.openSignIn(SignInFlow(id: id, account: account, device: .init(key: "k", name: "n"), step: .pin, expiresAt: expires))
-        }
         let spool = fixture.folder.path + "/sms-spool"
         try FileManager.default.createDirectory(atPath: spool, withIntermediateDirectories: true)
         _ = FileManager.default.createFile(atPath: spool + "/old.sms", contents: Data("code".utf8))

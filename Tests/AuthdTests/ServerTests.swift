@@ -248,13 +248,13 @@ struct StoreTests {
         #expect(try database.queryOne("SELECT account_id, device_id, locked, biometric_enabled FROM local_users WHERE uid = 1000") {
             "\($0.text(0)) \($0.text(1)) \($0.int(2)) \($0.int(3))"
         } == "acc_1 dev_1 1 1")
-        #expect(try database.queryOne("SELECT account_id, state, sessions_pending FROM remote_tokens") { "\($0.text(0)) \($0.text(1)) \($0.int(2))" } == "acc_1 signed_in 0")
+        #expect(try database.queryOne("SELECT account_id, state FROM remote_tokens") { "\($0.text(0)) \($0.text(1))" } == "acc_1 signed_in")
         #expect(try database.queryOne("SELECT account_id, user FROM fingerprint_steps") { "\($0.text(0)) \($0.text(1))" } == "acc_1 mari")
         #expect(try database.query("PRAGMA table_info(accounts)") { $0.text(1) }.contains("fingerprint_user") == false)
         // A machine keeps the ids it was told, whether or not the account is here.
         try database.execute("INSERT INTO local_users (uid, account_id, device_id) VALUES (1001, 'acc_elsewhere', 'dev_elsewhere')")
         try database.execute("INSERT INTO remote_tokens (uid, provider, issuer, account_id, state, updated_at) VALUES (1001, 'work', 'https://id', 'acc_gone', 'logged_out', 5)")
-        for table in ["local_users", "remote_tokens", "fingerprint_steps", "card_secrets", "passkey_keys"] {
+        for table in ["local_users", "remote_tokens", "pending_logouts", "fingerprint_steps", "card_secrets", "passkey_keys"] {
             #expect(try database.query("PRAGMA foreign_key_list(\(table))") { $0.text(2) }.isEmpty, "\(table) references an account table")
         }
         #expect(try database.queryOne("PRAGMA foreign_keys") { $0.int(0) } == 1)

@@ -45,7 +45,7 @@ enum AccountFailure: WireErrorConvertible, Equatable {
     // Administration
     case unknownAccount(selector: String)
 
-    /// The refusals that sign-in pads to a fixed delay (`Login.failurePadding`).
+    /// The refusals that sign-in pads to a fixed delay (`CredentialPadding.delay`).
     var isCredentialRefusal: Bool {
         switch self {
         case .authFailed, .locked: true

@@ -4,13 +4,12 @@ import Protocol
 
 /// Password sign-in and its second step. Every way of failing looks the same from outside —
 /// `auth.failed`, after the same Argon2id work and no sooner than `CredentialPadding.delay` —
-/// except a lock, which is safe to tell. The checks themselves are the account directory's;
-/// this type decides the steps (`SignInFlow`).
+/// except a lock, which is safe to tell. The checks and the steps (`SignInFlow`) are the account
+/// directory's; this type reads the request and says which accounts take a finger here.
 struct Login: Sendable {
     let directory: any AccountDirectory
     /// This machine's fingerprint second steps (a machine fact: the finger is on this machine).
     let fingerprintSteps: FingerprintSteps
-    let now: @Sendable () -> Date
 
     func login(_ params: AuthLogin.Params) async throws -> LoginStep {
         try await CredentialPadding.padded {
@@ -19,17 +18,11 @@ struct Login: Sendable {
             }
             let device = try DeviceIdentity.resolve(params.device)
             let login = try Self.normalizeLogin(params.login, region: params.region)
-            let proven = try await directory.checkPassword(SecretBytes(Array(params.password.utf8)), login: login)
-            let fingerprintHere = try await fingerprintSteps.user(account: proven.account.id) != nil
-            // The account's second step: its fingerprint when it chose one here, else its PIN.
-            guard let step = SignInFlow.stepAfterPassword(fingerprintHere: fingerprintHere, hasPIN: proven.hasPIN) else {
-                let signedIn = try await directory.createSession(account: proven.account.id, device: device, amr: ["pwd"], federation: nil)
-                return LoginStep(account: signedIn.account, session: signedIn.session)
+            switch try await directory.signIn(password: SecretBytes(Array(params.password.utf8)), login: login, device: device,
+                                              fingerprintAccounts: try await fingerprintSteps.accounts()) {
+            case .signedIn(let signedIn): return LoginStep(account: signedIn.account, session: signedIn.session)
+            case .secondStep(let flow, let step): return LoginStep(flow: flow, next: step.rawValue)
             }
-            let flow = SignInFlow.open(id: "login_" + Base64URL.encode(try OpenSSL.randomBytes(16)), account: proven.account.id, device: device,
-                                       step: step, now: Int64(now().timeIntervalSince1970))
-            try await directory.openSignIn(flow)
-            return LoginStep(flow: flow.id, next: step.rawValue)
         }
     }
 

@@ -35,6 +35,10 @@ enum Maintenance {
                 do {
                     let finished = try await vault.finishPendingLogouts()
                     if finished > 0 { logger.notice("ended the sessions of \(finished) interrupted provider logout(s)") }
+                } catch {
+                    logger.warning("finishing interrupted provider logouts failed: \(error)")
+                }
+                do {
                     let purged = try await purge(directory: directory, spoolDirectory: spoolDirectory, now: Int64(now().timeIntervalSince1970))
                     if purged != Purged() {
                         logger.info("purged expired records", [

@@ -3,8 +3,7 @@ import Protocol
 import Synchronization
 
 /// Per-caller rate limits: a token bucket per (caller, action), in memory — a local user, or a
-/// machine asking over the hub link. A
-/// restart forgets them, which is fine: they only slow down bursts, while the per-account
+/// machine asking over the hub link. A restart forgets them, which is fine: they only slow down bursts, while the per-account
 /// lockout and the per-number send limits (both in the store) bound guessing and SMS.
 final class RateLimiter: Sendable {
     enum Action: String, Sendable, CaseIterable {

@@ -41,10 +41,10 @@ struct FingerprintSignIn: Sendable {
             }
             try await biometrics.verify(user: user, gateUID: nil, attempts: Self.attempts, purpose: "to sign in", context: context)
         } catch let failure as BiometricFailure where failure != .cancelled {
-            let outcome = try await directory.completeSignIn(params.flow, fingerMatched: false)
+            let outcome = try await directory.completeSignIn(pending, fingerMatched: false)
             throw BiometricFailure.signInContinues(failure, withPIN: outcome == .continuesWithPIN)
         }
-        guard case .signedIn(let signedIn) = try await directory.completeSignIn(params.flow, fingerMatched: true) else {
+        guard case .signedIn(let signedIn) = try await directory.completeSignIn(pending, fingerMatched: true) else {
             throw AccountFailure.authFailed
         }
         return signedIn

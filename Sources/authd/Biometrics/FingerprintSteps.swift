@@ -10,6 +10,11 @@ struct FingerprintSteps: Sendable {
         }
     }
 
+    /// The accounts whose second step is a finger on this machine.
+    func accounts() async throws -> Set<String> {
+        Set(try await store.read { try $0.query("SELECT account_id FROM fingerprint_steps") { $0.text(0) } })
+    }
+
     func set(account: String, user: String) async throws {
         try await store.transaction { database in
             try database.execute("INSERT INTO fingerprint_steps (account_id, user) VALUES (?, ?) ON CONFLICT (account_id) DO UPDATE SET user = excluded.user",

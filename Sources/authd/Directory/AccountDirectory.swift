@@ -11,7 +11,8 @@ import Protocol
 // capabilities (the lock, fingerprints, the token vault, the card, the platform authenticator)
 // reach account data only through here, so another implementation (forwarding to a hub, or
 // PostgreSQL) can replace it without changing them. Every error is an `AccountFailure`,
-// `SessionFailure` or `PasskeyFailure` (or a store failure, which is internal).
+// `SessionFailure` or `PasskeyFailure`, or `FederationFailure.accountDeactivated` for a federated
+// sign-in (a store failure is internal).
 protocol AccountDirectory: Sendable {
     // MARK: Codes by SMS (registration and sign-in)
 
@@ -38,11 +39,14 @@ protocol AccountDirectory: Sendable {
 
     // MARK: Credentials
 
-    /// The first sign-in step: the account `login` names, if `password` is its password. Refused
-    /// (`authFailed`, after the same work as a wrong password) for an unknown or deactivated
-    /// account; a wrong password counts toward the account's lockout; `locked` while it holds;
-    /// `pinSwitchedOff` when the PIN factor was switched off. A right one resets the count.
-    func checkPassword(_ password: SecretBytes, login: AccountKey) async throws -> ProvenPassword
+    /// Sign-in with a password, on `device`. Refused (`authFailed`, after the same work as a
+    /// wrong password) for an unknown or deactivated account; a wrong password counts toward the
+    /// account's lockout; `locked` while it holds; `pinSwitchedOff` when the PIN factor was
+    /// switched off. A right one, in one change, resets the count and either makes the session
+    /// or opens the second step `SignInFlow` decides (the finger when the account is one of
+    /// `fingerprintAccounts`, this machine's, else its PIN); a refusal there (the device limit)
+    /// changes nothing.
+    func signIn(password: SecretBytes, login: AccountKey, device: DeviceIdentity, fingerprintAccounts: Set<String>) async throws -> PasswordSignIn
     /// The password of a signed-in account before a sensitive change, exactly as sign-in checks
     /// it: refused while locked, failures counted and padded.
     func confirmPassword(_ password: SecretBytes, account: String) async throws
@@ -56,16 +60,15 @@ protocol AccountDirectory: Sendable {
 
     // MARK: Second sign-in steps
 
-    /// Stores a sign-in that waits for its second step.
-    func openSignIn(_ flow: SignInFlow) async throws
     /// A sign-in waiting for its second step, with what the account has now; nil when unknown,
     /// expired, or its account is deactivated.
     func pendingSignIn(_ id: String) async throws -> PendingSignIn?
     /// The PIN step: checks the PIN under its lock (a wrong one counts), then completes the
     /// sign-in as `SignInFlow` decides. A flow that is not waiting for a PIN is `authFailed`.
     func completeSignIn(_ id: String, pin: SecretBytes) async throws -> SignedIn
-    /// The fingerprint step's outcome, as the machine that scanned reports it.
-    func completeSignIn(_ id: String, fingerMatched: Bool) async throws -> SecondStepOutcome
+    /// The fingerprint step's outcome, as the machine that scanned reports it, decided as of
+    /// when the pending sign-in was read (a scan takes its time; the flow must not expire under it).
+    func completeSignIn(_ pending: PendingSignIn, fingerMatched: Bool) async throws -> SecondStepOutcome
 
     // MARK: Sessions and devices
 
@@ -115,9 +118,10 @@ protocol AccountDirectory: Sendable {
     /// Links a provider's identity to its account (registering one on the first sign-in) and
     /// signs it in on `device`. `accountDeactivated` when the linked account is.
     func signIn(federated identity: FederatedIdentity, device: DeviceIdentity) async throws -> FederatedSignInResult
-    /// A persistent logout: the provider's sessions of the account end and the cached user
-    /// data of the identity goes (the link stays). Returns how many sessions ended.
-    func endFederatedSessions(account: String, provider: String, issuer: String, subject: String?) async throws -> Int
+    /// A logout: the sessions the provider's sign-ins made for the account up to `madeBy` end,
+    /// and the cached user data of the identity goes (the link stays). Returns how many sessions
+    /// ended; running it again ends none more.
+    func endFederatedSessions(account: String, provider: String, issuer: String, subject: String?, madeBy: Int64) async throws -> Int
     /// The email address the provider last said the identity has (nil after a logout).
     func federatedEmail(issuer: String, subject: String) async throws -> String?
 
@@ -164,6 +168,16 @@ enum AccountKey: Sendable, Equatable {
     case id(String)
     case email(String)
     case phone(String)
+
+    /// A stable text for the key, the same in every implementation (`email alice@example.org`):
+    /// what the relying party's stand-in credential ids are derived from.
+    var label: String {
+        switch self {
+        case .id(let id): "id \(id)"
+        case .email(let email): "email \(email)"
+        case .phone(let phone): "phone \(phone)"
+        }
+    }
 }
 
 /// The device a new session will be bound to: the caller's description, or this machine.
@@ -185,16 +199,19 @@ struct ActiveSession: Sendable, Equatable {
     let idleExpiresAt: Int64
 }
 
-/// A right password: the account, and what its sign-in needs next.
-struct ProvenPassword: Sendable, Equatable {
-    let account: AccountInfo
-    let hasPIN: Bool
+/// What a right password led to.
+enum PasswordSignIn: Sendable, Equatable {
+    case signedIn(SignedIn)
+    /// The sign-in `flow` waits for its second step.
+    case secondStep(flow: String, step: SignInFlow.Step)
 }
 
-/// A sign-in waiting for its second step, and whether the account has a PIN to fall back to.
+/// A sign-in waiting for its second step, whether the account has a PIN to fall back to, and
+/// when that was read.
 struct PendingSignIn: Sendable, Equatable {
     let flow: SignInFlow
     let accountHasPIN: Bool
+    let readAt: Int64
 }
 
 /// What a fingerprint second step led to.

@@ -21,26 +21,23 @@ extension SQLiteAccountDirectory {
 
     // MARK: Passwords
 
-    func checkPassword(_ password: SecretBytes, login: AccountKey) async throws -> ProvenPassword {
+    func signIn(password: SecretBytes, login: AccountKey, device: DeviceIdentity, fingerprintAccounts: Set<String>) async throws -> PasswordSignIn {
         try await CredentialPadding.padded {
             struct Candidate: Sendable {
-                let account: AccountInfo
+                let id: String
                 let hash: String?
                 let lockedUntil: Int64?
-                let failures: Int
                 let deactivated, hasPIN, pinReenrollRequired: Bool
             }
             let (column, value) = Self.column(login)
             let candidate = try await store.read { database in
                 try database.queryOne(
                     """
-                    SELECT id, phone, email, password_hash, locked_until, failed_logins, deactivated_at IS NOT NULL, pin_hash IS NOT NULL,
-                           pin_reenroll_required
+                    SELECT id, password_hash, locked_until, deactivated_at IS NOT NULL, pin_hash IS NOT NULL, pin_reenroll_required
                     FROM accounts WHERE \(column) = ?
                     """, [.text(value)]) {
-                    Candidate(account: AccountInfo(id: $0.text(0), phone: $0.optionalText(1), email: $0.optionalText(2), hasPassword: !$0.isNull(3)),
-                              hash: $0.optionalText(3), lockedUntil: $0.optionalInt64(4), failures: $0.int(5), deactivated: $0.int(6) != 0,
-                              hasPIN: $0.int(7) != 0, pinReenrollRequired: $0.int(8) != 0)
+                    Candidate(id: $0.text(0), hash: $0.optionalText(1), lockedUntil: $0.optionalInt64(2), deactivated: $0.int(3) != 0,
+                              hasPIN: $0.int(4) != 0, pinReenrollRequired: $0.int(5) != 0)
                 }
             }
             if let candidate, let until = candidate.lockedUntil, seconds < until { throw AccountFailure.locked(until: until) }
@@ -48,25 +45,30 @@ extension SQLiteAccountDirectory {
             if let hash = candidate?.hash { against = hash } else { against = try await decoy.hash() }
             let matches = try await Argon2id.verifyOffPool(password, against: against)
             guard let candidate, let hash = candidate.hash, matches, !candidate.deactivated else {
-                if let candidate { try await recordPasswordFailure(candidate.account.id) }
+                if let candidate { try await recordPasswordFailure(candidate.id) }
                 throw AccountFailure.authFailed
             }
             // The PIN factor was switched off after too many wrong PINs: the password alone must
             // not be enough now. Sign in with an SMS code, then enrol a new PIN.
             if candidate.pinReenrollRequired { throw AccountFailure.pinSwitchedOff }
             let rehash = Argon2id.owasp.isStronger(than: hash) ? try await Argon2id.owasp.hashOffPool(password) : nil
-            // A right password ends a run of wrong ones; with nothing to reset or rehash there is
-            // nothing to write (a commit costs a sync to disk on every sign-in).
-            guard candidate.failures > 0 || candidate.lockedUntil != nil || rehash != nil else {
-                return ProvenPassword(account: candidate.account, hasPIN: candidate.hasPIN)
-            }
-            try await store.transaction { database in
-                try database.execute("UPDATE accounts SET failed_logins = 0, locked_until = NULL WHERE id = ?", [.text(candidate.account.id)])
-                if let rehash {
-                    try database.execute("UPDATE accounts SET password_hash = ? WHERE id = ?", [.text(rehash), .text(candidate.account.id)])
+            let step = SignInFlow.stepAfterPassword(fingerprintHere: fingerprintAccounts.contains(candidate.id), hasPIN: candidate.hasPIN)
+            let flowID = "login_" + Base64URL.encode(try OpenSSL.randomBytes(16))
+            let config = config.current
+            let now = seconds
+            // One change: a sign-in the device limit refuses leaves the lockout count as it was.
+            return try await store.transaction { database in
+                try database.execute("UPDATE accounts SET failed_logins = 0, locked_until = NULL WHERE id = ?", [.text(candidate.id)])
+                if let rehash { try database.execute("UPDATE accounts SET password_hash = ? WHERE id = ?", [.text(rehash), .text(candidate.id)]) }
+                guard let step else {
+                    return .signedIn(try Self.signedIn(in: database, account: candidate.id, device: device, amr: ["pwd"], config: config, now: now))
                 }
+                let flow = SignInFlow.open(id: flowID, account: candidate.id, device: device, step: step, now: now)
+                try database.execute(
+                    "INSERT INTO login_flows (id, account_id, device_key, device_name, next, expires_at) VALUES (?, ?, ?, ?, ?, ?)",
+                    [.text(flow.id), .text(flow.account), .text(flow.device.key), .text(flow.device.name), .text(flow.step.rawValue), .integer(flow.expiresAt)])
+                return .secondStep(flow: flow.id, step: step)
             }
-            return ProvenPassword(account: candidate.account, hasPIN: candidate.hasPIN)
         }
     }
 
@@ -167,14 +169,6 @@ extension SQLiteAccountDirectory {
 
     // MARK: Second sign-in steps
 
-    func openSignIn(_ flow: SignInFlow) async throws {
-        try await store.transaction { database in
-            try database.execute(
-                "INSERT INTO login_flows (id, account_id, device_key, device_name, next, expires_at) VALUES (?, ?, ?, ?, ?, ?)",
-                [.text(flow.id), .text(flow.account), .text(flow.device.key), .text(flow.device.name), .text(flow.step.rawValue), .integer(flow.expiresAt)])
-        }
-    }
-
     /// The flow and what its account has now; nil when unknown, expired or deactivated.
     private static func pending(in database: Database, id: String, now: Int64) throws -> (PendingSignIn, pinHash: String?, pinLockedUntil: Int64?)? {
         try database.queryOne(
@@ -186,26 +180,13 @@ extension SQLiteAccountDirectory {
             guard let step = SignInFlow.Step(rawValue: row.text(4)) else { return nil }
             let flow = SignInFlow(id: row.text(0), account: row.text(1), device: DeviceIdentity(key: row.text(2), name: row.text(3), nameGiven: false),
                                   step: step, expiresAt: row.int64(5))
-            return (PendingSignIn(flow: flow, accountHasPIN: !row.isNull(6)), row.optionalText(6), row.optionalInt64(7))
+            return (PendingSignIn(flow: flow, accountHasPIN: !row.isNull(6), readAt: now), row.optionalText(6), row.optionalInt64(7))
         } ?? nil
     }
 
     func pendingSignIn(_ id: String) async throws -> PendingSignIn? {
         let now = seconds
         return try await store.read { try Self.pending(in: $0, id: id, now: now)?.0 }
-    }
-
-    /// Acts on a decision that signs in: the flow is used up (exactly once: a flow another
-    /// request used meanwhile refuses), and the session is made, in one change.
-    private func signIn(_ flow: SignInFlow, amr: [String], pinProved: Bool) async throws -> SignedIn {
-        let config = config.current
-        let now = seconds
-        return try await store.transaction { database in
-            try database.execute("DELETE FROM login_flows WHERE id = ?", [.text(flow.id)])
-            guard database.changes == 1 else { throw AccountFailure.authFailed }
-            if pinProved { try Self.pinProved(in: database, account: flow.account) }
-            return try Self.signedIn(in: database, account: flow.account, device: flow.device, amr: amr, config: config, now: now)
-        }
     }
 
     func completeSignIn(_ id: String, pin: SecretBytes) async throws -> SignedIn {
@@ -217,8 +198,9 @@ extension SQLiteAccountDirectory {
             if let until = pinLockedUntil, now < until { throw AccountFailure.locked(until: until) }
             guard PINPolicy.isWellFormed(pin) else { throw AccountFailure.authFailed }
             var flow = pending.flow
-            let correct = try await Argon2id.verifyOffPool(pin, against: pinHash)
-            switch flow.handle(.pin(correct: correct), now: seconds) {
+            // Decided as of when the flow was found waiting: the Argon2id work in between must
+            // not let it expire under a right PIN, nor spare a wrong one from being counted.
+            switch flow.handle(.pin(correct: try await Argon2id.verifyOffPool(pin, against: pinHash)), now: now) {
             case .signIn(let amr):
                 return try await signIn(flow, amr: amr, pinProved: true)
             case .retry:
@@ -230,24 +212,33 @@ extension SQLiteAccountDirectory {
         }
     }
 
-    func completeSignIn(_ id: String, fingerMatched: Bool) async throws -> SecondStepOutcome {
-        let now = seconds
-        guard let pending = try await pendingSignIn(id) else { throw AccountFailure.authFailed }
+    func completeSignIn(_ pending: PendingSignIn, fingerMatched: Bool) async throws -> SecondStepOutcome {
         var flow = pending.flow
-        switch flow.handle(.fingerprint(matched: fingerMatched, accountHasPIN: pending.accountHasPIN), now: now) {
+        let decision = flow.handle(.fingerprint(matched: fingerMatched, accountHasPIN: pending.accountHasPIN), now: pending.readAt)
+        switch decision {
         case .signIn(let amr):
             return .signedIn(try await signIn(flow, amr: amr, pinProved: false))
         case .continueWithPIN:
-            let step = flow.step
-            try await store.transaction { database in
-                try database.execute("UPDATE login_flows SET next = ? WHERE id = ?", [.text(step.rawValue), .text(id)])
-            }
+            try await store.transaction { try $0.execute("UPDATE login_flows SET next = ? WHERE id = ?", [.text(flow.step.rawValue), .text(flow.id)]) }
             return .continuesWithPIN
         case .end:
-            try await store.transaction { try $0.execute("DELETE FROM login_flows WHERE id = ?", [.text(id)]) }
+            try await store.transaction { try $0.execute("DELETE FROM login_flows WHERE id = ?", [.text(flow.id)]) }
             return .ended
         case .retry, .refuse:
             throw AccountFailure.authFailed
+        }
+    }
+
+    /// Acts on a decision that signs in, in one change: the flow is used up exactly once (a flow
+    /// another request used meanwhile refuses), and the session is made.
+    private func signIn(_ flow: SignInFlow, amr: [String], pinProved: Bool) async throws -> SignedIn {
+        let config = config.current
+        let now = seconds
+        return try await store.transaction { database in
+            try database.execute("DELETE FROM login_flows WHERE id = ?", [.text(flow.id)])
+            guard database.changes == 1 else { throw AccountFailure.authFailed }
+            if pinProved { try Self.pinProved(in: database, account: flow.account) }
+            return try Self.signedIn(in: database, account: flow.account, device: flow.device, amr: amr, config: config, now: now)
         }
     }
 

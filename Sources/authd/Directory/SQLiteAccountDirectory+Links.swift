@@ -42,7 +42,7 @@ extension SQLiteAccountDirectory {
         }
     }
 
-    func endFederatedSessions(account: String, provider: String, issuer: String, subject: String?) async throws -> Int {
+    func endFederatedSessions(account: String, provider: String, issuer: String, subject: String?, madeBy: Int64) async throws -> Int {
         let now = seconds
         return try await store.transaction { database in
             if let subject {
@@ -50,8 +50,8 @@ extension SQLiteAccountDirectory {
                                      [.text(issuer), .text(subject)])
             }
             try database.execute(
-                "UPDATE sessions SET revoked_at = ? WHERE account_id = ? AND federation = ? AND revoked_at IS NULL AND expires_at > ?",
-                [.integer(now), .text(account), .text(provider), .integer(now)])
+                "UPDATE sessions SET revoked_at = ? WHERE account_id = ? AND federation = ? AND revoked_at IS NULL AND expires_at > ? AND created_at <= ?",
+                [.integer(now), .text(account), .text(provider), .integer(now), .integer(madeBy)])
             return database.changes
         }
     }

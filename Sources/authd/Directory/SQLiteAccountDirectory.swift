@@ -17,7 +17,7 @@ struct SQLiteAccountDirectory: AccountDirectory {
     let now: @Sendable () -> Date
     /// The soft lock against guessing passwords and PINs.
     let lockout = Lockout()
-    /// A hash to verify against when an account does not exist (see `checkPassword`).
+    /// A hash to verify against when an account does not exist (see `signIn(password:…)`).
     let decoy = DecoyHash()
 
     init(store: Store, config: ConfigHolder, logger: Logger, now: @escaping @Sendable () -> Date) {

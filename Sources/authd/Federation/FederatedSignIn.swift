@@ -170,7 +170,8 @@ struct FederatedSignIn: Sendable {
 
     /// Links or registers the account and signs it in (in the account directory), then fills the
     /// vault (a machine change). When the vault cannot take the tokens, the new session ends
-    /// again, so a sign-in either completes or leaves no session behind.
+    /// again, so a sign-in either completes or leaves no session behind; an account a first
+    /// sign-in registered stays, linked, and the next sign-in finds it.
     private func commit(_ provider: Config.FederationProvider, claims: IDTokenClaims, tokens: TokenSet, device: DeviceIdentity,
                         uid: UInt32) async throws -> FederationLogin.Result {
         let identity = FederatedIdentity(provider: provider.name, issuer: provider.issuer, subject: claims.subject, email: claims.email, name: claims.name)
@@ -180,7 +181,12 @@ struct FederatedSignIn: Sendable {
             try await vault.storeSignIn(uid: uid, provider: provider, account: result.signedIn.account.id, subject: claims.subject, tokens: tokens,
                                         now: seconds)
         } catch {
-            _ = try? await directory.endSession(session.token)
+            do {
+                _ = try await directory.endSession(session.token)
+            } catch {
+                logger.error("a federated sign-in's session could not be ended after its tokens could not be stored: \(error)",
+                             [("AUTHD_PROVIDER", provider.name), ("AUTHD_ACCOUNT", result.signedIn.account.id), ("AUTHD_SESSION", session.id)])
+            }
             throw error
         }
         logger.notice(result.created ? "federated sign-in registered an account" : "federated sign-in",

@@ -6,7 +6,7 @@ import Protocol
 /// access and refresh tokens sealed at rest, or the persistent logged-out state a 401 left. The
 /// sessions a provider's sign-ins created are the account directory's: a logout ends them there
 /// after the vault's own change, and a logout interrupted in between is finished later
-/// (`sessions_pending`), so a persistent logout never leaves the provider's sessions alive.
+/// (`pending_logouts`), so a persistent logout never leaves the provider's sessions alive.
 struct TokenVault: Sendable {
     let store: Store
     let sealer: Sealer
@@ -84,8 +84,7 @@ struct TokenVault: Sendable {
                 VALUES (?, ?, ?, ?, ?, 'signed_in', ?, ?, ?, ?)
                 ON CONFLICT (uid, provider) DO UPDATE SET issuer = excluded.issuer, account_id = excluded.account_id, subject = excluded.subject,
                     state = 'signed_in', access_sealed = excluded.access_sealed, refresh_sealed = excluded.refresh_sealed,
-                    access_expires_at = excluded.access_expires_at, updated_at = excluded.updated_at, logged_out_at = NULL, logged_out_by = NULL,
-                    sessions_pending = 0
+                    access_expires_at = excluded.access_expires_at, updated_at = excluded.updated_at, logged_out_at = NULL, logged_out_by = NULL
                 """, values)
         }
     }
@@ -130,55 +129,73 @@ struct TokenVault: Sendable {
         case superseded
     }
 
-    /// The persistent logout: deletes the tokens and records who refused, in one change; then
-    /// the provider's sessions end and the cached user data goes, in the account directory.
+    /// The persistent logout: deletes the tokens, records who refused, and notes the sessions
+    /// still to end (`pending_logouts`), in one change; then the provider's sessions made up to
+    /// now end and the cached user data goes, in the account directory, and the note goes.
     func logOut(uid: UInt32, provider: String, source: String, refused: RefusedCredential, now: Int64) async throws -> LogoutOutcome {
         let sealer = sealer
-        let decision = try await store.transaction { database -> PendingLogout? in
+        let decision = try await store.transaction { database -> LogoutDecision in
             guard let (account, issuer, subject, accessSealed, refreshSealed) = try database.queryOne(
                 "SELECT account_id, issuer, subject, access_sealed, refresh_sealed FROM remote_tokens WHERE uid = ? AND provider = ? AND state = 'signed_in'",
                 [.integer(Int64(uid)), .text(provider)],
                 row: { ($0.optionalText(0), $0.text(1), $0.optionalText(2), $0.isNull(3) ? nil : $0.blob(3), $0.isNull(4) ? nil : $0.blob(4)) })
-            else { return PendingLogout(account: nil, issuer: "", subject: nil, outcome: .notSignedIn) }
+            else { return .unchanged(.notSignedIn) }
             switch refused {
             case .current: break
             case .refreshToken(let sealed):
-                guard refreshSealed == sealed else { return PendingLogout(account: nil, issuer: issuer, subject: nil, outcome: .superseded) }
+                guard refreshSealed == sealed else { return .unchanged(.superseded) }
             case .accessToken(let token):
                 let identity = Self.identity(uid: uid, provider: provider, issuer: issuer)
                 guard let accessSealed, let held = try sealer.open(accessSealed, purpose: .remoteAccessToken, identity: identity),
                       held.withUnsafeBytes({ OpenSSL.constantTimeEquals(Array($0), Array(token.utf8)) })
-                else { return PendingLogout(account: nil, issuer: issuer, subject: nil, outcome: .superseded) }
+                else { return .unchanged(.superseded) }
             }
             try database.execute(
                 """
                 UPDATE remote_tokens SET state = 'logged_out', access_sealed = NULL, refresh_sealed = NULL, access_expires_at = NULL,
-                    updated_at = ?, logged_out_at = ?, logged_out_by = ?, sessions_pending = 1 WHERE uid = ? AND provider = ?
+                    updated_at = ?, logged_out_at = ?, logged_out_by = ? WHERE uid = ? AND provider = ?
                 """, [.integer(now), .integer(now), .text(source), .integer(Int64(uid)), .text(provider)])
-            return PendingLogout(account: account, issuer: issuer, subject: subject, outcome: nil)
+            guard let account else { return .loggedOut(nil) }
+            let pending = PendingLogout(uid: uid, provider: provider, account: account, issuer: issuer, subject: subject, at: now)
+            try database.execute("INSERT OR REPLACE INTO pending_logouts (uid, provider, account_id, issuer, subject, logged_out_at) VALUES (?, ?, ?, ?, ?, ?)",
+                                 [.integer(Int64(uid)), .text(provider), .text(account), .text(issuer), subject.map(SQLValue.text) ?? .null, .integer(now)])
+            return .loggedOut(pending)
         }
-        guard let decision, decision.outcome == nil else { return decision?.outcome ?? .notSignedIn }
-        let ended = try await endSessions(uid: uid, provider: provider, account: decision.account, issuer: decision.issuer, subject: decision.subject)
-        return .loggedOut(LoggedOutEvent(provider: provider, account: decision.account, source: source, at: Timestamp.rfc3339(epochSeconds: now),
-                                         sessionsEnded: ended))
+        switch decision {
+        case .unchanged(let outcome):
+            return outcome
+        case .loggedOut(let pending):
+            var ended = 0
+            if let pending { ended = try await finish(pending) }
+            return .loggedOut(LoggedOutEvent(provider: provider, account: pending?.account, source: source, at: Timestamp.rfc3339(epochSeconds: now),
+                                             sessionsEnded: ended))
+        }
     }
 
-    /// A logout decided in the vault, whose sessions are still to end (or the outcome when there
-    /// is nothing to end).
+    private enum LogoutDecision: Sendable {
+        case unchanged(LogoutOutcome)
+        /// Logged out; the sessions still to end, when the row named an account.
+        case loggedOut(PendingLogout?)
+    }
+
+    /// A logout whose sessions are still to end: those the provider's sign-ins made for the
+    /// account up to the logout (a later sign-in's are not touched).
     private struct PendingLogout: Sendable {
-        let account: String?
+        let uid: UInt32
+        let provider: String
+        let account: String
         let issuer: String
         let subject: String?
-        let outcome: LogoutOutcome?
+        let at: Int64
     }
 
-    /// Ends the provider's sessions in the directory, then marks the vault row done.
-    private func endSessions(uid: UInt32, provider: String, account: String?, issuer: String, subject: String?) async throws -> Int {
-        guard let account else { return 0 }
-        let ended = try await directory.endFederatedSessions(account: account, provider: provider, issuer: issuer, subject: subject)
+    /// Ends a logout's sessions in the directory, then forgets the note. Safe to run twice.
+    private func finish(_ pending: PendingLogout) async throws -> Int {
+        let ended = try await directory.endFederatedSessions(account: pending.account, provider: pending.provider, issuer: pending.issuer,
+                                                             subject: pending.subject, madeBy: pending.at)
         try await store.transaction { database in
-            try database.execute("UPDATE remote_tokens SET sessions_pending = 0 WHERE uid = ? AND provider = ? AND state = 'logged_out'",
-                                 [.integer(Int64(uid)), .text(provider)])
+            try database.execute("DELETE FROM pending_logouts WHERE uid = ? AND provider = ? AND account_id = ? AND logged_out_at = ?",
+                                 [.integer(Int64(pending.uid)), .text(pending.provider), .text(pending.account), .integer(pending.at)])
         }
         return ended
     }
@@ -187,13 +204,12 @@ struct TokenVault: Sendable {
     /// error); run at start and hourly. Returns how many logouts it finished.
     func finishPendingLogouts() async throws -> Int {
         let pending = try await store.read { database in
-            try database.query("SELECT uid, provider, account_id, issuer, subject FROM remote_tokens WHERE sessions_pending = 1 AND state = 'logged_out'") {
-                (UInt32(truncatingIfNeeded: $0.int64(0)), $0.text(1), $0.optionalText(2), $0.text(3), $0.optionalText(4))
+            try database.query("SELECT uid, provider, account_id, issuer, subject, logged_out_at FROM pending_logouts") {
+                PendingLogout(uid: UInt32(truncatingIfNeeded: $0.int64(0)), provider: $0.text(1), account: $0.text(2), issuer: $0.text(3),
+                              subject: $0.optionalText(4), at: $0.int64(5))
             }
         }
-        for (uid, provider, account, issuer, subject) in pending {
-            _ = try await endSessions(uid: uid, provider: provider, account: account, issuer: issuer, subject: subject)
-        }
+        for logout in pending { _ = try await finish(logout) }
         return pending.count
     }
 
@@ -204,7 +220,8 @@ struct TokenVault: Sendable {
         guard let entry = try await entry(uid: uid, provider: provider) else { return nil }
         var ended = 0
         if let account = entry.account {
-            ended = try await directory.endFederatedSessions(account: account, provider: provider, issuer: entry.issuer, subject: entry.subject)
+            ended = try await directory.endFederatedSessions(account: account, provider: provider, issuer: entry.issuer, subject: entry.subject,
+                                                             madeBy: now)
         }
         try await store.transaction { database in
             try database.execute("DELETE FROM remote_tokens WHERE uid = ? AND provider = ?", [.integer(Int64(uid)), .text(provider)])

@@ -88,10 +88,7 @@ struct RelyingParty: Sendable {
         }
         // A login with no passkey gets a stand-in id derived from it, the same every time, so
         // the answer does not tell which logins have accounts or passkeys.
-        let decoy = try login.map { login in
-            let (column, value) = SQLiteAccountDirectory.column(login)
-            return try OpenSSL.hmacSHA256(key: decoyKey, data: Array("passkey decoy \(column) \(value)".utf8))
-        }
+        let decoy = try login.map { try OpenSSL.hmacSHA256(key: decoyKey, data: Array("passkey decoy \($0.label)".utf8)) }
         let (flow, allowed) = try await directory.beginPasskeySignIn(login: login, challenge: challenge, decoy: decoy, timeout: timeout)
         return .init(flow: flow, origin: config.passkeyOrigins[0], options: PasskeyRequestOptions(
             challenge: Base64URL.encode(challenge), timeout: config.passkeyTimeoutSeconds * 1000, rpId: config.passkeyRPID,

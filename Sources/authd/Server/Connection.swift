@@ -196,16 +196,15 @@ final class Connection: StreamingConnection, @unchecked Sendable {
     // MARK: Streams
 
     func openStream(requestKey: UInt64, onDrop: @escaping @Sendable () -> Void,
-                    body: @escaping @Sendable (StreamSink) async -> Void) throws(RPCError) -> String {
-        let result: Result<String, RPCError> = queue.sync {
+                    body: @escaping @Sendable (StreamSink) async -> Void) throws(StreamFailure) -> String {
+        let result: Result<String, StreamFailure> = queue.sync {
             switch machine.openStream(for: requestKey) {
             case .success(let name):
                 pendingStreams[name] = (body, onDrop)
                 return .success(name)
             case .failure(.shuttingDown): return .failure(.shuttingDown)
-            case .failure(.closed): return .failure(.cancelled)
-            case .failure(.limit):
-                return .failure(.failure(.subscriptionLimit, "This connection has too many open streams (at most \(machine.limits.maxStreams))."))
+            case .failure(.closed): return .failure(.clientGone)
+            case .failure(.limit): return .failure(.limit(machine.limits.maxStreams))
             }
         }
         return try result.get()

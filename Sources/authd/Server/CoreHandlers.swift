@@ -12,9 +12,7 @@ extension MethodTable {
         }
 
         register(SubscriptionCancel.self, home: .machine, access: .anyone) { params, context in
-            guard context.streams.cancel(params.subscription) else {
-                throw RPCError.failure(.unknownSubscription, "This connection has no stream '\(Redaction.printable(params.subscription, limit: 64))'.")
-            }
+            guard context.streams.cancel(params.subscription) else { throw StreamFailure.unknown(params.subscription) }
             return SubscriptionCancel.Result(cancelled: true)
         }
 

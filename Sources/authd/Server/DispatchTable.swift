@@ -24,7 +24,7 @@ enum DispatchTable {
         let fingerprintSteps = FingerprintSteps(store: services.store)
         table.registerAccountMethods(Registration(directory: directory, codes: codes, logger: services.logger),
                                      otp: OTPLogin(directory: directory, codes: codes),
-                                     login: Login(directory: directory, fingerprintSteps: fingerprintSteps, now: services.now), limiter: limiter)
+                                     login: Login(directory: directory, fingerprintSteps: fingerprintSteps), limiter: limiter)
         table.registerSessionMethods(SessionService(directory: directory, tokens: tokens))
         table.registerAccountSettingsMethods(AccountSettings(directory: directory, logger: services.logger), admin: AccountAdmin(directory: directory))
 

@@ -35,7 +35,7 @@ struct RequestStreams: Sendable {
 
     /// Opens a stream whose notifications start after this request's response. `onDrop` runs
     /// instead of `body` if the stream never starts (the request failed, the client left).
-    func open(onDrop: @escaping @Sendable () -> Void, _ body: @escaping @Sendable (StreamSink) async -> Void) throws(RPCError) -> String {
+    func open(onDrop: @escaping @Sendable () -> Void, _ body: @escaping @Sendable (StreamSink) async -> Void) throws(StreamFailure) -> String {
         try connection.openStream(requestKey: requestKey, onDrop: onDrop, body: body)
     }
 
@@ -49,7 +49,7 @@ struct RequestStreams: Sendable {
 /// transport, so handlers never hold one.
 protocol StreamingConnection: Sendable {
     func openStream(requestKey: UInt64, onDrop: @escaping @Sendable () -> Void,
-                    body: @escaping @Sendable (StreamSink) async -> Void) throws(RPCError) -> String
+                    body: @escaping @Sendable (StreamSink) async -> Void) throws(StreamFailure) -> String
     func cancelStream(_ name: String) -> Bool
     /// Queues a line for the client (notifications).
     func enqueue(_ line: Data)
@@ -63,5 +63,24 @@ struct StreamSink: Sendable {
     func notify<N: RPCNotification>(_: N.Type, _ params: N.Params) {
         guard let line = try? WireCodec.notificationLine(method: N.name, params: params) else { return }
         connection.enqueue(line)
+    }
+}
+
+/// Why a stream did not open, or could not be cancelled.
+enum StreamFailure: WireErrorConvertible, Equatable {
+    case shuttingDown
+    /// The client already left: nothing would ever start the stream.
+    case clientGone
+    case limit(Int)
+    /// `subscription.cancel` of a stream this connection does not have.
+    case unknown(String)
+
+    var rpcError: RPCError {
+        switch self {
+        case .shuttingDown: .shuttingDown
+        case .clientGone: .cancelled
+        case .limit(let most): .failure(.subscriptionLimit, "This connection has too many open streams (at most \(most)).")
+        case .unknown(let name): .failure(.unknownSubscription, "This connection has no stream '\(Redaction.printable(name, limit: 64))'.")
+        }
     }
 }

@@ -313,8 +313,6 @@ enum Migrations {
             "INSERT INTO local_users_v10 SELECT * FROM local_users",
             "DROP TABLE local_users",
             "ALTER TABLE local_users_v10 RENAME TO local_users",
-            // `sessions_pending` = 1 while a persistent logout still has to end the provider's
-            // sessions in the account directory (finished at start and hourly if interrupted).
             """
             CREATE TABLE remote_tokens_v10 (
                 uid INTEGER NOT NULL,
@@ -329,7 +327,6 @@ enum Migrations {
                 updated_at INTEGER NOT NULL,
                 logged_out_at INTEGER,
                 logged_out_by TEXT,
-                sessions_pending INTEGER NOT NULL DEFAULT 0,
                 PRIMARY KEY (uid, provider)
             ) STRICT
             """,
@@ -341,6 +338,20 @@ enum Migrations {
             """,
             "DROP TABLE remote_tokens",
             "ALTER TABLE remote_tokens_v10 RENAME TO remote_tokens",
+            // Persistent logouts whose sessions (in the account directory) are still to end: those
+            // the provider's sign-ins made for the account up to `logged_out_at`. Written with the
+            // vault's change, deleted once the sessions ended; finished at start and hourly.
+            """
+            CREATE TABLE pending_logouts (
+                uid INTEGER NOT NULL,
+                provider TEXT NOT NULL,
+                account_id TEXT NOT NULL,
+                issuer TEXT NOT NULL,
+                subject TEXT,
+                logged_out_at INTEGER NOT NULL,
+                PRIMARY KEY (uid, provider, account_id, logged_out_at)
+            ) STRICT
+            """,
             // The local user whose finger is an account's second sign-in step on this machine
             // (it was `accounts.fingerprint_user`).
             """
