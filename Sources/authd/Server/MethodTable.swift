@@ -116,10 +116,11 @@ struct MethodTable: Sendable {
         audit: (@Sendable (M.Params, M.Result) -> [String: JSONValue])?,
         _ handler: @escaping @Sendable (M.Params, Context) async throws -> M.Result
     ) {
-        precondition(entries[M.name] == nil, "\(M.name) registered twice")
-        entries[M.name] = Entry(home: home.kind, access: access, audited: audit != nil, requiresUnlock: requiresUnlock, remembers: remembers) {
+        let name = M.name
+        precondition(entries[name] == nil, "\(name) registered twice")
+        entries[name] = Entry(home: home.kind, access: access, audited: audit != nil, requiresUnlock: requiresUnlock, remembers: remembers) {
             request, environment in
-            guard let context = home.context(environment) else { throw RPCError.forbidden(M.name) }
+            guard let context = home.context(environment) else { throw RPCError.forbidden(name) }
             let params = try WireCodec.decodeParams(M.Params.self, from: request)
             let result = try await handler(params, context)
             return Invocation(result: result, auditDetail: audit?(params, result) ?? [:], signedIn: signedIn(result))
