@@ -88,7 +88,7 @@ struct BiometricTests {
         #expect(try f.authLocalReason() == nil)
     }
 
-    @Test("while locked, signing in to another account neither opens the lock nor lifts the fingerprint cut-off (known issue)")
+    @Test("while locked, signing in to another account neither opens the lock nor lifts the fingerprint cut-off")
     func signInElsewhereKeepsLock() throws {
         let f = try FingerprintFixture()
         try f.register()
