@@ -285,7 +285,7 @@ public final class P256PrivateKey: @unchecked Sendable {
             EVP_DigestSign(context, &der, &length, input.baseAddress?.assumingMemoryBound(to: UInt8.self), input.count)
         }
         guard ok == 1 else { throw CryptoError.drain("EVP_DigestSign") }
-        return try ECDSASignature.rawFromDER(Array(der.prefix(length)), coordinateLength: 32)
+        return try ECDSASignature.P256.lowS(ECDSASignature.rawFromDER(Array(der.prefix(length)), coordinateLength: 32))
     }
 }
 
@@ -327,9 +327,12 @@ public final class P256PublicKey: @unchecked Sendable {
         return (Array(point[1...32]), Array(point[33...64]))
     }
 
-    /// Verifies a 64-byte `r ‖ s` ES256 signature over `message`.
+    /// Verifies a 64-byte `r ‖ s` ES256 signature over `message`, in its low-S form only: for
+    /// every signature (r, s) the pair (r, n − s) verifies too, and accepting both would give one
+    /// token two encodings. ``P256PrivateKey/signES256(_:)`` signs low-S, so nothing valid is lost.
     public func verifyES256(signature: [UInt8], message: some ContiguousBytes) -> Bool {
-        guard signature.count == 64, let der = try? ECDSASignature.derFromRaw(signature) else { return false }
+        guard signature.count == 64, ECDSASignature.P256.isLowS(signature),
+              let der = try? ECDSASignature.derFromRaw(signature) else { return false }
         guard let context = EVP_MD_CTX_new() else { return false }
         defer {
             EVP_MD_CTX_free(context)
@@ -478,6 +481,55 @@ func curveName(_ key: OpaquePointer) -> String? {
 
 /// Conversions between DER `ECDSA-Sig-Value` and the fixed-width `r ‖ s` of JWS.
 public enum ECDSASignature {
+    /// The low-S rule on P-256 (as Bitcoin's BIP 62 and libsecp256k1 apply it): of the twins
+    /// (r, s) and (r, n − s), only the one with s ≤ n/2 is accepted.
+    public enum P256 {
+        /// The group order n, big-endian, as OpenSSL knows it.
+        static let order: [UInt8] = {
+            guard let group = EC_GROUP_new_by_curve_name(NID_X9_62_prime256v1) else { fatalError("OpenSSL has no P-256") }
+            defer { EC_GROUP_free(group) }
+            var bytes = [UInt8](repeating: 0, count: 32)
+            guard BN_bn2binpad(EC_GROUP_get0_order(group), &bytes, 32) == 32 else { fatalError("P-256's order does not fit 32 bytes") }
+            return bytes
+        }()
+
+        /// ⌊n/2⌋, big-endian: the largest low s.
+        static let halfOrder: [UInt8] = {
+            var half = [UInt8](repeating: 0, count: 32)
+            var carry: UInt8 = 0
+            for (index, byte) in order.enumerated() {
+                half[index] = (byte >> 1) | carry
+                carry = (byte & 1) << 7
+            }
+            return half
+        }()
+
+        /// Whether the `s` half of a 64-byte `r ‖ s` is at most n/2 (equal-length big-endian
+        /// bytes compare as the numbers do; both are public values).
+        public static func isLowS(_ signature: [UInt8]) -> Bool {
+            signature.count == 64 && !halfOrder[...].lexicographicallyPrecedes(signature[32...])
+        }
+
+        /// The low-S form of a 64-byte `r ‖ s`: itself when s ≤ n/2, else its twin.
+        public static func lowS(_ signature: [UInt8]) throws -> [UInt8] {
+            isLowS(signature) ? signature : try twin(signature)
+        }
+
+        /// (r, n − s) for a 64-byte `r ‖ s` with 0 < s < n: the other signature that verifies
+        /// wherever this one does.
+        public static func twin(_ signature: [UInt8]) throws -> [UInt8] {
+            precondition(signature.count == 64, "an r ‖ s signature on P-256 is 64 bytes")
+            guard let n = BN_bin2bn(order, 32, nil) else { throw CryptoError.drain("BN_bin2bn") }
+            defer { BN_free(n) }
+            guard let s = signature.withUnsafeBufferPointer({ BN_bin2bn($0.baseAddress! + 32, 32, nil) }) else { throw CryptoError.drain("BN_bin2bn") }
+            defer { BN_free(s) }
+            guard BN_sub(s, n, s) == 1 else { throw CryptoError.drain("BN_sub") }
+            var twin = Array(signature.prefix(32)) + [UInt8](repeating: 0, count: 32)
+            guard twin.withUnsafeMutableBufferPointer({ BN_bn2binpad(s, $0.baseAddress! + 32, 32) }) == 32 else { throw CryptoError.drain("BN_bn2binpad") }
+            return twin
+        }
+    }
+
     /// DER to `r ‖ s`, each coordinate left-padded to `coordinateLength` bytes.
     public static func rawFromDER(_ der: [UInt8], coordinateLength: Int) throws -> [UInt8] {
         let signature: OpaquePointer? = der.withUnsafeBufferPointer { bytes in

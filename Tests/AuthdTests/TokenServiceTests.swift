@@ -29,6 +29,18 @@ struct TokenServiceTests {
         #expect(throws: RPCError.failure(.tokenExpired, "")) { try onTheWire { try service.verify(.init(token: issued.token)) } }
     }
 
+    @Test("a token whose signature is replaced by its high-S twin is refused")
+    func highSTwin() async throws {
+        let fixture = try await TestKeys()
+        let service = TokenService(keys: fixture.keys, config: ConfigHolder(Config()), now: fixture.clock.closure)
+        let issued = try service.issueLocal(for: caller, params: .init(aud: "app"))
+        let parts = issued.token.split(separator: ".").map(String.init)
+        let twin = try ECDSASignature.P256.twin(try #require(Base64URL.decode(parts[2])))
+        let forged = parts[0] + "." + parts[1] + "." + Base64URL.encode(twin)
+        #expect(throws: Never.self) { try service.verify(.init(token: issued.token)) }
+        #expect(throws: RPCError.failure(.tokenBadSignature, "")) { try onTheWire { try service.verify(.init(token: forged)) } }
+    }
+
     @Test("a token from the future is refused beyond the leeway")
     func notYetValid() async throws {
         let fixture = try await TestKeys()

@@ -67,6 +67,27 @@ struct OpenSSLCryptoTests {
         #expect(throws: CryptoError.self) { try P256PublicKey(spki: [0x30, 0x03, 0x02, 0x01, 0x00]) }
     }
 
+    @Test("ES256 signs in the low-S form only, and refuses a signature's high-S twin")
+    func es256LowS() throws {
+        let key = try P256PrivateKey.generate()
+        let publicKey = try key.publicKey
+        let (x, y) = try publicKey.coordinates()
+        let anyForm = try JWKPublicKey(p256X: x, y: y)
+        for index in 0..<64 {
+            let message = Array("header.payload-\(index)".utf8)
+            let signature = try key.signES256(message)
+            #expect(ECDSASignature.P256.isLowS(signature))
+            let twin = try ECDSASignature.P256.twin(signature)
+            #expect(twin.prefix(32) == signature.prefix(32) && twin != signature)
+            // The twin is a real signature (a verifier without the rule accepts it) …
+            #expect(anyForm.verify(signature: twin, message: message))
+            // … which authd's own tokens refuse, so that a token has one encoding.
+            #expect(!ECDSASignature.P256.isLowS(twin))
+            #expect(!publicKey.verifyES256(signature: twin, message: message))
+            #expect(try ECDSASignature.P256.lowS(twin) == signature)
+        }
+    }
+
     @Test("constant-time comparison")
     func constantTime() {
         #expect(OpenSSL.constantTimeEquals([1, 2, 3], [1, 2, 3]))
