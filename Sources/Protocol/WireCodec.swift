@@ -124,6 +124,9 @@ public enum WireCodec {
     /// could not be read), exactly as JSON-RPC 2.0 §5 prescribes.
     public static func decodeRequest(_ line: some Collection<UInt8>) -> Result<Request, RequestDecodingError> {
         let data = Data(line)
+        if let violation = StrictJSON.check(data) {
+            return .failure(RequestDecodingError(id: .null, error: .parseError("The line is not strict JSON: \(violation).")))
+        }
         let envelope: Envelope
         do {
             envelope = try JSONDecoder().decode(Envelope.self, from: data)
@@ -288,11 +291,14 @@ public enum WireCodec {
 
     /// Decodes a typed value from a JSONValue (results on the client side, params on the server).
     public static func decode<T: Decodable>(_ type: T.Type, from value: JSONValue) throws -> T {
-        try decode(type, from: try encodeJSON(value))
+        try JSONDecoder().decode(type, from: try encodeJSON(value))
     }
 
+    /// Decodes a JSON text from outside (a provider's documents, a token's parts, WebAuthn's
+    /// client data): strict JSON only (``StrictJSON``), then typed.
     public static func decode<T: Decodable>(_ type: T.Type, from data: Data) throws -> T {
-        try JSONDecoder().decode(type, from: data)
+        if let violation = StrictJSON.check(data) { throw violation }
+        return try JSONDecoder().decode(type, from: data)
     }
 
     private static func describe(_ error: DecodingError) -> RPCError {

@@ -133,6 +133,27 @@ struct ProtocolRobustnessTests {
         #expect(daemon.process?.isRunning == true)
     }
 
+    @Test("a duplicate member, a byte-order mark or a trailing comma is a parse error, not read leniently", arguments: [
+        #"{"jsonrpc":"2.0","id":1,"method":"hello","method":"auth.local"}"#,
+        #"{"jsonrpc":"2.0","id":1,"method":"auth.local","params":{"aud":"a","aud":"b"}}"#,
+        #"{"jsonrpc":"2.0","id":1,"method":"hello","\u006dethod":"auth.local"}"#,
+        "\u{FEFF}" + #"{"jsonrpc":"2.0","id":1,"method":"hello"}"#,
+        #"{"jsonrpc":"2.0","id":1,"method":"hello",}"#,
+        #"{"jsonrpc":"2.0","id":1,"method":"auth.local","params":{"aud":"a",}}"#,
+        #"{"jsonrpc":"2.0","id":1,"method":"passkey.list","params":{"rp_ids":["a",]}}"#,
+    ])
+    func lenientJSON(line: String) throws {
+        let daemon = try DaemonHarness()
+        try daemon.start()
+        let client = try daemon.connect()
+        try client.send(line + "\n")
+        let response = try #require(try client.readJSON())
+        #expect(response.errorCode == -32700)
+        #expect(response.errorReason == "rpc.parse_error")
+        #expect(response["id"] == .null, "nothing of a refused line is trusted, not even its id")
+        #expect(try client.result("hello")["protocol_version"] == 1)
+    }
+
     @Test("deeply nested JSON is refused, not recursed into until the stack runs out")
     func deepNesting() throws {
         let daemon = try DaemonHarness()

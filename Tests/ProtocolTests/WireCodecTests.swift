@@ -101,6 +101,45 @@ struct WireCodecTests {
         #expect(RPCError.failure(Reason("pin.blocked"), "Wrong PIN.") != error)
     }
 
+    @Test("strict JSON: RFC 8259's grammar and unique member names, nothing lenient")
+    func strictJSON() {
+        let accepted = [
+            "{}", "[]", " 1 ", "-0.5e+3", #""\ud83d\ude00 é""#, #"{"a":[1,{"b":null}],"c":true,"d":false}"#,
+            #"{"a":1,"b":{"a":2}}"#, "\t[1,\r\n2]\n",
+        ]
+        for text in accepted {
+            #expect(StrictJSON.check(Array(text.utf8)) == nil, "\(text)")
+        }
+        let refused: [(String, String)] = [
+            (#"{"a":1,"a":2}"#, "appears twice"),
+            (#"{"a":1,"\u0061":2}"#, "appears twice"),
+            ("\u{FEFF}{}", "byte-order mark"),
+            (#"{"a":1,}"#, "trailing comma"),
+            ("[1,]", "trailing comma"),
+            ("[1 2]", "expected"),
+            ("01", "text after"),
+            ("1.", "fraction"),
+            ("1e", "exponent"),
+            ("+1", "not a JSON value"),
+            ("NaN", "not a JSON value"),
+            (#""\ud800""#, "lone surrogate"),
+            (#""\udc00\ud800""#, "lone surrogate"),
+            ("\"a\u{1}b\"", "control character"),
+            (#""\x41""#, "unknown escape"),
+            ("\"abc", "not closed"),
+            ("{\"a\"}", "':'"),
+            ("", "ends early"),
+            (String(repeating: "[", count: 600) + String(repeating: "]", count: 600), "nested deeper"),
+        ]
+        for (text, problem) in refused {
+            let violation = StrictJSON.check(Array(text.utf8))
+            #expect(violation?.problem.contains(problem) == true, "\(text): \(String(describing: violation))")
+        }
+        #expect(StrictJSON.check([0x22, 0xFF, 0x22])?.problem == "a string is not valid UTF-8")
+        // The typed decoder for outside texts applies the same rule.
+        #expect(throws: StrictJSON.Violation.self) { try WireCodec.decode(JSONValue.self, from: Data(#"{"alg":"none","alg":"ES256"}"#.utf8)) }
+    }
+
     @Test("the client side rejects lines that are not JSON-RPC")
     func incomingErrors() {
         for line in ["", "{}", #"{"jsonrpc":"2.0"}"#, #"{"jsonrpc":"1.0","id":1,"result":1}"#, "[1]"] {

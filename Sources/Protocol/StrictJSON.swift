@@ -1,0 +1,223 @@
+/// The JSON authd accepts from outside: RFC 8259's grammar with nothing lenient, and I-JSON's
+/// (RFC 7493) rule that an object's member names are unique.
+///
+/// Foundation's decoder takes a leading byte-order mark, trailing commas and a duplicate member
+/// (first one wins). A security daemon must not: two parsers reading one request differently is
+/// how a check gets bypassed (the method a proxy logs is not the one authd runs). Every JSON text
+/// from outside passes ``check(_:)`` before it is decoded.
+public enum StrictJSON {
+    /// How deep arrays and objects may nest; deeper texts are refused before any recursion runs
+    /// out of stack (Foundation's own limit is the same).
+    public static let maximumDepth = 512
+
+    /// Why a text is not strict JSON. `offset` is the byte where reading stopped.
+    public struct Violation: Error, Sendable, Equatable, CustomStringConvertible {
+        public let offset: Int
+        public let problem: String
+        public var description: String { "\(problem) (at byte \(offset))" }
+    }
+
+    /// Nil when `text` is one strict JSON value, surrounded by nothing but whitespace.
+    public static func check(_ text: some Collection<UInt8>) -> Violation? {
+        let bytes = Array(text)
+        if bytes.starts(with: [0xEF, 0xBB, 0xBF]) { return Violation(offset: 0, problem: "a byte-order mark precedes the JSON text") }
+        var reader = Reader(bytes: bytes)
+        do throws(Violation) {
+            reader.skipWhitespace()
+            try reader.value(depth: 0)
+            reader.skipWhitespace()
+            guard reader.index == bytes.count else { throw reader.violation("text after the JSON value") }
+            return nil
+        } catch {
+            return error
+        }
+    }
+
+    private struct Reader {
+        let bytes: [UInt8]
+        var index = 0
+
+        func violation(_ problem: String) -> Violation { Violation(offset: index, problem: problem) }
+
+        var next: UInt8? { index < bytes.count ? bytes[index] : nil }
+
+        mutating func skipWhitespace() {
+            while let byte = next, byte == 0x20 || byte == 0x09 || byte == 0x0A || byte == 0x0D { index += 1 }
+        }
+
+        mutating func expect(_ literal: StaticString) throws(Violation) {
+            let expected = UnsafeBufferPointer(start: literal.utf8Start, count: literal.utf8CodeUnitCount)
+            guard bytes.count - index >= expected.count, bytes[index..<index + expected.count].elementsEqual(expected) else {
+                throw violation("not a JSON value")
+            }
+            index += expected.count
+        }
+
+        mutating func value(depth: Int) throws(Violation) {
+            switch next {
+            case UInt8(ascii: "{")?: try object(depth: depth + 1)
+            case UInt8(ascii: "[")?: try array(depth: depth + 1)
+            case UInt8(ascii: "\"")?: _ = try string()
+            case UInt8(ascii: "t")?: try expect("true")
+            case UInt8(ascii: "f")?: try expect("false")
+            case UInt8(ascii: "n")?: try expect("null")
+            case let byte? where byte == UInt8(ascii: "-") || (0x30...0x39).contains(byte): try number()
+            case nil: throw violation("the JSON text ends early")
+            default: throw violation("not a JSON value")
+            }
+        }
+
+        mutating func object(depth: Int) throws(Violation) {
+            guard depth <= StrictJSON.maximumDepth else { throw violation("nested deeper than \(StrictJSON.maximumDepth) levels") }
+            index += 1
+            skipWhitespace()
+            if next == UInt8(ascii: "}") { index += 1; return }
+            var names = Set<String>()
+            while true {
+                guard next == UInt8(ascii: "\"") else {
+                    throw violation(next == nil ? "the JSON text ends early" : "a member name was expected (a trailing comma?)")
+                }
+                let start = index
+                let name = try string()
+                guard names.insert(name).inserted else {
+                    throw Violation(offset: start, problem: "the member name '\(Redaction.printable(name, limit: 64))' appears twice")
+                }
+                skipWhitespace()
+                guard next == UInt8(ascii: ":") else { throw violation("':' was expected after a member name") }
+                index += 1
+                skipWhitespace()
+                try value(depth: depth)
+                skipWhitespace()
+                switch next {
+                case UInt8(ascii: ",")?: index += 1; skipWhitespace()
+                case UInt8(ascii: "}")?: index += 1; return
+                default: throw violation(next == nil ? "the JSON text ends early" : "',' or '}' was expected")
+                }
+            }
+        }
+
+        mutating func array(depth: Int) throws(Violation) {
+            guard depth <= StrictJSON.maximumDepth else { throw violation("nested deeper than \(StrictJSON.maximumDepth) levels") }
+            index += 1
+            skipWhitespace()
+            if next == UInt8(ascii: "]") { index += 1; return }
+            while true {
+                if next == UInt8(ascii: "]") { throw violation("a value was expected (a trailing comma?)") }
+                try value(depth: depth)
+                skipWhitespace()
+                switch next {
+                case UInt8(ascii: ",")?: index += 1; skipWhitespace()
+                case UInt8(ascii: "]")?: index += 1; return
+                default: throw violation(next == nil ? "the JSON text ends early" : "',' or ']' was expected")
+                }
+            }
+        }
+
+        mutating func number() throws(Violation) {
+            func digits(_ reader: inout Reader) -> Int {
+                let start = reader.index
+                while let byte = reader.next, (0x30...0x39).contains(byte) { reader.index += 1 }
+                return reader.index - start
+            }
+            if next == UInt8(ascii: "-") { index += 1 }
+            if next == UInt8(ascii: "0") {
+                index += 1
+            } else if digits(&self) == 0 {
+                throw violation("a number needs digits")
+            }
+            if next == UInt8(ascii: ".") {
+                index += 1
+                guard digits(&self) > 0 else { throw violation("a fraction needs digits") }
+            }
+            if next == UInt8(ascii: "e") || next == UInt8(ascii: "E") {
+                index += 1
+                if next == UInt8(ascii: "+") || next == UInt8(ascii: "-") { index += 1 }
+                guard digits(&self) > 0 else { throw violation("an exponent needs digits") }
+            }
+        }
+
+        /// A string, its escapes resolved (member names are compared as the text they mean:
+        /// `"\u006dethod"` is `"method"`). Lone surrogates and invalid UTF-8 are refused.
+        mutating func string() throws(Violation) -> String {
+            index += 1
+            var scalars = String.UnicodeScalarView()
+            var runStart = index
+            func flushRun(_ reader: Reader, upTo end: Int) throws(Violation) {
+                guard runStart < end else { return }
+                guard let run = String(validating: reader.bytes[runStart..<end], as: UTF8.self) else {
+                    throw Violation(offset: runStart, problem: "a string is not valid UTF-8")
+                }
+                scalars.append(contentsOf: run.unicodeScalars)
+            }
+            while true {
+                guard let byte = next else { throw violation("a string is not closed") }
+                switch byte {
+                case UInt8(ascii: "\""):
+                    try flushRun(self, upTo: index)
+                    index += 1
+                    return String(scalars)
+                case UInt8(ascii: "\\"):
+                    try flushRun(self, upTo: index)
+                    index += 1
+                    scalars.append(try escape())
+                    runStart = index
+                case 0x00..<0x20:
+                    throw violation("a control character must be escaped in a string")
+                default:
+                    index += 1
+                }
+            }
+        }
+
+        mutating func escape() throws(Violation) -> Unicode.Scalar {
+            guard let byte = next else { throw violation("a string is not closed") }
+            index += 1
+            switch byte {
+            case UInt8(ascii: "\""): return "\""
+            case UInt8(ascii: "\\"): return "\\"
+            case UInt8(ascii: "/"): return "/"
+            case UInt8(ascii: "b"): return "\u{8}"
+            case UInt8(ascii: "f"): return "\u{C}"
+            case UInt8(ascii: "n"): return "\n"
+            case UInt8(ascii: "r"): return "\r"
+            case UInt8(ascii: "t"): return "\t"
+            case UInt8(ascii: "u"):
+                let unit = try hexUnit()
+                switch unit {
+                case 0xD800..<0xDC00:
+                    guard next == UInt8(ascii: "\\"), index + 1 < bytes.count, bytes[index + 1] == UInt8(ascii: "u") else {
+                        throw violation("a lone surrogate in a \\u escape")
+                    }
+                    index += 2
+                    let low = try hexUnit()
+                    guard (0xDC00..<0xE000).contains(low) else { throw violation("a lone surrogate in a \\u escape") }
+                    return Unicode.Scalar(0x10000 + ((unit - 0xD800) << 10) + (low - 0xDC00))!
+                case 0xDC00..<0xE000:
+                    throw violation("a lone surrogate in a \\u escape")
+                default:
+                    return Unicode.Scalar(unit)!
+                }
+            default:
+                throw violation("an unknown escape in a string")
+            }
+        }
+
+        mutating func hexUnit() throws(Violation) -> UInt32 {
+            guard bytes.count - index >= 4 else { throw violation("a \\u escape needs four hex digits") }
+            var unit: UInt32 = 0
+            for _ in 0..<4 {
+                let byte = bytes[index]
+                let digit: UInt8
+                switch byte {
+                case 0x30...0x39: digit = byte - 0x30
+                case 0x41...0x46: digit = byte - 0x41 + 10
+                case 0x61...0x66: digit = byte - 0x61 + 10
+                default: throw violation("a \\u escape needs four hex digits")
+                }
+                unit = unit << 4 | UInt32(digit)
+                index += 1
+            }
+            return unit
+        }
+    }
+}
