@@ -108,6 +108,41 @@ struct ConnectionMachineTests {
         #expect(machine.cancelStream(accepted).found == false)
     }
 
+    @Test("idle: closed at the first tick after a quiet period, never with a request in flight or a stream; half a line is not activity")
+    func idle() {
+        var quiet = ConnectionMachine()
+        #expect(quiet.idleTick() == [.close(.idle)], "a client that never sent anything")
+
+        var trickling = ConnectionMachine()
+        _ = trickling.received(Array(#"{"jsonrpc":"#.utf8))
+        #expect(trickling.idleTick() == [.close(.idle)], "bytes of an unfinished line do not keep it open")
+
+        var busy = ConnectionMachine()
+        _ = busy.received(Self.line(1))
+        #expect(busy.idleTick().isEmpty, "a request arrived since the last tick")
+        #expect(busy.idleTick().isEmpty, "the request (a prompt, say) is still in flight")
+        _ = busy.requestFinished(key: 0, line: Data("ok\n".utf8), accepted: true)
+        _ = busy.wrote(3)
+        #expect(busy.idleTick().isEmpty, "it finished since the last tick")
+        #expect(busy.idleTick() == [.close(.idle)])
+
+        var subscribed = ConnectionMachine()
+        _ = subscribed.received(Self.line(1))
+        guard case .success(let stream) = subscribed.openStream(for: 0) else { Issue.record("no stream"); return }
+        _ = subscribed.requestFinished(key: 0, line: nil, accepted: true)
+        for _ in 0..<3 { #expect(subscribed.idleTick().isEmpty, "a subscription is not idle") }
+        _ = subscribed.streamEnded(stream)
+        #expect(subscribed.idleTick().isEmpty)
+        #expect(subscribed.idleTick() == [.close(.idle)])
+
+        var unread = ConnectionMachine()
+        _ = unread.received(Self.line(1))
+        _ = unread.requestFinished(key: 0, line: Data("answer\n".utf8), accepted: true)
+        _ = unread.idleTick()
+        #expect(unread.idleTick().isEmpty, "output still queued is written before the close")
+        #expect(unread.wrote(7) == [.close(.idle)])
+    }
+
     @Test("at most maxStreams streams per connection")
     func streamLimit() {
         var machine = ConnectionMachine(limits: .init(maxStreams: 2))

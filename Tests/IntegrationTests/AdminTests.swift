@@ -123,6 +123,43 @@ struct AdminTests {
         #expect(try rootClients.last?.result("hello")["caller"]?["uid"] == 0)
     }
 
+    @Test("system mode: when users hold every connection up to max_connections, root still gets in")
+    func adminReserve() throws {
+        try #require(getuid() == 0, "needs root to run a client as another user")
+        let daemon = try DaemonHarness(config: "[server]\nmax_connections = 16\nmax_connections_per_user = 100\n")
+        try daemon.start(arguments: ["--system"])
+        chmod(daemon.directory + "/run", 0o755)
+        // A child as nobody holds 16 connections (each proved served) and reports what a 17th
+        // is told; while it still holds them, root (this script's parent) connects.
+        let script = """
+            import os, socket, sys
+            def connect():
+                s = socket.socket(socket.AF_UNIX); s.settimeout(10); s.connect(sys.argv[1]); return s
+            report_r, report_w = os.pipe(); done_r, done_w = os.pipe()
+            child = os.fork()
+            if child == 0:
+                os.setgroups([]); os.setgid(65534); os.setuid(65534)
+                held = []
+                for i in range(16):
+                    s = connect(); held.append(s)
+                    s.sendall(b'{"jsonrpc":"2.0","id":1,"method":"hello"}\\n'); s.makefile().readline()
+                os.write(report_w, connect().makefile().readline().encode())
+                os.read(done_r, 1)
+                os._exit(0)
+            print(os.read(report_r, 4096).decode().strip())
+            root = connect()
+            root.sendall(b'{"jsonrpc":"2.0","id":2,"method":"admin.status"}\\n')
+            print(root.makefile().readline().strip())
+            os.write(done_w, b"x"); os.waitpid(child, 0)
+            """
+        let result = try DaemonHarness.run(["/usr/bin/timeout", "30", "/usr/bin/python3", "-c", script, daemon.socketPath])
+        let lines = result.stdout.split(separator: "\n")
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(lines.count == 2, "\(result.stdout)")
+        #expect(lines.first?.contains(#""reason":"server.busy""#) == true, "the 17th user connection is refused")
+        #expect(lines.last?.contains(#""result":{"#) == true && lines.last?.contains(#""connections":"#) == true, "root gets in beyond the cap: \(lines.last ?? "")")
+    }
+
     @Test("user mode: other users cannot even connect")
     func userModeRefusesOthers() throws {
         try #require(getuid() == 0, "needs root to run a client as another user")

@@ -42,6 +42,21 @@ struct ConcurrencyTests {
         _ = silent
     }
 
+    @Test("[server] idle_timeout closes a connection with nothing to do, not one with a subscription")
+    func idleTimeout() throws {
+        let daemon = try DaemonHarness(config: "[server]\nidle_timeout = 1s\n")
+        try daemon.start()
+        let idle = try daemon.connect()
+        #expect(try idle.result("hello")["protocol_version"] == 1)
+        let follower = try daemon.connect()
+        #expect(try follower.result("admin.audit.tail", ["follow": true, "limit": 1])["subscription"] != nil)
+        // Closed between one and two timeouts after the last request; the read is bounded.
+        let started = Date()
+        #expect(try idle.readLine() == nil, "the idle connection ends")
+        #expect(Date().timeIntervalSince(started) < 10)
+        #expect(try follower.result("hello")["protocol_version"] == 1, "the subscribed one is still served")
+    }
+
     @Test("200 concurrent clients each get their own tokens")
     func concurrentClients() throws {
         let daemon = try DaemonHarness()

@@ -43,8 +43,10 @@ final class Connection: StreamingConnection, @unchecked Sendable {
     private let queue: DispatchQueue
     private let dispatcher: Dispatcher
     private let onClose: @Sendable (Connection) -> Void
+    private let idleTimeout: DispatchTimeInterval
 
     private var machine = ConnectionMachine()
+    private var idleTimer: (any DispatchSourceTimer)?
     private var readSource: (any DispatchSourceRead)?
     private var writeSource: (any DispatchSourceWrite)?
     private var writeSourceResumed = false
@@ -55,8 +57,11 @@ final class Connection: StreamingConnection, @unchecked Sendable {
     private var pendingStreams: [String: (body: @Sendable (StreamSink) async -> Void, onDrop: @Sendable () -> Void)] = [:]
     private var streamTasks: [String: Task<Void, Never>] = [:]
 
-    init(id: UInt64, channel: any ByteChannel, caller: Caller, dispatcher: Dispatcher, onClose: @escaping @Sendable (Connection) -> Void) {
+    /// `idleTimeoutSeconds`: `[server] idle_timeout` (see ``ConnectionMachine/idleTick()``).
+    init(id: UInt64, channel: any ByteChannel, caller: Caller, dispatcher: Dispatcher, idleTimeoutSeconds: Int,
+         onClose: @escaping @Sendable (Connection) -> Void) {
         self.id = id
+        idleTimeout = .seconds(idleTimeoutSeconds)
         self.channel = channel
         self.caller = caller
         self.dispatcher = dispatcher
@@ -73,6 +78,11 @@ final class Connection: StreamingConnection, @unchecked Sendable {
             openSources += 1
             readSource = source
             source.resume()
+            let timer = DispatchSource.makeTimerSource(queue: queue)
+            timer.schedule(deadline: .now() + idleTimeout, repeating: idleTimeout, leeway: .seconds(1))
+            timer.setEventHandler { [unowned self] in perform(machine.idleTick()) }
+            idleTimer = timer
+            timer.resume()
         }
     }
 
@@ -251,6 +261,8 @@ final class Connection: StreamingConnection, @unchecked Sendable {
             dispatcher.logger.warning("closing a connection whose client does not read its responses",
                                       [("AUTHD_CONNECTION", String(id))] + caller.logFields)
         }
+        idleTimer?.cancel()
+        idleTimer = nil
         if readSuspended { readSuspended = false; readSource?.resume() }
         if let writeSource, !writeSourceResumed { writeSourceResumed = true; writeSource.resume() }
         readSource?.cancel()

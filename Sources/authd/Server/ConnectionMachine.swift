@@ -27,6 +27,8 @@ struct ConnectionMachine {
         /// Everything asked was answered after the client stopped sending, or the daemon
         /// closed it (shutdown).
         case finished
+        /// No request, nothing in flight and no stream for `[server] idle_timeout`.
+        case idle
     }
 
     enum Action: Sendable, Equatable {
@@ -69,6 +71,9 @@ struct ConnectionMachine {
     private var readPaused = false
     private var halfClosed = false
     private var draining = false
+    /// Whether a whole request line arrived, or work ended, since the last idle check. Bytes of
+    /// an unfinished line do not count: a client trickling one byte a minute is idle.
+    private var activeSinceIdleCheck = false
 
     init(limits: Limits = Limits()) {
         self.limits = limits
@@ -138,6 +143,7 @@ struct ConnectionMachine {
         let key = nextKey
         nextKey += 1
         inFlight.insert(key)
+        activeSinceIdleCheck = true
         actions.append(.dispatch(request, key: key))
     }
 
@@ -145,6 +151,7 @@ struct ConnectionMachine {
     /// the streams it opened; otherwise they are dropped.
     mutating func requestFinished(key: UInt64, line: Data?, accepted: Bool) -> [Action] {
         guard inFlight.remove(key) != nil else { return [] }
+        activeSinceIdleCheck = true
         var actions: [Action] = []
         if let line { send(line, into: &actions) }
         if let opened = pendingStreams.removeValue(forKey: key) {
@@ -222,6 +229,7 @@ struct ConnectionMachine {
     /// A stream's source ended by itself.
     mutating func streamEnded(_ name: String) -> [Action] {
         guard streams.remove(name) != nil else { return [] }
+        activeSinceIdleCheck = true
         var actions: [Action] = []
         closeIfFinished(into: &actions)
         return actions
@@ -236,6 +244,18 @@ struct ConnectionMachine {
         if !streams.isEmpty { actions.append(.cancelStreams(streams.sorted())) }
         streams.removeAll()
         dropPendingStreams(into: &actions)
+        return actions
+    }
+
+    /// The transport's idle timer fired (every `[server] idle_timeout`): a connection with no
+    /// request in flight, no stream and no request since the previous tick is closed, so a
+    /// forgotten or hostile client gives its slot back after one to two timeouts. A request
+    /// waiting on a prompt is in flight; a subscription is a stream: neither is idle.
+    mutating func idleTick() -> [Action] {
+        defer { activeSinceIdleCheck = false }
+        guard state == .open, !activeSinceIdleCheck, inFlight.isEmpty, streams.isEmpty, pendingStreams.isEmpty else { return [] }
+        var actions: [Action] = []
+        closeAfterFlush(.idle, into: &actions)
         return actions
     }
 

@@ -6,6 +6,9 @@ import Protocol
 /// who may connect and how many, and hands the connection its own queue.
 final class Listener: @unchecked Sendable {
     // Sendable: `source` and `paused` are touched only on `queue`; the rest is immutable.
+    /// Connections beyond `[server] max_connections` kept for admins.
+    static let adminReserve = 16
+
     private let fd: Int32
     private let socketPath: String?
     private let dispatcher: Dispatcher
@@ -89,15 +92,18 @@ final class Listener: @unchecked Sendable {
             return
         }
         let config = services.config.current
-        if services.connections.count >= config.maxConnections {
-            services.logger.warning("connection limit reached; refused a client", [("AUTHD_CALLER_PID", String(credentials.pid))])
-            refuse(client, .busy)
-            return
-        }
         let caller = Caller.local(CallerIdentity(
             uid: credentials.uid, gid: credentials.gid, pid: credentials.pid,
             exe: Syscalls.executablePath(pid: credentials.pid),
             username: Syscalls.userName(uid: credentials.uid), groups: credentials.groups))
+        // Admins (root, the admin group) may go `adminReserve` beyond the cap, so that the daemon
+        // can still be inspected and reloaded while clients hold every ordinary slot.
+        let cap = config.maxConnections + (services.isAdmin(caller) ? Self.adminReserve : 0)
+        if services.connections.count >= cap {
+            services.logger.warning("connection limit reached; refused a client", [("AUTHD_CALLER_PID", String(credentials.pid))])
+            refuse(client, .busy)
+            return
+        }
         if credentials.uid != 0 && services.connections.count(of: caller) >= config.maxConnectionsPerUser {
             services.logger.warning("per-user connection limit reached; refused a client",
                                     [("AUTHD_CALLER_UID", String(credentials.uid)), ("AUTHD_CALLER_PID", String(credentials.pid))])
@@ -106,7 +112,8 @@ final class Listener: @unchecked Sendable {
             return
         }
         let registry = services.connections
-        let connection = Connection(id: registry.makeID(), channel: UnixSocketChannel(fd: client), caller: caller, dispatcher: dispatcher) { closed in
+        let connection = Connection(id: registry.makeID(), channel: UnixSocketChannel(fd: client), caller: caller, dispatcher: dispatcher,
+                                    idleTimeoutSeconds: config.idleTimeoutSeconds) { closed in
             registry.remove(closed)
         }
         registry.add(connection)

@@ -17,10 +17,14 @@ struct Config: Equatable, Sendable {
     /// pin max_connections × 1 MiB of half-sent lines.
     var maxConnectionsPerUser = 256
     var shutdownTimeoutSeconds = 5
+    /// A connection with nothing in flight, no stream and no request for this long is closed
+    /// (after one to two of these), so forgotten and hostile clients give their slots back.
+    var idleTimeoutSeconds = 300
     private static let server = Section("server", [
         .integer("max_connections", \.maxConnections, in: 16...1_000_000),
         .integer("max_connections_per_user", \.maxConnectionsPerUser, in: 1...1_000_000),
         .duration("shutdown_timeout", \.shutdownTimeoutSeconds, in: 0...300),
+        .duration("idle_timeout", \.idleTimeoutSeconds, in: 1...86_400),
     ])
 
     var logLevel = LogLevel.info
