@@ -169,6 +169,9 @@ public struct Reason: OpenName {
     public static let userCancelled = Reason("user.cancelled")
     /// No prompt with that id is waiting on this connection.
     public static let promptUnknown = Reason("prompt.unknown")
+    /// Nobody answered a prompt within `[server] prompt_timeout` (or the card's window, or
+    /// WebAuthn's `timeout`, when shorter); `data.timeout_s`.
+    public static let promptTimeout = Reason("prompt.timeout")
 
     // MARK: Lock and biometrics
     /// authd is locked for this local user (`lock`, or idle past `[lock] idle`): methods that

@@ -75,7 +75,8 @@ struct PlatformAuthenticator: Sendable {
             if held { throw PasskeyFailure.excludedHeld(rpID: rpID) }
         }
 
-        _ = try await verification.verify(purpose: "to create a passkey for \(rpID) as \(userName)\(Self.who(context))", context: context)
+        _ = try await verification.verify(purpose: "to create a passkey for \(rpID) as \(userName)\(Self.who(context))",
+                                          timeoutMilliseconds: options.timeout, context: context)
 
         let key = try P256PrivateKey.generate()
         let spki = try key.publicKey.spki
@@ -135,7 +136,8 @@ struct PlatformAuthenticator: Sendable {
             throw PasskeyFailure.noneForRP(rpID: rpID, allowListGiven: !allowed.isEmpty)
         }
 
-        _ = try await verification.verify(purpose: "to sign in to \(rpID) as \(held.userName)\(Self.who(context))", context: context)
+        _ = try await verification.verify(purpose: "to sign in to \(rpID) as \(held.userName)\(Self.who(context))",
+                                          timeoutMilliseconds: options.timeout, context: context)
 
         let clientData = CollectedClientData.serialize(type: "webauthn.get", challenge: challenge, origin: origin.serialized)
         let now = seconds

@@ -13,8 +13,10 @@ struct PasskeyUserVerification: Sendable {
     /// How the user was verified.
     enum Method: String, Sendable { case fingerprint, pin }
 
-    /// `purpose` completes "Touch the fingerprint reader …" and "Enter … PIN …".
-    func verify(purpose: String, context: RequestContext) async throws -> Method {
+    /// `purpose` completes "Touch the fingerprint reader …" and "Enter … PIN …"; `timeoutMilliseconds`
+    /// is the WebAuthn options' `timeout`, which bounds the PIN prompt when it is shorter than
+    /// `[server] prompt_timeout`.
+    func verify(purpose: String, timeoutMilliseconds: Int?, context: RequestContext) async throws -> Method {
         let uid = context.caller.uid
         let settings = try await biometrics.settings(uid)
         var why = ""
@@ -36,7 +38,8 @@ struct PasskeyUserVerification: Sendable {
         var pinAccount: String?
         if let account = try await lock.account(uid), try await directory.hasPIN(account: account) { pinAccount = account }
         guard let account = pinAccount else { throw PasskeyFailure.noVerificationMethod(preface: why, finger: fingerFailure) }
-        let pin = try await context.prompts.ask(.pin, message: why + "Enter your authd PIN \(purpose)")
+        let pin = try await context.prompts.ask(.pin, message: why + "Enter your authd PIN \(purpose)",
+                                                within: timeoutMilliseconds.map { .milliseconds(max($0, 0)) })
         do {
             try await directory.confirmPIN(SecretBytes(Array(pin.utf8)), account: account)
         } catch let failure as AccountFailure {

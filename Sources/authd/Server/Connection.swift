@@ -37,7 +37,7 @@ final class Connection: StreamingConnection, @unchecked Sendable {
     let id: UInt64
     let caller: Caller
     /// Prompts raised by this connection's requests, answered on this connection only.
-    let prompts = PromptBroker()
+    let prompts: PromptBroker
 
     private let channel: any ByteChannel
     private let queue: DispatchQueue
@@ -57,17 +57,22 @@ final class Connection: StreamingConnection, @unchecked Sendable {
     private var pendingStreams: [String: (body: @Sendable (StreamSink) async -> Void, onDrop: @Sendable () -> Void)] = [:]
     private var streamTasks: [String: Task<Void, Never>] = [:]
 
-    /// `idleTimeoutSeconds`: `[server] idle_timeout` (see ``ConnectionMachine/idleTick()``).
-    init(id: UInt64, channel: any ByteChannel, caller: Caller, dispatcher: Dispatcher, idleTimeoutSeconds: Int,
+    /// `timeouts`: `[server] idle_timeout` (see ``ConnectionMachine/idleTick()``) and
+    /// `prompt_timeout` (see ``PromptBroker``), in seconds.
+    init(id: UInt64, channel: any ByteChannel, caller: Caller, dispatcher: Dispatcher, timeouts: (idle: Int, prompt: Int),
          onClose: @escaping @Sendable (Connection) -> Void) {
         self.id = id
-        idleTimeout = .seconds(idleTimeoutSeconds)
+        idleTimeout = .seconds(timeouts.idle)
+        prompts = PromptBroker(timeout: .seconds(timeouts.prompt))
         self.channel = channel
         self.caller = caller
         self.dispatcher = dispatcher
         self.onClose = onClose
         queue = DispatchQueue(label: "authd.connection.\(id)")
-        prompts.connect { [weak self] line in self?.enqueue(line) }
+        prompts.connect({ [weak self] line in self?.enqueue(line) }, waiting: { [weak self] count in
+            guard let self else { return }
+            queue.async { [self] in perform(machine.questionsWaiting(count)) }
+        })
     }
 
     func start() {

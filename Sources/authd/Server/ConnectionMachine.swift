@@ -74,6 +74,10 @@ struct ConnectionMachine {
     /// Whether a whole request line arrived, or work ended, since the last idle check. Bytes of
     /// an unfinished line do not count: a client trickling one byte a minute is idle.
     private var activeSinceIdleCheck = false
+    /// Requests in flight that wait for an answer to a prompt: they hold no in-flight slot, or
+    /// 64 of them would stop reading the very answers they wait for.
+    private var questionsWaiting = 0
+    private var busyRequests: Int { inFlight.count - min(questionsWaiting, inFlight.count) }
 
     init(limits: Limits = Limits()) {
         self.limits = limits
@@ -110,7 +114,7 @@ struct ConnectionMachine {
 
     private mutating func processBufferedLines(into actions: inout [Action]) {
         while state == .open {
-            if inFlight.count >= limits.maxInFlight {
+            if busyRequests >= limits.maxInFlight {
                 pauseReading(into: &actions)
                 return
             }
@@ -167,6 +171,17 @@ struct ConnectionMachine {
             processBufferedLines(into: &actions)
         }
         closeIfFinished(into: &actions)
+        return actions
+    }
+
+    /// The connection's prompt broker reports how many questions wait for an answer.
+    mutating func questionsWaiting(_ count: Int) -> [Action] {
+        questionsWaiting = count
+        var actions: [Action] = []
+        if readPaused && state == .open && !halfClosed && busyRequests < limits.maxInFlight {
+            resumeReading(into: &actions)
+            processBufferedLines(into: &actions)
+        }
         return actions
     }
 

@@ -113,7 +113,7 @@ final class Listener: @unchecked Sendable {
         }
         let registry = services.connections
         let connection = Connection(id: registry.makeID(), channel: UnixSocketChannel(fd: client), caller: caller, dispatcher: dispatcher,
-                                    idleTimeoutSeconds: config.idleTimeoutSeconds) { closed in
+                                    timeouts: (config.idleTimeoutSeconds, config.promptTimeoutSeconds)) { closed in
             registry.remove(closed)
         }
         registry.add(connection)

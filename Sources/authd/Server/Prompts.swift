@@ -5,12 +5,22 @@ import Synchronization
 /// The prompts raised by requests on one connection (DESIGN §3, like gpg-agent's loopback
 /// pinentry): authd sends a `prompt` notification; the client answers with `prompt.answer` or
 /// `prompt.cancel` on the same connection. A request that is cancelled (the client left, the
-/// daemon stops) stops waiting at once.
+/// daemon stops) stops waiting at once; one nobody answers fails after `[server] prompt_timeout`
+/// or the shorter deadline its capability gives (the card's window, WebAuthn's `timeout`).
+///
+/// A request waiting for an answer does not hold one of the connection's in-flight slots (the
+/// answer must be able to arrive on it); at most `maxWaiting` prompts wait at once instead.
 final class PromptBroker: Sendable {
     enum Outcome: Sendable {
         case answered(String)
         case cancelled
+        case timedOut
+        /// Not asked: `maxWaiting` questions already wait.
+        case refused
     }
+
+    /// Questions that may wait for an answer on one connection at once.
+    static let maxWaiting = 16
 
     private struct State {
         var next: UInt64 = 0
@@ -19,16 +29,32 @@ final class PromptBroker: Sendable {
         var progressOnly: Set<String> = []
     }
     private let state = Mutex(State())
-    /// Where the `prompt` notifications go: the connection's output, set once by `connect`.
-    private let output = Mutex<(@Sendable (Data) -> Void)?>(nil)
+    /// Where the `prompt` notifications go, and who hears how many questions wait: the
+    /// connection, set once by `connect`.
+    private let output = Mutex<(line: @Sendable (Data) -> Void, waiting: @Sendable (Int) -> Void)?>(nil)
+    private let timeout: Duration
 
-    /// Sends this broker's prompts through `output` (the connection's, as it is made).
-    func connect(_ output: @escaping @Sendable (Data) -> Void) {
-        self.output.withLock { $0 = output }
+    /// `timeout`: `[server] prompt_timeout`, the longest any question waits.
+    init(timeout: Duration) { self.timeout = timeout }
+
+    /// Sends this broker's prompts through `output` and tells `waiting` how many questions wait
+    /// for an answer whenever that number changes (the connection's, as it is made).
+    func connect(_ output: @escaping @Sendable (Data) -> Void, waiting: @escaping @Sendable (Int) -> Void) {
+        self.output.withLock { $0 = (output, waiting) }
     }
 
-    private func register(progressOnly: Bool, _ handler: @escaping @Sendable (Outcome) -> Void) -> String {
+    private var questionsWaiting: Int { state.withLock { $0.waiting.count - $0.progressOnly.count } }
+
+    private func reportWaiting() {
+        let count = questionsWaiting
+        output.withLock { $0 }?.waiting(count)
+    }
+
+    /// Nil when `maxWaiting` questions already wait (progress prompts are not limited: each
+    /// belongs to a request that is doing something).
+    private func register(progressOnly: Bool, _ handler: @escaping @Sendable (Outcome) -> Void) -> String? {
         state.withLock {
+            guard progressOnly || $0.waiting.count - $0.progressOnly.count < Self.maxWaiting else { return nil }
             $0.next += 1
             let id = "p\($0.next)"
             $0.waiting[id] = handler
@@ -46,27 +72,45 @@ final class PromptBroker: Sendable {
 
     private func send(_ params: PromptNotification.Params) {
         guard let line = try? WireCodec.notificationLine(method: PromptNotification.name, params: params) else { return }
-        output.withLock { $0 }?(line)
+        output.withLock { $0 }?.line(line)
     }
 
-    /// Sends a prompt and waits for its answer. Throws `user.cancelled` when the user declines,
+    /// Sends a prompt and waits for its answer, at most `[server] prompt_timeout` or `within`
+    /// when that is shorter. Throws `user.cancelled` when the user declines, `prompt.timeout`
+    /// when nobody answers in time, `server.busy` beyond `maxWaiting` questions, and
     /// `CancellationError` when the request itself is cancelled.
-    func ask(_ kind: PromptKind, message: String, retriesLeft: Int? = nil) async throws -> String {
-        let box = Mutex<String?>(nil)
+    func ask(_ kind: PromptKind, message: String, retriesLeft: Int? = nil, within: Duration? = nil) async throws -> String {
+        let limit = min(within ?? timeout, timeout)
+        let box = Mutex<(id: String?, expired: Bool)>((nil, false))
+        let timer = Task { [weak self] in
+            try? await Task.sleep(for: limit)
+            guard !Task.isCancelled else { return }
+            let id = box.withLock { $0.expired = true; return $0.id }
+            if let id, let handler = self?.take(id) { handler(.timedOut) }
+        }
+        defer { timer.cancel() }
         let outcome: Outcome = await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Outcome, Never>) in
-                let id = register(progressOnly: false) { continuation.resume(returning: $0) }
-                box.withLock { $0 = id }
+                guard let id = register(progressOnly: false, { continuation.resume(returning: $0) }) else {
+                    continuation.resume(returning: .refused)
+                    return
+                }
+                let expired = box.withLock { $0.id = id; return $0.expired }
                 if Task.isCancelled, let handler = take(id) { handler(.cancelled); return }
+                if expired, let handler = take(id) { handler(.timedOut); return }
+                reportWaiting()
                 send(PromptNotification.Params(promptId: id, kind: kind, message: message, expectsAnswer: true, retriesLeft: retriesLeft))
             }
         } onCancel: {
-            if let id = box.withLock({ $0 }), let handler = take(id) { handler(.cancelled) }
+            if let id = box.withLock({ $0.id }), let handler = take(id) { handler(.cancelled) }
         }
+        reportWaiting()
         try Task.checkCancellation()
         switch outcome {
         case .answered(let value): return value
         case .cancelled: throw PromptFailure.cancelled(kind: kind)
+        case .timedOut: throw PromptFailure.timedOut(kind: kind, seconds: Int(limit.components.seconds))
+        case .refused: throw PromptFailure.tooMany
         }
     }
 
@@ -76,7 +120,7 @@ final class PromptBroker: Sendable {
     func progress(onCancel: @escaping @Sendable () -> Void) -> String {
         register(progressOnly: true) { outcome in
             if case .cancelled = outcome { onCancel() }
-        }
+        }!
     }
 
     func notify(id: String, kind: PromptKind, message: String, secondsLeft: Int?, url: String? = nil, userCode: String? = nil) {
@@ -111,12 +155,21 @@ enum PromptFailure: WireErrorConvertible, Equatable {
     case unknown
     /// A progress prompt ("present your card") takes no answer; it can only be cancelled.
     case takesNoAnswer
+    /// Nobody answered within the prompt's deadline.
+    case timedOut(kind: PromptKind, seconds: Int)
+    /// `PromptBroker.maxWaiting` questions already wait on this connection.
+    case tooMany
 
     var rpcError: RPCError {
         switch self {
         case .cancelled(let kind): .failure(.userCancelled, "The user cancelled the \(kind) prompt.")
         case .unknown: .failure(.promptUnknown, "No prompt with that id is waiting on this connection.")
         case .takesNoAnswer: .failure(.promptUnknown, "That prompt takes no answer; it can only be cancelled.")
+        case .timedOut(let kind, let seconds):
+            .failure(.promptTimeout, "Nobody answered the \(kind) prompt within \(seconds) s.", details: ["timeout_s": .integer(Int64(seconds))])
+        case .tooMany:
+            .failure(.serverBusy, "\(PromptBroker.maxWaiting) prompts already wait for an answer on this connection; answer or cancel one first.",
+                     details: ["limit": .integer(Int64(PromptBroker.maxWaiting))])
         }
     }
 }

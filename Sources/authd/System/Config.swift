@@ -20,11 +20,14 @@ struct Config: Equatable, Sendable {
     /// A connection with nothing in flight, no stream and no request for this long is closed
     /// (after one to two of these), so forgotten and hostile clients give their slots back.
     var idleTimeoutSeconds = 300
+    /// The longest a request waits for the answer to a prompt (a person typing a password).
+    var promptTimeoutSeconds = 120
     private static let server = Section("server", [
         .integer("max_connections", \.maxConnections, in: 16...1_000_000),
         .integer("max_connections_per_user", \.maxConnectionsPerUser, in: 1...1_000_000),
         .duration("shutdown_timeout", \.shutdownTimeoutSeconds, in: 0...300),
         .duration("idle_timeout", \.idleTimeoutSeconds, in: 1...86_400),
+        .duration("prompt_timeout", \.promptTimeoutSeconds, in: 1...3_600),
     ])
 
     var logLevel = LogLevel.info
