@@ -59,6 +59,44 @@ struct ConfigTests {
         }
     }
 
+    @Test("inline comments: '#' or ';' after a space or tab starts one; without a space before it, it is part of the value")
+    func inlineComments() throws {
+        // The README's example, exactly as pasted.
+        let config = try Config.parse("""
+            [federation.work]
+            issuer = https://id.example.com/realms/work   # exactly as its discovery document says
+            client_id = authd                              # redirect URI: http://127.0.0.1/callback, any port
+            api = https://api.example.com                  # where remote.fetch may send the token
+            """, file: "t.conf")
+        let provider = try #require(config.federationProviders.first)
+        #expect(provider.issuer == "https://id.example.com/realms/work")
+        #expect(provider.clientID == "authd")
+        #expect(provider.apiOrigins == ["https://api.example.com"])
+        let other = try Config.parse("[tokens]\t; the issuer\nissuer = https://authd.example/#main\t; a tab before it\n", file: "t.conf")
+        #expect(other.tokenIssuer == "https://authd.example/#main")
+        #expect(throws: ConfigError.self) { try Config.parse("[tokens]\nlifetime = 2m;x", file: "t.conf") }
+        #expect(try Config.parse("[server] # the listener\nmax_connections = 100 ;\n", file: "t.conf").maxConnections == 100)
+    }
+
+    @Test("a bad value's error names the file, the line, the key, what it must be and what was read", arguments: [
+        ("[federation.work]\nissuer = http://id.example.com   # plain http\nclient_id = a", 2,
+         "federation.work.issuer: must be an https:// URL", "not 'http://id.example.com'"),
+        ("[log]\nlevel = loud # too much", 2, "log.level: must be one of", "not 'loud'"),
+        ("[sms]\nbackend = carrier-pigeon", 2, "sms.backend: must be spool, command or http", "not 'carrier-pigeon'"),
+        ("[sms]\nurl = ftp://gw.example/send?key=SECRET", 2, "sms.url: must be an https:// URL", "not 'ftp://gw.example/send?…'"),
+        ("[passkeys]\norigins = https://localhost ftp://x", 2, "passkeys.origins: must be space-separated origins", "not 'https://localhost ftp://x'"),
+    ])
+    func valueErrors(text: String, line: Int, problem: String, shown: String) {
+        do {
+            _ = try Config.parse(text, file: "/etc/authd/authd.conf")
+            Issue.record("accepted: \(text)")
+        } catch {
+            #expect(error.description.hasPrefix("/etc/authd/authd.conf:\(line): \(problem)"), "\(error)")
+            #expect(error.reason.contains(shown), "\(error.reason)")
+            #expect(!error.reason.contains("SECRET"))
+        }
+    }
+
     @Test("durations", arguments: [("90", 90), ("90s", 90), ("5m", 300), ("1h", 3600), ("0s", 0)])
     func durations(text: String, seconds: Int) throws {
         #expect(try Config.duration(text, in: 0...3600) == seconds)
