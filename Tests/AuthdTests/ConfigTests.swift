@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import Protocol
 import Testing
 @testable import authd
 
@@ -146,9 +147,46 @@ struct DaemonOptionsTests {
         #expect(system.configPath == "/etc/authd/authd.conf")
     }
 
-    @Test("usage errors exit 2", arguments: [["--bogus"], ["--socket"], ["--socket", "relative.sock"], [], ["--user=x"], ["--socket=", "--system"], ["--bogus=1"]])
+    @Test("user mode without XDG_RUNTIME_DIR: the socket goes to /tmp/authd-UID, where authctl looks for it")
+    func socketWithoutRuntimeDirectory() {
+        guard case .run(let options) = DaemonOptions.parse([], environment: ["HOME": "/h"], userID: 1234) else { Issue.record(); return }
+        #expect(options.socketPath == "/tmp/authd-1234/authd/authd.sock")
+        #expect(DaemonSocket.candidates(environment: ["HOME": "/h"], userID: 1234).first == options.socketPath)
+        guard case .run(let relative) = DaemonOptions.parse([], environment: ["XDG_RUNTIME_DIR": "run"], userID: 1234) else { Issue.record(); return }
+        #expect(relative.socketPath == "/tmp/authd-1234/authd/authd.sock", "a relative XDG_RUNTIME_DIR is ignored, as the XDG spec says")
+        guard case .run(let runtime) = DaemonOptions.parse([], environment: ["XDG_RUNTIME_DIR": "/run/user/1234"], userID: 1234) else { Issue.record(); return }
+        #expect(DaemonSocket.candidates(environment: ["XDG_RUNTIME_DIR": "/run/user/1234"], userID: 1234) == [runtime.socketPath, "/run/authd/authd.sock"])
+    }
+
+    @Test("a runtime directory in /tmp is made 0700, and used only when it is ours, a directory and 0700")
+    func privateRuntimeDirectory() throws {
+        let folder = TemporaryDirectory()
+        let fresh = folder.path + "/authd-1"
+        try Syscalls.ensurePrivateDirectory(fresh)
+        #expect(Syscalls.fileStatus(atPath: fresh, followingLinks: false).map(\.permissions) == 0o700)
+        try Syscalls.ensurePrivateDirectory(fresh)  // already right: accepted
+        let open = folder.path + "/authd-2"
+        #expect(mkdir(open, 0o700) == 0 && chmod(open, 0o755) == 0)
+        #expect(throws: FileError.self) { try Syscalls.ensurePrivateDirectory(open) }
+        #expect(Syscalls.fileStatus(atPath: open, followingLinks: false).map(\.permissions) == 0o755, "left as it was")
+        let link = folder.path + "/authd-3"
+        #expect(symlink(fresh, link) == 0)
+        #expect(throws: FileError.self) { try Syscalls.ensurePrivateDirectory(link) }
+        // Only root can give a directory to another user.
+        guard getuid() == 0 else { return }
+        let taken = folder.path + "/authd-4"
+        #expect(mkdir(taken, 0o700) == 0 && chown(taken, 65534, 65534) == 0)
+        do {
+            try Syscalls.ensurePrivateDirectory(taken)
+            Issue.record("accepted a directory of another user")
+        } catch {
+            #expect("\(error)".contains("is owned by uid 65534"), "\(error)")
+            #expect("\(error)".contains("another user"), "\(error)")
+        }
+    }
+
+    @Test("usage errors exit 2", arguments: [["--bogus"], ["--socket"], ["--socket", "relative.sock"], ["--user=x"], ["--socket=", "--system"], ["--bogus=1"]])
     func usageErrors(arguments: [String]) {
-        // The last case: user mode with no XDG_RUNTIME_DIR and no socket.
         guard case .exit(_, let status) = DaemonOptions.parse(arguments, environment: ["HOME": "/h"]) else {
             Issue.record("accepted \(arguments)")
             return

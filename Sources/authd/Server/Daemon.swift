@@ -126,6 +126,7 @@ final class Daemon: @unchecked Sendable {
             return (fd, nil)
         }
         let directory = Syscalls.directoryName(options.socketPath)
+        if let shared = options.sharedRuntimeDirectory { try Syscalls.ensurePrivateDirectory(shared) }
         switch options.mode {
         case .user: try Syscalls.ensureDirectory(directory, mode: 0o700, exactMode: true)
         case .system: try Syscalls.ensureDirectory(directory, mode: 0o755, exactMode: false)
