@@ -106,6 +106,8 @@ struct DaemonOptions: Sendable, Equatable {
     }
 
     var databasePath: String { stateDirectory + "/authd.db" }
+    /// Where the `spool` SMS backend writes its messages.
+    var smsSpoolDirectory: String { stateDirectory + "/sms-spool" }
     var keyFilePath: String { stateDirectory + "/master.key" }
 }
 
