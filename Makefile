@@ -11,10 +11,16 @@ BUILD_PACKAGES := pkg-config libsqlite3-dev libssl-dev libsystemd-dev libargon2-
 TEST_PACKAGES  := python3 python3-jwt python3-cryptography systemd util-linux groff-base man-db openssl socat pcscd vsmartcard-vpcd python3-dbusmock dbus-daemon python3-authlib python3-flask python3-fido2 python3-cbor2
 DEBIAN_PACKAGES := $(BUILD_PACKAGES) $(TEST_PACKAGES)
 
-# `make run`: a user-mode daemon. Without XDG_RUNTIME_DIR (e.g. root in a container) the
-# socket goes to /tmp/authd-UID, which authd only accepts if it is ours and private.
-RUN_RUNTIME_DIR := $(if $(XDG_RUNTIME_DIR),$(XDG_RUNTIME_DIR),/tmp/authd-$(shell id -u))
+# `make run`: a user-mode daemon on the socket authd and authctl find by one rule (DaemonSocket,
+# Sources/Protocol): $XDG_RUNTIME_DIR/authd/authd.sock, and without an absolute XDG_RUNTIME_DIR
+# (e.g. root in a container) /tmp/authd-UID/authd/authd.sock, where /tmp/authd-UID must be ours
+# and 0700 (anyone can make it first). The same rule here, in make's words:
+RUN_RUNTIME_DIR ?= $(if $(filter /%,$(XDG_RUNTIME_DIR)),$(XDG_RUNTIME_DIR),/tmp/authd-$(shell id -u))
 RUN_SOCKET      ?= $(RUN_RUNTIME_DIR)/authd/authd.sock
+# The directory of the built authd and authctl (default: what `swift build` made).
+RUN_BIN         ?=
+# How long `make run` waits for authd to answer and the virtual card to be in its reader.
+RUN_WAIT        ?= 60
 
 .PHONY: all deps build release run test bench install uninstall clean check-toolchain
 
@@ -50,12 +56,31 @@ release: deps check-toolchain
 # and real readers instead.
 VCARD        ?= contact
 VCARD_PORT   ?= 35973
-VCARD_DIR    := $(RUN_RUNTIME_DIR)/authd-vcard
+VCARD_DIR    ?= $(RUN_RUNTIME_DIR)/authd-vcard
 
+# The checks at the start come before anything is written, so that a second `make run` cannot
+# take the running one's card files or port. Ready is said only once authd answers and the
+# virtual card is in its reader (the first `card readers` would otherwise find both empty).
 run: build
-	@mkdir -p -m 0700 $(RUN_RUNTIME_DIR)
-	@bin=$$($(SWIFT) build --show-bin-path); pids=""; pcsc_env=""; \
-	trap 'kill $$pids 2>/dev/null; wait 2>/dev/null' EXIT INT TERM; \
+	@bin="$(RUN_BIN)"; [ -n "$$bin" ] || bin=$$($(SWIFT) build --show-bin-path) || exit 1; \
+	if $$bin/authctl --socket $(RUN_SOCKET) status >/dev/null 2>&1; then \
+	  echo "make: authd is already running on $(RUN_SOCKET); nothing was changed." >&2; \
+	  echo "      Use it (Ctrl-C in its terminal stops it), or start another beside it:" >&2; \
+	  echo "      make run RUN_SOCKET=/some/dir/authd.sock VCARD_DIR=/some/dir/vcard VCARD_PORT=35974" >&2; exit 1; \
+	fi; \
+	if [ "$(VCARD)" != none ] && awk -v port=":$$(printf '%04X' $(VCARD_PORT))" \
+	     'FNR > 1 && $$4 == "0A" && substr($$2, length($$2) - 4) == port { found = 1 } END { exit !found }' /proc/net/tcp /proc/net/tcp6 2>/dev/null; then \
+	  echo "make: TCP port $(VCARD_PORT), the virtual card's reader, is in use (another make run's pcscd?); nothing was changed." >&2; \
+	  echo "      Stop that one, or pick another port: make run VCARD_PORT=35974" >&2; exit 1; \
+	fi; \
+	if [ "$(RUN_RUNTIME_DIR)" = "/tmp/authd-$$(id -u)" ]; then \
+	  mkdir -m 0700 $(RUN_RUNTIME_DIR) 2>/dev/null; \
+	  if [ -L $(RUN_RUNTIME_DIR) ] || [ ! -d $(RUN_RUNTIME_DIR) ] || [ ! -O $(RUN_RUNTIME_DIR) ] || [ "$$(stat -c %a $(RUN_RUNTIME_DIR))" != 700 ]; then \
+	    echo "make: $(RUN_RUNTIME_DIR) is not a directory of yours with mode 0700 (another user could have made it); remove it" >&2; exit 1; \
+	  fi; \
+	else mkdir -p -m 0700 $(RUN_RUNTIME_DIR); fi; \
+	pids=""; pcsc_env=""; \
+	trap 'kill $$pids 2>/dev/null; wait 2>/dev/null' EXIT; trap 'exit 130' INT TERM; \
 	if [ "$(VCARD)" != none ]; then \
 	  rm -rf $(VCARD_DIR) && mkdir -p -m 0700 $(VCARD_DIR)/reader.conf.d; \
 	  printf 'FRIENDLYNAME "Virtual PCD"\nDEVICENAME /dev/null:%s\nLIBPATH /usr/lib/pcsc/drivers/serial/libifdvpcd.so\nCHANNELID %s\n' \
@@ -65,11 +90,38 @@ run: build
 	    /usr/sbin/pcscd -f -c $(VCARD_DIR)/reader.conf.d > $(VCARD_DIR)/pcscd.log 2>&1 & pids="$$pids $$!"; \
 	  $$bin/authd-vcard run $$profile --port $(VCARD_PORT) > $(VCARD_DIR)/vcard.log 2>&1 & pids="$$pids $$!"; \
 	  pcsc_env="PCSCLITE_CSOCK_NAME=$(VCARD_DIR)/pcscd.comm"; \
-	  echo "make: virtual ID card ($(VCARD)) in a private pcscd, logs in $(VCARD_DIR): PIN1 1234, PIN2 12345, CAN 123456"; \
 	fi; \
 	echo "make: starting authd in user mode on $(RUN_SOCKET) (Ctrl-C stops it)"; \
-	echo "make: in another terminal: export AUTHD_SOCKET=$(RUN_SOCKET); $$bin/authctl card login --aud demo"; \
-	env $$pcsc_env AUTHD_SOCKET=$(RUN_SOCKET) $$bin/authd --user
+	env $$pcsc_env AUTHD_SOCKET=$(RUN_SOCKET) $$bin/authd --user & authd=$$!; pids="$$pids $$authd"; \
+	ctl="$$bin/authctl --socket $(RUN_SOCKET)"; tries=$$(( $(RUN_WAIT) * 10 )); card="in its reader"; \
+	until $$ctl status >/dev/null 2>&1; do \
+	  if ! kill -0 $$authd 2>/dev/null; then wait $$authd; echo "make: authd stopped (exit status $$?) before it was ready" >&2; exit 1; fi; \
+	  tries=$$((tries - 1)); [ $$tries -gt 0 ] || { echo "make: authd did not answer within $(RUN_WAIT) s" >&2; exit 1; }; sleep 0.1; \
+	done; \
+	if [ "$(VCARD)" != none ]; then \
+	  until $$ctl --json card readers 2>/dev/null | grep -q '"card_present" *: *true'; do \
+	    tries=$$((tries - 1)); \
+	    if [ $$tries -le 0 ]; then card="NOT in its reader after $(RUN_WAIT) s: see $(VCARD_DIR)/vcard.log and pcscd.log"; break; fi; \
+	    sleep 0.1; \
+	  done; \
+	fi; \
+	state=$$($$ctl admin status | sed -n 's/^state: *//p'); \
+	echo; \
+	echo "make: ready: authd (pid $$authd) answers on $(RUN_SOCKET)"; \
+	echo "  state directory: $$state"; \
+	if [ "$(VCARD)" != none ]; then \
+	  echo "  virtual ID card ($(VCARD)) $$card; PIN1 1234, PIN2 12345, CAN 123456; logs in $(VCARD_DIR)"; \
+	fi; \
+	echo "In another terminal (these lines work in scripts too):"; \
+	echo "  export PATH=\"$$bin:\$$PATH\""; \
+	echo "  export AUTHD_SOCKET=$(RUN_SOCKET)   # authctl finds it without this in a shell like this one"; \
+	echo "  authctl status"; \
+	[ "$(VCARD)" = none ] || echo "  authctl card login --aud demo"; \
+	echo "  authctl register +37251234567      # the SMS is spooled, not sent; its code:"; \
+	echo "  authctl admin sms last             # (one file per message in $$state/sms-spool)"; \
+	echo "Ctrl-C here stops authd$$([ "$(VCARD)" = none ] || echo ', pcscd and the virtual card')."; \
+	echo; \
+	wait $$authd
 
 test: deps check-toolchain
 	$(SWIFT) build --build-tests $(BUILD_FLAGS)
@@ -101,6 +153,8 @@ install: release
 	install -m 0644 systemd/authd.conf.example $(DESTDIR)$(PREFIX)/share/doc/authd/
 	install -m 0644 systemd/authd-fprintd.rules $(DESTDIR)/etc/polkit-1/rules.d/50-authd-fprintd.rules
 	$(BIN)/authctl completion bash > $(DESTDIR)$(PREFIX)/share/bash-completion/completions/authctl
+	@if [ -z "$(DESTDIR)" ]; then case ":$$PATH:" in *":$(PREFIX)/bin:"*) ;; *) \
+	  echo "make: $(PREFIX)/bin is not on your PATH; for authctl in shells and scripts: export PATH=\"$(PREFIX)/bin:\$$PATH\"";; esac; fi
 	@echo "make: installed under $(DESTDIR)$(PREFIX). As root, for the system daemon:"
 	@echo "      systemd-sysusers; systemd-tmpfiles --create; systemctl daemon-reload; systemctl enable --now authd.socket"
 

@@ -13,6 +13,9 @@ public struct AuthdClientError: Error, Hashable, Sendable, CustomStringConvertib
     public let code: Code
     /// The socket the connection was made to (``Code/connectFailed``).
     public let socketPath: String?
+    /// Every socket tried, in order, when the daemon was looked for rather than named
+    /// (``LineConnection/connectToDaemon(environment:)``); empty otherwise.
+    public let attempts: [SocketAttempt]
     /// The `errno` of the system call that failed (connect, send, receive), when one did.
     public let errno: Int32?
     /// The method of the request that failed, when the failure belongs to one request.
@@ -26,10 +29,11 @@ public struct AuthdClientError: Error, Hashable, Sendable, CustomStringConvertib
     /// Not part of ``description``: an encoding error can quote the value it could not encode.
     public let underlying: (any Error)?
 
-    private init(_ code: Code, socketPath: String? = nil, errno: Int32? = nil, method: String? = nil,
+    private init(_ code: Code, socketPath: String? = nil, attempts: [SocketAttempt] = [], errno: Int32? = nil, method: String? = nil,
                  daemonError: RPCError? = nil, detail: String? = nil, underlying: (any Error)? = nil) {
         self.code = code
         self.socketPath = socketPath
+        self.attempts = attempts
         self.errno = errno
         self.method = method
         self.daemonError = daemonError
@@ -43,6 +47,8 @@ public struct AuthdClientError: Error, Hashable, Sendable, CustomStringConvertib
     public var description: String {
         let cause = errno.map { ": " + String(cString: strerror($0)) } ?? ""
         switch code {
+        case .connectFailed where !attempts.isEmpty:
+            return "cannot connect to authd: tried " + attempts.map { "\($0.path) (\($0.problem))" }.joined(separator: ", ")
         case .connectFailed: return "cannot connect to authd" + (socketPath.map { " at \($0)" } ?? "") + cause
         case .sendFailed: return "lost the connection to authd while sending\(cause)"
         case .receiveFailed: return "cannot receive from authd\(cause)"
@@ -102,6 +108,9 @@ extension AuthdClientError {
     static func connectFailed(path: String?, errno: Int32) -> AuthdClientError {
         AuthdClientError(.connectFailed, socketPath: path, errno: errno)
     }
+    static func connectFailed(attempts: [SocketAttempt]) -> AuthdClientError {
+        AuthdClientError(.connectFailed, attempts: attempts)
+    }
     static func sendFailed(errno: Int32?) -> AuthdClientError { AuthdClientError(.sendFailed, errno: errno) }
     static func receiveFailed(errno: Int32) -> AuthdClientError { AuthdClientError(.receiveFailed, errno: errno) }
     static let timedOut = AuthdClientError(.timedOut)
@@ -120,5 +129,18 @@ extension AuthdClientError {
     static func connectionRefused(_ error: RPCError) -> AuthdClientError { AuthdClientError(.connectionRefused, daemonError: error) }
     static func notificationHandlerFailed(method: String, _ error: any Error) -> AuthdClientError {
         AuthdClientError(.notificationHandlerFailed, method: method, underlying: error)
+    }
+}
+
+/// A socket a client tried while looking for the daemon, and why it could not use it.
+public struct SocketAttempt: Sendable, Equatable {
+    public let path: String
+    /// In words: the system's reason (`No such file or directory`), or why the socket was not
+    /// even tried (its directory is not a private one of the user's).
+    public let problem: String
+
+    public init(path: String, problem: String) {
+        self.path = path
+        self.problem = problem
     }
 }

@@ -38,6 +38,41 @@ public final class LineConnection {
         self.init(owning: fd, maxLineLength: maxLineLength)
     }
 
+    /// Connects to authd where ``DaemonSocket`` says it listens when no socket is named: the
+    /// user's own daemon, else the system daemon. Returns the connection and the socket it
+    /// reached; when none answers, ``AuthdClientError/Code/connectFailed`` lists every socket
+    /// tried (``AuthdClientError/attempts``).
+    ///
+    /// A socket below `/tmp/authd-UID` is tried only when that directory is this user's own with
+    /// mode 0700, the condition the daemon places its socket there under: any user can create
+    /// the directory first and listen in it, to collect the PINs and passwords sent to authd.
+    /// The corresponding C functions are `geteuid`, `lstat` and those of ``init(socketPath:maxLineLength:receiveTimeout:sendTimeout:)``.
+    public static func connectToDaemon(environment: [String: String]) throws(AuthdClientError) -> (LineConnection, String) {
+        let userID = geteuid()
+        let shared = DaemonSocket.fallbackDirectory(userID: userID)
+        var attempts: [SocketAttempt] = []
+        for path in DaemonSocket.candidates(environment: environment, userID: userID) {
+            if path.hasPrefix(shared + "/") {
+                var info = stat()
+                let problem: String? =
+                    if lstat(shared, &info) != 0 { String(cString: strerror(Glibc.errno)) }
+                    else if info.st_mode & S_IFMT != S_IFDIR || info.st_uid != userID || info.st_mode & 0o7777 != 0o700 {
+                        "not used: \(shared) is not a directory of uid \(userID) with mode 0700, so another user may have made it"
+                    } else { nil }
+                if let problem {
+                    attempts.append(SocketAttempt(path: path, problem: problem))
+                    continue
+                }
+            }
+            do {
+                return (try LineConnection(socketPath: path), path)
+            } catch {
+                attempts.append(SocketAttempt(path: path, problem: String(cString: strerror(error.errno ?? 0))))
+            }
+        }
+        throw .connectFailed(attempts: attempts)
+    }
+
     /// Takes over `fd`, a connected stream socket (in tests, one end of a `socketpair`); it is
     /// closed with the connection, or at once if setting the timeouts fails.
     public convenience init(adopting fd: Int32, maxLineLength: Int = LineFramer.defaultMaxLineLength,

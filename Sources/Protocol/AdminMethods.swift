@@ -249,3 +249,39 @@ public struct AuditCaller: Codable, Sendable, Equatable {
         self.exe = exe
     }
 }
+
+/// `admin.sms.last` — the newest message the `spool` SMS backend wrote (to `number`, when
+/// given), for development: the code a registration or sign-in sent. Refused with
+/// `sms.not_spooled` when another backend sends the messages, and `sms.none_spooled` when the
+/// spool holds no such message.
+public enum AdminSMSLast: RPCMethod {
+    public static let name = "admin.sms.last"
+
+    public struct Params: Codable, Sendable, Equatable {
+        /// A phone number in international form (`+37251234567`); any recipient when absent.
+        public var number: String?
+        public init(number: String? = nil) { self.number = number }
+    }
+
+    public struct Result: Codable, Sendable, Equatable {
+        /// The recipient, E.164.
+        public var to: String
+        /// The message as sent, verification code included.
+        public var text: String
+        /// When the message was written, RFC 3339, UTC.
+        public var spooledAt: String
+        /// The spool file that holds it.
+        public var file: String
+
+        public init(to: String, text: String, spooledAt: String, file: String) {
+            self.to = to
+            self.text = text
+            self.spooledAt = spooledAt
+            self.file = file
+        }
+
+        enum CodingKeys: String, CodingKey {
+            case to, text, spooledAt = "spooled_at", file
+        }
+    }
+}

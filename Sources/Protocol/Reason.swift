@@ -139,6 +139,12 @@ public struct Reason: OpenName {
     public static let configInvalid = Reason("config.invalid")
     /// The backup could not be written (`data.path`); nothing was left behind.
     public static let backupFailed = Reason("admin.backup_failed")
+    /// `admin.sms.last`: the daemon sends SMS through another backend than `spool` and keeps
+    /// no copy; `data.backend` names it.
+    public static let smsNotSpooled = Reason("sms.not_spooled")
+    /// `admin.sms.last`: the spool holds no message (to that number); old ones are deleted
+    /// after a day.
+    public static let smsNoneSpooled = Reason("sms.none_spooled")
 
     // MARK: ID card and prompts
     /// The CAN is not exactly 6 digits; nothing was stored and the card was not touched.

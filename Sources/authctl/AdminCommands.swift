@@ -88,6 +88,21 @@ extension Command {
         return .ok
     }
 
+    static let adminSMSLast = Command(
+        path: ["admin", "sms", "last"], synopsis: "[NUMBER]",
+        abstract: """
+            Print the newest SMS the development spool backend wrote instead of sending it (to NUMBER, in
+            international form, when given): the code a registration or sign-in is waiting for.
+            """,
+        positionals: 0...1
+    ) { invocation throws(CLIError) in
+        let result = try invocation.connect().call(AdminSMSLast.self, .init(number: invocation.positionals.first))
+        if invocation.global.json { Output.json(result); return .ok }
+        Output.line("To \(result.to), spooled \(result.spooledAt) in \(result.file):")
+        Output.line(result.text)
+        return .ok
+    }
+
     private static func printRecord(_ record: AuditRecord, json: Bool) {
         if json { Output.json(record); return }
         var line = "\(record.time) uid=\(record.caller.uid) pid=\(record.caller.pid) exe=\(record.caller.exe ?? "?") \(record.method) \(record.outcome)"

@@ -8,18 +8,14 @@ struct GlobalOptions {
     var system = false
     var json = false
 
-    /// `--socket`, then `--system`, then `AUTHD_SOCKET`, then the user daemon's socket if it
-    /// exists, then the system daemon's (so `sudo authctl admin status` on a server finds it),
-    /// then the user path.
-    func socketPath(environment: [String: String] = ProcessInfo.processInfo.environment) -> String {
-        let systemSocket = "/run/authd/authd.sock"
+    /// The socket named by `--socket`, `--system` or `AUTHD_SOCKET`, in that order; nil when
+    /// none names one, and the daemon is looked for where ``DaemonSocket`` says (the user's
+    /// daemon, then the system daemon's, so `sudo authctl admin status` on a server finds it).
+    func socketPath(environment: [String: String] = ProcessInfo.processInfo.environment) -> String? {
         if let socket { return socket }
-        if system { return systemSocket }
+        if system { return DaemonSocket.systemPath }
         if let socket = environment["AUTHD_SOCKET"], !socket.isEmpty { return socket }
-        let userSocket = environment["XDG_RUNTIME_DIR"].map { $0 + "/authd/authd.sock" }
-        if let userSocket, access(userSocket, F_OK) == 0 { return userSocket }
-        if access(systemSocket, F_OK) == 0 { return systemSocket }
-        return userSocket ?? systemSocket
+        return nil
     }
 
     static let help = """
@@ -86,7 +82,8 @@ struct Invocation {
     }
 
     func connect() throws(CLIError) -> DaemonConnection {
-        try DaemonConnection(socketPath: global.socketPath())
+        if let path = global.socketPath() { return try DaemonConnection(socketPath: path) }
+        return try DaemonConnection(discoveringIn: ProcessInfo.processInfo.environment)
     }
 }
 

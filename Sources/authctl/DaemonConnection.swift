@@ -8,14 +8,28 @@ final class DaemonConnection {
     private let client: RPCClient
     let socketPath: String
 
-    init(socketPath: String) throws(CLIError) {
-        self.socketPath = socketPath
+    convenience init(socketPath: String) throws(CLIError) {
         do {
-            // The answer to a posted request (a prompt's answer): only a refusal is worth telling the user.
-            client = RPCClient(connection: try LineConnection(socketPath: socketPath)) { Output.error(CLIError($0).line) }
+            try self.init(LineConnection(socketPath: socketPath), at: socketPath)
         } catch {
             throw CLIError(error)
         }
+    }
+
+    /// Connects to the daemon where the user's or the system daemon listens (``DaemonSocket``).
+    convenience init(discoveringIn environment: [String: String]) throws(CLIError) {
+        do {
+            let (connection, path) = try LineConnection.connectToDaemon(environment: environment)
+            self.init(connection, at: path)
+        } catch {
+            throw CLIError(error)
+        }
+    }
+
+    private init(_ connection: LineConnection, at socketPath: String) {
+        self.socketPath = socketPath
+        // The answer to a posted request (a prompt's answer): only a refusal is worth telling the user.
+        client = RPCClient(connection: connection) { Output.error(CLIError($0).line) }
     }
 
     /// Calls a typed method.
@@ -59,6 +73,9 @@ final class DaemonConnection {
 }
 
 extension CLIError {
+    /// The ways to start a daemon, for a person who has none running.
+    static let startingTheDaemon = "To start one: 'make run' in the source tree, 'systemctl --user start authd.socket', or 'authd --user'"
+
     /// A client library failure as authctl reports it.
     init(_ error: AuthdClientError) {
         if let refusal = error.daemonError {
@@ -66,9 +83,13 @@ extension CLIError {
             return
         }
         switch error.code {
+        case .connectFailed where !error.attempts.isEmpty:
+            let tried = error.attempts.map { "\($0.path) (\($0.problem))" }.joined(separator: ", ")
+            self.init(message: "cannot connect to authd: tried \(tried). \(Self.startingTheDaemon)", reason: "daemon.unavailable", exitCode: .unavailable)
         case .connectFailed:
             let reason = String(cString: strerror(error.errno ?? 0))
-            self.init(message: "cannot connect to authd at \(error.socketPath ?? "?"): \(reason); is the daemon running?", reason: "daemon.unavailable", exitCode: .unavailable)
+            self.init(message: "cannot connect to authd at \(error.socketPath ?? "?"): \(reason); is the daemon running? \(Self.startingTheDaemon)",
+                      reason: "daemon.unavailable", exitCode: .unavailable)
         case .sendFailed:
             self.init(message: "lost the connection to authd while sending", reason: "daemon.unavailable", exitCode: .unavailable)
         case .lineTooLong:

@@ -7,7 +7,7 @@ extension Command {
     static let allCommands: [Command] = [
         .status,
         .tokenLocal, .tokenVerify, .keysJWKS,
-        .adminStatus, .adminReload, .adminBackup, .adminKeysRotate, .adminAudit,
+        .adminStatus, .adminReload, .adminBackup, .adminKeysRotate, .adminAudit, .adminSMSLast,
         .register, .login, .whoami, .logout, .twoFactor, .sessions, .devices, .tokenAccount, .accountDeactivate,
         .adminAccounts,
         .cardReaders, .cardRead, .cardLogin, .cardSign, .cardCANSet, .cardCANShow, .cardCANClear, .cardPIN1Save, .cardPIN1Clear,

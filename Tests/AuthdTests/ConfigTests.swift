@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import Protocol
 import Testing
 @testable import authd
 
@@ -59,6 +60,44 @@ struct ConfigTests {
         }
     }
 
+    @Test("inline comments: '#' or ';' after a space or tab starts one; without a space before it, it is part of the value")
+    func inlineComments() throws {
+        // The README's example, exactly as pasted.
+        let config = try Config.parse("""
+            [federation.work]
+            issuer = https://id.example.com/realms/work   # exactly as its discovery document says
+            client_id = authd                              # redirect URI: http://127.0.0.1/callback, any port
+            api = https://api.example.com                  # where remote.fetch may send the token
+            """, file: "t.conf")
+        let provider = try #require(config.federationProviders.first)
+        #expect(provider.issuer == "https://id.example.com/realms/work")
+        #expect(provider.clientID == "authd")
+        #expect(provider.apiOrigins == ["https://api.example.com"])
+        let other = try Config.parse("[tokens]\t; the issuer\nissuer = https://authd.example/#main\t; a tab before it\n", file: "t.conf")
+        #expect(other.tokenIssuer == "https://authd.example/#main")
+        #expect(throws: ConfigError.self) { try Config.parse("[tokens]\nlifetime = 2m;x", file: "t.conf") }
+        #expect(try Config.parse("[server] # the listener\nmax_connections = 100 ;\n", file: "t.conf").maxConnections == 100)
+    }
+
+    @Test("a bad value's error names the file, the line, the key, what it must be and what was read", arguments: [
+        ("[federation.work]\nissuer = http://id.example.com   # plain http\nclient_id = a", 2,
+         "federation.work.issuer: must be an https:// URL", "not 'http://id.example.com'"),
+        ("[log]\nlevel = loud # too much", 2, "log.level: must be one of", "not 'loud'"),
+        ("[sms]\nbackend = carrier-pigeon", 2, "sms.backend: must be spool, command or http", "not 'carrier-pigeon'"),
+        ("[sms]\nurl = ftp://gw.example/send?key=SECRET", 2, "sms.url: must be an https:// URL", "not 'ftp://gw.example/send?…'"),
+        ("[passkeys]\norigins = https://localhost ftp://x", 2, "passkeys.origins: must be space-separated origins", "not 'https://localhost ftp://x'"),
+    ])
+    func valueErrors(text: String, line: Int, problem: String, shown: String) {
+        do {
+            _ = try Config.parse(text, file: "/etc/authd/authd.conf")
+            Issue.record("accepted: \(text)")
+        } catch {
+            #expect(error.description.hasPrefix("/etc/authd/authd.conf:\(line): \(problem)"), "\(error)")
+            #expect(error.reason.contains(shown), "\(error.reason)")
+            #expect(!error.reason.contains("SECRET"))
+        }
+    }
+
     @Test("durations", arguments: [("90", 90), ("90s", 90), ("5m", 300), ("1h", 3600), ("0s", 0)])
     func durations(text: String, seconds: Int) throws {
         #expect(try Config.duration(text, in: 0...3600) == seconds)
@@ -108,9 +147,46 @@ struct DaemonOptionsTests {
         #expect(system.configPath == "/etc/authd/authd.conf")
     }
 
-    @Test("usage errors exit 2", arguments: [["--bogus"], ["--socket"], ["--socket", "relative.sock"], [], ["--user=x"], ["--socket=", "--system"], ["--bogus=1"]])
+    @Test("user mode without XDG_RUNTIME_DIR: the socket goes to /tmp/authd-UID, where authctl looks for it")
+    func socketWithoutRuntimeDirectory() {
+        guard case .run(let options) = DaemonOptions.parse([], environment: ["HOME": "/h"], userID: 1234) else { Issue.record(); return }
+        #expect(options.socketPath == "/tmp/authd-1234/authd/authd.sock")
+        #expect(DaemonSocket.candidates(environment: ["HOME": "/h"], userID: 1234).first == options.socketPath)
+        guard case .run(let relative) = DaemonOptions.parse([], environment: ["XDG_RUNTIME_DIR": "run"], userID: 1234) else { Issue.record(); return }
+        #expect(relative.socketPath == "/tmp/authd-1234/authd/authd.sock", "a relative XDG_RUNTIME_DIR is ignored, as the XDG spec says")
+        guard case .run(let runtime) = DaemonOptions.parse([], environment: ["XDG_RUNTIME_DIR": "/run/user/1234"], userID: 1234) else { Issue.record(); return }
+        #expect(DaemonSocket.candidates(environment: ["XDG_RUNTIME_DIR": "/run/user/1234"], userID: 1234) == [runtime.socketPath, "/run/authd/authd.sock"])
+    }
+
+    @Test("a runtime directory in /tmp is made 0700, and used only when it is ours, a directory and 0700")
+    func privateRuntimeDirectory() throws {
+        let folder = TemporaryDirectory()
+        let fresh = folder.path + "/authd-1"
+        try Syscalls.ensurePrivateDirectory(fresh)
+        #expect(Syscalls.fileStatus(atPath: fresh, followingLinks: false).map(\.permissions) == 0o700)
+        try Syscalls.ensurePrivateDirectory(fresh)  // already right: accepted
+        let open = folder.path + "/authd-2"
+        #expect(mkdir(open, 0o700) == 0 && chmod(open, 0o755) == 0)
+        #expect(throws: FileError.self) { try Syscalls.ensurePrivateDirectory(open) }
+        #expect(Syscalls.fileStatus(atPath: open, followingLinks: false).map(\.permissions) == 0o755, "left as it was")
+        let link = folder.path + "/authd-3"
+        #expect(symlink(fresh, link) == 0)
+        #expect(throws: FileError.self) { try Syscalls.ensurePrivateDirectory(link) }
+        // Only root can give a directory to another user.
+        guard getuid() == 0 else { return }
+        let taken = folder.path + "/authd-4"
+        #expect(mkdir(taken, 0o700) == 0 && chown(taken, 65534, 65534) == 0)
+        do {
+            try Syscalls.ensurePrivateDirectory(taken)
+            Issue.record("accepted a directory of another user")
+        } catch {
+            #expect("\(error)".contains("is owned by uid 65534"), "\(error)")
+            #expect("\(error)".contains("another user"), "\(error)")
+        }
+    }
+
+    @Test("usage errors exit 2", arguments: [["--bogus"], ["--socket"], ["--socket", "relative.sock"], ["--user=x"], ["--socket=", "--system"], ["--bogus=1"]])
     func usageErrors(arguments: [String]) {
-        // The last case: user mode with no XDG_RUNTIME_DIR and no socket.
         guard case .exit(_, let status) = DaemonOptions.parse(arguments, environment: ["HOME": "/h"]) else {
             Issue.record("accepted \(arguments)")
             return

@@ -14,12 +14,16 @@ struct SMSDeliveryFailure: Error, CustomStringConvertible {
     let description: String
 }
 
-/// `spool`: development backend. Each message becomes a 0600 file under
-/// `<state>/sms-spool/`, and a redacted line is logged, so a person can read the code without
-/// a phone (`cat ~/.local/state/authd/sms-spool/*`).
+/// `spool`: development backend. Each message becomes a 0600 file under `<state>/sms-spool/`,
+/// named so that the names sort by time and show the recipient
+/// (`20261125T230512.123Z-+37251234567-Xy3kAb.sms`), and a line naming the number redacted and
+/// the directory is logged. A person reads the newest code with `authctl admin sms last`
+/// (``newest(in:to:)``) or in the file; the daemon's hourly maintenance deletes files older
+/// than a day, as they hold codes in clear.
 struct SpoolSMSGateway: SMSGateway {
     let directory: String
     let logger: Logger
+    var now: @Sendable () -> Date = { Date() }
 
     func send(_ text: String, to number: PhoneNumber) async throws {
         do {
@@ -27,7 +31,7 @@ struct SpoolSMSGateway: SMSGateway {
         } catch {
             throw SMSDeliveryFailure(description: "spool directory \(directory): \(error)")
         }
-        let name = "\(Int64(Date().timeIntervalSince1970 * 1000))-\(Base64URL.encode(try OpenSSL.randomBytes(6))).sms"
+        let name = Self.fileName(at: now(), to: number.e164, unique: Base64URL.encode(try OpenSSL.randomBytes(6)))
         let path = directory + "/" + name
         let fd: Int32
         do throws(SystemError) {
@@ -42,7 +46,46 @@ struct SpoolSMSGateway: SMSGateway {
         } catch {
             throw SMSDeliveryFailure(description: "cannot write \(path)")
         }
-        logger.notice("SMS to \(number.redacted) spooled in \(path)", [("AUTHD_SMS_SPOOL", path)])
+        // The directory, not the file: the file's name holds the whole number, which logs never do.
+        logger.notice("SMS to \(number.redacted) spooled in \(directory)", [("AUTHD_SMS_SPOOL", directory)])
+    }
+
+    /// `TIME-NUMBER-UNIQUE.sms`: the UTC time to the millisecond in a fixed-width form that sorts
+    /// as text (`20261125T230512.123Z`), the E.164 number, and random characters that keep two
+    /// messages of the same millisecond apart.
+    static func fileName(at date: Date, to e164: String, unique: String) -> String {
+        let time = Timestamp.rfc3339(date, milliseconds: true).filter { $0 != "-" && $0 != ":" }
+        return "\(time)-\(e164)-\(unique).sms"
+    }
+
+    /// One message as the spool holds it.
+    struct Message: Equatable {
+        let path: String
+        /// The recipient, E.164.
+        let to: String
+        let text: String
+        let modifiedSeconds: Int64
+    }
+
+    /// The newest message in `directory` (to `number`, when given), by file name, which sorts by
+    /// time; nil when there is none. Files that are not the spool's own (not `.sms`, not a
+    /// regular file, over 64 KiB, no `To:` line) are skipped.
+    static func newest(in directory: String, to number: String?) -> Message? {
+        let names = ((try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []).filter { $0.hasSuffix(".sms") }
+        for name in names.sorted(by: >) {
+            let path = directory + "/" + name
+            guard let status = Syscalls.fileStatus(atPath: path, followingLinks: false), status.kind == .regular,
+                  let bytes = try? Syscalls.readFile(path, limit: 64 * 1024),
+                  let content = String(validating: bytes, as: UTF8.self), content.hasPrefix("To: "),
+                  let header = content.firstRange(of: "\n\n")
+            else { continue }
+            let to = String(content[content.index(content.startIndex, offsetBy: 4)..<header.lowerBound])
+            if let number, to != number { continue }
+            var text = String(content[header.upperBound...])
+            if text.hasSuffix("\n") { text.removeLast() }
+            return Message(path: path, to: to, text: text, modifiedSeconds: status.modifiedSeconds)
+        }
+        return nil
     }
 }
 

@@ -6,6 +6,10 @@ enum AdminFailure: WireErrorConvertible, Equatable {
     case configInvalid(ConfigError)
     /// `admin.backup` could not write its file; nothing was left at `path`.
     case backupFailed(message: String, path: String)
+    /// `admin.sms.last` with a backend that sends messages instead of spooling them.
+    case smsNotSpooled(backend: String)
+    /// `admin.sms.last` found no message (to the number given, shown redacted).
+    case smsNoneSpooled(redactedNumber: String?)
 
     var rpcError: RPCError {
         switch self {
@@ -14,6 +18,11 @@ enum AdminFailure: WireErrorConvertible, Equatable {
                      details: ["file": .string(error.file), "line": .integer(Int64(error.line)), "problem": .string(error.reason)])
         case .backupFailed(let message, let path):
             .failure(.backupFailed, message, details: ["path": .string(Redaction.printable(path, limit: 4096))])
+        case .smsNotSpooled(let backend):
+            .failure(.smsNotSpooled, "SMS are sent through the \(backend) backend, which keeps no copy; only [sms] backend = spool keeps them.",
+                     details: ["backend": .string(backend)])
+        case .smsNoneSpooled(let number):
+            .failure(.smsNoneSpooled, "No SMS \(number.map { "to \($0) " } ?? "")is in the spool (messages are deleted after a day).")
         }
     }
 }

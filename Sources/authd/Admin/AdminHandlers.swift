@@ -55,6 +55,20 @@ extension MethodTable {
                                           previousPublishedUntil: rotation.previousPublishedUntil.map { Timestamp.rfc3339(epochSeconds: $0) })
         }
 
+        // The code in clear goes to the caller only; the audit record names the number alone.
+        register(AdminSMSLast.self, home: .machine, access: .admin, audit: { _, result in
+            ["to": .string(PhoneNumber.redact(result.to))]
+        }) { params, _ in
+            let backend = services.config.current.smsBackend
+            guard backend == .spool else { throw AdminFailure.smsNotSpooled(backend: backend.rawValue) }
+            let number = try params.number.map { try PhoneNumber.parse($0, region: nil) }
+            guard let message = SpoolSMSGateway.newest(in: services.options.smsSpoolDirectory, to: number?.e164) else {
+                throw AdminFailure.smsNoneSpooled(redactedNumber: number?.redacted)
+            }
+            return AdminSMSLast.Result(to: message.to, text: message.text, spooledAt: Timestamp.rfc3339(epochSeconds: message.modifiedSeconds),
+                                       file: message.path)
+        }
+
         register(AdminAuditTail.self, home: .machine, access: .admin, audit: { params, _ in
             ["limit": .integer(Int64(params.limit ?? 50)), "follow": .bool(params.follow ?? false)]
         }) { params, context in

@@ -93,7 +93,7 @@ final class Daemon: @unchecked Sendable {
         let (fd, boundPath) = try openListeningSocket()
         listener = Listener(fd: fd, socketPath: boundPath, dispatcher: dispatcher)
         listener.start()
-        maintenance = Maintenance.schedule(directory: directory, vault: services.vault, spoolDirectory: options.stateDirectory + "/sms-spool",
+        maintenance = Maintenance.schedule(directory: directory, vault: services.vault, spoolDirectory: options.smsSpoolDirectory,
                                            logger: logger, now: now)
         let elapsed = Date().timeIntervalSince(started)
         logger.notice("authd \(DaemonVersion.string) ready in \(options.mode.rawValue) mode on \(options.socketPath)", [
@@ -103,7 +103,7 @@ final class Daemon: @unchecked Sendable {
             ("AUTHD_STARTUP_MS", String(Int(elapsed * 1000))),
         ])
         if options.mode == .system && config.smsBackend == .spool {
-            logger.warning("sms.backend = spool: verification codes are written to \(options.stateDirectory)/sms-spool, not sent; set [sms] backend for real SMS")
+            logger.warning("sms.backend = spool: verification codes are written to \(options.smsSpoolDirectory), not sent; set [sms] backend for real SMS")
         }
         let helper = services.http.helperPath
         if (config.smsBackend == .http || !config.federationProviders.isEmpty) && !Syscalls.isExecutable(helper) {
@@ -126,6 +126,7 @@ final class Daemon: @unchecked Sendable {
             return (fd, nil)
         }
         let directory = Syscalls.directoryName(options.socketPath)
+        if let shared = options.sharedRuntimeDirectory { try Syscalls.ensurePrivateDirectory(shared) }
         switch options.mode {
         case .user: try Syscalls.ensureDirectory(directory, mode: 0o700, exactMode: true)
         case .system: try Syscalls.ensureDirectory(directory, mode: 0o755, exactMode: false)

@@ -2,7 +2,9 @@ import FoundationEssentials
 import Protocol
 import Synchronization
 
-/// authd.conf(5): INI-style `[section]` / `key = value`, `#` or `;` comments on their own line.
+/// authd.conf(5): INI-style `[section]` / `key = value`. A `#` or `;` starts a comment at the
+/// start of a line, or after a space or tab (`issuer = https://id.example.com   # note`); with no
+/// space before it, it is part of the value (`https://host/path#fragment`), as in most INI readers.
 /// Every key is known and validated; unknown sections or keys are errors, so a typo is reported
 /// instead of silently ignored.
 ///
@@ -35,7 +37,7 @@ struct Config: Equatable, Sendable {
     private static let log = Section("log", [
         Setting("level", \.logLevel) { value throws(ValueError) in
             guard let level = LogLevel(name: value) else {
-                throw ValueError(message: "must be one of \(LogLevel.allCases.map(\.name).joined(separator: ", "))")
+                throw ValueError(message: "must be one of \(LogLevel.allCases.map(\.name).joined(separator: ", ")), not \(shown(value))")
             }
             return level
         },
@@ -172,7 +174,7 @@ struct Config: Equatable, Sendable {
                 var origins: [String] = []
                 for item in value.split(separator: " ") {
                     guard let origin = WebOrigin(String(item), allowPath: false) else {
-                        throw ValueError(message: "must be space-separated origins such as https://api.example.com (http:// only to a loopback address)")
+                        throw ValueError(message: "must be space-separated origins such as https://api.example.com (http:// only to a loopback address), not \(shown(String(item)))")
                     }
                     origins.append(origin.serialized)
                 }
@@ -222,8 +224,8 @@ struct Config: Equatable, Sendable {
         let lines = text.utf8.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false).map { String(decoding: $0, as: UTF8.self) }
         for (index, rawLine) in lines.enumerated() {
             let number = index + 1
-            let line = trim(rawLine)
-            if line.isEmpty || line.hasPrefix("#") || line.hasPrefix(";") { continue }
+            let line = trim(withoutComment(rawLine))
+            if line.isEmpty { continue }
             if line.hasPrefix("[") {
                 guard line.hasSuffix("]") else { throw ConfigError(file: file, line: number, reason: "a section header must end with ']'") }
                 let name = trim(line.dropFirst().dropLast())
@@ -295,6 +297,24 @@ struct Config: Equatable, Sendable {
         }
     }
 
+    /// The line up to its comment: a `#` or `;` at the start or after a space or tab begins one.
+    private static func withoutComment(_ line: String) -> Substring {
+        var previous: Character = " "
+        for index in line.indices {
+            let character = line[index]
+            if (character == "#" || character == ";") && (previous == " " || previous == "\t") { return line[..<index] }
+            previous = character
+        }
+        return line[...]
+    }
+
+    /// A value as an error message shows it: printable, at most 80 characters, and without a
+    /// URL's query (which might hold a key), so that a person sees what authd read.
+    static func shown(_ value: String) -> String {
+        let withoutQuery = value.firstIndex(of: "?").map { value[..<$0] + "?…" } ?? value
+        return "'" + Redaction.printable(String(withoutQuery), limit: 80) + "'"
+    }
+
     /// Without surrounding spaces, tabs and carriage returns.
     private static func trim(_ text: some StringProtocol) -> String {
         let isSpace: (Character) -> Bool = { $0 == " " || $0 == "\t" || $0 == "\r" }
@@ -350,7 +370,7 @@ struct Config: Equatable, Sendable {
 
     static func integer(_ value: String, in range: ClosedRange<Int>) throws(ValueError) -> Int {
         guard let number = Int(value), range.contains(number) else {
-            throw ValueError(message: "must be a whole number from \(range.lowerBound) to \(range.upperBound), not '\(Redaction.printable(value, limit: 40))'")
+            throw ValueError(message: "must be a whole number from \(range.lowerBound) to \(range.upperBound), not \(shown(value))")
         }
         return number
     }
@@ -367,7 +387,7 @@ struct Config: Equatable, Sendable {
         guard !digits.isEmpty, digits.allSatisfy(\.isASCII), let number = Int(digits), number >= 0,
               number <= Int.max / multiplier, range.contains(number * multiplier)
         else {
-            throw ValueError(message: "must be a duration from \(range.lowerBound)s to \(range.upperBound)s (e.g. 90s, 5m, 1h, 1d), not '\(Redaction.printable(value, limit: 40))'")
+            throw ValueError(message: "must be a duration from \(range.lowerBound)s to \(range.upperBound)s (e.g. 90s, 5m, 1h, 1d), not \(shown(value))")
         }
         return number * multiplier
     }
@@ -388,7 +408,7 @@ extension Config.Setting {
         let names = Value.allCases.map(\.rawValue)
         let must = "must be \(names.dropLast().joined(separator: ", ")) or \(names.last ?? "")"
         return Self(key, property) { value throws(Config.ValueError) in
-            guard let choice = Value(rawValue: value) else { throw Config.ValueError(message: must) }
+            guard let choice = Value(rawValue: value) else { throw Config.ValueError(message: "\(must), not \(Config.shown(value))") }
             return choice
         }
     }
@@ -397,7 +417,7 @@ extension Config.Setting {
     static func text(_ key: String, _ property: WritableKeyPath<Root, String> & Sendable, _ must: String,
                      where isValid: @escaping @Sendable (String) -> Bool) -> Self {
         Self(key, property) { value throws(Config.ValueError) in
-            guard isValid(value) else { throw Config.ValueError(message: must) }
+            guard isValid(value) else { throw Config.ValueError(message: "\(must), not \(Config.shown(value))") }
             return value
         }
     }
@@ -407,7 +427,7 @@ extension Config.Setting {
                       where isValid: @escaping @Sendable ([String]) -> Bool) -> Self {
         Self(key, property) { value throws(Config.ValueError) in
             let words = value.split(separator: " ").map(String.init)
-            guard isValid(words) else { throw Config.ValueError(message: must) }
+            guard isValid(words) else { throw Config.ValueError(message: "\(must), not \(Config.shown(value))") }
             return words
         }
     }

@@ -23,7 +23,8 @@ struct DaemonOptions: Sendable, Equatable {
 
         The authentication daemon. Runs in the foreground; logs to journald or stderr.
 
-          --user            per-user daemon (default): $XDG_RUNTIME_DIR/authd/authd.sock
+          --user            per-user daemon (default): $XDG_RUNTIME_DIR/authd/authd.sock,
+                            without XDG_RUNTIME_DIR /tmp/authd-UID/authd/authd.sock
           --system          machine-wide daemon: /run/authd/authd.sock, /var/lib/authd
           --socket PATH     listening socket          (env AUTHD_SOCKET)
           --state-dir DIR   store and key file        (env AUTHD_STATE_DIR)
@@ -39,7 +40,9 @@ struct DaemonOptions: Sendable, Equatable {
         case exit(message: String, status: Int32)
     }
 
-    static func parse(_ arguments: [String], environment: [String: String]) -> ParseOutcome {
+    /// `userID` is the user the daemon runs as, whose socket a user-mode daemon places by
+    /// ``DaemonSocket``'s rule.
+    static func parse(_ arguments: [String], environment: [String: String], userID: UInt32 = Syscalls.effectiveUserID()) -> ParseOutcome {
         var mode = Mode.user
         var socket: String?
         var state: String?
@@ -81,19 +84,11 @@ struct DaemonOptions: Sendable, Equatable {
         let home = environment["HOME"] ?? Syscalls.homeDirectory() ?? "/"
         switch mode {
         case .system:
-            socket = socket ?? "/run/authd/authd.sock"
+            socket = socket ?? DaemonSocket.systemPath
             state = state ?? environment["STATE_DIRECTORY"] ?? "/var/lib/authd"
             config = config ?? "/etc/authd/authd.conf"
         case .user:
-            if socket == nil {
-                if let runtime = environment["XDG_RUNTIME_DIR"], runtime.hasPrefix("/") {
-                    socket = runtime + "/authd/authd.sock"
-                } else if check {
-                    socket = "/"  // --check-config needs no socket
-                } else {
-                    return .exit(message: "authd: XDG_RUNTIME_DIR is not set; pass --socket or set AUTHD_SOCKET", status: 2)
-                }
-            }
+            socket = socket ?? DaemonSocket.userPath(environment: environment, userID: userID)
             state = state ?? (environment["XDG_STATE_HOME"].flatMap { $0.hasPrefix("/") ? $0 : nil } ?? home + "/.local/state") + "/authd"
             config = config ?? (environment["XDG_CONFIG_HOME"].flatMap { $0.hasPrefix("/") ? $0 : nil } ?? home + "/.config") + "/authd/authd.conf"
         }
@@ -103,7 +98,16 @@ struct DaemonOptions: Sendable, Equatable {
         return .run(DaemonOptions(mode: mode, socketPath: socket!, stateDirectory: state!, configPath: config!, checkConfigOnly: check))
     }
 
+    /// The shared-directory runtime directory (`/tmp/authd-UID`) the socket lies in, if it does:
+    /// the daemon uses it only as a private directory of its own.
+    var sharedRuntimeDirectory: String? {
+        let directory = DaemonSocket.fallbackDirectory(userID: Syscalls.effectiveUserID())
+        return mode == .user && socketPath.hasPrefix(directory + "/") ? directory : nil
+    }
+
     var databasePath: String { stateDirectory + "/authd.db" }
+    /// Where the `spool` SMS backend writes its messages.
+    var smsSpoolDirectory: String { stateDirectory + "/sms-spool" }
     var keyFilePath: String { stateDirectory + "/master.key" }
 }
 

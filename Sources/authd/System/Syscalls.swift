@@ -244,6 +244,31 @@ enum Syscalls {
         }
     }
 
+    /// Creates `path` as a directory with mode 0700, or accepts it only if it already is one of
+    /// ours with exactly that mode (not a symbolic link). For a directory whose fixed name lies
+    /// in a directory every user can write to (`/tmp/authd-UID`): another user may have made it
+    /// first, to read or replace what is put in it. The corresponding C functions are `mkdir`
+    /// and `lstat`.
+    static func ensurePrivateDirectory(_ path: String) throws {
+        if mkdir(path, 0o700) == 0 {
+            // The umask may have taken bits away; a directory we just made gets exactly 0700.
+            _ = try retryingEINTR("chmod(\(path))") { chmod(path, 0o700) }
+        } else if errno != EEXIST {
+            throw SystemError(call: "mkdir(\(path))", errno: errno)
+        }
+        var info = stat()
+        _ = try retryingEINTR("stat(\(path))") { lstat(path, &info) }
+        let problem: String? =
+            if info.st_mode & S_IFMT != S_IFDIR { "is not a directory" }
+            else if info.st_uid != geteuid() { "is owned by uid \(info.st_uid), not \(geteuid())" }
+            else if info.st_mode & 0o7777 != 0o700 { "has mode \(String(info.st_mode & 0o7777, radix: 8)), not 700" }
+            else { nil }
+        if let problem {
+            throw FileError(description: "\(path) \(problem): refusing to use it, since another user could have made it to catch "
+                            + "what is put in it. Remove it, or set XDG_RUNTIME_DIR or --socket")
+        }
+    }
+
     /// Removes a stale socket file left by an earlier run, but nothing that is not a socket.
     static func removeStaleSocket(_ path: String) throws {
         var info = stat()
