@@ -346,6 +346,35 @@ public enum AccountProfileSet: RPCMethod {
     public typealias Result = AccountInfo
 }
 
+/// `account.password.check` — checks without changing anything, before a person types a new
+/// password twice: `current_password` against the session account's password (a wrong one
+/// counts toward the lockout, as at sign-in), and `password` against the password policy for
+/// this account (`password.weak` with `data.rule`). Says whether the account has a password,
+/// so a client knows whether to set one or to change it.
+public enum AccountPasswordCheck: RPCMethod {
+    public static let name = "account.password.check"
+
+    public struct Params: Codable, Sendable, Equatable {
+        public var session: String
+        public var password: String?
+        public var currentPassword: String?
+
+        public init(session: String, password: String? = nil, currentPassword: String? = nil) {
+            self.session = session
+            self.password = password
+            self.currentPassword = currentPassword
+        }
+
+        enum CodingKeys: String, CodingKey { case session, password, currentPassword = "current_password" }
+    }
+
+    public struct Result: Codable, Sendable, Equatable {
+        public var hasPassword: Bool
+        public init(hasPassword: Bool) { self.hasPassword = hasPassword }
+        enum CodingKeys: String, CodingKey { case hasPassword = "has_password" }
+    }
+}
+
 /// Params of methods that act on the caller's session only.
 public struct SessionParams: Codable, Sendable, Equatable {
     public var session: String

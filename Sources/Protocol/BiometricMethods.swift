@@ -2,21 +2,29 @@
 
 /// `lock` — locks authd for the calling local user: until `unlock`, every method that issues a
 /// token or releases a secret answers `session.locked`. Needs a remembered account (one that
-/// signed in from this user), whose password unlocks.
+/// signed in from this user, `lock.no_account`) that can open the lock again: one with a
+/// password or a verified phone number to send a code to (`lock.no_unlock_method`).
 public enum Lock: RPCMethod {
     public static let name = "lock"
     public typealias Params = NoParams
     public typealias Result = LockState
 }
 
-/// `unlock` — with `password`: checks it against the remembered account. Without: authd asks
-/// for a finger when fingerprint unlock is on and a reader is there, and falls back to a
-/// `password` prompt when the finger fails, is unavailable or the user cancels it.
+/// `unlock` — with `password`: checks it against the remembered account. With `sms`: sends a
+/// code to the account's verified number and asks for it (`code` prompt). Without either,
+/// authd asks in this order: a finger when fingerprint unlock is on and a reader is there; then
+/// the password (`password` prompt) when the account has one, else a code sent by SMS; the
+/// finger falls back when it fails, is unavailable or the user cancels it.
 public enum Unlock: RPCMethod {
     public static let name = "unlock"
     public struct Params: Codable, Sendable, Equatable {
         public var password: String?
-        public init(password: String? = nil) { self.password = password }
+        /// Unlock with a code sent by SMS to the account's number, even when it has a password.
+        public var sms: Bool?
+        public init(password: String? = nil, sms: Bool? = nil) {
+            self.password = password
+            self.sms = sms
+        }
     }
     public typealias Result = LockState
 }
@@ -30,7 +38,7 @@ public enum UnlockBiometric: RPCMethod {
 
 public struct LockState: Codable, Sendable, Equatable {
     public var locked: Bool
-    /// How the last unlock was proved: `password` or `fingerprint`; absent for `lock`.
+    /// How the last unlock was proved: `password`, `fingerprint` or `sms`; absent for `lock`.
     public var method: String?
     /// The remembered account, if any.
     public var account: String?
@@ -41,7 +49,7 @@ public struct LockState: Codable, Sendable, Equatable {
     }
 }
 
-/// `lock.status` — whether the caller is locked, and by which account.
+/// `lock.status` — whether the caller is locked, by which account, and what opens the lock.
 public enum LockStatus: RPCMethod {
     public static let name = "lock.status"
     public typealias Params = NoParams
@@ -50,12 +58,17 @@ public enum LockStatus: RPCMethod {
         public var account: String?
         /// Seconds of inactivity before authd locks by itself; 0 = never.
         public var idleSeconds: Int
-        public init(locked: Bool, account: String?, idleSeconds: Int) {
+        /// What `unlock` can take, in the order it asks: `fingerprint`, `password`, `sms`.
+        /// Empty when nothing could open the lock: `lock` is refused and the idle lock does
+        /// not arm.
+        public var unlockMethods: [String]
+        public init(locked: Bool, account: String?, idleSeconds: Int, unlockMethods: [String] = []) {
             self.locked = locked
             self.account = account
             self.idleSeconds = idleSeconds
+            self.unlockMethods = unlockMethods
         }
-        enum CodingKeys: String, CodingKey { case locked, account, idleSeconds = "idle_seconds" }
+        enum CodingKeys: String, CodingKey { case locked, account, idleSeconds = "idle_seconds", unlockMethods = "unlock_methods" }
     }
 }
 
@@ -72,7 +85,7 @@ public enum BiometricStatus: RPCMethod {
         public var unavailableReason: String?
         public var reader: String?
         public var fingers: [String]
-        /// Consecutive fingers that did not match; at 5 every fingerprint use is off until a password unlock.
+        /// Consecutive fingers that did not match; at 5 every fingerprint use is off until an unlock by password or SMS code.
         public var failures: Int
         public var cutOff: Bool
         /// The ID card's saved PIN1 released by fingerprint: `off`, `on` or `suspended`.

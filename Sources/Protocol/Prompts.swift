@@ -18,6 +18,8 @@ public struct PromptKind: OpenName {
     public static let pin = PromptKind(rawValue: "pin")
     /// The account's password.
     public static let password = PromptKind(rawValue: "password")
+    /// A 6-digit one-time code authd just sent by SMS to the account's number (`unlock`).
+    public static let code = PromptKind(rawValue: "code")
 
     // Progress, which only `prompt.cancel` answers.
     /// Present the ID card (`seconds_left`).

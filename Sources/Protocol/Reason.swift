@@ -185,6 +185,9 @@ public struct Reason: OpenName {
     public static let sessionLocked = Reason("session.locked")
     /// `lock` needs a remembered account (one that signed in from this user): its password unlocks.
     public static let lockNoAccount = Reason("lock.no_account")
+    /// Nothing could open the lock: the remembered account has neither a password nor a
+    /// verified phone number to send a code to (or not the one `unlock` was asked to use).
+    public static let lockNoUnlockMethod = Reason("lock.no_unlock_method")
     /// The finger did not match; `data.attempts_left` says how many before the cut-off.
     public static let biometricNoMatch = Reason("biometric.no_match")
     /// The reader or fprintd failed during the scan (disconnected, unknown error, vanished).
@@ -195,7 +198,7 @@ public struct Reason: OpenName {
     public static let biometricTimeout = Reason("biometric.timeout")
     /// Fingerprint use is not switched on for this (`biometric.enable`, `card.biometric.enable`).
     public static let biometricNotEnabled = Reason("biometric.not_enabled")
-    /// Five fingers in a row did not match: fingerprints are off until a password unlock.
+    /// Five fingers in a row did not match: fingerprints are off until an unlock by password or SMS code.
     public static let biometricCutOff = Reason("biometric.cut_off")
     /// `auth.fast`: no remembered account, or its credentials no longer hold; sign in normally.
     public static let rememberedInvalid = Reason("auth.remembered_invalid")

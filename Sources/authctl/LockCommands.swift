@@ -3,14 +3,17 @@ import Protocol
 
 // authctl lock / unlock / biometric …: the lock of this local user, and fingerprints through
 // fprintd. authd runs the interaction; authctl shows "Touch the fingerprint reader" and its
-// retry messages on stderr and asks for the password when authd falls back to it.
+// retry messages on stderr and asks for the password, or the SMS code, when authd falls back
+// to it.
 extension Command {
     static let lock = Command(
         path: ["lock"], synopsis: "[--status]",
         abstract: """
             Lock authd for this user: until unlocked, nothing issues a token or releases a secret
-            (session.locked, exit 6). --status prints whether it is locked. authd also locks by
-            itself after [lock] idle of inactivity.
+            (session.locked, exit 6). --status prints whether it is locked and what unlocks it.
+            authd also locks by itself after [lock] idle of inactivity. Refused
+            (lock.no_unlock_method) when the account has no password and no phone number:
+            nothing could unlock it again.
             """,
         options: [OptionSpec(name: "status", value: nil, help: "print the lock state instead of locking")]
     ) { invocation throws(CLIError) in
@@ -20,7 +23,12 @@ extension Command {
             if invocation.global.json { Output.json(status); return .ok }
             Output.line(status.locked ? "locked" : "unlocked")
             if let account = status.account { Output.line("account: \(account)") }
-            Output.line("auto-lock: " + (status.idleSeconds == 0 ? "off" : "after \(status.idleSeconds) s idle"))
+            if status.account != nil {
+                Output.line("unlock with: " + (status.unlockMethods.isEmpty ? "nothing (set a password with `authctl password set`)"
+                                                                            : status.unlockMethods.map(unlockMethodName).joined(separator: ", ")))
+            }
+            let unarmed = status.account != nil && status.unlockMethods.isEmpty
+            Output.line("auto-lock: " + (status.idleSeconds == 0 ? "off" : unarmed ? "off until something can unlock" : "after \(status.idleSeconds) s idle"))
             return .ok
         }
         let state = try connection.call(Lock.self, NoParams())
@@ -28,17 +36,25 @@ extension Command {
         return .ok
     }
 
+    /// How a person reads an unlock method's wire name.
+    private static func unlockMethodName(_ method: String) -> String {
+        method == "sms" ? "SMS code" : method
+    }
+
     static let unlock = Command(
-        path: ["unlock"], synopsis: "[--fingerprint | --password-fd N]",
+        path: ["unlock"], synopsis: "[--fingerprint | --sms | --password-fd N] [--code-fd N]",
         abstract: """
             Unlock authd for this user. authd asks for a finger when fingerprint unlock is on and a
-            reader is there, and for the account password when the finger fails, is unavailable or
-            you press Ctrl-D at the fingerprint prompt. --fingerprint tries the finger once with no
-            fallback; --password-fd reads the password and skips the finger.
+            reader is there; then for the account password, or, for an account without one, for a
+            6-digit code it sends by SMS to the account's number. --fingerprint tries the finger
+            once with no fallback; --sms asks for a code even when there is a password;
+            --password-fd reads the password and skips the finger.
             """,
         options: [
             OptionSpec(name: "fingerprint", value: nil, help: "one fingerprint attempt, no password fallback"),
+            OptionSpec(name: "sms", value: nil, help: "unlock with a code sent by SMS to the account's number"),
             OptionSpec(name: "password-fd", value: "N", help: "read the password from file descriptor N"),
+            OptionSpec(name: "code-fd", value: "N", help: "read the SMS code from file descriptor N, one line per code asked"),
         ]
     ) { invocation throws(CLIError) in
         let connection = try invocation.connect()
@@ -50,9 +66,9 @@ extension Command {
             let password = try Prompt.answer(invocation, fdOption: "password-fd", question: "Password: ", secret: true)
             state = try connection.call(Unlock.self, .init(password: password))
         } else {
-            state = try prompter.run(Unlock.self, .init())
+            state = try prompter.run(Unlock.self, .init(sms: invocation.flag("sms") ? true : nil))
         }
-        if invocation.global.json { Output.json(state) } else { Output.line("unlocked (\(state.method ?? "?"))") }
+        if invocation.global.json { Output.json(state) } else { Output.line("unlocked (\(unlockMethodName(state.method ?? "?")))") }
         return .ok
     }
 
@@ -101,7 +117,7 @@ extension Command {
         Output.line("fingerprint unlock: \(status.enabled ? "on" : "off")")
         Output.line("reader:             " + (status.available ? "\(status.reader ?? "yes") (\(status.fingers.joined(separator: ", ")))"
                                                                 : "unavailable: \(status.unavailableReason ?? "unknown")"))
-        Output.line("failures in a row:  \(status.failures)" + (status.cutOff ? " — off until a password unlock" : ""))
+        Output.line("failures in a row:  \(status.failures)" + (status.cutOff ? " — off until an unlock by password or SMS code" : ""))
         Output.line("card PIN1:          \(status.cardPin1)")
     }
 }

@@ -159,11 +159,11 @@ struct RequestPrompter {
         if let url = prompt.url, prompt.kind == .browser || prompt.kind == .deviceCode { return showLink(prompt, url: url) }
         guard prompt.expectsAnswer else { return showProgress(prompt) }
         endProgress()
-        let fdOption = [PromptKind.can: "can-fd", .password: "password-fd"][prompt.kind] ?? "pin-fd"
+        let fdOption = [PromptKind.can: "can-fd", .password: "password-fd", .code: "code-fd"][prompt.kind] ?? "pin-fd"
         let retries = prompt.retriesLeft.map { " (\($0) tries left)" } ?? ""
         let answer: String
         do {
-            answer = try Prompt.answer(invocation, fdOption: fdOption, question: "\(prompt.message)\(retries): ", secret: true)
+            answer = try Prompt.answer(invocation, fdOption: fdOption, question: "\(prompt.message)\(retries): ", secret: prompt.kind != .code)
         } catch where error.reason == "user.cancelled" {
             // Declined (Ctrl-D, or the descriptor is empty): authd ends the request with user.cancelled.
             return try connection.post(PromptCancel.self, .init(promptId: prompt.promptId))

@@ -65,3 +65,41 @@ struct BiometricPolicyTests {
         }
     }
 }
+
+@Suite("What opens the local lock (pure values)")
+struct UnlockMethodsTests {
+    static let phone = "+37251234567"
+
+    @Test("the order unlock asks in, and whether the lock may close at all", arguments: [
+        // finger on, password, phone → can open, secret without --sms, secret with --sms, names
+        (true, true, true, true, UnlockMethods.Secret.password, UnlockMethods.Secret?.some(.code(phone: phone)), ["fingerprint", "password", "sms"]),
+        (false, true, false, true, .password, nil, ["password"]),
+        (false, false, true, true, .code(phone: phone), .code(phone: phone), ["sms"]),
+        (true, false, true, true, .code(phone: phone), .code(phone: phone), ["fingerprint", "sms"]),
+    ])
+    func order(finger: Bool, password: Bool, phone: Bool, canOpen: Bool, secret: UnlockMethods.Secret, bySMS: UnlockMethods.Secret?, names: [String]) {
+        let methods = UnlockMethods(fingerprint: finger, password: password, phone: phone ? Self.phone : nil)
+        #expect(methods.canOpen == canOpen)
+        #expect(methods.secret(codeAsked: false) == secret)
+        #expect(methods.secret(codeAsked: true) == bySMS)
+        #expect(methods.names == names)
+    }
+
+    @Test("no password and no phone: nothing opens the lock, not even a finger, whose cut-off only a password or code lifts")
+    func nothingOpens() {
+        for finger in [false, true] {
+            let methods = UnlockMethods(fingerprint: finger, password: false, phone: nil)
+            #expect(!methods.canOpen)
+            #expect(methods.secret(codeAsked: false) == nil)
+            #expect(methods.names == [])
+        }
+    }
+
+    @Test("a finger counts only while fingerprint unlock is on and not cut off")
+    func fingerFromGate() {
+        let credentials = LockCredentials(hasPassword: true, verifiedPhone: nil)
+        #expect(UnlockMethods(gate: BiometricGate(enabled: true), credentials: credentials).fingerprint)
+        #expect(!UnlockMethods(gate: BiometricGate(enabled: false), credentials: credentials).fingerprint)
+        #expect(!UnlockMethods(gate: BiometricGate(enabled: true, failures: BiometricGate.failureLimit), credentials: credentials).fingerprint)
+    }
+}

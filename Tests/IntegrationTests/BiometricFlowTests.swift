@@ -233,7 +233,8 @@ extension BiometricTests {
             let lock = try f.daemon.authctl(["lock"])
             #expect(lock.status == 0 && lock.stdout == "locked\n", "\(lock)")
             let status = try f.daemon.authctl(["lock", "--status"])
-            #expect(status.stdout == "locked\naccount: \(f.accountID.stringValue ?? "?")\nauto-lock: after 900 s idle\n", "\(status.stdout)")
+            #expect(status.stdout == "locked\naccount: \(f.accountID.stringValue ?? "?")\nunlock with: fingerprint, password, SMS code\nauto-lock: after 900 s idle\n",
+                    "\(status.stdout)")
             let token = try f.daemon.authctl(["token", "local", "--aud", "myapp"])
             #expect(token.status == 6, "\(token)")
             #expect(token.stderr.contains("(session.locked)"))

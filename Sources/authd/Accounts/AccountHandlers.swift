@@ -58,11 +58,16 @@ extension MethodTable {
 
     /// The owner's settings (profile, PIN, deactivation) and the admin view of accounts.
     mutating func registerAccountSettingsMethods(_ settings: AccountSettings, admin: AccountAdmin) {
-        announce("twofactor.pin", "accounts.deactivate", "admin.accounts")
-        register(AccountProfileSet.self, home: .account, access: .anyone, audit: { params, result in
+        announce("twofactor.pin", "accounts.deactivate", "admin.accounts", "account.password.check")
+        // Guarded by the local lock: an account without a password takes a new one with the
+        // session alone, which would let anyone at a locked keyboard set one and unlock with it.
+        register(AccountProfileSet.self, home: .account, access: .anyone, requiresUnlock: true, audit: { params, result in
             ["account": .string(result.id), "email": .bool(params.email != nil), "password": .bool(params.password != nil)]
         }) { params, _ in
             try await settings.setProfile(params)
+        }
+        register(AccountPasswordCheck.self, home: .account, access: .anyone, requiresUnlock: true, audit: { _, _ in [:] }) { params, _ in
+            try await settings.checkPassword(params)
         }
         register(TwoFactorPINEnable.self, home: .account, access: .anyone, audit: { _, _ in [:] }) { params, _ in
             try await settings.enablePIN(params)

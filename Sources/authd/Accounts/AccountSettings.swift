@@ -25,10 +25,28 @@ struct AccountSettings: Sendable {
                 }
                 try await directory.confirmPassword(SecretBytes(Array(old.utf8)), account: current.id)
             }
-            try PasswordPolicy.check(password, hasSecondFactor: current.hasPIN, identifiers: [current.phone ?? "", email ?? current.email ?? ""])
+            try Self.checkNewPassword(password, for: current, email: email)
             newHash = try await Argon2id.owasp.hashOffPool(SecretBytes(Array(password.utf8)))
         }
         return try await directory.updateProfile(params.session, email: email, passwordHash: newHash)
+    }
+
+    /// `account.password.check`: changes nothing, so a client can check the current password
+    /// and the new one's policy before the person types it again. The current password is
+    /// checked as `setProfile` checks it: a wrong one counts toward the lockout.
+    func checkPassword(_ params: AccountPasswordCheck.Params) async throws -> AccountPasswordCheck.Result {
+        let current = try await directory.profile(params.session)
+        if let old = params.currentPassword {
+            try await directory.confirmPassword(SecretBytes(Array(old.utf8)), account: current.id)
+        }
+        if let password = params.password { try Self.checkNewPassword(password, for: current, email: nil) }
+        return .init(hasPassword: current.hasPassword)
+    }
+
+    /// The password policy for `account` (with `email` when it is about to change): longer
+    /// without a PIN, never the phone number or email address.
+    private static func checkNewPassword(_ password: String, for account: AccountProfile, email: String?) throws(AccountFailure) {
+        try PasswordPolicy.check(password, hasSecondFactor: account.hasPIN, identifiers: [account.phone ?? "", email ?? account.email ?? ""])
     }
 
     func enablePIN(_ params: TwoFactorPINEnable.Params) async throws -> TwoFactorPINEnable.Result {

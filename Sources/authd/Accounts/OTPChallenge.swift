@@ -1,8 +1,8 @@
-/// A one-time-code challenge sent by SMS (registration, OTP login), as a pure value type:
+/// A one-time-code challenge sent by SMS (registration, OTP login, unlock), as a pure value type:
 /// every rule of sign-in codes lives in its mutating methods, which return what happened; the
 /// caller persists the new state in the same transaction (no I/O here, table-tested).
 struct OTPChallenge: Sendable, Equatable {
-    enum Purpose: String, Sendable { case registration, login }
+    enum Purpose: String, Sendable { case registration, login, unlock }
     enum State: String, Sendable { case open, completed, dead }
 
     struct Policy: Sendable, Equatable {

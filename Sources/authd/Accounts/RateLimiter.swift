@@ -10,12 +10,14 @@ final class RateLimiter: Sendable {
         case registerStart = "account.register.start"
         case otpStart = "auth.otp.start"
         case login = "auth.login"
+        /// An `unlock` that sends a code by SMS.
+        case unlockCode = "unlock"
 
         /// Burst size and sustained rate per minute (`[accounts] starts_per_minute`,
         /// `logins_per_minute`).
         func capacity(_ config: Config) -> Double {
             switch self {
-            case .registerStart, .otpStart: Double(config.startsPerMinute)
+            case .registerStart, .otpStart, .unlockCode: Double(config.startsPerMinute)
             case .login: Double(config.loginsPerMinute)
             }
         }

@@ -41,7 +41,7 @@ indirect enum BiometricFailure: WireErrorConvertible, Equatable {
         case .noMatch: "The fingerprint did not match."
         case .cancelled: "The user cancelled the fingerprint prompt."
         case .timeout(let seconds): "No finger was placed on the reader within \(seconds) s."
-        case .cutOff: "Fingerprints are off after \(BiometricGate.failureLimit) that did not match; unlock with the password to turn them back on."
+        case .cutOff: "Fingerprints are off after \(BiometricGate.failureLimit) that did not match; unlock with the password or an SMS code to turn them back on."
         case .unlockOff: "Fingerprint unlock is off; turn it on with `authctl biometric enable`."
         case .signInOff: "Fingerprint sign-in is off; turn it on with `authctl biometric enable`."
         case .rememberedInvalid: "There is no remembered sign-in on this user, or it no longer holds; sign in with the password."

@@ -17,7 +17,8 @@ struct BiometricService: Sendable {
         var pin1 = PIN1Release.off
     }
 
-    private static func settings(in database: Database, _ uid: UInt32) throws -> Settings {
+    /// A local user's settings, read inside the caller's transaction (the lock reads the gate).
+    static func settings(in database: Database, _ uid: UInt32) throws -> Settings {
         try database.queryOne("SELECT biometric_enabled, biometric_failures, card_pin1_release FROM local_users WHERE uid = ?",
                               [.integer(Int64(uid))]) {
             Settings(gate: BiometricGate(enabled: $0.int(0) != 0, failures: $0.int(1)), pin1: PIN1Release(rawValue: $0.int(2)) ?? .off)

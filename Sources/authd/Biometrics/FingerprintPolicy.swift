@@ -63,7 +63,8 @@ struct BiometricGate: Equatable, Sendable {
         }
     }
 
-    /// The password proved the user: the count starts again and the cut-off lifts.
+    /// The password (or a code sent to the account's number) proved the user: the count starts
+    /// again and the cut-off lifts.
     mutating func passwordProved() { failures = 0 }
 }
 

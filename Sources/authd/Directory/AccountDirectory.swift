@@ -36,6 +36,11 @@ protocol AccountDirectory: Sendable {
     /// or an unknowable one when the number has no account), at most `policy.maxResends` times.
     func signInWithCode(flow: String, codeMAC: [UInt8], replacementMAC: [UInt8], device: DeviceIdentity,
                         policy: OTPChallenge.Policy) async throws -> CodeSignIn
+    /// One attempt at the code of an unlock flow, sent to `account`'s number: the same rules as
+    /// a sign-in code (a wrong one counts and brings a fresh one, at most `policy.maxResends`
+    /// times), but a right one makes no session; it proves the number is still the account's.
+    func confirmCode(flow: String, account: String, codeMAC: [UInt8], replacementMAC: [UInt8],
+                     policy: OTPChallenge.Policy) async throws -> CodeConfirmation
 
     // MARK: Credentials
 
@@ -54,6 +59,9 @@ protocol AccountDirectory: Sendable {
     func confirmPIN(_ pin: SecretBytes, account: String) async throws
     /// Whether the account is active and has a PIN second factor.
     func hasPIN(account: String) async throws -> Bool
+    /// What could open a machine's lock for the account: whether it has a password (checked as
+    /// `confirmPassword` checks it), and the verified number of the account while it is active.
+    func lockCredentials(account: String) async throws -> LockCredentials
     /// An opaque value that changes whenever the account's password changes (nil: no password).
     /// A machine keeps it with a remembered sign-in, so a changed password ends the remembering.
     func credentialStamp(account: String) async throws -> [UInt8]?
@@ -229,6 +237,20 @@ enum CodeSignIn: Sendable, Equatable {
     /// Wrong; a new code replaced it. Deliver it to `challenge.phone` when `deliver` (the number
     /// has an account), and say `failure`.
     case replaced(OTPChallenge, deliver: Bool, failure: AccountFailure)
+}
+
+/// What one unlock code attempt led to.
+enum CodeConfirmation: Sendable, Equatable {
+    case confirmed
+    /// Wrong; a new code replaced it: deliver it to `challenge.phone`, and say `failure`.
+    case replaced(OTPChallenge, failure: AccountFailure)
+}
+
+/// The account's credentials a machine's lock can ask for.
+struct LockCredentials: Sendable, Equatable {
+    let hasPassword: Bool
+    /// The verified phone number (E.164) of the active account; nil without one.
+    let verifiedPhone: String?
 }
 
 /// The session's account as a profile change sees it.

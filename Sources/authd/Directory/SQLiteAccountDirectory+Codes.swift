@@ -94,42 +94,84 @@ extension SQLiteAccountDirectory {
         let config = config.current
         // As for registration: a refusal is the transaction's answer, so the attempt counts.
         return try await store.transaction { database -> Result<CodeSignIn, AccountFailure> in
-            guard var challenge = try Self.load(flow, purpose: .login, from: database) else { throw AccountFailure.unknownRegistration }
-            switch challenge.verify(codeMatches: OpenSSL.constantTimeEquals(challenge.codeMAC, codeMAC), now: now) {
-            case .accepted:
-                try Self.update(challenge, in: database)
+            switch try Self.attempt(flow: flow, purpose: .login, codeMAC: codeMAC, replacementMAC: replacementMAC, policy: policy, in: database, now: now) {
+            case .accepted(let phone):
                 guard let account = try database.queryOne("SELECT id FROM accounts WHERE phone = ? AND deactivated_at IS NULL",
-                                                          [.text(challenge.phone)], row: { $0.text(0) })
+                                                          [.text(phone)], row: { $0.text(0) })
                 else { return .failure(.codeForNoAccount) }
                 // The phone proved the person: a password lock lifts.
                 try database.execute("UPDATE accounts SET failed_logins = 0, locked_until = NULL WHERE id = ?", [.text(account)])
                 return .success(.signedIn(try Self.signedIn(in: database, account: account, device: device, amr: ["otp"], config: config, now: now)))
-            case .wrong:
-                // A wrong code brings a fresh one at once, at most twice; then the flow ends. When
-                // no new code may be sent (the number's hourly limit), the flow ends too: the
-                // attempt must always be counted, never undone by an error.
-                let sendsThisHour = try Self.sendsInLastHour(in: database, phone: challenge.phone, now: now)
-                guard challenge.resends < policy.maxResends, sendsThisHour < policy.maxSendsPerHour else {
-                    challenge.state = .dead
-                    try Self.update(challenge, in: database)
-                    return .failure(.signInAttemptsExhausted(afterNewCode: true))
-                }
-                let exists = try database.queryOne("SELECT 1 FROM accounts WHERE phone = ? AND deactivated_at IS NULL",
-                                                   [.text(challenge.phone)]) { $0.int(0) } != nil
-                challenge.replaceCode(mac: exists ? replacementMAC : try OpenSSL.randomBytes(32), now: now, policy: policy)
-                try Self.update(challenge, in: database)
-                try database.execute("INSERT INTO sms_sends (phone, at) VALUES (?, ?)", [.text(challenge.phone), .integer(now)])
-                return .success(.replaced(challenge, deliver: exists,
-                                          failure: .wrongSignInCode(newCodeSent: true, resendsLeft: policy.maxResends - challenge.resends)))
-            case .attemptsExhausted, .dead:
-                try Self.update(challenge, in: database)
-                return .failure(.signInAttemptsExhausted(afterNewCode: false))
-            case .expired:
-                return .failure(.signInCodeExpired)
-            case .alreadyUsed:
-                return .failure(.codeUsed)
+            case .replaced(let challenge, let deliver, let failure):
+                return .success(.replaced(challenge, deliver: deliver, failure: failure))
+            case .refused(let failure):
+                return .failure(failure)
             }
         }.get()
+    }
+
+    func confirmCode(flow: String, account: String, codeMAC: [UInt8], replacementMAC: [UInt8],
+                     policy: OTPChallenge.Policy) async throws -> CodeConfirmation {
+        let now = seconds
+        return try await store.transaction { database -> Result<CodeConfirmation, AccountFailure> in
+            switch try Self.attempt(flow: flow, purpose: .unlock, codeMAC: codeMAC, replacementMAC: replacementMAC, policy: policy, in: database, now: now) {
+            case .accepted(let phone):
+                // The code proves the number, which must still be this account's.
+                guard try database.queryOne("SELECT 1 FROM accounts WHERE id = ? AND phone = ? AND deactivated_at IS NULL",
+                                            [.text(account), .text(phone)], row: { $0.int(0) }) != nil
+                else { return .failure(.codeForNoAccount) }
+                return .success(.confirmed)
+            case .replaced(let challenge, _, let failure):
+                return .success(.replaced(challenge, failure: failure))
+            case .refused(let failure):
+                return .failure(failure)
+            }
+        }.get()
+    }
+
+    /// What one attempt at a sign-in-style code led to, already written to `database`.
+    private enum Attempt {
+        /// The code was right; it proved `phone`.
+        case accepted(phone: String)
+        /// Wrong, and a new code replaced it (to be delivered when `deliver`).
+        case replaced(OTPChallenge, deliver: Bool, failure: AccountFailure)
+        case refused(AccountFailure)
+    }
+
+    /// One attempt at the code of a sign-in or unlock flow, inside the caller's transaction. A
+    /// wrong code brings a fresh one at once (`replacementMAC`, or an unknowable one when the
+    /// number has no account), at most `policy.maxResends` times; then the flow ends. When no
+    /// new code may be sent (the number's hourly limit), the flow ends too: the attempt must
+    /// always be counted, never undone by an error.
+    private static func attempt(flow: String, purpose: OTPChallenge.Purpose, codeMAC: [UInt8], replacementMAC: [UInt8],
+                                policy: OTPChallenge.Policy, in database: Database, now: Int64) throws -> Attempt {
+        guard var challenge = try load(flow, purpose: purpose, from: database) else { throw AccountFailure.unknownRegistration }
+        switch challenge.verify(codeMatches: OpenSSL.constantTimeEquals(challenge.codeMAC, codeMAC), now: now) {
+        case .accepted:
+            try update(challenge, in: database)
+            return .accepted(phone: challenge.phone)
+        case .wrong:
+            let sendsThisHour = try sendsInLastHour(in: database, phone: challenge.phone, now: now)
+            guard challenge.resends < policy.maxResends, sendsThisHour < policy.maxSendsPerHour else {
+                challenge.state = .dead
+                try update(challenge, in: database)
+                return .refused(.signInAttemptsExhausted(afterNewCode: true))
+            }
+            let exists = try database.queryOne("SELECT 1 FROM accounts WHERE phone = ? AND deactivated_at IS NULL",
+                                               [.text(challenge.phone)]) { $0.int(0) } != nil
+            challenge.replaceCode(mac: exists ? replacementMAC : try OpenSSL.randomBytes(32), now: now, policy: policy)
+            try update(challenge, in: database)
+            try database.execute("INSERT INTO sms_sends (phone, at) VALUES (?, ?)", [.text(challenge.phone), .integer(now)])
+            return .replaced(challenge, deliver: exists,
+                             failure: .wrongSignInCode(newCodeSent: true, resendsLeft: policy.maxResends - challenge.resends))
+        case .attemptsExhausted, .dead:
+            try update(challenge, in: database)
+            return .refused(.signInAttemptsExhausted(afterNewCode: false))
+        case .expired:
+            return .refused(.signInCodeExpired)
+        case .alreadyUsed:
+            return .refused(.codeUsed)
+        }
     }
 
     // MARK: Rows

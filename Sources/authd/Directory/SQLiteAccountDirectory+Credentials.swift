@@ -19,6 +19,16 @@ extension SQLiteAccountDirectory {
         }.map(Self.credentialStamp(passwordHash:))
     }
 
+    func lockCredentials(account: String) async throws -> LockCredentials {
+        try await store.read { database in
+            try database.queryOne(
+                """
+                SELECT password_hash IS NOT NULL, CASE WHEN deactivated_at IS NULL AND phone_verified_at IS NOT NULL THEN phone END
+                FROM accounts WHERE id = ?
+                """, [.text(account)]) { LockCredentials(hasPassword: $0.int(0) != 0, verifiedPhone: $0.optionalText(1)) }
+        } ?? LockCredentials(hasPassword: false, verifiedPhone: nil)
+    }
+
     // MARK: Passwords
 
     func signIn(password: SecretBytes, login: AccountKey, device: DeviceIdentity, fingerprintAccounts: Set<String>) async throws -> PasswordSignIn {

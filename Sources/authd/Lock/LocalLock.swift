@@ -5,9 +5,11 @@ import Synchronization
 
 /// The lock of each local user (uid), like a banking app's: while locked, every method that
 /// issues a token or releases a secret answers `session.locked`. A user is lockable once an
-/// account signed in from it (the remembered account, whose password unlocks). The lock is
-/// kept in the store, so neither a restart nor kill -9 opens it; activity is kept in memory and
-/// written at most once a minute, so guarded calls cost no disk write.
+/// account signed in from it (the remembered account) and that account can open the lock
+/// again (`UnlockMethods`: its password, or a code sent to its number); a lock nothing could
+/// open is never armed, by `lock` or by idleness. The lock is kept in the store, so neither a
+/// restart nor kill -9 opens it; activity is kept in memory and written at most once a minute,
+/// so guarded calls cost no disk write.
 final class LocalLock: Sendable {
     let store: Store
     let directory: any AccountDirectory
@@ -48,20 +50,36 @@ final class LocalLock: Sendable {
         }
     }
 
-    /// Whether `entry` is locked now: locked explicitly, or idle too long.
-    private func isLocked(_ entry: Entry, at now: Int64) -> Bool {
-        guard entry.account != nil else { return false }
-        if entry.locked { return true }
+    /// Whether `entry` has been idle too long.
+    private func idleExpired(_ entry: Entry, at now: Int64) -> Bool {
         let idle = Int64(config.current.lockIdleSeconds)
         return idle > 0 && now - entry.activeAt >= idle
     }
 
-    /// Admits a guarded call: throws `session.locked`, or counts the call as activity.
+    /// Whether `entry` is locked now: locked explicitly, or idle too long while something could
+    /// open the lock again (asked only once the idle time is up, so a guarded call costs no
+    /// lookup before then).
+    private func holds(_ entry: Entry, uid: UInt32, at now: Int64) async throws -> Bool {
+        guard let account = entry.account else { return false }
+        if entry.locked { return true }
+        guard idleExpired(entry, at: now) else { return false }
+        return try await unlockMethods(uid, account: account).canOpen
+    }
+
+    /// What could open `uid`'s lock for `account` now: the machine's fingerprint gate and the
+    /// account's credentials.
+    func unlockMethods(_ uid: UInt32, account: String) async throws -> UnlockMethods {
+        let gate = try await store.read { database in try BiometricService.settings(in: database, uid).gate }
+        return UnlockMethods(gate: gate, credentials: try await directory.lockCredentials(account: account))
+    }
+
+    /// Admits a guarded call: throws `session.locked`, or counts the call as activity (also
+    /// past the idle time when nothing could open the lock: it does not arm then).
     func admit(_ uid: UInt32) async throws {
         let current = try await entry(uid)
         guard current.account != nil else { return }
         let now = seconds
-        if isLocked(current, at: now) {
+        if try await holds(current, uid: uid, at: now) {
             if !current.locked { try await setLocked(uid, true) }  // idle: make it stick
             throw LockFailure.locked
         }
@@ -82,19 +100,25 @@ final class LocalLock: Sendable {
 
     func status(_ uid: UInt32) async throws -> LockStatus.Result {
         let current = try await entry(uid)
-        return .init(locked: isLocked(current, at: seconds), account: current.account, idleSeconds: config.current.lockIdleSeconds)
+        var methods: [String] = []
+        if let account = current.account { methods = try await unlockMethods(uid, account: account).names }
+        return .init(locked: try await holds(current, uid: uid, at: seconds), account: current.account,
+                     idleSeconds: config.current.lockIdleSeconds, unlockMethods: methods)
     }
 
-    /// The account whose password unlocks, if any.
+    /// The remembered account, whose password, code or finger unlocks, if any.
     func account(_ uid: UInt32) async throws -> String? { try await entry(uid).account }
 
+    /// Locks now; refused when there is no remembered account, or nothing could open the lock
+    /// again.
     func lock(_ uid: UInt32) async throws -> LockState {
         guard let account = try await entry(uid).account else { throw LockFailure.nothingToLockWith }
+        guard try await unlockMethods(uid, account: account).canOpen else { throw LockFailure.noUnlockMethod }
         try await setLocked(uid, true)
         return LockState(locked: true, account: account)
     }
 
-    /// Opens the lock after a proof (password or finger).
+    /// Opens the lock after a proof (password, code or finger).
     func unlocked(_ uid: UInt32) async throws {
         try await setLocked(uid, false)
     }
@@ -123,7 +147,7 @@ final class LocalLock: Sendable {
     /// own. A password also lifts a fingerprint cut-off.
     func remember(_ uid: UInt32, account: String, device: String, proof: Proof) async throws {
         let current = try await entry(uid)
-        if isLocked(current, at: seconds) && (current.account != account || proof == .code || proof == .passkey) { return }
+        if current.account != account || proof == .code || proof == .passkey, try await holds(current, uid: uid, at: seconds) { return }
         let passwordProved = proof == .password
         let now = seconds
         let check: SQLValue = try await directory.credentialStamp(account: account).map(SQLValue.blob) ?? .null

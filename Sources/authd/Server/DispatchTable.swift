@@ -34,7 +34,7 @@ enum DispatchTable {
             readers: CardQueue(), secrets: CardSecrets(store: services.store, sealer: services.sealer, now: services.now),
             biometrics: biometrics, config: services.config, logger: services.logger, now: services.now)
         table.registerCardMethods(cards)
-        table.registerLockMethods(Unlocker(lock: services.localLock, directory: directory, biometrics: biometrics))
+        table.registerLockMethods(Unlocker(lock: services.localLock, directory: directory, biometrics: biometrics, codes: codes, limiter: limiter))
         let signIn = FingerprintSignIn(directory: directory, steps: fingerprintSteps, lock: services.localLock, biometrics: biometrics, now: services.now)
         table.registerBiometricMethods(biometrics, signIn: signIn, cards: cards)
         let providers = ProviderDirectory(config: services.config, http: services.http, now: services.now)
