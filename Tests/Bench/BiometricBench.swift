@@ -62,7 +62,7 @@ final class FprintdStack {
 
     /// The next VerifyStart gets a match `delay` ms after it starts.
     func scriptMatch(delay: Int = 30) throws {
-        try control("SetScript", ["a(sbi)", "1", "verify-match", "true", String(delay)])
+        _ = try control("SetScript", ["a(sbi)", "1", "verify-match", "true", String(delay)])
     }
 
     /// When the last VerifyStatus went out (CLOCK_MONOTONIC µs).

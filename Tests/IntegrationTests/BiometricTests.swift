@@ -152,7 +152,7 @@ struct BiometricTests {
         let counts = try f.rig.callCounts()
         #expect(counts["VerifyStart"] == 2 && counts["VerifyStop"] == 2 && counts["Claim"] == 2, "\(counts)")
         try f.expectReleased("after unlock.biometric")
-        #expect(try f.rig.mockLog.contains("Claim \"\(FingerprintFixture.user)\""), "claimed for the caller's login name:\n\(f.rig.mockLog)")
+        #expect(f.rig.mockLog.contains("Claim \"\(FingerprintFixture.user)\""), "claimed for the caller's login name:\n\(f.rig.mockLog)")
     }
 
     @Test("a finger that does not match: biometric.no_match with the attempts left, still locked; the next match resets the count")

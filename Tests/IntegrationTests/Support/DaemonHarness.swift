@@ -69,7 +69,7 @@ final class DaemonHarness {
         process.executableURL = URL(fileURLWithPath: executable ?? Self.authdPath)
         process.arguments = arguments
         process.environment = environment.merging(extra) { _, new in new }
-        if !FileManager.default.fileExists(atPath: logPath) { FileManager.default.createFile(atPath: logPath, contents: nil) }
+        if !FileManager.default.fileExists(atPath: logPath) { _ = FileManager.default.createFile(atPath: logPath, contents: nil) }
         let log = FileHandle(forWritingAtPath: logPath)!
         log.seekToEndOfFile()
         process.standardError = log
