@@ -46,6 +46,15 @@ struct AuthctlTests {
         #expect(result.stderr.split(separator: "\n").count == 1 || status == 2)
     }
 
+    @Test("with no OpenID provider configured, federation commands name the configuration file to add one to")
+    func noProviderNamesConfig() throws {
+        let daemon = try DaemonHarness()
+        try daemon.start()
+        let login = try daemon.authctl(["federation", "login"])
+        #expect(login.status == 1 && login.stderr.contains("federation.unknown_provider"), "\(login)")
+        #expect(login.stderr.contains("[federation.NAME] section to \(daemon.configPath)"), "\(login.stderr)")
+    }
+
     @Test("no daemon: exit 69 with a clear message")
     func daemonUnavailable() throws {
         let result = try DaemonHarness.run([DaemonHarness.authctlPath, "--socket", "/tmp/authd-no-such-dir/authd.sock", "status"])

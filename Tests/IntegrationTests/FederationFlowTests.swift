@@ -352,6 +352,7 @@ struct FederationFlowTests {
         #expect(try fixture.state()?["state"] == "signed_out")
         let unknown = try fixture.daemon.authctl(["token", "remote", "nope"])
         #expect(unknown.status == 1 && unknown.stderr.contains("federation.unknown_provider"))
+        #expect(unknown.stderr.contains(fixture.daemon.configPath), "the error names the file to fix: \(unknown.stderr)")
         #expect(!fixture.daemon.log.contains(token.stdout.trimmingCharacters(in: .whitespacesAndNewlines)), "no token in the log")
     }
 

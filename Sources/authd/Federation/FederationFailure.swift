@@ -3,11 +3,11 @@ import Protocol
 /// Why a federated sign-in, a remote token or a remote request did not happen. Each case is one
 /// stable wire reason; `provider` is the `[federation.NAME]` name.
 enum FederationFailure: WireErrorConvertible, Equatable {
-    /// No provider is configured at all.
-    case noProviderConfigured
+    /// No provider is configured at all in `file`.
+    case noProviderConfigured(file: String)
     /// Several are configured, none is the default, and the request named none.
-    case noDefaultProvider(choices: [String])
-    case unknownProvider(String)
+    case noDefaultProvider(choices: [String], file: String)
+    case unknownProvider(String, file: String)
     /// Discovery, JWKS or token endpoint unusable; `detail` says which and why.
     case providerError(provider: String, detail: String)
     case idTokenInvalid(provider: String, IDTokenFailure)
@@ -23,7 +23,7 @@ enum FederationFailure: WireErrorConvertible, Equatable {
     /// A 401 logged the user out of the provider (persistent until the next sign-in).
     case loggedOut(provider: String, source: String?, at: Int64?)
     case tokenExpired(provider: String, refreshable: Bool)
-    case originNotAllowed(provider: String, origin: String)
+    case originNotAllowed(provider: String, origin: String, file: String)
     /// The token endpoint could not be reached.
     case tokenEndpointUnreachable(provider: String, detail: String)
     case refreshRefused(provider: String, code: String)
@@ -31,14 +31,16 @@ enum FederationFailure: WireErrorConvertible, Equatable {
 
     var rpcError: RPCError {
         switch self {
-        case .noProviderConfigured:
-            .failure(.federationUnknownProvider, "No OpenID provider is configured ([federation.NAME] in authd.conf).")
-        case .noDefaultProvider(let choices):
+        case .noProviderConfigured(let file):
+            .failure(.federationUnknownProvider, "No OpenID provider is configured: add a [federation.NAME] section to \(file).",
+                     details: ["config": .string(file)])
+        case .noDefaultProvider(let choices, let file):
             .failure(.federationUnknownProvider,
-                     "Several OpenID providers are configured and none is the default; name one (\(choices.joined(separator: ", "))).")
-        case .unknownProvider(let name):
-            .failure(.federationUnknownProvider, "No OpenID provider is configured under that name.",
-                     details: ["provider": .string(Redaction.printable(name, limit: 64))])
+                     "Several OpenID providers are configured in \(file) and none is the default ([federation] default); name one (\(choices.joined(separator: ", "))).",
+                     details: ["config": .string(file)])
+        case .unknownProvider(let name, let file):
+            .failure(.federationUnknownProvider, "No OpenID provider is configured under that name in \(file).",
+                     details: ["provider": .string(Redaction.printable(name, limit: 64)), "config": .string(file)])
         case .providerError(let provider, let detail):
             .failure(.federationProviderError, "The OpenID provider '\(provider)' could not be used: \(detail).",
                      details: ["provider": .string(provider), "detail": .string(detail)])
@@ -66,10 +68,10 @@ enum FederationFailure: WireErrorConvertible, Equatable {
                      ? "The access token for \(provider) expired; sign in again."
                      : "The access token for \(provider) expired and the provider gave no refresh token; sign in again.",
                      details: ["provider": .string(provider)])
-        case .originNotAllowed(let provider, let origin):
+        case .originNotAllowed(let provider, let origin, let file):
             .failure(.remoteOriginNotAllowed,
-                     "authd sends the \(provider) token only to the origins in [federation.\(provider)] api, and this URL is not one of them.",
-                     details: ["provider": .string(provider), "origin": .string(origin)])
+                     "authd sends the \(provider) token only to the origins in [federation.\(provider)] api of \(file), and this URL is not one of them.",
+                     details: ["provider": .string(provider), "origin": .string(origin), "config": .string(file)])
         case .tokenEndpointUnreachable(let provider, let detail):
             .failure(.remoteUnavailable, "The provider's token endpoint could not be reached: \(detail).",
                      details: ["provider": .string(provider), "detail": .string(detail)])

@@ -19,9 +19,13 @@ final class ProviderDirectory: Sendable {
     func provider(named name: String?) throws(FederationFailure) -> OpenIDProvider {
         let current = config.current
         guard let chosen = name ?? current.defaultFederationProvider else {
-            throw current.federationProviders.isEmpty ? .noProviderConfigured : .noDefaultProvider(choices: current.federationProviders.map(\.name))
+            throw current.federationProviders.isEmpty
+                ? .noProviderConfigured(file: config.file)
+                : .noDefaultProvider(choices: current.federationProviders.map(\.name), file: config.file)
         }
-        guard let settings = current.federationProviders.first(where: { $0.name == chosen }) else { throw .unknownProvider(chosen) }
+        guard let settings = current.federationProviders.first(where: { $0.name == chosen }) else {
+            throw .unknownProvider(chosen, file: config.file)
+        }
         let timeout = config
         return built.withLock { providers in
             if let existing = providers[chosen], existing.settings == settings { return existing }
@@ -206,7 +210,7 @@ actor RemoteAccess {
         let provider = try providers.provider(named: params.provider)
         let name = provider.settings.name
         guard provider.settings.apiOrigins.contains(origin.serialized) else {
-            throw FederationFailure.originNotAllowed(provider: name, origin: origin.serialized)
+            throw FederationFailure.originNotAllowed(provider: name, origin: origin.serialized, file: config.file)
         }
         let token = try await token(uid: uid, provider: name)
         headers["Authorization"] = "Bearer " + token.accessToken

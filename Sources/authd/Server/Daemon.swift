@@ -79,7 +79,7 @@ final class Daemon: @unchecked Sendable {
         let store = try Store(path: options.databasePath)
         let now: @Sendable () -> Date = { Date() }
         let keys = try await KeyRing.open(store: store, sealer: sealer, now: now())
-        let holder = ConfigHolder(config)
+        let holder = ConfigHolder(config, file: options.configPath)
         let directory = SQLiteAccountDirectory(store: store, config: holder, logger: logger, now: now)
         services = Services(
             options: options, config: holder, reloader: ConfigReloader(path: options.configPath, holder: holder, logger: logger),

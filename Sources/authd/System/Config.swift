@@ -436,7 +436,13 @@ extension Config.Setting {
 /// The configuration in force; replaced whole on a successful reload.
 final class ConfigHolder: Sendable {
     private let value: Mutex<Config>
-    init(_ config: Config) { value = Mutex(config) }
+    /// Where the configuration is read from, for messages that send an admin to a setting.
+    let file: String
+
+    init(_ config: Config, file: String = "authd.conf") {
+        value = Mutex(config)
+        self.file = file
+    }
     var current: Config {
         get { value.withLock { $0 } }
         set { value.withLock { $0 = newValue } }
