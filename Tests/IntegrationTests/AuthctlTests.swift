@@ -29,6 +29,9 @@ struct AuthctlTests {
         (["token", "local", "--aud"], Int32(2), "--aud needs a value"),
         (["token", "local", "--aud", "x", "--bogus"], Int32(2), "unknown option '--bogus'"),
         (["frobnicate"], Int32(2), "unknown command 'frobnicate'"),
+        (["lgin"], Int32(2), "unknown command 'lgin'; did you mean 'login'?"),
+        (["card", "lgin", "--aud", "a"], Int32(2), "did you mean 'card login'?"),
+        (["token", "local", "--aud", "x", "--nonse", "n"], Int32(2), "unknown option '--nonse' for 'authctl token local'; did you mean '--nonce'?"),
         (["call", "no.such"], Int32(1), "(rpc.unknown_method)"),
         (["call", "auth.local", "{\"aud\":7}"], Int32(2), "(rpc.invalid_params)"),
         (["call", "hello", "[1]"], Int32(2), "PARAMS must be a JSON object"),
@@ -65,6 +68,22 @@ struct AuthctlTests {
             let help = try daemon.authctl(command + ["--help"])
             #expect(help.status == 0)
             #expect(help.stdout.hasPrefix("Usage: authctl \(command.joined(separator: " "))"))
+        }
+        // Help is wrapped, never cut: every abstract whole, every option whole, `help WORDS` = `WORDS --help`.
+        func words(_ text: String) -> String { text.split(whereSeparator: \.isWhitespace).joined(separator: " ") }
+        let overview = try daemon.authctl(["--help"])
+        #expect(overview.status == 0)
+        for text in ["--passkey signs in with a passkey authd holds on this device (finger or PIN first; LOGIN optional).",
+                     "`2fa fingerprint enable` makes this user's finger the account's second step",
+                     "The copy holds only sealed secrets: restoring it also needs the master key", "help Show what a command does"] {
+            #expect(words(overview.stdout).contains(text), "\(text) is cut from the help")
+        }
+        #expect(words(try daemon.authctl(["register", "--help"]).stdout).contains("(or 'r' to have a new one sent)"))
+        #expect(try daemon.authctl(["login", "--help"]).stdout.contains("--session-file PATH"))
+        for command in [["card", "login"], ["card"], ["admin", "keys"]] {
+            let viaHelp = try daemon.authctl(["help"] + command)
+            #expect(viaHelp.status == 0)
+            #expect(viaHelp.stdout == (try daemon.authctl(command + ["--help"])).stdout, "authctl help \(command)")
         }
         #expect(try daemon.authctl(["--version"]).stdout == "authctl 0.1.0\n")
         let status = try daemon.authctl(["status", "--json"])
