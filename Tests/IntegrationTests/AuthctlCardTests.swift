@@ -24,7 +24,6 @@ struct AuthctlCardTests {
         #expect(login.status == 0, "\(login.stderr)")
         let lines = login.stdout.split(separator: "\n")
         #expect(lines.count == 1, "only the token on stdout")
-        #expect(login.stderr.contains("Place your ID card on the reader — "), "\(login.stderr)")
         #expect(!login.stderr.contains("1234") && !login.stderr.contains("654321"), "secrets are never echoed")
         let verified = try DaemonHarness.run(["/usr/bin/python3", CardTests.verifier, String(lines.first ?? ""), rig.caPath, "app.example"])
         #expect(verified.status == 0, "\(verified.stderr)")
@@ -85,6 +84,38 @@ struct AuthctlCardTests {
             #expect(bad.status == 2, "\(arguments): \(bad.stderr)")
         }
         #expect(try daemon.authctl(["card", "login"]).status == 2, "--aud is required")
+    }
+
+    /// Waits (at most 15 s) until authd sees the virtual card in its reader.
+    private func waitForCardPresent(_ daemon: DaemonHarness) throws {
+        for _ in 0..<150 {
+            if try daemon.authctl(["card", "readers"]).stdout.contains("card present") { return }
+            usleep(100_000)
+        }
+        throw HarnessError("the virtual card never showed up in its reader")
+    }
+
+    @Test("a card already in the reader: no \"Place your ID card\" prompt, straight to the token")
+    func cardAlreadyPresent() throws {
+        let rig = try CardRig()
+        try rig.insertCard()
+        let daemon = try daemon(rig)
+        try waitForCardPresent(daemon)
+        let login = try daemon.authctl(["card", "login", "--aud", "app.example", "--pin-fd", "0"], stdin: "1234\n")
+        #expect(login.status == 0, "\(login.stderr)")
+        #expect(login.stdout.split(separator: ".").count == 3)
+        #expect(!login.stderr.contains("Place your ID card"), "\(login.stderr)")
+    }
+
+    @Test("pcscd not running: the error alone, no \"Place your ID card\" prompt before it")
+    func serviceUnavailableWithoutPrompt() throws {
+        let rig = try CardRig()
+        rig.stopPCSCD()
+        let daemon = try daemon(rig)
+        let read = try daemon.authctl(["card", "read", "--timeout", "5"])
+        #expect(read.status == 1, "\(read.stderr)")
+        #expect(read.stderr.contains("(card.service_unavailable)"), "\(read.stderr)")
+        #expect(!read.stderr.contains("Place your ID card"), "\(read.stderr)")
     }
 
     @Test("no card within --timeout → exit 4 (card.timeout) after the countdown on stderr")
