@@ -22,10 +22,7 @@ extension Command {
         var flow = try connection.call(AccountRegisterStart.self, .init(phone: invocation.positionals[0], region: invocation.value("region")))
         var password: String?
         if invocation.flag("with-password") || invocation.value("password-fd") != nil {
-            password = try Prompt.answer(invocation, fdOption: "password-fd", question: "New password: ", secret: true)
-            if invocation.value("password-fd") == nil, try Prompt.ask("Repeat the password: ", secret: true) != password {
-                throw CLIError(message: "the passwords differ", reason: nil, exitCode: .usage)
-            }
+            password = try newPassword(invocation)
         }
         var codeJustSent = true
         while true {
@@ -58,12 +55,15 @@ extension Command {
             } catch where error.reason == "password.weak" && invocation.value("password-fd") == nil && invocation.value("code-fd") == nil {
                 // The daemon kept the flow open: ask for another password, then the code again.
                 Output.error(error.line)
-                password = try Prompt.ask("New password: ", secret: true)
-                if try Prompt.ask("Repeat the password: ", secret: true) != password {
-                    throw CLIError(message: "the passwords differ", reason: nil, exitCode: .usage)
-                }
+                password = try newPassword(invocation)
             }
         }
+    }
+
+    /// A new password from `--password-fd`, or typed twice at the terminal (again when the two differ).
+    private static func newPassword(_ invocation: Invocation) throws(CLIError) -> String {
+        try Prompt.newSecret(invocation, fdOption: "password-fd", question: "New password: ", repeatQuestion: "Repeat the password: ",
+                             differ: "the passwords differ")
     }
 
     static let whoami = Command(

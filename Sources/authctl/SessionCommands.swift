@@ -116,8 +116,17 @@ extension Command {
         guard invocation.positionals.count == 1 else { throw .usage("2fa takes enable, disable, or fingerprint enable|disable") }
         switch invocation.positionals[0] {
         case "enable":
-            let pin = try Prompt.answer(invocation, fdOption: "pin-fd", question: "New 6-digit PIN: ", secret: true)
-            let confirm = try Prompt.answer(invocation, fdOption: "pin-fd", question: "Repeat the PIN: ", secret: true)
+            let pin: String
+            let confirm: String
+            if invocation.value("pin-fd") != nil {
+                // A script gives both lines; authd checks them and says what is wrong.
+                pin = try Prompt.answer(invocation, fdOption: "pin-fd", question: newAccountPIN, secret: true)
+                confirm = try Prompt.answer(invocation, fdOption: "pin-fd", question: repeatAccountPIN, secret: true)
+            } else {
+                pin = try Prompt.newSecret(invocation, fdOption: "pin-fd", question: newAccountPIN, repeatQuestion: repeatAccountPIN,
+                                           differ: "the PINs differ", weakness: accountPINWeakness)
+                confirm = pin
+            }
             let result = try connection.call(TwoFactorPINEnable.self, .init(session: token, pin: pin, confirm: confirm))
             if invocation.global.json { Output.json(result) } else { Output.line("PIN second factor on") }
         case "disable":
@@ -129,6 +138,15 @@ extension Command {
             throw .usage("2fa takes enable or disable")
         }
         return .ok
+    }
+
+    static let newAccountPIN = "New 6-digit account PIN: "
+    static let repeatAccountPIN = "Repeat the account PIN: "
+
+    /// What is wrong with a new account PIN, told before its repeat is asked (authd checks the
+    /// same rules, `pin.weak`).
+    static func accountPINWeakness(_ pin: String) -> CLIError? {
+        AccountPINRules.violation(pin).map { CLIError(message: $0.message, reason: "pin.weak", exitCode: ExitCode.forReason("pin.weak")) }
     }
 
     static let sessions = Command(
