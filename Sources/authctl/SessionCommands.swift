@@ -60,7 +60,7 @@ extension Command {
             if let account = step.account, let session = step.session {
                 signedIn = SignedIn(account: account, session: session)
             } else if let flow = step.flow, step.next == "pin" {
-                let pin = try Prompt.answer(invocation, fdOption: "pin-fd", question: "PIN: ", secret: true)
+                let pin = try Prompt.answer(invocation, fdOption: "pin-fd", question: secondStepPIN, secret: true)
                 signedIn = try connection.call(AuthLoginPIN.self, .init(flow: flow, pin: pin))
             } else if let flow = step.flow, step.next == "fingerprint" {
                 var prompter = RequestPrompter(invocation: invocation, connection: connection)
@@ -68,7 +68,7 @@ extension Command {
                     signedIn = try prompter.run(AuthLoginFingerprint.self, .init(flow: flow))
                 } catch where error.fallback == "pin" {
                     Output.error(error.line)
-                    let pin = try Prompt.answer(invocation, fdOption: "pin-fd", question: "PIN: ", secret: true)
+                    let pin = try Prompt.answer(invocation, fdOption: "pin-fd", question: secondStepPIN, secret: true)
                     signedIn = try connection.call(AuthLoginPIN.self, .init(flow: flow, pin: pin))
                 }
             } else {
@@ -77,6 +77,9 @@ extension Command {
         }
         return try finishLogin(signedIn, invocation)
     }
+
+    /// The second step's question: the account's PIN, not an ID card's PIN1 or PIN2.
+    static let secondStepPIN = "Account PIN (second step): "
 
     private static func finishLogin(_ signedIn: SignedIn, _ invocation: Invocation) throws(CLIError) -> ExitCode {
         try SessionFile.save(signedIn.session.token, invocation: invocation)
@@ -131,7 +134,7 @@ extension Command {
             if invocation.global.json { Output.json(result) } else { Output.line("PIN second factor on") }
         case "disable":
             let password = try Prompt.answer(invocation, fdOption: "password-fd", question: "Password: ", secret: true)
-            let pin = try Prompt.answer(invocation, fdOption: "pin-fd", question: "PIN: ", secret: true)
+            let pin = try Prompt.answer(invocation, fdOption: "pin-fd", question: "Account PIN: ", secret: true)
             let result = try connection.call(TwoFactorPINDisable.self, .init(session: token, password: password, pin: pin))
             if invocation.global.json { Output.json(result) } else { Output.line("PIN second factor off") }
         default:
@@ -166,7 +169,7 @@ extension Command {
         let list = try connection.call(SessionList.self, .init(session: token))
         if invocation.global.json { Output.json(list); return .ok }
         for session in list.sessions {
-            Output.line("\(session.current ? "*" : " ") \(session.id)  device \(session.deviceID)  \(session.amr.joined(separator: "+"))  last used \(session.lastUsedAt)")
+            Output.line("\(session.current ? "*" : " ") \(session.id)  device \(session.deviceID)  \(SignInMethods.describe(session.amr))  last used \(session.lastUsedAt)")
         }
         return .ok
     }
@@ -223,7 +226,7 @@ extension Command {
         let token = try SessionFile.load(invocation)
         let params: AccountDeactivate.Params
         if invocation.flag("pin") || invocation.value("pin-fd") != nil {
-            params = .init(session: token, pin: try Prompt.answer(invocation, fdOption: "pin-fd", question: "PIN: ", secret: true))
+            params = .init(session: token, pin: try Prompt.answer(invocation, fdOption: "pin-fd", question: "Account PIN: ", secret: true))
         } else {
             params = .init(session: token, password: try Prompt.answer(invocation, fdOption: "password-fd", question: "Password: ", secret: true))
         }

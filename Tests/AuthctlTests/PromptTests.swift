@@ -63,4 +63,19 @@ struct PromptTests {
         let blocked = CLIError(message: "The PIN is blocked on the card.", reason: "pin.blocked", exitCode: .lockedOrBlocked)
         #expect(!RequestPrompter.asksAgain(after: blocked, typedAtTerminal: true))
     }
+
+    @Test("no terminal: the error names the option that gives the answer")
+    func noTerminalNamesOption() {
+        #expect(Prompt.noTerminal(fdOption: "pin-fd").contains("--pin-fd N"))
+        #expect(!Prompt.noTerminal(fdOption: "pin-fd").contains("*"))
+    }
+
+    @Test("every sign-in method whoami can print has a word", arguments: [
+        (["pwd"], "password"), (["otp"], "SMS code"), (["pwd", "pin"], "password and account PIN"),
+        (["pwd", "fpt"], "password and fingerprint"), (["fpt"], "fingerprint"), (["fed"], "identity provider"),
+        (["pop", "mfa"], "passkey"), (["x-new"], "x-new"),
+    ])
+    func signInWords(_ amr: [String], expected: String) {
+        #expect(SignInMethods.describe(amr) == expected)
+    }
 }

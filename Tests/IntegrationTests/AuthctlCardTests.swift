@@ -118,6 +118,23 @@ struct AuthctlCardTests {
         #expect(!read.stderr.contains("Place your ID card"), "\(read.stderr)")
     }
 
+    @Test("the PIN2 prompt names what is signed and who asks; a declined one says which prompt")
+    func pin2PromptWording() throws {
+        let rig = try CardRig()
+        try rig.insertCard()
+        let daemon = try daemon(rig)
+        let client = try daemon.connect()
+        let params: JSONValue = ["aud": "https://bank.example", "hash": .string(Base64URL.encode([UInt8](repeating: 1, count: 32))),
+                                 "hash_alg": "SHA-256", "description": "Loan contract"]
+        let signed = try client.callAnswering("card.sign", params, answers: ["pin2": "12345"])
+        let prompt = try #require(signed.prompts.first { $0["kind"] == "pin2" })
+        #expect(prompt["message"] == "Enter PIN2 to sign \"Loan contract\" for https://bank.example", "\(prompt)")
+        let declined = try daemon.authctl(["card", "sign", "--aud", "https://bank.example", "--description", "Loan contract",
+                                           "--hash", String(repeating: "01", count: 32), "--pin-fd", "0"], stdin: "")
+        #expect(declined.status == 3)
+        #expect(declined.stderr.contains("The PIN2 prompt was cancelled (user.cancelled)"), "\(declined.stderr)")
+    }
+
     @Test("no card within --timeout → exit 4 (card.timeout) after the countdown on stderr")
     func timeout() throws {
         let rig = try CardRig()
