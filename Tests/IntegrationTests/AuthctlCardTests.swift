@@ -135,6 +135,26 @@ struct AuthctlCardTests {
         #expect(declined.stderr.contains("The PIN2 prompt was cancelled (user.cancelled)"), "\(declined.stderr)")
     }
 
+    @Test("on a terminal a refused or too short PIN2 is asked again, with the tries left; the question names what and who")
+    func pinAskedAgainOnTerminal() throws {
+        let rig = try CardRig()
+        try rig.insertCard()
+        let daemon = try daemon(rig)
+        try waitForCardPresent(daemon)
+        let terminal = try TerminalSession([DaemonHarness.authctlPath, "--socket", daemon.socketPath, "card", "sign", "--aud", "https://bank.example",
+                                            "--description", "Loan contract", "--hash", String(repeating: "ab", count: 32)],
+                                           environment: ["PATH": "/usr/bin:/bin", "HOME": daemon.directory])
+        let question = "Enter PIN2 to sign \"Loan contract\" for https://bank.example: "
+        try terminal.answer(question, "99999")
+        try terminal.expect("authctl: Wrong PIN (2 tries left) (pin.wrong)")
+        try terminal.answer(question, "123")
+        try terminal.expect("(pin.invalid_length)")
+        try terminal.answer(question, "12345")
+        #expect(try terminal.finish() == 0, "\(terminal.transcript)")
+        #expect(terminal.transcript.contains("eyJ"), "the token: \(terminal.transcript)")
+        #expect(!terminal.transcript.contains("99999"), "PINs are typed without echo")
+    }
+
     @Test("no card within --timeout → exit 4 (card.timeout) after the countdown on stderr")
     func timeout() throws {
         let rig = try CardRig()

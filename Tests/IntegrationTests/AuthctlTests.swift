@@ -94,6 +94,50 @@ struct AuthctlTests {
         #expect(admin.stdout.contains("integrity ok"))
     }
 
+    @Test("2fa enable on a terminal: a weak PIN is refused before the repeat, a differing repeat asks both again")
+    func twoFactorAsksAgain() throws {
+        let daemon = try DaemonHarness()
+        try daemon.start()
+        let environment = ["PATH": "/usr/bin:/bin", "HOME": daemon.directory]
+        let register = try TerminalSession([DaemonHarness.authctlPath, "--socket", daemon.socketPath, "register", "+37251234567", "--with-password"],
+                                           environment: environment)
+        try register.answer("New password: ", "a long enough passphrase")
+        try register.answer("Repeat the password: ", "a long enough passphrase, mistyped")
+        try register.expect("authctl: the passwords differ")
+        try register.answer("New password: ", "a long enough passphrase")
+        try register.answer("Repeat the password: ", "a long enough passphrase")
+        try register.expect("Code (or r to resend")
+        register.type(try RegistrationTests.spooledCode(daemon, to: "+37251234567"))
+        #expect(try register.finish() == 0, "\(register.transcript)")
+
+        let enable = try TerminalSession([DaemonHarness.authctlPath, "--socket", daemon.socketPath, "2fa", "enable"], environment: environment)
+        try enable.answer("New 6-digit account PIN: ", "123456")
+        try enable.expect("authctl: That PIN is too easy to guess; choose another (pin.weak)")
+        try enable.answer("New 6-digit account PIN: ", "480317")
+        try enable.answer("Repeat the account PIN: ", "480318")
+        try enable.expect("authctl: the PINs differ")
+        try enable.answer("New 6-digit account PIN: ", "480317")
+        try enable.answer("Repeat the account PIN: ", "480317")
+        try enable.expect("PIN second factor on")
+        #expect(try enable.finish() == 0, "\(enable.transcript)")
+
+        // The second step says whose PIN it asks for: the account's, not an ID card's.
+        let login = try TerminalSession([DaemonHarness.authctlPath, "--socket", daemon.socketPath, "login", "+37251234567"], environment: environment)
+        try login.answer("Password: ", "a long enough passphrase")
+        try login.answer("Account PIN (second step): ", "480317")
+        #expect(try login.finish() == 0, "\(login.transcript)")
+        #expect(login.transcript.contains("signed in as +37251234567"))
+    }
+
+    @Test("authctl events says on a terminal that it is waiting")
+    func eventsSaysWaiting() throws {
+        let daemon = try DaemonHarness()
+        try daemon.start()
+        let events = try TerminalSession([DaemonHarness.authctlPath, "--socket", daemon.socketPath, "events"],
+                                         environment: ["PATH": "/usr/bin:/bin", "HOME": daemon.directory])
+        try events.expect("Waiting for events (Ctrl-C to stop)")
+    }
+
     @Test("admin commands: reload, backup, rotate, audit")
     func adminCommands() throws {
         let daemon = try DaemonHarness()
