@@ -75,6 +75,8 @@ let package = Package(
         .testTarget(name: "AuthdClientTests", dependencies: ["AuthdClient", "Protocol"]),
         .testTarget(name: "OpenSSLCryptoTests", dependencies: ["OpenSSLCrypto", "Protocol"]),
         .testTarget(name: "AuthdTests", dependencies: ["authd", "Protocol", "AuthdClient", "OpenSSLCrypto"]),
+        // authctl's own logic with no daemon: help layout, "did you mean", prompts asked again, wording.
+        .testTarget(name: "AuthctlTests", dependencies: ["authctl", "Protocol"]),
         .testTarget(name: "IntegrationTests", dependencies: ["Protocol", "AuthdClient", "CLinux"], exclude: ["Python"]),
 
         // `make bench`: drives a release build of the real daemon over its socket.

@@ -22,10 +22,7 @@ extension Command {
         var flow = try connection.call(AccountRegisterStart.self, .init(phone: invocation.positionals[0], region: invocation.value("region")))
         var password: String?
         if invocation.flag("with-password") || invocation.value("password-fd") != nil {
-            password = try Prompt.answer(invocation, fdOption: "password-fd", question: "New password: ", secret: true)
-            if invocation.value("password-fd") == nil, try Prompt.ask("Repeat the password: ", secret: true) != password {
-                throw CLIError(message: "the passwords differ", reason: nil, exitCode: .usage)
-            }
+            password = try newPassword(invocation)
         }
         var codeJustSent = true
         while true {
@@ -58,12 +55,15 @@ extension Command {
             } catch where error.reason == "password.weak" && invocation.value("password-fd") == nil && invocation.value("code-fd") == nil {
                 // The daemon kept the flow open: ask for another password, then the code again.
                 Output.error(error.line)
-                password = try Prompt.ask("New password: ", secret: true)
-                if try Prompt.ask("Repeat the password: ", secret: true) != password {
-                    throw CLIError(message: "the passwords differ", reason: nil, exitCode: .usage)
-                }
+                password = try newPassword(invocation)
             }
         }
+    }
+
+    /// A new password from `--password-fd`, or typed twice at the terminal (again when the two differ).
+    private static func newPassword(_ invocation: Invocation) throws(CLIError) -> String {
+        try Prompt.newSecret(invocation, fdOption: "password-fd", question: "New password: ", repeatQuestion: "Repeat the password: ",
+                             differ: "the passwords differ")
     }
 
     static let whoami = Command(
@@ -75,7 +75,7 @@ extension Command {
         let session = try invocation.connect().call(SessionGet.self, .init(session: token))
         if invocation.global.json { Output.json(session); return .ok }
         Output.line("\(session.account.phone ?? "federated account") (\(session.account.id))\(session.account.email.map { ", \($0)" } ?? "")")
-        Output.line("device: \(session.device.name) (\(session.device.id)); signed in with \(session.amr.joined(separator: "+")) at \(session.createdAt)")
+        Output.line("device: \(session.device.name) (\(session.device.id)); signed in with \(SignInMethods.describe(session.amr)) at \(session.createdAt)")
         return .ok
     }
 
@@ -95,6 +95,27 @@ extension Command {
         SessionFile.remove(invocation)
         if invocation.global.json { Output.json(["logged_out": true]) } else { Output.line("logged out") }
         return .ok
+    }
+}
+
+/// A session's sign-in methods (its `amr` values, RFC 8176) in words: "password and account PIN".
+enum SignInMethods {
+    /// Each `amr` value authd writes for an account session, as a person says it.
+    static let words: [String: String] = [
+        "pwd": "password", "otp": "SMS code", "pin": "account PIN", "fpt": "fingerprint",
+        "fed": "identity provider", "sc": "ID card", "hwk": "security key",
+    ]
+
+    /// The methods joined with "and"; `pop` with `mfa` (a passkey with user verification) is
+    /// "passkey", and a value without a word is shown as it is.
+    static func describe(_ amr: [String]) -> String {
+        var methods = amr
+        if methods.contains("pop") {
+            methods.removeAll { $0 == "pop" || $0 == "mfa" }
+            methods.insert("passkey", at: 0)
+        }
+        let named = methods.map { words[$0] ?? $0 }
+        return named.isEmpty ? "no recorded method" : named.joined(separator: " and ")
     }
 }
 

@@ -39,6 +39,8 @@ struct CLIError: Error {
     let exitCode: ExitCode
     /// What authd says to do instead (`data.fallback`: `pin`, `otp`), when it says.
     var fallback: String?
+    /// How many more wrong PINs the card takes (`data.retries_left` of `pin.wrong`), when said.
+    var retriesLeft: Int?
 
     init(message: String, reason: String?, exitCode: ExitCode) {
         self.message = message
@@ -51,6 +53,7 @@ struct CLIError: Error {
         reason = error.reason.rawValue
         exitCode = ExitCode.forReason(error.reason.rawValue)
         fallback = error.details["fallback"]?.stringValue
+        retriesLeft = error.details["retries_left"]?.integerValue.map { Int($0) }
     }
 
     static func usage(_ message: String) -> CLIError {

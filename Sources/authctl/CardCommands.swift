@@ -3,8 +3,9 @@ import Glibc
 import Protocol
 
 // authctl card …: the ID card through authd. authd owns the reader and runs the interaction;
-// authctl answers its prompts (PINs and the CAN without echo, or from --pin-fd/--can-fd) and
-// shows "Place your ID card on the reader — N s left" on stderr. Tokens alone go to stdout.
+// authctl answers its prompts (PINs and the CAN without echo, or from --pin-fd/--can-fd) and,
+// while authd waits for a card, shows "Place your ID card on the reader — N s left" on stderr.
+// A PIN typed at the terminal that the card refuses is asked again. Tokens alone go to stdout.
 extension Command {
     private static let timeoutOption = OptionSpec(name: "timeout", value: "S", help: "wait at most S seconds for the card (default 90)")
     private static let canFDOption = OptionSpec(name: "can-fd", value: "N", help: "read the CAN from file descriptor N")
@@ -62,7 +63,7 @@ extension Command {
         guard ["jwt", "web-eid"].contains(format) else { throw .usage("--format must be jwt or web-eid") }
         let connection = try invocation.connect()
         var prompter = RequestPrompter(invocation: invocation, connection: connection)
-        let result = try prompter.run(CardLogin.self, .init(aud: aud, nonce: invocation.value("nonce"),
+        let result = try prompter.runAskingPINAgain(CardLogin.self, .init(aud: aud, nonce: invocation.value("nonce"),
                                                             timeoutS: try invocation.number("timeout", in: 1...600), format: format))
         if invocation.global.json { Output.json(result); return .ok }
         if let webEid = result.webEid { Output.json(webEid) } else if let token = result.token { Output.line(token) }
@@ -104,7 +105,7 @@ extension Command {
         }
         let connection = try invocation.connect()
         var prompter = RequestPrompter(invocation: invocation, connection: connection)
-        let result = try prompter.run(CardSign.self, params)
+        let result = try prompter.runAskingPINAgain(CardSign.self, params)
         if invocation.global.json { Output.json(result) } else { Output.line(result.token) }
         return .ok
     }
@@ -148,10 +149,8 @@ extension Command {
         abstract: "Save PIN1, sealed, so card logins do not ask for it. PIN2 is never saved.",
         options: [OptionSpec(name: "pin-fd", value: "N", help: "read PIN1 from file descriptor N")]
     ) { invocation throws(CLIError) in
-        let pin = try Prompt.answer(invocation, fdOption: "pin-fd", question: "PIN1: ", secret: true)
-        if invocation.value("pin-fd") == nil, try Prompt.ask("Repeat PIN1: ", secret: true) != pin {
-            throw .usage("the PINs differ; nothing was saved")
-        }
+        let pin = try Prompt.newSecret(invocation, fdOption: "pin-fd", question: "PIN1 of the ID card: ", repeatQuestion: "Repeat PIN1: ",
+                                       differ: "the PINs differ; nothing was saved")
         _ = try invocation.connect().call(CardPIN1Save.self, .init(pin: pin))
         if invocation.global.json { Output.json(Acknowledged()) } else { Output.line("PIN1 saved") }
         return .ok

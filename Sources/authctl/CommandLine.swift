@@ -18,13 +18,20 @@ struct GlobalOptions {
         return nil
     }
 
-    static let help = """
-          --socket PATH   talk to the daemon at PATH (env AUTHD_SOCKET)
-          --system        talk to the system daemon (/run/authd/authd.sock)
-          --json          print results as JSON, one object per line
-          -h, --help      show help for the command
-          --version       print authctl's version
-        """
+    /// The global options and what each does, for help and for "did you mean".
+    static let table: [(flag: String, help: String)] = [
+        ("--socket PATH", "talk to the daemon at PATH (env AUTHD_SOCKET)"),
+        ("--system", "talk to the system daemon (/run/authd/authd.sock)"),
+        ("--json", "print results as JSON, one object per line"),
+        ("-h, --help", "show help for the command"),
+        ("--version", "print authctl's version"),
+    ]
+
+    /// The names a global option is spelled with.
+    static let names = ["--socket", "--system", "--json", "--help", "-h", "--version"]
+
+    /// The global options as help lists them (no final newline).
+    static var help: String { String(HelpText.table(table).dropLast()) }
 }
 
 /// A command-specific option. `value` is the metavariable for options that take one.
@@ -46,17 +53,28 @@ struct Command: Sendable {
 
     var name: String { path.joined(separator: " ") }
 
+    /// The command's help: usage, the whole abstract and every option, wrapped (never cut) to
+    /// ``HelpText/width`` columns.
     var help: String {
-        var text = "Usage: authctl \(name)\(synopsis.isEmpty ? "" : " " + synopsis)\n\n\(abstract)\n"
+        var text = HelpText.hanging("Usage: authctl \(name)", synopsis) + "\n\n" + HelpText.wrap(abstract) + "\n"
         if !options.isEmpty {
             text += "\nOptions:\n"
-            for option in options {
-                let flag = "--\(option.name)" + (option.value.map { " \($0)" } ?? "")
-                text += "  \(flag.padding(toLength: 18, withPad: " ", startingAt: 0)) \(option.help)\n"
-            }
+            text += HelpText.table(options.map { option in ("--\(option.name)" + (option.value.map { " \($0)" } ?? ""), option.help) })
         }
         text += "\nGlobal options:\n\(GlobalOptions.help)\n\nSee authctl(1)."
         return text
+    }
+}
+
+extension Command {
+    /// `authctl help [COMMAND…]`: the same text as `authctl COMMAND… --help`.
+    static let helpCommand = Command(
+        path: ["help"], synopsis: "[COMMAND…]",
+        abstract: "Show what a command does and its options (the same as 'authctl COMMAND --help'), the commands of a group such as 'card', or, with no COMMAND, every command.",
+        positionals: 0...4
+    ) { invocation throws(CLIError) in
+        Output.line(try ArgumentParser.helpText(for: invocation.positionals, commands: allCommands))
+        return .ok
     }
 }
 
@@ -118,21 +136,15 @@ enum ArgumentParser {
             default: rest.append(argument)
             }
         }
-        let words = rest.prefix { !$0.hasPrefix("-") }
-        let command = commands
-            .filter { $0.path.count <= words.count && Array(words.prefix($0.path.count)) == $0.path }
-            .max { $0.path.count < $1.path.count }
-        guard let command else {
-            if wantsHelp || words.isEmpty { return .help(overview(commands, under: Array(words))) }
-            if words.count == 1, commands.contains(where: { $0.path.first == words.first }) {
-                throw .usage("'\(words[0])' needs a subcommand:\n" + overview(commands, under: Array(words)))
+        let words = Array(rest.prefix { !$0.hasPrefix("-") })
+        if wantsHelp { return .help(try helpText(for: words, commands: commands)) }
+        guard let command = command(words, in: commands) else {
+            if words.isEmpty { return .help(overview(commands, under: [])) }
+            if isGroup(words, in: commands) {
+                throw .usage("'\(words.joined(separator: " "))' needs a subcommand:\n" + overview(commands, under: words))
             }
-            if commands.contains(where: { $0.path.first == words.first }) {
-                throw .usage("unknown command '\(words.joined(separator: " "))'; try 'authctl \(words.first!) --help'")
-            }
-            throw .usage("unknown command '\(words.first!)'; try 'authctl --help'")
+            throw unknownCommand(words, commands: commands)
         }
-        if wantsHelp { return .help(command.help) }
 
         var options: [String: String] = [:]
         var repeated: [String: [String]] = [:]
@@ -147,7 +159,7 @@ enum ArgumentParser {
             if argument == "--" { positionalOnly = true; continue }
             let (name, inline) = split(argument)
             guard let spec = command.options.first(where: { "--\($0.name)" == name }) else {
-                throw .usage("unknown option '\(name)' for 'authctl \(command.name)'; try --help")
+                throw unknownOption(name, of: command)
             }
             if spec.value != nil {
                 guard let value = inline ?? remaining.next() else { throw .usage("\(name) needs a value (\(spec.value!))") }
@@ -169,25 +181,189 @@ enum ArgumentParser {
         return (String(argument[..<equals]), String(argument[argument.index(after: equals)...]))
     }
 
+    /// The command `words` begin with (the longest match), if any.
+    static func command(_ words: [String], in commands: [Command]) -> Command? {
+        commands
+            .filter { $0.path.count <= words.count && Array(words.prefix($0.path.count)) == $0.path }
+            .max { $0.path.count < $1.path.count }
+    }
+
+    /// Whether `words` name a group: the first words of longer commands (`card`, `admin keys`).
+    static func isGroup(_ words: [String], in commands: [Command]) -> Bool {
+        !words.isEmpty && commands.contains { $0.path.count > words.count && Array($0.path.prefix(words.count)) == words }
+    }
+
+    /// What `authctl WORDS --help` and `authctl help WORDS` print: the command's help, a group's
+    /// list, or everything; a usage error (with a suggestion) for words no command has.
+    static func helpText(for words: [String], commands: [Command]) throws(CLIError) -> String {
+        if words.isEmpty { return overview(commands, under: []) }
+        if let command = command(words, in: commands) { return command.help }
+        if isGroup(words, in: commands) { return overview(commands, under: words) }
+        throw unknownCommand(words, commands: commands)
+    }
+
+    /// "unknown command", naming the nearest word at the first one no command has.
+    static func unknownCommand(_ words: [String], commands: [Command]) -> CLIError {
+        // The longest run of leading words that name a group; the next word is the typo.
+        var known: [String] = []
+        while known.count < words.count - 1, isGroup(known + [words[known.count]], in: commands) { known.append(words[known.count]) }
+        let typo = words[known.count]
+        let next = Set(commands.compactMap { command in
+            command.path.count > known.count && Array(command.path.prefix(known.count)) == known ? command.path[known.count] : nil
+        })
+        var message = "unknown command '\((known + [typo]).joined(separator: " "))'"
+        if let guess = Suggestion.nearest(to: typo, among: next) {
+            message += "; did you mean '\((known + [guess]).joined(separator: " "))'?"
+        }
+        let group = known.isEmpty ? "" : " " + known.joined(separator: " ")
+        message += "\nUsage: authctl\(group) \(known.isEmpty ? "COMMAND" : "SUBCOMMAND") [ARGUMENTS]; 'authctl help\(group)' lists them"
+        return .usage(message)
+    }
+
+    /// "unknown option", naming the nearest option of the command (or a global one).
+    static func unknownOption(_ name: String, of command: Command) -> CLIError {
+        var message = "unknown option '\(name)' for 'authctl \(command.name)'"
+        if let guess = Suggestion.nearest(to: name, among: Set(command.options.map { "--\($0.name)" } + GlobalOptions.names)) {
+            message += "; did you mean '\(guess)'?"
+        }
+        message += "\n" + HelpText.hanging("Usage: authctl \(command.name)", command.synopsis)
+        return .usage(message)
+    }
+
+    /// Every command (under `prefix`) with its whole abstract.
     static func overview(_ commands: [Command], under prefix: [String]) -> String {
         let shown = commands.filter { Array($0.path.prefix(prefix.count)) == prefix }
-        let list = (shown.isEmpty ? commands : shown).map { command in
-            "  \(command.name.padding(toLength: 22, withPad: " ", startingAt: 0)) \(command.abstract.split(separator: "\n").first ?? "")"
-        }.joined(separator: "\n")
+        let list = HelpText.table((shown.isEmpty ? commands : shown).map { ($0.name, $0.abstract) }, column: 24)
+        let usage = prefix.isEmpty ? "Usage: authctl [GLOBAL OPTIONS] COMMAND [ARGUMENTS]"
+                                   : "Usage: authctl [GLOBAL OPTIONS] \(prefix.joined(separator: " ")) SUBCOMMAND [ARGUMENTS]"
         return """
-            Usage: authctl [GLOBAL OPTIONS] COMMAND [ARGUMENTS]
+            \(usage)
 
-            Talks to authd, the authentication daemon, over its socket.
+            Talks to authd, the authentication daemon, over its socket. 'authctl help
+            COMMAND' (or 'authctl COMMAND --help') shows a command's options.
 
             Commands:
             \(list)
-
             Global options:
             \(GlobalOptions.help)
 
             Exit codes: 0 ok, 1 failure, 2 usage, 3 cancelled, 4 timed out, 5 authentication
-            failed, 6 locked or blocked, 7 not logged in, 69 daemon unavailable. See authctl(1).
+            failed, 6 locked or blocked, 7 not logged in, 69 daemon unavailable.
+            See authctl(1).
             """
+    }
+}
+
+/// "Did you mean": the candidate nearest a mistyped word.
+enum Suggestion {
+    /// The candidate within a typo's reach of `word` (one edit for short words, two for longer
+    /// ones, or the only candidate `word` begins), nearest first, alphabetical among equals.
+    static func nearest(to word: String, among candidates: Set<String>) -> String? {
+        let reach = word.count <= 4 ? 1 : 2
+        let scored = candidates.map { ($0, distance(word, $0)) }.filter { $0.1 <= reach }
+        if let best = scored.min(by: { ($0.1, $0.0) < ($1.1, $1.0) }) { return best.0 }
+        let extensions = candidates.filter { word.count >= 2 && $0.hasPrefix(word) }
+        return extensions.count == 1 ? extensions.first : nil
+    }
+
+    /// Edits (insert, delete, replace, swap two neighbours) that turn `a` into `b`: the
+    /// optimal-string-alignment distance, so "lgoin" is one swap from "login".
+    static func distance(_ a: String, _ b: String) -> Int {
+        let a = Array(a), b = Array(b)
+        if a.isEmpty || b.isEmpty { return max(a.count, b.count) }
+        var table = [[Int]](repeating: [Int](repeating: 0, count: b.count + 1), count: a.count + 1)
+        for i in 0...a.count { table[i][0] = i }
+        for j in 0...b.count { table[0][j] = j }
+        for i in 1...a.count {
+            for j in 1...b.count {
+                let cost = a[i - 1] == b[j - 1] ? 0 : 1
+                table[i][j] = min(table[i - 1][j] + 1, table[i][j - 1] + 1, table[i - 1][j - 1] + cost)
+                if i > 1, j > 1, a[i - 1] == b[j - 2], a[i - 2] == b[j - 1] {
+                    table[i][j] = min(table[i][j], table[i - 2][j - 2] + 1)
+                }
+            }
+        }
+        return table[a.count][b.count]
+    }
+}
+
+/// Help laid out for an 80-column terminal: text re-wrapped at spaces, never cut, so a
+/// sentence of any length reads whole.
+enum HelpText {
+    static let width = 80
+
+    /// `text` (its line breaks and runs of spaces taken as single spaces) in lines of at most
+    /// `width` columns; a word longer than that stands alone on its line.
+    static func lines(_ text: String, width: Int) -> [String] {
+        var lines: [String] = []
+        var line = ""
+        for word in text.split(whereSeparator: \.isWhitespace) {
+            if line.isEmpty {
+                line = String(word)
+            } else if line.count + 1 + word.count <= width {
+                line += " " + word
+            } else {
+                lines.append(line)
+                line = String(word)
+            }
+        }
+        if !line.isEmpty { lines.append(line) }
+        return lines
+    }
+
+    /// A paragraph wrapped to ``width``.
+    static func wrap(_ text: String) -> String {
+        lines(text, width: width).joined(separator: "\n")
+    }
+
+    /// `head` followed by `tail`, whose continuation lines line up after `head`. `tail` breaks
+    /// only between bracketed groups, so `[--timeout S]` stays on one line.
+    static func hanging(_ head: String, _ tail: String) -> String {
+        guard !tail.isEmpty else { return head }
+        let indent = head.count + 1 <= width / 2 ? head.count + 1 : 4
+        var groups: [String] = []
+        var group = ""
+        var depth = 0
+        for character in tail {
+            if character == " " && depth == 0 {
+                if !group.isEmpty { groups.append(group) }
+                group = ""
+                continue
+            }
+            if "[(".contains(character) { depth += 1 }
+            if "])".contains(character) { depth = max(0, depth - 1) }
+            group.append(character)
+        }
+        if !group.isEmpty { groups.append(group) }
+        var lines = [head]
+        for group in groups {
+            if lines[lines.count - 1].count + 1 + group.count <= width {
+                lines[lines.count - 1] += " " + group
+            } else {
+                lines.append(String(repeating: " ", count: indent) + group)
+            }
+        }
+        return lines.joined(separator: "\n")
+    }
+
+    /// Two columns: each term indented by two spaces, its description from `column` on,
+    /// wrapped; a term too wide for its column has its description start on the next line.
+    /// Every line ends with a newline.
+    static func table(_ rows: [(String, String)], column: Int? = nil) -> String {
+        let column = column ?? min(26, 2 + (rows.map(\.0.count).max() ?? 0) + 2)
+        let margin = String(repeating: " ", count: column)
+        var text = ""
+        for (term, description) in rows {
+            let described = lines(description, width: max(30, width - column))
+            let left = "  " + term
+            if left.count + 2 <= column {
+                text += left + String(repeating: " ", count: column - left.count) + (described.first ?? "") + "\n"
+            } else {
+                text += left + "\n" + (described.first.map { margin + $0 + "\n" } ?? "")
+            }
+            for line in described.dropFirst() { text += margin + line + "\n" }
+        }
+        return text
     }
 }
 

@@ -138,6 +138,9 @@ extension Command {
     ) { invocation throws(CLIError) in
         let connection = try invocation.connect()
         _ = try connection.call(EventsSubscribe.self, NoParams())
+        // A person at a terminal would otherwise see nothing and wonder whether it works;
+        // scripts reading stderr get no line they did not ask for.
+        if isatty(STDERR_FILENO) == 1 { Output.error("Waiting for events (Ctrl-C to stop)…") }
         while let (method, params) = try connection.nextNotification() {
             guard method == EventNotification.name, let params,
                   let event = try? WireCodec.decode(EventNotification.Params.self, from: params) else { continue }

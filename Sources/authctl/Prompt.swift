@@ -23,11 +23,17 @@ enum Prompt {
         return String(decoding: bytes, as: UTF8.self)
     }
 
-    /// Asks on the terminal (/dev/tty), echo off when `secret`. Ctrl-D cancels.
-    static func ask(_ question: String, secret: Bool) throws(CLIError) -> String {
+    /// How many times a person at the terminal may give an answer that cannot be taken (a weak
+    /// new PIN, two entries that differ, a PIN the card refused) before authctl gives up, as
+    /// passwd(1) does. Answers from a descriptor get one try: a script cannot type again.
+    static let attempts = 3
+
+    /// Asks on the terminal (/dev/tty), echo off when `secret`. Ctrl-D cancels. Without a
+    /// terminal, the error names `fdOption`, the option that gives the answer instead.
+    static func ask(_ question: String, secret: Bool, fdOption: String? = nil) throws(CLIError) -> String {
         let tty = open("/dev/tty", O_RDWR | O_CLOEXEC)
         guard tty >= 0 else {
-            throw CLIError.usage("no terminal to ask on; pass the answer with the matching --*-fd option")
+            throw CLIError.usage(noTerminal(fdOption: fdOption))
         }
         defer { close(tty) }
         var saved = termios()
@@ -56,7 +62,48 @@ enum Prompt {
             guard let fd = Int32(text), fd >= 0 else { throw .usage("--\(fdOption) needs a file descriptor number") }
             return try readLine(fd: fd)
         }
-        return try ask(question, secret: secret)
+        return try ask(question, secret: secret, fdOption: fdOption)
+    }
+
+    /// The error for a question with no terminal to ask it on.
+    static func noTerminal(fdOption: String?) -> String {
+        guard let fdOption else { return "no terminal to ask on; give the answer with the command's --…-fd option (see its --help)" }
+        return "no terminal to ask on; give the answer with --\(fdOption) N (read from file descriptor N)"
+    }
+
+    /// A new secret, typed twice on a terminal (see ``newSecretAtTerminal``), or with
+    /// `--fdOption` one line, read once: the daemon judges it.
+    static func newSecret(_ invocation: Invocation, fdOption: String, question: String, repeatQuestion: String, differ: String,
+                          weakness: (String) -> CLIError? = { _ in nil }) throws(CLIError) -> String {
+        if invocation.value(fdOption) != nil {
+            return try answer(invocation, fdOption: fdOption, question: question, secret: true)
+        }
+        return try newSecretAtTerminal(question: question, repeatQuestion: repeatQuestion, differ: differ, weakness: weakness) { text throws(CLIError) in
+            try Prompt.ask(text, secret: true, fdOption: fdOption)
+        }
+    }
+
+    /// A new secret typed twice. `weakness` is checked before the repeat is asked (so a
+    /// refused PIN is not typed twice for nothing); a weak one, or two entries that differ, asks
+    /// for both again, up to ``attempts`` times; then the last error ends the command. `ask`
+    /// puts one question (to the terminal, without echo).
+    static func newSecretAtTerminal(question: String, repeatQuestion: String, differ: String, weakness: (String) -> CLIError?,
+                                    ask: (String) throws(CLIError) -> String) throws(CLIError) -> String {
+        var attempt = 1
+        while true {
+            let secret = try ask(question)
+            let problem: CLIError
+            if let weak = weakness(secret) {
+                problem = weak
+            } else if try ask(repeatQuestion) == secret {
+                return secret
+            } else {
+                problem = .usage(differ)
+            }
+            guard attempt < attempts else { throw problem }
+            Output.error(problem.line)
+            attempt += 1
+        }
     }
 }
 
@@ -140,6 +187,8 @@ struct RequestPrompter {
     private var progressShown = false
     private var lastSecondsShown: Int?
     private var lastMessage: String?
+    /// Whether the last request's PIN was typed at the terminal (so asking again makes sense).
+    private var typedPIN = false
 
     init(invocation: Invocation, connection: DaemonConnection) {
         self.invocation = invocation
@@ -150,6 +199,33 @@ struct RequestPrompter {
         defer { endProgress() }
         return try connection.call(method, params) { (name, params) throws(CLIError) in
             try self.handle(name, params)
+        }
+    }
+
+    /// `run` for a request that asks for an ID-card PIN: when the card refused the PIN typed at
+    /// the terminal (with tries left) or it had the wrong length, says so and runs the request
+    /// again, so the PIN is asked again, up to ``Prompt/attempts`` times in all.
+    mutating func runAskingPINAgain<M: RPCMethod>(_ method: M.Type, _ params: M.Params) throws(CLIError) -> M.Result {
+        var attempt = 1
+        while true {
+            typedPIN = false
+            do {
+                return try run(method, params)
+            } catch where attempt < Prompt.attempts && Self.asksAgain(after: error, typedAtTerminal: typedPIN) {
+                Output.error(error.line)
+                attempt += 1
+            }
+        }
+    }
+
+    /// Whether a card PIN refusal is worth another try: the person typed the PIN (a script's
+    /// descriptor or a saved PIN cannot be typed again), and the card still has tries left.
+    static func asksAgain(after error: CLIError, typedAtTerminal: Bool) -> Bool {
+        guard typedAtTerminal else { return false }
+        switch error.reason {
+        case "pin.invalid_length": return true
+        case "pin.wrong": return (error.retriesLeft ?? 0) > 0
+        default: return false
         }
     }
 
@@ -168,6 +244,7 @@ struct RequestPrompter {
             // Declined (Ctrl-D, or the descriptor is empty): authd ends the request with user.cancelled.
             return try connection.post(PromptCancel.self, .init(promptId: prompt.promptId))
         }
+        if (prompt.kind == .pin1 || prompt.kind == .pin2) && invocation.value(fdOption) == nil { typedPIN = true }
         try connection.post(PromptAnswer.self, .init(promptId: prompt.promptId, value: answer.trimmingCharacters(in: .whitespaces)))
     }
 

@@ -60,7 +60,7 @@ extension Command {
             if let account = step.account, let session = step.session {
                 signedIn = SignedIn(account: account, session: session)
             } else if let flow = step.flow, step.next == "pin" {
-                let pin = try Prompt.answer(invocation, fdOption: "pin-fd", question: "PIN: ", secret: true)
+                let pin = try Prompt.answer(invocation, fdOption: "pin-fd", question: secondStepPIN, secret: true)
                 signedIn = try connection.call(AuthLoginPIN.self, .init(flow: flow, pin: pin))
             } else if let flow = step.flow, step.next == "fingerprint" {
                 var prompter = RequestPrompter(invocation: invocation, connection: connection)
@@ -68,7 +68,7 @@ extension Command {
                     signedIn = try prompter.run(AuthLoginFingerprint.self, .init(flow: flow))
                 } catch where error.fallback == "pin" {
                     Output.error(error.line)
-                    let pin = try Prompt.answer(invocation, fdOption: "pin-fd", question: "PIN: ", secret: true)
+                    let pin = try Prompt.answer(invocation, fdOption: "pin-fd", question: secondStepPIN, secret: true)
                     signedIn = try connection.call(AuthLoginPIN.self, .init(flow: flow, pin: pin))
                 }
             } else {
@@ -77,6 +77,9 @@ extension Command {
         }
         return try finishLogin(signedIn, invocation)
     }
+
+    /// The second step's question: the account's PIN, not an ID card's PIN1 or PIN2.
+    static let secondStepPIN = "Account PIN (second step): "
 
     private static func finishLogin(_ signedIn: SignedIn, _ invocation: Invocation) throws(CLIError) -> ExitCode {
         try SessionFile.save(signedIn.session.token, invocation: invocation)
@@ -116,19 +119,37 @@ extension Command {
         guard invocation.positionals.count == 1 else { throw .usage("2fa takes enable, disable, or fingerprint enable|disable") }
         switch invocation.positionals[0] {
         case "enable":
-            let pin = try Prompt.answer(invocation, fdOption: "pin-fd", question: "New 6-digit PIN: ", secret: true)
-            let confirm = try Prompt.answer(invocation, fdOption: "pin-fd", question: "Repeat the PIN: ", secret: true)
+            let pin: String
+            let confirm: String
+            if invocation.value("pin-fd") != nil {
+                // A script gives both lines; authd checks them and says what is wrong.
+                pin = try Prompt.answer(invocation, fdOption: "pin-fd", question: newAccountPIN, secret: true)
+                confirm = try Prompt.answer(invocation, fdOption: "pin-fd", question: repeatAccountPIN, secret: true)
+            } else {
+                pin = try Prompt.newSecret(invocation, fdOption: "pin-fd", question: newAccountPIN, repeatQuestion: repeatAccountPIN,
+                                           differ: "the PINs differ", weakness: accountPINWeakness)
+                confirm = pin
+            }
             let result = try connection.call(TwoFactorPINEnable.self, .init(session: token, pin: pin, confirm: confirm))
             if invocation.global.json { Output.json(result) } else { Output.line("PIN second factor on") }
         case "disable":
             let password = try Prompt.answer(invocation, fdOption: "password-fd", question: "Password: ", secret: true)
-            let pin = try Prompt.answer(invocation, fdOption: "pin-fd", question: "PIN: ", secret: true)
+            let pin = try Prompt.answer(invocation, fdOption: "pin-fd", question: "Account PIN: ", secret: true)
             let result = try connection.call(TwoFactorPINDisable.self, .init(session: token, password: password, pin: pin))
             if invocation.global.json { Output.json(result) } else { Output.line("PIN second factor off") }
         default:
             throw .usage("2fa takes enable or disable")
         }
         return .ok
+    }
+
+    static let newAccountPIN = "New 6-digit account PIN: "
+    static let repeatAccountPIN = "Repeat the account PIN: "
+
+    /// What is wrong with a new account PIN, told before its repeat is asked (authd checks the
+    /// same rules, `pin.weak`).
+    static func accountPINWeakness(_ pin: String) -> CLIError? {
+        AccountPINRules.violation(pin).map { CLIError(message: $0.message, reason: "pin.weak", exitCode: ExitCode.forReason("pin.weak")) }
     }
 
     static let sessions = Command(
@@ -148,7 +169,7 @@ extension Command {
         let list = try connection.call(SessionList.self, .init(session: token))
         if invocation.global.json { Output.json(list); return .ok }
         for session in list.sessions {
-            Output.line("\(session.current ? "*" : " ") \(session.id)  device \(session.deviceID)  \(session.amr.joined(separator: "+"))  last used \(session.lastUsedAt)")
+            Output.line("\(session.current ? "*" : " ") \(session.id)  device \(session.deviceID)  \(SignInMethods.describe(session.amr))  last used \(session.lastUsedAt)")
         }
         return .ok
     }
@@ -205,7 +226,7 @@ extension Command {
         let token = try SessionFile.load(invocation)
         let params: AccountDeactivate.Params
         if invocation.flag("pin") || invocation.value("pin-fd") != nil {
-            params = .init(session: token, pin: try Prompt.answer(invocation, fdOption: "pin-fd", question: "PIN: ", secret: true))
+            params = .init(session: token, pin: try Prompt.answer(invocation, fdOption: "pin-fd", question: "Account PIN: ", secret: true))
         } else {
             params = .init(session: token, password: try Prompt.answer(invocation, fdOption: "password-fd", question: "Password: ", secret: true))
         }

@@ -38,6 +38,24 @@ struct PhoneNumberTests {
         #expect(throws: RPCError.failure(.phoneInvalid, "")) { try onTheWire { try PhoneNumber.parse(input, region: region) } }
     }
 
+    @Test("a national number without a country says how to give one: --region EE")
+    func noCountryNamesTheOption() {
+        do {
+            _ = try onTheWire { try PhoneNumber.parse("5123 4567", region: nil) }
+            Issue.record("accepted")
+        } catch {
+            #expect(error.message.contains("--region EE"), "\(error.message)")
+            #expect(!error.message.contains("'region'"))
+        }
+    }
+
+    @Test("a declined prompt is named as a person says it, not by its wire name")
+    func declinedPromptWording() {
+        #expect(PromptFailure.cancelled(kind: .pin2).rpcError.message == "The PIN2 prompt was cancelled.")
+        #expect(PromptFailure.cancelled(kind: .pin).rpcError.message == "The account PIN prompt was cancelled.")
+        #expect(PromptFailure.cancelled(kind: .deviceCode).rpcError.message == "The device sign-in prompt was cancelled.")
+    }
+
     @Test("a fixed-line number cannot receive the code")
     func fixedLine() {
         #expect(throws: RPCError.failure(.phoneNotMobile, "")) { try onTheWire { try PhoneNumber.parse("+372 640 0000", region: nil) } }

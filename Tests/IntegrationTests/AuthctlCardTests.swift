@@ -24,7 +24,6 @@ struct AuthctlCardTests {
         #expect(login.status == 0, "\(login.stderr)")
         let lines = login.stdout.split(separator: "\n")
         #expect(lines.count == 1, "only the token on stdout")
-        #expect(login.stderr.contains("Place your ID card on the reader — "), "\(login.stderr)")
         #expect(!login.stderr.contains("1234") && !login.stderr.contains("654321"), "secrets are never echoed")
         let verified = try DaemonHarness.run(["/usr/bin/python3", CardTests.verifier, String(lines.first ?? ""), rig.caPath, "app.example"])
         #expect(verified.status == 0, "\(verified.stderr)")
@@ -85,6 +84,75 @@ struct AuthctlCardTests {
             #expect(bad.status == 2, "\(arguments): \(bad.stderr)")
         }
         #expect(try daemon.authctl(["card", "login"]).status == 2, "--aud is required")
+    }
+
+    /// Waits (at most 15 s) until authd sees the virtual card in its reader.
+    private func waitForCardPresent(_ daemon: DaemonHarness) throws {
+        for _ in 0..<150 {
+            if try daemon.authctl(["card", "readers"]).stdout.contains("card present") { return }
+            usleep(100_000)
+        }
+        throw HarnessError("the virtual card never showed up in its reader")
+    }
+
+    @Test("a card already in the reader: no \"Place your ID card\" prompt, straight to the token")
+    func cardAlreadyPresent() throws {
+        let rig = try CardRig()
+        try rig.insertCard()
+        let daemon = try daemon(rig)
+        try waitForCardPresent(daemon)
+        let login = try daemon.authctl(["card", "login", "--aud", "app.example", "--pin-fd", "0"], stdin: "1234\n")
+        #expect(login.status == 0, "\(login.stderr)")
+        #expect(login.stdout.split(separator: ".").count == 3)
+        #expect(!login.stderr.contains("Place your ID card"), "\(login.stderr)")
+    }
+
+    @Test("pcscd not running: the error alone, no \"Place your ID card\" prompt before it")
+    func serviceUnavailableWithoutPrompt() throws {
+        let rig = try CardRig()
+        rig.stopPCSCD()
+        let daemon = try daemon(rig)
+        let read = try daemon.authctl(["card", "read", "--timeout", "5"])
+        #expect(read.status == 1, "\(read.stderr)")
+        #expect(read.stderr.contains("(card.service_unavailable)"), "\(read.stderr)")
+        #expect(!read.stderr.contains("Place your ID card"), "\(read.stderr)")
+    }
+
+    @Test("the PIN2 prompt names what is signed and who asks; a declined one says which prompt")
+    func pin2PromptWording() throws {
+        let rig = try CardRig()
+        try rig.insertCard()
+        let daemon = try daemon(rig)
+        let client = try daemon.connect()
+        let params: JSONValue = ["aud": "https://bank.example", "hash": .string(Base64URL.encode([UInt8](repeating: 1, count: 32))),
+                                 "hash_alg": "SHA-256", "description": "Loan contract"]
+        let signed = try client.callAnswering("card.sign", params, answers: ["pin2": "12345"])
+        let prompt = try #require(signed.prompts.first { $0["kind"] == "pin2" })
+        #expect(prompt["message"] == "Enter PIN2 to sign \"Loan contract\" for https://bank.example", "\(prompt)")
+        let declined = try daemon.authctl(["card", "sign", "--aud", "https://bank.example", "--description", "Loan contract",
+                                           "--hash", String(repeating: "01", count: 32), "--pin-fd", "0"], stdin: "")
+        #expect(declined.status == 3)
+        #expect(declined.stderr.contains("The PIN2 prompt was cancelled (user.cancelled)"), "\(declined.stderr)")
+    }
+
+    @Test("on a terminal a refused or too short PIN2 is asked again, with the tries left; the question names what and who")
+    func pinAskedAgainOnTerminal() throws {
+        let rig = try CardRig()
+        try rig.insertCard()
+        let daemon = try daemon(rig)
+        try waitForCardPresent(daemon)
+        let terminal = try TerminalSession([DaemonHarness.authctlPath, "--socket", daemon.socketPath, "card", "sign", "--aud", "https://bank.example",
+                                            "--description", "Loan contract", "--hash", String(repeating: "ab", count: 32)],
+                                           environment: ["PATH": "/usr/bin:/bin", "HOME": daemon.directory])
+        let question = "Enter PIN2 to sign \"Loan contract\" for https://bank.example: "
+        try terminal.answer(question, "99999")
+        try terminal.expect("authctl: Wrong PIN (2 tries left) (pin.wrong)")
+        try terminal.answer(question, "123")
+        try terminal.expect("(pin.invalid_length)")
+        try terminal.answer(question, "12345")
+        #expect(try terminal.finish() == 0, "\(terminal.transcript)")
+        #expect(terminal.transcript.contains("eyJ"), "the token: \(terminal.transcript)")
+        #expect(!terminal.transcript.contains("99999"), "PINs are typed without echo")
     }
 
     @Test("no card within --timeout → exit 4 (card.timeout) after the countdown on stderr")

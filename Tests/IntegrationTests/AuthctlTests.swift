@@ -29,6 +29,9 @@ struct AuthctlTests {
         (["token", "local", "--aud"], Int32(2), "--aud needs a value"),
         (["token", "local", "--aud", "x", "--bogus"], Int32(2), "unknown option '--bogus'"),
         (["frobnicate"], Int32(2), "unknown command 'frobnicate'"),
+        (["lgin"], Int32(2), "unknown command 'lgin'; did you mean 'login'?"),
+        (["card", "lgin", "--aud", "a"], Int32(2), "did you mean 'card login'?"),
+        (["token", "local", "--aud", "x", "--nonse", "n"], Int32(2), "unknown option '--nonse' for 'authctl token local'; did you mean '--nonce'?"),
         (["call", "no.such"], Int32(1), "(rpc.unknown_method)"),
         (["call", "auth.local", "{\"aud\":7}"], Int32(2), "(rpc.invalid_params)"),
         (["call", "hello", "[1]"], Int32(2), "PARAMS must be a JSON object"),
@@ -75,6 +78,22 @@ struct AuthctlTests {
             #expect(help.status == 0)
             #expect(help.stdout.hasPrefix("Usage: authctl \(command.joined(separator: " "))"))
         }
+        // Help is wrapped, never cut: every abstract whole, every option whole, `help WORDS` = `WORDS --help`.
+        func words(_ text: String) -> String { text.split(whereSeparator: \.isWhitespace).joined(separator: " ") }
+        let overview = try daemon.authctl(["--help"])
+        #expect(overview.status == 0)
+        for text in ["--passkey signs in with a passkey authd holds on this device (finger or PIN first; LOGIN optional).",
+                     "`2fa fingerprint enable` makes this user's finger the account's second step",
+                     "The copy holds only sealed secrets: restoring it also needs the master key", "help Show what a command does"] {
+            #expect(words(overview.stdout).contains(text), "\(text) is cut from the help")
+        }
+        #expect(words(try daemon.authctl(["register", "--help"]).stdout).contains("(or 'r' to have a new one sent)"))
+        #expect(try daemon.authctl(["login", "--help"]).stdout.contains("--session-file PATH"))
+        for command in [["card", "login"], ["card"], ["admin", "keys"]] {
+            let viaHelp = try daemon.authctl(["help"] + command)
+            #expect(viaHelp.status == 0)
+            #expect(viaHelp.stdout == (try daemon.authctl(command + ["--help"])).stdout, "authctl help \(command)")
+        }
         #expect(try daemon.authctl(["--version"]).stdout == "authctl 0.1.0\n")
         let status = try daemon.authctl(["status", "--json"])
         let hello = try WireCodec.decode(Hello.Result.self, from: Data(status.stdout.utf8))
@@ -82,6 +101,50 @@ struct AuthctlTests {
         #expect(hello.caller.uid == getuid())
         let admin = try daemon.authctl(["admin", "status"])
         #expect(admin.stdout.contains("integrity ok"))
+    }
+
+    @Test("2fa enable on a terminal: a weak PIN is refused before the repeat, a differing repeat asks both again")
+    func twoFactorAsksAgain() throws {
+        let daemon = try DaemonHarness()
+        try daemon.start()
+        let environment = ["PATH": "/usr/bin:/bin", "HOME": daemon.directory]
+        let register = try TerminalSession([DaemonHarness.authctlPath, "--socket", daemon.socketPath, "register", "+37251234567", "--with-password"],
+                                           environment: environment)
+        try register.answer("New password: ", "a long enough passphrase")
+        try register.answer("Repeat the password: ", "a long enough passphrase, mistyped")
+        try register.expect("authctl: the passwords differ")
+        try register.answer("New password: ", "a long enough passphrase")
+        try register.answer("Repeat the password: ", "a long enough passphrase")
+        try register.expect("Code (or r to resend")
+        register.type(try RegistrationTests.spooledCode(daemon, to: "+37251234567"))
+        #expect(try register.finish() == 0, "\(register.transcript)")
+
+        let enable = try TerminalSession([DaemonHarness.authctlPath, "--socket", daemon.socketPath, "2fa", "enable"], environment: environment)
+        try enable.answer("New 6-digit account PIN: ", "123456")
+        try enable.expect("authctl: That PIN is too easy to guess; choose another (pin.weak)")
+        try enable.answer("New 6-digit account PIN: ", "480317")
+        try enable.answer("Repeat the account PIN: ", "480318")
+        try enable.expect("authctl: the PINs differ")
+        try enable.answer("New 6-digit account PIN: ", "480317")
+        try enable.answer("Repeat the account PIN: ", "480317")
+        try enable.expect("PIN second factor on")
+        #expect(try enable.finish() == 0, "\(enable.transcript)")
+
+        // The second step says whose PIN it asks for: the account's, not an ID card's.
+        let login = try TerminalSession([DaemonHarness.authctlPath, "--socket", daemon.socketPath, "login", "+37251234567"], environment: environment)
+        try login.answer("Password: ", "a long enough passphrase")
+        try login.answer("Account PIN (second step): ", "480317")
+        #expect(try login.finish() == 0, "\(login.transcript)")
+        #expect(login.transcript.contains("signed in as +37251234567"))
+    }
+
+    @Test("authctl events says on a terminal that it is waiting")
+    func eventsSaysWaiting() throws {
+        let daemon = try DaemonHarness()
+        try daemon.start()
+        let events = try TerminalSession([DaemonHarness.authctlPath, "--socket", daemon.socketPath, "events"],
+                                         environment: ["PATH": "/usr/bin:/bin", "HOME": daemon.directory])
+        try events.expect("Waiting for events (Ctrl-C to stop)")
     }
 
     @Test("admin commands: reload, backup, rotate, audit")

@@ -36,7 +36,8 @@ struct CardTests {
         #expect(claims["nonce"] == "n-1")
         #expect(claims["azp"]?.stringValue?.isEmpty == false)
         #expect(prompts.first?["kind"] == "pin1")
-        #expect(prompts.contains { $0["kind"] == "card" && $0["seconds_left"]?.integerValue != nil })
+        // The card is in the reader already: a countdown only if authd looked before it attached.
+        #expect(prompts.filter { $0["kind"] == "card" }.allSatisfy { $0["seconds_left"]?.integerValue != nil })
         #expect(!prompts.contains { $0["kind"] == "can" }, "contact readers skip PACE")
         // A tampered token fails the same independent check.
         var parts = token.split(separator: ".").map(String.init)

@@ -257,7 +257,7 @@ struct AuthctlAccountTests {
         #expect(wrong.stderr.contains("(auth.failed)"))
         let sessions = try daemon.authctl(["sessions"] + file)
         #expect(sessions.stdout.split(separator: "\n").filter { $0.hasPrefix("*") }.count == 1)
-        #expect(sessions.stdout.contains("pwd+pin"))
+        #expect(sessions.stdout.contains("password and account PIN"), "\(sessions.stdout)")
         #expect(try daemon.authctl(["devices"] + file).stdout.hasPrefix("device limit: 2"))
         let token = try daemon.authctl(["token", "account", "--aud", "org.example.bank"] + file)
         #expect(token.status == 0 && token.stdout.split(separator: ".").count == 3)

@@ -264,7 +264,7 @@ struct RegistrationTests {
         let whoami = try daemon.authctl(["whoami", "--session-file", sessionFile])
         #expect(whoami.status == 0)
         #expect(whoami.stdout.contains("+37251234567"))
-        #expect(whoami.stdout.contains("signed in with otp at"))
+        #expect(whoami.stdout.contains("signed in with SMS code at"), "\(whoami.stdout)")
         #expect(try daemon.authctl(["logout", "--session-file", sessionFile]).stdout == "logged out\n")
         #expect(access(sessionFile, F_OK) != 0)
         let after = try daemon.authctl(["whoami", "--session-file", sessionFile])

@@ -40,7 +40,7 @@ struct PhoneNumber: Sendable, Hashable, CustomStringConvertible {
         case AUTHD_PHONE_OK: break
         case AUTHD_PHONE_INVALID_COUNTRY_CODE:
             throw invalid(region == nil
-                ? "The phone number has no valid country code; write it as +<country code> or give 'region'."
+                ? "The phone number has no country code: write it with one (+372…) or name the country, e.g. --region EE."
                 : "The phone number's country code is not valid.")
         case AUTHD_PHONE_TOO_SHORT: throw invalid("The phone number is too short.")
         case AUTHD_PHONE_TOO_LONG: throw invalid("The phone number is too long.")

@@ -51,7 +51,7 @@ enum CardFailure: Error, Equatable, WireErrorConvertible {
         case .pinBlocked:
             .failure(.pinBlocked, "The PIN is blocked on the card.")
         case .cancelled:
-            .failure(.userCancelled, "The user cancelled the card operation.")
+            .failure(.userCancelled, "The card operation was cancelled.")
         }
     }
 }

@@ -46,8 +46,9 @@ actor CardQueue {
     }
 
     /// Waits until a card is in some reader. Follows readers being plugged in and out and
-    /// pcscd restarting. `progress` gets the seconds left, about once a second. With no
-    /// reader at all when the wait begins, fails at once with `card.no_reader`.
+    /// pcscd restarting. `progress` gets the seconds left, about once a second, from the first
+    /// look that finds no card on: never when a card is already in a reader. With no reader
+    /// at all when the wait begins, fails at once with `card.no_reader`.
     func waitForCard(window: Int, cancelled: CancelFlag, progress: @escaping @Sendable (Int) -> Void) async throws(CardFailure) -> PCSC.ReaderState {
         let deadline = ContinuousClock.now + .seconds(window)
         let wake = self.wake
@@ -72,13 +73,7 @@ actor CardQueue {
         var lastReported = -1
         while true {
             if cancelled.isSet { throw .cancelled }
-            let left = deadline - ContinuousClock.now
-            guard left > .zero else { throw .timeout(seconds: window) }
-            let secondsLeft = Int(left.components.seconds) + (left.components.attoseconds > 0 ? 1 : 0)
-            if secondsLeft != lastReported {
-                lastReported = secondsLeft
-                progress(secondsLeft)
-            }
+            guard deadline > ContinuousClock.now else { throw .timeout(seconds: window) }
             let names: [String]
             do throws(CardFailure) {
                 names = try pcsc.readers()
@@ -92,6 +87,15 @@ actor CardQueue {
             first = false
             let current = try pcsc.states(names, known: nil, timeoutMs: 0, watchPlugAndPlay: false) ?? []
             if let ready = current.first(where: \.cardPresent) { return ready }
+            // Only now is authd waiting for a card: a card already in a reader, or a failure
+            // before the first look (no pcscd, no reader), never shows the countdown.
+            let left = deadline - ContinuousClock.now
+            guard left > .zero else { throw .timeout(seconds: window) }
+            let secondsLeft = Int(left.components.seconds) + (left.components.attoseconds > 0 ? 1 : 0)
+            if secondsLeft != lastReported {
+                lastReported = secondsLeft
+                progress(secondsLeft)
+            }
             // Sleep until something changes (a card, a reader), a second passes, or cancel.
             let milliseconds = min(1000, max(1, Int(left.components.seconds * 1000 + left.components.attoseconds / 1_000_000_000_000_000)))
             do throws(CardFailure) {

@@ -221,7 +221,7 @@ struct CardService: Sendable {
         let window = try window(params.timeoutS)
         let stamp = try stamp(context)
         return try await readers.exclusively {
-            let pin2 = try await askPIN(.pin2, context, purpose: "to sign: \(Redaction.printable(params.description, limit: 120))")
+            let pin2 = try await askPIN(.pin2, context, purpose: "to sign \"\(Redaction.printable(params.description, limit: 120))\" for \(Redaction.printable(params.aud, limit: 80))")
             let pinBytes = Self.bytes(pin2)
             let signed = try await withCard(context, window: window, pin1: nil) { card throws(CardFailure) in
                 var pin = pinBytes

@@ -162,7 +162,7 @@ enum PromptFailure: WireErrorConvertible, Equatable {
 
     var rpcError: RPCError {
         switch self {
-        case .cancelled(let kind): .failure(.userCancelled, "The user cancelled the \(kind) prompt.")
+        case .cancelled(let kind): .failure(.userCancelled, "The \(Self.spoken(kind)) prompt was cancelled.")
         case .unknown: .failure(.promptUnknown, "No prompt with that id is waiting on this connection.")
         case .takesNoAnswer: .failure(.promptUnknown, "That prompt takes no answer; it can only be cancelled.")
         case .timedOut(let kind, let seconds):
@@ -171,5 +171,14 @@ enum PromptFailure: WireErrorConvertible, Equatable {
             .failure(.serverBusy, "\(PromptBroker.maxWaiting) prompts already wait for an answer on this connection; answer or cancel one first.",
                      details: ["limit": .integer(Int64(PromptBroker.maxWaiting))])
         }
+    }
+
+    /// A prompt kind as a person names it ("PIN2", "account PIN"), not its wire name.
+    static func spoken(_ kind: PromptKind) -> String {
+        let names: [PromptKind: String] = [
+            .pin1: "PIN1", .pin2: "PIN2", .can: "CAN", .pin: "account PIN", .password: "password",
+            .card: "ID card", .fingerprint: "fingerprint", .browser: "browser sign-in", .deviceCode: "device sign-in",
+        ]
+        return names[kind] ?? kind.rawValue
     }
 }
