@@ -55,29 +55,18 @@ extension Command {
         return .ok
     }
 
-    /// How often the terminal asks for a new password before giving up (too weak, or a repeat
-    /// that differs).
-    static let newPasswordRounds = 3
-
     /// The new password: one line from --password-fd (a script does not mistype; authd checks
-    /// the policy when it is set), or asked on the terminal, checked by authd, then repeated,
-    /// again until both hold, at most `newPasswordRounds` times.
+    /// the policy when it is set), or asked on the terminal, checked by authd before the repeat,
+    /// and asked again as every new secret is (``Prompt/newSecret``).
     private static func newPassword(_ invocation: Invocation, connection: DaemonConnection, session: String) throws(CLIError) -> String {
-        if invocation.value("password-fd") != nil {
-            return try Prompt.answer(invocation, fdOption: "password-fd", question: "New password: ", secret: true)
-        }
-        for round in 1...newPasswordRounds {
-            let last = round == newPasswordRounds
-            let password = try Prompt.ask("New password: ", secret: true)
+        try Prompt.newSecret(invocation, fdOption: "password-fd", question: "New password: ", repeatQuestion: "Repeat the new password: ",
+                             differ: "the passwords differ") { password throws(CLIError) in
             do throws(CLIError) {
                 _ = try connection.call(AccountPasswordCheck.self, .init(session: session, password: password))
-            } catch where error.reason == "password.weak" && !last {
-                Output.error(error.line)
-                continue
+                return nil
+            } catch where error.reason == "password.weak" {
+                return error
             }
-            if try Prompt.ask("Repeat the new password: ", secret: true) == password { return password }
-            if !last { Output.error("authctl: the two entries differ; enter the new password again") }
         }
-        throw CLIError(message: "the passwords differ", reason: nil, exitCode: .usage)
     }
 }

@@ -74,7 +74,7 @@ enum Prompt {
     /// A new secret, typed twice on a terminal (see ``newSecretAtTerminal``), or with
     /// `--fdOption` one line, read once: the daemon judges it.
     static func newSecret(_ invocation: Invocation, fdOption: String, question: String, repeatQuestion: String, differ: String,
-                          weakness: (String) -> CLIError? = { _ in nil }) throws(CLIError) -> String {
+                          weakness: (String) throws(CLIError) -> CLIError? = { _ in nil }) throws(CLIError) -> String {
         if invocation.value(fdOption) != nil {
             return try answer(invocation, fdOption: fdOption, question: question, secret: true)
         }
@@ -87,13 +87,13 @@ enum Prompt {
     /// refused PIN is not typed twice for nothing); a weak one, or two entries that differ, asks
     /// for both again, up to ``attempts`` times; then the last error ends the command. `ask`
     /// puts one question (to the terminal, without echo).
-    static func newSecretAtTerminal(question: String, repeatQuestion: String, differ: String, weakness: (String) -> CLIError?,
+    static func newSecretAtTerminal(question: String, repeatQuestion: String, differ: String, weakness: (String) throws(CLIError) -> CLIError?,
                                     ask: (String) throws(CLIError) -> String) throws(CLIError) -> String {
         var attempt = 1
         while true {
             let secret = try ask(question)
             let problem: CLIError
-            if let weak = weakness(secret) {
+            if let weak = try weakness(secret) {
                 problem = weak
             } else if try ask(repeatQuestion) == secret {
                 return secret

@@ -165,7 +165,7 @@ struct PasskeyAuthenticatorTests {
             #expect(created.kinds.last == "pin", "the finger first, then the PIN: \(created.kinds)")
             let prompt = try #require(created.ofKind("pin").first?["message"]?.stringValue)
             #expect(prompt.hasPrefix("Fingerprints are off after 5"), "the prompt says why the finger did not do: \(prompt)")
-            #expect(prompt.contains("Enter your authd PIN to create a passkey for example.com as \(Call.userName)"), "\(prompt)")
+            #expect(prompt.contains("Enter your account PIN to create a passkey for example.com as \(Call.userName)"), "\(prompt)")
             #expect(try f.held().count == 1)
 
             let starts = try rig.callCounts()["VerifyStart"]
@@ -214,7 +214,7 @@ struct PasskeyAuthenticatorTests {
             #expect(wrong.reason == "passkey.uv_failed", "\(wrong.response)")
             #expect(wrong.data?["detail"] == "auth.failed")
             let prompt = try #require(wrong.ofKind("pin").first?["message"]?.stringValue)
-            #expect(prompt.hasPrefix("Enter your authd PIN to create a passkey for example.com as \(Call.userName)"), "\(prompt)")
+            #expect(prompt.hasPrefix("Enter your account PIN to create a passkey for example.com as \(Call.userName)"), "\(prompt)")
             #expect(try f.held().isEmpty)
 
             #expect(try f.create(Call.creation()).result != nil)

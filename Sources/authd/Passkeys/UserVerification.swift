@@ -38,7 +38,7 @@ struct PasskeyUserVerification: Sendable {
         var pinAccount: String?
         if let account = try await lock.account(uid), try await directory.hasPIN(account: account) { pinAccount = account }
         guard let account = pinAccount else { throw PasskeyFailure.noVerificationMethod(preface: why, finger: fingerFailure) }
-        let pin = try await context.prompts.ask(.pin, message: why + "Enter your authd PIN \(purpose)",
+        let pin = try await context.prompts.ask(.pin, message: why + "Enter your account PIN \(purpose)",
                                                 within: timeoutMilliseconds.map { .milliseconds(max($0, 0)) })
         do {
             try await directory.confirmPIN(SecretBytes(Array(pin.utf8)), account: account)
