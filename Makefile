@@ -66,7 +66,7 @@ run: build
 	if $$bin/authctl --socket $(RUN_SOCKET) status >/dev/null 2>&1; then \
 	  echo "make: authd is already running on $(RUN_SOCKET); nothing was changed." >&2; \
 	  echo "      Use it (Ctrl-C in its terminal stops it), or start another beside it:" >&2; \
-	  echo "      make run RUN_SOCKET=/some/dir/authd.sock VCARD_DIR=/some/dir/vcard VCARD_PORT=35974" >&2; exit 1; \
+	  echo "      AUTHD_STATE_DIR=/some/dir/state make run RUN_SOCKET=/some/dir/authd.sock VCARD_DIR=/some/dir/vcard VCARD_PORT=35974" >&2; exit 1; \
 	fi; \
 	if [ "$(VCARD)" != none ] && awk -v port=":$$(printf '%04X' $(VCARD_PORT))" \
 	     'FNR > 1 && $$4 == "0A" && substr($$2, length($$2) - 4) == port { found = 1 } END { exit !found }' /proc/net/tcp /proc/net/tcp6 2>/dev/null; then \
