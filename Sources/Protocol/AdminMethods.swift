@@ -16,12 +16,14 @@ public enum AdminStatus: RPCMethod {
         public var connections: Int
         public var openFileDescriptors: Int
         public var residentMemoryBytes: Int64
+        /// Answers written for clients that have not read them yet, over all connections.
+        public var unreadOutputBytes: Int64
         public var keys: [KeyInfo]
         public var store: StoreHealth
 
         public init(daemonVersion: String, protocolVersion: Int, mode: String, pid: Int32, startedAt: String,
                     uptimeSeconds: Int64, paths: Paths, connections: Int, openFileDescriptors: Int,
-                    residentMemoryBytes: Int64, keys: [KeyInfo], store: StoreHealth) {
+                    residentMemoryBytes: Int64, unreadOutputBytes: Int64, keys: [KeyInfo], store: StoreHealth) {
             self.daemonVersion = daemonVersion
             self.protocolVersion = protocolVersion
             self.mode = mode
@@ -32,6 +34,7 @@ public enum AdminStatus: RPCMethod {
             self.connections = connections
             self.openFileDescriptors = openFileDescriptors
             self.residentMemoryBytes = residentMemoryBytes
+            self.unreadOutputBytes = unreadOutputBytes
             self.keys = keys
             self.store = store
         }
@@ -39,7 +42,7 @@ public enum AdminStatus: RPCMethod {
         enum CodingKeys: String, CodingKey {
             case daemonVersion = "daemon_version", protocolVersion = "protocol_version", mode, pid
             case startedAt = "started_at", uptimeSeconds = "uptime_s", paths, connections
-            case openFileDescriptors = "open_fds", residentMemoryBytes = "rss_bytes", keys, store
+            case openFileDescriptors = "open_fds", residentMemoryBytes = "rss_bytes", unreadOutputBytes = "unread_output_bytes", keys, store
         }
     }
 

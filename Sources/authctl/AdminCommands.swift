@@ -17,7 +17,8 @@ extension Command {
         Output.line("state:       \(status.paths.stateDirectory)")
         Output.line("config:      \(status.paths.config)")
         Output.line("master key:  \(status.paths.masterKey)")
-        Output.line("connections: \(status.connections), open fds: \(status.openFileDescriptors), rss: \(status.residentMemoryBytes / 1024) KiB")
+        Output.line("connections: \(status.connections), open fds: \(status.openFileDescriptors), rss: \(status.residentMemoryBytes / 1024) KiB, "
+                    + "unread answers: \(status.unreadOutputBytes / 1024) KiB")
         Output.line("store:       integrity \(status.store.integrity), schema \(status.store.schemaVersion), \(status.store.sizeBytes) bytes, journal \(status.store.journalMode)")
         for key in status.keys {
             Output.line("key:         \(key.kid) \(key.alg) \(key.status), created \(key.createdAt)\(key.publishedUntil.map { ", published until \($0)" } ?? "")")

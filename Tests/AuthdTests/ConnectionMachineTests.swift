@@ -55,6 +55,35 @@ struct ConnectionMachineTests {
         #expect(Self.dispatched(resumed) == [2])
     }
 
+    @Test("a client that leaves its answers unread is read no further until it reads them")
+    func outputBackPressure() {
+        var machine = ConnectionMachine(limits: .init(readPauseOutput: 8))
+        var actions = machine.received(Self.line(1))
+        #expect(Self.dispatched(actions) == [0])
+        _ = machine.requestFinished(key: 0, line: Data("0123456789\n".utf8), accepted: true)
+        actions = machine.received(Self.line(2) + Self.line(3))
+        #expect(Self.dispatched(actions).isEmpty, "11 bytes unread > 8: nothing more is taken")
+        #expect(actions == [.pauseReading])
+        #expect(machine.wrote(2).isEmpty, "9 bytes still unread")
+        actions = machine.wrote(5)
+        #expect(actions.prefix(2) == [.resumeReading, .readAgain], "4 bytes unread: reading again")
+        #expect(Self.dispatched(actions) == [1, 2], "with the lines it had buffered")
+    }
+
+    @Test("the output budget: a caller past its share, or everyone past the total, is told so; giving back is always within")
+    func outputBudget() {
+        let registry = ConnectionRegistry()
+        let alice = Caller.local(CallerIdentity(uid: 1000, gid: 1000, pid: 1, exe: "/a", username: "alice", groups: []))
+        let bob = Caller.local(CallerIdentity(uid: 1001, gid: 1001, pid: 2, exe: "/b", username: "bob", groups: []))
+        #expect(registry.outputChanged(of: alice, by: ConnectionRegistry.outputPerCaller))
+        #expect(!registry.outputChanged(of: alice, by: 1), "one byte past alice's share")
+        #expect(registry.outputChanged(of: bob, by: 1024), "bob's share is his own")
+        #expect(registry.outputChanged(of: alice, by: -ConnectionRegistry.outputPerCaller - 1))
+        #expect(registry.unreadOutput == 1024)
+        #expect(registry.outputChanged(of: bob, by: -1024))
+        #expect(registry.unreadOutput == 0)
+    }
+
     @Test("a line over the cap is answered, then the connection closes once that is written")
     func lineTooLong() {
         var machine = ConnectionMachine(limits: .init(maxLineLength: 16))

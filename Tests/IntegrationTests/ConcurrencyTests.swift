@@ -57,6 +57,62 @@ struct ConcurrencyTests {
         #expect(try follower.result("hello")["protocol_version"] == 1, "the subscribed one is still served")
     }
 
+    @Test("64 clients that never read their answers are read no further: unread output and memory stay bounded, another user is served")
+    func unreadAnswersAreBounded() throws {
+        try #require(getuid() == 0, "needs root to run a client as another user")
+        let daemon = try DaemonHarness()
+        try daemon.start(arguments: ["--system"])
+        chmod(daemon.directory + "/run", 0o755)
+        let setup = try daemon.connect()
+        // Root floods from 64 connections, 2000 hellos (~0.8 KB answers) each, never reading: 100 MB
+        // of answers if authd kept them. Meanwhile a child as nobody asks hello 20 times, and the
+        // parent samples the daemon's RSS and, on another connection, admin.status's unread output.
+        let script = """
+            import json, os, socket, sys, time
+            path, pid = sys.argv[1], sys.argv[2]
+            def rss():
+                for line in open(f"/proc/{pid}/status"):
+                    if line.startswith("VmRSS:"): return int(line.split()[1]) * 1024
+            admin = socket.socket(socket.AF_UNIX); admin.settimeout(10); admin.connect(path); replies = admin.makefile("rb")
+            def unread():
+                admin.sendall(b'{"jsonrpc":"2.0","id":1,"method":"admin.status"}\\n')
+                return json.loads(replies.readline())["result"]["unread_output_bytes"]
+            idle = rss()
+            request = b'{"jsonrpc":"2.0","id":1,"method":"hello"}\\n'
+            floods = []
+            for i in range(64):
+                s = socket.socket(socket.AF_UNIX); s.connect(path); s.setblocking(False)
+                try: s.send(request * 2000)
+                except BlockingIOError: pass
+                floods.append(s)
+            child = os.fork()
+            if child == 0:
+                os.setgroups([]); os.setgid(65534); os.setuid(65534)
+                c = socket.socket(socket.AF_UNIX); c.settimeout(10); c.connect(path); f = c.makefile("rb")
+                answered = 0
+                for i in range(20):
+                    c.sendall(b'{"jsonrpc":"2.0","id":%d,"method":"hello"}\\n' % i)
+                    if b'"protocol_version"' in f.readline(): answered += 1
+                    time.sleep(0.1)
+                os._exit(answered)
+            peak, most = idle, 0
+            deadline = time.time() + 6
+            while time.time() < deadline:
+                peak = max(peak, rss()); most = max(most, unread()); time.sleep(0.25)
+            _, status = os.waitpid(child, 0)
+            print(idle, peak, most, os.waitstatus_to_exitcode(status))
+            """
+        let result = try DaemonHarness.run(["/usr/bin/timeout", "120", "/usr/bin/python3", "-c", script, daemon.socketPath, String(daemon.pid)])
+        let figures = result.stdout.split(separator: " ").compactMap { Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
+        try #require(figures.count == 4, "\(result.stdout)\(result.stderr)")
+        let (idle, peak, unread, answered) = (figures[0], figures[1], figures[2], figures[3])
+        // Each flooder stops being read at 64 KiB unread, with at most 64 answers in flight.
+        #expect(unread > 0 && unread <= 16 << 20, "unread output peaked at \(unread >> 10) KiB")
+        #expect(answered == 20, "the other user's 20 requests were all answered")
+        #expect(peak - idle < 48 << 20, "RSS grew by \((peak - idle) >> 20) MiB")
+        #expect(try setup.result("hello")["protocol_version"] == 1)
+    }
+
     @Test("200 concurrent clients each get their own tokens")
     func concurrentClients() throws {
         let daemon = try DaemonHarness()

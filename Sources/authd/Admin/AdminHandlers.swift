@@ -21,6 +21,7 @@ extension MethodTable {
                 connections: services.connections.count,
                 openFileDescriptors: Syscalls.openFileDescriptorCount(),
                 residentMemoryBytes: Syscalls.residentMemoryBytes(),
+                unreadOutputBytes: Int64(services.connections.unreadOutput),
                 keys: services.keys.keys(now: now).map { key in
                     .init(kid: key.kid, alg: key.alg, status: key.kid == current ? "current" : "retired",
                           createdAt: Timestamp.rfc3339(epochSeconds: key.createdAt),

@@ -42,8 +42,10 @@ final class Connection: StreamingConnection, @unchecked Sendable {
     private let channel: any ByteChannel
     private let queue: DispatchQueue
     private let dispatcher: Dispatcher
-    private let onClose: @Sendable (Connection) -> Void
+    private let registry: ConnectionRegistry
     private let idleTimeout: DispatchTimeInterval
+    /// The unread output last reported to `registry`'s budget.
+    private var reportedOutput = 0
 
     private var machine = ConnectionMachine()
     private var idleTimer: (any DispatchSourceTimer)?
@@ -59,15 +61,17 @@ final class Connection: StreamingConnection, @unchecked Sendable {
 
     /// `timeouts`: `[server] idle_timeout` (see ``ConnectionMachine/idleTick()``) and
     /// `prompt_timeout` (see ``PromptBroker``), in seconds.
+    /// `registry` counts the connection's unread output against the daemon's budget and forgets
+    /// the connection when it closes.
     init(id: UInt64, channel: any ByteChannel, caller: Caller, dispatcher: Dispatcher, timeouts: (idle: Int, prompt: Int),
-         onClose: @escaping @Sendable (Connection) -> Void) {
+         registry: ConnectionRegistry) {
         self.id = id
         idleTimeout = .seconds(timeouts.idle)
         prompts = PromptBroker(timeout: .seconds(timeouts.prompt))
         self.channel = channel
         self.caller = caller
         self.dispatcher = dispatcher
-        self.onClose = onClose
+        self.registry = registry
         queue = DispatchQueue(label: "authd.connection.\(id)")
         prompts.connect({ [weak self] line in self?.enqueue(line) }, waiting: { [weak self] count in
             guard let self else { return }
@@ -113,6 +117,17 @@ final class Connection: StreamingConnection, @unchecked Sendable {
             case .close(let reason): closeChannel(reason)
             }
         }
+        accountOutput()
+    }
+
+    /// Reports the change in unread output to the budget; a connection that takes its caller,
+    /// or everyone, over it is closed. A closed connection gives back all it held.
+    private func accountOutput() {
+        let pending = machine.isClosed ? 0 : machine.pendingOutputCount
+        let delta = pending - reportedOutput
+        guard delta != 0 else { return }
+        reportedOutput = pending
+        if !registry.outputChanged(of: caller, by: delta) { perform(machine.overOutputBudget()) }
     }
 
     private func dispatch(_ request: Request, key: UInt64) {
@@ -273,7 +288,7 @@ final class Connection: StreamingConnection, @unchecked Sendable {
         readSource?.cancel()
         writeSource?.cancel()
         if openSources == 0 { channel.close() }
-        onClose(self)
+        registry.remove(self)
     }
 
     /// The descriptor is closed only after every dispatch source on it has been cancelled,

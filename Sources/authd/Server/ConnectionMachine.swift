@@ -12,6 +12,9 @@ struct ConnectionMachine {
         var maxInFlight = 64
         /// A client that lets this much unread output pile up is disconnected.
         var maxPendingOutput = 16 << 20
+        /// While more than this waits for the client to read it, no new request is read from
+        /// it (back-pressure: a client that does not read its answers asks nothing more).
+        var readPauseOutput = 64 << 10
         var maxStreams = 16
         var maxLineLength = LineFramer.defaultMaxLineLength
     }
@@ -78,6 +81,9 @@ struct ConnectionMachine {
     /// 64 of them would stop reading the very answers they wait for.
     private var questionsWaiting = 0
     private var busyRequests: Int { inFlight.count - min(questionsWaiting, inFlight.count) }
+    /// Whether another request may be taken: an in-flight slot is free and the client reads
+    /// its answers.
+    private var canTakeRequest: Bool { busyRequests < limits.maxInFlight && pendingOutputCount <= limits.readPauseOutput }
 
     init(limits: Limits = Limits()) {
         self.limits = limits
@@ -114,7 +120,7 @@ struct ConnectionMachine {
 
     private mutating func processBufferedLines(into actions: inout [Action]) {
         while state == .open {
-            if busyRequests >= limits.maxInFlight {
+            if !canTakeRequest {
                 pauseReading(into: &actions)
                 return
             }
@@ -166,23 +172,31 @@ struct ConnectionMachine {
                 actions.append(.dropStreams(opened))
             }
         }
-        if readPaused && state == .open {
-            if !halfClosed { resumeReading(into: &actions) }
-            processBufferedLines(into: &actions)
-        }
+        resumeIfPossible(into: &actions)
         closeIfFinished(into: &actions)
         return actions
+    }
+
+    /// Reading was paused (the in-flight limit, unread output, a half-close): take the buffered
+    /// lines, and read from the client again unless it half-closed, once a request may be taken.
+    private mutating func resumeIfPossible(into actions: inout [Action]) {
+        guard readPaused && state == .open && canTakeRequest else { return }
+        if !halfClosed { resumeReading(into: &actions) }
+        processBufferedLines(into: &actions)
     }
 
     /// The connection's prompt broker reports how many questions wait for an answer.
     mutating func questionsWaiting(_ count: Int) -> [Action] {
         questionsWaiting = count
         var actions: [Action] = []
-        if readPaused && state == .open && !halfClosed && busyRequests < limits.maxInFlight {
-            resumeReading(into: &actions)
-            processBufferedLines(into: &actions)
-        }
+        resumeIfPossible(into: &actions)
         return actions
+    }
+
+    /// The daemon's output budget (see ``ConnectionRegistry``) is spent: this client and its
+    /// caller's others leave too much unread. Closed like a client over `maxPendingOutput`.
+    mutating func overOutputBudget() -> [Action] {
+        closeNow(.unreadOutput)
     }
 
     // MARK: Output
@@ -212,12 +226,17 @@ struct ConnectionMachine {
     /// The transport wrote `count` bytes of `pendingOutput`.
     mutating func wrote(_ count: Int) -> [Action] {
         outboxOffset = min(outbox.count, outboxOffset + count)
-        guard outboxOffset == outbox.count else { return [] }
+        var actions: [Action] = []
+        guard outboxOffset == outbox.count else {
+            resumeIfPossible(into: &actions)
+            return actions
+        }
         // Keep a small buffer for the next lines; give a large one back.
         outbox.removeAll(keepingCapacity: outbox.capacity <= 1 << 20)
         outboxOffset = 0
         if case .closingAfterFlush(let reason) = state { return closeNow(reason) }
-        return []
+        resumeIfPossible(into: &actions)
+        return actions
     }
 
     // MARK: Streams

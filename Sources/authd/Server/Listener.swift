@@ -113,9 +113,7 @@ final class Listener: @unchecked Sendable {
         }
         let registry = services.connections
         let connection = Connection(id: registry.makeID(), channel: UnixSocketChannel(fd: client), caller: caller, dispatcher: dispatcher,
-                                    timeouts: (config.idleTimeoutSeconds, config.promptTimeoutSeconds)) { closed in
-            registry.remove(closed)
-        }
+                                    timeouts: (config.idleTimeoutSeconds, config.promptTimeoutSeconds), registry: registry)
         registry.add(connection)
         connection.start()
     }
