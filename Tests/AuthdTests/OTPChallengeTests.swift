@@ -176,7 +176,8 @@ struct PINFactorTests {
     @Test("setting a PIN needs a recent sign-in")
     func reauthentication() async throws {
         let fixture = try TestDirectory()
-        let settings = AccountSettings(directory: fixture.directory, logger: Logger(sink: MemorySink()))
+        let settings = AccountSettings(directory: fixture.directory, logger: Logger(sink: MemorySink()),
+                                       limiter: RateLimiter(config: ConfigHolder(Config()), now: fixture.clock.closure))
         let token = try await fixture.register().session.token
         fixture.clock.advance(601)
         await #expect(throws: RPCError.failure(.reauthRequired, "")) {
