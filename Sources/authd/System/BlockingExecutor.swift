@@ -62,82 +62,32 @@ final class BlockingExecutor: SerialExecutor {
 /// One whose task is cancelled while it waits leaves the line with `CancellationError` (work
 /// already running runs to its end: what it blocks in is its own business to interrupt).
 final class BlockingPool: Sendable {
-    private struct Waiter {
-        let id: UInt64
-        let continuation: CheckedContinuation<Void, any Error>
-    }
-    private struct Turns {
-        var free: Int
-        var waiting = FairQueue<Waiter>()
-        var next: UInt64 = 0
-    }
     private let idle: Mutex<[BlockingWorker]>
-    private let turns: Mutex<Turns>
+    private let turns: FIFOLock
     let count: Int
 
     init(label: String, count: Int, work: BlockingExecutor.Work) {
         precondition(count > 0, "a pool needs a worker")
         self.count = count
         idle = Mutex((0..<count).map { BlockingWorker(label: "\(label).\($0)", work: work) })
-        turns = Mutex(Turns(free: count))
+        turns = FIFOLock(permits: count)
     }
 
     /// How many pieces of work wait for a worker now.
-    var waiting: Int { turns.withLock { $0.waiting.count } }
+    var waiting: Int { turns.waiting }
 
     /// Runs `body` on a free worker once it is this caller's turn among the requests of its
     /// requester (`WorkRequester.key`), and its requester's turn among the others.
     func run<T: Sendable>(_ body: @Sendable () throws -> T) async throws -> T {
-        try await takeTurn(requester: WorkRequester.key)
-        // A turn guarantees an idle worker; the most recently used one is taken first, its
+        try await turns.lock(for: WorkRequester.key)
+        // A permit guarantees an idle worker; the most recently used one is taken first, its
         // thread and memory being the likeliest to be warm.
         let worker = idle.withLock { $0.removeLast() }
         defer {
             idle.withLock { $0.append(worker) }
-            endTurn()
+            turns.unlock()
         }
         return try await worker.run(body)
-    }
-
-    private func takeTurn(requester: String) async throws {
-        let id = turns.withLock { turns -> UInt64 in
-            turns.next += 1
-            return turns.next
-        }
-        try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-                let acquired = turns.withLock { turns -> Bool? in
-                    if turns.free > 0 {
-                        turns.free -= 1
-                        return true
-                    }
-                    // Checked under the lock `onCancel` takes too: a cancellation that came
-                    // before this point found no waiter to remove, so it must stop this one here.
-                    if Task.isCancelled { return nil }
-                    turns.waiting.append(Waiter(id: id, continuation: continuation), for: requester)
-                    return false
-                }
-                switch acquired {
-                case true?: continuation.resume()
-                case nil: continuation.resume(throwing: CancellationError())
-                case false?: break
-                }
-            }
-        } onCancel: {
-            let removed = turns.withLock { turns in turns.waiting.remove { $0.id == id } }
-            removed?.continuation.resume(throwing: CancellationError())
-        }
-    }
-
-    private func endTurn() {
-        let next = turns.withLock { turns -> Waiter? in
-            guard let next = turns.waiting.next() else {
-                turns.free += 1
-                return nil
-            }
-            return next
-        }
-        next?.continuation.resume()
     }
 }
 
@@ -146,55 +96,6 @@ final class BlockingPool: Sendable {
 /// workers fairly between callers. Work outside any request shares the empty key.
 enum WorkRequester {
     @TaskLocal static var key = ""
-}
-
-/// Waiting items in one first-in-first-out line per key, the lines taking turns (round robin):
-/// `next` takes the head of the line whose turn it is, and that line, if not empty, goes to the
-/// back of the turns. An item waits behind at most the items ahead of it in its own line, plus
-/// one item of each other line per item of its own: a long line does not delay a short one.
-struct FairQueue<Item> {
-    private var lines: [String: [Item]] = [:]
-    /// The keys with waiting items, in the order their lines get their next turn.
-    private var turns: [String] = []
-
-    var isEmpty: Bool { turns.isEmpty }
-    var count: Int { lines.values.reduce(0) { $0 + $1.count } }
-
-    /// Puts `item` at the back of the line of `key`; a new line gets its turn after the others.
-    mutating func append(_ item: Item, for key: String) {
-        if lines[key, default: []].isEmpty { turns.append(key) }
-        lines[key, default: []].append(item)
-    }
-
-    /// The next item, in turns between the lines; nil when nothing waits.
-    mutating func next() -> Item? {
-        guard !turns.isEmpty else { return nil }
-        let key = turns.removeFirst()
-        var line = lines.removeValue(forKey: key) ?? []
-        guard !line.isEmpty else { return next() }
-        let item = line.removeFirst()
-        if !line.isEmpty {
-            lines[key] = line
-            turns.append(key)
-        }
-        return item
-    }
-
-    /// Removes and returns the first waiting item that satisfies `matches` (a waiter that left).
-    mutating func remove(where matches: (Item) -> Bool) -> Item? {
-        for key in turns {
-            guard var line = lines[key], let index = line.firstIndex(where: matches) else { continue }
-            let item = line.remove(at: index)
-            if line.isEmpty {
-                lines[key] = nil
-                turns.removeAll { $0 == key }
-            } else {
-                lines[key] = line
-            }
-            return item
-        }
-        return nil
-    }
 }
 
 /// One worker of a `BlockingPool`.
