@@ -103,3 +103,34 @@ struct PasswordTests {
         }
     }
 }
+
+@Suite("The lockout rule")
+struct LockoutRuleTests {
+    @Test("a check is counted before it runs; the fifth locks at once; a held lock refuses without counting")
+    func reservations() {
+        let lockout = Lockout()
+        #expect(lockout.reserve(failures: 0, lockedUntil: nil, now: 1000) == .granted(failures: 1, locksUntil: nil))
+        #expect(lockout.reserve(failures: 4, lockedUntil: nil, now: 1000) == .granted(failures: 5, locksUntil: 1060))
+        #expect(lockout.reserve(failures: 5, lockedUntil: 1060, now: 1001) == .refused(lockedUntil: 1060))
+        // After the lock, the next check locks again at once, twice as long, while it runs.
+        #expect(lockout.reserve(failures: 5, lockedUntil: 1060, now: 1060) == .granted(failures: 6, locksUntil: 1180))
+        #expect(lockout.reserve(failures: 40, lockedUntil: nil, now: 0) == .granted(failures: 41, locksUntil: 3600))
+    }
+
+    @Test("forty checks one after another in the same second count five: the rest find the lock")
+    func burstCountsLikeSequence() {
+        let lockout = Lockout()
+        var failures = 0
+        var lockedUntil: Int64?
+        var granted = 0
+        for _ in 0..<40 {
+            if case .granted(let counted, let locks) = lockout.reserve(failures: failures, lockedUntil: lockedUntil, now: 500) {
+                granted += 1
+                failures = counted
+                lockedUntil = locks ?? lockedUntil
+            }
+        }
+        #expect(granted == lockout.threshold)
+        #expect(lockedUntil == 560)
+    }
+}

@@ -100,3 +100,69 @@ struct BlockingExecutorTests {
         #expect(Argon2id.workerCount(cores: cores, memoryBytes: memory) == workers)
     }
 }
+
+@Suite("Fair turns between requesters")
+struct FairQueueTests {
+    @Test("lines take turns: a long line delays a short one by one item per turn, each line keeps its order")
+    func roundRobin() {
+        var queue = FairQueue<String>()
+        for index in 0..<5 { queue.append("a\(index)", for: "uid:1") }
+        queue.append("b0", for: "uid:2")
+        queue.append("b1", for: "uid:2")
+        queue.append("c0", for: "uid:3")
+        var order: [String] = []
+        while let next = queue.next() { order.append(next) }
+        #expect(order == ["a0", "b0", "c0", "a1", "b1", "a2", "a3", "a4"])
+        #expect(queue.isEmpty)
+    }
+
+    @Test("a waiter that leaves is removed from its line, and an emptied line loses its turn")
+    func removal() {
+        var queue = FairQueue<Int>()
+        queue.append(1, for: "a")
+        queue.append(2, for: "b")
+        queue.append(3, for: "a")
+        #expect(queue.remove { $0 == 2 } == 2)
+        #expect(queue.remove { $0 == 7 } == nil)
+        #expect(queue.count == 2)
+        #expect(queue.next() == 1)
+        #expect(queue.next() == 3)
+        #expect(queue.next() == nil)
+    }
+
+    @Test("a pool busy with one requester's 30 pieces of work runs another's next")
+    func poolTakesTurns() async throws {
+        let pool = BlockingPool(label: "authd.test.fair", count: 1, work: .computing)
+        final class Finished: Sendable {
+            private let names = Mutex<[String]>([])
+            func append(_ name: String) { names.withLock { $0.append(name) } }
+            var all: [String] { names.withLock { $0 } }
+        }
+        let finished = Finished()
+        let gate = CancelFlag()
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            // The flood: the first holds the only worker until the others wait behind it.
+            for index in 0..<30 {
+                group.addTask {
+                    try await WorkRequester.$key.withValue("uid:1") {
+                        try await pool.run {
+                            if index == 0 { _ = BlockingExecutorTests.block(until: gate, seconds: 60) }
+                            finished.append("flood")
+                        }
+                    }
+                }
+            }
+            // Bounded: every flood piece is queued or running before the other requester comes.
+            for _ in 0..<6000 where pool.waiting < 29 { try await Task.sleep(for: .milliseconds(10)) }
+            group.addTask {
+                try await WorkRequester.$key.withValue("uid:2") { try await pool.run { finished.append("other") } }
+            }
+            for _ in 0..<6000 where pool.waiting < 30 { try await Task.sleep(for: .milliseconds(10)) }
+            gate.set()
+            try await group.waitForAll()
+        }
+        let order = finished.all
+        #expect(order.count == 31)
+        #expect(order.firstIndex(of: "other") ?? 99 <= 2, "the other requester ran at its first turn: \(order)")
+    }
+}

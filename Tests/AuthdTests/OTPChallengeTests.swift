@@ -155,15 +155,18 @@ struct PINFactorTests {
         let directory = fixture.directory
         let signedIn = try await fixture.register()
         let account = signedIn.account.id
-        try await directory.setPIN(signedIn.session.token, hash: "x")
+        // A cheap hash: the test is about counting, not hashing.
+        let cheap = Argon2id(memoryKiB: 8, iterations: 1, parallelism: 1)
+        try await directory.setPIN(signedIn.session.token, hash: try cheap.hash(SecretBytes(Array("480913".utf8))))
+        let wrong = SecretBytes(Array("111112".utf8))
         for _ in 0..<99 {
-            try? await directory.recordPINFailure(account)
+            try? await directory.confirmPIN(wrong, account: account)
             fixture.clock.advance(4000)  // past any lock, so only the total counts
         }
         let token = try await directory.createSession(account: account, device: .init(key: "laptop", name: "laptop"), amr: ["pwd"], federation: nil).session.token
         #expect(try await directory.hasPIN(account: account))
         try await directory.checkPINEnrolment(token, reauthenticationWindow: 600)
-        try? await directory.recordPINFailure(account)
+        try? await directory.confirmPIN(wrong, account: account)
         #expect(try await !directory.hasPIN(account: account))
         await #expect(throws: RPCError.failure(.otpRequired, "")) {
             try await onTheWire { try await directory.checkPINEnrolment(token, reauthenticationWindow: 600) }
@@ -173,7 +176,8 @@ struct PINFactorTests {
     @Test("setting a PIN needs a recent sign-in")
     func reauthentication() async throws {
         let fixture = try TestDirectory()
-        let settings = AccountSettings(directory: fixture.directory, logger: Logger(sink: MemorySink()))
+        let settings = AccountSettings(directory: fixture.directory, logger: Logger(sink: MemorySink()),
+                                       limiter: RateLimiter(config: ConfigHolder(Config()), now: fixture.clock.closure))
         let token = try await fixture.register().session.token
         fixture.clock.advance(601)
         await #expect(throws: RPCError.failure(.reauthRequired, "")) {

@@ -99,6 +99,8 @@ enum AccountFailure: WireErrorConvertible, Equatable {
             .failure(.otpRequired, "After too many wrong PINs, a new PIN needs a session that proved the phone with an SMS code.")
         case .noPINFactor: .failure(.twoFactorNotEnabled, "This account has no PIN second factor.")
         case .reauthRequired(let action): .failure(.reauthRequired, "Sign in again (within the last 10 minutes) to \(action).")
+        case .rateLimited(RateLimiter.Action.emailChange.rawValue, let seconds):
+            .failure(.rateLimited, "This account changed its email address too often; wait \(seconds) s.", details: ["retry_after": .integer(seconds)])
         case .rateLimited(let action, let seconds):
             .failure(.rateLimited, "Too many \(action) requests from your user; wait \(seconds) s.", details: ["retry_after": .integer(seconds)])
         case .unknownAccount(let selector): .failure(.accountUnknown, "No account matches '\(Redaction.printable(selector, limit: 64))'.")

@@ -62,7 +62,8 @@ extension MethodTable {
         // Guarded by the local lock: an account without a password takes a new one with the
         // session alone, which would let anyone at a locked keyboard set one and unlock with it.
         register(AccountProfileSet.self, home: .account, access: .anyone, requiresUnlock: true, audit: { params, result in
-            ["account": .string(result.id), "email": .bool(params.email != nil), "password": .bool(params.password != nil)]
+            ["account": .string(result.id), "email": .bool(params.email != nil), "password": .bool(params.password != nil),
+             "email_to": params.email != nil ? result.email.map { .string(AccountSettings.redacted(email: $0)) } ?? .null : .null]
         }) { params, _ in
             try await settings.setProfile(params)
         }

@@ -8,6 +8,8 @@ import Protocol
 struct AccountSettings: Sendable {
     let directory: any AccountDirectory
     let logger: Logger
+    /// Limits email changes per account (`RateLimiter.Action.emailChange`).
+    let limiter: RateLimiter
 
     /// Sessions older than this must sign in again before changing security settings.
     static let reauthenticationWindow: Int64 = 600
@@ -15,20 +17,39 @@ struct AccountSettings: Sendable {
     func setProfile(_ params: AccountProfileSet.Params) async throws -> AccountInfo {
         let email = try params.email.map(Registration.normalizeEmail)
         let current = try await directory.profile(params.session)
+        let emailChanges = email != nil && email != current.email
+        // Changing the password or the email address needs the current password: a stolen
+        // session must not be enough, nor a way to guess it without the lockout. An account
+        // without a password changes its address with the session alone (under the local lock).
+        if (params.password != nil || emailChanges) && current.hasPassword {
+            guard let old = params.currentPassword else {
+                let what = params.password != nil ? "the password" : "the email address"
+                throw InvalidParameter("Changing \(what) needs 'current_password'.", field: "current_password")
+            }
+            try await directory.confirmPassword(SecretBytes(Array(old.utf8)), account: current.id)
+        }
+        // Every attempt counts, whatever comes of it: "taken" answers must stay few.
+        if emailChanges { try limiter.take(.emailChange, account: current.id) }
         var newHash: String?
         if let password = params.password {
-            if current.hasPassword {
-                // Changing a password needs the current one: a stolen session must not be
-                // enough, nor a way to guess it without the lockout.
-                guard let old = params.currentPassword else {
-                    throw InvalidParameter("Changing the password needs 'current_password'.", field: "current_password")
-                }
-                try await directory.confirmPassword(SecretBytes(Array(old.utf8)), account: current.id)
-            }
             try Self.checkNewPassword(password, for: current, email: email)
             newHash = try await Argon2id.owasp.hashOffPool(SecretBytes(Array(password.utf8)))
         }
-        return try await directory.updateProfile(params.session, email: email, passwordHash: newHash)
+        let info = try await directory.updateProfile(params.session, email: email, passwordHash: newHash)
+        if emailChanges {
+            logger.notice("email address changed by the account's owner", [
+                ("AUTHD_ACCOUNT", current.id), ("AUTHD_EMAIL_FROM", current.email.map(Self.redacted(email:)) ?? "none"),
+                ("AUTHD_EMAIL_TO", info.email.map(Self.redacted(email:)) ?? "none"),
+            ])
+        }
+        return info
+    }
+
+    /// An email address as the journal and the audit log may show it: its first character and
+    /// its domain (`o…@example.org`), enough to recognise a change, not to harvest addresses.
+    static func redacted(email: String) -> String {
+        guard let at = email.lastIndex(of: "@") else { return "…" }
+        return String(email.prefix(1)) + "…" + email[at...]
     }
 
     /// `account.password.check`: changes nothing, so a client can check the current password

@@ -1,6 +1,12 @@
 /// The soft lock against password guessing, as a pure rule: after
 /// `threshold` consecutive failures the account locks for `baseSeconds`, doubling with each
 /// further failure up to `maximumSeconds`. A success resets the count.
+///
+/// Every check is counted before the secret is checked (`reserve`), in the same change that
+/// reads the lock: checks started at once cannot all pass the lock before any of them is
+/// counted, so at most `threshold` checks are in progress or done before the lock holds, and a
+/// burst locks for exactly as long as the same attempts made one by one. A right secret then
+/// withdraws its reservation (the success resets the count).
 struct Lockout: Sendable, Equatable {
     var threshold = 5
     var baseSeconds: Int64 = 60
@@ -11,6 +17,25 @@ struct Lockout: Sendable, Equatable {
         guard failures >= threshold else { return nil }
         let doublings = min(failures - threshold, 30)
         return min(maximumSeconds, baseSeconds << doublings)
+    }
+
+    /// What the lock says to one more check, given the consecutive failures counted so far and
+    /// the lock as stored.
+    enum Reservation: Sendable, Equatable {
+        /// Locked until then: the secret is not checked and nothing is counted (a refused
+        /// attempt must not lengthen the lock).
+        case refused(lockedUntil: Int64)
+        /// The check may run; it counts as failure number `failures` from now on, and when
+        /// `locksUntil` is set, the account locks until then at once (for every other check)
+        /// and stays locked unless the secret turns out right.
+        case granted(failures: Int, locksUntil: Int64?)
+    }
+
+    /// Reserves one check: refused while the stored lock holds, else counted up front.
+    func reserve(failures: Int, lockedUntil: Int64?, now: Int64) -> Reservation {
+        if let lockedUntil, now < lockedUntil { return .refused(lockedUntil: lockedUntil) }
+        let counted = failures + 1
+        return .granted(failures: counted, locksUntil: lockSeconds(afterFailures: counted).map { now + $0 })
     }
 }
 

@@ -12,15 +12,25 @@ final class RateLimiter: Sendable {
         case login = "auth.login"
         /// An `unlock` that sends a code by SMS.
         case unlockCode = "unlock"
+        /// A change of an account's email address, limited per account: each answer tells
+        /// whether an address is taken, which must not become a way to list them.
+        case emailChange = "account.profile.set"
 
-        /// Burst size and sustained rate per minute (`[accounts] starts_per_minute`,
-        /// `logins_per_minute`).
+        /// Email changes an account may make per hour.
+        static let emailChangesPerHour = 3
+
+        /// Burst size, which is also the sustained rate per `window` (`[accounts]
+        /// starts_per_minute`, `logins_per_minute`).
         func capacity(_ config: Config) -> Double {
             switch self {
             case .registerStart, .otpStart, .unlockCode: Double(config.startsPerMinute)
             case .login: Double(config.loginsPerMinute)
+            case .emailChange: Double(Self.emailChangesPerHour)
             }
         }
+
+        /// Seconds in which a full bucket refills.
+        var window: Double { self == .emailChange ? 3600 : 60 }
     }
 
     private struct Bucket { var tokens: Double; var updated: Double }
@@ -35,11 +45,20 @@ final class RateLimiter: Sendable {
 
     /// Takes one token for `caller`, or refuses with `rate.limited` and the seconds to wait.
     func take(_ action: Action, caller: Caller) throws(AccountFailure) {
+        try take(action, key: caller.limitKey)
+    }
+
+    /// Takes one token for `account` (limits that follow the account, whoever asks).
+    func take(_ action: Action, account: String) throws(AccountFailure) {
+        try take(action, key: "account:" + account)
+    }
+
+    private func take(_ action: Action, key limitKey: String) throws(AccountFailure) {
         let time = now().timeIntervalSince1970
         let capacity = action.capacity(config.current)
-        let perSecond = capacity / 60
+        let perSecond = capacity / action.window
         let wait: Double? = buckets.withLock { buckets in
-            let key = "\(caller.limitKey):\(action.rawValue)"
+            let key = "\(limitKey):\(action.rawValue)"
             var bucket = buckets[key] ?? Bucket(tokens: capacity, updated: time)
             bucket.tokens = min(capacity, bucket.tokens + (time - bucket.updated) * perSecond)
             bucket.updated = time

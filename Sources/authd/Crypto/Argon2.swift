@@ -72,7 +72,8 @@ struct Argon2id: Sendable {
     /// the cores), so there is one per core, as long as all of them together take at most a
     /// sixteenth of the machine's memory: a burst of sign-ins then costs a bounded 19 MiB per
     /// core (38 MiB on two cores), and a small device (512 MiB) hashes one at a time instead of
-    /// swapping. Requests beyond that wait their turn in arrival order.
+    /// swapping. Requests beyond that wait their turn, the callers taking turns (`BlockingPool`):
+    /// a caller with many checks waiting delays another's by about one hash per worker.
     static func workerCount(cores: Int, memoryBytes: UInt64, memoryKiB: UInt32 = owasp.memoryKiB) -> Int {
         let affordable = memoryBytes / 16 / (UInt64(memoryKiB) * 1024)
         return max(1, min(cores, Int(clamping: affordable)))

@@ -53,7 +53,7 @@ protocol AccountDirectory: Sendable {
     /// changes nothing.
     func signIn(password: SecretBytes, login: AccountKey, device: DeviceIdentity, fingerprintAccounts: Set<String>) async throws -> PasswordSignIn
     /// The password of a signed-in account before a sensitive change, exactly as sign-in checks
-    /// it: refused while locked, failures counted and padded.
+    /// it: refused while locked, counted before it is checked (`Lockout`), failures padded.
     func confirmPassword(_ password: SecretBytes, account: String) async throws
     /// The same for the PIN second factor, with the PIN's own lock and counters.
     func confirmPIN(_ pin: SecretBytes, account: String) async throws

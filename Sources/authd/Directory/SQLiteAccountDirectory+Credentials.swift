@@ -36,48 +36,50 @@ extension SQLiteAccountDirectory {
             struct Candidate: Sendable {
                 let id: String
                 let hash: String?
-                let lockedUntil: Int64?
                 let deactivated, hasPIN, pinReenrollRequired: Bool
             }
             let (column, value) = Self.column(login)
-            let candidate = try await store.read { database in
-                try database.queryOne(
-                    """
-                    SELECT id, password_hash, locked_until, deactivated_at IS NOT NULL, pin_hash IS NOT NULL, pin_reenroll_required
-                    FROM accounts WHERE \(column) = ?
-                    """, [.text(value)]) {
-                    Candidate(id: $0.text(0), hash: $0.optionalText(1), lockedUntil: $0.optionalInt64(2), deactivated: $0.int(3) != 0,
-                              hasPIN: $0.int(4) != 0, pinReenrollRequired: $0.int(5) != 0)
-                }
-            }
-            if let candidate, let until = candidate.lockedUntil, seconds < until { throw AccountFailure.locked(until: until) }
-            let against: String
-            if let hash = candidate?.hash { against = hash } else { against = try await decoy.hash() }
-            let matches = try await Argon2id.verifyOffPool(password, against: against)
-            guard let candidate, let hash = candidate.hash, matches, !candidate.deactivated else {
-                if let candidate { try await recordPasswordFailure(candidate.id) }
-                throw AccountFailure.authFailed
-            }
-            // The PIN factor was switched off after too many wrong PINs: the password alone must
-            // not be enough now. Sign in with an SMS code, then enrol a new PIN.
-            if candidate.pinReenrollRequired { throw AccountFailure.pinSwitchedOff }
-            let rehash = Argon2id.owasp.isStronger(than: hash) ? try await Argon2id.owasp.hashOffPool(password) : nil
-            let step = SignInFlow.stepAfterPassword(fingerprintHere: fingerprintAccounts.contains(candidate.id), hasPIN: candidate.hasPIN)
-            let flowID = "login_" + Base64URL.encode(try OpenSSL.randomBytes(16))
-            let config = config.current
             let now = seconds
-            // One change: a sign-in the device limit refuses leaves the lockout count as it was.
-            return try await store.transaction { database in
-                try database.execute("UPDATE accounts SET failed_logins = 0, locked_until = NULL WHERE id = ?", [.text(candidate.id)])
-                if let rehash { try database.execute("UPDATE accounts SET password_hash = ? WHERE id = ?", [.text(rehash), .text(candidate.id)]) }
-                guard let step else {
-                    return .signedIn(try Self.signedIn(in: database, account: candidate.id, device: device, amr: ["pwd"], config: config, now: now))
+            let lockout = lockout
+            // The account is read and the attempt reserved in one change (see `Lockout`).
+            let found = try await store.transaction { database -> (Candidate, ReservedAttempt)? in
+                guard let candidate = try database.queryOne(
+                    """
+                    SELECT id, password_hash, deactivated_at IS NOT NULL, pin_hash IS NOT NULL, pin_reenroll_required
+                    FROM accounts WHERE \(column) = ?
+                    """, [.text(value)], row: {
+                        Candidate(id: $0.text(0), hash: $0.optionalText(1), deactivated: $0.int(2) != 0, hasPIN: $0.int(3) != 0,
+                                  pinReenrollRequired: $0.int(4) != 0)
+                    })
+                else { return nil }
+                return (candidate, try Self.reserveAttempt(in: database, account: candidate.id, factor: .password, lockout: lockout, now: now))
+            }
+            let against: String
+            if let hash = found?.0.hash { against = hash } else { against = try await decoy.hash() }
+            let matches = try await Argon2id.verifyOffPool(password, against: against)
+            guard let (candidate, reserved) = found else { throw AccountFailure.authFailed }
+            guard let hash = candidate.hash, matches, !candidate.deactivated else { try await settleFailure(reserved) }
+            return try await afterRightSecret(reserved) {
+                // The PIN factor was switched off after too many wrong PINs: the password alone must
+                // not be enough now. Sign in with an SMS code, then enrol a new PIN.
+                if candidate.pinReenrollRequired { throw AccountFailure.pinSwitchedOff }
+                let rehash = Argon2id.owasp.isStronger(than: hash) ? try await Argon2id.owasp.hashOffPool(password) : nil
+                let step = SignInFlow.stepAfterPassword(fingerprintHere: fingerprintAccounts.contains(candidate.id), hasPIN: candidate.hasPIN)
+                let flowID = "login_" + Base64URL.encode(try OpenSSL.randomBytes(16))
+                let config = config.current
+                // One change: a sign-in the device limit refuses leaves the lockout count as it was.
+                return try await store.transaction { database in
+                    try Self.withdraw(reserved, in: database)
+                    if let rehash { try database.execute("UPDATE accounts SET password_hash = ? WHERE id = ?", [.text(rehash), .text(candidate.id)]) }
+                    guard let step else {
+                        return .signedIn(try Self.signedIn(in: database, account: candidate.id, device: device, amr: ["pwd"], config: config, now: now))
+                    }
+                    let flow = SignInFlow.open(id: flowID, account: candidate.id, device: device, step: step, now: now)
+                    try database.execute(
+                        "INSERT INTO login_flows (id, account_id, device_key, device_name, next, expires_at) VALUES (?, ?, ?, ?, ?, ?)",
+                        [.text(flow.id), .text(flow.account), .text(flow.device.key), .text(flow.device.name), .text(flow.step.rawValue), .integer(flow.expiresAt)])
+                    return .secondStep(flow: flow.id, step: step)
                 }
-                let flow = SignInFlow.open(id: flowID, account: candidate.id, device: device, step: step, now: now)
-                try database.execute(
-                    "INSERT INTO login_flows (id, account_id, device_key, device_name, next, expires_at) VALUES (?, ?, ?, ?, ?, ?)",
-                    [.text(flow.id), .text(flow.account), .text(flow.device.key), .text(flow.device.name), .text(flow.step.rawValue), .integer(flow.expiresAt)])
-                return .secondStep(flow: flow.id, step: step)
             }
         }
     }
@@ -90,50 +92,138 @@ extension SQLiteAccountDirectory {
         try await confirm(pin, of: account, factor: .pin)
     }
 
-    /// The two secrets an account confirms changes with, each with its own lock and counters.
-    private enum Factor {
+    /// The two secrets an account is checked with, each with its own lock and counters.
+    enum Factor: Sendable {
         case password, pin
-        /// The hash and the lock of the factor, as columns of `accounts`.
-        var columns: String { self == .password ? "password_hash, locked_until" : "pin_hash, pin_locked_until" }
+        /// The hash of the factor, its consecutive failures and its lock, as columns of `accounts`.
+        var columns: String { self == .password ? "password_hash, failed_logins, locked_until" : "pin_hash, pin_failures, pin_locked_until" }
     }
 
-    /// Checks `secret` under its lock as sign-in does: refused while locked, a failure counted.
+    /// A check of a secret the lock let through, already counted as a failure.
+    struct ReservedAttempt: Sendable {
+        let account: String
+        let factor: Factor
+        /// The lock the reservation set (it holds unless the secret turns out right).
+        let locksUntil: Int64?
+        /// The (lapsed) lock stored before, which `release` puts back.
+        let previousLock: Int64?
+    }
+
+    /// Checks `secret` under its lock as sign-in does: refused while locked, counted before it
+    /// is checked, a failure padded.
     private func confirm(_ secret: SecretBytes, of account: String, factor: Factor) async throws {
         try await CredentialPadding.padded {
-            let (hash, lockedUntil) = try await store.read { database in
-                try database.queryOne("SELECT \(factor.columns) FROM accounts WHERE id = ?", [.text(account)]) {
-                    ($0.optionalText(0), $0.optionalInt64(1))
+            let now = seconds
+            let lockout = lockout
+            let (hash, reserved) = try await store.transaction { database -> (String, ReservedAttempt) in
+                let (hash, lockedUntil) = try database.queryOne("SELECT \(factor.columns) FROM accounts WHERE id = ?", [.text(account)]) {
+                    ($0.optionalText(0), $0.optionalInt64(2))
                 } ?? (nil, nil)
-            }
-            if let lockedUntil, seconds < lockedUntil { throw AccountFailure.locked(until: lockedUntil) }
-            guard let hash else { throw factor == .password ? AccountFailure.authFailed : AccountFailure.noPINFactor }
-            guard try await Argon2id.verifyOffPool(secret, against: hash) else {
-                switch factor {
-                case .password: try await recordPasswordFailure(account)
-                case .pin: try await recordPINFailure(account)
+                guard let hash else {
+                    // The lock speaks first, as at sign-in, even for a factor that is gone.
+                    if let lockedUntil, now < lockedUntil { throw AccountFailure.locked(until: lockedUntil) }
+                    throw factor == .password ? AccountFailure.authFailed : AccountFailure.noPINFactor
                 }
-                throw AccountFailure.authFailed
+                return (hash, try Self.reserveAttempt(in: database, account: account, factor: factor, lockout: lockout, now: now))
             }
-            if factor == .pin { try await store.transaction { try Self.pinProved(in: $0, account: account) } }
+            guard try await Argon2id.verifyOffPool(secret, against: hash) else { try await settleFailure(reserved) }
+            try await store.transaction { try Self.withdraw(reserved, in: $0) }
         }
     }
 
-    /// Counts a failure and locks the account when the rule says so (atomically: two racing
-    /// failures both count).
-    private func recordPasswordFailure(_ account: String) async throws {
-        let now = seconds
-        let lockout = lockout
-        let lockedUntil = try await store.transaction { database -> Int64? in
-            try database.execute("UPDATE accounts SET failed_logins = failed_logins + 1 WHERE id = ?", [.text(account)])
-            let failures = try database.queryOne("SELECT failed_logins FROM accounts WHERE id = ?", [.text(account)]) { $0.int(0) } ?? 0
-            guard let seconds = lockout.lockSeconds(afterFailures: failures) else { return nil }
-            try database.execute("UPDATE accounts SET locked_until = ? WHERE id = ?", [.integer(now + seconds), .text(account)])
-            return now + seconds
+    /// In the caller's change: refuses with `locked` (counting nothing) while the factor's lock
+    /// holds; else counts the check as a failure, and locks the factor at once when the count
+    /// reaches the rule's threshold, so no check started after this one runs before the lock.
+    /// A PIN whose total of failures, counting reserved checks, has reached
+    /// `PINPolicy.totalFailureLimit` is refused as a wrong one while the last check is decided.
+    static func reserveAttempt(in database: Database, account: String, factor: Factor, lockout: Lockout, now: Int64) throws -> ReservedAttempt {
+        let (failures, lockedUntil, total) = try database.queryOne(
+            "SELECT \(factor.columns), pin_total_failures FROM accounts WHERE id = ?", [.text(account)]) {
+            ($0.int(1), $0.optionalInt64(2), $0.int(3))
+        } ?? (0, nil, 0)
+        switch lockout.reserve(failures: failures, lockedUntil: lockedUntil, now: now) {
+        case .refused(let until):
+            throw AccountFailure.locked(until: until)
+        case .granted(let counted, let locksUntil):
+            switch factor {
+            case .password:
+                try database.execute("UPDATE accounts SET failed_logins = ?, locked_until = coalesce(?, locked_until) WHERE id = ?",
+                                     [.integer(Int64(counted)), locksUntil.map(SQLValue.integer) ?? .null, .text(account)])
+            case .pin:
+                guard total < PINPolicy.totalFailureLimit else { throw AccountFailure.authFailed }
+                try database.execute(
+                    "UPDATE accounts SET pin_failures = ?, pin_total_failures = pin_total_failures + 1, pin_locked_until = coalesce(?, pin_locked_until) WHERE id = ?",
+                    [.integer(Int64(counted)), locksUntil.map(SQLValue.integer) ?? .null, .text(account)])
+            }
+            return ReservedAttempt(account: account, factor: factor, locksUntil: locksUntil, previousLock: lockedUntil)
         }
-        if let lockedUntil {
-            logger.warning("account locked after repeated failed logins", [("AUTHD_ACCOUNT", account), ("AUTHD_LOCKED_UNTIL", String(lockedUntil))])
-            throw AccountFailure.locked(until: lockedUntil)
+    }
+
+    /// In the caller's change: the secret was right, so its reservation is withdrawn and the run
+    /// of failures ends (the count resets and the lock lifts, as a success always did).
+    static func withdraw(_ reserved: ReservedAttempt, in database: Database) throws {
+        switch reserved.factor {
+        case .password:
+            try database.execute("UPDATE accounts SET failed_logins = 0, locked_until = NULL WHERE id = ?", [.text(reserved.account)])
+        case .pin:
+            try database.execute(
+                "UPDATE accounts SET pin_failures = 0, pin_locked_until = NULL, pin_total_failures = max(0, pin_total_failures - 1) WHERE id = ?",
+                [.text(reserved.account)])
         }
+    }
+
+    /// In the caller's change: the secret was right but the change it was for failed (the device
+    /// limit, a flow used meanwhile): the attempt is taken back as if it had not been made, so
+    /// the run of failures and the lock are as they were.
+    static func release(_ reserved: ReservedAttempt, in database: Database) throws {
+        let (failures, total, lock) = reserved.factor == .password
+            ? ("failed_logins", "failed_logins", "locked_until") : ("pin_failures", "pin_total_failures", "pin_locked_until")
+        try database.execute("UPDATE accounts SET \(failures) = max(0, \(failures) - 1) WHERE id = ?", [.text(reserved.account)])
+        if total != failures {
+            try database.execute("UPDATE accounts SET \(total) = max(0, \(total) - 1) WHERE id = ?", [.text(reserved.account)])
+        }
+        if let locksUntil = reserved.locksUntil {
+            try database.execute("UPDATE accounts SET \(lock) = ? WHERE id = ? AND \(lock) = ?",
+                                 [reserved.previousLock.map(SQLValue.integer) ?? .null, .text(reserved.account), .integer(locksUntil)])
+        }
+    }
+
+    /// Runs the change a right secret was for; when it fails, the reservation is released.
+    private func afterRightSecret<T: Sendable>(_ reserved: ReservedAttempt, _ body: () async throws -> T) async throws -> T {
+        do {
+            return try await body()
+        } catch {
+            try? await store.transaction { try Self.release(reserved, in: $0) }
+            throw error
+        }
+    }
+
+    /// The secret was wrong: the reserved failure stays counted. A PIN whose total of failures
+    /// reached `PINPolicy.totalFailureLimit` is switched off until re-enrolment (and every
+    /// sign-in waiting for it ends). Answers `locked` when the reservation locked, else `authFailed`.
+    private func settleFailure(_ reserved: ReservedAttempt) async throws -> Never {
+        if reserved.factor == .pin {
+            let switchedOff = try await store.transaction { database -> Bool in
+                let total = try database.queryOne("SELECT pin_total_failures FROM accounts WHERE id = ? AND pin_hash IS NOT NULL",
+                                                  [.text(reserved.account)]) { $0.int(0) } ?? 0
+                guard total >= PINPolicy.totalFailureLimit else { return false }
+                try database.execute(
+                    "UPDATE accounts SET pin_hash = NULL, pin_reenroll_required = 1, pin_failures = 0, pin_locked_until = NULL WHERE id = ?",
+                    [.text(reserved.account)])
+                try database.execute("DELETE FROM login_flows WHERE account_id = ?", [.text(reserved.account)])
+                return true
+            }
+            if switchedOff {
+                logger.warning("PIN factor switched off after \(PINPolicy.totalFailureLimit) wrong PINs", [("AUTHD_ACCOUNT", reserved.account)])
+                throw AccountFailure.authFailed
+            }
+        }
+        if let until = reserved.locksUntil {
+            let what = reserved.factor == .password ? "failed logins" : "wrong PINs"
+            logger.warning("account locked after repeated \(what)", [("AUTHD_ACCOUNT", reserved.account), ("AUTHD_LOCKED_UNTIL", String(until))])
+            throw AccountFailure.locked(until: until)
+        }
+        throw AccountFailure.authFailed
     }
 
     // MARK: PINs
@@ -142,39 +232,6 @@ extension SQLiteAccountDirectory {
         try await store.read { database in
             try database.queryOne("SELECT pin_hash IS NOT NULL FROM accounts WHERE id = ? AND deactivated_at IS NULL", [.text(account)]) { $0.int(0) != 0 }
         } ?? false
-    }
-
-    /// A right PIN ends the run of wrong ones (the lockout rule counts consecutive failures).
-    private static func pinProved(in database: Database, account: String) throws {
-        try database.execute("UPDATE accounts SET pin_failures = 0, pin_locked_until = NULL WHERE id = ?", [.text(account)])
-    }
-
-    /// Counts a wrong PIN: the lockout rule on consecutive failures, and after
-    /// `PINPolicy.totalFailureLimit` in total the factor is switched off until re-enrolment
-    /// (and every sign-in waiting for it ends).
-    func recordPINFailure(_ account: String) async throws {
-        let now = seconds
-        let lockout = lockout
-        let (lockedUntil, switchedOff) = try await store.transaction { database -> (Int64?, Bool) in
-            try database.execute("UPDATE accounts SET pin_failures = pin_failures + 1, pin_total_failures = pin_total_failures + 1 WHERE id = ?",
-                                 [.text(account)])
-            let (consecutive, total) = try database.queryOne("SELECT pin_failures, pin_total_failures FROM accounts WHERE id = ?", [.text(account)]) {
-                ($0.int(0), $0.int(1))
-            } ?? (0, 0)
-            if total >= PINPolicy.totalFailureLimit {
-                try database.execute(
-                    "UPDATE accounts SET pin_hash = NULL, pin_reenroll_required = 1, pin_failures = 0, pin_locked_until = NULL WHERE id = ?", [.text(account)])
-                try database.execute("DELETE FROM login_flows WHERE account_id = ?", [.text(account)])
-                return (nil, true)
-            }
-            guard let seconds = lockout.lockSeconds(afterFailures: consecutive) else { return (nil, false) }
-            try database.execute("UPDATE accounts SET pin_locked_until = ? WHERE id = ?", [.integer(now + seconds), .text(account)])
-            return (now + seconds, false)
-        }
-        if switchedOff {
-            logger.warning("PIN factor switched off after \(PINPolicy.totalFailureLimit) wrong PINs", [("AUTHD_ACCOUNT", account)])
-        }
-        if let lockedUntil { throw AccountFailure.locked(until: lockedUntil) }
     }
 
     // MARK: Second sign-in steps
@@ -202,22 +259,28 @@ extension SQLiteAccountDirectory {
     func completeSignIn(_ id: String, pin: SecretBytes) async throws -> SignedIn {
         try await CredentialPadding.padded {
             let now = seconds
-            guard let (pending, pinHash, pinLockedUntil) = try await store.read({ try Self.pending(in: $0, id: id, now: now) }),
-                  pending.flow.step == .pin, let pinHash
-            else { throw AccountFailure.authFailed }
-            if let until = pinLockedUntil, now < until { throw AccountFailure.locked(until: until) }
-            guard PINPolicy.isWellFormed(pin) else { throw AccountFailure.authFailed }
+            let lockout = lockout
+            // The flow is read and the attempt reserved in one change (see `Lockout`).
+            let (pending, pinHash, reserved) = try await store.transaction { database -> (PendingSignIn, String, ReservedAttempt) in
+                guard let (pending, pinHash, pinLockedUntil) = try Self.pending(in: database, id: id, now: now),
+                      pending.flow.step == .pin, let pinHash
+                else { throw AccountFailure.authFailed }
+                if let until = pinLockedUntil, now < until { throw AccountFailure.locked(until: until) }
+                guard PINPolicy.isWellFormed(pin) else { throw AccountFailure.authFailed }
+                return (pending, pinHash, try Self.reserveAttempt(in: database, account: pending.flow.account, factor: .pin, lockout: lockout, now: now))
+            }
             var flow = pending.flow
             // Decided as of when the flow was found waiting: the Argon2id work in between must
             // not let it expire under a right PIN, nor spare a wrong one from being counted.
-            switch flow.handle(.pin(correct: try await Argon2id.verifyOffPool(pin, against: pinHash)), now: now) {
-            case .signIn(let amr):
-                return try await signIn(flow, amr: amr, pinProved: true)
-            case .retry:
-                try await recordPINFailure(flow.account)
-                throw AccountFailure.authFailed
-            case .continueWithPIN, .end, .refuse:
-                throw AccountFailure.authFailed
+            let correct = try await Argon2id.verifyOffPool(pin, against: pinHash)
+            guard correct else { try await settleFailure(reserved) }
+            return try await afterRightSecret(reserved) {
+                switch flow.handle(.pin(correct: correct), now: now) {
+                case .signIn(let amr):
+                    return try await signIn(flow, amr: amr, withdrawing: reserved)
+                case .retry, .continueWithPIN, .end, .refuse:
+                    throw AccountFailure.authFailed
+                }
             }
         }
     }
@@ -227,7 +290,7 @@ extension SQLiteAccountDirectory {
         let decision = flow.handle(.fingerprint(matched: fingerMatched, accountHasPIN: pending.accountHasPIN), now: pending.readAt)
         switch decision {
         case .signIn(let amr):
-            return .signedIn(try await signIn(flow, amr: amr, pinProved: false))
+            return .signedIn(try await signIn(flow, amr: amr, withdrawing: nil))
         case .continueWithPIN:
             try await store.transaction { try $0.execute("UPDATE login_flows SET next = ? WHERE id = ?", [.text(flow.step.rawValue), .text(flow.id)]) }
             return .continuesWithPIN
@@ -241,13 +304,14 @@ extension SQLiteAccountDirectory {
 
     /// Acts on a decision that signs in, in one change: the flow is used up exactly once (a flow
     /// another request used meanwhile refuses), and the session is made.
-    private func signIn(_ flow: SignInFlow, amr: [String], pinProved: Bool) async throws -> SignedIn {
+    /// The right PIN's reservation, when there is one, is withdrawn in the same change.
+    private func signIn(_ flow: SignInFlow, amr: [String], withdrawing reserved: ReservedAttempt?) async throws -> SignedIn {
         let config = config.current
         let now = seconds
         return try await store.transaction { database in
             try database.execute("DELETE FROM login_flows WHERE id = ?", [.text(flow.id)])
             guard database.changes == 1 else { throw AccountFailure.authFailed }
-            if pinProved { try Self.pinProved(in: database, account: flow.account) }
+            if let reserved { try Self.withdraw(reserved, in: database) }
             return try Self.signedIn(in: database, account: flow.account, device: flow.device, amr: amr, config: config, now: now)
         }
     }

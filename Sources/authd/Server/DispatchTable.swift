@@ -26,7 +26,7 @@ enum DispatchTable {
                                      otp: OTPLogin(directory: directory, codes: codes),
                                      login: Login(directory: directory, fingerprintSteps: fingerprintSteps), limiter: limiter)
         table.registerSessionMethods(SessionService(directory: directory, tokens: tokens))
-        table.registerAccountSettingsMethods(AccountSettings(directory: directory, logger: services.logger), admin: AccountAdmin(directory: directory))
+        table.registerAccountSettingsMethods(AccountSettings(directory: directory, logger: services.logger, limiter: limiter), admin: AccountAdmin(directory: directory))
 
         // The machine: card, fingerprints, lock, federation and its vault, passkeys.
         let biometrics = BiometricService(store: services.store, config: services.config, logger: services.logger, reader: FingerprintReader())

@@ -41,7 +41,8 @@ final class Dispatcher: Sendable {
         do {
             // The lock is the local user's: a guarded method waits for `unlock` while it holds.
             if entry.requiresUnlock, case .local(let peer) = caller { try await services.localLock.admit(peer.uid) }
-            let invocation = try await entry.invoke(request, environment)
+            // Blocking work (Argon2id) is shared fairly between callers, not in arrival order.
+            let invocation = try await WorkRequester.$key.withValue(caller.limitKey) { try await entry.invoke(request, environment) }
             // The one place that runs after a sign-in: the caller's local user remembers the
             // account (its lock opens, when the proof may open it).
             if let proof = entry.remembers, let (account, device) = invocation.signedIn, case .local(let peer) = caller {

@@ -56,9 +56,11 @@ final class BlockingExecutor: SerialExecutor {
 
 /// A fixed number of workers, each an actor on its own `BlockingExecutor`, for blocking work
 /// that has no long-lived owner. At most `count` pieces of work run at once; the others wait
-/// for a worker in arrival order, and one whose task is cancelled while it waits leaves the
-/// line with `CancellationError` (work already running runs to its end: what it blocks in is
-/// its own business to interrupt).
+/// for a worker, each requester (`WorkRequester.key`: a local uid, a machine) in a line of its
+/// own, and the lines take turns (`FairQueue`): one requester with many pieces of work waiting
+/// delays another's by at most one piece per requester waiting, however long its own line is.
+/// One whose task is cancelled while it waits leaves the line with `CancellationError` (work
+/// already running runs to its end: what it blocks in is its own business to interrupt).
 final class BlockingPool: Sendable {
     private let idle: Mutex<[BlockingWorker]>
     private let turns: FIFOLock
@@ -71,9 +73,13 @@ final class BlockingPool: Sendable {
         turns = FIFOLock(permits: count)
     }
 
-    /// Runs `body` on a free worker once it is this caller's turn.
+    /// How many pieces of work wait for a worker now.
+    var waiting: Int { turns.waiting }
+
+    /// Runs `body` on a free worker once it is this caller's turn among the requests of its
+    /// requester (`WorkRequester.key`), and its requester's turn among the others.
     func run<T: Sendable>(_ body: @Sendable () throws -> T) async throws -> T {
-        try await turns.lock()
+        try await turns.lock(for: WorkRequester.key)
         // A permit guarantees an idle worker; the most recently used one is taken first, its
         // thread and memory being the likeliest to be warm.
         let worker = idle.withLock { $0.removeLast() }
@@ -83,6 +89,13 @@ final class BlockingPool: Sendable {
         }
         return try await worker.run(body)
     }
+}
+
+/// Whom the blocking work of the current task is for: the dispatcher sets it to the caller
+/// (`uid:1000`, `device:…`) for the length of a request, so `BlockingPool` can share its
+/// workers fairly between callers. Work outside any request shares the empty key.
+enum WorkRequester {
+    @TaskLocal static var key = ""
 }
 
 /// One worker of a `BlockingPool`.

@@ -19,3 +19,11 @@ func onThreads(_ count: Int, _ body: @escaping @Sendable (Int) throws -> Void) -
     group.wait()
     return errors.withLock { $0 }
 }
+
+/// What threads report, in the order they report it.
+final class Tally: Sendable {
+    private let items = Mutex<[String]>([])
+    func append(_ item: String) { items.withLock { $0.append(item) } }
+    var all: [String] { items.withLock { $0 } }
+    var count: Int { items.withLock { $0.count } }
+}
