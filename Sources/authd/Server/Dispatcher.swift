@@ -39,11 +39,11 @@ final class Dispatcher: Sendable {
             return reply(request, .failure(error))
         }
         let outcome: Result<any Encodable & Sendable, RPCError>
+        // A state change writes the call's record in its own transaction (see AuditScope).
+        let scope = entry.audited ? AuditScope(caller: caller, method: request.method, now: services.now) : nil
         do {
             // The lock is the local user's: a guarded method waits for `unlock` while it holds.
             if entry.requiresUnlock, case .local(let peer) = caller { try await services.localLock.admit(peer.uid) }
-            // A state change writes the call's record in its own transaction (see AuditScope).
-            let scope = entry.audited ? AuditScope(caller: caller, method: request.method, now: services.now) : nil
             let invocation = try await AuditScope.$current.withValue(scope) { try await entry.invoke(request, environment) }
             // The one place that runs after a sign-in: the caller's local user remembers the
             // account (its lock opens, when the proof may open it).
@@ -62,6 +62,9 @@ final class Dispatcher: Sendable {
             outcome = .success(invocation.result)
         } catch {
             let wire = wireError(error, method: request.method)
+            // A change committed before the call failed (the lock could not remember a sign-in,
+            // say) keeps its record; followers see it too.
+            if let committed = scope?.committed, !committed.isEmpty { await services.audit.publish(committed) }
             if entry.audited && wire.reason != .invalidParams {
                 // Floods of the same refusal are counted, not written one by one; a wrong secret
                 // and an admin's own action are always written in full.
