@@ -176,9 +176,11 @@ actor AuditLog {
     static let maxOpenFloods = 4096
 
     /// Reasons that say a secret was tried and found wrong: each counts toward a lockout (or
-    /// blocks a card PIN), so each is written, never summarised.
+    /// blocks a card PIN), so each is written, never summarised. `account.locked` is among them
+    /// because the failure that starts a lock answers with it (the sign-in methods' own rate
+    /// limit bounds how many of them one user can cause).
     static let countedFailures: Set<Reason> = [
-        .authFailed, .otpWrong, .otpAttemptsExhausted, .pinWrong, .pinBlocked, .cardCANMismatch, .biometricNoMatch,
+        .authFailed, .accountLocked, .otpWrong, .otpAttemptsExhausted, .pinWrong, .pinBlocked, .cardCANMismatch, .biometricNoMatch,
         .biometricCutOff, .passkeyUVFailed,
     ]
 
