@@ -20,10 +20,12 @@ public enum AdminStatus: RPCMethod {
         public var unreadOutputBytes: Int64
         public var keys: [KeyInfo]
         public var store: StoreHealth
+        /// The audit log's size and continuity; absent from a daemon that does not report it.
+        public var audit: AuditSize?
 
         public init(daemonVersion: String, protocolVersion: Int, mode: String, pid: Int32, startedAt: String,
                     uptimeSeconds: Int64, paths: Paths, connections: Int, openFileDescriptors: Int,
-                    residentMemoryBytes: Int64, unreadOutputBytes: Int64, keys: [KeyInfo], store: StoreHealth) {
+                    residentMemoryBytes: Int64, unreadOutputBytes: Int64, keys: [KeyInfo], store: StoreHealth, audit: AuditSize? = nil) {
             self.daemonVersion = daemonVersion
             self.protocolVersion = protocolVersion
             self.mode = mode
@@ -37,12 +39,13 @@ public enum AdminStatus: RPCMethod {
             self.unreadOutputBytes = unreadOutputBytes
             self.keys = keys
             self.store = store
+            self.audit = audit
         }
 
         enum CodingKeys: String, CodingKey {
             case daemonVersion = "daemon_version", protocolVersion = "protocol_version", mode, pid
             case startedAt = "started_at", uptimeSeconds = "uptime_s", paths, connections
-            case openFileDescriptors = "open_fds", residentMemoryBytes = "rss_bytes", unreadOutputBytes = "unread_output_bytes", keys, store
+            case openFileDescriptors = "open_fds", residentMemoryBytes = "rss_bytes", unreadOutputBytes = "unread_output_bytes", keys, store, audit
         }
     }
 
@@ -104,6 +107,36 @@ public enum AdminStatus: RPCMethod {
 
         enum CodingKeys: String, CodingKey {
             case integrity, schemaVersion = "schema_version", sizeBytes = "size_bytes", journalMode = "journal_mode"
+        }
+    }
+
+    /// The audit log: how much it holds, against its bounds (`[audit]` in authd.conf(5)).
+    public struct AuditSize: Codable, Sendable, Equatable {
+        public var rows: Int
+        /// The records' size as stored, estimated from their contents.
+        public var bytes: Int64
+        /// The time of the oldest record kept (RFC 3339, UTC); nil when the log is empty.
+        public var oldest: String?
+        /// Purges delete the oldest records and leave a record of what they deleted: every id up
+        /// to this one is gone (0: none ever was).
+        public var purgedThrough: Int64
+        /// `ok` when every record after `purged_through` is present; otherwise what is missing.
+        public var integrity: String
+        public var retentionSeconds: Int
+        public var maxBytes: Int64
+
+        public init(rows: Int, bytes: Int64, oldest: String?, purgedThrough: Int64, integrity: String, retentionSeconds: Int, maxBytes: Int64) {
+            self.rows = rows
+            self.bytes = bytes
+            self.oldest = oldest
+            self.purgedThrough = purgedThrough
+            self.integrity = integrity
+            self.retentionSeconds = retentionSeconds
+            self.maxBytes = maxBytes
+        }
+
+        enum CodingKeys: String, CodingKey {
+            case rows, bytes, oldest, purgedThrough = "purged_through", integrity, retentionSeconds = "retention_s", maxBytes = "max_bytes"
         }
     }
 }

@@ -4,7 +4,7 @@ import Protocol
 extension Command {
     static let adminStatus = Command(
         path: ["admin", "status"], synopsis: "",
-        abstract: "Show the daemon's health: uptime, paths, connections, memory, signing keys, store integrity."
+        abstract: "Show the daemon's health: uptime, paths, connections, memory, signing keys, store integrity, audit log size."
     ) { invocation throws(CLIError) in
         let status = try invocation.connect().call(AdminStatus.self, NoParams())
         if invocation.global.json {
@@ -20,10 +20,15 @@ extension Command {
         Output.line("connections: \(status.connections), open fds: \(status.openFileDescriptors), rss: \(status.residentMemoryBytes / 1024) KiB, "
                     + "unread answers: \(status.unreadOutputBytes / 1024) KiB")
         Output.line("store:       integrity \(status.store.integrity), schema \(status.store.schemaVersion), \(status.store.sizeBytes) bytes, journal \(status.store.journalMode)")
+        if let audit = status.audit {
+            Output.line("audit:       integrity \(audit.integrity), \(audit.rows) records, \(audit.bytes) of \(audit.maxBytes) bytes, "
+                        + "oldest \(audit.oldest ?? "none"), kept \(audit.retentionSeconds / 86400) days"
+                        + (audit.purgedThrough > 0 ? ", purged through id \(audit.purgedThrough)" : ""))
+        }
         for key in status.keys {
             Output.line("key:         \(key.kid) \(key.alg) \(key.status), created \(key.createdAt)\(key.publishedUntil.map { ", published until \($0)" } ?? "")")
         }
-        return status.store.integrity == "ok" ? .ok : .failure
+        return status.store.integrity == "ok" && (status.audit?.integrity ?? "ok") == "ok" ? .ok : .failure
     }
 
     static let adminReload = Command(

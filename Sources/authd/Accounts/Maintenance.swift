@@ -4,7 +4,8 @@ import FoundationEssentials
 /// finished code flows (code HMACs), the send records behind the hourly limit, abandoned second
 /// steps and session rows that ended more than a week ago (only their hashes); on the machine,
 /// spooled SMS (which hold codes in clear) older than a day, and any persistent logout whose
-/// sessions could not be ended at the time. Accounts, devices and the audit log are kept.
+/// sessions could not be ended at the time; and audit records past `[audit] retention` or beyond
+/// `[audit] max_size` (the purge leaves a record of what it deleted). Accounts and devices are kept.
 enum Maintenance {
     static let spoolRetention: Int64 = 86400
 
@@ -28,7 +29,7 @@ enum Maintenance {
     }
 
     /// Runs `purge` (and finishes interrupted logouts) now and every hour until cancelled.
-    static func schedule(directory: any AccountDirectory, vault: TokenVault, spoolDirectory: String, logger: Logger,
+    static func schedule(directory: any AccountDirectory, vault: TokenVault, audit: AuditLog, spoolDirectory: String, logger: Logger,
                          now: @escaping @Sendable () -> Date) -> Task<Void, Never> {
         Task {
             while !Task.isCancelled {
@@ -48,6 +49,16 @@ enum Maintenance {
                     }
                 } catch {
                     logger.warning("purging expired records failed: \(error)")
+                }
+                do {
+                    if let purge = try await audit.enforceBounds() {
+                        logger.info("purged \(purge.rows) old audit record(s)", [
+                            ("AUTHD_PURGED_AUDIT_ROWS", String(purge.rows)), ("AUTHD_PURGED_AUDIT_THROUGH", String(purge.throughID)),
+                            ("AUTHD_PURGED_AUDIT_WHY", purge.why.joined(separator: ",")),
+                        ])
+                    }
+                } catch {
+                    logger.warning("purging old audit records failed: \(error)")
                 }
                 try? await Task.sleep(for: .seconds(3600))
             }

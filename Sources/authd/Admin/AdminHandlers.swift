@@ -9,6 +9,8 @@ extension MethodTable {
         announce("admin", "audit.follow")
         register(AdminStatus.self, home: .machine, access: .admin, audit: { _, _ in [:] }) { _, _ in
             let health = try await services.store.health()
+            let audit = try await services.audit.size()
+            let bounds = AuditLog.Bounds(services.config.current)
             let now = services.now()
             let current = services.keys.current.kid
             return AdminStatus.Result(
@@ -27,7 +29,10 @@ extension MethodTable {
                           createdAt: Timestamp.rfc3339(epochSeconds: key.createdAt),
                           publishedUntil: key.publishedUntil.map { Timestamp.rfc3339(epochSeconds: $0) })
                 },
-                store: .init(integrity: health.integrity, schemaVersion: health.schemaVersion, sizeBytes: health.sizeBytes, journalMode: health.journalMode))
+                store: .init(integrity: health.integrity, schemaVersion: health.schemaVersion, sizeBytes: health.sizeBytes, journalMode: health.journalMode),
+                audit: .init(rows: audit.rows, bytes: audit.bytes, oldest: audit.oldest.map { Timestamp.rfc3339($0, milliseconds: true) },
+                             purgedThrough: audit.purgedThrough, integrity: audit.integrity, retentionSeconds: bounds.retentionSeconds,
+                             maxBytes: bounds.maxBytes))
         }
 
         register(AdminReload.self, home: .machine, access: .admin, audit: { _, result in

@@ -31,9 +31,26 @@ actor AuditLog {
     private var followers: [Int: AsyncStream<AuditRecord>.Continuation] = [:]
     private var nextFollower = 0
 
-    init(store: Store, now: @escaping @Sendable () -> Date) {
+    /// How old and how big the log may grow; read at every check, so a reload applies.
+    private let bounds: @Sendable () -> Bounds
+    /// Roughly how many bytes were written since the bounds were last enforced.
+    private var bytesSinceBoundsCheck = 0
+    private var enforcingBounds = false
+
+    /// Identical refusals are counted, not written one by one, for this long after the first.
+    let summaryWindow: Duration
+    /// A flood's summary is written early once it counts this many refusals.
+    let summaryMaxCount: Int
+    private var floods: [RefusalKey: Flood] = [:]
+    private var summaryTimer: Task<Void, Never>?
+
+    init(store: Store, now: @escaping @Sendable () -> Date, bounds: @escaping @Sendable () -> Bounds = { Bounds() },
+         summaryWindow: Duration = .seconds(60), summaryMaxCount: Int = 10_000) {
         self.store = store
         self.now = now
+        self.bounds = bounds
+        self.summaryWindow = summaryWindow
+        self.summaryMaxCount = summaryMaxCount
     }
 
     /// Appends `entry` and returns it as committed.
@@ -55,41 +72,46 @@ actor AuditLog {
             let batch = pending
             pending.removeAll()
             do {
-                let rows = batch.map { entry, time, _ in
-                    (entry, Int64((time.timeIntervalSince1970 * 1000).rounded()),
-                     String(decoding: (try? WireCodec.encodeJSON(entry.detail)) ?? Data("{}".utf8), as: UTF8.self))
+                let records = try await store.transaction(durability: .relaxed) { database in
+                    try batch.map { entry, time, _ in try Self.insert(entry, at: time, into: database) }
                 }
-                let ids = try await store.transaction(durability: .relaxed) { database -> [Int64] in
-                    let statement = try database.prepare(
-                        "INSERT INTO audit (at_ms, uid, pid, exe, method, outcome, reason, detail) VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
-                    var ids: [Int64] = []
-                    for (entry, milliseconds, detail) in rows {
-                        try statement.bind([
-                            .integer(milliseconds), .integer(Int64(entry.caller.audited.uid)), .integer(Int64(entry.caller.audited.pid)),
-                            entry.caller.audited.exe.map { .text($0) } ?? .null, .text(entry.method), .text(entry.outcome.rawValue),
-                            entry.reason.map { .text($0.rawValue) } ?? .null, .text(detail),
-                        ])
-                        while try statement.step() {}
-                        ids.append(database.lastInsertRowID)
-                    }
-                    return ids
-                }
-                for ((entry, time, continuation), id) in zip(batch, ids) {
-                    // The time as stored (whole milliseconds), so a followed record and the
-                    // same record read back by tail are identical.
-                    let stored = Date(timeIntervalSince1970: (time.timeIntervalSince1970 * 1000).rounded() / 1000)
-                    let record = AuditRecord(
-                        id: id, time: Timestamp.rfc3339(stored, milliseconds: true),
-                        caller: entry.caller.audited,
-                        method: entry.method, outcome: entry.outcome.rawValue, reason: entry.reason?.rawValue, detail: entry.detail)
+                for ((_, _, continuation), record) in zip(batch, records) {
                     continuation.resume(returning: record)
-                    for follower in followers.values { follower.yield(record) }
                 }
+                publish(records)
             } catch {
                 for (_, _, continuation) in batch { continuation.resume(throwing: error) }
             }
         }
         flushing = false
+        enforceBoundsIfDue()
+    }
+
+    /// Inserts one record in the transaction running on `database`, as committed at `time`
+    /// (whole milliseconds, so a followed record and the same record read back are identical).
+    static func insert(_ entry: Entry, at time: Date, into database: Database) throws -> AuditRecord {
+        let milliseconds = Int64((time.timeIntervalSince1970 * 1000).rounded())
+        let detail = String(decoding: (try? WireCodec.encodeJSON(entry.detail)) ?? Data("{}".utf8), as: UTF8.self)
+        try database.execute(
+            "INSERT INTO audit (at_ms, uid, pid, exe, method, outcome, reason, detail) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", [
+                .integer(milliseconds), .integer(Int64(entry.caller.audited.uid)), .integer(Int64(entry.caller.audited.pid)),
+                entry.caller.audited.exe.map { .text($0) } ?? .null, .text(entry.method), .text(entry.outcome.rawValue),
+                entry.reason.map { .text($0.rawValue) } ?? .null, .text(detail),
+            ])
+        return AuditRecord(
+            id: database.lastInsertRowID, time: Timestamp.rfc3339(Date(timeIntervalSince1970: Double(milliseconds) / 1000), milliseconds: true),
+            caller: entry.caller.audited, method: entry.method, outcome: entry.outcome.rawValue, reason: entry.reason?.rawValue,
+            detail: entry.detail)
+    }
+
+    /// Hands records committed elsewhere (in the transaction of the change they record) to the
+    /// followers, as the log's own commits are.
+    func publish(_ records: [AuditRecord]) {
+        for record in records {
+            bytesSinceBoundsCheck += Self.estimatedBytes(record)
+            publish(record: record)
+        }
+        enforceBoundsIfDue()
     }
 
     /// The newest `limit` records, oldest first.
@@ -128,6 +150,263 @@ actor AuditLog {
     func finishFollowers() {
         for follower in followers.values { follower.finish() }
         followers.removeAll()
+    }
+
+    // MARK: Floods of identical refusals
+
+    /// Refusals that are alike enough to count instead of writing each: the same method,
+    /// outcome and reason for the same user (or machine).
+    struct RefusalKey: Hashable, Sendable {
+        let method: String
+        let outcome: Outcome
+        let reason: String?
+        let caller: String
+    }
+
+    private struct Flood {
+        let caller: Caller
+        let opened: Date
+        var last: Date
+        /// Refusals since the first, which was written in full.
+        var repeated = 0
+    }
+
+    /// At most this many floods are counted at once; a refusal beyond them is written in full,
+    /// so memory stays bounded and nothing is dropped.
+    static let maxOpenFloods = 4096
+
+    /// Reasons that say a secret was tried and found wrong: each counts toward a lockout (or
+    /// blocks a card PIN), so each is written, never summarised. `account.locked` is among them
+    /// because the failure that starts a lock answers with it (the sign-in methods' own rate
+    /// limit bounds how many of them one user can cause).
+    static let countedFailures: Set<Reason> = [
+        .authFailed, .accountLocked, .otpWrong, .otpAttemptsExhausted, .pinWrong, .pinBlocked, .cardCANMismatch, .biometricNoMatch,
+        .biometricCutOff, .passkeyUVFailed,
+    ]
+
+    /// Records a refused call. When `summarizable`, the first of a flood of identical refusals
+    /// is written at once and the rest are counted: one record with their number follows when
+    /// `summaryWindow` has passed since the first, or when `summaryMaxCount` is reached.
+    func refused(_ entry: Entry, summarizable: Bool) async throws {
+        guard summarizable else {
+            try await record(entry)
+            return
+        }
+        let key = RefusalKey(method: entry.method, outcome: entry.outcome, reason: entry.reason?.rawValue, caller: entry.caller.limitKey)
+        let time = now()
+        if var flood = floods[key], time < flood.opened.addingTimeInterval(summaryWindow.seconds) {
+            flood.repeated += 1
+            flood.last = time
+            floods[key] = flood
+            if flood.repeated >= summaryMaxCount {
+                floods[key] = nil
+                try await writeSummary(of: flood, key: key)
+            }
+            return
+        }
+        if let ended = floods.removeValue(forKey: key) { try await writeSummary(of: ended, key: key) }
+        if floods.count < Self.maxOpenFloods {
+            floods[key] = Flood(caller: entry.caller, opened: time, last: time)
+            startSummaryTimer()
+        }
+        try await record(entry)
+    }
+
+    /// Writes the summaries of floods whose window has ended (of every flood when `all`, at
+    /// shutdown).
+    func closeFloods(all: Bool = false) async {
+        let time = now()
+        let ended = floods.filter { all || time >= $0.value.opened.addingTimeInterval(summaryWindow.seconds) }
+        for (key, flood) in ended {
+            floods[key] = nil
+            _ = try? await writeSummary(of: flood, key: key)
+        }
+    }
+
+    /// How many floods are being counted now.
+    var openFloods: Int { floods.count }
+
+    private func writeSummary(of flood: Flood, key: RefusalKey) async throws {
+        guard flood.repeated > 0 else { return }
+        try await record(Entry(
+            caller: flood.caller, method: key.method, outcome: key.outcome, reason: key.reason.map { Reason($0) }, detail: [
+                "repeated": .integer(Int64(flood.repeated)),
+                "first_at": .string(Timestamp.rfc3339(flood.opened, milliseconds: true)),
+                "last_at": .string(Timestamp.rfc3339(flood.last, milliseconds: true)),
+            ]))
+    }
+
+    private func startSummaryTimer() {
+        guard summaryTimer == nil else { return }
+        let window = summaryWindow
+        summaryTimer = Task { [weak self] in
+            while !Task.isCancelled {
+                try? await Task.sleep(for: window / 4)
+                guard let self, await self.closeEndedFloodsAndContinue() else { return }
+            }
+        }
+    }
+
+    /// One tick of the summary timer: whether it should keep running.
+    private func closeEndedFloodsAndContinue() async -> Bool {
+        await closeFloods()
+        if floods.isEmpty { summaryTimer = nil }
+        return summaryTimer != nil
+    }
+
+    // MARK: Size and bounds
+
+    /// How long records are kept and how much room the log may take (`[audit]`).
+    struct Bounds: Sendable, Equatable {
+        var retentionSeconds: Int
+        var maxBytes: Int64
+
+        init(retentionSeconds: Int = Config.defaultAuditRetentionSeconds, maxBytes: Int64 = Config.defaultAuditMaxBytes) {
+            self.retentionSeconds = retentionSeconds
+            self.maxBytes = maxBytes
+        }
+
+        /// The bounds `[audit]` sets.
+        init(_ config: Config) {
+            self.init(retentionSeconds: config.auditRetentionSeconds, maxBytes: Int64(config.auditMaxBytes))
+        }
+    }
+
+    /// What the log holds now, for `admin.status`.
+    struct Size: Sendable, Equatable {
+        var rows: Int
+        /// The records' size as stored, estimated from their contents.
+        var bytes: Int64
+        var oldest: Date?
+        /// The newest record of the purged prefix (0: nothing was ever purged).
+        var purgedThrough: Int64
+        /// Records missing after `purgedThrough` (ids are dense: none is ever reused or skipped,
+        /// so anything but 0 means records were removed behind the daemon's back).
+        var missing: Int64
+
+        /// `ok`, or what is missing, as `admin.status` says it.
+        var integrity: String {
+            missing == 0 ? "ok" : "\(missing) record(s) missing after id \(purgedThrough)"
+        }
+    }
+
+    /// A record's size as stored: its text plus about 48 bytes of integers and row header.
+    static let storedBytesSQL = "(48 + length(method) + length(outcome) + coalesce(length(reason), 0) + coalesce(length(exe), 0) + length(detail))"
+
+    private static func estimatedBytes(_ record: AuditRecord) -> Int {
+        48 + record.method.utf8.count + record.outcome.utf8.count + (record.reason?.utf8.count ?? 0) + (record.caller.exe?.utf8.count ?? 0)
+            + 16 * record.detail.count
+    }
+
+    /// The method of the record a purge leaves in place of what it deleted.
+    static let purgeMethod = "audit.purge"
+
+    func size() async throws -> Size {
+        try await store.read { database in
+            let (rows, bytes, oldest, first, last) = try database.queryOne(
+                "SELECT count(*), coalesce(sum(\(Self.storedBytesSQL)), 0), min(at_ms), coalesce(min(id), 0), coalesce(max(id), 0) FROM audit"
+            ) { ($0.int(0), $0.int64(1), $0.optionalInt64(2), $0.int64(3), $0.int64(4)) } ?? (0, 0, nil, 0, 0)
+            let through = try Self.purgedThrough(in: database)
+            // Records before the purged prefix cannot remain; ids after it run without a gap.
+            let missing = rows == 0 ? 0 : first <= through ? -1 : last - through - Int64(rows)
+            return Size(rows: rows, bytes: bytes, oldest: oldest.map { Date(timeIntervalSince1970: Double($0) / 1000) },
+                        purgedThrough: through, missing: missing)
+        }
+    }
+
+    /// The last id the newest purge deleted, as its record says.
+    private static func purgedThrough(in database: Database) throws -> Int64 {
+        try database.queryOne(
+            "SELECT json_extract(detail, '$.through_id') FROM audit WHERE method = ? ORDER BY id DESC LIMIT 1", [.text(purgeMethod)]
+        ) { $0.optionalInt64(0) }.flatMap { $0 } ?? 0
+    }
+
+    /// What one purge deleted.
+    struct Purge: Sendable, Equatable {
+        var rows = 0
+        var bytes: Int64 = 0
+        var throughID: Int64 = 0
+        /// `retention`, `max_size` or both: why records went.
+        var why: [String] = []
+    }
+
+    /// Deletes the oldest records: those older than the retention, then more until the log is
+    /// back under nine tenths of its maximum size (so it is not purged again at once). The
+    /// purge is a prefix of the log and leaves a record saying what it deleted (how many, up to
+    /// which id, from when to when), in the same transaction, so the log stays verifiable: every
+    /// id after the purged prefix is present. Returns nil when nothing was due.
+    @discardableResult
+    func enforceBounds() async throws -> Purge? {
+        let bounds = bounds()
+        let time = now()
+        let cutoff = Int64(((time.timeIntervalSince1970 - Double(bounds.retentionSeconds)) * 1000).rounded())
+        let daemon = Caller.local(CallerIdentity(uid: Syscalls.effectiveUserID(), gid: 0, pid: Syscalls.processID(), exe: nil, username: nil, groups: []))
+        let (purge, record) = try await store.transaction(durability: .relaxed) { database -> (Purge?, AuditRecord?) in
+            var purge = Purge()
+            let byAge = try database.queryOne("SELECT max(id) FROM audit WHERE at_ms < ?", [.integer(cutoff)]) { $0.optionalInt64(0) } ?? nil
+            if let byAge {
+                purge.throughID = byAge
+                purge.why.append("retention")
+            }
+            let kept = try database.queryOne(
+                "SELECT coalesce(sum(\(Self.storedBytesSQL)), 0) FROM audit WHERE id > ?", [.integer(purge.throughID)]) { $0.int64(0) } ?? 0
+            if kept > bounds.maxBytes {
+                // The shortest prefix whose removal brings the rest under nine tenths.
+                let excess = kept - bounds.maxBytes / 10 * 9
+                purge.throughID = try database.queryOne(
+                    """
+                    SELECT id FROM (SELECT id, sum(\(Self.storedBytesSQL)) OVER (ORDER BY id) AS running FROM audit WHERE id > ?)
+                    WHERE running >= ? ORDER BY id LIMIT 1
+                    """, [.integer(purge.throughID), .integer(excess)]) { $0.int64(0) } ?? purge.throughID
+                purge.why.append("max_size")
+            }
+            guard !purge.why.isEmpty else { return (nil, nil) }
+            let (rows, bytes, from, to) = try database.queryOne(
+                "SELECT count(*), coalesce(sum(\(Self.storedBytesSQL)), 0), min(at_ms), max(at_ms) FROM audit WHERE id <= ?",
+                [.integer(purge.throughID)]) { ($0.int(0), $0.int64(1), $0.optionalInt64(2), $0.optionalInt64(3)) } ?? (0, 0, nil, nil)
+            guard rows > 0 else { return (nil, nil) }
+            purge.rows = rows
+            purge.bytes = bytes
+            try database.execute("DELETE FROM audit WHERE id <= ?", [.integer(purge.throughID)])
+            func stamp(_ milliseconds: Int64?) -> JSONValue {
+                milliseconds.map { .string(Timestamp.rfc3339(Date(timeIntervalSince1970: Double($0) / 1000), milliseconds: true)) } ?? .null
+            }
+            let record = try Self.insert(Entry(caller: daemon, method: Self.purgeMethod, outcome: .ok, reason: nil, detail: [
+                "through_id": .integer(purge.throughID), "rows": .integer(Int64(rows)), "bytes": .integer(bytes),
+                "first_at": stamp(from), "last_at": stamp(to), "why": .array(purge.why.map { .string($0) }),
+                "retention_s": .integer(Int64(bounds.retentionSeconds)), "max_size": .integer(bounds.maxBytes),
+            ]), at: time, into: database)
+            return (purge, record)
+        }
+        if let record { publish(record: record) }
+        return purge
+    }
+
+    private func publish(record: AuditRecord) {
+        for follower in followers.values { follower.yield(record) }
+    }
+
+    /// Enforces the bounds in the background once about a sixteenth of the maximum size (at
+    /// least 1 MiB) was written since the last time: the hourly maintenance alone would let a
+    /// busy daemon write far past the maximum in between.
+    private func enforceBoundsIfDue() {
+        let every = max(1 << 20, Int(bounds().maxBytes / 16))
+        guard bytesSinceBoundsCheck >= every, !enforcingBounds else { return }
+        bytesSinceBoundsCheck = 0
+        enforcingBounds = true
+        Task {
+            _ = try? await self.enforceBounds()
+            self.boundsEnforced()
+        }
+    }
+
+    private func boundsEnforced() { enforcingBounds = false }
+}
+
+extension Duration {
+    /// The duration in seconds, as a floating-point number.
+    var seconds: Double {
+        Double(components.seconds) + Double(components.attoseconds) / 1e18
     }
 }
 

@@ -175,6 +175,7 @@ final class KeyRing: Sendable {
                 [.integer(seconds), .integer(until)])
             try database.execute("DELETE FROM signing_keys WHERE published_until IS NOT NULL AND published_until <= ?", [.integer(seconds)])
             try generated.insert(into: database)
+            try AuditScope.record(in: database, ["kid": .string(generated.kid), "previous_kid": previous.map { .string($0) } ?? .null])
             return previous
         }
         let reloaded = try await Self.load(store: store, sealer: sealer)

@@ -60,6 +60,7 @@ extension SQLiteAccountDirectory {
     func unlock(_ keys: [AccountKey], selector: String) async throws -> AccountRecord {
         try await administer(keys, selector: selector) { database, id, _ in
             try database.execute("UPDATE accounts SET failed_logins = 0, locked_until = NULL, pin_failures = 0, pin_locked_until = NULL WHERE id = ?", [.text(id)])
+            try AuditScope.record(in: database, ["account": .string(id)])
         }
     }
 
@@ -67,12 +68,16 @@ extension SQLiteAccountDirectory {
         try await administer(keys, selector: selector) { database, id, _ in
             try database.execute("UPDATE accounts SET device_limit = ?, device_policy = ? WHERE id = ?",
                                  [limit.map { .integer(Int64($0)) } ?? .null, policy.map { .text($0.rawValue) } ?? .null, .text(id)])
+            try AuditScope.record(in: database, [
+                "account": .string(id), "device_limit": limit.map { .integer(Int64($0)) } ?? .null, "device_policy": policy.map { .string($0.rawValue) } ?? .null,
+            ])
         }
     }
 
     func deactivate(_ keys: [AccountKey], selector: String) async throws -> AccountRecord {
         try await administer(keys, selector: selector) { database, id, now in
             try Self.deactivate(in: database, account: id, now: now)
+            try AuditScope.record(in: database, ["account": .string(id)])
         }
     }
 

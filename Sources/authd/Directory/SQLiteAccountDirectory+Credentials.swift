@@ -341,6 +341,7 @@ extension SQLiteAccountDirectory {
                                      [.text(passwordHash), .text(session.accountID)])
             }
             guard let info = try Self.accountInfo(in: database, id: session.accountID) else { throw SessionFailure.ended }
+            try AuditScope.record(in: database, ["account": .string(info.id), "email": .bool(email != nil), "password": .bool(passwordHash != nil)])
             return info
         }
     }
@@ -359,12 +360,14 @@ extension SQLiteAccountDirectory {
             try database.execute(
                 "UPDATE accounts SET pin_hash = ?, pin_failures = 0, pin_total_failures = 0, pin_locked_until = NULL, pin_reenroll_required = 0 WHERE id = ?",
                 [.text(hash), .text(session.accountID)])
+            try AuditScope.record(in: database, ["account": .string(session.accountID)])
         }
     }
 
     func removePIN(_ token: String) async throws {
         try await withSession(token) { database, session in
             try database.execute("UPDATE accounts SET pin_hash = NULL, pin_failures = 0, pin_locked_until = NULL WHERE id = ?", [.text(session.accountID)])
+            try AuditScope.record(in: database, ["account": .string(session.accountID)])
         }
     }
 

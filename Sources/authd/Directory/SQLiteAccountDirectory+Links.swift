@@ -133,6 +133,7 @@ extension SQLiteAccountDirectory {
                 [.blob(credential.id), .text(account), .blob(publicKey), .integer(Int64(credential.signCount)),
                  .integer(credential.userVerified ? 1 : 0), .integer(credential.backupEligible ? 1 : 0), .integer(credential.backupState ? 1 : 0),
                  .integer(now)])
+            try AuditScope.record(in: database, ["account": .string(account), "credential": .string(Base64URL.encode(credential.id))])
             return now
         }
     }
@@ -210,6 +211,7 @@ extension SQLiteAccountDirectory {
         try await withSession(token) { database, session in
             try database.execute("DELETE FROM account_passkeys WHERE credential_id = ? AND account_id = ?", [.blob(id), .text(session.accountID)])
             guard database.changes == 1 else { throw PasskeyFailure.noSuchAccountPasskey }
+            try AuditScope.record(in: database, ["account": .string(session.accountID), "credential": .string(Base64URL.encode(id))])
         }
     }
 }

@@ -108,6 +108,8 @@ struct SQLiteAccountDirectory: AccountDirectory {
                          config: Config, now: Int64) throws -> SignedIn {
         let session = try createSession(in: database, account: account, device: device, amr: amr, federation: federation, config: config, now: now)
         guard let info = try accountInfo(in: database, id: account) else { throw SessionFailure.ended }
+        // Every sign-in (and the registration that signs the new account in) comes through here.
+        try AuditScope.record(in: database, ["account": .string(account), "session": .string(session.id), "device": .string(session.deviceID)])
         return SignedIn(account: info, session: session)
     }
 
@@ -221,6 +223,7 @@ struct SQLiteAccountDirectory: AccountDirectory {
         let now = seconds
         return try await withSession(token) { database, session in
             try database.execute("UPDATE sessions SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL", [.integer(now), .text(session.id)])
+            try AuditScope.record(in: database, ["session": .string(session.id)])
             return session.id
         }
     }
@@ -250,6 +253,7 @@ struct SQLiteAccountDirectory: AccountDirectory {
             try database.execute("UPDATE sessions SET revoked_at = ? WHERE id = ? AND account_id = ? AND revoked_at IS NULL",
                                  [.integer(now), .text(id), .text(session.accountID)])
             guard database.changes == 1 else { throw SessionFailure.unknownSession }
+            try AuditScope.record(in: database, ["session": .string(id)])
         }
     }
 
@@ -274,11 +278,15 @@ struct SQLiteAccountDirectory: AccountDirectory {
                                  [.integer(now), .text(id), .text(session.accountID)])
             guard database.changes == 1 else { throw SessionFailure.unknownDevice }
             try database.execute("UPDATE sessions SET revoked_at = ? WHERE device_id = ? AND revoked_at IS NULL", [.integer(now), .text(id)])
+            try AuditScope.record(in: database, ["device": .string(id)])
         }
     }
 
     func deactivate(account: String) async throws {
         let now = seconds
-        try await store.transaction { try Self.deactivate(in: $0, account: account, now: now) }
+        try await store.transaction { database in
+            try Self.deactivate(in: database, account: account, now: now)
+            try AuditScope.record(in: database, ["account": .string(account)])
+        }
     }
 }

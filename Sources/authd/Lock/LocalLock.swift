@@ -128,6 +128,7 @@ final class LocalLock: Sendable {
         try await store.transaction { database in
             try database.execute("UPDATE local_users SET locked = ?, active_at = ? WHERE uid = ?",
                                  [.integer(locked ? 1 : 0), .integer(now), .integer(Int64(uid))])
+            try AuditScope.record(in: database, ["uid": .integer(Int64(uid)), "locked": .bool(locked)])
         }
         entries.withLock {
             $0[uid]?.locked = locked

@@ -101,6 +101,7 @@ struct PlatformAuthenticator: Sendable {
                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, ?)
                 """,
                 [.blob(credentialID), .integer(uid), .text(rpID), .text(rpName), .blob(userHandle), .text(userName), .text(displayName), .blob(sealed), .integer(now)])
+            try AuditScope.record(in: database, ["origin": .string(origin.serialized), "rp_id": .string(rpID), "credential": .string(Base64URL.encode(credentialID))])
         }
         var extensions: [String: JSONValue] = [:]
         if options.extensions?["credProps"] == .bool(true) { extensions["credProps"] = .object(["rk": .bool(true)]) }
@@ -189,7 +190,9 @@ struct PlatformAuthenticator: Sendable {
         let id = try Self.binary(params.id, field: "id", bytes: 1...AuthenticatorData.maxCredentialIDLength)
         let deleted = try await store.transaction { database in
             try database.execute("DELETE FROM passkey_keys WHERE credential_id = ? AND uid = ?", [.blob(id), .integer(Int64(uid))])
-            return database.changes == 1
+            guard database.changes == 1 else { return false }
+            try AuditScope.record(in: database, ["credential": .string(params.id)])
+            return true
         }
         guard deleted else { throw PasskeyFailure.noSuchPasskey }
         return .init(id: params.id, deleted: true)

@@ -83,7 +83,7 @@ final class Daemon: @unchecked Sendable {
         let directory = SQLiteAccountDirectory(store: store, config: holder, logger: logger, now: now)
         services = Services(
             options: options, config: holder, reloader: ConfigReloader(path: options.configPath, holder: holder, logger: logger),
-            logger: logger, store: store, directory: directory, keys: keys, audit: AuditLog(store: store, now: now), connections: ConnectionRegistry(),
+            logger: logger, store: store, directory: directory, keys: keys, audit: AuditLog(store: store, now: now, bounds: { AuditLog.Bounds(holder.current) }), connections: ConnectionRegistry(),
             masterKeySource: masterKey.source, sealer: sealer, codeKey: try KeyDerivation.key(masterKey, label: "otp-code"),
             localLock: LocalLock(store: store, directory: directory, config: holder, now: now), events: EventBus(),
             vault: TokenVault(store: store, sealer: sealer, directory: directory),
@@ -93,8 +93,8 @@ final class Daemon: @unchecked Sendable {
         let (fd, boundPath) = try openListeningSocket()
         listener = Listener(fd: fd, socketPath: boundPath, dispatcher: dispatcher)
         listener.start()
-        maintenance = Maintenance.schedule(directory: directory, vault: services.vault, spoolDirectory: options.smsSpoolDirectory,
-                                           logger: logger, now: now)
+        maintenance = Maintenance.schedule(directory: directory, vault: services.vault, audit: services.audit,
+                                           spoolDirectory: options.smsSpoolDirectory, logger: logger, now: now)
         let elapsed = Date().timeIntervalSince(started)
         logger.notice("authd \(DaemonVersion.string) ready in \(options.mode.rawValue) mode on \(options.socketPath)", [
             ("AUTHD_SOCKET", options.socketPath), ("AUTHD_STATE_DIR", options.stateDirectory),
@@ -170,6 +170,8 @@ final class Daemon: @unchecked Sendable {
         while connections.count > 0 && ContinuousClock.now < closing {
             try? await Task.sleep(for: .milliseconds(5))
         }
+        // Counted refusals are written before the store closes.
+        await services.audit.closeFloods(all: true)
         await services.store.checkpoint()
         logger.notice("stopped")
     }

@@ -32,33 +32,50 @@ final class Dispatcher: Sendable {
         if entry.access == .admin && !services.isAdmin(caller) {
             let error = RPCError.forbidden(request.method)
             if entry.audited {
-                _ = try? await services.audit.record(.init(caller: caller, method: request.method, outcome: .denied, reason: error.reason, detail: [:]))
+                _ = try? await services.audit.refused(
+                    .init(caller: caller, method: request.method, outcome: .denied, reason: error.reason, detail: [:]), summarizable: true)
             }
             log(request.method, caller, .failure(error), started)
             return reply(request, .failure(error))
         }
         let outcome: Result<any Encodable & Sendable, RPCError>
+        // A state change writes the call's record in its own transaction (see AuditScope).
+        let scope = entry.audited ? AuditScope(caller: caller, method: request.method, now: services.now) : nil
         do {
             // The lock is the local user's: a guarded method waits for `unlock` while it holds.
             if entry.requiresUnlock, case .local(let peer) = caller { try await services.localLock.admit(peer.uid) }
-            // Blocking work (Argon2id) is shared fairly between callers, not in arrival order.
-            let invocation = try await WorkRequester.$key.withValue(caller.limitKey) { try await entry.invoke(request, environment) }
+            // Blocking work (Argon2id) is shared fairly between callers, not in arrival order; a
+            // change writes its audit record in its own transaction through the scope.
+            let invocation = try await WorkRequester.$key.withValue(caller.limitKey) {
+                try await AuditScope.$current.withValue(scope) { try await entry.invoke(request, environment) }
+            }
             // The one place that runs after a sign-in: the caller's local user remembers the
             // account (its lock opens, when the proof may open it).
             if let proof = entry.remembers, let (account, device) = invocation.signedIn, case .local(let peer) = caller {
                 try await services.localLock.remember(peer.uid, account: account, device: device, proof: proof)
             }
-            if entry.audited {
-                // Fail closed: a result that cannot be recorded is not handed out.
-                try await services.audit.record(.init(caller: caller, method: request.method, outcome: .ok, reason: nil, detail: invocation.auditDetail))
+            if let scope {
+                let committed = scope.committed
+                if committed.isEmpty {
+                    // Fail closed: a result that cannot be recorded is not handed out.
+                    try await services.audit.record(.init(caller: caller, method: request.method, outcome: .ok, reason: nil, detail: invocation.auditDetail))
+                } else {
+                    await services.audit.publish(committed)
+                }
             }
             outcome = .success(invocation.result)
         } catch {
             let wire = wireError(error, method: request.method)
+            // A change committed before the call failed (the lock could not remember a sign-in,
+            // say) keeps its record; followers see it too.
+            if let committed = scope?.committed, !committed.isEmpty { await services.audit.publish(committed) }
             if entry.audited && wire.reason != .invalidParams {
-                _ = try? await services.audit.record(.init(
+                // Floods of the same refusal are counted, not written one by one; a wrong secret
+                // and an admin's own action are always written in full.
+                let summarizable = !AuditLog.countedFailures.contains(wire.reason) && !(entry.access == .admin && services.isAdmin(caller))
+                _ = try? await services.audit.refused(.init(
                     caller: caller, method: request.method, outcome: wire.code == .forbidden ? .denied : .error,
-                    reason: wire.reason, detail: [:]))
+                    reason: wire.reason, detail: [:]), summarizable: summarizable)
             }
             outcome = .failure(wire)
         }

@@ -26,11 +26,20 @@ actor Store {
         case relaxed
     }
 
-    /// Runs `body` in one all-or-nothing transaction.
+    /// Runs `body` in one all-or-nothing transaction. An audit record `body` writes for the
+    /// call the task serves (`AuditScope.record(in:_:)`) commits or rolls back with the rest.
     func transaction<T: Sendable>(durability: Durability = .full, _ body: (Database) throws -> T) throws -> T {
         if durability == .relaxed { try database.execute("PRAGMA synchronous = NORMAL") }
         defer { if durability == .relaxed { try? database.execute("PRAGMA synchronous = FULL") } }
-        return try database.transaction { try body(database) }
+        let scope = AuditScope.current
+        do {
+            let result = try database.transaction { try body(database) }
+            scope?.transactionEnded(committed: true)
+            return result
+        } catch {
+            scope?.transactionEnded(committed: false)
+            throw error
+        }
     }
 
     /// Runs `body` against the database without a transaction (single reads).

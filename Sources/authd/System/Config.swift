@@ -145,8 +145,20 @@ struct Config: Equatable, Sendable {
         .duration("timeout", \.passkeyTimeoutSeconds, in: 30...3600),
     ])
 
+    /// Ninety days: long enough to look back over a quarter's sign-ins and token issuance.
+    static let defaultAuditRetentionSeconds = 90 * 86400
+    /// 64 MiB: some 300,000 records, and small beside the disk of any machine authd runs on.
+    static let defaultAuditMaxBytes: Int64 = 64 << 20
+    /// How long audit records are kept, and how much room the audit log may take.
+    var auditRetentionSeconds = defaultAuditRetentionSeconds
+    var auditMaxBytes = Int(defaultAuditMaxBytes)
+    private static let audit = Section("audit", [
+        .duration("retention", \.auditRetentionSeconds, in: 86400...(3650 * 86400)),
+        .size("max_size", \.auditMaxBytes, in: (1 << 20)...(1 << 40)),
+    ])
+
     /// Every section but `[federation.NAME]`, in the order `changes(from:)` reports their keys.
-    private static let sections = [server, log, tokens, admin, sms, accounts, card, lock, biometric, federation, passkeys]
+    private static let sections = [server, log, tokens, admin, sms, accounts, card, lock, biometric, federation, passkeys, audit]
 
     /// One `[federation.NAME]` section.
     struct FederationProvider: Equatable, Sendable {
@@ -377,7 +389,23 @@ struct Config: Equatable, Sendable {
 
     /// Seconds, with an optional `s`, `m`, `h` or `d` suffix (`90`, `90s`, `5m`, `1h`, `1d`).
     static func duration(_ value: String, in range: ClosedRange<Int>) throws(ValueError) -> Int {
-        let units: [Character: Int] = ["s": 1, "m": 60, "h": 3600, "d": 86400]
+        guard let seconds = scaled(value, units: ["s": 1, "m": 60, "h": 3600, "d": 86400], in: range) else {
+            throw ValueError(message: "must be a duration from \(range.lowerBound)s to \(range.upperBound)s (e.g. 90s, 5m, 1h, 1d), not \(shown(value))")
+        }
+        return seconds
+    }
+
+    /// Bytes, with an optional `K`, `M` or `G` suffix (powers of 1024: `64M` is 64 MiB).
+    static func size(_ value: String, in range: ClosedRange<Int>) throws(ValueError) -> Int {
+        guard let bytes = scaled(value, units: ["K": 1 << 10, "M": 1 << 20, "G": 1 << 30], in: range) else {
+            throw ValueError(message: "must be a size from \(range.lowerBound) to \(range.upperBound) bytes (e.g. 64M, 1G), not \(shown(value))")
+        }
+        return bytes
+    }
+
+    /// A whole number with an optional one-letter unit, as a multiple of the unit; nil when it
+    /// is not one, or falls outside `range`.
+    private static func scaled(_ value: String, units: [Character: Int], in range: ClosedRange<Int>) -> Int? {
         var digits = Substring(value)
         var multiplier = 1
         if let last = value.last, let unit = units[last] {
@@ -386,9 +414,7 @@ struct Config: Equatable, Sendable {
         }
         guard !digits.isEmpty, digits.allSatisfy(\.isASCII), let number = Int(digits), number >= 0,
               number <= Int.max / multiplier, range.contains(number * multiplier)
-        else {
-            throw ValueError(message: "must be a duration from \(range.lowerBound)s to \(range.upperBound)s (e.g. 90s, 5m, 1h, 1d), not \(shown(value))")
-        }
+        else { return nil }
         return number * multiplier
     }
 }
@@ -397,6 +423,10 @@ struct Config: Equatable, Sendable {
 extension Config.Setting {
     static func integer(_ key: String, _ property: WritableKeyPath<Root, Int> & Sendable, in range: ClosedRange<Int>) -> Self {
         Self(key, property) { value throws(Config.ValueError) in try Config.integer(value, in: range) }
+    }
+
+    static func size(_ key: String, _ property: WritableKeyPath<Root, Int> & Sendable, in range: ClosedRange<Int>) -> Self {
+        Self(key, property) { value throws(Config.ValueError) in try Config.size(value, in: range) }
     }
 
     static func duration(_ key: String, _ property: WritableKeyPath<Root, Int> & Sendable, in range: ClosedRange<Int>) -> Self {

@@ -1,0 +1,53 @@
+import FoundationEssentials
+import Protocol
+import Synchronization
+
+/// The audited call a task is serving, so that the transaction making the call's change writes
+/// the call's audit record too: a crash then loses both or neither, never the record alone.
+///
+/// The dispatcher opens a scope around an audited handler. The store write that makes the
+/// call's state change (a new account, a session, a password, a revoked device, a rotated key)
+/// calls `AuditScope.record(in:_:)` inside its transaction; `Store.transaction` tells the scope
+/// whether that transaction committed. When the handler returns, the dispatcher writes a record
+/// after the fact only if no transaction of the call did (read-only calls, refusals).
+final class AuditScope: Sendable {
+    /// The scope of the audited call this task serves; nil outside one (maintenance, start-up).
+    @TaskLocal static var current: AuditScope?
+
+    let caller: Caller
+    let method: String
+    private let now: @Sendable () -> Date
+
+    private struct Records {
+        /// Written in the transaction that is running, not yet committed.
+        var staged: [AuditRecord] = []
+        var committed: [AuditRecord] = []
+    }
+    private let records = Mutex(Records())
+
+    init(caller: Caller, method: String, now: @escaping @Sendable () -> Date) {
+        self.caller = caller
+        self.method = method
+        self.now = now
+    }
+
+    /// Appends the call's success record, with `detail`, to the transaction running on
+    /// `database`, when the running task serves an audited call; does nothing otherwise.
+    static func record(in database: Database, _ detail: [String: JSONValue]) throws {
+        guard let scope = current else { return }
+        let record = try AuditLog.insert(
+            .init(caller: scope.caller, method: scope.method, outcome: .ok, reason: nil, detail: detail), at: scope.now(), into: database)
+        scope.records.withLock { $0.staged.append(record) }
+    }
+
+    /// The transaction that may have staged records ended (`Store.transaction` calls this).
+    func transactionEnded(committed: Bool) {
+        records.withLock { records in
+            if committed { records.committed += records.staged }
+            records.staged.removeAll()
+        }
+    }
+
+    /// The records the call's own transactions committed.
+    var committed: [AuditRecord] { records.withLock { $0.committed } }
+}
