@@ -330,10 +330,15 @@ extension SQLiteAccountDirectory {
 
     func updateProfile(_ token: String, email: String?, passwordHash: String?) async throws -> AccountInfo {
         try await withSession(token) { database, session in
+            var detail: [String: JSONValue] = ["email": .bool(email != nil), "password": .bool(passwordHash != nil)]
             if let email {
                 if try database.queryOne("SELECT 1 FROM accounts WHERE email = ? AND id != ?", [.text(email), .text(session.accountID)], row: { $0.int(0) }) != nil {
                     throw AccountFailure.emailTaken
                 }
+                // The record says which address replaced which, redacted as the journal shows them.
+                let previous = try database.queryOne("SELECT email FROM accounts WHERE id = ?", [.text(session.accountID)]) { $0.optionalText(0) } ?? nil
+                detail["email_from"] = previous.map { .string(AccountSettings.redacted(email: $0)) } ?? .null
+                detail["email_to"] = .string(AccountSettings.redacted(email: email))
                 try database.execute("UPDATE accounts SET email = ? WHERE id = ?", [.text(email), .text(session.accountID)])
             }
             if let passwordHash {
@@ -341,7 +346,8 @@ extension SQLiteAccountDirectory {
                                      [.text(passwordHash), .text(session.accountID)])
             }
             guard let info = try Self.accountInfo(in: database, id: session.accountID) else { throw SessionFailure.ended }
-            try AuditScope.record(in: database, ["account": .string(info.id), "email": .bool(email != nil), "password": .bool(passwordHash != nil)])
+            detail["account"] = .string(info.id)
+            try AuditScope.record(in: database, detail)
             return info
         }
     }
