@@ -95,10 +95,14 @@ struct ConcurrencyTests {
                     if b'"protocol_version"' in f.readline(): answered += 1
                     time.sleep(0.1)
                 os._exit(answered)
+            # Sample until 3 s after the first unread answers show (the flood takes a while to fill
+            # the sockets' kernel buffers on a busy machine), at most 90 s.
             peak, most = idle, 0
-            deadline = time.time() + 6
+            deadline = time.time() + 90
             while time.time() < deadline:
-                peak = max(peak, rss()); most = max(most, unread()); time.sleep(0.25)
+                peak = max(peak, rss()); most = max(most, unread())
+                if most > 0: deadline = min(deadline, time.time() + 3)
+                time.sleep(0.25)
             _, status = os.waitpid(child, 0)
             print(idle, peak, most, os.waitstatus_to_exitcode(status))
             """
@@ -106,10 +110,10 @@ struct ConcurrencyTests {
         let figures = result.stdout.split(separator: " ").compactMap { Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
         try #require(figures.count == 4, "\(result.stdout)\(result.stderr)")
         let (idle, peak, unread, answered) = (figures[0], figures[1], figures[2], figures[3])
-        // Each flooder stops being read at 64 KiB unread, with at most 64 answers in flight.
-        #expect(unread > 0 && unread <= 16 << 20, "unread output peaked at \(unread >> 10) KiB")
+        // Each flooder stops being read at 1 MiB unread; one that takes root past 16 MiB is closed.
+        #expect(unread > 0 && unread <= 17 << 20, "unread output peaked at \(unread >> 10) KiB (16 MiB per user, plus one answer)")
         #expect(answered == 20, "the other user's 20 requests were all answered")
-        #expect(peak - idle < 48 << 20, "RSS grew by \((peak - idle) >> 20) MiB")
+        #expect(peak - idle < 160 << 20, "RSS grew by \((peak - idle) >> 20) MiB")
         #expect(try setup.result("hello")["protocol_version"] == 1)
     }
 

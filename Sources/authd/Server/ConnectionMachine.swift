@@ -14,7 +14,7 @@ struct ConnectionMachine {
         var maxPendingOutput = 16 << 20
         /// While more than this waits for the client to read it, no new request is read from
         /// it (back-pressure: a client that does not read its answers asks nothing more).
-        var readPauseOutput = 64 << 10
+        var readPauseOutput = 1 << 20
         var maxStreams = 16
         var maxLineLength = LineFramer.defaultMaxLineLength
     }
