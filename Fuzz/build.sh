@@ -60,7 +60,7 @@ c_object() {
     "$CLANG" -c -g -O1 -fsanitize=address,fuzzer-no-link -fPIC -I"$ROOT/Sources/$name/include" "$@" -o "$BUILD/lib/$name.o" "$source"
 }
 
-c_object CLinux Sources/CLinux/shim.c -D_GNU_SOURCE
+c_object CLinux Sources/CLinux/shim.c
 c_object CPCSC Sources/CPCSC/shim.c
 c_object CPhoneNumber Sources/CPhoneNumber/shim.cpp -std=c++17
 
@@ -70,6 +70,12 @@ swift_module SmartCard Sources/SmartCard/*.swift
 swift_module authd $(find Sources/authd -name '*.swift' ! -path Sources/authd/main.swift | sort)
 swift_module FuzzHarnesses Fuzz/Harnesses/*.swift Fuzz/Entry/Entry.swift
 
+# The Swift libraries each module imports (Foundation, Synchronization…) are recorded in its
+# objects; the driver reads them from objects it is given, not from archives, so they are
+# extracted here.
+LIBRARIES="FuzzHarnesses authd SmartCard OpenSSLCrypto Protocol"
+AUTOLINK=$(for library in $LIBRARIES; do "$(dirname "$SWIFTC")/swift-autolink-extract" "$BUILD/lib/lib$library.a" -o -; done | sort -u)
+
 for target in $TARGETS; do
     symbol=authd_fuzz_$(echo "$target" | tr - _)
     binary="$BUILD/bin/fuzz-$target"
@@ -77,7 +83,7 @@ for target in $TARGETS; do
     echo "fuzz: linking $binary"
     "$SWIFTC" $SAN -use-ld=lld -o "$binary" \
         -Xlinker --defsym=LLVMFuzzerTestOneInput=$symbol -Xlinker -u -Xlinker $symbol \
-        -L "$BUILD/lib" -lFuzzHarnesses -lauthd -lSmartCard -lOpenSSLCrypto -lProtocol \
+        -L "$BUILD/lib" $(for library in $LIBRARIES; do echo "-l$library"; done) $AUTOLINK \
         "$BUILD/lib/CLinux.o" "$BUILD/lib/CPCSC.o" "$BUILD/lib/CPhoneNumber.o" \
         -lsqlite3 -lcrypto -lsystemd -largon2 -leac -lcbor -lpsl -lphonenumber -lpcsclite -lstdc++
 done

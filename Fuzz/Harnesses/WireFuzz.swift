@@ -7,7 +7,8 @@ import Protocol
 /// `Params` is reached even before the fuzzer learns the method names.
 enum WireFuzz {
     /// Every method of the protocol (Sources/Protocol/*Methods.swift).
-    static let methods: [any RPCMethod.Type] = [
+    // Metatypes of a non-Sendable protocol are not Sendable; these lists are never changed.
+    nonisolated(unsafe) static let methods: [any RPCMethod.Type] = [
         AccountRegisterStart.self, AccountRegisterResend.self, AccountRegisterVerify.self, SessionGet.self, AuthLogout.self,
         AuthLogin.self, AuthLoginPIN.self, TwoFactorPINEnable.self, TwoFactorPINDisable.self, AccountProfileSet.self,
         AccountPasswordCheck.self, SessionList.self, SessionRevoke.self, DeviceList.self, DeviceRevoke.self, AuthToken.self,
@@ -25,7 +26,7 @@ enum WireFuzz {
         PromptAnswer.self, PromptCancel.self,
     ]
 
-    static let byName: [String: any RPCMethod.Type] = Dictionary(uniqueKeysWithValues: methods.map { ($0.name, $0) })
+    nonisolated(unsafe) static let byName: [String: any RPCMethod.Type] = Dictionary(uniqueKeysWithValues: methods.map { ($0.name, $0) })
 
     /// A line cap small enough that the fuzzer reaches "line too long" (the daemon's is 1 MiB).
     static let maxLineLength = 4096
