@@ -130,7 +130,8 @@ test: deps check-toolchain
 # `make fuzz`: a libFuzzer binary per parser that reads outside input (Fuzz/build.sh, with
 # -sanitize=fuzzer,address, outside SwiftPM's build), each run in turn in one process for
 # FUZZ_RUNS executions from its committed corpus. New inputs land in .build/fuzz/found/TARGET,
-# crashes there too. `make test` replays the committed corpora without the fuzzer (FuzzTests).
+# crashes there too (libFuzzer reports them; Swift's own backtracer, slow under ASan, is off).
+# `make test` replays the committed corpora without the fuzzer (FuzzTests).
 FUZZ_RUNS    ?= 1000000
 FUZZ_TARGETS ?= wire strict-json config smartcard webauthn jose phone
 FUZZ_FLAGS   ?= -max_len=16384 -timeout=10
@@ -140,7 +141,7 @@ fuzz: deps check-toolchain
 	@for target in $(FUZZ_TARGETS); do \
 	  found=.build/fuzz/found/$$target; mkdir -p $$found/corpus; \
 	  echo "make: fuzzing $$target for $(FUZZ_RUNS) runs"; \
-	  .build/fuzz/bin/fuzz-$$target -runs=$(FUZZ_RUNS) -workers=1 -print_final_stats=1 $(FUZZ_FLAGS) \
+	  SWIFT_BACKTRACE=enable=no .build/fuzz/bin/fuzz-$$target -runs=$(FUZZ_RUNS) -workers=1 -print_final_stats=1 $(FUZZ_FLAGS) \
 	    -artifact_prefix=$$found/ $$found/corpus Fuzz/corpus/$$target || exit 1; \
 	done
 

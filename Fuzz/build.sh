@@ -44,13 +44,18 @@ stale() {
 }
 
 # swift_module NAME SOURCES...: a static library and its module, with the C modules visible.
+# Built again when a module before it was: -O inlines code across modules.
+UPSTREAM=""
 swift_module() {
     name=$1; shift
-    stale "$BUILD/lib/lib$name.a" "$@" "$0" || return 0
+    library="$BUILD/lib/lib$name.a"
+    upstream=$UPSTREAM
+    UPSTREAM="$UPSTREAM $library"
+    stale "$library" "$@" $upstream "$0" || return 0
     echo "fuzz: compiling $name"
     "$SWIFTC" $SWIFTFLAGS $CMODULES -enable-testing -module-name "$name" -emit-library -static \
         -emit-module -emit-module-path "$BUILD/modules/$name.swiftmodule" \
-        -o "$BUILD/lib/lib$name.a" "$@"
+        -o "$library" "$@"
 }
 
 c_object() {
