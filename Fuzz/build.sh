@@ -53,6 +53,9 @@ swift_module() {
     UPSTREAM="$UPSTREAM $library"
     stale "$library" "$@" $upstream "$0" || return 0
     echo "fuzz: compiling $name"
+    # An existing archive would keep its old members beside the new ones, and the linker
+    # takes the first definition it finds.
+    rm -f "$library"
     "$SWIFTC" $SWIFTFLAGS $CMODULES -enable-testing -module-name "$name" -emit-library -static \
         -emit-module -emit-module-path "$BUILD/modules/$name.swiftmodule" \
         -o "$library" "$@"
