@@ -22,7 +22,7 @@ RUN_BIN         ?=
 # How long `make run` waits for authd to answer and the virtual card to be in its reader.
 RUN_WAIT        ?= 60
 
-.PHONY: all deps build release run test bench install uninstall clean check-toolchain
+.PHONY: all deps build release run test bench fuzz install uninstall clean check-toolchain
 
 all: build
 
@@ -126,6 +126,24 @@ run: build
 test: deps check-toolchain
 	$(SWIFT) build --build-tests $(BUILD_FLAGS)
 	$(SWIFT) test --skip-build $(BUILD_FLAGS)
+
+# `make fuzz`: a libFuzzer binary per parser that reads outside input (Fuzz/build.sh, with
+# -sanitize=fuzzer,address, outside SwiftPM's build), each run in turn in one process for
+# FUZZ_RUNS executions from its committed corpus. New inputs land in .build/fuzz/found/TARGET,
+# crashes there too (libFuzzer reports them; Swift's own backtracer, slow under ASan, is off).
+# `make test` replays the committed corpora without the fuzzer (FuzzTests).
+FUZZ_RUNS    ?= 1000000
+FUZZ_TARGETS ?= wire strict-json config smartcard webauthn jose phone
+FUZZ_FLAGS   ?= -max_len=16384 -timeout=10
+
+fuzz: deps check-toolchain
+	SWIFTC="$$(dirname "$$(command -v $(SWIFT))")/swiftc" Fuzz/build.sh $(FUZZ_TARGETS)
+	@for target in $(FUZZ_TARGETS); do \
+	  found=.build/fuzz/found/$$target; mkdir -p $$found/corpus; \
+	  echo "make: fuzzing $$target for $(FUZZ_RUNS) runs"; \
+	  SWIFT_BACKTRACE=enable=no .build/fuzz/bin/fuzz-$$target -runs=$(FUZZ_RUNS) -workers=1 -print_final_stats=1 $(FUZZ_FLAGS) \
+	    -artifact_prefix=$$found/ $$found/corpus Fuzz/corpus/$$target || exit 1; \
+	done
 
 bench: release
 	$(SWIFT) build -c release --product authd-bench $(BUILD_FLAGS)

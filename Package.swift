@@ -77,6 +77,10 @@ let package = Package(
         .testTarget(name: "AuthdTests", dependencies: ["authd", "Protocol", "AuthdClient", "OpenSSLCrypto"]),
         // authctl's own logic with no daemon: help layout, "did you mean", prompts asked again, wording.
         .testTarget(name: "AuthctlTests", dependencies: ["authctl", "Protocol"]),
+        // The fuzz targets (Fuzz/Harnesses) replaying their committed corpora; `make fuzz` runs the
+        // same code under libFuzzer, built by Fuzz/build.sh outside SwiftPM.
+        .testTarget(name: "FuzzTests", dependencies: ["authd", "Protocol", "SmartCard"], path: "Fuzz",
+                    exclude: ["corpus", "Entry", "build.sh"]),
         .testTarget(name: "IntegrationTests", dependencies: ["Protocol", "AuthdClient", "CLinux"], exclude: ["Python"]),
 
         // `make bench`: drives a release build of the real daemon over its socket.

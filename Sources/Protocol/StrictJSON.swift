@@ -113,7 +113,17 @@ public enum StrictJSON {
             }
         }
 
+        /// A number as RFC 8259 writes it, whose magnitude an IEEE 754 double holds (I-JSON,
+        /// RFC 7493 §2.2): Foundation's decoder, which reads the text next, refuses `1e400`.
         mutating func number() throws(Violation) {
+            let start = index
+            try numberGrammar()
+            guard Double(String(decoding: bytes[start..<index], as: UTF8.self))?.isFinite == true else {
+                throw Violation(offset: start, problem: "a number is too large for a double")
+            }
+        }
+
+        mutating func numberGrammar() throws(Violation) {
             func digits(_ reader: inout Reader) -> Int {
                 let start = reader.index
                 while let byte = reader.next, (0x30...0x39).contains(byte) { reader.index += 1 }

@@ -105,10 +105,12 @@ struct WireCodecTests {
     func strictJSON() {
         let accepted = [
             "{}", "[]", " 1 ", "-0.5e+3", #""\ud83d\ude00 é""#, #"{"a":[1,{"b":null}],"c":true,"d":false}"#,
-            #"{"a":1,"b":{"a":2}}"#, "\t[1,\r\n2]\n",
+            #"{"a":1,"b":{"a":2}}"#, "\t[1,\r\n2]\n", "1.7976931348623157e308", "1e-400", "123456789012345678901234567890",
         ]
         for text in accepted {
             #expect(StrictJSON.check(Array(text.utf8)) == nil, "\(text)")
+            // What is strict is also what the decoder after the check reads.
+            #expect(throws: Never.self, "\(text)") { try JSONDecoder().decode(JSONValue.self, from: Data(text.utf8)) }
         }
         let refused: [(String, String)] = [
             (#"{"a":1,"a":2}"#, "appears twice"),
@@ -130,6 +132,10 @@ struct WireCodecTests {
             ("{\"a\"}", "':'"),
             ("", "ends early"),
             (String(repeating: "[", count: 600) + String(repeating: "]", count: 600), "nested deeper"),
+            // Found by the strict-json fuzz target: accepted here, then refused by the decoder.
+            ("1e400", "too large"),
+            ("[-1E+309]", "too large"),
+            ("1" + String(repeating: "0", count: 400), "too large"),
         ]
         for (text, problem) in refused {
             let violation = StrictJSON.check(Array(text.utf8))

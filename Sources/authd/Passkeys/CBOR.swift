@@ -93,14 +93,17 @@ enum CBOR {
         case .bool(let flag): return cbor_build_bool(flag)
         case .null: return cbor_new_null()
         case .array(let elements):
+            // Every way out before the end (nil, or an error thrown by a nested map) frees what
+            // was built so far: a hostile attestation object must not leak on each attempt.
             guard let array = cbor_new_definite_array(elements.count) else { return nil }
+            var complete = false
+            defer { if !complete { release(array) } }
             for element in elements {
-                guard let child = try build(element), cbor_array_push(array, cbor_move(child)) else {
-                    var owned: UnsafeMutablePointer<cbor_item_t>? = array
-                    cbor_decref(&owned)
-                    return nil
-                }
+                guard let child = try build(element) else { return nil }
+                defer { release(child) }  // the array takes its own reference
+                guard cbor_array_push(array, child) else { return nil }
             }
+            complete = true
             return array
         case .map(let pairs):
             var encodedKeys: [([UInt8], CBORValue, CBORValue)] = []
@@ -110,17 +113,24 @@ enum CBOR {
                 throw CBORError(description: "a map has a duplicate key")
             }
             guard let map = cbor_new_definite_map(pairs.count) else { return nil }
+            var complete = false
+            defer { if !complete { release(map) } }
             for (_, key, value) in encodedKeys {
                 guard let keyItem = try build(key) else { return nil }
-                guard let valueItem = try build(value) else {
-                    var owned: UnsafeMutablePointer<cbor_item_t>? = keyItem
-                    cbor_decref(&owned)
-                    return nil
-                }
-                guard cbor_map_add(map, cbor_pair(key: cbor_move(keyItem), value: cbor_move(valueItem))) else { return nil }
+                defer { release(keyItem) }  // the map takes its own references
+                guard let valueItem = try build(value) else { return nil }
+                defer { release(valueItem) }
+                guard cbor_map_add(map, cbor_pair(key: keyItem, value: valueItem)) else { return nil }
             }
+            complete = true
             return map
         }
+    }
+
+    /// Drops one reference to `item`, freeing it (and its children) with the last.
+    private static func release(_ item: UnsafeMutablePointer<cbor_item_t>) {
+        var owned: UnsafeMutablePointer<cbor_item_t>? = item
+        cbor_decref(&owned)
     }
 
     private static func buildUnsigned(_ number: UInt64) -> UnsafeMutablePointer<cbor_item_t>? {
