@@ -98,8 +98,9 @@ final class Listener: @unchecked Sendable {
             username: Syscalls.userName(uid: credentials.uid), groups: credentials.groups))
         // Admins (root, the admin group) may go `adminReserve` beyond the cap, so that the daemon
         // can still be inspected and reloaded while clients hold every ordinary slot.
-        let cap = config.maxConnections + (services.isAdmin(caller) ? Self.adminReserve : 0)
-        if services.connections.count >= cap {
+        // (The admin check reads the group database: only at the cap, not on every connection.)
+        let open = services.connections.count
+        if open >= config.maxConnections && (open >= config.maxConnections + Self.adminReserve || !services.isAdmin(caller)) {
             services.logger.warning("connection limit reached; refused a client", [("AUTHD_CALLER_PID", String(credentials.pid))])
             refuse(client, .busy)
             return
