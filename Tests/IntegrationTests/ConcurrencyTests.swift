@@ -166,13 +166,7 @@ struct ConcurrencyTests {
             clients.removeAll()
         }
         // Closing is asynchronous in the daemon: wait (bounded) for the count to settle.
-        var after = Int64.max
-        for _ in 0..<100 {
-            let status = try observer.result("admin.status")
-            after = status["open_fds"]?.integerValue ?? .max
-            if after <= before && status["connections"] == 1 { break }
-            usleep(50_000)
-        }
+        let after = try observer.openDescriptorsOnceAlone(atMost: before)
         let open = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(daemon.pid)/fd"))?.sorted().map { name in
             "\(name)→" + ((try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(daemon.pid)/fd/\(name)")) ?? "?")
         } ?? []

@@ -42,6 +42,19 @@ final class LineClient {
         JSONValue(response: try rpc.request(method: method, params: params ?? [:]))
     }
 
+    /// The daemon's open descriptors once it is down to `limit` with this client its only
+    /// connection (closing is asynchronous in the daemon), or what it has after 5 s.
+    func openDescriptorsOnceAlone(atMost limit: Int64) throws -> Int64 {
+        var open = Int64.max
+        for _ in 0..<100 {
+            let status = try result("admin.status")
+            open = status["open_fds"]?.integerValue ?? .max
+            if open <= limit && status["connections"] == 1 { break }
+            usleep(50_000)
+        }
+        return open
+    }
+
     /// The `result` of a successful call; fails the test with the error otherwise.
     func result(_ method: String, _ params: JSONValue? = nil) throws -> JSONValue {
         let response = try call(method, params)
