@@ -250,4 +250,13 @@ public struct Reason: OpenName {
     public static let passkeyInvalid = Reason("passkey.invalid")
     /// Relying party: the flow is unknown, expired or already used; begin again.
     public static let passkeyFlowInvalid = Reason("passkey.flow_invalid")
+
+    // MARK: Hub
+    /// A device cannot reach its hub (not connected, or the hub did not answer in time): account
+    /// methods are refused at once, machine methods keep working. `data.retry_after` (seconds)
+    /// says when the link tries again.
+    public static let hubUnavailable = Reason("hub.unavailable")
+    /// The hub's certificate is not the one configured (`[hub] ca_file` or `pin`): the link
+    /// stays down rather than talk to an impostor. `data.detail` says what did not match.
+    public static let hubUntrusted = Reason("hub.untrusted")
 }

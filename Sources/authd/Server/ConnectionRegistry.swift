@@ -19,6 +19,8 @@ final class ConnectionRegistry: Sendable {
     private struct State {
         var connections: [UInt64: Connection] = [:]
         var perCaller: [String: Int] = [:]
+        /// Connections of other machines (over the hub's TLS port), apart from local ones.
+        var devices = 0
         var bufferedPerCaller: [String: Int] = [:]
         var held = Held()
     }
@@ -32,6 +34,7 @@ final class ConnectionRegistry: Sendable {
         state.withLock {
             $0.connections[connection.id] = connection
             $0.perCaller[connection.caller.limitKey, default: 0] += 1
+            if connection.caller.isMachine { $0.devices += 1 }
         }
     }
 
@@ -40,6 +43,7 @@ final class ConnectionRegistry: Sendable {
             guard $0.connections.removeValue(forKey: connection.id) != nil else { return }
             let key = connection.caller.limitKey
             $0.perCaller[key] = ($0.perCaller[key] ?? 1) > 1 ? $0.perCaller[key]! - 1 : nil
+            if connection.caller.isMachine { $0.devices -= 1 }
         }
     }
 
@@ -61,6 +65,10 @@ final class ConnectionRegistry: Sendable {
     var held: Held { state.withLock { $0.held } }
 
     var count: Int { state.withLock { $0.connections.count } }
+    /// Local connections (the Unix socket's limits count these).
+    var localCount: Int { state.withLock { $0.connections.count - $0.devices } }
+    /// Connections of other machines over the hub's port.
+    var deviceCount: Int { state.withLock { $0.devices } }
     /// Connections one local user, or one machine, holds.
     func count(of caller: Caller) -> Int { state.withLock { $0.perCaller[caller.limitKey] ?? 0 } }
     var all: [Connection] { state.withLock { Array($0.connections.values) } }

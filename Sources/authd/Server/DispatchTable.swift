@@ -50,6 +50,7 @@ enum DispatchTable {
         let relyingParty = RelyingParty(directory: directory, config: services.config, decoyKey: services.codeKey, logger: services.logger)
         table.registerPasskeyMethods(authenticator: authenticator, relyingParty: relyingParty, limiter: limiter)
 
+        table.registerHubMethods(services)
         table.registerCoreMethods(services)
         return table
     }

@@ -363,6 +363,18 @@ enum Migrations {
             "INSERT INTO fingerprint_steps (account_id, user) SELECT id, fingerprint_user FROM accounts WHERE fingerprint_user IS NOT NULL",
             "ALTER TABLE accounts DROP COLUMN fingerprint_user",
         ]),
+        Migration(version: 11, sql: [
+            // The machine's device key (DESIGN §8), made on first start: its identity towards a
+            // hub. One row; the private key sealed under the master key.
+            """
+            CREATE TABLE device_identity (
+                singleton INTEGER PRIMARY KEY CHECK (singleton = 1),
+                key_sealed BLOB NOT NULL,
+                certificate BLOB NOT NULL,
+                created_at INTEGER NOT NULL
+            ) STRICT
+            """,
+        ]),
     ]
 
     static var latestVersion: Int { all.last?.version ?? 0 }
