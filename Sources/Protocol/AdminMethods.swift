@@ -25,11 +25,13 @@ public enum AdminStatus: RPCMethod {
         public var store: StoreHealth
         /// The audit log's size and continuity; absent from a daemon that does not report it.
         public var audit: AuditSize?
+        /// The machine's role among machines and its link or listener (as `hub.status`).
+        public var hub: HubStatus.Result?
 
         public init(daemonVersion: String, protocolVersion: Int, mode: String, pid: Int32, startedAt: String,
                     uptimeSeconds: Int64, paths: Paths, connections: Int, openFileDescriptors: Int,
                     residentMemoryBytes: Int64, unreadOutputBytes: Int64, unfinishedInputBytes: Int64? = nil, keys: [KeyInfo], store: StoreHealth,
-                    audit: AuditSize? = nil) {
+                    audit: AuditSize? = nil, hub: HubStatus.Result? = nil) {
             self.daemonVersion = daemonVersion
             self.protocolVersion = protocolVersion
             self.mode = mode
@@ -45,13 +47,14 @@ public enum AdminStatus: RPCMethod {
             self.keys = keys
             self.store = store
             self.audit = audit
+            self.hub = hub
         }
 
         enum CodingKeys: String, CodingKey {
             case daemonVersion = "daemon_version", protocolVersion = "protocol_version", mode, pid
             case startedAt = "started_at", uptimeSeconds = "uptime_s", paths, connections
             case openFileDescriptors = "open_fds", residentMemoryBytes = "rss_bytes", unreadOutputBytes = "unread_output_bytes"
-            case unfinishedInputBytes = "unfinished_input_bytes", keys, store, audit
+            case unfinishedInputBytes = "unfinished_input_bytes", keys, store, audit, hub
         }
     }
 

@@ -26,6 +26,10 @@ extension Command {
                         + "oldest \(audit.oldest ?? "none"), kept \(audit.retentionSeconds / 86400) days"
                         + (audit.purgedThrough > 0 ? ", purged through id \(audit.purgedThrough)" : ""))
         }
+        if let hub = status.hub, hub.role != "standalone" {
+            Output.line("role:        \(hub.role), device id \(hub.deviceID)")
+            for line in HubStatusText.lines(hub).dropFirst(2) { Output.line("             " + line) }
+        }
         for key in status.keys {
             Output.line("key:         \(key.kid) \(key.alg) \(key.status), created \(key.createdAt)\(key.publishedUntil.map { ", published until \($0)" } ?? "")")
         }

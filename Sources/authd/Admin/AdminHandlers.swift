@@ -33,7 +33,8 @@ extension MethodTable {
                 store: .init(integrity: health.integrity, schemaVersion: health.schemaVersion, sizeBytes: health.sizeBytes, journalMode: health.journalMode),
                 audit: .init(rows: audit.rows, bytes: audit.bytes, oldest: audit.oldest.map { Timestamp.rfc3339($0, milliseconds: true) },
                              purgedThrough: audit.purgedThrough, integrity: audit.integrity, retentionSeconds: bounds.retentionSeconds,
-                             maxBytes: bounds.maxBytes))
+                             maxBytes: bounds.maxBytes),
+                hub: services.hub.status(devicesConnected: services.connections.deviceCount))
         }
 
         register(AdminReload.self, home: .machine, access: .admin, audit: { _, result in

@@ -3,6 +3,7 @@
 // as the Unix socket, and a device's link that forwards account methods to its hub. libssl is
 // reached only through OpenSSLCrypto's TLS.swift.
 
+import Protocol
 import Synchronization
 
 /// What `[hub]` made this authd at start, for the dispatcher and `hub.status`.
@@ -23,5 +24,19 @@ final class HubState: Sendable {
     var listenAddress: HostPort? {
         get { listening.withLock { $0 } }
         set { listening.withLock { $0 = newValue } }
+    }
+
+    /// What `hub.status` and `admin.status` report.
+    func status(devicesConnected: Int) -> HubStatus.Result {
+        var result = HubStatus.Result(role: role.rawValue, deviceID: identity.id.description)
+        if let link {
+            let status = link.currentStatus
+            result.link = HubStatus.Link(url: link.url.description, state: status.state.rawValue, since: Timestamp.rfc3339(status.since),
+                                         roundTripMs: status.roundTripMs, lastError: status.lastError)
+        }
+        if role == .hub, let address = listenAddress {
+            result.hub = HubStatus.Hub(listen: address.description, devicesConnected: devicesConnected)
+        }
+        return result
     }
 }
