@@ -459,16 +459,19 @@ public struct DeviceRecord: Codable, Sendable, Equatable {
     public var firstSeen: String
     public var lastSeen: String
     public var current: Bool
+    /// For a machine linked to the hub: its device id, as `authctl device id` prints it there.
+    public var deviceID: String?
 
-    public init(id: String, name: String, firstSeen: String, lastSeen: String, current: Bool) {
+    public init(id: String, name: String, firstSeen: String, lastSeen: String, current: Bool, deviceID: String? = nil) {
         self.id = id
         self.name = name
         self.firstSeen = firstSeen
         self.lastSeen = lastSeen
         self.current = current
+        self.deviceID = deviceID
     }
 
-    enum CodingKeys: String, CodingKey { case id, name, firstSeen = "first_seen", lastSeen = "last_seen", current }
+    enum CodingKeys: String, CodingKey { case id, name, firstSeen = "first_seen", lastSeen = "last_seen", current, deviceID = "device_id" }
 }
 
 /// `device.revoke` — removes a device and ends all its sessions (freeing a place under the limit).

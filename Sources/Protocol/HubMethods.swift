@@ -113,16 +113,19 @@ public enum LinkForward: RPCMethod {
     public typealias Result = JSONValue
 }
 
-/// A process on a device, as its authd saw it.
+/// A process on a device, as its authd saw it, and the device's name for people.
 public struct ForwardedCaller: Codable, Sendable, Equatable {
     public var uid: UInt32
     public var username: String?
     public var exe: String?
+    /// The machine's name (its host name), which the account's device list shows.
+    public var machine: String?
 
-    public init(uid: UInt32, username: String?, exe: String?) {
+    public init(uid: UInt32, username: String?, exe: String?, machine: String?) {
         self.uid = uid
         self.username = username
         self.exe = exe
+        self.machine = machine
     }
 }
 

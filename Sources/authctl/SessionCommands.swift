@@ -192,7 +192,8 @@ extension Command {
         if invocation.global.json { Output.json(list); return .ok }
         Output.line("device limit: \(list.limit)")
         for device in list.devices {
-            Output.line("\(device.current ? "*" : " ") \(device.id)  \(device.name)  first seen \(device.firstSeen), last seen \(device.lastSeen)")
+            Output.line("\(device.current ? "*" : " ") \(device.id)  \(device.name)\(device.deviceID.map { "  device id \($0)" } ?? "")  "
+                        + "first seen \(device.firstSeen), last seen \(device.lastSeen)\(device.current ? "  (this machine)" : "")")
         }
         return .ok
     }

@@ -39,6 +39,51 @@ struct HubTests {
         #expect(hubStatus["hub"]?["devices_connected"] == 1)
     }
 
+    @Test("the device limit counts machines: registered on A, signed in on B, a third machine is refused in words, listing the two, with nothing created; replace_oldest ends the oldest machine's sessions")
+    func deviceLimitAcrossMachines() throws {
+        let rig = try HubRig()
+        let (a, b, c) = (try rig.startDevice(), try rig.startDevice(), try rig.startDevice())
+        let clientA = try a.connect()
+        let flow = try #require(try clientA.result("account.register.start", ["phone": "+37251234567"])["flow"])
+        let code = try RegistrationTests.spooledCode(rig.hub, to: "+37251234567")
+        // The request's own device description does not count: through a device, the machine is the device.
+        let onA = try clientA.result("account.register.verify", ["flow": flow, "code": .string(code), "password": "a long enough passphrase",
+                                                                  "device": ["key": "app-chosen", "name": "whatever"]])
+        let login: JSONValue = ["login": "+37251234567", "password": "a long enough passphrase", "device": ["key": "app-chosen"]]
+        let onB = try b.connect().result("auth.login", login)
+        #expect(onB["session"]?["token"]?.stringValue != nil)
+
+        let idA = try a.connect().result("device.id")["device_id"]
+        let idB = try b.connect().result("device.id")["device_id"]
+        let refused = try c.connect().call("auth.login", login)
+        #expect(refused.errorReason == "device.limit_reached", "\(refused)")
+        let data = refused["error"]?["data"]
+        #expect(data?["limit"] == 2)
+        let listed = Set((data?["devices"]?.arrayValue ?? []).compactMap { $0["device_id"] })
+        #expect(listed == Set([idA, idB].compactMap { $0 }), "the refusal names the two machines: \(String(describing: data))")
+        let words = try #require(refused["error"]?["message"]?.stringValue)
+        #expect(words.contains("replace_oldest") && words.contains("authctl devices revoke"), "\(words)")
+        let cliRefusal = try c.authctl(["login", "--password-fd", "0", "+37251234567"], stdin: "a long enough passphrase\n")
+        #expect(cliRefusal.status != 0)
+        #expect(cliRefusal.stderr.contains("may be signed in on 2 devices"), "\(cliRefusal.stderr)")
+
+        // Nothing was made for the refused machine, at the hub or on it.
+        let devices = try clientA.result("device.list", ["session": onA["session"]!["token"]!])
+        #expect(devices["devices"]?.arrayValue?.count == 2)
+        #expect(devices["devices"]?.arrayValue?.contains { $0["current"] == true && $0["device_id"] == idA } == true, "A sees itself marked")
+        let hubAudit = String(decoding: try WireCodec.encodeJSON(try rig.hub.connect().result("admin.audit.tail", ["limit": 50])), as: UTF8.self)
+        #expect(hubAudit.contains("device.limit_reached"))
+
+        // The account's policy makes room: the least recently used machine is signed out — B,
+        // since A used its session (device.list) after B signed in.
+        let account = try #require(onA["account"]?["id"])
+        _ = try rig.hub.connect().result("admin.accounts.set", ["account": account, "device_policy": "replace_oldest"])
+        let onC = try c.connect().result("auth.login", login)
+        #expect(onC["session"]?["token"]?.stringValue != nil)
+        #expect(try b.connect().call("session.get", ["session": onB["session"]!["token"]!]).errorReason == "session.invalid", "B's session ended")
+        #expect(try clientA.result("session.get", ["session": onA["session"]!["token"]!])["account"] != nil, "A's is untouched")
+    }
+
     @Test("hub down: account methods answer hub.unavailable at once while auth.local works; the hub back on its port, the link comes back by itself")
     func hubDownAndBack() throws {
         let rig = try HubRig()

@@ -113,20 +113,38 @@ enum SessionFailure: WireErrorConvertible, Equatable {
     case notASessionToken
     case ended
     case expired
-    /// The account already signs in on `limit` devices and the policy refuses another.
-    case deviceLimitReached(limit: Int, active: Int)
+    /// The account already signs in on `limit` devices (these) and the policy refuses another.
+    case deviceLimitReached(limit: Int, devices: [PlaceHolder])
     case unknownSession
     case unknownDevice
+
+    /// A device holding one of the account's places, as the refusal lists it.
+    struct PlaceHolder: Equatable, Sendable {
+        let id: String
+        let name: String
+        let key: String
+        let lastSeen: Int64
+
+        /// `id`, `name`, `last_seen`, and `device_id` for a machine linked to the hub.
+        var wire: JSONValue {
+            var object: [String: JSONValue] = ["id": .string(id), "name": .string(name), "last_seen": .string(Timestamp.rfc3339(epochSeconds: lastSeen))]
+            if key.hasPrefix(DeviceIdentity.machineKeyPrefix) { object["device_id"] = .string(String(key.dropFirst(DeviceIdentity.machineKeyPrefix.count))) }
+            return .object(object)
+        }
+    }
 
     var rpcError: RPCError {
         switch self {
         case .notASessionToken: .failure(.sessionInvalid, "That is not a session token.")
         case .ended: .failure(.sessionInvalid, "This session has ended; sign in again.")
         case .expired: .failure(.sessionExpired, "This session has expired; sign in again.")
-        case .deviceLimitReached(let limit, let active):
+        case .deviceLimitReached(let limit, let devices):
             .failure(.deviceLimitReached,
-                     "This account is already signed in on \(active) device\(active == 1 ? "" : "s"), its limit; sign out on one of them or remove it (device.revoke) first.",
-                     details: ["limit": .integer(Int64(limit))])
+                     "This account may be signed in on \(limit) device\(limit == 1 ? "" : "s") at a time and already is: "
+                        + devices.map { "\($0.name) (\($0.id), last seen \(Timestamp.rfc3339(epochSeconds: $0.lastSeen)))" }.joined(separator: ", ")
+                        + ". Sign out on one of them, or remove one from a signed-in device (authctl devices revoke ID); "
+                        + "an administrator can also let the oldest make room (device policy replace_oldest).",
+                     details: ["limit": .integer(Int64(limit)), "devices": .array(devices.map(\.wire))])
         case .unknownSession: .failure(.sessionUnknown, "The account has no live session with that id.")
         case .unknownDevice: .failure(.deviceUnknown, "The account has no device with that id.")
         }

@@ -38,8 +38,8 @@ extension MethodTable {
         }
         register(AuthOTPVerify.self, home: .account, access: .anyone, remembers: .code, audit: { params, result in
             ["flow": .string(params.flow), "account": .string(result.account.id), "session": .string(result.session.id)]
-        }) { params, _ in
-            try await otp.verify(params)
+        }) { params, context in
+            try await otp.verify(params, caller: context.caller)
         }
 
         register(AuthLogin.self, home: .account, access: .anyone, remembers: .password, audit: { _, result in
@@ -47,7 +47,7 @@ extension MethodTable {
              "next": result.next.map { .string($0) } ?? .null]
         }) { params, context in
             try limiter.take(.login, caller: context.caller)
-            return try await login.login(params)
+            return try await login.login(params, caller: context.caller)
         }
         register(AuthLoginPIN.self, home: .account, access: .anyone, remembers: .password, audit: { params, result in
             ["flow": .string(params.flow), "account": .string(result.account.id), "session": .string(result.session.id)]

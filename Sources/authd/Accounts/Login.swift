@@ -11,12 +11,12 @@ struct Login: Sendable {
     /// This machine's fingerprint second steps (a machine fact: the finger is on this machine).
     let fingerprintSteps: FingerprintSteps
 
-    func login(_ params: AuthLogin.Params) async throws -> LoginStep {
+    func login(_ params: AuthLogin.Params, caller: Caller) async throws -> LoginStep {
         try await CredentialPadding.padded {
             guard params.password.count <= PasswordPolicy.maximum else {
                 throw InvalidParameter("Parameter 'password' has at most \(PasswordPolicy.maximum) characters.", field: "password")
             }
-            let device = try DeviceIdentity.resolve(params.device)
+            let device = try DeviceIdentity.resolve(params.device, caller: caller)
             let login = try Self.normalizeLogin(params.login, region: params.region)
             switch try await directory.signIn(password: SecretBytes(Array(params.password.utf8)), login: login, device: device,
                                               fingerprintAccounts: try await fingerprintSteps.accounts()) {

@@ -24,9 +24,9 @@ struct OTPLogin: Sendable {
         return codes.info(challenge)
     }
 
-    func verify(_ params: AuthOTPVerify.Params) async throws -> SignedIn {
+    func verify(_ params: AuthOTPVerify.Params, caller: Caller) async throws -> SignedIn {
         try SMSCodes.checkFormat(params.code)
-        let device = try DeviceIdentity.resolve(params.device)
+        let device = try DeviceIdentity.resolve(params.device, caller: caller)
         let replacementCode = try SMSCodes.newCode()
         switch try await directory.signInWithCode(flow: params.flow, codeMAC: try codes.mac(flow: params.flow, code: params.code),
                                                   replacementMAC: try codes.mac(flow: params.flow, code: replacementCode), device: device,

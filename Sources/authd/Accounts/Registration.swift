@@ -30,7 +30,7 @@ struct Registration: Sendable {
         // email or a weak password never burns an attempt.
         try SMSCodes.checkFormat(params.code)
         let email = try params.email.map(Self.normalizeEmail)
-        let device = try DeviceIdentity.resolve(params.device)
+        let device = try DeviceIdentity.resolve(params.device, caller: caller)
         // An unknown flow is refused before any expensive work (Argon2id below).
         guard let phoneHint = try await directory.registrationPhone(flow: params.flow) else { throw AccountFailure.unknownRegistration }
         var passwordHash: String?

@@ -71,7 +71,13 @@ struct SQLiteAccountDirectory: AccountDirectory {
                     try database.execute("UPDATE sessions SET revoked_at = ? WHERE device_id = ? AND revoked_at IS NULL", [.integer(now), .text(id)])
                 }
             } else if active >= limit {
-                throw SessionFailure.deviceLimitReached(limit: limit, active: active)
+                // The refusal says which devices hold the places, so a person can choose one to free.
+                let holders = try database.query(
+                    "SELECT id, name, device_key, last_seen FROM devices WHERE id IN (\(liveDevices.map { _ in "?" }.joined(separator: ","))) ORDER BY last_seen DESC",
+                    liveDevices.map(SQLValue.text)) {
+                    SessionFailure.PlaceHolder(id: $0.text(0), name: $0.text(1), key: $0.text(2), lastSeen: $0.int64(3))
+                }
+                throw SessionFailure.deviceLimitReached(limit: limit, devices: holders)
             }
             if let existing {
                 // A known device coming back after all its sessions ended counts again.
@@ -261,10 +267,12 @@ struct SQLiteAccountDirectory: AccountDirectory {
         let limit = config.current.deviceLimit
         return try await withSession(token) { database, session in
             let devices = try database.query(
-                "SELECT id, name, first_seen, last_seen FROM devices WHERE account_id = ? AND revoked_at IS NULL ORDER BY first_seen",
+                "SELECT id, name, first_seen, last_seen, device_key FROM devices WHERE account_id = ? AND revoked_at IS NULL ORDER BY first_seen",
                 [.text(session.accountID)]) { row in
-                DeviceRecord(id: row.text(0), name: row.text(1), firstSeen: Timestamp.rfc3339(epochSeconds: row.int64(2)),
-                             lastSeen: Timestamp.rfc3339(epochSeconds: row.int64(3)), current: row.text(0) == session.deviceID)
+                let key = row.text(4)
+                return DeviceRecord(id: row.text(0), name: row.text(1), firstSeen: Timestamp.rfc3339(epochSeconds: row.int64(2)),
+                                    lastSeen: Timestamp.rfc3339(epochSeconds: row.int64(3)), current: row.text(0) == session.deviceID,
+                                    deviceID: key.hasPrefix(DeviceIdentity.machineKeyPrefix) ? String(key.dropFirst(DeviceIdentity.machineKeyPrefix.count)) : nil)
             }
             let own = try database.queryOne("SELECT device_limit FROM accounts WHERE id = ?", [.text(session.accountID)]) { $0.optionalInt64(0) } ?? nil
             return DeviceList.Result(devices: devices, limit: own.map(Int.init) ?? limit)

@@ -74,7 +74,7 @@ struct FederatedSignIn: Sendable {
 
     func login(_ params: FederationLogin.Params, context: RequestContext) async throws -> FederationLogin.Result {
         let provider = try providers.provider(named: params.provider)
-        let device = try DeviceIdentity.resolve(params.device)
+        let device = try DeviceIdentity.resolve(params.device, caller: .local(context.caller))
         let attempt = try AuthorizationAttempt()
         let deadline = ContinuousClock.now + .seconds(config.current.federationLoginTimeoutSeconds)
         let tokens: TokenSet

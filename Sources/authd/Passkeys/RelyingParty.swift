@@ -106,7 +106,7 @@ struct RelyingParty: Sendable {
         let userHandle = try response.userHandle.map { handle throws(InvalidParameter) in
             try PlatformAuthenticator.binary(handle, field: "credential.response.userHandle", bytes: 1...64)
         }
-        let device = try DeviceIdentity.resolve(params.device)
+        let device = try DeviceIdentity.resolve(params.device, caller: context.caller)
         let flow = try await directory.consumePasskeyFlow(params.flow, purpose: .login)
 
         // WebAuthn L3 §7.2 steps 5–6: the credential is registered, to the account the sign-in

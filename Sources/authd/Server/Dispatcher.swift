@@ -93,7 +93,7 @@ final class Dispatcher: Sendable {
 
     /// Sends an account call to the hub with who asked here, and answers with what the hub said.
     private func forward(_ request: Request, over link: HubLink, for peer: CallerIdentity, started: ContinuousClock.Instant) async -> Response {
-        let caller = ForwardedCaller(uid: peer.uid, username: peer.username, exe: peer.exe)
+        let caller = ForwardedCaller(uid: peer.uid, username: peer.username, exe: peer.exe, machine: services.hub.identity.name)
         let outcome: Result<any Encodable & Sendable, RPCError>
         do {
             let answer = try await link.call(LinkForward.name, LinkForward.Params(method: request.method, params: request.params, caller: caller))

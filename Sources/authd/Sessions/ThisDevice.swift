@@ -3,9 +3,15 @@ import OpenSSLCrypto
 import Protocol
 
 extension DeviceIdentity {
-    /// The device a sign-in names (`params.device`), or this machine: a key derived from
+    /// The device a sign-in binds the session to. Made through a device of this hub: that machine,
+    /// by its device id (whatever the request says: the limit counts machines). Otherwise the
+    /// device the request names (`params.device`), or this machine: a key derived from
     /// /etc/machine-id and the host name.
-    static func resolve(_ description: DeviceDescription?) throws(InvalidParameter) -> DeviceIdentity {
+    static func resolve(_ description: DeviceDescription?, caller: Caller) throws(InvalidParameter) -> DeviceIdentity {
+        if case .forwarded(let machine, let process) = caller {
+            let name = process.machine.map { Redaction.printable($0, limit: 128) } ?? "device \(machine.description.prefix(9))"
+            return DeviceIdentity(key: machineKeyPrefix + machine.description, name: name, nameGiven: true)
+        }
         for (field, value) in [("device.key", description?.key), ("device.name", description?.name)] {
             if let value {
                 guard (1...128).contains(value.count), !value.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
@@ -16,6 +22,9 @@ extension DeviceIdentity {
         return DeviceIdentity(key: description?.key ?? "machine:\(machineKey)", name: description?.name ?? hostName,
                               nameGiven: description?.name != nil)
     }
+
+    /// How a machine linked to this hub is keyed among an account's devices: `device:` and its id.
+    static let machineKeyPrefix = "device:"
 
     /// A hash of /etc/machine-id (never the id itself: it is meant to stay on the machine).
     private static let machineKey: String = {
