@@ -250,4 +250,22 @@ public struct Reason: OpenName {
     public static let passkeyInvalid = Reason("passkey.invalid")
     /// Relying party: the flow is unknown, expired or already used; begin again.
     public static let passkeyFlowInvalid = Reason("passkey.flow_invalid")
+    // MARK: PAM
+    /// `pam.authenticate`: the user has no method the `[pam]` policy allows for the service
+    /// (nothing linked, no enrolled finger); pam_authd answers `PAM_USER_UNKNOWN` with
+    /// `ignore_unknown_user`, else `PAM_AUTH_ERR`.
+    public static let pamNoMethod = Reason("pam.no_method")
+    /// The card presented is not the one linked to the user; its PIN was not asked.
+    public static let pamCardMismatch = Reason("pam.card_mismatch")
+    /// The card's certificate does not chain to `[pam] ca_file` (or none is set): a card anyone
+    /// could make is never taken as someone's.
+    public static let pamCardUntrusted = Reason("pam.card_untrusted")
+    /// No Unix user of that name, or not a name PAM could pass.
+    public static let pamUnknownUser = Reason("pam.unknown_user")
+    /// The card or account is linked to `[pam] link_limit` other Unix users already; `data.users`.
+    public static let pamAlreadyLinked = Reason("pam.already_linked")
+    /// `pam.link.account` without an account: the caller's user is signed in to none.
+    public static let pamNoAccount = Reason("pam.no_account")
+    /// `pam.account`: the linked account is deactivated.
+    public static let pamAccountDeactivated = Reason("pam.account_deactivated")
 }
