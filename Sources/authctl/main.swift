@@ -14,6 +14,7 @@ extension Command {
         .lock, .unlock, .biometric, .cardBiometric,
         .federationLogin, .federationStatus, .federationLogout, .tokenRemote, .remoteFetch, .remoteReport401, .events,
         .passkeyList, .passkeyDelete, .passkeyRegister, .passkeyAccount,
+        .pamLinkCard, .pamLinkAccount, .pamUnlink, .pamStatus,
         .call, .completion, .helpCommand,
     ]
 }
