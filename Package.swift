@@ -101,7 +101,7 @@ let package = Package(
         // same code under libFuzzer, built by Fuzz/build.sh outside SwiftPM.
         .testTarget(name: "FuzzTests", dependencies: ["authd", "Protocol", "SmartCard"], path: "Fuzz",
                     exclude: ["corpus", "Entry", "build.sh"]),
-        .testTarget(name: "IntegrationTests", dependencies: ["Protocol", "AuthdClient", "CLinux"], exclude: ["Python"]),
+        .testTarget(name: "IntegrationTests", dependencies: ["Protocol", "AuthdClient", "CLinux"], exclude: ["Python", "Hosts"]),
 
         // `make bench`: drives a release build of the real daemon over its socket.
         .executableTarget(name: "authd-bench", dependencies: ["Protocol", "AuthdClient", "CLinux", "CArgon2", "CPCSC"], path: "Tests/Bench"),

@@ -263,6 +263,37 @@ struct PAMTests {
         #expect(account.transcript.contains("locked after failed sign-ins until"), "\(account.transcript)")
     }
 
+    /// The toolchain's clang (it links AddressSanitizer's runtime statically, so the runtime comes
+    /// first even with libpam_wrapper preloaded).
+    static var clang: String? {
+        let path = (ProcessInfo.processInfo.environment["PATH"] ?? "").split(separator: ":").map(String.init) + ["/opt/swift/usr/bin"]
+        return path.map { $0 + "/clang" }.first { access($0, X_OK) == 0 }
+    }
+
+    @Test("under AddressSanitizer, a program's libpam dlopens the module, runs auth and account, and the program dlopens and dlcloses it again")
+    func addressSanitizer() throws {
+        let clang = try #require(Self.clang, "no clang on PATH or in /opt/swift/usr/bin")
+        let daemon = try DaemonHarness(config: Self.config)
+        try start(daemon)
+        _ = try linkedAccount(daemon, pin: true)
+        let stack = try PAMStack(socket: daemon.socketPath, Self.required)
+        let source = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Hosts/pam_host.c").path
+        let host = stack.directory + "/pam_host"
+        let compiled = try DaemonHarness.run([clang, "-fsanitize=address", "-fno-omit-frame-pointer", "-g", "-fuse-ld=bfd", "-o", host, source, "-lpam", "-ldl"])
+        try #require(compiled.status == 0, "\(compiled.stderr)")
+        // Any error AddressSanitizer finds ends the program with status 66 and its report.
+        let environment = ["PATH": "/usr/bin:/bin", "ASAN_OPTIONS": "exitcode=66:detect_leaks=1"]
+        let run = [host, PAMStack.modulePath, stack.directory, PAMStack.service, Self.user]
+        let right = try DaemonHarness.run(run + [FingerprintFixture.password, "480913"], environment: environment)
+        #expect(right.status == 0, "\(right.stdout)\(right.stderr)")
+        #expect(right.stdout.contains("asked: Password of the authd account of nobody:"))
+        #expect(right.stdout.contains("asked: Account PIN:"))
+        #expect(!right.stderr.contains("AddressSanitizer"), "\(right.stderr)")
+        let wrong = try DaemonHarness.run(run + ["not the password"], environment: environment)
+        #expect(wrong.stdout.contains("authenticate: Authentication failure"), "\(wrong.stdout)\(wrong.stderr)")
+        #expect(!wrong.stderr.contains("AddressSanitizer"), "\(wrong.stderr)")
+    }
+
     // MARK: authd away, and who may ask
 
     @Test("authd down: PAM_AUTHINFO_UNAVAIL at once, and a sufficient line falls through to the next")
