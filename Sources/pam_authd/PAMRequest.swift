@@ -47,7 +47,9 @@ struct PAMRequest {
         case .error(let error):
             let code = conversation.failed ? PAM_CONV_ERR : authenticationCode(error.reason)
             log(code == PAM_AUTHINFO_UNAVAIL ? LOG_NOTICE : LOG_INFO, "\(user): \(error.reason): \(error.message)")
-            if code == PAM_AUTH_ERR || code == PAM_MAXTRIES { say(PAM_ERROR_MSG, error.message) }
+            // A user this module has nothing for hears nothing from it: the stack goes on quietly.
+            let unknown = error.reason == .pamNoMethod || error.reason == .pamUnknownUser
+            if (code == PAM_AUTH_ERR || code == PAM_MAXTRIES) && !unknown { say(PAM_ERROR_MSG, error.message) }
             return code
         }
     }

@@ -189,6 +189,7 @@ struct PAMTests {
         let stack = try PAMStack(socket: daemon.socketPath, Self.required)
         let plain = try stack.run("daemon")
         #expect(plain.transcript.contains(Says.authError), "\(plain.transcript)")
+        #expect(!plain.transcript.contains("nothing linked"), "a user the module has nothing for hears nothing from it: \(plain.transcript)")
         try stack.write("auth required pam_authd.so ignore_unknown_user", socket: daemon.socketPath)
         let ignored = try stack.run("daemon")
         #expect(ignored.transcript.contains(Says.userUnknown), "\(ignored.transcript)")
