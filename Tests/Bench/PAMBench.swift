@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import Protocol
 
 // What pam_authd adds to a sign-in: pamtester (libpam, the module with the Swift runtime inside,
 // its connection, hello and prompts) against the same check through authctl, alternately in one
@@ -25,7 +26,9 @@ struct PAMBenchStack {
     init(socket: String) throws {
         var template = Array("/tmp/authd-bench-pam-XXXXXX".utf8CString)
         directory = String(cString: mkdtemp(&template)!)
-        try "auth required \(binDirectory)/libpam_authd.so socket=\(socket)\n".write(toFile: directory + "/authd-bench", atomically: true, encoding: .utf8)
+        // PAM takes a relative module path as relative to its own directory: this one is absolute.
+        let module = URL(fileURLWithPath: binDirectory + "/libpam_authd.so").standardizedFileURL.path
+        try "auth required \(module) socket=\(socket)\n".write(toFile: directory + "/authd-bench", atomically: true, encoding: .utf8)
     }
 
     /// One `pamtester authenticate` for `user`, answering from `input`; its wall time in ms.
@@ -106,8 +109,9 @@ func pamFigures() throws {
     let cardDaemon = try Daemon(config: "[pam]\nca_file = \(card.directory)/ca.pem\n", environment: ["PCSCLITE_CSOCK_NAME": card.socket], arguments: ["--system"])
     defer { cardDaemon.stop() }
     let client = try Client(cardDaemon.socket)
-    let cardLinked = String(decoding: try client.call("pam.link.card", #"{"user":"nobody","timeout_s":30}"#), as: UTF8.self)
-    guard cardLinked.contains(#""result""#) else { throw BenchError(description: "pam.link.card failed: \(cardLinked)") }
+    // The card may still be on its way into the reader: the link waits for it (a card prompt).
+    let cardLinked = try client.callAnswering("pam.link.card", #"{"user":"nobody","timeout_s":30}"#, answers: [:])
+    guard cardLinked["card"] != nil else { throw BenchError(description: "pam.link.card failed: \(cardLinked)") }
     let cardStack = try PAMBenchStack(socket: cardDaemon.socket)
     defer { try? FileManager.default.removeItem(atPath: cardStack.directory) }
     _ = try cardStack.authenticate("nobody", input: "1234\n")  // warm-up, and the traced sign-in
