@@ -163,7 +163,7 @@ install: release
 	  $(DESTDIR)/etc/polkit-1/rules.d
 	install -m 0755 $(BIN)/authd $(BIN)/authctl $(BIN)/authd-http $(DESTDIR)$(PREFIX)/bin/
 	install -d $(DESTDIR)$(PAMDIR)
-	install -m 0644 $(BIN)/libpam_authd.so $(DESTDIR)$(PAMDIR)/pam_authd.so
+	install -m 0644 -s $(BIN)/libpam_authd.so $(DESTDIR)$(PAMDIR)/pam_authd.so
 	install -m 0644 man/pam_authd.8 $(DESTDIR)$(PREFIX)/share/man/man8/
 	install -m 0644 man/authctl.1 $(DESTDIR)$(PREFIX)/share/man/man1/
 	install -m 0644 man/authd.conf.5 $(DESTDIR)$(PREFIX)/share/man/man5/
