@@ -87,7 +87,7 @@ struct PAMTests {
     @Test("card: the right PIN1 signs in, asked by the holder's name; a wrong one fails; the decisions are audited with service and tty")
     func cardPIN1() throws {
         let (rig, daemon, stack) = try linkedCard()
-        let right = try stack.run(Self.user, answers: [("PIN1 for the ID card of JAAK-KRISTJAN JÕEORG:", "1234")], items: ["tty=/dev/pts/7"])
+        let right = try stack.run(Self.user, answers: [("PIN1 for the ID card of JAAK-KRISTJAN JÕEORG:", "1234")], items: ["tty=/dev/pts/7", "rhost=host.example"])
         #expect(right.status == 0, "\(right.transcript)")
         #expect(right.transcript.contains(Says.success))
         #expect(!right.transcript.contains("1234"), "PIN1 is not echoed")
@@ -99,7 +99,7 @@ struct PAMTests {
         let audit = try daemon.connect().result("admin.audit.tail", ["limit": 20])
         let records = audit["records"]?.arrayValue?.filter { $0["method"] == "pam.authenticate" } ?? []
         #expect(records.count == 2, "\(audit)")
-        #expect(records.contains { $0["outcome"] == "ok" && $0["detail"]?["service"] == "authd-test" && $0["detail"]?["tty"] == "/dev/pts/7"
+        #expect(records.contains { $0["outcome"] == "ok" && $0["detail"]?["service"] == "authd-test" && $0["detail"]?["tty"] == "/dev/pts/7" && $0["detail"]?["rhost"] == "host.example"
             && $0["detail"]?["method"] == "card" && $0["detail"]?["user"] == "nobody" })
         #expect(records.contains { $0["outcome"] != "ok" && $0["reason"] == "pin.wrong" && $0["detail"]?["service"] == "authd-test" })
         withExtendedLifetime(rig) {}
@@ -180,6 +180,28 @@ struct PAMTests {
         #expect(timeout.status != 0)
         #expect(timeout.transcript.contains("No finger was placed on the reader within 2 s"), "\(timeout.transcript)")
         #expect(timeout.transcript.contains(Says.authError))
+    }
+
+    @Test("where a finger alone is not enough the account PIN follows it; a finger that does not match hands over to the password")
+    func fingerprintWithPIN() throws {
+        let rig = try FprintdRig(enrolled: [Self.user: ["right-index-finger"]])
+        let daemon = try DaemonHarness(config: "[pam]\nfingerprint_timeout = 2s\n")
+        try start(daemon, environment: rig.environment)
+        _ = try linkedAccount(daemon, pin: true)
+        let stack = try PAMStack(socket: daemon.socketPath, Self.required)
+
+        try rig.setScript([.match])
+        let matched = try stack.run(Self.user, answers: [("Account PIN:", "480913")])
+        #expect(matched.status == 0, "\(matched.transcript)")
+        #expect(!matched.transcript.contains("Password of the authd account"), "the finger and the PIN did: \(matched.transcript)")
+
+        try rig.setScript([.noMatch, .noMatch, .noMatch])
+        let handedOver = try stack.run(Self.user, answers: [("Password of the authd account of nobody:", FingerprintFixture.password), ("Account PIN:", "480913")])
+        #expect(handedOver.status == 0, "\(handedOver.transcript)")
+        #expect(handedOver.transcript.contains("The fingerprint did not match."), "the next method is preceded by why: \(handedOver.transcript)")
+        let audit = try daemon.connect().result("admin.audit.tail", ["limit": 20])
+        let methods = audit["records"]?.arrayValue?.filter { $0["method"] == "pam.authenticate" }.compactMap { $0["detail"]?["method"]?.stringValue }
+        #expect(Set(methods ?? []) == ["fingerprint+pin", "account"], "\(audit)")
     }
 
     @Test("a user with no method: PAM_AUTH_ERR, or PAM_USER_UNKNOWN with ignore_unknown_user")
