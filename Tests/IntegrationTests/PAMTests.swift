@@ -233,12 +233,18 @@ struct PAMTests {
         return account
     }
 
-    @Test("account: the password and then the PIN sign in; a wrong PIN fails")
-    func accountPasswordAndPIN() throws {
+    /// A daemon with an account (a PIN too, with `pin`) linked to `nobody`, and the `required`
+    /// stack. Bind the daemon: it stops when released.
+    private func linkedAccountStack(pin: Bool) throws -> (daemon: DaemonHarness, account: String, stack: PAMStack) {
         let daemon = try DaemonHarness(config: Self.config)
         try start(daemon)
-        _ = try linkedAccount(daemon, pin: true)
-        let stack = try PAMStack(socket: daemon.socketPath, Self.required)
+        let account = try linkedAccount(daemon, pin: pin)
+        return (daemon, account, try PAMStack(socket: daemon.socketPath, Self.required))
+    }
+
+    @Test("account: the password and then the PIN sign in; a wrong PIN fails")
+    func accountPasswordAndPIN() throws {
+        let (daemon, _, stack) = try linkedAccountStack(pin: true)
         let right = try stack.run(Self.user, answers: [("Password of the authd account of nobody:", FingerprintFixture.password), ("Account PIN:", "480913")])
         #expect(right.status == 0, "\(right.transcript)")
         let wrongPIN = try stack.run(Self.user, answers: [("Password of the authd account", FingerprintFixture.password), ("Account PIN:", "111111")])
@@ -246,14 +252,12 @@ struct PAMTests {
         let wrongPassword = try stack.run(Self.user, answers: [("Password of the authd account", "not the password")])
         #expect(wrongPassword.transcript.contains(Says.authError), "\(wrongPassword.transcript)")
         #expect(!wrongPassword.transcript.contains("Account PIN"), "no PIN is asked after a wrong password")
+        withExtendedLifetime(daemon) {}
     }
 
     @Test("account: a deactivated linked account is PAM_ACCT_EXPIRED in acct_mgmt")
     func deactivatedAccount() throws {
-        let daemon = try DaemonHarness(config: Self.config)
-        try start(daemon)
-        let account = try linkedAccount(daemon, pin: false)
-        let stack = try PAMStack(socket: daemon.socketPath, Self.required)
+        let (daemon, account, stack) = try linkedAccountStack(pin: false)
         let active = try stack.run(Self.user, ["acct_mgmt"])
         #expect(active.status == 0, "\(active.transcript)")
         _ = try daemon.connect().result("admin.accounts.deactivate", ["account": .string(account)])
@@ -264,10 +268,7 @@ struct PAMTests {
 
     @Test("20 concurrent pamtester runs with wrong passwords for one user: the lockout holds, then the right password is PAM_MAXTRIES")
     func concurrentLockout() throws {
-        let daemon = try DaemonHarness(config: Self.config)
-        try start(daemon)
-        _ = try linkedAccount(daemon, pin: false)
-        let stack = try PAMStack(socket: daemon.socketPath, Self.required)
+        let (daemon, _, stack) = try linkedAccountStack(pin: false)
         let outcomes = Mutex<[String]>([])
         let errors = onThreads(20) { _ in
             let run = try stack.run(Self.user, answers: [("Password of the authd account", "wrong password here")], seconds: 60)
@@ -284,6 +285,7 @@ struct PAMTests {
         let account = try stack.run(Self.user, ["acct_mgmt"])
         #expect(account.transcript.contains(Says.permissionDenied), "acct_mgmt too, while the lock holds: \(account.transcript)")
         #expect(account.transcript.contains("locked after failed sign-ins until"), "\(account.transcript)")
+        withExtendedLifetime(daemon) {}
     }
 
     /// The toolchain's clang (it links AddressSanitizer's runtime statically, so the runtime comes
@@ -296,10 +298,7 @@ struct PAMTests {
     @Test("under AddressSanitizer, a program's libpam dlopens the module, runs auth and account, and the program dlopens and dlcloses it again")
     func addressSanitizer() throws {
         let clang = try #require(Self.clang, "no clang on PATH or in /opt/swift/usr/bin")
-        let daemon = try DaemonHarness(config: Self.config)
-        try start(daemon)
-        _ = try linkedAccount(daemon, pin: true)
-        let stack = try PAMStack(socket: daemon.socketPath, Self.required)
+        let (daemon, _, stack) = try linkedAccountStack(pin: true)
         let source = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Hosts/pam_host.c").path
         let host = stack.directory + "/pam_host"
         let compiled = try DaemonHarness.run([clang, "-fsanitize=address", "-fno-omit-frame-pointer", "-g", "-fuse-ld=bfd", "-o", host, source, "-lpam", "-ldl"])
@@ -315,6 +314,7 @@ struct PAMTests {
         let wrong = try DaemonHarness.run(run + ["not the password"], environment: environment)
         #expect(wrong.stdout.contains("authenticate: Authentication failure"), "\(wrong.stdout)\(wrong.stderr)")
         #expect(!wrong.stderr.contains("AddressSanitizer"), "\(wrong.stderr)")
+        withExtendedLifetime(daemon) {}
     }
 
     // MARK: authd away, and who may ask
