@@ -9,13 +9,18 @@ extension Command {
     private static let userOption = OptionSpec(name: "user", value: "USER", help: "the Unix user (admins only; default: yourself)")
 
     static let pamLinkCard = Command(
-        path: ["pam", "link", "card"], synopsis: "[--user USER] [--timeout S]",
+        path: ["pam", "link", "card"], synopsis: "[--user USER] [--timeout S] [--pin-fd N] [--can-fd N]",
         abstract: """
             Link the ID card in the reader to your Unix user: pam_authd then takes that card and its
             PIN1. authd reads the card's authentication certificate and keeps its holder's personal
-            code, so a renewed card of the same person keeps working. No PIN is asked here.
+            code, so a renewed card of the same person keeps working. You prove the card is yours
+            with its PIN1; an admin links any user's card without it.
             """,
-        options: [userOption, OptionSpec(name: "timeout", value: "S", help: "wait at most S seconds for the card (default 90)")]
+        options: [
+            userOption, OptionSpec(name: "timeout", value: "S", help: "wait at most S seconds for the card (default 90)"),
+            OptionSpec(name: "pin-fd", value: "N", help: "read PIN1 from file descriptor N"),
+            OptionSpec(name: "can-fd", value: "N", help: "read the CAN from file descriptor N"),
+        ]
     ) { invocation throws(CLIError) in
         let connection = try invocation.connect(preferSystem: true)
         var prompter = RequestPrompter(invocation: invocation, connection: connection)

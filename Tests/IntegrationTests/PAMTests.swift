@@ -388,8 +388,16 @@ struct PAMTests {
         let unlinked = try daemon.authctl(["--json", "pam", "unlink", "--card"], user: "nobody")
         #expect(unlinked.status == 0, "\(unlinked)")
         #expect(!unlinked.stdout.contains("38001085718"))
+        // A user links a card by proving it is theirs: its PIN1.
+        let wrongPIN = try daemon.authctl(["pam", "link", "card", "--pin-fd", "0"], stdin: "9999\n", user: "nobody")
+        #expect(wrongPIN.status != 0)
+        #expect(try daemon.authctl(["--json", "pam", "status"], user: "nobody").stdout.contains("38001085718") == false, "a wrong PIN1 links nothing")
+        let selfLinked = try daemon.authctl(["--json", "pam", "link", "card", "--pin-fd", "0"], stdin: "1234\n", user: "nobody")
+        #expect(selfLinked.status == 0, "\(selfLinked)")
+        #expect(selfLinked.stdout.contains("38001085718"))
+        _ = try daemon.authctl(["pam", "unlink"], user: "nobody")
         let linked = try daemon.connect().callAnswering("pam.link.card", ["user": "daemon", "timeout_s": 15], answers: [:])
-        #expect(linked.response["result"]?["user"] == "daemon", "free again: \(linked.response)")
+        #expect(linked.response["result"]?["user"] == "daemon", "free again, and an admin links without PIN1: \(linked.response)")
     }
 }
 

@@ -282,13 +282,13 @@ extension CardService {
         case otherCard
     }
 
-    /// Proves that the holder `personalCode` is present: the card's authentication certificate
-    /// must chain to `anchors` (anyone can make a card whose certificate names anyone) and name
-    /// them (both checked before PIN1 is asked, so another person's card burns no retry);
-    /// then PIN1, always typed (a saved PIN1 belongs to the caller, not to the user being
-    /// proved), signs a fresh challenge, and the certificate must verify the signature.
-    /// `prompt` words the PIN1 question for the holder's name. Returns the holder.
-    func verifyHolder(personalCode: String, window: Int, anchors: [X509Certificate], context: RequestContext,
+    /// Proves that the holder `personalCode` (any holder, when nil) is present: the card's
+    /// authentication certificate must chain to `anchors` (anyone can make a card whose
+    /// certificate names anyone) and name them (both checked before PIN1 is asked, so another
+    /// person's card burns no retry); then PIN1, always typed (a saved PIN1 belongs to the
+    /// caller, not to the user being proved), signs a fresh challenge, and the certificate must
+    /// verify the signature. `prompt` words the PIN1 question for the holder's name. Returns the holder.
+    func verifyHolder(personalCode: String?, window: Int, anchors: [X509Certificate], context: RequestContext,
                       prompt: @Sendable (String) -> String) async throws -> CardHolder {
         try await readers.exclusively {
             let certificate = try await withCard(context, window: window, pin1: nil) { card throws(CardFailure) in
@@ -297,7 +297,7 @@ extension CardService {
             let (parsed, subject) = try CardTokens.subject(certificate)
             let holder = CardHolder(subject)
             guard parsed.isIssued(byAnyOf: anchors) else { throw PAMFailure.cardUntrusted }
-            guard holder.personalCode == personalCode else { throw PAMFailure.cardMismatch }
+            guard personalCode == nil || holder.personalCode == personalCode else { throw PAMFailure.cardMismatch }
             let answer = try await context.prompts.ask(.pin1, message: prompt(holder.name), within: .seconds(window))
             var typed = try Self.validPIN(answer, .pin1)
             defer { OpenSSL.wipe(&typed) }

@@ -35,7 +35,15 @@ extension MethodTable {
         register(PAMLinkCard.self, home: .machine, access: .anyone, audit: { _, _ in [:] }, auditRequest: { named($0.user) }) { params, context in
             let user = try target(params.user, context)
             let anchors = try PAMAuthenticator.cardAnchors(pam.config.current)
-            let holder = try await pam.cards.holder(window: try pam.cards.window(params.timeoutS), anchors: anchors, context: context)
+            let window = try pam.cards.window(params.timeoutS)
+            // A user proves the card is theirs with its PIN1: holding someone else's card for a
+            // moment must not be enough to take it (a card serves link_limit users). An admin
+            // links what the admin decides, with the holder perhaps not there.
+            let holder = isAdmin(.local(context.caller))
+                ? try await pam.cards.holder(window: window, anchors: anchors, context: context)
+                : try await pam.cards.verifyHolder(personalCode: nil, window: window, anchors: anchors, context: context) {
+                    "PIN1 for the ID card of \($0), to link it to \(user):"
+                }
             return try await links.link(user, kind: .card, subject: holder.personalCode, holder: holder.name, by: context.caller.uid,
                                         limit: pam.config.current.pamLinkLimit)
         }
