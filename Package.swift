@@ -39,7 +39,7 @@ let package = Package(
         // Wire types shared by authd, authctl and any Swift client. No I/O, no C.
         .target(name: "Protocol"),
 
-        // The client side of the socket, for authctl, the tests, the bench and later a PAM module:
+        // The client side of the socket, for authctl, the tests, the bench and pam_authd:
         // a line connection and a JSON-RPC client on it. FoundationEssentials and Glibc only, so
         // a PAM module linking it stays small.
         .target(name: "AuthdClient", dependencies: ["Protocol", "CLinux"]),
