@@ -21,6 +21,7 @@ let package = Package(
         // System libraries: one module map (+ shim.h for macros and varargs) each.
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
         .systemLibrary(name: "COpenSSL", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
+        .systemLibrary(name: "CSSL", pkgConfig: "libssl", providers: [.apt(["libssl-dev"])]),
         .systemLibrary(name: "CSystemd", pkgConfig: "libsystemd", providers: [.apt(["libsystemd-dev"])]),
         .systemLibrary(name: "CArgon2", pkgConfig: "libargon2", providers: [.apt(["libargon2-dev"])]),
         .systemLibrary(name: "CEAC", pkgConfig: "libeac", providers: [.apt(["libeac-dev"])]),
@@ -46,8 +47,9 @@ let package = Package(
 
         // libcrypto behind Swift types (random, digests, HKDF, AES-GCM, EC keys, X.509 reading and
         // issuing), shared by the daemon, the virtual card and SmartCard (PACE's MAC check). The
-        // only code that calls libcrypto, apart from the buffers libeac's own API is written in.
-        .target(name: "OpenSSLCrypto", dependencies: ["COpenSSL"]),
+        // only code that calls libcrypto, apart from the buffers libeac's own API is written in;
+        // and libssl's TLS 1.3 for the hub link (TLS.swift, the only file that calls SSL_*).
+        .target(name: "OpenSSLCrypto", dependencies: ["COpenSSL", "CSSL"]),
 
         // ISO 7816 APDUs and TLV, the Estonian ID card's command table, and PACE with secure
         // messaging over OpenPACE (whose API speaks OpenSSL's BUF_MEM, reached through CEAC):

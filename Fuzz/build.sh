@@ -26,7 +26,7 @@ cd "$ROOT"
 
 # The system-library targets bring their own module maps; the C targets get one like SwiftPM's.
 CMODULES=""
-for module in CSQLite COpenSSL CSystemd CArgon2 CEAC CCBOR CPSL; do
+for module in CSQLite COpenSSL CSSL CSystemd CArgon2 CEAC CCBOR CPSL; do
     CMODULES="$CMODULES -Xcc -fmodule-map-file=$ROOT/Sources/$module/module.modulemap"
 done
 for module in CLinux CPCSC CPhoneNumber; do
@@ -93,5 +93,5 @@ for target in $TARGETS; do
         -Xlinker --defsym=LLVMFuzzerTestOneInput=$symbol -Xlinker -u -Xlinker $symbol \
         -L "$BUILD/lib" $(for library in $LIBRARIES; do echo "-l$library"; done) $AUTOLINK \
         "$BUILD/lib/CLinux.o" "$BUILD/lib/CPCSC.o" "$BUILD/lib/CPhoneNumber.o" \
-        -lsqlite3 -lcrypto -lsystemd -largon2 -leac -lcbor -lpsl -lphonenumber -lpcsclite -lstdc++
+        -lsqlite3 -lssl -lcrypto -lsystemd -largon2 -leac -lcbor -lpsl -lphonenumber -lpcsclite -lstdc++
 done

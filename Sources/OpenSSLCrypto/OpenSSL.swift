@@ -225,7 +225,7 @@ public enum AESGCM {
 /// with one `EVP_PKEY` from several threads (each call has its own `EVP_MD_CTX`), which is why
 /// this type is Sendable.
 public final class P256PrivateKey: @unchecked Sendable {
-    fileprivate let key: OpaquePointer
+    let key: OpaquePointer
 
     private init(key: OpaquePointer) { self.key = key }
     deinit { EVP_PKEY_free(key) }

@@ -149,13 +149,26 @@ extension X509Certificate {
     public static func issue(subject: [(Attribute, String)], subjectKey: P384PrivateKey,
                              issuer: (certificate: X509Certificate, key: P384PrivateKey)?,
                              serial: Int, days: Int, extensions: [Extension]) throws -> X509Certificate {
+        try issue(subject: subject, subjectKey: subjectKey.key, issuer: issuer.map { ($0.certificate, $0.key.key) },
+                  digest: EVP_sha384(), serial: serial, days: days, extensions: extensions)
+    }
+
+    /// A self-signed certificate for a P-256 key (ECDSA-SHA-256), as a TLS client presents its
+    /// key with: `commonName` for people, the key itself for the peer.
+    public static func selfSigned(commonName: String, key: P256PrivateKey, serial: Int, days: Int) throws -> X509Certificate {
+        try issue(subject: [(.commonName, commonName)], subjectKey: key.key, issuer: nil, digest: EVP_sha256(),
+                  serial: serial, days: days, extensions: [.keyUsage([.digitalSignature]), .clientAuthentication])
+    }
+
+    private static func issue(subject: [(Attribute, String)], subjectKey: OpaquePointer, issuer: (certificate: X509Certificate, key: OpaquePointer)?,
+                              digest: OpaquePointer?, serial: Int, days: Int, extensions: [Extension]) throws -> X509Certificate {
         guard let certificate = X509_new() else { throw CryptoError.drain("X509_new") }
         defer { X509_free(certificate) }
         guard X509_set_version(certificate, 2) == 1,
               ASN1_INTEGER_set(X509_get_serialNumber(certificate), serial) == 1,
               X509_gmtime_adj(X509_getm_notBefore(certificate), -86_400) != nil,
               X509_gmtime_adj(X509_getm_notAfter(certificate), days * 86_400) != nil,
-              X509_set_pubkey(certificate, subjectKey.key) == 1
+              X509_set_pubkey(certificate, subjectKey) == 1
         else { throw CryptoError.drain("certificate fields") }
         let name = X509_get_subject_name(certificate)
         for (attribute, value) in subject {
@@ -175,11 +188,27 @@ extension X509Certificate {
             defer { X509_EXTENSION_free(ext) }
             guard X509_add_ext(certificate, ext, -1) == 1 else { throw CryptoError.drain("X509_add_ext") }
         }
-        guard X509_sign(certificate, (issuer?.key ?? subjectKey).key, EVP_sha384()) > 0 else { throw CryptoError.drain("X509_sign") }
+        guard X509_sign(certificate, issuer?.key ?? subjectKey, digest) > 0 else { throw CryptoError.drain("X509_sign") }
         var out: UnsafeMutablePointer<UInt8>?
         let length = i2d_X509(certificate, &out)
         guard length > 0, let out else { throw CryptoError.drain("i2d_X509") }
         defer { authd_openssl_free(out) }
         return try X509Certificate(der: Array(UnsafeBufferPointer(start: out, count: Int(length))))
+    }
+
+    /// The certificate's SubjectPublicKeyInfo, DER.
+    public var publicKeyInfo: [UInt8] {
+        get throws {
+            guard let spki = Self.publicKeyInfo(of: handle) else { throw CryptoError.drain("i2d_X509_PUBKEY") }
+            return spki
+        }
+    }
+
+    static func publicKeyInfo(of certificate: OpaquePointer) -> [UInt8]? {
+        var out: UnsafeMutablePointer<UInt8>?
+        let length = i2d_X509_PUBKEY(X509_get_X509_PUBKEY(certificate), &out)
+        guard length > 0, let out else { return nil }
+        defer { authd_openssl_free(out) }
+        return Array(UnsafeBufferPointer(start: out, count: Int(length)))
     }
 }

@@ -18,14 +18,20 @@ public enum AdminStatus: RPCMethod {
         public var residentMemoryBytes: Int64
         /// Answers written for clients that have not read them yet, over all connections.
         public var unreadOutputBytes: Int64
+        /// Bytes of request lines clients have started and not finished, over all connections;
+        /// absent from a daemon that does not report it.
+        public var unfinishedInputBytes: Int64?
         public var keys: [KeyInfo]
         public var store: StoreHealth
         /// The audit log's size and continuity; absent from a daemon that does not report it.
         public var audit: AuditSize?
+        /// The machine's role among machines and its link or listener (as `hub.status`).
+        public var hub: HubStatus.Result?
 
         public init(daemonVersion: String, protocolVersion: Int, mode: String, pid: Int32, startedAt: String,
                     uptimeSeconds: Int64, paths: Paths, connections: Int, openFileDescriptors: Int,
-                    residentMemoryBytes: Int64, unreadOutputBytes: Int64, keys: [KeyInfo], store: StoreHealth, audit: AuditSize? = nil) {
+                    residentMemoryBytes: Int64, unreadOutputBytes: Int64, unfinishedInputBytes: Int64? = nil, keys: [KeyInfo], store: StoreHealth,
+                    audit: AuditSize? = nil, hub: HubStatus.Result? = nil) {
             self.daemonVersion = daemonVersion
             self.protocolVersion = protocolVersion
             self.mode = mode
@@ -37,15 +43,18 @@ public enum AdminStatus: RPCMethod {
             self.openFileDescriptors = openFileDescriptors
             self.residentMemoryBytes = residentMemoryBytes
             self.unreadOutputBytes = unreadOutputBytes
+            self.unfinishedInputBytes = unfinishedInputBytes
             self.keys = keys
             self.store = store
             self.audit = audit
+            self.hub = hub
         }
 
         enum CodingKeys: String, CodingKey {
             case daemonVersion = "daemon_version", protocolVersion = "protocol_version", mode, pid
             case startedAt = "started_at", uptimeSeconds = "uptime_s", paths, connections
-            case openFileDescriptors = "open_fds", residentMemoryBytes = "rss_bytes", unreadOutputBytes = "unread_output_bytes", keys, store, audit
+            case openFileDescriptors = "open_fds", residentMemoryBytes = "rss_bytes", unreadOutputBytes = "unread_output_bytes"
+            case unfinishedInputBytes = "unfinished_input_bytes", keys, store, audit, hub
         }
     }
 

@@ -9,6 +9,8 @@ public struct LineFramer: Sendable {
     public static let defaultMaxLineLength = 1 << 20
 
     public let maxLineLength: Int
+    /// The most an empty framer keeps allocated for the next lines.
+    static let retainedCapacity = 64 << 10
     private var buffer: [UInt8] = []
     private var start = 0
     private var scanned = 0
@@ -38,6 +40,14 @@ public struct LineFramer: Sendable {
         while true {
             if overflowed { throw LineTooLong() }
             guard let newline = buffer[scanned...].firstIndex(of: UInt8(ascii: "\n")) else {
+                if start == buffer.count {
+                    // Everything was returned: keep a small buffer, give a large one (a long
+                    // line's) back rather than holding it for the connection's lifetime.
+                    buffer.removeAll(keepingCapacity: buffer.capacity <= Self.retainedCapacity)
+                    start = 0
+                    scanned = 0
+                    return nil
+                }
                 scanned = buffer.count
                 if buffer.count - start > maxLineLength {
                     overflowed = true

@@ -250,6 +250,16 @@ public struct Reason: OpenName {
     public static let passkeyInvalid = Reason("passkey.invalid")
     /// Relying party: the flow is unknown, expired or already used; begin again.
     public static let passkeyFlowInvalid = Reason("passkey.flow_invalid")
+
+    // MARK: Hub
+    /// A device cannot reach its hub (not connected, or the hub did not answer in time): account
+    /// methods are refused at once, machine methods keep working. `data.retry_after` (seconds)
+    /// says when the link tries again.
+    public static let hubUnavailable = Reason("hub.unavailable")
+    /// The hub's certificate is not the one configured (`[hub] ca_file` or `pin`): the link
+    /// stays down rather than talk to an impostor. `data.detail` says what did not match.
+    public static let hubUntrusted = Reason("hub.untrusted")
+
     // MARK: PAM
     /// `pam.authenticate`: the user has no method the `[pam]` policy allows for the service
     /// (nothing linked, no enrolled finger); pam_authd answers `PAM_USER_UNKNOWN` with
@@ -262,7 +272,7 @@ public struct Reason: OpenName {
     public static let pamCardUntrusted = Reason("pam.card_untrusted")
     /// No Unix user of that name, or not a name PAM could pass.
     public static let pamUnknownUser = Reason("pam.unknown_user")
-    /// The card or account is linked to `[pam] link_limit` other Unix users already; `data.users`.
+    /// The card or account is linked to `[pam] link_limit` other Unix users already; `data.limit`.
     public static let pamAlreadyLinked = Reason("pam.already_linked")
     /// `pam.link.account` without an account: the caller's user is signed in to none.
     public static let pamNoAccount = Reason("pam.no_account")

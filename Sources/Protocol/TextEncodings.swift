@@ -65,3 +65,25 @@ public enum Hex {
         }
     }
 }
+
+/// RFC 4648 base32 (upper case, no padding): what people read aloud and compare, such as a
+/// device id.
+public enum Base32 {
+    private static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZ234567".utf8)
+
+    public static func encode(_ bytes: some Sequence<UInt8>) -> String {
+        var output: [UInt8] = []
+        var buffer = 0, bits = 0
+        for byte in bytes {
+            buffer = (buffer << 8) | Int(byte)
+            bits += 8
+            while bits >= 5 {
+                bits -= 5
+                output.append(alphabet[(buffer >> bits) & 31])
+            }
+            buffer &= (1 << bits) - 1
+        }
+        if bits > 0 { output.append(alphabet[(buffer << (5 - bits)) & 31]) }
+        return String(decoding: output, as: UTF8.self)
+    }
+}

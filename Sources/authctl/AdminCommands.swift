@@ -18,12 +18,17 @@ extension Command {
         Output.line("config:      \(status.paths.config)")
         Output.line("master key:  \(status.paths.masterKey)")
         Output.line("connections: \(status.connections), open fds: \(status.openFileDescriptors), rss: \(status.residentMemoryBytes / 1024) KiB, "
-                    + "unread answers: \(status.unreadOutputBytes / 1024) KiB")
+                    + "unread answers: \(status.unreadOutputBytes / 1024) KiB"
+                    + (status.unfinishedInputBytes.map { ", unfinished lines: \($0 / 1024) KiB" } ?? ""))
         Output.line("store:       integrity \(status.store.integrity), schema \(status.store.schemaVersion), \(status.store.sizeBytes) bytes, journal \(status.store.journalMode)")
         if let audit = status.audit {
             Output.line("audit:       integrity \(audit.integrity), \(audit.rows) records, \(audit.bytes) of \(audit.maxBytes) bytes, "
                         + "oldest \(audit.oldest ?? "none"), kept \(audit.retentionSeconds / 86400) days"
                         + (audit.purgedThrough > 0 ? ", purged through id \(audit.purgedThrough)" : ""))
+        }
+        if let hub = status.hub, hub.role != "standalone" {
+            Output.line("role:        \(hub.role), device id \(hub.deviceID)")
+            for line in HubStatusText.lines(hub).dropFirst(2) { Output.line("             " + line) }
         }
         for key in status.keys {
             Output.line("key:         \(key.kid) \(key.alg) \(key.status), created \(key.createdAt)\(key.publishedUntil.map { ", published until \($0)" } ?? "")")

@@ -14,6 +14,7 @@ extension Command {
         .lock, .unlock, .biometric, .cardBiometric,
         .federationLogin, .federationStatus, .federationLogout, .tokenRemote, .remoteFetch, .remoteReport401, .events,
         .passkeyList, .passkeyDelete, .passkeyRegister, .passkeyAccount,
+        .deviceID, .hubStatus,
         .pamLinkCard, .pamLinkAccount, .pamUnlink, .pamStatus,
         .call, .completion, .helpCommand,
     ]

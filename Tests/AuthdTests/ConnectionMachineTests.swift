@@ -70,18 +70,30 @@ struct ConnectionMachineTests {
         #expect(Self.dispatched(actions) == [1, 2], "with the lines it had buffered")
     }
 
-    @Test("the output budget: a caller past its share, or everyone past the total, is told so; giving back is always within")
-    func outputBudget() {
+    @Test("the memory budget: unread answers and unfinished lines count together; a caller past its share, or everyone past the total, is told so; giving back is always within")
+    func heldBudget() {
         let registry = ConnectionRegistry()
         let alice = Caller.local(CallerIdentity(uid: 1000, gid: 1000, pid: 1, exe: "/a", username: "alice", groups: []))
         let bob = Caller.local(CallerIdentity(uid: 1001, gid: 1001, pid: 2, exe: "/b", username: "bob", groups: []))
-        #expect(registry.outputChanged(of: alice, by: ConnectionRegistry.outputPerCaller))
-        #expect(!registry.outputChanged(of: alice, by: 1), "one byte past alice's share")
-        #expect(registry.outputChanged(of: bob, by: 1024), "bob's share is his own")
-        #expect(registry.outputChanged(of: alice, by: -ConnectionRegistry.outputPerCaller - 1))
-        #expect(registry.unreadOutput == 1024)
-        #expect(registry.outputChanged(of: bob, by: -1024))
-        #expect(registry.unreadOutput == 0)
+        let half = ConnectionRegistry.bufferedPerCaller / 2
+        #expect(registry.heldChanged(of: alice, by: .init(output: half)))
+        #expect(registry.heldChanged(of: alice, by: .init(input: half)), "exactly alice's share")
+        #expect(!registry.heldChanged(of: alice, by: .init(input: 1)), "one byte of an unfinished line past alice's share")
+        #expect(registry.heldChanged(of: bob, by: .init(output: 1024)), "bob's share is his own")
+        #expect(registry.heldChanged(of: alice, by: .init(input: -half - 1, output: -half)))
+        #expect(registry.held == .init(input: 0, output: 1024))
+        #expect(registry.heldChanged(of: bob, by: .init(output: -1024)))
+        #expect(registry.held == .init())
+    }
+
+    @Test("an unfinished line is what the connection holds; once its lines are taken it holds nothing")
+    func pendingInput() {
+        var machine = ConnectionMachine()
+        let start = Array(#"{"jsonrpc":"2.0","id":1,"#.utf8)
+        _ = machine.received(start)
+        #expect(machine.pendingInputCount == start.count)
+        _ = machine.received(Array(#""method":"hello"}"#.utf8) + [0x0A])
+        #expect(machine.pendingInputCount == 0)
     }
 
     @Test("a line over the cap is answered, then the connection closes once that is written")

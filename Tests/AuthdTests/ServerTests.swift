@@ -50,7 +50,9 @@ private struct InProcessServer {
             connections: ConnectionRegistry(), masterKeySource: .keyFile(path: "/x"), sealer: fixture.sealer, codeKey: try OpenSSL.randomSecret(32),
             localLock: LocalLock(store: fixture.store, directory: directory, config: holder, now: fixture.clock.closure), events: EventBus(),
             vault: TokenVault(store: fixture.store, sealer: fixture.sealer, directory: directory),
-            http: HTTPClient(helperPath: "/nonexistent/authd-http"), startedAt: Date(), now: fixture.clock.closure)
+            http: HTTPClient(helperPath: "/nonexistent/authd-http"),
+            hub: HubState(role: .standalone, identity: try await MachineIdentity.open(store: fixture.store, sealer: fixture.sealer, now: Date()), link: nil),
+            startedAt: Date(), now: fixture.clock.closure)
         var table = DispatchTable.make(services)
         let observations = self.observations
         table.register(WaitMethod.self, home: .machine, access: .anyone) { _, _ in

@@ -292,6 +292,14 @@ do {
     row("raw Argon2id (m=19 MiB, t=2, p=1), \(threads) threads", String(format: "%.1f hashes/s", argon2Rate))
     row("auth.login, \(threads * 2) clients", String(format: "%.1f logins/s, p50 %.0f ms, p99 %.0f ms", logins, percentile(loginLatencies, 0.5), percentile(loginLatencies, 0.99)))
     row("password logins/s ÷ Argon2id hashes/s (target ≥ 0.9)", String(format: "%.2f", logins / argon2Rate))
+    // Memory must not grow with sign-ins: each hash takes 19 MiB, kept by its worker for the next.
+    var readings = [String(format: "%.1f", Double(accounts.residentBytes) / 1e6)]
+    for _ in 0..<4 {
+        _ = try load(accounts, clients: threads * 2, perClient: 2500 / (threads * 2), method: "auth.login",
+                     params: #"{"login":"+37250001000","password":"bench password 12345"}"#)
+        readings.append(String(format: "%.1f", Double(accounts.residentBytes) / 1e6))
+    }
+    row("RSS every 2,500 sign-ins, to 10,000 (MB)", readings.joined(separator: " → "))
 
     try cardFigures()
     try biometricFigures()

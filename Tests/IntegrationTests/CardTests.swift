@@ -152,6 +152,49 @@ struct CardTests {
         #expect(result["signature"]?.stringValue?.isEmpty == false)
     }
 
+    @Test("a card pulled as the login begins is waited for within the window, not reported removed")
+    func cardPulledAsLoginBegins() throws {
+        let rig = try CardRig()
+        // The card leaves at authd's first command (pcscd still shows it in the reader) and is
+        // back 1.2 s later: no command was answered, so this is no card yet, not a removal.
+        try rig.insertCard(["--remove-on-ins", "A4"])
+        let daemon = try daemon(rig)
+        let client = try daemon.connect()
+        let login = try client.callAnswering("card.login", ["aud": "https://rp.example", "timeout_s": 30], answers: ["pin1": "1234"])
+        let token = try #require(login.response["result"]?["token"]?.stringValue, "\(login.response)")
+        #expect(try verifiedClaims(token, rig: rig, aud: "https://rp.example")["sub"] == "38001085718")
+        #expect(login.prompts.contains { $0["kind"] == "card" && $0["seconds_left"]?.integerValue != nil },
+                "authd asked for the card while it was away")
+    }
+
+    @Test("a card that never comes back ends the login with card.timeout at the window's end")
+    func cardPulledAndGone() throws {
+        let rig = try CardRig()
+        try rig.insertCard()
+        let daemon = try daemon(rig)
+        let client = try daemon.connect()
+        #expect(try client.result("card.read")["personal_code"] == "38001085718")
+        rig.stopCard()
+        let login = try client.callAnswering("card.login", ["aud": "a", "timeout_s": 2], answers: ["pin1": "1234"])
+        #expect(login.response["error"]?["data"]?["reason"] == "card.timeout", "\(login.response)")
+    }
+
+    @Test("an unanswered PIN1 prompt ends with the card's window, not the longer prompt_timeout")
+    func pinPromptBoundedByWindow() throws {
+        let rig = try CardRig()
+        try rig.insertCard()
+        let daemon = try daemon(rig)
+        let client = try daemon.connect()
+        try client.send(#"{"jsonrpc":"2.0","id":3,"method":"card.login","params":{"aud":"a","timeout_s":1}}"# + "\n")
+        var response: JSONValue?
+        for _ in 0..<4 where response == nil {
+            let line = try #require(try client.readJSON(), "the daemon answers within the card's window")
+            if line["id"] == 3 { response = line }
+        }
+        #expect(response?["error"]?["data"]?["reason"] == "prompt.timeout", "\(String(describing: response))")
+        #expect(response?["error"]?["data"]?["timeout_s"] == 1)
+    }
+
     @Test("authd follows pcscd restarting between requests")
     func pcscdRestart() throws {
         let rig = try CardRig()

@@ -117,6 +117,57 @@ struct ConcurrencyTests {
         #expect(try setup.result("hello")["protocol_version"] == 1)
     }
 
+    @Test("unfinished lines count toward a user's memory budget: 24 connections each holding almost 1 MiB of one line, past 16 MiB they are closed")
+    func unfinishedLinesAreBounded() throws {
+        try #require(getuid() == 0, "needs root to run a client as another user")
+        let daemon = try DaemonHarness()
+        try daemon.start(arguments: ["--system"])
+        chmod(daemon.directory + "/run", 0o755)
+        // A child as nobody opens 24 connections and sends each 1 MiB less 64 bytes of one line,
+        // never finishing it; the parent (root, another user) reads admin.status meanwhile.
+        let script = """
+            import json, os, select, socket, sys, time
+            path = sys.argv[1]
+            ready_r, ready_w = os.pipe()
+            child = os.fork()
+            if child == 0:
+                os.setgroups([]); os.setgid(65534); os.setuid(65534)
+                part = b'{"jsonrpc":"2.0","id":1,"method":"hello","params":{"x":"' + b"x" * ((1 << 20) - 64)
+                conns = []
+                for i in range(24):
+                    s = socket.socket(socket.AF_UNIX); s.settimeout(10); s.connect(path)
+                    try: s.sendall(part)
+                    except OSError: pass
+                    conns.append(s)
+                os.write(ready_w, b"x")
+                # A closed connection reads as the end at once; an open one has nothing to read.
+                time.sleep(1)
+                readable, _, _ = select.select(conns, [], [], 0)
+                closed = 0
+                for s in readable:
+                    try:
+                        if s.recv(1, socket.MSG_DONTWAIT) == b"": closed += 1
+                    except OSError: closed += 1
+                os._exit(closed)
+            os.read(ready_r, 1)
+            time.sleep(0.5)
+            admin = socket.socket(socket.AF_UNIX); admin.settimeout(10); admin.connect(path); replies = admin.makefile("rb")
+            admin.sendall(b'{"jsonrpc":"2.0","id":1,"method":"admin.status"}\\n')
+            held = json.loads(replies.readline())["result"]["unfinished_input_bytes"]
+            _, status = os.waitpid(child, 0)
+            admin.sendall(b'{"jsonrpc":"2.0","id":2,"method":"hello"}\\n')
+            served = b'"protocol_version"' in replies.readline()
+            print(held, os.waitstatus_to_exitcode(status), int(served))
+            """
+        let result = try DaemonHarness.run(["/usr/bin/timeout", "120", "/usr/bin/python3", "-c", script, daemon.socketPath])
+        let figures = result.stdout.split(separator: " ").compactMap { Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
+        try #require(figures.count == 3, "\(result.stdout)\(result.stderr)")
+        let (held, closed, served) = (figures[0], figures[1], figures[2])
+        #expect(held <= 16 << 20, "unfinished lines held: \(held >> 10) KiB")
+        #expect(closed >= 24 - 16, "\(closed) of 24 connections closed; 16 MiB holds at most 16 such lines")
+        #expect(served == 1, "another user is served")
+    }
+
     @Test("200 concurrent clients each get their own tokens")
     func concurrentClients() throws {
         let daemon = try DaemonHarness()

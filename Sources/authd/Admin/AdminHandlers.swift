@@ -13,6 +13,7 @@ extension MethodTable {
             let bounds = AuditLog.Bounds(services.config.current)
             let now = services.now()
             let current = services.keys.current.kid
+            let held = services.connections.held
             return AdminStatus.Result(
                 daemonVersion: DaemonVersion.string, protocolVersion: protocolVersion, mode: services.options.mode.rawValue,
                 pid: Syscalls.processID(), startedAt: Timestamp.rfc3339(services.startedAt),
@@ -23,7 +24,7 @@ extension MethodTable {
                 connections: services.connections.count,
                 openFileDescriptors: Syscalls.openFileDescriptorCount(),
                 residentMemoryBytes: Syscalls.residentMemoryBytes(),
-                unreadOutputBytes: Int64(services.connections.unreadOutput),
+                unreadOutputBytes: Int64(held.output), unfinishedInputBytes: Int64(held.input),
                 keys: services.keys.keys(now: now).map { key in
                     .init(kid: key.kid, alg: key.alg, status: key.kid == current ? "current" : "retired",
                           createdAt: Timestamp.rfc3339(epochSeconds: key.createdAt),
@@ -32,7 +33,8 @@ extension MethodTable {
                 store: .init(integrity: health.integrity, schemaVersion: health.schemaVersion, sizeBytes: health.sizeBytes, journalMode: health.journalMode),
                 audit: .init(rows: audit.rows, bytes: audit.bytes, oldest: audit.oldest.map { Timestamp.rfc3339($0, milliseconds: true) },
                              purgedThrough: audit.purgedThrough, integrity: audit.integrity, retentionSeconds: bounds.retentionSeconds,
-                             maxBytes: bounds.maxBytes))
+                             maxBytes: bounds.maxBytes),
+                hub: services.hub.status(devicesConnected: services.connections.deviceCount))
         }
 
         register(AdminReload.self, home: .machine, access: .admin, audit: { _, result in

@@ -424,11 +424,12 @@ enum Timestamp {
 extension Caller {
     /// The caller as the audit log records it: a local process by uid, pid and executable; a
     /// machine by its device id in place of the executable, with uid (uid_t) −1, which is no
-    /// user's, and pid 0.
+    /// user's, and pid 0; a process on a machine by its uid there and `device:ID:EXECUTABLE`.
     var audited: AuditCaller {
         switch self {
         case .local(let peer): AuditCaller(uid: peer.uid, pid: peer.pid, exe: peer.exe)
         case .device(let id): AuditCaller(uid: .max, pid: 0, exe: "device:\(id)")
+        case .forwarded(let id, let process): AuditCaller(uid: process.uid, pid: 0, exe: "device:\(id):\(process.exe ?? "unknown")")
         }
     }
 }

@@ -45,16 +45,18 @@ actor CardQueue {
         return try pcsc.states(names, known: nil, timeoutMs: 0, watchPlugAndPlay: false) ?? []
     }
 
-    /// Waits until a card is in some reader. Follows readers being plugged in and out and
-    /// pcscd restarting. `progress` gets the seconds left, about once a second, from the first
-    /// look that finds no card on: never when a card is already in a reader. With no reader
-    /// at all when the wait begins, fails at once with `card.no_reader`.
-    func waitForCard(window: Int, cancelled: CancelFlag, progress: @escaping @Sendable (Int) -> Void) async throws(CardFailure) -> PCSC.ReaderState {
-        let deadline = ContinuousClock.now + .seconds(window)
+    /// Waits until a card is in some reader, at most until `deadline` (the end of a window of
+    /// `window` seconds). Follows readers being plugged in and out and pcscd restarting.
+    /// `progress` gets the seconds left, about once a second, from the first look that finds no
+    /// card on: never when a card is already in a reader. With no reader at all when the first
+    /// wait begins, fails at once with `card.no_reader`. `skipping` is a reader state that turned
+    /// out to hold no card (pcscd had not yet seen it pulled): it counts as empty until it changes.
+    func waitForCard(until deadline: ContinuousClock.Instant, window: Int, skipping stale: PCSC.ReaderState?, cancelled: CancelFlag,
+                     progress: @escaping @Sendable (Int) -> Void) async throws(CardFailure) -> PCSC.ReaderState {
         let wake = self.wake
         let outcome: Result<PCSC.ReaderState, CardFailure> = await withTaskCancellationHandler {
             do throws(CardFailure) {
-                return .success(try waitBlocking(until: deadline, window: window, cancelled: cancelled, progress: progress))
+                return .success(try waitBlocking(until: deadline, window: window, skipping: stale, cancelled: cancelled, progress: progress))
             } catch {
                 return .failure(error)
             }
@@ -67,9 +69,10 @@ actor CardQueue {
 
     /// The wait itself, blocking the card queue until a card is present, the window closes or
     /// `cancelled` is set (`cancelWaiting` then cuts the current `SCardGetStatusChange` short).
-    private func waitBlocking(until deadline: ContinuousClock.Instant, window: Int, cancelled: CancelFlag,
-                              progress: @Sendable (Int) -> Void) throws(CardFailure) -> PCSC.ReaderState {
-        var first = true
+    private func waitBlocking(until deadline: ContinuousClock.Instant, window: Int, skipping stale: PCSC.ReaderState?,
+                              cancelled: CancelFlag, progress: @Sendable (Int) -> Void) throws(CardFailure) -> PCSC.ReaderState {
+        // A retry after a card that vanished may find its reader unplugged too: that is a wait.
+        var first = stale == nil
         var lastReported = -1
         while true {
             if cancelled.isSet { throw .cancelled }
@@ -86,7 +89,7 @@ actor CardQueue {
             if names.isEmpty && first { throw .noReader }
             first = false
             let current = try pcsc.states(names, known: nil, timeoutMs: 0, watchPlugAndPlay: false) ?? []
-            if let ready = current.first(where: \.cardPresent) { return ready }
+            if let ready = current.first(where: { $0.cardPresent && $0 != stale }) { return ready }
             // Only now is authd waiting for a card: a card already in a reader, or a failure
             // before the first look (no pcscd, no reader), never shows the countdown.
             let left = deadline - ContinuousClock.now

@@ -67,10 +67,10 @@ struct CardService: Sendable {
     /// PIN1 for a login: the saved one (released by a matching finger when the user turned
     /// that on), or asked for. A finger that fails or a reader that is unavailable is said in
     /// the PIN1 prompt, which follows.
-    private func obtainPIN1(_ context: RequestContext, purpose: String) async throws -> (secret: SecretBytes, saved: Bool, byFinger: Bool) {
+    private func obtainPIN1(_ context: RequestContext, window: Int, purpose: String) async throws -> (secret: SecretBytes, saved: Bool, byFinger: Bool) {
         let uid = context.caller.uid
         guard let saved = try await secrets.load(.pin1, uid: uid) else {
-            return (try await askPIN(.pin1, context, purpose: purpose), false, false)
+            return (try await askPIN(.pin1, context, window: window, purpose: purpose), false, false)
         }
         let settings = try await biometrics.settings(uid)
         guard settings.pin1 == .fingerprint else { return (saved, true, false) }
@@ -84,7 +84,7 @@ struct CardService: Sendable {
             guard let preface = BiometricFailure.fallbackPreface(error) else { throw error }
             why = preface
         }
-        return (try await askPIN(.pin1, context, purpose: purpose, preface: why), false, false)
+        return (try await askPIN(.pin1, context, window: window, purpose: purpose, preface: why), false, false)
     }
 
     // MARK: Flows
@@ -96,34 +96,37 @@ struct CardService: Sendable {
         })
     }
 
-    /// Asks for a PIN on the caller's connection and checks its format.
-    private func askPIN(_ pin: EstEID.PIN, _ context: RequestContext, purpose: String, preface: String = "") async throws -> SecretBytes {
+    /// Asks for a PIN on the caller's connection, waiting at most the card's window for the
+    /// answer, and checks its format.
+    private func askPIN(_ pin: EstEID.PIN, _ context: RequestContext, window: Int, purpose: String, preface: String = "") async throws -> SecretBytes {
         let name = pin == .pin1 ? "PIN1" : "PIN2"
-        let answer = try await context.prompts.ask(pin == .pin1 ? .pin1 : .pin2,
-                                                              message: preface + "Enter \(name) \(purpose)")
+        let answer = try await context.prompts.ask(pin == .pin1 ? .pin1 : .pin2, message: preface + "Enter \(name) \(purpose)",
+                                                   within: .seconds(window))
         var bytes = try Self.validPIN(answer, pin)
         defer { OpenSSL.wipe(&bytes) }
         return SecretBytes(bytes)
     }
 
     /// "Present your card": progress prompts with the seconds left until the card is in a reader.
-    private func presentCard(_ context: RequestContext, window: Int) async throws -> PCSC.ReaderState {
+    private func presentCard(_ context: RequestContext, until deadline: ContinuousClock.Instant, window: Int,
+                             skipping stale: PCSC.ReaderState?) async throws -> PCSC.ReaderState {
         let flag = CancelFlag()
         let prompts = context.prompts
         let readers = self.readers
         let id = prompts.progress { flag.set(); readers.cancelWaiting() }
         defer { prompts.finish(id) }
-        return try await readers.waitForCard(window: window, cancelled: flag) { left in
+        return try await readers.waitForCard(until: deadline, window: window, skipping: stale, cancelled: flag) { left in
             prompts.notify(id: id, kind: .card, message: "Place your ID card on the reader — \(left) s left", secondsLeft: left)
         }
     }
 
-    /// The CAN for a contactless card: saved, remembered from a removed attempt, or asked.
-    private func obtainCAN(_ context: RequestContext) async throws -> (can: SecretBytes, saved: Bool) {
+    /// The CAN for a contactless card: saved, remembered from a removed attempt, or asked
+    /// (waiting at most the card's window for the answer).
+    private func obtainCAN(_ context: RequestContext, window: Int) async throws -> (can: SecretBytes, saved: Bool) {
         let uid = context.caller.uid
         if let saved = try await secrets.load(.can, uid: uid) { return (saved, true) }
         if let recent = recentCANs.take(uid: uid, now: now()) { return (recent, false) }
-        let answer = try await context.prompts.ask(.can, message: "Enter the card's CAN (6 digits on its front)")
+        let answer = try await context.prompts.ask(.can, message: "Enter the card's CAN (6 digits on its front)", within: .seconds(window))
         var bytes = try Self.validCAN(answer)
         defer { OpenSSL.wipe(&bytes) }
         return (SecretBytes(bytes), false)
@@ -131,29 +134,66 @@ struct CardService: Sendable {
 
     private static func bytes(_ secret: SecretBytes) -> [UInt8] { secret.withUnsafeBytes { Array($0) } }
 
+    /// One try at the card in a reader: its result, or the finding that no card was really
+    /// there (the connection was lost before the card answered anything).
+    private enum Attempt<T: Sendable>: Sendable {
+        case done(T)
+        case noCard
+    }
+
     /// The common part of every flow: the card, the CAN if needed, one transaction; failures
     /// that concern saved secrets delete them.
+    ///
+    /// A card pulled just before the operation can still show in its reader for a moment
+    /// (pcscd polls for presence): connecting to it, or its first command, fails. That is not
+    /// a card removed during the operation but no card yet, so authd waits for one again until
+    /// the window ends, as if the reader had looked empty. Once the card has answered a command,
+    /// losing it is `card.removed`.
     private func withCard<T: Sendable>(_ context: RequestContext, window: Int, pin1: (secret: SecretBytes, saved: Bool)?,
                                        _ work: @escaping @Sendable (IDCard) throws(CardFailure) -> T) async throws -> T {
-        let reader = try await presentCard(context, window: window)
-        guard let interface = IDCard.interface(forATR: reader.atr) else { throw CardFailure.unsupported }
-        var can: (can: SecretBytes, saved: Bool)?
-        if interface == .contactless { can = try await obtainCAN(context) }
+        let deadline = ContinuousClock.now + .seconds(window)
         let uid = context.caller.uid
-        let canBytes = can.map { Self.bytes($0.can) }
-        let outcome: Result<T, CardFailure> = await readers.runCatching { pcsc throws(CardFailure) in
-            let card = try pcsc.connect(reader.name)
-            defer { card.disconnect() }
-            try card.begin()
-            defer { card.end() }
-            let idCard = IDCard(card: card, interface: interface)
-            if var canBytes {
-                defer { OpenSSL.wipe(&canBytes) }
-                try idCard.establishPACE(can: canBytes)
+        var stale: PCSC.ReaderState?
+        var can: (can: SecretBytes, saved: Bool)?
+        while true {
+            let reader = try await presentCard(context, until: deadline, window: window, skipping: stale)
+            guard let interface = IDCard.interface(forATR: reader.atr) else { throw CardFailure.unsupported }
+            if interface == .contactless, can == nil { can = try await obtainCAN(context, window: window) }
+            let canBytes = interface == .contactless ? can.map { Self.bytes($0.can) } : nil
+            let outcome: Result<Attempt<T>, CardFailure> = await readers.runCatching { pcsc throws(CardFailure) in
+                var connected: PCSC.Card?
+                do throws(CardFailure) {
+                    let card = try pcsc.connect(reader.name)
+                    connected = card
+                    defer { card.disconnect() }
+                    try card.begin()
+                    defer { card.end() }
+                    let idCard = IDCard(card: card, interface: interface)
+                    if var canBytes {
+                        defer { OpenSSL.wipe(&canBytes) }
+                        try idCard.establishPACE(can: canBytes)
+                    }
+                    return .done(try work(idCard))
+                } catch .removed where connected?.answered != true {
+                    return .noCard
+                }
             }
-            return try work(idCard)
+            switch outcome {
+            case .success(.done(let value)):
+                return value
+            case .success(.noCard):
+                stale = reader
+                continue
+            case .failure(let failure):
+                try await settle(failure, uid: uid, can: can, pin1: pin1)
+            }
         }
-        guard case .failure(let failure) = outcome else { return try outcome.get() }
+    }
+
+    /// Deletes saved secrets the card refused and remembers a typed CAN for the retry after a
+    /// removal; then throws `failure` (as it is, or saying what was deleted).
+    private func settle(_ failure: CardFailure, uid: UInt32, can: (can: SecretBytes, saved: Bool)?,
+                        pin1: (secret: SecretBytes, saved: Bool)?) async throws -> Never {
         switch failure {
         case .canMismatch where can?.saved == true:
             try await secrets.clear(.can, uid: uid)
@@ -190,7 +230,7 @@ struct CardService: Sendable {
         let stamp = try stamp(context)
         return try await readers.exclusively {
             let uid = context.caller.uid
-            let pin1 = try await obtainPIN1(context, purpose: "to log in to \(Redaction.printable(params.aud, limit: 80))")
+            let pin1 = try await obtainPIN1(context, window: window, purpose: "to log in to \(Redaction.printable(params.aud, limit: 80))")
             let pinBytes = Self.bytes(pin1.secret)
             let signed: CardTokens.Signed
             do {
@@ -221,7 +261,7 @@ struct CardService: Sendable {
         let window = try window(params.timeoutS)
         let stamp = try stamp(context)
         return try await readers.exclusively {
-            let pin2 = try await askPIN(.pin2, context, purpose: "to sign \"\(Redaction.printable(params.description, limit: 120))\" for \(Redaction.printable(params.aud, limit: 80))")
+            let pin2 = try await askPIN(.pin2, context, window: window, purpose: "to sign \"\(Redaction.printable(params.description, limit: 120))\" for \(Redaction.printable(params.aud, limit: 80))")
             let pinBytes = Self.bytes(pin2)
             let signed = try await withCard(context, window: window, pin1: nil) { card throws(CardFailure) in
                 var pin = pinBytes

@@ -60,8 +60,6 @@ final class IDCard {
     }
 
     private func parse(_ raw: [UInt8]) throws(CardFailure) -> ResponseAPDU {
-        // No status word at all: the card (or the driver's link to it) is gone.
-        if raw.count < 2 { throw .removed }
         do { return try ResponseAPDU(raw: raw) } catch { throw .cardError("\(error)") }
     }
 

@@ -171,6 +171,9 @@ final class PCSC {
         private let handle: SCARDHANDLE
         private let activeProtocol: DWORD
         private var connected = true
+        /// Whether the card has answered an APDU on this connection. A connection lost before
+        /// that means no card was really there (it was pulled while pcscd still showed it).
+        private(set) var answered = false
 
         fileprivate init(handle: SCARDHANDLE, protocol: DWORD) {
             self.handle = handle
@@ -197,6 +200,9 @@ final class PCSC {
             // Any failure here means the connection to the card was lost mid-way (removed,
             // reader unplugged, pcscd gone, the card stopped answering).
             guard code == Code.success else { throw .removed }
+            // No status word at all: the driver's link to the card is gone (vpcd answers so).
+            guard length >= 2 else { throw .removed }
+            answered = true
             return Array(response.prefix(Int(length)))
         }
 

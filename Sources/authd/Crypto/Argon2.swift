@@ -67,17 +67,23 @@ struct Argon2id: Sendable {
         work: .computing)
 
     /// How many hashes may run at once. Argon2id is CPU-bound and memory-hard: one hash keeps
-    /// one core busy for its whole run and holds its 19 MiB until it ends. Workers beyond the
-    /// core count would add memory and latency but no throughput (the hashes would only share
-    /// the cores), so there is one per core, as long as all of them together take at most a
-    /// sixteenth of the machine's memory: a burst of sign-ins then costs a bounded 19 MiB per
-    /// core (38 MiB on two cores), and a small device (512 MiB) hashes one at a time instead of
-    /// swapping. Requests beyond that wait their turn, the callers taking turns (`BlockingPool`):
-    /// a caller with many checks waiting delays another's by about one hash per worker.
+    /// one core busy for its whole run and holds its 19 MiB until it ends (glibc then keeps the
+    /// block for that worker's next hash, so it stays in RSS). Workers beyond the core count
+    /// would add memory and latency but no throughput (the hashes would only share the cores),
+    /// so there is one per core, at most `maxWorkers`, as long as all of them together take at
+    /// most a sixteenth of the machine's memory: a burst of sign-ins then costs a bounded 19 MiB
+    /// per worker (38 MiB on two cores, 76 MiB at most), which the units' `MemoryHigh=` counts
+    /// on, and a small device (512 MiB) hashes one at a time instead of swapping. Requests
+    /// beyond that wait their turn, the callers taking turns (`BlockingPool`): a caller with
+    /// many checks waiting delays another's by about one hash per worker.
     static func workerCount(cores: Int, memoryBytes: UInt64, memoryKiB: UInt32 = owasp.memoryKiB) -> Int {
         let affordable = memoryBytes / 16 / (UInt64(memoryKiB) * 1024)
-        return max(1, min(cores, Int(clamping: affordable)))
+        return max(1, min(cores, maxWorkers, Int(clamping: affordable)))
     }
+
+    /// Four workers check about 80 passwords a second, more than the sign-ins a machine's users
+    /// make, and keep the daemon's memory independent of the core count (76 MiB at most).
+    static let maxWorkers = 4
 
     /// Whether a stored hash uses weaker parameters than these (then it is re-hashed at the
     /// next successful login).

@@ -106,6 +106,7 @@ enum SealPurpose: String, CaseIterable, Sendable {
     case remoteAccessToken = "remote-access-token"
     case remoteRefreshToken = "remote-refresh-token"
     case passkeyKey = "passkey-key"
+    case deviceKey = "device-key"
 }
 
 /// AES-256-GCM sealing under per-purpose keys, with the owning row's identity as associated

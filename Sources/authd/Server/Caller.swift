@@ -7,12 +7,20 @@ enum Caller: Sendable, Equatable {
     case local(CallerIdentity)
     /// Another machine's authd over its hub link, known by its device id.
     case device(DeviceID)
+    /// A process on another machine, whose authd forwarded its account call over the hub link.
+    case forwarded(DeviceID, ForwardedCaller)
+
+    /// Whether the caller is another machine (directly, or a process on it).
+    var isMachine: Bool {
+        if case .local = self { false } else { true }
+    }
 
     /// The executable that asked, when known: the `azp` of the tokens it gets.
     var executable: String? {
         switch self {
         case .local(let peer): peer.exe
         case .device: nil
+        case .forwarded(_, let process): process.exe
         }
     }
 
@@ -20,7 +28,7 @@ enum Caller: Sendable, Equatable {
     var limitKey: String {
         switch self {
         case .local(let peer): "uid:\(peer.uid)"
-        case .device(let id): "device:\(id)"
+        case .device(let id), .forwarded(let id, _): "device:\(id)"
         }
     }
 
@@ -29,6 +37,8 @@ enum Caller: Sendable, Equatable {
         switch self {
         case .local(let peer): [("AUTHD_CALLER_UID", String(peer.uid)), ("AUTHD_CALLER_PID", String(peer.pid))]
         case .device(let id): [("AUTHD_CALLER_DEVICE", id.description)]
+        case .forwarded(let id, let process):
+            [("AUTHD_CALLER_DEVICE", id.description), ("AUTHD_CALLER_DEVICE_UID", String(process.uid))]
         }
     }
 }

@@ -44,8 +44,8 @@ final class Connection: StreamingConnection, @unchecked Sendable {
     private let dispatcher: Dispatcher
     private let registry: ConnectionRegistry
     private let idleTimeout: DispatchTimeInterval
-    /// The unread output last reported to `registry`'s budget.
-    private var reportedOutput = 0
+    /// What the connection held when it last reported to `registry`'s budget.
+    private var reported = ConnectionRegistry.Held()
 
     private var machine = ConnectionMachine()
     private var idleTimer: (any DispatchSourceTimer)?
@@ -117,17 +117,19 @@ final class Connection: StreamingConnection, @unchecked Sendable {
             case .close(let reason): closeChannel(reason)
             }
         }
-        accountOutput()
+        accountHeld()
     }
 
-    /// Reports the change in unread output to the budget; a connection that takes its caller,
-    /// or everyone, over it is closed. A closed connection gives back all it held.
-    private func accountOutput() {
-        let pending = machine.isClosed ? 0 : machine.pendingOutputCount
-        let delta = pending - reportedOutput
-        guard delta != 0 else { return }
-        reportedOutput = pending
-        if !registry.outputChanged(of: caller, by: delta) { perform(machine.overOutputBudget()) }
+    /// Reports the change in unread output and unfinished input to the budget; a connection
+    /// that takes its caller, or everyone, over it is closed. A closed one gives back all it held.
+    private func accountHeld() {
+        let now = machine.isClosed
+            ? ConnectionRegistry.Held()
+            : ConnectionRegistry.Held(input: machine.pendingInputCount, output: machine.pendingOutputCount)
+        guard now != reported else { return }
+        let delta = ConnectionRegistry.Held(input: now.input - reported.input, output: now.output - reported.output)
+        reported = now
+        if !registry.heldChanged(of: caller, by: delta) { perform(machine.overBudget()) }
     }
 
     private func dispatch(_ request: Request, key: UInt64) {
@@ -277,9 +279,15 @@ final class Connection: StreamingConnection, @unchecked Sendable {
     }
 
     private func closeChannel(_ reason: ConnectionMachine.CloseReason) {
-        if reason == .unreadOutput {
+        switch reason {
+        case .unreadOutput:
             dispatcher.logger.warning("closing a connection whose client does not read its responses",
                                       [("AUTHD_CONNECTION", String(id))] + caller.logFields)
+        case .overBudget:
+            dispatcher.logger.warning("closing a connection: its user's connections hold more unread answers and unfinished lines than the daemon allows",
+                                      [("AUTHD_CONNECTION", String(id))] + caller.logFields)
+        default:
+            break
         }
         idleTimer?.cancel()
         idleTimer = nil

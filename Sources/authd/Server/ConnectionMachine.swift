@@ -32,6 +32,9 @@ struct ConnectionMachine {
         case finished
         /// No request, nothing in flight and no stream for `[server] idle_timeout`.
         case idle
+        /// The caller's connections, or everyone's, hold more than the daemon's budget of
+        /// unread answers and unfinished lines (see ``ConnectionRegistry``).
+        case overBudget
     }
 
     enum Action: Sendable, Equatable {
@@ -93,6 +96,8 @@ struct ConnectionMachine {
     var isClosed: Bool { state == .closed }
     var requestsInFlight: Int { inFlight.count }
     var pendingOutputCount: Int { outbox.count - outboxOffset }
+    /// Bytes of a line the client has not finished (or lines not yet taken, while paused).
+    var pendingInputCount: Int { framer.bufferedByteCount }
 
     // MARK: Input
 
@@ -193,10 +198,10 @@ struct ConnectionMachine {
         return actions
     }
 
-    /// The daemon's output budget (see ``ConnectionRegistry``) is spent: this client and its
-    /// caller's others leave too much unread. Closed like a client over `maxPendingOutput`.
-    mutating func overOutputBudget() -> [Action] {
-        closeNow(.unreadOutput)
+    /// The daemon's memory budget (see ``ConnectionRegistry``) is spent: this client and its
+    /// caller's others hold too many unread answers and unfinished lines.
+    mutating func overBudget() -> [Action] {
+        closeNow(.overBudget)
     }
 
     // MARK: Output

@@ -1,6 +1,7 @@
 import Dispatch
 import FoundationEssentials
 import Glibc
+import OpenSSLCrypto
 import Protocol
 
 /// Start-up, signal handling, reload and graceful shutdown. `main.swift` only calls `run`.
@@ -12,6 +13,7 @@ final class Daemon: @unchecked Sendable {
     private var services: Services!
     private var dispatcher: Dispatcher!
     private var listener: Listener!
+    private var hubListener: HubListener?
     private var maintenance: Task<Void, Never>?
 
     private init(options: DaemonOptions, logger: Logger) {
@@ -81,18 +83,29 @@ final class Daemon: @unchecked Sendable {
         let keys = try await KeyRing.open(store: store, sealer: sealer, now: now())
         let holder = ConfigHolder(config, file: options.configPath)
         let directory = SQLiteAccountDirectory(store: store, config: holder, logger: logger, now: now)
+        let identity = try await MachineIdentity.open(store: store, sealer: sealer, now: now())
+        let hub = HubState(role: config.role, identity: identity, link: try await Self.hubLink(config, identity: identity, directory: directory, logger: logger))
         services = Services(
             options: options, config: holder, reloader: ConfigReloader(path: options.configPath, holder: holder, logger: logger),
             logger: logger, store: store, directory: directory, keys: keys, audit: AuditLog(store: store, now: now, bounds: { AuditLog.Bounds(holder.current) }), connections: ConnectionRegistry(),
             masterKeySource: masterKey.source, sealer: sealer, codeKey: try KeyDerivation.key(masterKey, label: "otp-code"),
             localLock: LocalLock(store: store, directory: directory, config: holder, now: now), events: EventBus(),
             vault: TokenVault(store: store, sealer: sealer, directory: directory),
-            http: HTTPClient.beside(environment: ProcessInfo.processInfo.environment), startedAt: started, now: now)
+            http: HTTPClient.beside(environment: ProcessInfo.processInfo.environment), hub: hub, startedAt: started, now: now)
         dispatcher = Dispatcher(table: DispatchTable.make(services), services: services)
 
         let (fd, boundPath) = try openListeningSocket()
         listener = Listener(fd: fd, socketPath: boundPath, dispatcher: dispatcher)
         listener.start()
+        if let listen = config.hubListen {
+            let hubListener = try HubListener(listen: listen, context: try TLSContext.server(certificateFile: config.hubCertFile, keyFile: config.hubKeyFile),
+                                              dispatcher: dispatcher)
+            hubListener.start()
+            hub.listenAddress = hubListener.address
+            self.hubListener = hubListener
+            logger.notice("hub: serving devices on \(hubListener.address) (TLS 1.3), device id \(identity.id)", [("AUTHD_HUB_LISTEN", hubListener.address.description)])
+        }
+        hub.link?.start()
         maintenance = Maintenance.schedule(directory: directory, vault: services.vault, audit: services.audit,
                                            spoolDirectory: options.smsSpoolDirectory, logger: logger, now: now)
         let elapsed = Date().timeIntervalSince(started)
@@ -113,6 +126,20 @@ final class Daemon: @unchecked Sendable {
             logger.warning("sms.command \(config.smsCommand) is not an executable file: every code will be sms.undeliverable")
         }
         Systemd.notify("READY=1\nSTATUS=Serving on \(options.socketPath)\nMAINPID=\(Syscalls.processID())")
+    }
+
+    /// A device's link to its hub (not started yet); nil unless `[hub] url` is set. A store that
+    /// already holds accounts cannot become a device: they would be cut off from every call.
+    private static func hubLink(_ config: Config, identity: MachineIdentity, directory: SQLiteAccountDirectory, logger: Logger) async throws -> HubLink? {
+        guard let url = config.hubURL else { return nil }
+        let held = try await directory.accounts(limit: 1_000_000).count
+        guard held == 0 else {
+            throw HubRoleError(description: "this authd's store holds \(held) account(s), and hub.url in the configuration would make it a device of \(url): "
+                               + "their data would no longer be reachable. Remove hub.url to keep serving them here, or move them to the hub first")
+        }
+        let trust: TLSTrust = config.hubPin.isEmpty ? .certificateAuthority(file: config.hubCAFile) : .pinnedKey(sha256: config.hubPin)
+        let context = try TLSContext.client(certificate: identity.certificate, key: identity.key, trust: trust)
+        return try HubLink(url: url, context: context, handshakeTimeoutSeconds: config.hubHandshakeTimeoutSeconds, logger: logger)
     }
 
     /// The listening socket: from systemd socket activation, or bound here.
@@ -149,6 +176,8 @@ final class Daemon: @unchecked Sendable {
         maintenance?.cancel()
         logger.notice("stopping: finishing in-flight requests")
         listener.stop()
+        hubListener?.stop()
+        services.hub.link?.stop()
         let connections = services.connections
         for connection in connections.all { connection.beginDraining() }
         await services.audit.finishFollowers()
@@ -175,4 +204,9 @@ final class Daemon: @unchecked Sendable {
         await services.store.checkpoint()
         logger.notice("stopped")
     }
+}
+
+/// The configured role cannot be taken with this store.
+struct HubRoleError: Error, CustomStringConvertible {
+    let description: String
 }

@@ -53,6 +53,7 @@ enum DispatchTable {
                                    directory: directory, config: services.config)
         table.registerPAMMethods(pam, lock: services.localLock, isAdmin: { services.isAdmin($0) })
 
+        table.registerHubMethods(services)
         table.registerCoreMethods(services)
         return table
     }

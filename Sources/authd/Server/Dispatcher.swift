@@ -25,10 +25,18 @@ final class Dispatcher: Sendable {
 
     func respond(to request: Request, environment: RequestEnvironment) async -> Response {
         let started = ContinuousClock.now
+        // At the hub: an account call a device forwards runs as that device's process.
+        if request.method == LinkForward.name, case .device(let device) = environment.caller {
+            return await serveForwarded(request, from: device, environment: environment)
+        }
         guard let entry = table.entries[request.method] else {
             return reply(request, .failure(.unknownMethod(request.method)))
         }
         let caller = environment.caller
+        // A device's own machine asks its hub for what the account owns (DESIGN §8).
+        if entry.home == .account, let link = services.hub.link, case .local(let peer) = caller {
+            return await forward(request, over: link, for: peer, started: started)
+        }
         if (entry.access == .admin && !services.isAdmin(caller)) || (entry.access == .root && !services.isRoot(caller)) {
             let error = RPCError.forbidden(request.method)
             if entry.audited {
@@ -82,6 +90,37 @@ final class Dispatcher: Sendable {
         }
         log(request.method, caller, outcome.map { _ in () }, started)
         return reply(request, outcome)
+    }
+
+    /// Sends an account call to the hub with who asked here, and answers with what the hub said.
+    private func forward(_ request: Request, over link: HubLink, for peer: CallerIdentity, started: ContinuousClock.Instant) async -> Response {
+        let caller = ForwardedCaller(uid: peer.uid, username: peer.username, exe: peer.exe)
+        let outcome: Result<any Encodable & Sendable, RPCError>
+        do {
+            let answer = try await link.call(LinkForward.name, LinkForward.Params(method: request.method, params: request.params, caller: caller))
+            outcome = answer.map { $0 as any Encodable & Sendable }
+        } catch {
+            outcome = .failure(error.rpcError)
+        }
+        log(request.method, .local(peer), outcome.map { _ in () }, started)
+        return reply(request, outcome)
+    }
+
+    /// At the hub: unwraps a device's forwarded call and serves it like any other, with the
+    /// device and its process as the caller. Only account methods cross the link.
+    private func serveForwarded(_ request: Request, from device: DeviceID, environment: RequestEnvironment) async -> Response {
+        let forwarded: LinkForward.Params
+        do {
+            forwarded = try WireCodec.decodeParams(LinkForward.Params.self, from: request)
+        } catch {
+            return reply(request, .failure(error))
+        }
+        guard table.entries[forwarded.method]?.home == .account else {
+            return reply(request, .failure(.failure(.forbidden, "Only account methods are served over the hub link; \(Redaction.printable(forwarded.method, limit: 64)) is not one.")))
+        }
+        let inner = Request(id: request.id, method: forwarded.method, params: forwarded.params)
+        return await respond(to: inner, environment: RequestEnvironment(caller: .forwarded(device, forwarded.caller), prompts: environment.prompts,
+                                                                         streams: environment.streams))
     }
 
     private func reply(_ request: Request, _ outcome: Result<any Encodable & Sendable, RPCError>) -> Response {

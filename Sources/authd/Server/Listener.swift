@@ -99,7 +99,7 @@ final class Listener: @unchecked Sendable {
         // Admins (root, the admin group) may go `adminReserve` beyond the cap, so that the daemon
         // can still be inspected and reloaded while clients hold every ordinary slot.
         // (The admin check reads the group database: only at the cap, not on every connection.)
-        let open = services.connections.count
+        let open = services.connections.localCount
         if open >= config.maxConnections && (open >= config.maxConnections + Self.adminReserve || !services.isAdmin(caller)) {
             services.logger.warning("connection limit reached; refused a client", [("AUTHD_CALLER_PID", String(credentials.pid))])
             refuse(client, .busy)

@@ -39,6 +39,16 @@ extension Home where Context == RequestContext {
     }
 }
 
+extension Home where Context == DeviceID {
+    /// Methods of the hub link itself (`link.ping`): only another machine calls them.
+    static var link: Home {
+        Home(kind: .machine) { environment in
+            guard case .device(let id) = environment.caller else { return nil }
+            return id
+        }
+    }
+}
+
 extension Home where Context == AccountContext {
     static var account: Home {
         Home(kind: .account) { AccountContext(caller: $0.caller) }

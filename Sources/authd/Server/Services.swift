@@ -26,6 +26,8 @@ struct Services: Sendable {
     let vault: TokenVault
     /// Every HTTP request (SMS gateway, OpenID providers, remote APIs), through `authd-http`.
     let http: HTTPClient
+    /// The machine's identity and its role among machines (standalone, hub, device).
+    let hub: HubState
     let startedAt: Date
     let now: @Sendable () -> Date
 

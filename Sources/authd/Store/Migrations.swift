@@ -364,6 +364,18 @@ enum Migrations {
             "ALTER TABLE accounts DROP COLUMN fingerprint_user",
         ]),
         Migration(version: 11, sql: [
+            // The machine's device key (DESIGN §8), made on first start: its identity towards a
+            // hub. One row; the private key sealed under the master key.
+            """
+            CREATE TABLE device_identity (
+                singleton INTEGER PRIMARY KEY CHECK (singleton = 1),
+                key_sealed BLOB NOT NULL,
+                certificate BLOB NOT NULL,
+                created_at INTEGER NOT NULL
+            ) STRICT
+            """,
+        ]),
+        Migration(version: 12, sql: [
             // Which ID card (its holder's personal code) and which account a Unix user signs in
             // with through pam_authd: at most one of each per user. How many users one card or
             // account may serve is `[pam] link_limit`, checked in the linking transaction.

@@ -1,5 +1,6 @@
 import FoundationEssentials
 import Protocol
+import OpenSSLCrypto
 import Synchronization
 
 /// authd.conf(5): INI-style `[section]` / `key = value`. A `#` or `;` starts a comment at the
@@ -190,8 +191,69 @@ struct Config: Equatable, Sendable {
         .size("max_size", \.auditMaxBytes, in: (1 << 20)...(1 << 40)),
     ])
 
+    /// `[hub]` (DESIGN §8): `listen`, `cert_file` and `key_file` make this authd a hub; `url`
+    /// with `ca_file` or `pin` make it a device of that hub; neither leaves it standalone. Read
+    /// once at start: a change takes effect when authd restarts.
+    var hubListen: HostPort?
+    var hubCertFile = ""
+    var hubKeyFile = ""
+    var hubURL: HostPort?
+    var hubCAFile = ""
+    /// SHA-256 of the hub key's SubjectPublicKeyInfo, trusted instead of a CA.
+    var hubPin: [UInt8] = []
+    /// A TLS client that has not finished its handshake by then is disconnected.
+    var hubHandshakeTimeoutSeconds = 10
+    /// Device connections a hub holds at most; connections in their handshake from one address.
+    var hubMaxDevices = 10_000
+    var hubMaxHandshakesPerAddress = 64
+    private static let hub = Section("hub", [
+        Setting("listen", \.hubListen) { value throws(ValueError) in
+            guard let address = HostPort(value, allowPortZero: true) else {
+                throw ValueError(message: "must be HOST:PORT with an IP address or a name (port 0: the kernel picks one), such as 0.0.0.0:7443 or [::]:7443, not \(shown(value))")
+            }
+            return address
+        },
+        .text("cert_file", \.hubCertFile, "must be an absolute path to the hub's PEM certificate chain") { $0.hasPrefix("/") },
+        .text("key_file", \.hubKeyFile, "must be an absolute path to the hub's PEM private key") { $0.hasPrefix("/") },
+        Setting("url", \.hubURL) { value throws(ValueError) in
+            guard let address = HostPort(value, allowPortZero: false) else {
+                throw ValueError(message: "must be the hub's HOST:PORT, such as hub.example.org:7443, not \(shown(value))")
+            }
+            return address
+        },
+        .text("ca_file", \.hubCAFile, "must be an absolute path to the PEM certificates of the CA that issued the hub's") { $0.hasPrefix("/") },
+        Setting("pin", \.hubPin) { value throws(ValueError) in
+            guard value.hasPrefix("sha256//"), let digest = Data(base64Encoded: String(value.dropFirst(8))).map(Array.init), digest.count == 32 else {
+                throw ValueError(message: "must be sha256// and the base64 SHA-256 of the hub key's SubjectPublicKeyInfo (as curl --pinnedpubkey takes it), not \(shown(value))")
+            }
+            return digest
+        },
+        .duration("handshake_timeout", \.hubHandshakeTimeoutSeconds, in: 1...120),
+        .integer("max_devices", \.hubMaxDevices, in: 1...1_000_000),
+        .integer("max_handshakes_per_address", \.hubMaxHandshakesPerAddress, in: 1...100_000),
+    ])
+
+    /// What `[hub]` makes this authd.
+    enum Role: String, Sendable { case standalone, hub, device }
+    var role: Role { hubListen != nil ? .hub : hubURL != nil ? .device : .standalone }
+
+    /// This configuration with `old`'s `[hub]`: the role and its link are set up at start only.
+    func keepingHub(of old: Config) -> Config {
+        var kept = self
+        kept.hubListen = old.hubListen
+        kept.hubCertFile = old.hubCertFile
+        kept.hubKeyFile = old.hubKeyFile
+        kept.hubURL = old.hubURL
+        kept.hubCAFile = old.hubCAFile
+        kept.hubPin = old.hubPin
+        kept.hubHandshakeTimeoutSeconds = old.hubHandshakeTimeoutSeconds
+        kept.hubMaxDevices = old.hubMaxDevices
+        kept.hubMaxHandshakesPerAddress = old.hubMaxHandshakesPerAddress
+        return kept
+    }
+
     /// Every section but `[federation.NAME]`, in the order `changes(from:)` reports their keys.
-    private static let sections = [server, log, tokens, admin, sms, accounts, card, lock, biometric, federation, passkeys, audit, pam]
+    private static let sections = [server, log, tokens, admin, sms, accounts, card, lock, biometric, federation, passkeys, audit, hub, pam]
 
     /// One `[federation.NAME]` section.
     struct FederationProvider: Equatable, Sendable {
@@ -331,10 +393,62 @@ struct Config: Equatable, Sendable {
         if !config.federationDefault.isEmpty && !config.federationProviders.contains(where: { $0.name == config.federationDefault }) {
             throw ConfigError(file: file, line: 0, reason: "federation.default names '\(config.federationDefault)', but there is no [federation.\(config.federationDefault)]")
         }
+        try checkHub(config, file: file, keyLines: keyLines)
         if config.sessionIdleSeconds > config.sessionLifetimeSeconds {
             throw ConfigError(file: file, line: 0, reason: "accounts.session_idle (\(config.sessionIdleSeconds)s) is longer than accounts.session_lifetime (\(config.sessionLifetimeSeconds)s)")
         }
         return config
+    }
+
+    /// `[hub]` as a whole: one role, what it needs, and files that can be read (and a key that
+    /// matches its certificate), so that `--check-config` finds what would stop the hub or the
+    /// link later.
+    private static func checkHub(_ config: Config, file: String, keyLines: [String: Int]) throws(ConfigError) {
+        func line(_ key: String) -> Int { keyLines["hub." + key] ?? 0 }
+        let hubKeys = ["cert_file": !config.hubCertFile.isEmpty, "key_file": !config.hubKeyFile.isEmpty,
+                       "max_devices": keyLines["hub.max_devices"] != nil, "max_handshakes_per_address": keyLines["hub.max_handshakes_per_address"] != nil]
+        let deviceKeys = ["ca_file": !config.hubCAFile.isEmpty, "pin": !config.hubPin.isEmpty]
+        switch config.role {
+        case .standalone:
+            if let (key, _) = (hubKeys.merging(deviceKeys) { a, _ in a }).first(where: { $0.value && !["max_devices", "max_handshakes_per_address"].contains($0.key) }) {
+                throw ConfigError(file: file, line: line(key), reason: "hub.\(key) is set, but neither hub.listen (to be a hub) nor hub.url (to be a device of one)")
+            }
+        case .hub:
+            if config.hubURL != nil {
+                throw ConfigError(file: file, line: line("url"), reason: "hub.listen and hub.url are both set: an authd is a hub or a device, not both")
+            }
+            if let (key, _) = deviceKeys.first(where: \.value) {
+                throw ConfigError(file: file, line: line(key), reason: "hub.\(key) is for a device (with hub.url); a hub has hub.cert_file and hub.key_file")
+            }
+            guard !config.hubCertFile.isEmpty, !config.hubKeyFile.isEmpty else {
+                throw ConfigError(file: file, line: line("listen"), reason: "hub.listen needs hub.cert_file and hub.key_file (the hub's TLS certificate and key)")
+            }
+            do {
+                _ = try TLSContext.server(certificateFile: config.hubCertFile, keyFile: config.hubKeyFile)
+            } catch {
+                throw ConfigError(file: file, line: line("key_file"), reason: "hub.cert_file and hub.key_file: \(error)")
+            }
+        case .device:
+            if let (key, _) = hubKeys.first(where: \.value) {
+                throw ConfigError(file: file, line: line(key), reason: "hub.\(key) is for a hub (with hub.listen); a device has hub.ca_file or hub.pin")
+            }
+            switch (config.hubCAFile.isEmpty, config.hubPin.isEmpty) {
+            case (true, true):
+                throw ConfigError(file: file, line: line("url"), reason: "hub.url needs hub.ca_file or hub.pin: how to know the hub is the real one")
+            case (false, false):
+                throw ConfigError(file: file, line: line("pin"), reason: "hub.ca_file and hub.pin are both set; trust the hub one way")
+            case (false, true):
+                do {
+                    guard let pem = try Syscalls.readFile(config.hubCAFile, limit: 1 << 20),
+                          String(decoding: pem, as: UTF8.self).contains("-----BEGIN CERTIFICATE-----")
+                    else { throw FileError(description: "no PEM certificate in it") }
+                } catch {
+                    throw ConfigError(file: file, line: line("ca_file"), reason: "hub.ca_file \(config.hubCAFile): \(error)")
+                }
+            case (true, false):
+                break
+            }
+        }
     }
 
     /// Sets `key` of `section` from its text on `line`: into the config itself, or into the

@@ -19,8 +19,13 @@ final class ConfigReloader: Sendable {
     func reload(trigger: String) throws(ConfigError) -> [String] {
         do {
             let changed = try serial.withLock { _ throws(ConfigError) -> [String] in
-                let new = try Config.load(path: path)
-                let changed = new.changes(from: holder.current)
+                let loaded = try Config.load(path: path)
+                let changed = loaded.changes(from: holder.current)
+                // The role and the hub link are set up at start: [hub] waits for a restart.
+                let new = loaded.keepingHub(of: holder.current)
+                if changed.contains(where: { $0.hasPrefix("hub.") }) {
+                    logger.warning("[hub] changed in \(path): it takes effect when authd restarts")
+                }
                 holder.current = new
                 logger.level = new.logLevel
                 if changed.contains("log.target") { logger.setSink(Logger.sink(for: new.logTarget)) }

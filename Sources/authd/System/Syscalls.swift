@@ -92,6 +92,115 @@ enum Syscalls {
         return (fd, UInt16(bigEndian: address.sin_port))
     }
 
+    /// The addresses `host` names (a numeric address, or a name resolved by `getaddrinfo`, which
+    /// may block on DNS), for a stream socket on `port`.
+    private static func addresses(_ host: String, port: UInt16, passive: Bool) throws(SystemError) -> [(family: Int32, address: [UInt8])] {
+        var hints = addrinfo()
+        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+        hints.ai_flags = AI_NUMERICSERV | (passive ? AI_PASSIVE : 0)
+        var list: UnsafeMutablePointer<addrinfo>?
+        let status = getaddrinfo(host, String(port), &hints, &list)
+        guard status == 0, let list else {
+            throw SystemError(call: "getaddrinfo(\(host)): \(String(cString: gai_strerror(status)))", errno: status == EAI_SYSTEM ? errno : EINVAL)
+        }
+        defer { freeaddrinfo(list) }
+        var found: [(Int32, [UInt8])] = []
+        var entry: UnsafeMutablePointer<addrinfo>? = list
+        while let current = entry {
+            if let address = current.pointee.ai_addr {
+                found.append((current.pointee.ai_family, Array(UnsafeRawBufferPointer(start: address, count: Int(current.pointee.ai_addrlen)))))
+            }
+            entry = current.pointee.ai_next
+        }
+        return found
+    }
+
+    /// A listening, non-blocking, close-on-exec TCP socket on `host:port` (port 0: the kernel
+    /// picks one), and the port it got. The corresponding C functions are `getaddrinfo`, `socket`,
+    /// `setsockopt(SO_REUSEADDR)`, `bind`, `listen`, `getsockname`.
+    static func listenTCP(host: String, port: UInt16, backlog: Int32 = 1024) throws(SystemError) -> (fd: Int32, port: UInt16) {
+        var failure = SystemError(call: "bind(\(host))", errno: EADDRNOTAVAIL)
+        for (family, address) in try addresses(host, port: port, passive: true) {
+            let fd = try retryingEINTR("socket") { socket(family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0) }
+            var one: Int32 = 1
+            setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+            var bound = sockaddr_storage()
+            var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+            let ok = address.withUnsafeBytes { raw in
+                withUnsafeMutablePointer(to: &bound) {
+                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { boundPointer in
+                        bind(fd, raw.baseAddress!.assumingMemoryBound(to: sockaddr.self), socklen_t(raw.count)) == 0
+                            && listen(fd, backlog) == 0 && getsockname(fd, boundPointer, &length) == 0
+                    }
+                }
+            }
+            if ok { return (fd, boundPort(bound)) }
+            failure = SystemError(call: "bind(\(host):\(port))", errno: errno)
+            Glibc.close(fd)
+        }
+        throw failure
+    }
+
+    /// A non-blocking, close-on-exec TCP socket connected to `host:port` within `timeoutMilliseconds`
+    /// (over the addresses the name has, in order). The corresponding C functions are
+    /// `getaddrinfo`, `socket`, `connect`, `poll`, `getsockopt(SO_ERROR)`.
+    static func connectTCP(host: String, port: UInt16, timeoutMilliseconds: Int32) throws(SystemError) -> Int32 {
+        var failure = SystemError(call: "connect(\(host):\(port))", errno: EHOSTUNREACH)
+        for (family, address) in try addresses(host, port: port, passive: false) {
+            let fd = try retryingEINTR("socket") { socket(family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0) }
+            let started = address.withUnsafeBytes { raw in
+                Glibc.connect(fd, raw.baseAddress!.assumingMemoryBound(to: sockaddr.self), socklen_t(raw.count))
+            }
+            var code = started == 0 ? 0 : errno
+            if code == EINPROGRESS {
+                var descriptor = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
+                let ready = Glibc.poll(&descriptor, 1, timeoutMilliseconds)
+                if ready == 1 {
+                    var error: Int32 = 0
+                    var length = socklen_t(MemoryLayout<Int32>.size)
+                    getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &length)
+                    code = error
+                } else {
+                    code = ready == 0 ? ETIMEDOUT : errno
+                }
+            }
+            if code == 0 {
+                var one: Int32 = 1
+                setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+                return fd
+            }
+            failure = SystemError(call: "connect(\(host):\(port))", errno: code)
+            Glibc.close(fd)
+        }
+        throw failure
+    }
+
+    private static func boundPort(_ address: sockaddr_storage) -> UInt16 {
+        var copy = address
+        return withUnsafePointer(to: &copy) { pointer in
+            switch Int32(address.ss_family) {
+            case AF_INET: pointer.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { UInt16(bigEndian: $0.pointee.sin_port) }
+            case AF_INET6: pointer.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { UInt16(bigEndian: $0.pointee.sin6_port) }
+            default: 0
+            }
+        }
+    }
+
+    /// The numeric address of a connected TCP socket's peer (without the port), for limits per
+    /// address and for logs. The corresponding C functions are `getpeername`, `getnameinfo`.
+    static func peerAddress(_ fd: Int32) -> String {
+        var address = sockaddr_storage()
+        var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+        var host = [CChar](repeating: 0, count: Int(NI_MAXHOST))
+        let ok = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer in
+                getpeername(fd, pointer, &length) == 0
+                    && getnameinfo(pointer, length, &host, socklen_t(host.count), nil, 0, NI_NUMERICHOST) == 0
+            }
+        }
+        return ok ? String(decoding: host.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self) : "unknown"
+    }
+
     /// A connected, blocking AF_UNIX stream socket. The corresponding C function is `connect`.
     static func connectUnix(path: String) throws(SystemError) -> Int32 {
         let fd = authd_connect_unix(path)
@@ -531,6 +640,21 @@ extension Syscalls {
     static func writeOneByte(_ fd: Int32) {
         var byte: UInt8 = 1
         _ = Glibc.write(fd, &byte, 1)
+    }
+
+    /// A pipe whose ends never block: one thread wakes another's `poll` with `writeOneByte`
+    /// (a full pipe is already a wake-up) and the woken one `drain`s it.
+    static func makeWakePipe() throws(SystemError) -> (read: Int32, write: Int32) {
+        let pipe = try makePipe()
+        _ = fcntl(pipe.read, F_SETFL, O_NONBLOCK)
+        _ = fcntl(pipe.write, F_SETFL, O_NONBLOCK)
+        return pipe
+    }
+
+    /// Reads a non-blocking descriptor until it has nothing more.
+    static func drain(_ fd: Int32) {
+        var buffer = [UInt8](repeating: 0, count: 64)
+        while Glibc.read(fd, &buffer, buffer.count) > 0 {}
     }
 
     /// Waits up to `timeoutMilliseconds` (-1: without limit) until one of `fds` is ready and

@@ -59,7 +59,13 @@ final class DaemonHarness {
             "AUTHD_STATE_DIR": stateDirectory,
             "AUTHD_CONFIG": configPath,
             "NOTIFY_SOCKET": directory + "/notify.sock",
-        ]
+        ].merging(Self.sanitizerOptions) { own, _ in own }
+    }
+
+    /// The sanitizers' options from the test run (`TSAN_OPTIONS=log_path=…` and the like), so
+    /// that a suite built with `-sanitize=` collects the daemons' and authctl's reports too.
+    static let sanitizerOptions: [String: String] = ProcessInfo.processInfo.environment.filter { name, _ in
+        ["TSAN_OPTIONS", "ASAN_OPTIONS", "LSAN_OPTIONS", "UBSAN_OPTIONS"].contains(name)
     }
 
     /// Starts authd and waits for READY=1 on the notify socket.
@@ -145,7 +151,7 @@ final class DaemonHarness {
     func authctl(_ arguments: [String], stdin: String? = nil, user: String? = nil, socket: String? = nil) throws -> CommandResult {
         var command = [Self.authctlPath, "--socket", socket ?? socketPath] + arguments
         if let user { command = ["/usr/bin/setpriv", "--reuid=\(user)", "--regid=\(user == "nobody" ? "nogroup" : user)", "--clear-groups"] + command }
-        return try Self.run(command, stdin: stdin, environment: ["PATH": "/usr/bin:/bin", "HOME": directory])
+        return try Self.run(command, stdin: stdin, environment: ["PATH": "/usr/bin:/bin", "HOME": directory].merging(Self.sanitizerOptions) { own, _ in own })
     }
 
     static func run(_ command: [String], stdin: String? = nil, environment: [String: String]? = nil) throws -> CommandResult {

@@ -1,0 +1,135 @@
+import FoundationEssentials
+
+// The machine's identity and its place among machines (DESIGN §8): standalone, hub or device.
+
+/// `device.id`: this machine's device id, the one its hub shows, so a person can compare them.
+public enum DeviceIdentify: RPCMethod {
+    public static let name = "device.id"
+    public typealias Params = NoParams
+
+    public struct Result: Codable, Sendable, Equatable {
+        /// SHA-256 of the device key's SubjectPublicKeyInfo, base32 in groups of four.
+        public var deviceID: String
+        /// The machine's name (its host name), as the hub lists it.
+        public var name: String
+
+        public init(deviceID: String, name: String) {
+            self.deviceID = deviceID
+            self.name = name
+        }
+
+        enum CodingKeys: String, CodingKey {
+            case deviceID = "device_id", name
+        }
+    }
+}
+
+/// `hub.status`: the machine's role and, for a device, its link to the hub; for a hub, the
+/// devices connected.
+public enum HubStatus: RPCMethod {
+    public static let name = "hub.status"
+    public typealias Params = NoParams
+
+    public struct Result: Codable, Sendable, Equatable {
+        /// `standalone`, `hub` or `device`.
+        public var role: String
+        public var deviceID: String
+        /// A device's link; absent otherwise.
+        public var link: Link?
+        /// A hub's listener; absent otherwise.
+        public var hub: Hub?
+
+        public init(role: String, deviceID: String, link: Link? = nil, hub: Hub? = nil) {
+            self.role = role
+            self.deviceID = deviceID
+            self.link = link
+            self.hub = hub
+        }
+
+        enum CodingKeys: String, CodingKey {
+            case role, deviceID = "device_id", link, hub
+        }
+    }
+
+    public struct Link: Codable, Sendable, Equatable {
+        /// The hub, `HOST:PORT`.
+        public var url: String
+        /// `connected`, `connecting`, `unreachable` or `untrusted`.
+        public var state: String
+        /// RFC 3339: since when connected (state `connected`) or not (otherwise).
+        public var since: String
+        /// The last heartbeat's round trip, in milliseconds, while connected.
+        public var roundTripMs: Double?
+        /// Why the link went down or could not come up, in words.
+        public var lastError: String?
+
+        public init(url: String, state: String, since: String, roundTripMs: Double? = nil, lastError: String? = nil) {
+            self.url = url
+            self.state = state
+            self.since = since
+            self.roundTripMs = roundTripMs
+            self.lastError = lastError
+        }
+
+        enum CodingKeys: String, CodingKey {
+            case url, state, since, roundTripMs = "round_trip_ms", lastError = "last_error"
+        }
+    }
+
+    public struct Hub: Codable, Sendable, Equatable {
+        /// The address it listens on, `HOST:PORT` (the port the kernel chose for port 0).
+        public var listen: String
+        public var devicesConnected: Int
+
+        public init(listen: String, devicesConnected: Int) {
+            self.listen = listen
+            self.devicesConnected = devicesConnected
+        }
+
+        enum CodingKeys: String, CodingKey {
+            case listen, devicesConnected = "devices_connected"
+        }
+    }
+}
+
+/// `link.forward`, on a device's link only: an account method called by a process on the
+/// device, with who called it there (for the hub's audit and the token's `azp`). The result or
+/// error is the method's own.
+public enum LinkForward: RPCMethod {
+    public static let name = "link.forward"
+
+    public struct Params: Codable, Sendable, Equatable {
+        public var method: String
+        public var params: JSONValue?
+        public var caller: ForwardedCaller
+
+        public init(method: String, params: JSONValue?, caller: ForwardedCaller) {
+            self.method = method
+            self.params = params
+            self.caller = caller
+        }
+    }
+
+    public typealias Result = JSONValue
+}
+
+/// A process on a device, as its authd saw it.
+public struct ForwardedCaller: Codable, Sendable, Equatable {
+    public var uid: UInt32
+    public var username: String?
+    public var exe: String?
+
+    public init(uid: UInt32, username: String?, exe: String?) {
+        self.uid = uid
+        self.username = username
+        self.exe = exe
+    }
+}
+
+/// `link.ping`, on a device's link only: the heartbeat that tells both ends the link is alive
+/// (and measures its round trip).
+public enum LinkPing: RPCMethod {
+    public static let name = "link.ping"
+    public typealias Params = NoParams
+    public typealias Result = Acknowledged
+}

@@ -1,0 +1,46 @@
+import Foundation
+import Protocol
+
+extension Command {
+    static let deviceID = Command(
+        path: ["device", "id"], synopsis: "",
+        abstract: "Print this machine's device id, as its hub lists it, so you can compare the two."
+    ) { invocation throws(CLIError) in
+        let identity = try invocation.connect().call(DeviceIdentify.self, NoParams())
+        if invocation.global.json { Output.json(identity); return .ok }
+        Output.line(identity.deviceID)
+        return .ok
+    }
+
+    static let hubStatus = Command(
+        path: ["hub", "status"], synopsis: "",
+        abstract: "Show this machine's role (standalone, hub or device) and its link: connected since when, the round trip, the last error."
+    ) { invocation throws(CLIError) in
+        let status = try invocation.connect().call(HubStatus.self, NoParams())
+        if invocation.global.json { Output.json(status); return .ok }
+        for line in HubStatusText.lines(status) { Output.line(line) }
+        // A device whose hub cannot be reached (or is not trusted) is not well.
+        return status.link.map { $0.state == "connected" } ?? true ? .ok : .failure
+    }
+}
+
+/// `hub status` in words, also the hub line of `authctl status`.
+enum HubStatusText {
+    static func lines(_ status: HubStatus.Result) -> [String] {
+        var lines = ["role: \(status.role)", "device id: \(status.deviceID)"]
+        if let link = status.link { lines.append(linkLine(link)) }
+        if let hub = status.hub { lines.append("hub: listening on \(hub.listen), \(hub.devicesConnected) device(s) connected") }
+        return lines
+    }
+
+    static func linkLine(_ link: HubStatus.Link) -> String {
+        switch link.state {
+        case "connected":
+            return "hub: \(link.url), connected since \(link.since)" + (link.roundTripMs.map { String(format: ", round trip %.1f ms", $0) } ?? "")
+        case "connecting":
+            return "hub: \(link.url), connecting"
+        default:
+            return "hub: \(link.url), \(link.state) since \(link.since)" + (link.lastError.map { " (\($0))" } ?? "")
+        }
+    }
+}

@@ -1,0 +1,15 @@
+import FoundationEssentials
+import Protocol
+
+extension MethodTable {
+    /// The machine's identity and role, and the link's heartbeat at the hub.
+    mutating func registerHubMethods(_ services: Services) {
+        announce("device.id", "hub")
+        let hub = services.hub
+        register(DeviceIdentify.self, home: .machine, access: .anyone) { _, _ in
+            DeviceIdentify.Result(deviceID: hub.identity.id.description, name: hub.identity.name)
+        }
+        register(HubStatus.self, home: .machine, access: .anyone) { _, _ in hub.status(devicesConnected: services.connections.deviceCount) }
+        register(LinkPing.self, home: .link, access: .anyone) { _, _ in Acknowledged() }
+    }
+}

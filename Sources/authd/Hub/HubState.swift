@@ -1,0 +1,42 @@
+// Hub/ — one account on many machines (DESIGN §8): the machine's identity (its device key and
+// certificate), `[hub]` roles, the hub's TLS port serving devices through the same Connection
+// as the Unix socket, and a device's link that forwards account methods to its hub. libssl is
+// reached only through OpenSSLCrypto's TLS.swift.
+
+import Protocol
+import Synchronization
+
+/// What `[hub]` made this authd at start, for the dispatcher and `hub.status`.
+final class HubState: Sendable {
+    let role: Config.Role
+    let identity: MachineIdentity
+    /// A device's link to its hub; nil for a hub or a standalone authd.
+    let link: HubLink?
+    private let listening = Mutex<HostPort?>(nil)
+
+    init(role: Config.Role, identity: MachineIdentity, link: HubLink?) {
+        self.role = role
+        self.identity = identity
+        self.link = link
+    }
+
+    /// A hub's port, once bound (port 0 in the config becomes the kernel's choice here).
+    var listenAddress: HostPort? {
+        get { listening.withLock { $0 } }
+        set { listening.withLock { $0 = newValue } }
+    }
+
+    /// What `hub.status` and `admin.status` report.
+    func status(devicesConnected: Int) -> HubStatus.Result {
+        var result = HubStatus.Result(role: role.rawValue, deviceID: identity.id.description)
+        if let link {
+            let status = link.currentStatus
+            result.link = HubStatus.Link(url: link.url.description, state: status.state.rawValue, since: Timestamp.rfc3339(status.since),
+                                         roundTripMs: status.roundTripMs, lastError: status.lastError)
+        }
+        if role == .hub, let address = listenAddress {
+            result.hub = HubStatus.Hub(listen: address.description, devicesConnected: devicesConnected)
+        }
+        return result
+    }
+}

@@ -1,0 +1,95 @@
+import Foundation
+import Glibc
+import Protocol
+
+/// A hub and its devices for one test, all real authd processes on loopback: a test CA made with
+/// the `openssl` CLI in a temporary directory, a hub certificate for 127.0.0.1 from it, the hub
+/// on a port the kernel picks, and devices trusting the CA (or a pinned key).
+final class HubRig {
+    let directory: String
+    var caFile: String { directory + "/ca.pem" }
+    var certificateFile: String { directory + "/hub.pem" }
+    var keyFile: String { directory + "/hub.key" }
+    private(set) var hub: DaemonHarness!
+    private(set) var port: UInt16 = 0
+
+    /// Makes the PKI and starts the hub (`extra`: more `[hub]` lines, or other sections after).
+    init(hubConfig extra: String = "") throws {
+        var template = Array("/tmp/authd-hub-XXXXXX".utf8CString)
+        guard let made = mkdtemp(&template) else { throw HarnessError("mkdtemp failed") }
+        directory = String(cString: made)
+        try Self.makeCA(in: directory, name: "ca")
+        try Self.issue(in: directory, ca: "ca", name: "hub", subjectAltName: "IP:127.0.0.1")
+        hub = try startHub(port: 0, extra: extra)
+    }
+
+    deinit { try? FileManager.default.removeItem(atPath: directory) }
+
+    static func openssl(_ arguments: [String]) throws {
+        let result = try DaemonHarness.run(["/usr/bin/openssl"] + arguments)
+        guard result.status == 0 else { throw HarnessError("openssl \(arguments.first ?? "") failed: \(result.stderr)") }
+    }
+
+    /// A self-signed P-256 CA: NAME.pem and NAME.key in `directory`.
+    static func makeCA(in directory: String, name: String) throws {
+        try openssl(["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "2", "-subj", "/CN=authd test CA \(name)",
+                     "-keyout", "\(directory)/\(name).key", "-out", "\(directory)/\(name).pem"])
+    }
+
+    /// A P-256 certificate NAME.pem (key NAME.key) issued by the CA named `ca`.
+    static func issue(in directory: String, ca: String, name: String, subjectAltName: String) throws {
+        let path = directory + "/" + name
+        try openssl(["req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-subj", "/CN=\(name)",
+                     "-keyout", path + ".key", "-out", path + ".csr"])
+        try "subjectAltName=\(subjectAltName)\n".write(toFile: path + ".ext", atomically: true, encoding: .utf8)
+        try openssl(["x509", "-req", "-in", path + ".csr", "-CA", "\(directory)/\(ca).pem", "-CAkey", "\(directory)/\(ca).key",
+                     "-CAcreateserial", "-days", "2", "-extfile", path + ".ext", "-out", path + ".pem"])
+    }
+
+    /// Starts a hub on `port` (0: any) with this rig's certificate; learns the port it got.
+    /// `harness`: restart that hub (its store kept) on `port`.
+    func startHub(port: UInt16, extra: String = "", harness: DaemonHarness? = nil) throws -> DaemonHarness {
+        let daemon = try harness ?? DaemonHarness()
+        try """
+            [hub]
+            listen = 127.0.0.1:\(port)
+            cert_file = \(certificateFile)
+            key_file = \(keyFile)
+            \(extra)
+            """.write(toFile: daemon.configPath, atomically: true, encoding: .utf8)
+        try daemon.start()
+        let status = try daemon.connect().result("hub.status")
+        guard let listen = status["hub"]?["listen"]?.stringValue, let bound = listen.split(separator: ":").last.flatMap({ UInt16($0) }) else {
+            throw HarnessError("the hub reports no port: \(status)")
+        }
+        self.port = bound
+        return daemon
+    }
+
+    /// Starts a device of the hub trusting `trust` (default: this rig's CA); with `waitForLink`,
+    /// waits (at most 15 s) until its link is up.
+    func startDevice(trust: String? = nil, waitForLink: Bool = true, extra: String = "") throws -> DaemonHarness {
+        let device = try DaemonHarness(config: """
+            [hub]
+            url = 127.0.0.1:\(port)
+            \(trust ?? "ca_file = \(caFile)")
+            \(extra)
+            """)
+        try device.start()
+        if waitForLink { try Self.waitForLink(device, state: "connected") }
+        return device
+    }
+
+    /// Waits until `device`'s link reports `state`, at most `seconds`.
+    static func waitForLink(_ device: DaemonHarness, state: String, seconds: Double = 15) throws {
+        let client = try device.connect()
+        let deadline = Date().addingTimeInterval(seconds)
+        var last: JSONValue = .null
+        while Date() < deadline {
+            last = try client.result("hub.status")
+            if last["link"]?["state"]?.stringValue == state { return }
+            usleep(50_000)
+        }
+        throw HarnessError("the link did not become \(state) within \(seconds) s: \(last)\n\(device.log)")
+    }
+}
