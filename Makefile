@@ -7,9 +7,13 @@ SWIFT       ?= swift
 BUILD_FLAGS ?=
 
 # What building needs, and what the tests and tools need beyond that.
-BUILD_PACKAGES := pkg-config libsqlite3-dev libssl-dev libsystemd-dev libargon2-dev libphonenumber-dev libpcsclite-dev libeac-dev libcbor-dev libpsl-dev
-TEST_PACKAGES  := python3 python3-jwt python3-cryptography systemd util-linux groff-base man-db openssl socat pcscd vsmartcard-vpcd python3-dbusmock dbus-daemon python3-authlib python3-flask python3-fido2 python3-cbor2
+BUILD_PACKAGES := pkg-config libsqlite3-dev libssl-dev libsystemd-dev libargon2-dev libphonenumber-dev libpcsclite-dev libeac-dev libcbor-dev libpsl-dev libpam0g-dev
+TEST_PACKAGES  := python3 python3-jwt python3-cryptography systemd util-linux groff-base man-db openssl socat pcscd vsmartcard-vpcd python3-dbusmock dbus-daemon python3-authlib python3-flask python3-fido2 python3-cbor2 pamtester libpam-wrapper
 DEBIAN_PACKAGES := $(BUILD_PACKAGES) $(TEST_PACKAGES)
+
+# PAM loads modules only from the multiarch security directory (not from under PREFIX).
+MULTIARCH   ?= $(shell dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || gcc -print-multiarch 2>/dev/null || echo $$(uname -m)-linux-gnu)
+PAMDIR      ?= /lib/$(MULTIARCH)/security
 
 # `make run`: a user-mode daemon on the socket authd and authctl find by one rule (DaemonSocket,
 # Sources/Protocol): $XDG_RUNTIME_DIR/authd/authd.sock, and without an absolute XDG_RUNTIME_DIR
@@ -158,6 +162,9 @@ install: release
 	  $(DESTDIR)$(PREFIX)/share/bash-completion/completions $(DESTDIR)$(PREFIX)/share/doc/authd \
 	  $(DESTDIR)/etc/polkit-1/rules.d
 	install -m 0755 $(BIN)/authd $(BIN)/authctl $(BIN)/authd-http $(DESTDIR)$(PREFIX)/bin/
+	install -d $(DESTDIR)$(PAMDIR)
+	install -m 0644 -s $(BIN)/libpam_authd.so $(DESTDIR)$(PAMDIR)/pam_authd.so
+	install -m 0644 man/pam_authd.8 $(DESTDIR)$(PREFIX)/share/man/man8/
 	install -m 0644 man/authctl.1 $(DESTDIR)$(PREFIX)/share/man/man1/
 	install -m 0644 man/authd.conf.5 $(DESTDIR)$(PREFIX)/share/man/man5/
 	install -m 0644 man/authd-protocol.7 $(DESTDIR)$(PREFIX)/share/man/man7/
@@ -175,6 +182,7 @@ install: release
 	  echo "make: $(PREFIX)/bin is not on your PATH; for authctl in shells and scripts: export PATH=\"$(PREFIX)/bin:\$$PATH\"";; esac; fi
 	@echo "make: installed under $(DESTDIR)$(PREFIX). As root, for the system daemon:"
 	@echo "      systemd-sysusers; systemd-tmpfiles --create; systemctl daemon-reload; systemctl enable --now authd.socket"
+	@echo "      pam_authd.so is in $(PAMDIR); before adding it to /etc/pam.d read pam_authd(8) (keep a root shell open)."
 
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/bin/authd $(DESTDIR)$(PREFIX)/bin/authctl $(DESTDIR)$(PREFIX)/bin/authd-http \
@@ -183,7 +191,8 @@ uninstall:
 	  $(DESTDIR)$(PREFIX)/lib/systemd/system/authd.service $(DESTDIR)$(PREFIX)/lib/systemd/system/authd.socket \
 	  $(DESTDIR)$(PREFIX)/lib/systemd/user/authd.service $(DESTDIR)$(PREFIX)/lib/systemd/user/authd.socket \
 	  $(DESTDIR)$(PREFIX)/lib/sysusers.d/authd.conf $(DESTDIR)$(PREFIX)/lib/tmpfiles.d/authd.conf \
-	  $(DESTDIR)$(PREFIX)/share/bash-completion/completions/authctl
+	  $(DESTDIR)$(PREFIX)/share/bash-completion/completions/authctl \
+	  $(DESTDIR)$(PAMDIR)/pam_authd.so $(DESTDIR)$(PREFIX)/share/man/man8/pam_authd.8
 	rm -rf $(DESTDIR)$(PREFIX)/share/doc/authd
 	rm -f $(DESTDIR)/etc/polkit-1/rules.d/50-authd-fprintd.rules
 

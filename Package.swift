@@ -14,6 +14,8 @@ let package = Package(
         .executable(name: "authctl", targets: ["authctl"]),
         .executable(name: "authd-http", targets: ["authd-http"]),
         .executable(name: "authd-vcard", targets: ["authd-vcard"]),
+        // libpam_authd.so, installed as pam_authd.so in the multiarch security directory.
+        .library(name: "pam_authd", type: .dynamic, targets: ["pam_authd"]),
     ],
     targets: [
         // System libraries: one module map (+ shim.h for macros and varargs) each.
@@ -25,6 +27,7 @@ let package = Package(
         .systemLibrary(name: "CEAC", pkgConfig: "libeac", providers: [.apt(["libeac-dev"])]),
         .systemLibrary(name: "CCBOR", pkgConfig: "libcbor", providers: [.apt(["libcbor-dev"])]),
         .systemLibrary(name: "CPSL", pkgConfig: "libpsl", providers: [.apt(["libpsl-dev"])]),
+        .systemLibrary(name: "CPAM", pkgConfig: "pam", providers: [.apt(["libpam0g-dev"])]),
         // libphonenumber is C++: a tiny C shim keeps its types out of Swift.
         .target(name: "CPhoneNumber", linkerSettings: [.linkedLibrary("phonenumber")]),
         // pcsclite's pkg-config flags include -pthread, which SwiftPM refuses with a warning on
@@ -37,7 +40,7 @@ let package = Package(
         // Wire types shared by authd, authctl and any Swift client. No I/O, no C.
         .target(name: "Protocol"),
 
-        // The client side of the socket, for authctl, the tests, the bench and later a PAM module:
+        // The client side of the socket, for authctl, the tests, the bench and pam_authd:
         // a line connection and a JSON-RPC client on it. FoundationEssentials and Glibc only, so
         // a PAM module linking it stays small.
         .target(name: "AuthdClient", dependencies: ["Protocol", "CLinux"]),
@@ -56,6 +59,23 @@ let package = Package(
         .executableTarget(
             name: "authd",
             dependencies: ["Protocol", "SmartCard", "OpenSSLCrypto", "CSQLite", "CSystemd", "CLinux", "CArgon2", "CPhoneNumber", "CPCSC", "CCBOR", "CPSL"]
+        ),
+        // The PAM module: a client of the system authd like authctl, on the same client library.
+        // The Swift runtime is linked in (a sudo or login process has none), the library is
+        // never unloaded (dlclose would tear the runtime's thread-local state out from under it),
+        // and only the pam_sm_* functions are exported.
+        .target(
+            name: "pam_authd",
+            dependencies: ["AuthdClient", "Protocol", "CPAM"],
+            exclude: ["exports.map"],
+            linkerSettings: [
+                // What the static FoundationEssentials and the client library's Mutex need, which
+                // -static-stdlib does not name by itself.
+                .linkedLibrary("_FoundationCollections"), .linkedLibrary("_FoundationCShims"), .linkedLibrary("swiftSynchronization"),
+                .unsafeFlags([
+                "-static-stdlib", "-Xlinker", "-z", "-Xlinker", "nodelete",
+                "-Xlinker", "--version-script=\(Context.packageDirectory)/Sources/pam_authd/exports.map",
+            ])]
         ),
         .executableTarget(
             name: "authctl",
@@ -83,7 +103,7 @@ let package = Package(
         // same code under libFuzzer, built by Fuzz/build.sh outside SwiftPM.
         .testTarget(name: "FuzzTests", dependencies: ["authd", "Protocol", "SmartCard"], path: "Fuzz",
                     exclude: ["corpus", "Entry", "build.sh"]),
-        .testTarget(name: "IntegrationTests", dependencies: ["Protocol", "AuthdClient", "CLinux"], exclude: ["Python"]),
+        .testTarget(name: "IntegrationTests", dependencies: ["Protocol", "AuthdClient", "CLinux"], exclude: ["Python", "Hosts"]),
 
         // `make bench`: drives a release build of the real daemon over its socket.
         .executableTarget(name: "authd-bench", dependencies: ["Protocol", "AuthdClient", "CLinux", "CArgon2", "CPCSC"], path: "Tests/Bench"),

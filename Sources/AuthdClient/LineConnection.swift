@@ -158,6 +158,40 @@ public final class LineConnection {
         }
     }
 
+    /// The uid of the process at the other end, as the kernel recorded it when the socket was
+    /// made (for a socket-activated daemon, the service manager's); nil when it cannot be read.
+    /// The corresponding C function is `getsockopt(SO_PEERCRED)`.
+    public func peerUserID() -> UInt32? {
+        var pid: Int32 = 0, uid: UInt32 = 0, gid: UInt32 = 0
+        guard fd >= 0, authd_peer_credentials(fd, &pid, &uid, &gid) == 0 else { return nil }
+        return uid
+    }
+
+    /// Changes how long one wait for the daemon may last (nil: forever), e.g. a short bound for
+    /// the first answer and a long one once the daemon is known to be there.
+    public func setReceiveTimeout(_ timeout: Duration?) throws(AuthdClientError) {
+        let value: timeval
+        if let timeout {
+            let (seconds, attoseconds) = timeout.components
+            var bounded = timeval(tv_sec: Int(seconds), tv_usec: Int(attoseconds / 1_000_000_000_000))
+            if bounded.tv_sec == 0 && bounded.tv_usec == 0 { bounded.tv_usec = 1 }
+            value = bounded
+        } else {
+            value = timeval(tv_sec: 0, tv_usec: 0)
+        }
+        var option = value
+        guard setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &option, socklen_t(MemoryLayout<timeval>.size)) == 0 else {
+            throw .receiveFailed(errno: Glibc.errno)
+        }
+    }
+
+    /// Overwrites `bytes` with zeros in a way the compiler may not drop: for lines that carried
+    /// a secret, once sent. The corresponding C function is `explicit_bzero`.
+    public static func wipe(_ bytes: UnsafeMutableRawBufferPointer) {
+        guard let base = bytes.baseAddress else { return }
+        explicit_bzero(base, bytes.count)
+    }
+
     /// Stops sending (half-close): the daemon sees the end of the stream and still answers
     /// what it has received. The corresponding C function is `shutdown(SHUT_WR)`.
     public func finishWriting() {

@@ -110,12 +110,14 @@ public final class RPCClient {
 
     /// Encodes and sends one request (a notification when `id` is nil).
     private func send(_ method: String, params: some Encodable, id: Int64?) throws(AuthdClientError) {
-        let line: Data
+        var line: Data
         do {
             line = try WireCodec.requestLine(id: id.map { .integer($0) }, method: method, params: params)
         } catch {
             throw .unencodableParams(method: method, error)
         }
+        // A line may carry a secret (a prompt's answer, a password): it is not left in freed memory.
+        defer { line.withUnsafeMutableBytes { LineConnection.wipe($0) } }
         do {
             try connection.send(line)
         } catch where error.code == .sendFailed {

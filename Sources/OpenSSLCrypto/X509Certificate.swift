@@ -74,6 +74,46 @@ public final class X509Certificate: @unchecked Sendable {
 }
 
 extension X509Certificate {
+    /// Every certificate of a PEM text, in order (a CA file): at least one, or an error.
+    /// The corresponding C functions are `PEM_read_bio_X509` and `i2d_X509`.
+    public static func certificates(pem: String) throws -> [X509Certificate] {
+        guard let bio = pem.withCString({ BIO_new_mem_buf($0, -1) }) else { throw CryptoError.drain("BIO_new_mem_buf") }
+        defer { BIO_free(bio) }
+        var certificates: [X509Certificate] = []
+        while let certificate = PEM_read_bio_X509(bio, nil, nil, nil) {
+            defer { X509_free(certificate) }
+            var out: UnsafeMutablePointer<UInt8>?
+            let length = i2d_X509(certificate, &out)
+            guard length > 0, let out else { throw CryptoError.drain("i2d_X509") }
+            defer { authd_openssl_free(out) }
+            certificates.append(try X509Certificate(der: Array(UnsafeBufferPointer(start: out, count: Int(length)))))
+        }
+        // The loop ends on the end of the text, which OpenSSL reports as an error: not one.
+        ERR_clear_error()
+        guard !certificates.isEmpty else { throw CryptoError(operation: "PEM_read_bio_X509", detail: "no certificate in the text") }
+        return certificates
+    }
+
+    /// Whether this certificate chains to `anchors` (each trusted as it is: roots and the
+    /// intermediates that issue cards), valid now, with every signature on the way checked.
+    /// The corresponding C function is `X509_verify_cert`.
+    public func isIssued(byAnyOf anchors: [X509Certificate]) -> Bool {
+        guard let store = X509_STORE_new() else { return false }
+        defer { X509_STORE_free(store) }
+        for anchor in anchors where X509_STORE_add_cert(store, anchor.handle) != 1 { ERR_clear_error() }
+        // An intermediate in the file is an anchor too, not only a step towards a root there.
+        X509_STORE_set_flags(store, UInt(X509_V_FLAG_PARTIAL_CHAIN))
+        guard let context = X509_STORE_CTX_new() else { return false }
+        defer {
+            X509_STORE_CTX_free(context)
+            ERR_clear_error()
+        }
+        guard X509_STORE_CTX_init(context, store, handle, nil) == 1 else { return false }
+        return X509_verify_cert(context) == 1
+    }
+}
+
+extension X509Certificate {
     /// The extensions of the test CA's and the virtual card's certificates.
     public enum Extension: Sendable {
         /// basicConstraints, critical: a CA.

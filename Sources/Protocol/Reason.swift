@@ -259,4 +259,23 @@ public struct Reason: OpenName {
     /// The hub's certificate is not the one configured (`[hub] ca_file` or `pin`): the link
     /// stays down rather than talk to an impostor. `data.detail` says what did not match.
     public static let hubUntrusted = Reason("hub.untrusted")
+
+    // MARK: PAM
+    /// `pam.authenticate`: the user has no method the `[pam]` policy allows for the service
+    /// (nothing linked, no enrolled finger); pam_authd answers `PAM_USER_UNKNOWN` with
+    /// `ignore_unknown_user`, else `PAM_AUTH_ERR`.
+    public static let pamNoMethod = Reason("pam.no_method")
+    /// The card presented is not the one linked to the user; its PIN was not asked.
+    public static let pamCardMismatch = Reason("pam.card_mismatch")
+    /// The card's certificate does not chain to `[pam] ca_file` (or none is set): a card anyone
+    /// could make is never taken as someone's.
+    public static let pamCardUntrusted = Reason("pam.card_untrusted")
+    /// No Unix user of that name, or not a name PAM could pass.
+    public static let pamUnknownUser = Reason("pam.unknown_user")
+    /// The card or account is linked to `[pam] link_limit` other Unix users already; `data.limit`.
+    public static let pamAlreadyLinked = Reason("pam.already_linked")
+    /// `pam.link.account` without an account: the caller's user is signed in to none.
+    public static let pamNoAccount = Reason("pam.no_account")
+    /// `pam.account`: the linked account is deactivated.
+    public static let pamAccountDeactivated = Reason("pam.account_deactivated")
 }

@@ -103,6 +103,13 @@ struct Invocation {
         if let path = global.socketPath() { return try DaemonConnection(socketPath: path) }
         return try DaemonConnection(discoveringIn: ProcessInfo.processInfo.environment)
     }
+
+    /// For commands about what only the system daemon holds (pam_authd's links): without
+    /// --socket or AUTHD_SOCKET, the system socket, never the user's own daemon.
+    func connect(preferSystem: Bool) throws(CLIError) -> DaemonConnection {
+        guard preferSystem, global.socketPath() == nil else { return try connect() }
+        return try DaemonConnection(socketPath: DaemonSocket.systemPath)
+    }
 }
 
 enum ArgumentParser {

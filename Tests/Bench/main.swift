@@ -7,8 +7,8 @@ import Protocol
 import Synchronization
 
 // authd-bench: drives a release build of the real daemon over its socket and prints figures.
-// Usage: authd-bench BIN_DIR [card|biometric|federation|passkey]   (make bench passes the release
-// build directory; `card`, `biometric`, `federation` or `passkey` runs only those figures)
+// Usage: authd-bench BIN_DIR [card|biometric|federation|passkey|pam]   (make bench passes the release
+// build directory; `card`, `biometric`, `federation`, `passkey` or `pam` runs only those figures)
 
 let binDirectory = CommandLine.arguments.count > 1 ? CommandLine.arguments[1] : ".build/release"
 let only = CommandLine.arguments.dropFirst(2).first
@@ -53,12 +53,13 @@ final class Daemon {
     var socket: String { directory + "/run/authd.sock" }
     let readyAfter: Double
 
-    init(config: String = "", environment extra: [String: String] = [:]) throws {
+    init(config: String = "", environment extra: [String: String] = [:], arguments: [String] = []) throws {
         var template = Array("/tmp/authd-bench-XXXXXX".utf8CString)
         directory = String(cString: mkdtemp(&template)!)
         try config.write(toFile: directory + "/authd.conf", atomically: true, encoding: .utf8)
         let notify = socket_notify(directory + "/notify.sock")
         process.executableURL = URL(fileURLWithPath: binDirectory + "/authd")
+        process.arguments = arguments
         process.environment = [
             "AUTHD_SOCKET": directory + "/run/authd.sock", "AUTHD_STATE_DIR": directory + "/state",
             "AUTHD_CONFIG": directory + "/authd.conf", "NOTIFY_SOCKET": directory + "/notify.sock", "HOME": directory,
@@ -231,6 +232,7 @@ do {
     case "biometric": try biometricFigures(); exit(0)
     case "federation": try federationFigures(); exit(0)
     case "passkey": try passkeyFigures(); exit(0)
+    case "pam": try pamFigures(); exit(0)
     default: break
     }
 
@@ -303,6 +305,7 @@ do {
     try biometricFigures()
     try federationFigures()
     try passkeyFigures()
+    try pamFigures()
 
     var held: [Client] = []
     for _ in 0..<1000 { held.append(try Client(daemon.socket)) }

@@ -77,9 +77,10 @@ struct BiometricService: Sendable {
     /// up to `attempts` scans until one matches. With `gateUID`, every finger that does not
     /// match counts against that local user's gate, and a cut-off gate refuses at once.
     /// Returns on a match; throws the `biometric.*` reason (or `user.cancelled`) otherwise.
-    func verify(user: String, gateUID: UInt32?, attempts: Int, purpose: String, context: RequestContext) async throws {
+    /// Each scan waits `timeout` seconds (`[biometric] timeout` when nil).
+    func verify(user: String, gateUID: UInt32?, attempts: Int, purpose: String, timeout: Int? = nil, context: RequestContext) async throws {
         if let gateUID, try await settings(gateUID).gate.cutOff { throw BiometricFailure.cutOff }
-        let timeout = config.current.biometricTimeoutSeconds
+        let timeout = timeout ?? config.current.biometricTimeoutSeconds
         let prompts = context.prompts
         let current = Mutex<CancelPipe?>(nil)
         let userCancelled = Atomic(false)

@@ -283,6 +283,88 @@ struct CardService: Sendable {
     }
 }
 
+/// The holder of a card, as its authentication certificate names them: what a Unix user is
+/// linked to (the personal code, as pam_pkcs11's subject mapping does) and the name prompts show.
+struct CardHolder: Sendable, Equatable {
+    let personalCode: String
+    /// `MARI MAASIKAS`: given names and surname as the certificate writes them.
+    let name: String
+
+    init(personalCode: String, name: String) {
+        self.personalCode = personalCode
+        self.name = name
+    }
+
+    init(_ subject: CardTokens.Subject) {
+        personalCode = subject.personalCode
+        name = [subject.givenName, subject.familyName].compactMap { $0 }.joined(separator: " ")
+    }
+}
+
+extension CardService {
+    /// The holder of the card in the reader (no PIN), for linking a Unix user to it; the
+    /// certificate must chain to `anchors`, as it must at every sign-in.
+    func holder(window: Int, anchors: [X509Certificate], context: RequestContext) async throws -> CardHolder {
+        try await readers.exclusively {
+            let certificate = try await withCard(context, window: window, pin1: nil) { card throws(CardFailure) in
+                try card.certificate(authentication: true)
+            }
+            let (parsed, subject) = try CardTokens.subject(certificate)
+            guard parsed.isIssued(byAnyOf: anchors) else { throw PAMFailure.cardUntrusted }
+            return CardHolder(subject)
+        }
+    }
+
+    /// What the second transaction of `verifyHolder` found.
+    private enum HolderProof: Sendable {
+        case signed([UInt8])
+        /// Another card is in the reader now: PIN1 was not sent to it.
+        case otherCard
+    }
+
+    /// Proves that the holder `personalCode` (any holder, when nil) is present: the card's
+    /// authentication certificate must chain to `anchors` (anyone can make a card whose
+    /// certificate names anyone) and name them (both checked before PIN1 is asked, so another
+    /// person's card burns no retry); then PIN1, always typed (a saved PIN1 belongs to the
+    /// caller, not to the user being proved), signs a fresh challenge, and the certificate must
+    /// verify the signature. `prompt` words the PIN1 question for the holder's name. Returns the holder.
+    func verifyHolder(personalCode: String?, window: Int, anchors: [X509Certificate], context: RequestContext,
+                      prompt: @Sendable (String) -> String) async throws -> CardHolder {
+        try await readers.exclusively {
+            let certificate = try await withCard(context, window: window, pin1: nil) { card throws(CardFailure) in
+                try card.certificate(authentication: true)
+            }
+            let (parsed, subject) = try CardTokens.subject(certificate)
+            let holder = CardHolder(subject)
+            guard parsed.isIssued(byAnyOf: anchors) else { throw PAMFailure.cardUntrusted }
+            guard personalCode == nil || holder.personalCode == personalCode else { throw PAMFailure.cardMismatch }
+            let answer = try await context.prompts.ask(.pin1, message: prompt(holder.name), within: .seconds(window))
+            var typed = try Self.validPIN(answer, .pin1)
+            defer { OpenSSL.wipe(&typed) }
+            let pin = typed
+            let digest = Digest.sha384.hash(try OpenSSL.randomBytes(48))
+            let proof = try await withCard(context, window: window, pin1: nil) { card throws(CardFailure) in
+                var pin = pin
+                defer { OpenSSL.wipe(&pin) }
+                // The card may have been swapped while PIN1 was typed: PIN1 goes only to the card checked.
+                guard try card.certificate(authentication: true) == certificate else { return HolderProof.otherCard }
+                try card.selectApplication(for: .pin1)
+                if try card.retriesLeft(.pin1) == 0 { throw .pinBlocked }
+                try card.verify(.pin1, digits: pin)
+                return .signed(try card.authenticate(digest: digest))
+            }
+            switch proof {
+            case .otherCard:
+                throw PAMFailure.cardMismatch
+            case .signed(let signature):
+                // The card said yes; the certificate must agree, or a card that signs anything would pass.
+                guard parsed.verifies(rawSignature: signature, digest: digest) else { throw CardFailure.cardError("the signature does not verify with the card certificate") }
+                return holder
+            }
+        }
+    }
+}
+
 /// CANs typed for an attempt that ended with `card.removed` (memory only, five minutes).
 final class RecentCANs: Sendable {
     private let entries = Mutex<[UInt32: (SecretBytes, Date)]>([:])

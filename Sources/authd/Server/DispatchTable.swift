@@ -49,6 +49,9 @@ enum DispatchTable {
             now: services.now)
         let relyingParty = RelyingParty(directory: directory, config: services.config, decoyKey: services.codeKey, logger: services.logger)
         table.registerPasskeyMethods(authenticator: authenticator, relyingParty: relyingParty, limiter: limiter)
+        let pam = PAMAuthenticator(links: PAMLinkStore(store: services.store, now: services.now), cards: cards, biometrics: biometrics,
+                                   directory: directory, config: services.config)
+        table.registerPAMMethods(pam, lock: services.localLock, isAdmin: { services.isAdmin($0) })
 
         table.registerHubMethods(services)
         table.registerCoreMethods(services)

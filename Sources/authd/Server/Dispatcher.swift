@@ -37,11 +37,12 @@ final class Dispatcher: Sendable {
         if entry.home == .account, let link = services.hub.link, case .local(let peer) = caller {
             return await forward(request, over: link, for: peer, started: started)
         }
-        if entry.access == .admin && !services.isAdmin(caller) {
+        if (entry.access == .admin && !services.isAdmin(caller)) || (entry.access == .root && !services.isRoot(caller)) {
             let error = RPCError.forbidden(request.method)
             if entry.audited {
                 _ = try? await services.audit.refused(
-                    .init(caller: caller, method: request.method, outcome: .denied, reason: error.reason, detail: [:]), summarizable: true)
+                    .init(caller: caller, method: request.method, outcome: .denied, reason: error.reason, detail: entry.requestDetail(request)),
+                    summarizable: true)
             }
             log(request.method, caller, .failure(error), started)
             return reply(request, .failure(error))
@@ -83,7 +84,7 @@ final class Dispatcher: Sendable {
                 let summarizable = !AuditLog.countedFailures.contains(wire.reason) && !(entry.access == .admin && services.isAdmin(caller))
                 _ = try? await services.audit.refused(.init(
                     caller: caller, method: request.method, outcome: wire.code == .forbidden ? .denied : .error,
-                    reason: wire.reason, detail: [:]), summarizable: summarizable)
+                    reason: wire.reason, detail: entry.requestDetail(request)), summarizable: summarizable)
             }
             outcome = .failure(wire)
         }

@@ -7,6 +7,9 @@ enum Access: Sendable {
     case anyone
     /// Root or the admin group (system mode); the owning user (user mode).
     case admin
+    /// Root alone: methods that act for any Unix user on the word of the program asking, as
+    /// pam_authd inside `sudo` or `login` does (a non-root program could name any user).
+    case root
 }
 
 /// Where a method is served (DESIGN §8), and so what its handler knows about the request.
@@ -83,6 +86,9 @@ struct MethodTable: Sendable {
         /// A successful call signs an account in for the caller's local user: the dispatcher
         /// has the lock remember it, with what the sign-in proved.
         let remembers: LocalLock.Proof?
+        /// What the audit record of every outcome says about the request (granted, refused or
+        /// failed alike), from its params; empty when they do not decode.
+        let requestDetail: @Sendable (Request) -> [String: JSONValue]
         let invoke: @Sendable (Request, RequestEnvironment) async throws -> Invocation
     }
 
@@ -102,12 +108,16 @@ struct MethodTable: Sendable {
     /// Registers `M`. `audit`, when given, makes every call (granted, denied or failed) an audit
     /// record whose detail it computes from the params and, on success, the result.
     /// `requiresUnlock` marks methods that issue a token or release a secret.
+    /// `auditRequest`, when given, adds what the params say to every record of the call,
+    /// refusals and failures included (the PAM service, tty and remote host of a decision).
     mutating func register<M: RPCMethod, Context>(
         _: M.Type, home: Home<Context>, access: Access, requiresUnlock: Bool = false,
         audit: (@Sendable (M.Params, M.Result) -> [String: JSONValue])? = nil,
+        auditRequest: (@Sendable (M.Params) -> [String: JSONValue])? = nil,
         _ handler: @escaping @Sendable (M.Params, Context) async throws -> M.Result
     ) {
-        add(M.self, home: home, access: access, requiresUnlock: requiresUnlock, remembers: nil, signedIn: { _ in nil }, audit: audit, handler)
+        add(M.self, home: home, access: access, requiresUnlock: requiresUnlock, remembers: nil, signedIn: { _ in nil }, audit: audit,
+            auditRequest: auditRequest, handler)
     }
 
     /// Registers `M`, whose success signs an account in that the caller's local user remembers
@@ -117,23 +127,31 @@ struct MethodTable: Sendable {
         audit: (@Sendable (M.Params, M.Result) -> [String: JSONValue])? = nil,
         _ handler: @escaping @Sendable (M.Params, Context) async throws -> M.Result
     ) where M.Result: SignInResult {
-        add(M.self, home: home, access: access, requiresUnlock: requiresUnlock, remembers: remembers, signedIn: \.signedInAccount, audit: audit, handler)
+        add(M.self, home: home, access: access, requiresUnlock: requiresUnlock, remembers: remembers, signedIn: \.signedInAccount, audit: audit,
+            auditRequest: nil, handler)
     }
 
     private mutating func add<M: RPCMethod, Context>(
         _: M.Type, home: Home<Context>, access: Access, requiresUnlock: Bool, remembers: LocalLock.Proof?,
         signedIn: @escaping @Sendable (M.Result) -> (account: String, device: String)?,
         audit: (@Sendable (M.Params, M.Result) -> [String: JSONValue])?,
+        auditRequest: (@Sendable (M.Params) -> [String: JSONValue])?,
         _ handler: @escaping @Sendable (M.Params, Context) async throws -> M.Result
     ) {
         let name = M.name
         precondition(entries[name] == nil, "\(name) registered twice")
-        entries[name] = Entry(home: home.kind, access: access, audited: audit != nil, requiresUnlock: requiresUnlock, remembers: remembers) {
+        let requestDetail: @Sendable (Request) -> [String: JSONValue] = { request in
+            guard let auditRequest, let params = try? WireCodec.decodeParams(M.Params.self, from: request) else { return [:] }
+            return auditRequest(params)
+        }
+        entries[name] = Entry(home: home.kind, access: access, audited: audit != nil, requiresUnlock: requiresUnlock, remembers: remembers,
+                              requestDetail: requestDetail) {
             request, environment in
             guard let context = home.context(environment) else { throw RPCError.forbidden(name) }
             let params = try WireCodec.decodeParams(M.Params.self, from: request)
             let result = try await handler(params, context)
-            return Invocation(result: result, auditDetail: audit?(params, result) ?? [:], signedIn: signedIn(result))
+            let detail = (auditRequest?(params) ?? [:]).merging(audit?(params, result) ?? [:]) { _, fromResult in fromResult }
+            return Invocation(result: result, auditDetail: detail, signedIn: signedIn(result))
         }
     }
 

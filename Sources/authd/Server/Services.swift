@@ -33,6 +33,12 @@ struct Services: Sendable {
 
     /// Root or the admin group in system mode; the daemon's own user (or root) in user mode.
     /// Never another machine: administration is local.
+    /// Whether the caller is a process of root on this machine (`Access.root`).
+    func isRoot(_ caller: Caller) -> Bool {
+        guard case .local(let peer) = caller else { return false }
+        return peer.uid == 0
+    }
+
     func isAdmin(_ caller: Caller) -> Bool {
         guard case .local(let caller) = caller else { return false }
         if caller.uid == 0 { return true }

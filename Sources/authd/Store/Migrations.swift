@@ -375,6 +375,23 @@ enum Migrations {
             ) STRICT
             """,
         ]),
+        Migration(version: 12, sql: [
+            // Which ID card (its holder's personal code) and which account a Unix user signs in
+            // with through pam_authd: at most one of each per user. How many users one card or
+            // account may serve is `[pam] link_limit`, checked in the linking transaction.
+            """
+            CREATE TABLE pam_links (
+                user TEXT NOT NULL,
+                kind TEXT NOT NULL CHECK (kind IN ('card', 'account')),
+                subject TEXT NOT NULL,
+                holder TEXT,
+                linked_at INTEGER NOT NULL,
+                linked_by INTEGER NOT NULL,
+                PRIMARY KEY (user, kind)
+            ) STRICT
+            """,
+            "CREATE INDEX pam_links_subject ON pam_links (kind, subject)",
+        ]),
     ]
 
     static var latestVersion: Int { all.last?.version ?? 0 }

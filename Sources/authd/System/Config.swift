@@ -146,6 +146,39 @@ struct Config: Equatable, Sendable {
         .duration("timeout", \.passkeyTimeoutSeconds, in: 30...3600),
     ])
 
+    /// `[pam]`: which methods pam_authd may use for each PAM service, in the order tried
+    /// (`sudo = card, fingerprint`); services not named use `default`.
+    var pamServices: [String: [PAMMethod]] = [:]
+    var pamDefaultMethods: [PAMMethod] = [.card, .fingerprint, .account]
+    /// Services where a matching finger alone proves the user; elsewhere the finger is followed
+    /// by the linked account's PIN, so a finger is never the only factor unless the admin says so.
+    var pamFingerprintAlone: [String] = []
+    /// How long pam_authd's card check waits for the card, and one fingerprint scan for a finger.
+    var pamCardWindowSeconds = 90
+    var pamFingerprintTimeoutSeconds = 30
+    /// How many Unix users one card or one account may be linked to.
+    var pamLinkLimit = 1
+    /// PEM certificates of the CAs whose ID cards pam_authd accepts (the card issuer's root and
+    /// intermediates); empty: no card is accepted.
+    var pamCAFile = ""
+    private static let pam = Section("pam", [
+        Setting("default", \.pamDefaultMethods) { value throws(ValueError) in try PAMMethod.list(value) },
+        Setting("fingerprint_alone", \.pamFingerprintAlone) { value throws(ValueError) in
+            let services = PAMMethod.items(value)
+            guard services.allSatisfy(PAMMethod.isServiceName) else {
+                throw ValueError(message: "must be PAM service names separated by commas, not \(shown(value))")
+            }
+            return services
+        },
+        .duration("card_window", \.pamCardWindowSeconds, in: 1...600),
+        .duration("fingerprint_timeout", \.pamFingerprintTimeoutSeconds, in: 1...300),
+        .integer("link_limit", \.pamLinkLimit, in: 1...1000),
+        .text("ca_file", \.pamCAFile, "must be an absolute path to a PEM file of CA certificates") { $0.hasPrefix("/") && $0.utf8.count < 4096 },
+    ])
+
+    /// The methods `[pam]` allows for a PAM service, in the order pam_authd tries them.
+    func pamMethods(service: String) -> [PAMMethod] { pamServices[service] ?? pamDefaultMethods }
+
     /// Ninety days: long enough to look back over a quarter's sign-ins and token issuance.
     static let defaultAuditRetentionSeconds = 90 * 86400
     /// 64 MiB: some 300,000 records, and small beside the disk of any machine authd runs on.
@@ -220,7 +253,7 @@ struct Config: Equatable, Sendable {
     }
 
     /// Every section but `[federation.NAME]`, in the order `changes(from:)` reports their keys.
-    private static let sections = [server, log, tokens, admin, sms, accounts, card, lock, biometric, federation, passkeys, audit, hub]
+    private static let sections = [server, log, tokens, admin, sms, accounts, card, lock, biometric, federation, passkeys, audit, hub, pam]
 
     /// One `[federation.NAME]` section.
     struct FederationProvider: Equatable, Sendable {
@@ -324,7 +357,20 @@ struct Config: Equatable, Sendable {
             guard let section else { throw ConfigError(file: file, line: number, reason: "a setting must follow a [section] header") }
             let key = trim(line[..<equals])
             let value = trim(line[line.index(after: equals)...])
-            if section.hasPrefix("federation.") {
+            if section == "pam" && !pam.settings.contains(where: { $0.key == key }) {
+                // Any other key of [pam] names a PAM service: its methods, in order.
+                guard PAMMethod.isServiceName(key) else {
+                    throw ConfigError(file: file, line: number, reason: "'\(Redaction.printable(key, limit: 40))' in [pam] is neither a setting (\(pam.settings.map(\.key).sorted().joined(separator: ", "))) nor a PAM service name")
+                }
+                guard keyLines.updateValue(number, forKey: "pam.\(key)") == nil else {
+                    throw ConfigError(file: file, line: number, reason: "'\(key)' is set twice in [pam]")
+                }
+                do {
+                    config.pamServices[key] = try PAMMethod.list(value)
+                } catch {
+                    throw ConfigError(file: file, line: number, reason: "pam.\(key): \(error.message)")
+                }
+            } else if section.hasPrefix("federation.") {
                 try set(key, to: value, in: section, settings: FederationProvider.settings, of: &config.federationProviders[config.federationProviders.count - 1],
                         file: file, line: number, keyLines: &keyLines)
             } else {
@@ -452,6 +498,9 @@ struct Config: Equatable, Sendable {
     func changes(from old: Config) -> [String] {
         var changed = Config.sections.flatMap { section in
             section.settings.filter { $0.differs(self, old) }.map { "\(section.name).\($0.key)" }
+        }
+        for service in Set(pamServices.keys).union(old.pamServices.keys).sorted() where pamServices[service] != old.pamServices[service] {
+            changed.append("pam.\(service)")
         }
         let names = Set(federationProviders.map(\.name) + old.federationProviders.map(\.name))
         for name in names.sorted() where federationProviders.first(where: { $0.name == name }) != old.federationProviders.first(where: { $0.name == name }) {

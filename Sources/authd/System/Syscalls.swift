@@ -314,6 +314,15 @@ enum Syscalls {
         return String(cString: name)
     }
 
+    /// The uid of the user `name`, or nil when the user database has none.
+    static func userID(named name: String) -> UInt32? {
+        var entry = passwd()
+        var result: UnsafeMutablePointer<passwd>?
+        var buffer = [CChar](repeating: 0, count: 4096)
+        guard getpwnam_r(name, &entry, &buffer, buffer.count, &result) == 0, result != nil else { return nil }
+        return entry.pw_uid
+    }
+
     static func groupID(named name: String) -> UInt32? {
         var entry = group()
         var result: UnsafeMutablePointer<group>?

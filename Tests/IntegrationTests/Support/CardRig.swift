@@ -61,10 +61,20 @@ final class CardRig {
         pcscd = nil
     }
 
-    /// Puts the card in the reader. `extra` e.g. ["--remove-on-ins", "2A"].
-    func insertCard(_ extra: [String] = []) throws {
-        card = try ChildProcess.spawn([Self.vcardPath, "run", profilePath, "--port", String(port)] + extra, environment: [],
+    /// Puts the card in the reader (another card's `profile` instead, from `generateCard`).
+    /// `extra` e.g. ["--remove-on-ins", "2A"].
+    func insertCard(_ extra: [String] = [], profile: String? = nil) throws {
+        card = try ChildProcess.spawn([Self.vcardPath, "run", profile ?? profilePath, "--port", String(port)] + extra, environment: [],
                                       stdout: .file(directory + "/vcard.log"))
+    }
+
+    /// Generates another card's profile (`generate` options, e.g. ["--personal-code", …]); in
+    /// `directory` when given (a CA of its own), else beside the first card, issued by the same
+    /// test CA. Returns the profile's path.
+    func generateCard(_ options: [String], directory: String? = nil) throws -> String {
+        let generated = try DaemonHarness.run([Self.vcardPath, "generate", "--out", directory ?? self.directory] + options)
+        guard generated.status == 0 else { throw HarnessError("authd-vcard generate failed: \(generated.stderr)") }
+        return generated.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
     }
 
     func stopCard() {
