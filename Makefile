@@ -26,7 +26,7 @@ RUN_BIN         ?=
 # How long `make run` waits for authd to answer and the virtual card to be in its reader.
 RUN_WAIT        ?= 60
 
-.PHONY: all deps build release run test bench fuzz install uninstall clean check-toolchain
+.PHONY: all deps build release run run-hub test bench fuzz install uninstall clean check-toolchain
 
 all: build
 
@@ -126,6 +126,59 @@ run: build
 	echo "Ctrl-C here stops authd$$([ "$(VCARD)" = none ] || echo ', pcscd and the virtual card')."; \
 	echo; \
 	wait $$authd
+
+# A hub and three devices on loopback, to try one account on several machines (the third
+# machine is one too many for the default limit of two): a development CA and the hub's certificate for 127.0.0.1 are made in HUB_DIR
+# (the openssl CLI), the hub listens on a port the kernel picks, and each device trusts the CA.
+HUB_DIR ?= $(RUN_RUNTIME_DIR)/authd-hub
+
+run-hub: build
+	@bin="$(RUN_BIN)"; [ -n "$$bin" ] || bin=$$($(SWIFT) build --show-bin-path) || exit 1; \
+	dir=$(HUB_DIR); \
+	if $$bin/authctl --socket $$dir/hub/authd.sock status >/dev/null 2>&1; then \
+	  echo "make: a hub already answers on $$dir/hub/authd.sock; nothing was changed (Ctrl-C in its terminal stops it)." >&2; exit 1; \
+	fi; \
+	mkdir -p -m 0700 $(RUN_RUNTIME_DIR) && rm -rf $$dir && mkdir -p -m 0700 $$dir/hub $$dir/device-a $$dir/device-b $$dir/device-c || exit 1; \
+	openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 30 -subj "/CN=authd development CA" \
+	  -keyout $$dir/ca.key -out $$dir/ca.pem 2>/dev/null && \
+	openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=127.0.0.1 -keyout $$dir/hub.key -out $$dir/hub.csr 2>/dev/null && \
+	printf 'subjectAltName=IP:127.0.0.1\n' > $$dir/hub.ext && \
+	openssl x509 -req -in $$dir/hub.csr -CA $$dir/ca.pem -CAkey $$dir/ca.key -CAcreateserial -days 30 -extfile $$dir/hub.ext \
+	  -out $$dir/hub.pem 2>/dev/null || { echo "make: openssl could not make the development CA in $$dir" >&2; exit 1; }; \
+	printf '[hub]\nlisten = 127.0.0.1:0\ncert_file = %s/hub.pem\nkey_file = %s/hub.key\n' $$dir $$dir > $$dir/hub/authd.conf; \
+	pids=""; trap 'kill $$pids 2>/dev/null; wait 2>/dev/null' EXIT; trap 'exit 130' INT TERM; \
+	AUTHD_SOCKET=$$dir/hub/authd.sock AUTHD_STATE_DIR=$$dir/hub/state AUTHD_CONFIG=$$dir/hub/authd.conf \
+	  $$bin/authd --user > $$dir/hub/authd.log 2>&1 & hub=$$!; pids="$$pids $$hub"; \
+	tries=$$(( $(RUN_WAIT) * 10 )); \
+	until port=$$($$bin/authctl --socket $$dir/hub/authd.sock hub status 2>/dev/null | sed -n 's/.*listening on 127.0.0.1:\([0-9]*\),.*/\1/p'); [ -n "$$port" ]; do \
+	  kill -0 $$hub 2>/dev/null || { echo "make: the hub stopped before it was ready; see $$dir/hub/authd.log" >&2; exit 1; }; \
+	  tries=$$((tries - 1)); [ $$tries -gt 0 ] || { echo "make: the hub did not answer within $(RUN_WAIT) s" >&2; exit 1; }; sleep 0.1; \
+	done; \
+	for device in device-a device-b device-c; do \
+	  printf '[hub]\nurl = 127.0.0.1:%s\nca_file = %s/ca.pem\n' $$port $$dir > $$dir/$$device/authd.conf; \
+	  AUTHD_SOCKET=$$dir/$$device/authd.sock AUTHD_STATE_DIR=$$dir/$$device/state AUTHD_CONFIG=$$dir/$$device/authd.conf \
+	    $$bin/authd --user > $$dir/$$device/authd.log 2>&1 & pids="$$pids $$!"; \
+	done; \
+	for device in device-a device-b device-c; do \
+	  until $$bin/authctl --socket $$dir/$$device/authd.sock hub status 2>/dev/null | grep -q ', connected since'; do \
+	    tries=$$((tries - 1)); [ $$tries -gt 0 ] || { echo "make: $$device did not link to the hub within $(RUN_WAIT) s; see $$dir/$$device/authd.log" >&2; exit 1; }; sleep 0.1; \
+	  done; \
+	done; \
+	echo; \
+	echo "make: ready: a hub on 127.0.0.1:$$port (TLS, development CA in $$dir) and three devices linked to it"; \
+	echo "  hub:      $$dir/hub/authd.sock"; \
+	echo "  device A: $$dir/device-a/authd.sock"; \
+	echo "  device B: $$dir/device-b/authd.sock"; \
+	echo "  device C: $$dir/device-c/authd.sock"; \
+	echo "Try it in three terminals (export PATH=\"$$bin:\$$PATH\" in each):"; \
+	echo "  A$$ AUTHD_SOCKET=$$dir/device-a/authd.sock authctl register +37251234567"; \
+	echo "     (the SMS is spooled at the hub: AUTHD_SOCKET=$$dir/hub/authd.sock authctl admin sms last)"; \
+	echo "  B$$ AUTHD_SOCKET=$$dir/device-b/authd.sock authctl login +37251234567"; \
+	echo "  B$$ AUTHD_SOCKET=$$dir/device-b/authd.sock authctl devices        # both machines, this one marked"; \
+	echo "  C$$ AUTHD_SOCKET=$$dir/device-c/authd.sock authctl login +37251234567   # refused: 2 machines at most"; \
+	echo "Ctrl-C here stops all four."; \
+	echo; \
+	wait $$hub
 
 test: deps check-toolchain
 	$(SWIFT) build --build-tests $(BUILD_FLAGS)

@@ -74,8 +74,12 @@ struct HubTests {
         let hubAudit = String(decoding: try WireCodec.encodeJSON(try rig.hub.connect().result("admin.audit.tail", ["limit": 50])), as: UTF8.self)
         #expect(hubAudit.contains("device.limit_reached"))
 
-        // The account's policy makes room: the least recently used machine is signed out — B,
-        // since A used its session (device.list) after B signed in.
+        // The account's policy makes room: the least recently used machine is signed out. Use A
+        // once more in a later second than B's last use (the store counts use in seconds), so B
+        // is that machine whatever the timing.
+        let lastUseOfB = Int(Date().timeIntervalSince1970)
+        while Int(Date().timeIntervalSince1970) <= lastUseOfB { usleep(20_000) }
+        _ = try clientA.result("session.get", ["session": onA["session"]!["token"]!])
         let account = try #require(onA["account"]?["id"])
         _ = try rig.hub.connect().result("admin.accounts.set", ["account": account, "device_policy": "replace_oldest"])
         let onC = try c.connect().result("auth.login", login)

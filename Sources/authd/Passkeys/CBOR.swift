@@ -67,6 +67,11 @@ enum CBOR {
         var owned = try build(value)
         guard let item = owned else { throw CBORError(description: "cannot build a CBOR item") }
         defer { cbor_decref(&owned) }
+        return try serialize(item)
+    }
+
+    /// The bytes of a built item.
+    private static func serialize(_ item: UnsafeMutablePointer<cbor_item_t>) throws(CBORError) -> [UInt8] {
         var buffer: UnsafeMutablePointer<UInt8>?
         var capacity = 0
         // The return value is the length; `capacity` is the allocation.
@@ -106,21 +111,33 @@ enum CBOR {
             complete = true
             return array
         case .map(let pairs):
-            var encodedKeys: [([UInt8], CBORValue, CBORValue)] = []
-            for (key, value) in pairs { encodedKeys.append((try encode(key), key, value)) }
-            encodedKeys.sort { canonicalOrder($0.0, $1.0) }
-            for index in encodedKeys.indices.dropFirst() where encodedKeys[index].0 == encodedKeys[index - 1].0 {
+            // Each key is built once and its bytes (for the canonical order) serialized from that
+            // item. Encoding a key apart from building it would do the work twice at every level
+            // of maps used as keys of maps: 2^depth for a few hundred hostile bytes.
+            var keys: [(encoded: [UInt8], item: UnsafeMutablePointer<cbor_item_t>, value: CBORValue)] = []
+            defer { for key in keys { release(key.item) } }  // the map takes its own references
+            for (key, value) in pairs {
+                guard let keyItem = try build(key) else { return nil }
+                let encoded: [UInt8]
+                do throws(CBORError) {
+                    encoded = try serialize(keyItem)
+                } catch {
+                    release(keyItem)
+                    throw error
+                }
+                keys.append((encoded, keyItem, value))
+            }
+            keys.sort { canonicalOrder($0.encoded, $1.encoded) }
+            for index in keys.indices.dropFirst() where keys[index].encoded == keys[index - 1].encoded {
                 throw CBORError(description: "a map has a duplicate key")
             }
             guard let map = cbor_new_definite_map(pairs.count) else { return nil }
             var complete = false
             defer { if !complete { release(map) } }
-            for (_, key, value) in encodedKeys {
-                guard let keyItem = try build(key) else { return nil }
-                defer { release(keyItem) }  // the map takes its own references
-                guard let valueItem = try build(value) else { return nil }
+            for key in keys {
+                guard let valueItem = try build(key.value) else { return nil }
                 defer { release(valueItem) }
-                guard cbor_map_add(map, cbor_pair(key: keyItem, value: valueItem)) else { return nil }
+                guard cbor_map_add(map, cbor_pair(key: key.item, value: valueItem)) else { return nil }
             }
             complete = true
             return map
