@@ -170,12 +170,14 @@ run-hub: build
 	echo "  device A: $$dir/device-a/authd.sock"; \
 	echo "  device B: $$dir/device-b/authd.sock"; \
 	echo "  device C: $$dir/device-c/authd.sock"; \
-	echo "Try it in three terminals (export PATH=\"$$bin:\$$PATH\" in each):"; \
-	echo "  A$$ AUTHD_SOCKET=$$dir/device-a/authd.sock authctl register +37251234567"; \
-	echo "     (the SMS is spooled at the hub: AUTHD_SOCKET=$$dir/hub/authd.sock authctl admin sms last)"; \
-	echo "  B$$ AUTHD_SOCKET=$$dir/device-b/authd.sock authctl login +37251234567"; \
-	echo "  B$$ AUTHD_SOCKET=$$dir/device-b/authd.sock authctl devices        # both machines, this one marked"; \
-	echo "  C$$ AUTHD_SOCKET=$$dir/device-c/authd.sock authctl login +37251234567   # refused: 2 machines at most"; \
+	echo "Try it in three terminals, one per machine (each keeps its own authctl session, as separate machines would):"; \
+	echo "  A\$$ export PATH=\"$$bin:\$$PATH\" AUTHD_SOCKET=$$dir/device-a/authd.sock XDG_STATE_HOME=$$dir/device-a/you"; \
+	echo "  A\$$ authctl register +37251234567 --with-password"; \
+	echo "       (the SMS is spooled at the hub: AUTHD_SOCKET=$$dir/hub/authd.sock authctl admin sms last)"; \
+	echo "  B\$$ export PATH=\"$$bin:\$$PATH\" AUTHD_SOCKET=$$dir/device-b/authd.sock XDG_STATE_HOME=$$dir/device-b/you"; \
+	echo "  B\$$ authctl login +37251234567 && authctl devices     # both machines, this one marked"; \
+	echo "  C\$$ export PATH=\"$$bin:\$$PATH\" AUTHD_SOCKET=$$dir/device-c/authd.sock XDG_STATE_HOME=$$dir/device-c/you"; \
+	echo "  C\$$ authctl login +37251234567                        # refused: two machines at most"; \
 	echo "Ctrl-C here stops all four."; \
 	echo; \
 	wait $$hub
