@@ -259,6 +259,9 @@ public struct Reason: OpenName {
     /// The hub's certificate is not the one configured (`[hub] ca_file` or `pin`): the link
     /// stays down rather than talk to an impostor. `data.detail` says what did not match.
     public static let hubUntrusted = Reason("hub.untrusted")
+    /// The session's device (or machine) was removed from the account (`device.revoke`): sign
+    /// in again, which counts against the device limit again.
+    public static let deviceRevoked = Reason("device.revoked")
 
     // MARK: PAM
     /// `pam.authenticate`: the user has no method the `[pam]` policy allows for the service

@@ -88,6 +88,31 @@ struct HubTests {
         #expect(try clientA.result("session.get", ["session": onA["session"]!["token"]!])["account"] != nil, "A's is untouched")
     }
 
+    @Test("a session works only from its own machine; a machine removed from the account gets device.revoked until it signs in again")
+    func sessionsBelongToTheirMachine() throws {
+        let rig = try HubRig()
+        let (a, b) = (try rig.startDevice(), try rig.startDevice())
+        let clientA = try a.connect(), clientB = try b.connect()
+        let flow = try #require(try clientA.result("account.register.start", ["phone": "+37251234567"])["flow"])
+        let code = try RegistrationTests.spooledCode(rig.hub, to: "+37251234567")
+        let onA = try clientA.result("account.register.verify", ["flow": flow, "code": .string(code), "password": "a long enough passphrase"])
+        let tokenA = try #require(onA["session"]?["token"])
+        // A's token, carried to B, is worth nothing there (B never signed in: it may only sign in).
+        let stolen = try clientB.call("session.get", ["session": tokenA])
+        #expect(stolen.errorReason == "session.invalid", "\(stolen)")
+        #expect(try clientA.result("session.get", ["session": tokenA])["account"] != nil, "A's own use still works")
+
+        let login: JSONValue = ["login": "+37251234567", "password": "a long enough passphrase"]
+        let tokenB = try #require(try clientB.result("auth.login", login)["session"]?["token"])
+        let machineB = try #require(try clientB.result("device.list", ["session": tokenB])["devices"]?.arrayValue?.first { $0["current"] == true }?["id"])
+        #expect(try clientA.result("device.revoke", ["session": tokenA, "id": machineB])["revoked"] == true)
+        let revoked = try clientB.call("session.get", ["session": tokenB])
+        #expect(revoked.errorReason == "device.revoked", "\(revoked)")
+        // Signing in again brings B back, and counts against the limit again.
+        let again = try #require(try clientB.result("auth.login", login)["session"]?["token"])
+        #expect(try clientB.result("session.get", ["session": again])["account"] != nil)
+    }
+
     @Test("hub down: account methods answer hub.unavailable at once while auth.local works; the hub back on its port, the link comes back by itself")
     func hubDownAndBack() throws {
         let rig = try HubRig()

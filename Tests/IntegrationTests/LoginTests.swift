@@ -70,6 +70,11 @@ struct LoginTests {
         #expect(try client.result("device.revoke", ["session": token, "id": phone])["revoked"] == true)
         #expect(try client.result("session.list", ["session": token])["sessions"]?.arrayValue?.count == 1)
         #expect(try client.call("auth.login", ["login": "+37251234567", "password": "a long enough passphrase", "device": ["key": "tablet", "name": "Tablet"]])["result"] != nil)
+        // A removed device may sign in again (as a new device under the limit): revoke the tablet, bring the phone back.
+        let tablet = try #require(try client.result("device.list", ["session": token])["devices"]?.arrayValue?.first { $0["name"] == "Tablet" }?["id"])
+        #expect(try client.result("device.revoke", ["session": token, "id": tablet])["revoked"] == true)
+        let back = try client.call("auth.login", ["login": "+37251234567", "password": "a long enough passphrase", "device": ["key": "phone", "name": "Phone"]])
+        #expect(back["result"]?["session"] != nil, "\(back)")
     }
 
     @Test("profile: change the password only with the current one; sessions can be revoked one by one")

@@ -117,6 +117,10 @@ enum SessionFailure: WireErrorConvertible, Equatable {
     case deviceLimitReached(limit: Int, devices: [PlaceHolder])
     case unknownSession
     case unknownDevice
+    /// The session's device was removed from the account (`device.revoke`).
+    case deviceRevoked
+    /// The session belongs to another machine than the one that forwarded the call.
+    case otherMachine
 
     /// A device holding one of the account's places, as the refusal lists it.
     struct PlaceHolder: Equatable, Sendable {
@@ -147,6 +151,8 @@ enum SessionFailure: WireErrorConvertible, Equatable {
                      details: ["limit": .integer(Int64(limit)), "devices": .array(devices.map(\.wire))])
         case .unknownSession: .failure(.sessionUnknown, "The account has no live session with that id.")
         case .unknownDevice: .failure(.deviceUnknown, "The account has no device with that id.")
+        case .deviceRevoked: .failure(.deviceRevoked, "This device was removed from the account; sign in again (it counts against the device limit again).")
+        case .otherMachine: .failure(.sessionInvalid, "This session belongs to another machine; sign in on this one.")
         }
     }
 }

@@ -43,9 +43,10 @@ struct SQLiteAccountDirectory: AccountDirectory {
         } ?? (nil, nil)
         let limit = accountLimit.map(Int.init) ?? config.deviceLimit
         let policy = accountPolicy.flatMap(Config.DevicePolicy.init(rawValue:)) ?? config.devicePolicy
-        let existing = try database.queryOne(
-            "SELECT id FROM devices WHERE account_id = ? AND device_key = ? AND revoked_at IS NULL",
-            [.text(account), .text(device.key)]) { $0.text(0) }
+        let known = try database.queryOne(
+            "SELECT id, revoked_at IS NOT NULL FROM devices WHERE account_id = ? AND device_key = ?",
+            [.text(account), .text(device.key)]) { (id: $0.text(0), revoked: $0.int(1) != 0) }
+        let existing = known.flatMap { $0.revoked ? nil : $0.id }
         // A device counts while it has a live session (not revoked, not past its lifetime or
         // idle timeout): signing out everywhere on a device, or device.revoke, frees its place.
         let liveDevices = try database.query(
@@ -83,6 +84,12 @@ struct SQLiteAccountDirectory: AccountDirectory {
                 // A known device coming back after all its sessions ended counts again.
                 deviceID = existing
                 try database.execute("UPDATE devices SET last_seen = ? WHERE id = ?", [.integer(now), .text(existing)])
+            } else if let removed = known, removed.revoked {
+                // A removed device signing in again is a new device under the limit; its old
+                // sessions ended with the removal and stay ended.
+                deviceID = removed.id
+                try database.execute("UPDATE devices SET revoked_at = NULL, name = ?, first_seen = ?, last_seen = ? WHERE id = ?",
+                                     [.text(device.name), .integer(now), .integer(now), .text(removed.id)])
             } else {
                 deviceID = "dev_" + Base64URL.encode(try OpenSSL.randomBytes(12))
                 try database.execute(
@@ -134,17 +141,29 @@ struct SQLiteAccountDirectory: AccountDirectory {
     /// comparison leaks timing.
     static func authenticate(in database: Database, token: String, now: Int64, idle: Int64) throws -> ActiveSession {
         guard token.hasPrefix("as1."), token.utf8.count < 100 else { throw SessionFailure.notASessionToken }
-        struct Row: Sendable { let id, account, device, amr: String; let created, lastUsed, expires: Int64; let revoked: Bool; let deactivated: Bool }
+        struct Row: Sendable {
+            let id, account, device, amr, deviceKey: String
+            let created, lastUsed, expires: Int64
+            let revoked, deviceRevoked, deactivated: Bool
+        }
         let row = try database.queryOne(
             """
             SELECT s.id, s.account_id, s.device_id, s.amr, s.created_at, s.last_used_at, s.expires_at,
-                   s.revoked_at IS NOT NULL OR d.revoked_at IS NOT NULL, a.deactivated_at IS NOT NULL
+                   s.revoked_at IS NOT NULL, d.revoked_at IS NOT NULL, a.deactivated_at IS NOT NULL, d.device_key
             FROM sessions s JOIN devices d ON d.id = s.device_id JOIN accounts a ON a.id = s.account_id
             WHERE s.token_hash = ?
             """, [.blob(hash(token))]
-        ) { Row(id: $0.text(0), account: $0.text(1), device: $0.text(2), amr: $0.text(3), created: $0.int64(4), lastUsed: $0.int64(5),
-                expires: $0.int64(6), revoked: $0.int(7) != 0, deactivated: $0.int(8) != 0) }
-        guard let row, !row.revoked, !row.deactivated else { throw SessionFailure.ended }
+        ) { Row(id: $0.text(0), account: $0.text(1), device: $0.text(2), amr: $0.text(3), deviceKey: $0.text(10), created: $0.int64(4),
+                lastUsed: $0.int64(5), expires: $0.int64(6), revoked: $0.int(7) != 0, deviceRevoked: $0.int(8) != 0, deactivated: $0.int(9) != 0) }
+        guard let row else { throw SessionFailure.ended }
+        // A call another machine forwards uses only that machine's own sessions: a token taken
+        // from one machine is worth nothing on another, and a machine that never signed in can
+        // do nothing but sign in.
+        if let machine = ForwardingScope.machine, row.deviceKey != DeviceIdentity.machineKeyPrefix + machine.description {
+            throw SessionFailure.otherMachine
+        }
+        guard !row.deviceRevoked || row.deactivated else { throw SessionFailure.deviceRevoked }
+        guard !row.revoked, !row.deactivated else { throw SessionFailure.ended }
         guard now < row.expires, now < row.lastUsed + idle else { throw SessionFailure.expired }
         try database.execute("UPDATE sessions SET last_used_at = ? WHERE id = ?", [.integer(now), .text(row.id)])
         return ActiveSession(id: row.id, accountID: row.account, deviceID: row.device, amr: decodeAMR(row.amr), createdAt: row.created,

@@ -40,3 +40,9 @@ final class HubState: Sendable {
         return result
     }
 }
+
+/// The machine an account call came from over the hub link, for the checks that depend on it
+/// (a session is used only by the machine it is bound to). Set by the dispatcher for the call.
+enum ForwardingScope {
+    @TaskLocal static var machine: DeviceID?
+}
