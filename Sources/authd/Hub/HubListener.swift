@@ -138,6 +138,9 @@ private final class Handshake: @unchecked Sendable {
     private var writeArmed = false
     private var timer: (any DispatchSourceTimer)?
     private var finished = false
+    /// The outcome, once decided, waiting for both sources' cancellation to complete.
+    private var outcome: Result<DeviceID, Failure>?
+    private var sourcesOpen = 0
 
     struct Failure: Error, CustomStringConvertible { let description: String }
 
@@ -154,9 +157,12 @@ private final class Handshake: @unchecked Sendable {
             let read = DispatchSource.makeReadSource(fileDescriptor: fd, queue: queue)
             // The sources hold the handshake until `end` lets them go (nothing else does).
             read.setEventHandler { [self] in step() }
+            read.setCancelHandler { [self] in sourceCancelled() }
             self.read = read
             let write = DispatchSource.makeWriteSource(fileDescriptor: fd, queue: queue)
             write.setEventHandler { [self] in step() }
+            write.setCancelHandler { [self] in sourceCancelled() }
+            sourcesOpen = 2
             self.write = write
             let timer = DispatchSource.makeTimerSource(queue: queue)
             timer.schedule(deadline: .now() + .milliseconds(Int(timeout.components.seconds * 1000)))
@@ -191,18 +197,27 @@ private final class Handshake: @unchecked Sendable {
         if writeArmed { writeArmed = false; write?.suspend() }
     }
 
-    /// Cancels the sources (a suspended source must be resumed to be cancelled) and reports.
-    /// The descriptor stays open: the connection, or the refusal, owns it from here.
+    /// Cancels the sources (a suspended source must be resumed to be cancelled), and reports once
+    /// both are gone. The descriptor stays open: the connection, or the refusal, owns it from
+    /// there, and may close it — which libdispatch allows only after the cancel handlers ran
+    /// (a late cancellation would otherwise unregister the next connection that gets the number).
     private func end(_ outcome: Result<DeviceID, Failure>) {
         guard !finished else { return }
         finished = true
+        self.outcome = outcome
         timer?.cancel()
+        timer = nil
         read?.cancel()
         if !writeArmed { write?.resume() }
         write?.cancel()
-        timer = nil
+    }
+
+    private func sourceCancelled() {
+        sourcesOpen -= 1
+        guard sourcesOpen == 0, let outcome else { return }
         read = nil
         write = nil
+        self.outcome = nil
         done(outcome)
     }
 }
