@@ -113,14 +113,21 @@ enum TerminalGuard {
     // Written before the handler is installed and only read inside it: the handler can run
     // only between arm and disarm, on this single-threaded CLI.
     nonisolated(unsafe) static var fd: Int32 = -1
-    nonisolated(unsafe) static var settings = termios()
+    // Allocated, not a static `termios` variable: Swift 6.3 emits such a global 57 bytes long,
+    // without the struct's 3 bytes of tail padding, so storing a 60-byte termios into it
+    // wrote past it (AddressSanitizer: global-buffer-overflow). A heap block has its real size.
+    nonisolated(unsafe) static let settings: UnsafeMutablePointer<termios> = {
+        let pointer = UnsafeMutablePointer<termios>.allocate(capacity: 1)
+        pointer.initialize(to: termios())
+        return pointer
+    }()
 
     static func arm(fd: Int32, settings: termios) {
         Self.fd = fd
-        Self.settings = settings
+        Self.settings.pointee = settings
         for number in [SIGINT, SIGTERM] {
             signal(number) { _ in
-                tcsetattr(TerminalGuard.fd, TCSAFLUSH, &TerminalGuard.settings)
+                tcsetattr(TerminalGuard.fd, TCSAFLUSH, TerminalGuard.settings)
                 _ = write(TerminalGuard.fd, "\n", 1)
                 _exit(130)
             }
