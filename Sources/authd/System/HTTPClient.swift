@@ -20,6 +20,12 @@ struct HTTPFailure: Error, CustomStringConvertible {
 /// token or client secret) on its stdin, never in its arguments or environment. The daemon
 /// itself links no networking stack. Redirects come back as answers; the helper never follows.
 struct HTTPClient: Sendable {
+    /// What the helper runs with: a fixed PATH and locale, and the sanitizers' options when authd
+    /// itself runs under one (a sanitized test build), so its reports land where authd's do.
+    static let helperEnvironment: [String: String] = ["PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"].merging(
+        ProcessInfo.processInfo.environment.filter { ["ASAN_OPTIONS", "LSAN_OPTIONS", "TSAN_OPTIONS", "UBSAN_OPTIONS"].contains($0.key) }
+    ) { own, _ in own }
+
     let helperPath: String
     /// Helpers that may run at once (each holds ~30 MB), each exchange on a worker of its own;
     /// more requests wait their turn, so local callers cannot make authd start thousands of
@@ -50,7 +56,7 @@ struct HTTPClient: Sendable {
         do {
             // Base64 makes the answer a third larger; the rest is the JSON around it.
             output = try await Syscalls.spawnExchange(
-                helperPath, environment: ["PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"], input: input,
+                helperPath, environment: Self.helperEnvironment, input: input,
                 outputLimit: maxResponseBytes / 3 * 4 + 64 * 1024, timeout: .seconds(timeoutSeconds + 2), on: helpers)
         } catch is CancellationError {
             throw HTTPFailure(description: "the request was cancelled")

@@ -44,7 +44,7 @@ final class TerminalSession {
         posix_spawn_file_actions_adddup2(&actions, 0, 2)
         authd_spawn_close_from(&actions, 3)
         let argv = arguments.map { strdup($0) } + [nil]
-        let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        let envp = environment.merging(DaemonHarness.sanitizerOptions) { own, _ in own }.map { strdup("\($0.key)=\($0.value)") } + [nil]
         defer { (argv + envp).forEach { free($0) } }
         var pid: pid_t = 0
         let status = posix_spawn(&pid, arguments[0], &actions, &attributes, argv, envp)
