@@ -106,7 +106,7 @@ let package = Package(
         .testTarget(name: "IntegrationTests", dependencies: ["Protocol", "AuthdClient", "CLinux"], exclude: ["Python", "Hosts"]),
 
         // `make bench`: drives a release build of the real daemon over its socket.
-        .executableTarget(name: "authd-bench", dependencies: ["Protocol", "AuthdClient", "CLinux", "CArgon2", "CPCSC"], path: "Tests/Bench"),
+        .executableTarget(name: "authd-bench", dependencies: ["Protocol", "AuthdClient", "CLinux", "CArgon2", "CPCSC", "OpenSSLCrypto"], path: "Tests/Bench"),
     ],
     swiftLanguageModes: [.v6]
 )

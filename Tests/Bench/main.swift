@@ -7,8 +7,8 @@ import Protocol
 import Synchronization
 
 // authd-bench: drives a release build of the real daemon over its socket and prints figures.
-// Usage: authd-bench BIN_DIR [card|biometric|federation|passkey|pam]   (make bench passes the release
-// build directory; `card`, `biometric`, `federation`, `passkey` or `pam` runs only those figures)
+// Usage: authd-bench BIN_DIR [card|biometric|federation|passkey|pam|hub]   (make bench passes the
+// release build directory; one of those names runs only its figures)
 
 let binDirectory = CommandLine.arguments.count > 1 ? CommandLine.arguments[1] : ".build/release"
 let only = CommandLine.arguments.dropFirst(2).first
@@ -232,6 +232,7 @@ do {
     case "biometric": try biometricFigures(); exit(0)
     case "federation": try federationFigures(); exit(0)
     case "passkey": try passkeyFigures(); exit(0)
+    case "hub": try hubFigures(); exit(0)
     case "pam": try pamFigures(); exit(0)
     default: break
     }
@@ -305,6 +306,7 @@ do {
     try biometricFigures()
     try federationFigures()
     try passkeyFigures()
+    try hubFigures()
     try pamFigures()
 
     var held: [Client] = []
