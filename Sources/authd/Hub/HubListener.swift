@@ -10,59 +10,29 @@ import Synchronization
 /// `[hub] max_devices` device connections, at most `max_handshakes_per_address` handshakes in
 /// progress from one address, and one link per device (a newer one from the same device
 /// replaces nothing: it is refused while the first is open, up to `linksPerDevice`).
-final class HubListener: @unchecked Sendable {
-    // Sendable: `source` is touched only on `queue`; handshake counts are behind a lock.
+final class HubListener: Sendable {
     /// Connections one device id may hold at once (its link, and a reconnect racing the old one).
     static let linksPerDevice = 4
 
     let address: HostPort
-    private let fd: Int32
     private let context: TLSContext
     private let dispatcher: Dispatcher
-    private let queue = DispatchQueue(label: "authd.hub-accept")
-    private var source: (any DispatchSourceRead)?
+    private let loop: AcceptLoop
     private let handshaking = Mutex<[String: Int]>([:])
     private var services: Services { dispatcher.services }
 
     /// Binds `listen` (port 0: the kernel picks one; `address` says which).
     init(listen: HostPort, context: TLSContext, dispatcher: Dispatcher) throws {
         let (fd, port) = try Syscalls.listenTCP(host: listen.host, port: listen.port)
-        self.fd = fd
         address = HostPort(host: listen.host, port: port)
         self.context = context
         self.dispatcher = dispatcher
+        loop = AcceptLoop(fd: fd, label: "authd.hub-accept", logger: dispatcher.services.logger)
     }
 
-    func start() {
-        queue.sync {
-            let source = DispatchSource.makeReadSource(fileDescriptor: fd, queue: queue)
-            source.setEventHandler { [unowned self] in acceptPending() }
-            source.setCancelHandler { [fd] in Syscalls.close(fd) }
-            self.source = source
-            source.resume()
-        }
-    }
+    func start() { loop.start { [unowned self] in admit($0) } }
 
-    func stop() {
-        queue.sync {
-            source?.cancel()
-            source = nil
-        }
-    }
-
-    private func acceptPending() {
-        while true {
-            let client: Int32
-            do {
-                guard let accepted = try Syscalls.accept(fd) else { return }
-                client = accepted
-            } catch {
-                services.logger.warning("hub accept failed: \(error)")
-                return
-            }
-            admit(client)
-        }
-    }
+    func stop() { loop.stop() }
 
     private func admit(_ client: Int32) {
         let config = services.config.current

@@ -4,72 +4,28 @@ import Protocol
 
 /// Accepts connections on the listening socket, reads each peer's credentials once, enforces
 /// who may connect and how many, and hands the connection its own queue.
-final class Listener: @unchecked Sendable {
-    // Sendable: `source` and `paused` are touched only on `queue`; the rest is immutable.
+final class Listener: Sendable {
     /// Connections beyond `[server] max_connections` kept for admins.
     static let adminReserve = 16
 
-    private let fd: Int32
     private let socketPath: String?
     private let dispatcher: Dispatcher
-    private let queue = DispatchQueue(label: "authd.accept")
-    private var source: (any DispatchSourceRead)?
-    private var paused = false
+    private let loop: AcceptLoop
     private var services: Services { dispatcher.services }
 
     /// `socketPath` is set when authd bound the socket itself (and so removes it at exit).
     init(fd: Int32, socketPath: String?, dispatcher: Dispatcher) {
-        self.fd = fd
         self.socketPath = socketPath
         self.dispatcher = dispatcher
+        loop = AcceptLoop(fd: fd, label: "authd.accept", logger: dispatcher.services.logger)
     }
 
-    func start() {
-        queue.sync {
-            let source = DispatchSource.makeReadSource(fileDescriptor: fd, queue: queue)
-            source.setEventHandler { [unowned self] in acceptPending() }
-            source.setCancelHandler { [fd] in Syscalls.close(fd) }
-            self.source = source
-            source.resume()
-        }
-    }
+    func start() { loop.start { [unowned self] in admit($0) } }
 
     /// Stops accepting; pending connections in the backlog are refused by the kernel.
     func stop() {
-        queue.sync {
-            if paused { source?.resume() }
-            source?.cancel()
-            source = nil
-            if let socketPath { Syscalls.remove(socketPath) }
-        }
-    }
-
-    private func acceptPending() {
-        while true {
-            let client: Int32
-            do {
-                guard let accepted = try Syscalls.accept(fd) else { return }
-                client = accepted
-            } catch {
-                // Out of descriptors: back off instead of spinning on a level-triggered source.
-                services.logger.warning("accept failed: \(error); pausing for 100 ms")
-                pauseBriefly()
-                return
-            }
-            admit(client)
-        }
-    }
-
-    private func pauseBriefly() {
-        guard !paused, let source else { return }
-        paused = true
-        source.suspend()
-        queue.asyncAfter(deadline: .now() + .milliseconds(100)) { [self] in
-            if paused, let source = self.source {
-                paused = false
-                source.resume()
-            }
-        }
+        loop.stop()
+        if let socketPath { Syscalls.remove(socketPath) }
     }
 
     /// One error line (best effort, never blocking), then close.
