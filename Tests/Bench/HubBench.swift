@@ -70,7 +70,7 @@ private final class HeldDevice {
     let stream: TLSStream
 
     init(port: UInt16, context: TLSContext) throws {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         self.fd = fd
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
