@@ -1,4 +1,5 @@
 import Foundation
+import CLinux
 import Glibc
 import OpenSSLCrypto
 
