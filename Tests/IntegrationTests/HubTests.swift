@@ -113,6 +113,24 @@ struct HubTests {
         #expect(try clientB.result("session.get", ["session": again])["account"] != nil)
     }
 
+    @Test("an account token asked for on a device is the hub's (it verifies against the hub's keys, not the device's); auth.local stays the device's")
+    func accountTokensAreTheHubs() throws {
+        let rig = try HubRig()
+        let device = try rig.startDevice()
+        let client = try device.connect()
+        let flow = try #require(try client.result("account.register.start", ["phone": "+37251234567"])["flow"])
+        let code = try RegistrationTests.spooledCode(rig.hub, to: "+37251234567")
+        let registered = try client.result("account.register.verify", ["flow": flow, "code": .string(code), "password": "a long enough passphrase"])
+        let account = try #require(try client.result("auth.token", ["session": registered["session"]!["token"]!, "aud": "https://rp.example"])["token"])
+        let hub = try rig.hub.connect()
+        #expect(try hub.result("token.verify", ["token": account, "aud": "https://rp.example"])["claims"]?["sub"] == registered["account"]?["id"])
+        #expect(try client.call("token.verify", ["token": account, "aud": "https://rp.example"]).errorReason != nil,
+                "the device's own keys do not verify the hub's account token")
+        let local = try #require(try client.result("auth.local", ["aud": "app"])["token"])
+        #expect(try client.result("token.verify", ["token": local, "aud": "app"])["claims"] != nil, "auth.local is signed by the device")
+        #expect(try hub.call("token.verify", ["token": local, "aud": "app"]).errorReason != nil)
+    }
+
     @Test("hub down: account methods answer hub.unavailable at once while auth.local works; the hub back on its port, the link comes back by itself")
     func hubDownAndBack() throws {
         let rig = try HubRig()
