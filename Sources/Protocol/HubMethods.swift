@@ -136,3 +136,11 @@ public enum LinkPing: RPCMethod {
     public typealias Params = NoParams
     public typealias Result = Acknowledged
 }
+
+/// `link.jwks`, on a device's link only: the hub's published keys (those of its account tokens),
+/// which a device adds to its own `keys.jwks`.
+public enum LinkJWKS: RPCMethod {
+    public static let name = "link.jwks"
+    public typealias Params = NoParams
+    public typealias Result = JWKSet
+}

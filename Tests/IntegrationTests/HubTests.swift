@@ -129,6 +129,11 @@ struct HubTests {
         let local = try #require(try client.result("auth.local", ["aud": "app"])["token"])
         #expect(try client.result("token.verify", ["token": local, "aud": "app"])["claims"] != nil, "auth.local is signed by the device")
         #expect(try hub.call("token.verify", ["token": local, "aud": "app"]).errorReason != nil)
+        // The device's JWKS publishes both signers: the hub's keys and its own.
+        let kids = { (set: JSONValue) in Set((set["keys"]?.arrayValue ?? []).compactMap { $0["kid"]?.stringValue }) }
+        let hubKids = kids(try hub.result("keys.jwks"))
+        let deviceKids = kids(try client.result("keys.jwks"))
+        #expect(!hubKids.isEmpty && hubKids.isSubset(of: deviceKids) && deviceKids.count > hubKids.count, "\(hubKids) in \(deviceKids)")
     }
 
     @Test("hub down: account methods answer hub.unavailable at once while auth.local works; the hub back on its port, the link comes back by itself")

@@ -11,5 +11,6 @@ extension MethodTable {
         }
         register(HubStatus.self, home: .machine, access: .anyone) { _, _ in hub.status(devicesConnected: services.connections.deviceCount) }
         register(LinkPing.self, home: .link, access: .anyone) { _, _ in Acknowledged() }
+        register(LinkJWKS.self, home: .link, access: .anyone) { _, _ in services.keys.jwks(now: services.now()) }
     }
 }

@@ -46,3 +46,22 @@ final class HubState: Sendable {
 enum ForwardingScope {
     @TaskLocal static var machine: DeviceID?
 }
+
+/// The hub's published keys as this device last fetched them over its link: `keys.jwks` on a
+/// device publishes them beside the machine's own, so a relying party verifies both the hub's
+/// account tokens and this machine's `auth.local` tokens with one set. While the hub is away,
+/// the last set fetched is kept.
+final class HubKeys: Sendable {
+    private let link: HubLink
+    private let cached = Mutex<[JWK]>([])
+
+    init(link: HubLink) { self.link = link }
+
+    func current() async -> [JWK] {
+        if case .success(let value)? = try? await link.call(LinkJWKS.name, NoParams()),
+           let set = try? WireCodec.decode(JWKSet.self, from: value) {
+            cached.withLock { $0 = set.keys }
+        }
+        return cached.withLock { $0 }
+    }
+}

@@ -14,7 +14,7 @@ enum DispatchTable {
         var table = MethodTable()
         let directory = services.directory
         let tokens = TokenService(keys: services.keys, config: services.config, now: services.now)
-        table.registerTokenMethods(tokens)
+        table.registerTokenMethods(tokens, hubKeys: services.hub.link.map(HubKeys.init))
         table.registerAdminMethods(services)
 
         // Accounts: registration, sign-in, sessions, settings (account methods).

@@ -5,7 +5,8 @@
 import Protocol
 
 extension MethodTable {
-    mutating func registerTokenMethods(_ tokens: TokenService) {
+    /// `hubKeys`: on a device, the hub's keys, published beside the machine's own.
+    mutating func registerTokenMethods(_ tokens: TokenService, hubKeys: HubKeys? = nil) {
         announce("auth.local", "token.verify", "keys.jwks")
         register(AuthLocal.self, home: .machine, access: .anyone, requiresUnlock: true, audit: { params, result in
             // The token itself is never recorded; its kid and expiry are enough to find it.
@@ -19,7 +20,9 @@ extension MethodTable {
         }
 
         register(KeysJWKS.self, home: .machine, access: .anyone) { _, _ in
-            tokens.keys.jwks(now: tokens.now())
+            var set = tokens.keys.jwks(now: tokens.now())
+            if let hubKeys { set.keys += await hubKeys.current() }
+            return set
         }
     }
 }
