@@ -32,7 +32,7 @@ actor LoopbackRedirect {
     private static let connectionSeconds = 2.0
 
     init() throws {
-        let (fd, port) = try Syscalls.listenLoopbackTCP()
+        let (fd, port) = try Syscalls.listenTCP(host: "127.0.0.1", port: 0, backlog: 16)
         listener = fd
         redirectURI = "http://127.0.0.1:\(port)/callback"
     }

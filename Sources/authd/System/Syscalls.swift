@@ -70,28 +70,6 @@ enum Syscalls {
         }
     }
 
-    /// A listening, non-blocking, close-on-exec TCP socket on 127.0.0.1 at a port the kernel
-    /// picks, and that port. The corresponding C functions are `socket`, `bind`, `listen`, `getsockname`.
-    static func listenLoopbackTCP(backlog: Int32 = 16) throws(SystemError) -> (fd: Int32, port: UInt16) {
-        let fd = try retryingEINTR("socket") { socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = in_addr_t(0x7F00_0001).bigEndian
-        address.sin_port = 0
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer in
-                bind(fd, pointer, length) == 0 && listen(fd, backlog) == 0 && getsockname(fd, pointer, &length) == 0
-            }
-        }
-        guard bound else {
-            let code = errno
-            Glibc.close(fd)
-            throw SystemError(call: "bind(127.0.0.1)", errno: code)
-        }
-        return (fd, UInt16(bigEndian: address.sin_port))
-    }
-
     /// The addresses `host` names (a numeric address, or a name resolved by `getaddrinfo`, which
     /// may block on DNS), for a stream socket on `port`.
     private static func addresses(_ host: String, port: UInt16, passive: Bool) throws(SystemError) -> [(family: Int32, address: [UInt8])] {
