@@ -132,7 +132,7 @@ enum SessionFailure: WireErrorConvertible, Equatable {
         /// `id`, `name`, `last_seen`, and `device_id` for a machine linked to the hub.
         var wire: JSONValue {
             var object: [String: JSONValue] = ["id": .string(id), "name": .string(name), "last_seen": .string(Timestamp.rfc3339(epochSeconds: lastSeen))]
-            if key.hasPrefix(DeviceIdentity.machineKeyPrefix) { object["device_id"] = .string(String(key.dropFirst(DeviceIdentity.machineKeyPrefix.count))) }
+            if let machine = DeviceIdentity.machine(ofKey: key) { object["device_id"] = .string(machine) }
             return .object(object)
         }
     }

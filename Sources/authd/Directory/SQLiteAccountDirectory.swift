@@ -159,7 +159,7 @@ struct SQLiteAccountDirectory: AccountDirectory {
         // A call another machine forwards uses only that machine's own sessions: a token taken
         // from one machine is worth nothing on another, and a machine that never signed in can
         // do nothing but sign in.
-        if let machine = ForwardingScope.machine, row.deviceKey != DeviceIdentity.machineKeyPrefix + machine.description {
+        if let machine = ForwardingScope.machine, row.deviceKey != DeviceIdentity.key(ofMachine: machine) {
             throw SessionFailure.otherMachine
         }
         guard !row.deviceRevoked || row.deactivated else { throw SessionFailure.deviceRevoked }
@@ -288,10 +288,9 @@ struct SQLiteAccountDirectory: AccountDirectory {
             let devices = try database.query(
                 "SELECT id, name, first_seen, last_seen, device_key FROM devices WHERE account_id = ? AND revoked_at IS NULL ORDER BY first_seen",
                 [.text(session.accountID)]) { row in
-                let key = row.text(4)
-                return DeviceRecord(id: row.text(0), name: row.text(1), firstSeen: Timestamp.rfc3339(epochSeconds: row.int64(2)),
-                                    lastSeen: Timestamp.rfc3339(epochSeconds: row.int64(3)), current: row.text(0) == session.deviceID,
-                                    deviceID: key.hasPrefix(DeviceIdentity.machineKeyPrefix) ? String(key.dropFirst(DeviceIdentity.machineKeyPrefix.count)) : nil)
+                DeviceRecord(id: row.text(0), name: row.text(1), firstSeen: Timestamp.rfc3339(epochSeconds: row.int64(2)),
+                             lastSeen: Timestamp.rfc3339(epochSeconds: row.int64(3)), current: row.text(0) == session.deviceID,
+                             deviceID: DeviceIdentity.machine(ofKey: row.text(4)))
             }
             let own = try database.queryOne("SELECT device_limit FROM accounts WHERE id = ?", [.text(session.accountID)]) { $0.optionalInt64(0) } ?? nil
             return DeviceList.Result(devices: devices, limit: own.map(Int.init) ?? limit)

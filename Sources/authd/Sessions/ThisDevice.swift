@@ -10,7 +10,7 @@ extension DeviceIdentity {
     static func resolve(_ description: DeviceDescription?, caller: Caller) throws(InvalidParameter) -> DeviceIdentity {
         if case .forwarded(let machine, let process) = caller {
             let name = process.machine.map { Redaction.printable($0, limit: 128) } ?? "device \(machine.description.prefix(9))"
-            return DeviceIdentity(key: machineKeyPrefix + machine.description, name: name, nameGiven: true)
+            return DeviceIdentity(key: key(ofMachine: machine), name: name, nameGiven: true)
         }
         for (field, value) in [("device.key", description?.key), ("device.name", description?.name)] {
             if let value {
@@ -24,7 +24,14 @@ extension DeviceIdentity {
     }
 
     /// How a machine linked to this hub is keyed among an account's devices: `device:` and its id.
-    static let machineKeyPrefix = "device:"
+    private static let machineKeyPrefix = "device:"
+
+    static func key(ofMachine machine: DeviceID) -> String { machineKeyPrefix + machine.description }
+
+    /// The device id of a machine's device key; nil for a device an application described.
+    static func machine(ofKey key: String) -> String? {
+        key.hasPrefix(machineKeyPrefix) ? String(key.dropFirst(machineKeyPrefix.count)) : nil
+    }
 
     /// A hash of /etc/machine-id (never the id itself: it is meant to stay on the machine).
     private static let machineKey: String = {
