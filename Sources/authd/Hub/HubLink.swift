@@ -103,7 +103,7 @@ final class HubLink: Sendable {
             }
         }
         if let down { throw down }
-        let outcome: Result<JSONValue, RPCError>? = await withCheckedContinuation { continuation in
+        let outcome: Result<JSONValue, RPCError> = await withCheckedContinuation { continuation in
             let queued = exchange.withLock { exchange -> Bool in
                 guard exchange.connected, !exchange.stopped else { return false }
                 let id = exchange.nextID
@@ -116,10 +116,10 @@ final class HubLink: Sendable {
             }
             if queued { Syscalls.writeOneByte(wake.write) } else { continuation.resume(returning: .failure(Self.dropped)) }
         }
-        if case .failure(let error)? = outcome, error.reason == Self.dropped.reason {
+        if case .failure(let error) = outcome, error.reason == Self.dropped.reason {
             throw .unavailable(retryAfter: 1, detail: error.message)
         }
-        return outcome ?? .failure(Self.dropped)
+        return outcome
     }
 
     /// What a call waiting when the link drops gets (turned into `hub.unavailable`).

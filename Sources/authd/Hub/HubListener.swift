@@ -8,8 +8,7 @@ import Synchronization
 /// `[hub] handshake_timeout`, and hands each device's connection to the same `Connection` the
 /// Unix socket uses, with the device id (its proven key) as the caller. Limits: at most
 /// `[hub] max_devices` device connections, at most `max_handshakes_per_address` handshakes in
-/// progress from one address, and one link per device (a newer one from the same device
-/// replaces nothing: it is refused while the first is open, up to `linksPerDevice`).
+/// progress from one address, and at most `linksPerDevice` connections per device id.
 final class HubListener: Sendable {
     /// Connections one device id may hold at once (its link, and a reconnect racing the old one).
     static let linksPerDevice = 4

@@ -405,19 +405,21 @@ struct Config: Equatable, Sendable {
     /// link later.
     private static func checkHub(_ config: Config, file: String, keyLines: [String: Int]) throws(ConfigError) {
         func line(_ key: String) -> Int { keyLines["hub." + key] ?? 0 }
-        let hubKeys = ["cert_file": !config.hubCertFile.isEmpty, "key_file": !config.hubKeyFile.isEmpty,
-                       "max_devices": keyLines["hub.max_devices"] != nil, "max_handshakes_per_address": keyLines["hub.max_handshakes_per_address"] != nil]
-        let deviceKeys = ["ca_file": !config.hubCAFile.isEmpty, "pin": !config.hubPin.isEmpty]
+        // The keys of one role set in the file, in a fixed order so the error names the same one each time.
+        func given(_ keys: [String]) -> String? { keys.first { keyLines["hub." + $0] != nil } }
+        let hubKeys = ["cert_file", "key_file", "max_devices", "max_handshakes_per_address"]
+        let deviceKeys = ["ca_file", "pin"]
         switch config.role {
         case .standalone:
-            if let (key, _) = (hubKeys.merging(deviceKeys) { a, _ in a }).first(where: { $0.value && !["max_devices", "max_handshakes_per_address"].contains($0.key) }) {
+            // The limits of a hub may stay in a file whose listen line is commented out.
+            if let key = given(["cert_file", "key_file"] + deviceKeys) {
                 throw ConfigError(file: file, line: line(key), reason: "hub.\(key) is set, but neither hub.listen (to be a hub) nor hub.url (to be a device of one)")
             }
         case .hub:
             if config.hubURL != nil {
                 throw ConfigError(file: file, line: line("url"), reason: "hub.listen and hub.url are both set: an authd is a hub or a device, not both")
             }
-            if let (key, _) = deviceKeys.first(where: \.value) {
+            if let key = given(deviceKeys) {
                 throw ConfigError(file: file, line: line(key), reason: "hub.\(key) is for a device (with hub.url); a hub has hub.cert_file and hub.key_file")
             }
             guard !config.hubCertFile.isEmpty, !config.hubKeyFile.isEmpty else {
@@ -429,7 +431,7 @@ struct Config: Equatable, Sendable {
                 throw ConfigError(file: file, line: line("key_file"), reason: "hub.cert_file and hub.key_file: \(error)")
             }
         case .device:
-            if let (key, _) = hubKeys.first(where: \.value) {
+            if let key = given(hubKeys) {
                 throw ConfigError(file: file, line: line(key), reason: "hub.\(key) is for a hub (with hub.listen); a device has hub.ca_file or hub.pin")
             }
             switch (config.hubCAFile.isEmpty, config.hubPin.isEmpty) {
