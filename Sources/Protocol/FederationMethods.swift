@@ -206,7 +206,8 @@ public enum RemoteUnauthorized: RPCMethod {
 
 /// `events.subscribe` — the response acknowledges with a subscription id; then an `event`
 /// notification arrives for each event of the calling local user until `subscription.cancel`
-/// or the connection closes. Events: `session.logged_out`.
+/// or the connection closes. Events: `session.logged_out` (a provider ended a federated
+/// sign-in) and `session.ended` (on a device: the hub ended a session of this machine).
 public enum EventsSubscribe: RPCMethod {
     public static let name = "events.subscribe"
     public typealias Params = NoParams
@@ -221,15 +222,17 @@ public enum EventNotification: RPCNotification {
     public static let name = "event"
     public struct Params: Codable, Sendable, Equatable {
         public var subscription: String
-        /// `session.logged_out`.
+        /// `session.logged_out` or `session.ended`.
         public var type: String
         public var loggedOut: LoggedOutEvent?
-        public init(subscription: String, type: String, loggedOut: LoggedOutEvent?) {
+        public var ended: SessionEndedEvent?
+        public init(subscription: String, type: String, loggedOut: LoggedOutEvent?, ended: SessionEndedEvent? = nil) {
             self.subscription = subscription
             self.type = type
             self.loggedOut = loggedOut
+            self.ended = ended
         }
-        enum CodingKeys: String, CodingKey { case subscription, type, loggedOut = "logged_out" }
+        enum CodingKeys: String, CodingKey { case subscription, type, loggedOut = "logged_out", ended }
     }
 }
 

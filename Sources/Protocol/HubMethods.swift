@@ -130,17 +130,99 @@ public struct ForwardedCaller: Codable, Sendable, Equatable {
 }
 
 /// `link.ping`, on a device's link only: the heartbeat that tells both ends the link is alive
-/// (and measures its round trip).
+/// (and measures its round trip). The hub answers with its idle timeout, so the device's
+/// heartbeats come often enough to keep a quiet link open.
 public enum LinkPing: RPCMethod {
     public static let name = "link.ping"
     public typealias Params = NoParams
-    public typealias Result = Acknowledged
+
+    public struct Result: Codable, Sendable, Equatable {
+        public var ok = true
+        /// Seconds: the hub closes a connection that sends nothing for between one and two of these.
+        public var idleTimeout: Int?
+
+        public init(idleTimeout: Int?) { self.idleTimeout = idleTimeout }
+
+        enum CodingKeys: String, CodingKey { case ok, idleTimeout = "idle_timeout" }
+    }
 }
 
-/// `link.jwks`, on a device's link only: the hub's published keys (those of its account tokens),
-/// which a device adds to its own `keys.jwks`.
+/// `link.jwks`, on a device's link only: the hub's published keys and the issuer of its account
+/// tokens, which a device adds to its own `keys.jwks` and uses in `token.verify`.
 public enum LinkJWKS: RPCMethod {
     public static let name = "link.jwks"
     public typealias Params = NoParams
-    public typealias Result = JWKSet
+
+    public struct Result: Codable, Sendable, Equatable {
+        public var issuer: String
+        public var keys: [JWK]
+
+        public init(issuer: String, keys: [JWK]) {
+            self.issuer = issuer
+            self.keys = keys
+        }
+    }
+}
+
+/// `link.sessions_ended`, a notification from the hub on a device's link: sessions bound to that
+/// machine ended by someone else's hand (or its own), and why. With `unlinked` the machine holds no
+/// session of any account any more and the hub closes the link after this line; the device's
+/// certificate may then only sign in again.
+public enum LinkSessionsEnded: RPCNotification {
+    public static let name = "link.sessions_ended"
+
+    public struct Params: Codable, Sendable, Equatable {
+        public var sessions: [EndedSession]
+        /// `device.revoke`, `session.revoke`, `logout`, `replace_oldest`, `account.deactivated`
+        /// or `provider.logout`.
+        public var cause: String
+        public var unlinked: Bool
+        /// RFC 3339.
+        public var at: String
+
+        public init(sessions: [EndedSession], cause: String, unlinked: Bool, at: String) {
+            self.sessions = sessions
+            self.cause = cause
+            self.unlinked = unlinked
+            self.at = at
+        }
+    }
+
+    /// One ended session, with the local user of the machine who signed it in (when known).
+    public struct EndedSession: Codable, Sendable, Equatable {
+        public var id: String
+        public var account: String
+        public var uid: UInt32?
+
+        public init(id: String, account: String, uid: UInt32?) {
+            self.id = id
+            self.account = account
+            self.uid = uid
+        }
+    }
+}
+
+/// What an `event` of type `session.ended` carries: a session this machine held for the local
+/// user was ended at the hub (by another machine, an admin, the device limit, or a logout).
+public struct SessionEndedEvent: Codable, Sendable, Equatable {
+    public var account: String
+    public var session: String
+    /// As `link.sessions_ended` says it: `device.revoke`, `session.revoke`, `logout`,
+    /// `replace_oldest`, `account.deactivated`, `provider.logout`.
+    public var cause: String
+    /// True when this machine holds no session at the hub any more (it was removed, or signed
+    /// out of its last account): account methods need a new sign-in.
+    public var machineUnlinked: Bool
+    /// RFC 3339.
+    public var at: String
+
+    public init(account: String, session: String, cause: String, machineUnlinked: Bool, at: String) {
+        self.account = account
+        self.session = session
+        self.cause = cause
+        self.machineUnlinked = machineUnlinked
+        self.at = at
+    }
+
+    enum CodingKeys: String, CodingKey { case account, session, cause, machineUnlinked = "machine_unlinked", at }
 }

@@ -134,7 +134,7 @@ extension Command {
 
     static let events = Command(
         path: ["events"], synopsis: "",
-        abstract: "Follow authd's events for this user (e.g. session.logged_out after a 401), one line each, until interrupted."
+        abstract: "Follow authd's events for this user (session.logged_out after a 401, session.ended when the hub ends a session), one line each, until interrupted."
     ) { invocation throws(CLIError) in
         let connection = try invocation.connect()
         _ = try connection.call(EventsSubscribe.self, NoParams())
@@ -147,6 +147,9 @@ extension Command {
             if invocation.global.json { Output.json(event); continue }
             if let out = event.loggedOut {
                 Output.line("\(out.at) \(event.type) provider=\(out.provider) source=\(out.source) account=\(out.account ?? "-") sessions_ended=\(out.sessionsEnded)")
+            } else if let ended = event.ended {
+                Output.line("\(ended.at) \(event.type) cause=\(ended.cause) account=\(ended.account) session=\(ended.session)"
+                            + (ended.machineUnlinked ? " (this machine holds no session at the hub now: sign in again)" : ""))
             } else {
                 Output.line(event.type)
             }

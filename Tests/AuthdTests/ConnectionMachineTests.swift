@@ -136,6 +136,20 @@ struct ConnectionMachineTests {
         #expect(machine.wrote(3) == [.close(.finished)])
     }
 
+    @Test("closing when answered: no further line is taken, the request in flight is answered and written, then the connection closes")
+    func closeWhenAnswered() {
+        var machine = ConnectionMachine()
+        _ = machine.received(Self.line(1))
+        #expect(machine.closeWhenAnswered() == [.pauseReading])
+        #expect(Self.dispatched(machine.received(Self.line(2))).isEmpty, "a line after it is not taken")
+        #expect(machine.enqueue(Data("note\n".utf8)) == [.flush], "a notification still goes out")
+        _ = machine.wrote(5)
+        #expect(machine.requestFinished(key: 0, line: Data("ok\n".utf8), accepted: true) == [.flush])
+        #expect(machine.wrote(3) == [.close(.finished)])
+        var idle = ConnectionMachine()
+        #expect(idle.closeWhenAnswered() == [.pauseReading, .close(.finished)], "with nothing in flight it closes at once")
+    }
+
     @Test("a stream starts only after its request's response, and not at all when the request failed")
     func streamsFollowResponses() {
         var machine = ConnectionMachine()

@@ -82,8 +82,14 @@ struct HubTests {
         _ = try clientA.result("session.get", ["session": onA["session"]!["token"]!])
         let account = try #require(onA["account"]?["id"])
         _ = try rig.hub.connect().result("admin.accounts.set", ["account": account, "device_policy": "replace_oldest"])
+        let eventsOnB = try b.connect()
+        _ = try eventsOnB.result("events.subscribe")
         let onC = try c.connect().result("auth.login", login)
         #expect(onC["session"]?["token"]?.stringValue != nil)
+        let told = try #require(try eventsOnB.readJSON(), "B is told")
+        #expect(told["params"]?["type"] == "session.ended")
+        #expect(told["params"]?["ended"]?["cause"] == "replace_oldest", "\(told)")
+        #expect(told["params"]?["ended"]?["session"] == onB["session"]?["id"])
         #expect(try b.connect().call("session.get", ["session": onB["session"]!["token"]!]).errorReason == "session.invalid", "B's session ended")
         #expect(try clientA.result("session.get", ["session": onA["session"]!["token"]!])["account"] != nil, "A's is untouched")
     }
@@ -113,6 +119,99 @@ struct HubTests {
         #expect(try clientB.result("session.get", ["session": again])["account"] != nil)
     }
 
+    @Test("revocation is pushed: a session revoked from A is told to B's local user at once; removing B tells it, closes its link, and its next call is device.revoked; a deactivation is told too")
+    func revocationIsPushed() throws {
+        let rig = try HubRig()
+        let (a, b) = (try rig.startDevice(), try rig.startDevice())
+        let clientA = try a.connect(), clientB = try b.connect()
+        let flow = try #require(try clientA.result("account.register.start", ["phone": "+37251234567"])["flow"])
+        let code = try RegistrationTests.spooledCode(rig.hub, to: "+37251234567")
+        let onA = try clientA.result("account.register.verify", ["flow": flow, "code": .string(code), "password": "a long enough passphrase"])
+        let tokenA = try #require(onA["session"]?["token"])
+        let login: JSONValue = ["login": "+37251234567", "password": "a long enough passphrase"]
+        let first = try clientB.result("auth.login", login)["session"]
+        let second = try clientB.result("auth.login", login)["session"]
+        let events = try b.connect()
+        _ = try events.result("events.subscribe")
+
+        // One of B's two sessions revoked from A: B's user hears it; B keeps its other session and its link.
+        var started = ContinuousClock.now
+        _ = try clientA.result("session.revoke", ["session": tokenA, "id": first!["id"]!])
+        let revoked = try #require(try events.readJSON())
+        #expect(ContinuousClock.now - started < .seconds(1), "heard within a second")
+        #expect(revoked["params"]?["type"] == "session.ended")
+        #expect(revoked["params"]?["ended"]?["cause"] == "session.revoke")
+        #expect(revoked["params"]?["ended"]?["session"] == first?["id"])
+        #expect(revoked["params"]?["ended"]?["machine_unlinked"] == false)
+        #expect(try clientB.call("session.get", ["session": first!["token"]!]).errorReason == "session.invalid")
+        #expect(try clientB.result("session.get", ["session": second!["token"]!])["account"] != nil)
+        #expect(!b.log.contains("is down"), "B keeps its link while it holds a session")
+
+        // B removed from A: told at once, its link closed, its next account call refused.
+        let machineB = try #require(try clientB.result("device.list", ["session": second!["token"]!])["devices"]?.arrayValue?.first { $0["current"] == true }?["id"])
+        started = ContinuousClock.now
+        _ = try clientA.result("device.revoke", ["session": tokenA, "id": machineB])
+        let removed = try #require(try events.readJSON())
+        #expect(ContinuousClock.now - started < .seconds(1), "heard within a second")
+        #expect(removed["params"]?["ended"]?["cause"] == "device.revoke")
+        #expect(removed["params"]?["ended"]?["session"] == second?["id"])
+        #expect(removed["params"]?["ended"]?["machine_unlinked"] == true)
+        let deadline = Date().addingTimeInterval(5)
+        while !b.log.contains("is down: the hub closed the link") && Date() < deadline { usleep(20_000) }
+        #expect(b.log.contains("is down: the hub closed the link"), "the hub closed B's link:\n\(b.log)")
+        try HubRig.waitForLink(b, state: "connected")
+        #expect(try clientB.call("session.get", ["session": second!["token"]!]).errorReason == "device.revoked")
+
+        // Signed in again (a new place under the limit), then the account deactivated at the hub: told too.
+        let again = try clientB.result("auth.login", login)["session"]
+        _ = try rig.hub.connect().result("admin.accounts.deactivate", ["account": onA["account"]!["id"]!])
+        let deactivated = try #require(try events.readJSON())
+        #expect(deactivated["params"]?["ended"]?["cause"] == "account.deactivated")
+        #expect(deactivated["params"]?["ended"]?["session"] == again?["id"])
+    }
+
+    @Test("slowloris on the hub's port: a TLS client that trickles an unfinished line is closed at the idle timeout, while a device's quiet link stays up and is served")
+    func slowlorisOnTheHubPort() throws {
+        let rig = try HubRig(hubConfig: "[server]\nidle_timeout = 1s")
+        let device = try rig.startDevice()
+        try HubRig.openssl(["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "1", "-subj", "/CN=slow",
+                            "-keyout", rig.directory + "/slow.key", "-out", rig.directory + "/slow.pem"])
+        // One byte of a request every 100 ms, never a whole line; prints the seconds until the hub closed it.
+        let script = """
+            import socket, ssl, sys, time
+            port, ca, directory = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+            context.load_verify_locations(ca)
+            context.load_cert_chain(directory + "/slow.pem", directory + "/slow.key")
+            s = context.wrap_socket(socket.create_connection(("127.0.0.1", port), timeout=10), server_hostname="127.0.0.1")
+            started = time.monotonic()
+            line = b'{"jsonrpc":"2.0","id":1,"method":"link.ping","params":{"padding":"' + b"x" * 1000
+            try:
+                for byte in line:
+                    s.sendall(bytes([byte]))
+                    s.settimeout(0.1)
+                    try:
+                        if s.recv(1) == b"":
+                            break
+                    except socket.timeout:
+                        pass
+                    except (ssl.SSLError, OSError):
+                        break
+            except OSError:
+                pass
+            print(round(time.monotonic() - started, 1))
+            """
+        let slow = try DaemonHarness.run(["/usr/bin/timeout", "60", "/usr/bin/python3", "-c", script, String(rig.port), rig.caFile, rig.directory])
+        let seconds = try #require(Double(slow.stdout.trimmingCharacters(in: .whitespacesAndNewlines)), "\(slow.stdout)\(slow.stderr)")
+        #expect(seconds < 5, "closed after one to two idle timeouts, not after the whole trickle: \(seconds) s")
+        // Three more idle timeouts of a quiet link: heartbeats every 5 s would have let the hub close it.
+        usleep(3_000_000)
+        // The device's link was quiet all along (heartbeats only) and is still the same link.
+        #expect(try device.connect().result("hub.status")["link"]?["state"] == "connected")
+        #expect(!device.log.contains("is down"), "the device's link stayed up:\n\(device.log)")
+        #expect(try device.connect().result("account.register.start", ["phone": "+37251234567"])["flow"] != nil)
+    }
+
     @Test("an account token asked for on a device is the hub's (it verifies against the hub's keys, not the device's); auth.local stays the device's")
     func accountTokensAreTheHubs() throws {
         let rig = try HubRig()
@@ -124,8 +223,10 @@ struct HubTests {
         let account = try #require(try client.result("auth.token", ["session": registered["session"]!["token"]!, "aud": "https://rp.example"])["token"])
         let hub = try rig.hub.connect()
         #expect(try hub.result("token.verify", ["token": account, "aud": "https://rp.example"])["claims"]?["sub"] == registered["account"]?["id"])
-        #expect(try client.call("token.verify", ["token": account, "aud": "https://rp.example"]).errorReason != nil,
-                "the device's own keys do not verify the hub's account token")
+        let onDevice = try client.result("token.verify", ["token": account, "aud": "https://rp.example"])
+        #expect(onDevice["claims"]?["sub"] == registered["account"]?["id"], "token.verify on the device verifies the hub's account token with the hub's keys")
+        let deviceKeys = try client.result("keys.jwks")["keys"]?.arrayValue ?? []
+        #expect(deviceKeys.contains { $0["kid"] == onDevice["header"]?["kid"] }, "the key it verified with is in the device's JWKS")
         let local = try #require(try client.result("auth.local", ["aud": "app"])["token"])
         #expect(try client.result("token.verify", ["token": local, "aud": "app"])["claims"] != nil, "auth.local is signed by the device")
         #expect(try hub.call("token.verify", ["token": local, "aud": "app"]).errorReason != nil)

@@ -10,6 +10,9 @@ import Synchronization
 /// calls `AuditScope.record(in:_:)` inside its transaction; `Store.transaction` tells the scope
 /// whether that transaction committed. When the handler returns, the dispatcher writes a record
 /// after the fact only if no transaction of the call did (read-only calls, refusals).
+///
+/// The scope also collects the sessions the call's committed transactions ended, which a hub
+/// then tells the machines they were bound to (`HubState.tell`).
 final class AuditScope: Sendable {
     /// The scope of the audited call this task serves; nil outside one (maintenance, start-up).
     @TaskLocal static var current: AuditScope?
@@ -22,6 +25,8 @@ final class AuditScope: Sendable {
         /// Written in the transaction that is running, not yet committed.
         var staged: [AuditRecord] = []
         var committed: [AuditRecord] = []
+        var stagedEndings: [EndedSession] = []
+        var endedSessions: [EndedSession] = []
     }
     private let records = Mutex(Records())
 
@@ -40,14 +45,27 @@ final class AuditScope: Sendable {
         scope.records.withLock { $0.staged.append(record) }
     }
 
+    /// The transaction running on the task's store ended `sessions` (nothing outside a scope).
+    static func sessionsEnded(_ sessions: [EndedSession]) {
+        guard let scope = current, !sessions.isEmpty else { return }
+        scope.records.withLock { $0.stagedEndings += sessions }
+    }
+
     /// The transaction that may have staged records ended (`Store.transaction` calls this).
     func transactionEnded(committed: Bool) {
         records.withLock { records in
-            if committed { records.committed += records.staged }
+            if committed {
+                records.committed += records.staged
+                records.endedSessions += records.stagedEndings
+            }
             records.staged.removeAll()
+            records.stagedEndings.removeAll()
         }
     }
 
     /// The records the call's own transactions committed.
     var committed: [AuditRecord] { records.withLock { $0.committed } }
+
+    /// The sessions the call's own transactions ended.
+    var endedSessions: [EndedSession] { records.withLock { $0.endedSessions } }
 }

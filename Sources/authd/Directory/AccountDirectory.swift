@@ -194,6 +194,31 @@ struct DeviceIdentity: Sendable, Equatable {
     let name: String
     /// False when `name` is the default (the host name): it then never renames a device.
     var nameGiven = true
+    /// At a hub, for a machine linked to it: the local user there who signs in.
+    var machineUser: UInt32?
+}
+
+/// A session a change ended, and the machine it was bound to: what a hub tells that machine.
+struct EndedSession: Sendable, Equatable {
+    /// Why sessions end; the wire names `link.sessions_ended` and `session.ended` events carry.
+    enum Cause: String, Sendable {
+        case logout
+        case sessionRevoke = "session.revoke"
+        case deviceRevoke = "device.revoke"
+        case replaceOldest = "replace_oldest"
+        case accountDeactivated = "account.deactivated"
+        case providerLogout = "provider.logout"
+    }
+
+    let id: String
+    let account: String
+    /// The device key the session was bound to (`device:` and a machine's id, for a machine
+    /// linked to a hub).
+    let deviceKey: String
+    let machineUser: UInt32?
+    let cause: Cause
+    /// Whether that machine holds no live session of any account after the change.
+    let machineUnlinked: Bool
 }
 
 /// A live session, as authenticated.

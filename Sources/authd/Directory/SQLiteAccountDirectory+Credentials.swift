@@ -76,8 +76,9 @@ extension SQLiteAccountDirectory {
                     }
                     let flow = SignInFlow.open(id: flowID, account: candidate.id, device: device, step: step, now: now)
                     try database.execute(
-                        "INSERT INTO login_flows (id, account_id, device_key, device_name, next, expires_at) VALUES (?, ?, ?, ?, ?, ?)",
-                        [.text(flow.id), .text(flow.account), .text(flow.device.key), .text(flow.device.name), .text(flow.step.rawValue), .integer(flow.expiresAt)])
+                        "INSERT INTO login_flows (id, account_id, device_key, device_name, next, expires_at, machine_uid) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                        [.text(flow.id), .text(flow.account), .text(flow.device.key), .text(flow.device.name), .text(flow.step.rawValue), .integer(flow.expiresAt),
+                         flow.device.machineUser.map { .integer(Int64($0)) } ?? .null])
                     return .secondStep(flow: flow.id, step: step)
                 }
             }
@@ -240,13 +241,13 @@ extension SQLiteAccountDirectory {
     private static func pending(in database: Database, id: String, now: Int64) throws -> (PendingSignIn, pinHash: String?, pinLockedUntil: Int64?)? {
         try database.queryOne(
             """
-            SELECT f.id, f.account_id, f.device_key, f.device_name, f.next, f.expires_at, a.pin_hash, a.pin_locked_until
+            SELECT f.id, f.account_id, f.device_key, f.device_name, f.next, f.expires_at, a.pin_hash, a.pin_locked_until, f.machine_uid
             FROM login_flows f JOIN accounts a ON a.id = f.account_id
             WHERE f.id = ? AND f.expires_at > ? AND a.deactivated_at IS NULL
             """, [.text(id), .integer(now)]) { row -> (PendingSignIn, String?, Int64?)? in
             guard let step = SignInFlow.Step(rawValue: row.text(4)) else { return nil }
-            let flow = SignInFlow(id: row.text(0), account: row.text(1), device: DeviceIdentity(key: row.text(2), name: row.text(3), nameGiven: false),
-                                  step: step, expiresAt: row.int64(5))
+            let device = DeviceIdentity(key: row.text(2), name: row.text(3), nameGiven: false, machineUser: row.optionalInt64(8).map { UInt32($0) })
+            let flow = SignInFlow(id: row.text(0), account: row.text(1), device: device, step: step, expiresAt: row.int64(5))
             return (PendingSignIn(flow: flow, accountHasPIN: !row.isNull(6), readAt: now), row.optionalText(6), row.optionalInt64(7))
         } ?? nil
     }

@@ -49,10 +49,8 @@ extension SQLiteAccountDirectory {
                 try database.execute("UPDATE federated_identities SET email = NULL, name = NULL WHERE issuer = ? AND subject = ?",
                                      [.text(issuer), .text(subject)])
             }
-            try database.execute(
-                "UPDATE sessions SET revoked_at = ? WHERE account_id = ? AND federation = ? AND revoked_at IS NULL AND expires_at > ? AND created_at <= ?",
-                [.integer(now), .text(account), .text(provider), .integer(now), .integer(madeBy)])
-            return database.changes
+            return try Self.endSessions(in: database, where: "account_id = ? AND federation = ? AND expires_at > ? AND created_at <= ?",
+                                        [.text(account), .text(provider), .integer(now), .integer(madeBy)], cause: .providerLogout, now: now)
         }
     }
 

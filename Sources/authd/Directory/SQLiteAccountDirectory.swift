@@ -69,7 +69,7 @@ struct SQLiteAccountDirectory: AccountDirectory {
                     GROUP BY d.id ORDER BY max(s.last_used_at), max(s.created_at), d.rowid LIMIT ?
                     """, [.text(account), .integer(now), .integer(Int64(active - limit + 1))]) { $0.text(0) }
                 for id in oldest {
-                    try database.execute("UPDATE sessions SET revoked_at = ? WHERE device_id = ? AND revoked_at IS NULL", [.integer(now), .text(id)])
+                    try endSessions(in: database, where: "device_id = ?", [.text(id)], cause: .replaceOldest, now: now)
                 }
             } else if active >= limit {
                 // The refusal says which devices hold the places, so a person can choose one to free.
@@ -108,11 +108,11 @@ struct SQLiteAccountDirectory: AccountDirectory {
         let amrJSON = String(decoding: try WireCodec.encodeJSON(amr), as: UTF8.self)
         try database.execute(
             """
-            INSERT INTO sessions (id, account_id, device_id, token_hash, amr, created_at, last_used_at, expires_at, federation)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+            INSERT INTO sessions (id, account_id, device_id, token_hash, amr, created_at, last_used_at, expires_at, federation, machine_uid)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
             """,
             [.text(id), .text(account), .text(deviceID), .blob(hash(token)), .text(amrJSON), .integer(now), .integer(now), .integer(now + lifetime),
-             federation.map(SQLValue.text) ?? .null])
+             federation.map(SQLValue.text) ?? .null, device.machineUser.map { .integer(Int64($0)) } ?? .null])
         return SessionToken(token: token, id: id, deviceID: deviceID, expiresAt: Timestamp.rfc3339(epochSeconds: now + lifetime))
     }
 
@@ -183,11 +183,38 @@ struct SQLiteAccountDirectory: AccountDirectory {
         }
     }
 
+    /// Ends the live sessions `condition` selects (`revoked_at` set), and tells the call's scope
+    /// which ended and whether each one's machine is left without any (a hub pushes that to the
+    /// machines; see `AuditScope.sessionsEnded`). Returns how many ended.
+    @discardableResult
+    static func endSessions(in database: Database, where condition: String, _ arguments: [SQLValue], cause: EndedSession.Cause, now: Int64) throws -> Int {
+        let ended = try database.query(
+            "UPDATE sessions SET revoked_at = ? WHERE revoked_at IS NULL AND (\(condition)) RETURNING id, account_id, device_id, machine_uid",
+            [.integer(now)] + arguments) { (id: $0.text(0), account: $0.text(1), device: $0.text(2), user: $0.optionalInt64(3).map { UInt32($0) }) }
+        var machines: [String: (key: String, unlinked: Bool)] = [:]
+        for device in Set(ended.map(\.device)) {
+            guard let key = try database.queryOne("SELECT device_key FROM devices WHERE id = ?", [.text(device)], row: { $0.text(0) }) else { continue }
+            // Only a machine linked to a hub is told; whether it keeps any session decides whether its link stays.
+            let unlinked = try DeviceIdentity.machine(ofKey: key) != nil && database.queryOne(
+                """
+                SELECT 1 FROM sessions s JOIN devices d ON d.id = s.device_id
+                WHERE d.device_key = ? AND s.revoked_at IS NULL AND d.revoked_at IS NULL AND s.expires_at > ? LIMIT 1
+                """, [.text(key), .integer(now)], row: { _ in true }) == nil
+            machines[device] = (key, unlinked)
+        }
+        AuditScope.sessionsEnded(ended.compactMap { session in
+            machines[session.device].map {
+                EndedSession(id: session.id, account: session.account, deviceKey: $0.key, machineUser: session.user, cause: cause, machineUnlinked: $0.unlinked)
+            }
+        })
+        return ended.count
+    }
+
     /// Marks the account deactivated and ends every device, session and pending sign-in of it.
     static func deactivate(in database: Database, account: String, now: Int64) throws {
         try database.execute("UPDATE accounts SET deactivated_at = ? WHERE id = ? AND deactivated_at IS NULL", [.integer(now), .text(account)])
         try database.execute("UPDATE devices SET revoked_at = ? WHERE account_id = ? AND revoked_at IS NULL", [.integer(now), .text(account)])
-        try database.execute("UPDATE sessions SET revoked_at = ? WHERE account_id = ? AND revoked_at IS NULL", [.integer(now), .text(account)])
+        try endSessions(in: database, where: "account_id = ?", [.text(account)], cause: .accountDeactivated, now: now)
         try database.execute("DELETE FROM login_flows WHERE account_id = ?", [.text(account)])
     }
 
@@ -247,7 +274,7 @@ struct SQLiteAccountDirectory: AccountDirectory {
     func endSession(_ token: String) async throws -> String {
         let now = seconds
         return try await withSession(token) { database, session in
-            try database.execute("UPDATE sessions SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL", [.integer(now), .text(session.id)])
+            try Self.endSessions(in: database, where: "id = ?", [.text(session.id)], cause: .logout, now: now)
             try AuditScope.record(in: database, ["session": .string(session.id)])
             return session.id
         }
@@ -275,9 +302,9 @@ struct SQLiteAccountDirectory: AccountDirectory {
     func revokeSession(_ token: String, id: String) async throws {
         let now = seconds
         try await withSession(token) { database, session in
-            try database.execute("UPDATE sessions SET revoked_at = ? WHERE id = ? AND account_id = ? AND revoked_at IS NULL",
-                                 [.integer(now), .text(id), .text(session.accountID)])
-            guard database.changes == 1 else { throw SessionFailure.unknownSession }
+            let ended = try Self.endSessions(in: database, where: "id = ? AND account_id = ?", [.text(id), .text(session.accountID)],
+                                             cause: .sessionRevoke, now: now)
+            guard ended == 1 else { throw SessionFailure.unknownSession }
             try AuditScope.record(in: database, ["session": .string(id)])
         }
     }
@@ -303,7 +330,7 @@ struct SQLiteAccountDirectory: AccountDirectory {
             try database.execute("UPDATE devices SET revoked_at = ? WHERE id = ? AND account_id = ? AND revoked_at IS NULL",
                                  [.integer(now), .text(id), .text(session.accountID)])
             guard database.changes == 1 else { throw SessionFailure.unknownDevice }
-            try database.execute("UPDATE sessions SET revoked_at = ? WHERE device_id = ? AND revoked_at IS NULL", [.integer(now), .text(id)])
+            try Self.endSessions(in: database, where: "device_id = ?", [.text(id)], cause: .deviceRevoke, now: now)
             try AuditScope.record(in: database, ["device": .string(id)])
         }
     }

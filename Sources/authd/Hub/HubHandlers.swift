@@ -10,7 +10,9 @@ extension MethodTable {
             DeviceIdentify.Result(deviceID: hub.identity.id.description, name: hub.identity.name)
         }
         register(HubStatus.self, home: .machine, access: .anyone) { _, _ in hub.status(devicesConnected: services.connections.deviceCount) }
-        register(LinkPing.self, home: .link, access: .anyone) { _, _ in Acknowledged() }
-        register(LinkJWKS.self, home: .link, access: .anyone) { _, _ in services.keys.jwks(now: services.now()) }
+        register(LinkPing.self, home: .link, access: .anyone) { _, _ in LinkPing.Result(idleTimeout: services.config.current.idleTimeoutSeconds) }
+        register(LinkJWKS.self, home: .link, access: .anyone) { _, _ in
+            LinkJWKS.Result(issuer: services.config.current.tokenIssuer, keys: services.keys.jwks(now: services.now()).keys)
+        }
     }
 }

@@ -43,7 +43,8 @@ final class HubLink: Sendable {
         var retryAt = ContinuousClock.now
     }
 
-    /// Heartbeats while idle; a heartbeat unanswered for `heartbeatTimeout` drops the link.
+    /// Heartbeats while idle (more often when the hub's idle timeout is short: a third of it, at
+    /// least every 200 ms); a heartbeat unanswered for `heartbeatTimeout` drops the link.
     static let heartbeatInterval = Duration.seconds(5)
     static let heartbeatTimeout = Duration.seconds(10)
     /// The longest a forwarded call waits for its answer.
@@ -56,6 +57,7 @@ final class HubLink: Sendable {
     private let logger: Logger
     private let status = Mutex(Status())
     private let exchange = Mutex(Exchange())
+    private let sessionsEnded = Mutex<(@Sendable (LinkSessionsEnded.Params) -> Void)?>(nil)
     private let wake: (read: Int32, write: Int32)
 
     private struct Exchange {
@@ -65,6 +67,10 @@ final class HubLink: Sendable {
         var deadlines: [Int64: ContinuousClock.Instant] = [:]
         var stopped = false
         var connected = false
+        /// The hub unlinked this machine and closes the link on purpose: a new one is made at
+        /// once, and calls wait for it (they get the hub's answer, `device.revoked` say, not
+        /// `hub.unavailable`). Cleared when it is up, or when that one attempt fails.
+        var rejoining = false
     }
 
     init(url: HostPort, context: TLSContext, handshakeTimeoutSeconds: Int, logger: Logger) throws {
@@ -88,12 +94,19 @@ final class HubLink: Sendable {
 
     var currentStatus: Status { status.withLock { $0 } }
 
+    /// What runs when the hub says sessions of this machine ended (on the link's thread: hand
+    /// anything slow on).
+    func onSessionsEnded(_ handler: @escaping @Sendable (LinkSessionsEnded.Params) -> Void) {
+        sessionsEnded.withLock { $0 = handler }
+    }
+
     // MARK: Calls
 
     /// Sends `method` with `params` and waits for the hub's answer: its result, or its error as
     /// the hub gave it. Fails at once while the link is down.
     func call(_ method: String, _ params: some Encodable & Sendable) async throws(HubLinkFailure) -> Result<JSONValue, RPCError> {
-        let down = status.withLock { status -> HubLinkFailure? in
+        let rejoining = exchange.withLock { $0.rejoining }
+        let down = rejoining ? nil : status.withLock { status -> HubLinkFailure? in
             switch status.state {
             case .connected: return nil
             case .untrusted: return .untrusted(status.lastError ?? "certificate mismatch")
@@ -105,7 +118,7 @@ final class HubLink: Sendable {
         if let down { throw down }
         let outcome: Result<JSONValue, RPCError> = await withCheckedContinuation { continuation in
             let queued = exchange.withLock { exchange -> Bool in
-                guard exchange.connected, !exchange.stopped else { return false }
+                guard exchange.connected || exchange.rejoining, !exchange.stopped else { return false }
                 let id = exchange.nextID
                 exchange.nextID += 1
                 guard let line = try? WireCodec.requestLine(id: .integer(id), method: method, params: params) else { return false }
@@ -139,7 +152,7 @@ final class HubLink: Sendable {
                 connected()
                 let reason = serve(stream, fd: fd)
                 stream.shutdown()
-                disconnected(reason, untrusted: false)
+                if disconnected(reason, untrusted: false) { continue }
             } catch let failure as TLSFailure {
                 if case .untrusted(let detail) = failure {
                     disconnected("the hub's certificate is not trusted: \(detail)", untrusted: true)
@@ -177,7 +190,10 @@ final class HubLink: Sendable {
     }
 
     private func connected() {
-        exchange.withLock { $0.connected = true }
+        exchange.withLock { exchange in
+            exchange.connected = true
+            exchange.rejoining = false
+        }
         status.withLock { status in
             status.state = .connected
             status.since = Date()
@@ -186,18 +202,23 @@ final class HubLink: Sendable {
         logger.notice("linked to the hub \(url)", [("AUTHD_HUB", url.description)])
     }
 
-    private func disconnected(_ reason: String, untrusted: Bool) {
-        let orphans = exchange.withLock { exchange -> [CheckedContinuation<Result<JSONValue, RPCError>, Never>] in
+    /// The link is down (or did not come up); true when the hub closed it after unlinking this
+    /// machine, and it is to be made again at once.
+    @discardableResult
+    private func disconnected(_ reason: String, untrusted: Bool) -> Bool {
+        let (orphans, rejoin) = exchange.withLock { exchange -> ([CheckedContinuation<Result<JSONValue, RPCError>, Never>], Bool) in
+            // Only a link that was up rejoins at once; a failed attempt falls back to the backoff.
+            exchange.rejoining = exchange.rejoining && exchange.connected && !untrusted
             exchange.connected = false
             exchange.outbox.removeAll()
             exchange.deadlines.removeAll()
             defer { exchange.waiting.removeAll() }
-            return Array(exchange.waiting.values)
+            return (Array(exchange.waiting.values), exchange.rejoining)
         }
         for orphan in orphans { orphan.resume(returning: .failure(Self.dropped)) }
         let wasConnected = status.withLock { status -> Bool in
             let was = status.state == .connected
-            let state: State = untrusted ? .untrusted : .unreachable
+            let state: State = untrusted ? .untrusted : rejoin ? .connecting : .unreachable
             if status.state != state { status.since = Date() }
             status.state = state
             status.lastError = reason
@@ -205,8 +226,9 @@ final class HubLink: Sendable {
             return was
         }
         if wasConnected || untrusted {
-            logger.warning("the link to the hub \(url) is down: \(reason)", [("AUTHD_HUB", url.description)])
+            logger.warning("the link to the hub \(url) is down: \(reason)" + (rejoin ? "; linking again at once" : ""), [("AUTHD_HUB", url.description)])
         }
+        return rejoin
     }
 
     /// Moves lines both ways until the link fails; returns why.
@@ -215,14 +237,18 @@ final class HubLink: Sendable {
         var pendingOut: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 64 * 1024)
         var lastHeard = ContinuousClock.now
+        // The first heartbeat goes at once: it measures the round trip and learns the hub's idle timeout.
+        var lastSent = ContinuousClock.now - .seconds(3600)
+        var interval = Self.heartbeatInterval
         var ping: (id: Int64, sent: ContinuousClock.Instant)?
         var wantWrite = false
         while true {
             if exchange.withLock({ $0.stopped }) { return "authd is stopping" }
-            // Heartbeat: ask when nothing was heard for a while; a ping unanswered too long ends the link.
+            // Heartbeat: ask when either way was quiet for a while (the hub closes a link that sends
+            // nothing for its idle timeout); a ping unanswered too long ends the link.
             let now = ContinuousClock.now
             if let ping, now - ping.sent > Self.heartbeatTimeout { return "the hub did not answer a heartbeat within \(Self.heartbeatTimeout)" }
-            if ping == nil && now - lastHeard > Self.heartbeatInterval {
+            if ping == nil && (now - lastHeard > interval || now - lastSent > interval) {
                 let id = exchange.withLock { exchange -> Int64 in
                     defer { exchange.nextID += 1 }
                     return exchange.nextID
@@ -242,7 +268,7 @@ final class HubLink: Sendable {
                 let written: TLSProgress
                 do { written = try pendingOut.withUnsafeBytes { try stream.write($0) } } catch { return "\(error)" }
                 switch written {
-                case .done(let count): pendingOut.removeFirst(count); wantWrite = false
+                case .done(let count): pendingOut.removeFirst(count); wantWrite = false; lastSent = .now
                 case .wantWrite, .wantRead: wantWrite = true
                 case .closed: return "the hub closed the link"
                 }
@@ -260,9 +286,12 @@ final class HubLink: Sendable {
                         let line: [UInt8]?
                         do { line = try framer.nextLine() } catch { return "the hub sent a line over 1 MiB" }
                         guard let line else { break }
-                        if deliver(line, ping: ping?.id), let answered = ping {
+                        if let answer = deliver(line, ping: ping?.id), let answered = ping {
                             let elapsed = ContinuousClock.now - answered.sent
                             status.withLock { $0.roundTripMs = Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15 }
+                            if let idle = answer.idleTimeout {
+                                interval = min(Self.heartbeatInterval, max(.milliseconds(200), .seconds(idle) / 3))
+                            }
                             ping = nil
                         }
                     }
@@ -273,16 +302,29 @@ final class HubLink: Sendable {
             // Sleep until the socket or a caller has something, or the next heartbeat is due.
             var descriptors = [pollfd(fd: fd, events: Int16(POLLIN) | (wantWrite ? Int16(POLLOUT) : 0), revents: 0),
                                pollfd(fd: wake.read, events: Int16(POLLIN), revents: 0)]
-            _ = Glibc.poll(&descriptors, 2, 1000)
+            let nap = min(interval, .seconds(1))
+            _ = Glibc.poll(&descriptors, 2, Int32(nap.components.seconds * 1000 + nap.components.attoseconds / 1_000_000_000_000_000))
             if descriptors[1].revents != 0 { Syscalls.drain(wake.read) }
         }
     }
 
-    /// Hands a response to the call waiting for it. True when it answered the heartbeat `ping`.
-    private func deliver(_ line: [UInt8], ping: Int64?) -> Bool {
-        guard StrictJSON.check(line) == nil, case .response(let id, let outcome)? = try? WireCodec.decodeIncoming(line),
-              case .integer(let number) = id else { return false }
-        if number == ping { return true }
+    /// Hands a response to the call waiting for it, and what the hub tells to its handler. The
+    /// hub's answer when it answered the heartbeat `ping`.
+    private func deliver(_ line: [UInt8], ping: Int64?) -> LinkPing.Result? {
+        guard StrictJSON.check(line) == nil, let incoming = try? WireCodec.decodeIncoming(line) else { return nil }
+        if case .notification(LinkSessionsEnded.name, let params?) = incoming,
+           let ended = try? WireCodec.decode(LinkSessionsEnded.Params.self, from: params) {
+            logger.notice("the hub ended \(ended.sessions.count) session(s) of this machine (\(Redaction.printable(ended.cause, limit: 32)))"
+                          + (ended.unlinked ? "; it holds none now: account methods need a new sign-in" : ""), [("AUTHD_HUB", url.description)])
+            if ended.unlinked { exchange.withLock { $0.rejoining = true } }
+            sessionsEnded.withLock { $0 }?(ended)
+            return nil
+        }
+        guard case .response(let id, let outcome) = incoming, case .integer(let number) = id else { return nil }
+        if number == ping {
+            if case .result(let value) = outcome, let answer = try? WireCodec.decode(LinkPing.Result.self, from: value) { return answer }
+            return LinkPing.Result(idleTimeout: nil)
+        }
         let waiter = exchange.withLock { exchange in
             exchange.deadlines[number] = nil
             return exchange.waiting.removeValue(forKey: number)
@@ -291,7 +333,7 @@ final class HubLink: Sendable {
         case .result(let value): waiter?.resume(returning: .success(value))
         case .error(let error): waiter?.resume(returning: .failure(error))
         }
-        return false
+        return nil
     }
 
     /// Calls past `callTimeout` fail as unavailable (the hub is up but did not answer).

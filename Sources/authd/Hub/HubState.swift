@@ -47,20 +47,29 @@ enum ForwardingScope {
     @TaskLocal static var machine: DeviceID?
 }
 
-/// The hub's published keys as this device last fetched them over its link: `keys.jwks` on a
-/// device publishes them beside the machine's own, so a relying party verifies both the hub's
-/// account tokens and this machine's `auth.local` tokens with one set. While the hub is away,
-/// the last set fetched is kept.
+/// The hub's published keys and issuer as this device last fetched them over its link:
+/// `keys.jwks` on a device publishes them beside the machine's own, so a relying party verifies
+/// both the hub's account tokens and this machine's `auth.local` tokens with one set, and
+/// `token.verify` on a device verifies both. While the hub is away, the last set fetched is kept.
 final class HubKeys: Sendable {
+    struct Published: Sendable {
+        let issuer: String
+        let jwks: [JWK]
+        /// The same keys, ready to verify with.
+        let keys: IDTokenValidator.KeySet
+    }
+
     private let link: HubLink
-    private let cached = Mutex<[JWK]>([])
+    private let cached = Mutex<Published?>(nil)
 
     init(link: HubLink) { self.link = link }
 
-    func current() async -> [JWK] {
+    /// Fetches the hub's keys when it can be reached; the last ones fetched otherwise (nil: never).
+    func published() async -> Published? {
         if case .success(let value)? = try? await link.call(LinkJWKS.name, NoParams()),
-           let set = try? WireCodec.decode(JWKSet.self, from: value) {
-            cached.withLock { $0 = set.keys }
+           let result = try? WireCodec.decode(LinkJWKS.Result.self, from: value) {
+            let fetched = Published(issuer: result.issuer, jwks: result.keys, keys: IDTokenValidator.KeySet.parse(value))
+            cached.withLock { $0 = fetched }
         }
         return cached.withLock { $0 }
     }

@@ -278,6 +278,11 @@ final class Connection: StreamingConnection, @unchecked Sendable {
         queue.async { [self] in perform(machine.close()) }
     }
 
+    /// Closes once the requests in flight are answered and written; takes no new one.
+    func closeWhenAnswered() {
+        queue.async { [self] in perform(machine.closeWhenAnswered()) }
+    }
+
     private func closeChannel(_ reason: ConnectionMachine.CloseReason) {
         switch reason {
         case .unreadOutput:

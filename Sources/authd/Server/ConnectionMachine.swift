@@ -103,7 +103,8 @@ struct ConnectionMachine {
 
     /// Bytes from the client.
     mutating func received(_ bytes: some Collection<UInt8>) -> [Action] {
-        guard state == .open else { return [] }
+        // After a half-close nothing more comes; after `closeWhenAnswered` nothing more is taken.
+        guard state == .open, !halfClosed else { return [] }
         framer.append(bytes)
         var actions: [Action] = []
         processBufferedLines(into: &actions)
@@ -301,6 +302,22 @@ struct ConnectionMachine {
     /// The shutdown deadline passed: cancel what still runs.
     func cancelInFlight() -> [Action] {
         inFlight.isEmpty ? [] : [.cancelRequests(inFlight.sorted())]
+    }
+
+    /// The daemon ends the connection once what it is serving is answered (the hub unlinking a
+    /// machine): no new request is taken, and it closes after the last answer is written — as
+    /// after a client's half-close.
+    mutating func closeWhenAnswered() -> [Action] {
+        guard state == .open else { return [] }
+        halfClosed = true
+        // Lines received but not yet taken are dropped with the rest: their sender sees the close.
+        framer = LineFramer(maxLineLength: limits.maxLineLength)
+        var actions: [Action] = []
+        pauseReading(into: &actions)
+        if !streams.isEmpty { actions.append(.cancelStreams(streams.sorted())) }
+        streams.removeAll()
+        closeIfFinished(into: &actions)
+        return actions
     }
 
     /// The daemon closes the connection: after what is queued is written.

@@ -105,6 +105,7 @@ final class Daemon: @unchecked Sendable {
             self.hubListener = hubListener
             logger.notice("hub: serving devices on \(hubListener.address) (TLS 1.3), device id \(identity.id)", [("AUTHD_HUB_LISTEN", hubListener.address.description)])
         }
+        hub.link?.onSessionsEnded { [events = services.events] ended in Task { await events.hear(ended) } }
         hub.link?.start()
         maintenance = Maintenance.schedule(directory: directory, vault: services.vault, audit: services.audit,
                                            spoolDirectory: options.smsSpoolDirectory, logger: logger, now: now)

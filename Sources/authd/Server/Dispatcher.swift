@@ -88,6 +88,9 @@ final class Dispatcher: Sendable {
             }
             outcome = .failure(wire)
         }
+        if let ended = scope?.endedSessions, !ended.isEmpty {
+            services.hub.tell(ended, connections: services.connections, now: services.now(), logger: logger)
+        }
         log(request.method, caller, outcome.map { _ in () }, started)
         return reply(request, outcome)
     }

@@ -4,7 +4,8 @@ import Protocol
 actor EventBus {
     struct Event: Sendable {
         let type: String
-        let loggedOut: LoggedOutEvent?
+        var loggedOut: LoggedOutEvent?
+        var ended: SessionEndedEvent?
     }
 
     private var subscribers: [Int: (uid: UInt32, continuation: AsyncStream<Event>.Continuation)] = [:]

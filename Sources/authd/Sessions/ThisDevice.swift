@@ -10,7 +10,7 @@ extension DeviceIdentity {
     static func resolve(_ description: DeviceDescription?, caller: Caller) throws(InvalidParameter) -> DeviceIdentity {
         if case .forwarded(let machine, let process) = caller {
             let name = process.machine.map { Redaction.printable($0, limit: 128) } ?? "device \(machine.description.prefix(9))"
-            return DeviceIdentity(key: key(ofMachine: machine), name: name, nameGiven: true)
+            return DeviceIdentity(key: key(ofMachine: machine), name: name, nameGiven: true, machineUser: process.uid)
         }
         for (field, value) in [("device.key", description?.key), ("device.name", description?.name)] {
             if let value {

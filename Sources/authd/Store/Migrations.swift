@@ -392,6 +392,13 @@ enum Migrations {
             """,
             "CREATE INDEX pam_links_subject ON pam_links (kind, subject)",
         ]),
+        Migration(version: 13, sql: [
+            // At a hub: which local user of the machine signed a session in (a device forwards
+            // its caller), so when the session ends the machine tells that user and no other; a
+            // sign-in waiting for its second step keeps it for the session it will make.
+            "ALTER TABLE sessions ADD COLUMN machine_uid INTEGER",
+            "ALTER TABLE login_flows ADD COLUMN machine_uid INTEGER",
+        ]),
     ]
 
     static var latestVersion: Int { all.last?.version ?? 0 }

@@ -16,12 +16,18 @@ extension MethodTable {
         }
 
         register(TokenVerify.self, home: .machine, access: .anyone) { params, _ in
-            try tokens.verify(params)
+            do {
+                return try tokens.verify(params)
+            } catch {
+                // On a device, a key it does not know may be its hub's: an account token.
+                guard case .unknownKey? = error as? TokenFailure, let hub = await hubKeys?.published() else { throw error }
+                return try tokens.verify(params, hub: hub)
+            }
         }
 
         register(KeysJWKS.self, home: .machine, access: .anyone) { _, _ in
             var set = tokens.keys.jwks(now: tokens.now())
-            if let hubKeys { set.keys += await hubKeys.current() }
+            if let hub = await hubKeys?.published() { set.keys += hub.jwks }
             return set
         }
     }

@@ -61,14 +61,30 @@ struct TokenService: Sendable {
     /// `token.verify`: structure, key, signature, issuer, validity window, audience — in that
     /// order, so the first failing check is the reason given.
     func verify(_ params: TokenVerify.Params) throws(TokenFailure) -> TokenVerify.Result {
+        let moment = now()
+        return try verify(params, issuer: config.current.tokenIssuer, at: moment) { kid in
+            keys.publishedKey(kid: kid, now: moment).map { key in { key.publicKey.verifyES256(signature: $0, message: $1) } }
+        }
+    }
+
+    /// `token.verify` on a device, for an account token of its hub: the same checks (low-S only) against the
+    /// hub's published keys and issuer, as last fetched over the link.
+    func verify(_ params: TokenVerify.Params, hub: HubKeys.Published) throws(TokenFailure) -> TokenVerify.Result {
+        try verify(params, issuer: hub.issuer, at: now()) { kid in
+            hub.keys.candidates(kid: kid, algorithm: "ES256").first.map { key in { ECDSASignature.P256.isLowS($0) && key.verify(signature: $0, message: $1) } }
+        }
+    }
+
+    /// The checks, with the signer's key found by `kid` (a signature check) and its issuer.
+    private func verify(_ params: TokenVerify.Params, issuer: String, at moment: Date,
+                        key: (String) -> (([UInt8], [UInt8]) -> Bool)?) throws(TokenFailure) -> TokenVerify.Result {
         guard let parsed = JWS.parse(params.token) else { throw .notCompactJWS }
         guard parsed.header["alg"] == "ES256" else { throw .notES256 }
         guard case .string(let kid)? = parsed.header["kid"] else { throw .noKeyID }
-        let moment = now()
-        guard let key = keys.publishedKey(kid: kid, now: moment) else { throw .unknownKey(kid: kid) }
-        guard key.publicKey.verifyES256(signature: parsed.signature, message: parsed.signingInput) else { throw .badSignature }
+        guard let verifies = key(kid) else { throw .unknownKey(kid: kid) }
+        guard verifies(parsed.signature, parsed.signingInput) else { throw .badSignature }
         let claims = parsed.claims
-        guard claims["iss"] == .string(config.current.tokenIssuer) else { throw .wrongIssuer }
+        guard claims["iss"] == .string(issuer) else { throw .wrongIssuer }
         guard let expires = claims["exp"]?.integerValue else { throw .noExpiry }
         let seconds = Int64(moment.timeIntervalSince1970)
         guard seconds < expires else { throw .expired(at: expires) }

@@ -1,0 +1,47 @@
+import FoundationEssentials
+import Protocol
+
+extension HubState {
+    /// At the hub, after a call ended sessions (a device removed, a session revoked, a logout,
+    /// `replace_oldest`, a deactivation): tells each linked machine that held one which of its
+    /// sessions ended and why, over its link, at once. A machine left without any session of any
+    /// account is unlinked: its link is closed once what it asked is answered, and its
+    /// certificate may only sign in again.
+    func tell(_ ended: [EndedSession], connections: ConnectionRegistry, now: Date, logger: Logger) {
+        guard role == .hub else { return }
+        let byMachine = Dictionary(grouping: ended.compactMap { session in
+            DeviceIdentity.machine(ofKey: session.deviceKey).map { (machine: DeviceID(description: $0), session: session) }
+        }, by: \.machine)
+        guard !byMachine.isEmpty else { return }
+        let links = connections.all
+        for (machine, sessions) in byMachine {
+            let unlinked = sessions.contains { $0.session.machineUnlinked }
+            let cause = sessions[0].session.cause
+            let params = LinkSessionsEnded.Params(
+                sessions: sessions.map { LinkSessionsEnded.EndedSession(id: $0.session.id, account: $0.session.account, uid: $0.session.machineUser) },
+                cause: cause.rawValue, unlinked: unlinked, at: Timestamp.rfc3339(now))
+            guard let line = try? WireCodec.notificationLine(method: LinkSessionsEnded.name, params: params) else { continue }
+            let linked = links.filter { $0.caller == .device(machine) }
+            for connection in linked {
+                connection.enqueue(line)
+                if unlinked { connection.closeWhenAnswered() }
+            }
+            logger.info("hub: \(sessions.count) session(s) of device \(machine) ended (\(cause.rawValue))"
+                        + (unlinked ? "; it holds none now, its link is closed" : "") + (linked.isEmpty ? "; it is not connected" : ""),
+                        [("AUTHD_CALLER_DEVICE", machine.description)])
+        }
+    }
+}
+
+extension EventBus {
+    /// On a device: the hub said sessions of this machine ended. Each local user who signed one
+    /// in hears it as a `session.ended` event on their `events.subscribe` streams (no other user
+    /// does); their next account call answers `session.invalid` or `device.revoked`.
+    func hear(_ ended: LinkSessionsEnded.Params) {
+        for session in ended.sessions {
+            guard let uid = session.uid else { continue }
+            publish(Event(type: "session.ended", ended: SessionEndedEvent(account: session.account, session: session.id, cause: ended.cause,
+                                                                           machineUnlinked: ended.unlinked, at: ended.at)), to: uid)
+        }
+    }
+}
