@@ -34,6 +34,7 @@ final class HubListener: Sendable {
     func stop() { loop.stop() }
 
     private func admit(_ client: Int32) {
+        Syscalls.sendPromptly(client)
         let config = services.config.current
         let peer = Syscalls.peerAddress(client)
         let (inHandshake, admitted) = handshaking.withLock { counts -> (Int, Bool) in

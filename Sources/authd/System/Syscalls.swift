@@ -143,14 +143,20 @@ enum Syscalls {
                 }
             }
             if code == 0 {
-                var one: Int32 = 1
-                setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+                sendPromptly(fd)
                 return fd
             }
             failure = SystemError(call: "connect(\(host):\(port))", errno: code)
             Glibc.close(fd)
         }
         throw failure
+    }
+
+    /// Turns Nagle's algorithm off (`TCP_NODELAY`): a line follows another without waiting for
+    /// the peer's acknowledgement, which its delayed ACK holds back for 40 ms.
+    static func sendPromptly(_ fd: Int32) {
+        var one: Int32 = 1
+        setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
     }
 
     private static func boundPort(_ address: sockaddr_storage) -> UInt16 {
