@@ -165,7 +165,9 @@ struct SQLiteAccountDirectory: AccountDirectory {
         guard !row.deviceRevoked || row.deactivated else { throw SessionFailure.deviceRevoked }
         guard !row.revoked, !row.deactivated else { throw SessionFailure.ended }
         guard now < row.expires, now < row.lastUsed + idle else { throw SessionFailure.expired }
-        try database.execute("UPDATE sessions SET last_used_at = ? WHERE id = ?", [.integer(now), .text(row.id)])
+        // The idle timer counts seconds: within the same second there is nothing to write (and no
+        // commit to wait for on the disk).
+        if row.lastUsed < now { try database.execute("UPDATE sessions SET last_used_at = ? WHERE id = ?", [.integer(now), .text(row.id)]) }
         return ActiveSession(id: row.id, accountID: row.account, deviceID: row.device, amr: decodeAMR(row.amr), createdAt: row.created,
                              expiresAt: row.expires, idleExpiresAt: now + idle)
     }
