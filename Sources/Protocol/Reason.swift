@@ -263,6 +263,13 @@ public struct Reason: OpenName {
     /// in again, which counts against the device limit again.
     public static let deviceRevoked = Reason("device.revoked")
 
+    // MARK: Sync
+
+    /// An event's body is over 64 KiB (`data.limit` bytes).
+    public static let syncTooLarge = Reason("sync.too_large")
+    /// `sync.dismiss` of a position that holds no notification of the account.
+    public static let syncUnknownEvent = Reason("sync.unknown_event")
+
     // MARK: PAM
     /// `pam.authenticate`: the user has no method the `[pam]` policy allows for the service
     /// (nothing linked, no enrolled finger); pam_authd answers `PAM_USER_UNKNOWN` with

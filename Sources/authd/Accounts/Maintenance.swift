@@ -29,8 +29,8 @@ enum Maintenance {
     }
 
     /// Runs `purge` (and finishes interrupted logouts) now and every hour until cancelled.
-    static func schedule(directory: any AccountDirectory, vault: TokenVault, audit: AuditLog, spoolDirectory: String, logger: Logger,
-                         now: @escaping @Sendable () -> Date) -> Task<Void, Never> {
+    static func schedule(directory: any AccountDirectory, vault: TokenVault, audit: AuditLog, sync: SyncLog, config: ConfigHolder,
+                         spoolDirectory: String, logger: Logger, now: @escaping @Sendable () -> Date) -> Task<Void, Never> {
         Task {
             while !Task.isCancelled {
                 do {
@@ -59,6 +59,12 @@ enum Maintenance {
                     }
                 } catch {
                     logger.warning("purging old audit records failed: \(error)")
+                }
+                do {
+                    let purged = try await sync.purge(retention: Int64(config.current.syncRetentionSeconds))
+                    if purged > 0 { logger.info("purged \(purged) sync event(s) past [sync] retention", [("AUTHD_PURGED_SYNC_EVENTS", String(purged))]) }
+                } catch {
+                    logger.warning("purging old sync events failed: \(error)")
                 }
                 try? await Task.sleep(for: .seconds(3600))
             }

@@ -103,6 +103,9 @@ protocol AccountDirectory: Sendable {
     func devices(_ token: String) async throws -> DeviceList.Result
     /// Removes a device of the same account: its sessions end, its place frees.
     func revokeDevice(_ token: String, id: String) async throws
+    /// At a hub: the machines linked to it that hold a live session of the account (those its
+    /// events are pushed to).
+    func linkedMachines(of account: String) async throws -> [DeviceID]
 
     // MARK: The account's own settings
 

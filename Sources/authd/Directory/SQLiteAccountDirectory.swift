@@ -337,6 +337,18 @@ struct SQLiteAccountDirectory: AccountDirectory {
         }
     }
 
+    func linkedMachines(of account: String) async throws -> [DeviceID] {
+        let now = seconds
+        let idle = Int64(config.current.sessionIdleSeconds)
+        return try await store.read { database in
+            try database.query(
+                """
+                SELECT DISTINCT d.device_key FROM devices d JOIN sessions s ON s.device_id = d.id
+                WHERE d.account_id = ? AND d.revoked_at IS NULL AND s.revoked_at IS NULL AND s.expires_at > ? AND s.last_used_at > ?
+                """, [.text(account), .integer(now), .integer(now - idle)]) { $0.text(0) }
+        }.compactMap { DeviceIdentity.machine(ofKey: $0).map(DeviceID.init(description:)) }
+    }
+
     func deactivate(account: String) async throws {
         let now = seconds
         try await store.transaction { database in

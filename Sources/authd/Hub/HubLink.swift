@@ -57,7 +57,15 @@ final class HubLink: Sendable {
     private let logger: Logger
     private let status = Mutex(Status())
     private let exchange = Mutex(Exchange())
-    private let sessionsEnded = Mutex<(@Sendable (LinkSessionsEnded.Params) -> Void)?>(nil)
+    private let noticed = Mutex<(@Sendable (Notice) -> Void)?>(nil)
+
+    /// What the hub tells a device besides answers, and the link coming up.
+    enum Notice: Sendable {
+        case sessionsEnded(LinkSessionsEnded.Params)
+        case syncEvent(LinkSyncEvent.Params)
+        /// The link is up (again): what was pushed while it was down must be read from the hub.
+        case linked
+    }
     private let wake: (read: Int32, write: Int32)
 
     private struct Exchange {
@@ -94,10 +102,9 @@ final class HubLink: Sendable {
 
     var currentStatus: Status { status.withLock { $0 } }
 
-    /// What runs when the hub says sessions of this machine ended (on the link's thread: hand
-    /// anything slow on).
-    func onSessionsEnded(_ handler: @escaping @Sendable (LinkSessionsEnded.Params) -> Void) {
-        sessionsEnded.withLock { $0 = handler }
+    /// What runs for each notice (on the link's thread: hand anything slow on).
+    func onNotice(_ handler: @escaping @Sendable (Notice) -> Void) {
+        noticed.withLock { $0 = handler }
     }
 
     // MARK: Calls
@@ -200,6 +207,7 @@ final class HubLink: Sendable {
             status.lastError = nil
         }
         logger.notice("linked to the hub \(url)", [("AUTHD_HUB", url.description)])
+        noticed.withLock { $0 }?(.linked)
     }
 
     /// The link is down (or did not come up); true when the hub closed it after unlinking this
@@ -317,7 +325,12 @@ final class HubLink: Sendable {
             logger.notice("the hub ended \(ended.sessions.count) session(s) of this machine (\(Redaction.printable(ended.cause, limit: 32)))"
                           + (ended.unlinked ? "; it holds none now: account methods need a new sign-in" : ""), [("AUTHD_HUB", url.description)])
             if ended.unlinked { exchange.withLock { $0.rejoining = true } }
-            sessionsEnded.withLock { $0 }?(ended)
+            noticed.withLock { $0 }?(.sessionsEnded(ended))
+            return nil
+        }
+        if case .notification(LinkSyncEvent.name, let params?) = incoming,
+           let pushed = try? WireCodec.decode(LinkSyncEvent.Params.self, from: params) {
+            noticed.withLock { $0 }?(.syncEvent(pushed))
             return nil
         }
         guard case .response(let id, let outcome) = incoming, case .integer(let number) = id else { return nil }

@@ -89,7 +89,7 @@ final class Daemon: @unchecked Sendable {
             options: options, config: holder, reloader: ConfigReloader(path: options.configPath, holder: holder, logger: logger),
             logger: logger, store: store, directory: directory, keys: keys, audit: AuditLog(store: store, now: now, bounds: { AuditLog.Bounds(holder.current) }), connections: ConnectionRegistry(),
             masterKeySource: masterKey.source, sealer: sealer, codeKey: try KeyDerivation.key(masterKey, label: "otp-code"),
-            localLock: LocalLock(store: store, directory: directory, config: holder, now: now), events: EventBus(),
+            localLock: LocalLock(store: store, directory: directory, config: holder, now: now), events: EventBus(), sync: SyncBus(),
             vault: TokenVault(store: store, sealer: sealer, directory: directory),
             http: HTTPClient.beside(environment: ProcessInfo.processInfo.environment), hub: hub, startedAt: started, now: now)
         dispatcher = Dispatcher(table: DispatchTable.make(services), services: services)
@@ -105,10 +105,16 @@ final class Daemon: @unchecked Sendable {
             self.hubListener = hubListener
             logger.notice("hub: serving devices on \(hubListener.address) (TLS 1.3), device id \(identity.id)", [("AUTHD_HUB_LISTEN", hubListener.address.description)])
         }
-        hub.link?.onSessionsEnded { [events = services.events] ended in Task { await events.hear(ended) } }
+        hub.link?.onNotice { [events = services.events, sync = services.sync] notice in
+            switch notice {
+            case .sessionsEnded(let ended): Task { await events.hear(ended) }
+            case .syncEvent(let pushed): sync.publish(pushed.event, account: pushed.account)
+            case .linked: sync.resync()
+            }
+        }
         hub.link?.start()
-        maintenance = Maintenance.schedule(directory: directory, vault: services.vault, audit: services.audit,
-                                           spoolDirectory: options.smsSpoolDirectory, logger: logger, now: now)
+        maintenance = Maintenance.schedule(directory: directory, vault: services.vault, audit: services.audit, sync: SyncLog(store: store, now: now),
+                                           config: holder, spoolDirectory: options.smsSpoolDirectory, logger: logger, now: now)
         let elapsed = Date().timeIntervalSince(started)
         logger.notice("authd \(DaemonVersion.string) ready in \(options.mode.rawValue) mode on \(options.socketPath)", [
             ("AUTHD_SOCKET", options.socketPath), ("AUTHD_STATE_DIR", options.stateDirectory),

@@ -22,6 +22,8 @@ struct Services: Sendable {
     let localLock: LocalLock
     /// `events.subscribe` streams, per local user.
     let events: EventBus
+    /// `sync.subscribe` streams, per account.
+    let sync: SyncBus
     /// Remote tokens of federated sign-ins, per local user.
     let vault: TokenVault
     /// Every HTTP request (SMS gateway, OpenID providers, remote APIs), through `authd-http`.

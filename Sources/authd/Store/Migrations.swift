@@ -399,6 +399,40 @@ enum Migrations {
             "ALTER TABLE sessions ADD COLUMN machine_uid INTEGER",
             "ALTER TABLE login_flows ADD COLUMN machine_uid INTEGER",
         ]),
+        Migration(version: 14, sql: [
+            // The account's event log (DESIGN §9). `sync_heads` holds each account's newest
+            // position: it is raised in the inserting transaction, under SQLite's one writer, so
+            // positions are gap-free and a reader never passes one that commits later.
+            "CREATE TABLE sync_heads (account_id TEXT PRIMARY KEY REFERENCES accounts(id), position INTEGER NOT NULL) STRICT",
+            """
+            CREATE TABLE sync_events (
+                account_id TEXT NOT NULL REFERENCES accounts(id),
+                position INTEGER NOT NULL,
+                kind TEXT NOT NULL,
+                conversation TEXT,
+                body TEXT NOT NULL,
+                device_key TEXT NOT NULL,
+                machine TEXT NOT NULL,
+                device_id TEXT,
+                exe TEXT,
+                idempotency_key TEXT,
+                created_at INTEGER NOT NULL,
+                PRIMARY KEY (account_id, position)
+            ) STRICT
+            """,
+            // The same key from the same machine is the same event.
+            "CREATE UNIQUE INDEX sync_events_idempotency ON sync_events (account_id, device_key, idempotency_key) WHERE idempotency_key IS NOT NULL",
+            "CREATE INDEX sync_events_conversation ON sync_events (account_id, conversation, position)",
+            "CREATE INDEX sync_events_age ON sync_events (created_at)",
+            """
+            CREATE TABLE sync_read_markers (
+                account_id TEXT NOT NULL REFERENCES accounts(id),
+                conversation TEXT NOT NULL,
+                up_to INTEGER NOT NULL,
+                PRIMARY KEY (account_id, conversation)
+            ) STRICT
+            """,
+        ]),
     ]
 
     static var latestVersion: Int { all.last?.version ?? 0 }

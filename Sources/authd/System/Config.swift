@@ -233,6 +233,15 @@ struct Config: Equatable, Sendable {
         .integer("max_handshakes_per_address", \.hubMaxHandshakesPerAddress, in: 1...100_000),
     ])
 
+    // MARK: [sync]
+
+    /// How long the account's events are kept where the account lives (a hub, or a standalone
+    /// authd); a reader behind that is told (`sync.gap`).
+    var syncRetentionSeconds = 30 * 86400
+    private static let sync = Section("sync", [
+        .duration("retention", \.syncRetentionSeconds, in: 3600...(3650 * 86400)),
+    ])
+
     /// What `[hub]` makes this authd.
     enum Role: String, Sendable { case standalone, hub, device }
     var role: Role { hubListen != nil ? .hub : hubURL != nil ? .device : .standalone }
@@ -253,7 +262,7 @@ struct Config: Equatable, Sendable {
     }
 
     /// Every section but `[federation.NAME]`, in the order `changes(from:)` reports their keys.
-    private static let sections = [server, log, tokens, admin, sms, accounts, card, lock, biometric, federation, passkeys, audit, hub, pam]
+    private static let sections = [server, log, tokens, admin, sms, accounts, card, lock, biometric, federation, passkeys, audit, hub, sync, pam]
 
     /// One `[federation.NAME]` section.
     struct FederationProvider: Equatable, Sendable {

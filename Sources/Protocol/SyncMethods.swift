@@ -1,0 +1,321 @@
+// Sync between a person's machines (DESIGN §9): the account's event log at the hub, read and
+// written with a session token; `sync.subscribe` is the machine's local stream of it.
+
+/// One event of an account's log, as every machine sees it.
+public struct SyncEvent: Codable, Sendable, Equatable {
+    /// Its place in the account's log: 1, 2, 3 … with no gaps, the same on every machine.
+    public var position: Int64
+    /// `message`, `notification`, `read` or `dismiss`.
+    public var kind: String
+    public var conversation: String?
+    /// What the sender sent, as it sent it (`read`: `{"up_to": N}`; `dismiss`: `{"position": N}`).
+    public var body: JSONValue
+    public var sender: SyncSender
+    /// RFC 3339.
+    public var at: String
+    public var idempotencyKey: String?
+
+    public init(position: Int64, kind: String, conversation: String?, body: JSONValue, sender: SyncSender, at: String, idempotencyKey: String?) {
+        self.position = position
+        self.kind = kind
+        self.conversation = conversation
+        self.body = body
+        self.sender = sender
+        self.at = at
+        self.idempotencyKey = idempotencyKey
+    }
+
+    enum CodingKeys: String, CodingKey { case position, kind, conversation, body, sender, at, idempotencyKey = "idempotency_key" }
+}
+
+/// Which machine, and which program on it, sent an event.
+public struct SyncSender: Codable, Sendable, Equatable {
+    /// The machine's name (its host name, or the name its sign-in gave).
+    public var machine: String
+    /// The machine's device id when it is linked to a hub.
+    public var deviceID: String?
+    public var exe: String?
+
+    public init(machine: String, deviceID: String?, exe: String?) {
+        self.machine = machine
+        self.deviceID = deviceID
+        self.exe = exe
+    }
+
+    enum CodingKeys: String, CodingKey { case machine, deviceID = "device_id", exe }
+}
+
+/// `sync.send` — appends a `message` or `notification` to the account's log. The same
+/// `idempotency_key` from the same machine always answers the first send's position and stores
+/// nothing twice (`duplicate` true).
+public enum SyncSend: RPCMethod {
+    public static let name = "sync.send"
+
+    public struct Params: Codable, Sendable, Equatable {
+        public var session: String
+        public var kind: String
+        public var conversation: String?
+        public var body: JSONValue
+        public var idempotencyKey: String?
+
+        public init(session: String, kind: String, conversation: String?, body: JSONValue, idempotencyKey: String?) {
+            self.session = session
+            self.kind = kind
+            self.conversation = conversation
+            self.body = body
+            self.idempotencyKey = idempotencyKey
+        }
+
+        enum CodingKeys: String, CodingKey { case session, kind, conversation, body, idempotencyKey = "idempotency_key" }
+    }
+
+    public struct Result: Codable, Sendable, Equatable {
+        public var position: Int64
+        public var duplicate: Bool
+
+        public init(position: Int64, duplicate: Bool) {
+            self.position = position
+            self.duplicate = duplicate
+        }
+    }
+}
+
+/// `sync.events` — the account's events after `after` (exclusive), oldest first, at most
+/// `limit` (default 500, at most 1,000); with the newest position and the oldest still kept, so
+/// a reader that fell behind the retention can tell.
+public enum SyncEvents: RPCMethod {
+    public static let name = "sync.events"
+
+    public struct Params: Codable, Sendable, Equatable {
+        public var session: String
+        public var after: Int64
+        public var limit: Int?
+
+        public init(session: String, after: Int64, limit: Int?) {
+            self.session = session
+            self.after = after
+            self.limit = limit
+        }
+    }
+
+    public struct Result: Codable, Sendable, Equatable {
+        public var account: String
+        public var events: [SyncEvent]
+        /// The newest position (0: no event yet).
+        public var head: Int64
+        /// The oldest position still kept (head + 1 when none is).
+        public var oldest: Int64
+
+        public init(account: String, events: [SyncEvent], head: Int64, oldest: Int64) {
+            self.account = account
+            self.events = events
+            self.head = head
+            self.oldest = oldest
+        }
+    }
+}
+
+/// `sync.history` — the newest events before `before` (exclusive; the newest without it), in
+/// one conversation or all, newest first, at most `limit` (default 50, at most 500).
+public enum SyncHistory: RPCMethod {
+    public static let name = "sync.history"
+
+    public struct Params: Codable, Sendable, Equatable {
+        public var session: String
+        public var conversation: String?
+        public var before: Int64?
+        public var limit: Int?
+
+        public init(session: String, conversation: String?, before: Int64?, limit: Int?) {
+            self.session = session
+            self.conversation = conversation
+            self.before = before
+            self.limit = limit
+        }
+    }
+
+    public struct Result: Codable, Sendable, Equatable {
+        public var events: [SyncEvent]
+        public init(events: [SyncEvent]) { self.events = events }
+    }
+}
+
+/// `sync.read` — moves the account's read marker of a conversation forward to `up_to`; a lower
+/// or equal `up_to` changes nothing (`moved` false). A move reaches the other machines as a
+/// `read` event.
+public enum SyncRead: RPCMethod {
+    public static let name = "sync.read"
+
+    public struct Params: Codable, Sendable, Equatable {
+        public var session: String
+        public var conversation: String
+        public var upTo: Int64
+
+        public init(session: String, conversation: String, upTo: Int64) {
+            self.session = session
+            self.conversation = conversation
+            self.upTo = upTo
+        }
+
+        enum CodingKeys: String, CodingKey { case session, conversation, upTo = "up_to" }
+    }
+
+    public struct Result: Codable, Sendable, Equatable {
+        public var conversation: String
+        /// The marker now (unchanged when `moved` is false).
+        public var upTo: Int64
+        public var moved: Bool
+        /// The `read` event's position, when it moved.
+        public var position: Int64?
+
+        public init(conversation: String, upTo: Int64, moved: Bool, position: Int64?) {
+            self.conversation = conversation
+            self.upTo = upTo
+            self.moved = moved
+            self.position = position
+        }
+
+        enum CodingKeys: String, CodingKey { case conversation, upTo = "up_to", moved, position }
+    }
+}
+
+/// `sync.unread` — per conversation with messages: how many `message` events lie after its
+/// read marker (counted from the log, never kept as a counter).
+public enum SyncUnread: RPCMethod {
+    public static let name = "sync.unread"
+
+    public struct Params: Codable, Sendable, Equatable {
+        public var session: String
+        public init(session: String) { self.session = session }
+    }
+
+    public struct Conversation: Codable, Sendable, Equatable {
+        public var conversation: String
+        public var unread: Int
+        public var readUpTo: Int64
+
+        public init(conversation: String, unread: Int, readUpTo: Int64) {
+            self.conversation = conversation
+            self.unread = unread
+            self.readUpTo = readUpTo
+        }
+
+        enum CodingKeys: String, CodingKey { case conversation, unread, readUpTo = "read_up_to" }
+    }
+
+    public struct Result: Codable, Sendable, Equatable {
+        public var conversations: [Conversation]
+        public init(conversations: [Conversation]) { self.conversations = conversations }
+    }
+}
+
+/// `sync.dismiss` — a notification read or dismissed on one machine: a `dismiss` event tells
+/// the others. Dismissing one twice changes nothing (`dismissed` false).
+public enum SyncDismiss: RPCMethod {
+    public static let name = "sync.dismiss"
+
+    public struct Params: Codable, Sendable, Equatable {
+        public var session: String
+        public var position: Int64
+
+        public init(session: String, position: Int64) {
+            self.session = session
+            self.position = position
+        }
+    }
+
+    public struct Result: Codable, Sendable, Equatable {
+        public var dismissed: Bool
+        /// The `dismiss` event's position, when one was made.
+        public var position: Int64?
+
+        public init(dismissed: Bool, position: Int64?) {
+            self.dismissed = dismissed
+            self.position = position
+        }
+    }
+}
+
+/// `sync.subscribe` — this machine's stream of the account's events after `since` (exclusive;
+/// from now without it): a `sync.event` notification for each, in order, exactly once, filtered
+/// by `kinds` and `conversation` when given. Events no longer kept are announced by one
+/// `sync.gap`.
+public enum SyncSubscribe: RPCMethod {
+    public static let name = "sync.subscribe"
+
+    public struct Params: Codable, Sendable, Equatable {
+        public var session: String
+        public var since: Int64?
+        public var kinds: [String]?
+        public var conversation: String?
+
+        public init(session: String, since: Int64?, kinds: [String]?, conversation: String?) {
+            self.session = session
+            self.since = since
+            self.kinds = kinds
+            self.conversation = conversation
+        }
+    }
+
+    public struct Result: Codable, Sendable, Equatable {
+        public var subscription: String
+        public var account: String
+        /// The newest position when the stream opened.
+        public var head: Int64
+
+        public init(subscription: String, account: String, head: Int64) {
+            self.subscription = subscription
+            self.account = account
+            self.head = head
+        }
+    }
+}
+
+/// The `sync.event` notification of a `sync.subscribe` stream.
+public enum SyncEventNotification: RPCNotification {
+    public static let name = "sync.event"
+
+    public struct Params: Codable, Sendable, Equatable {
+        public var subscription: String
+        public var event: SyncEvent
+
+        public init(subscription: String, event: SyncEvent) {
+            self.subscription = subscription
+            self.event = event
+        }
+    }
+}
+
+/// The `sync.gap` notification: events from `from` up to `to` (inclusive) are no longer kept
+/// (`[sync] retention`); the stream goes on after them.
+public enum SyncGapNotification: RPCNotification {
+    public static let name = "sync.gap"
+
+    public struct Params: Codable, Sendable, Equatable {
+        public var subscription: String
+        public var from: Int64
+        public var to: Int64
+
+        public init(subscription: String, from: Int64, to: Int64) {
+            self.subscription = subscription
+            self.from = from
+            self.to = to
+        }
+    }
+}
+
+/// `link.sync_event`, a notification from the hub on a device's link: an event of an account
+/// that machine holds a session of, as soon as it is committed.
+public enum LinkSyncEvent: RPCNotification {
+    public static let name = "link.sync_event"
+
+    public struct Params: Codable, Sendable, Equatable {
+        public var account: String
+        public var event: SyncEvent
+
+        public init(account: String, event: SyncEvent) {
+            self.account = account
+            self.event = event
+        }
+    }
+}

@@ -1,0 +1,48 @@
+import Protocol
+import Synchronization
+
+/// This machine's sync subscribers, by account: each committed event (at a hub or standalone
+/// authd, from `SyncService`; on a device, pushed by the hub over the link) is handed to the
+/// subscribers of its account. A subscriber that falls behind loses only these hints, never
+/// events: it reads what it missed from the log (`SyncFollower`).
+final class SyncBus: Sendable {
+    enum Signal: Sendable, Equatable {
+        case event(SyncEvent)
+        /// Events may have been missed (the link to the hub came back): read the log again.
+        case resync
+    }
+
+    /// Hints a subscriber may have waiting before the oldest are dropped.
+    static let bufferedSignals = 1024
+
+    private struct Subscriber {
+        let account: String
+        let continuation: AsyncStream<Signal>.Continuation
+    }
+
+    private let subscribers = Mutex<[Int: Subscriber]>([:])
+    private let nextID = Atomic<Int>(0)
+
+    func subscribe(account: String) -> (id: Int, signals: AsyncStream<Signal>) {
+        let (stream, continuation) = AsyncStream.makeStream(of: Signal.self, bufferingPolicy: .bufferingNewest(Self.bufferedSignals))
+        let id = nextID.wrappingAdd(1, ordering: .relaxed).newValue
+        subscribers.withLock { $0[id] = Subscriber(account: account, continuation: continuation) }
+        return (id, stream)
+    }
+
+    func unsubscribe(_ id: Int) {
+        subscribers.withLock { $0.removeValue(forKey: id) }?.continuation.finish()
+    }
+
+    func publish(_ event: SyncEvent, account: String) {
+        for subscriber in subscribers.withLock({ Array($0.values) }) where subscriber.account == account {
+            subscriber.continuation.yield(.event(event))
+        }
+    }
+
+    func resync() {
+        for subscriber in subscribers.withLock({ Array($0.values) }) { subscriber.continuation.yield(.resync) }
+    }
+
+    var count: Int { subscribers.withLock { $0.count } }
+}

@@ -1,0 +1,82 @@
+import Protocol
+
+/// Where a subscriber reads the account's log: this authd's own (standalone, hub), or the hub's
+/// over the link (a device).
+protocol SyncSource: Sendable {
+    func events(_ params: SyncEvents.Params, for caller: CallerIdentity) async throws -> SyncEvents.Result
+    /// Whether `error` means the log is away for now (the hub unreachable): the subscriber waits
+    /// for the link rather than end.
+    func isTransient(_ error: any Error) -> Bool
+}
+
+/// A standalone authd's or a hub's own log.
+struct LocalSyncSource: SyncSource {
+    let service: SyncService
+
+    func events(_ params: SyncEvents.Params, for caller: CallerIdentity) async throws -> SyncEvents.Result {
+        try await service.events(params)
+    }
+
+    func isTransient(_ error: any Error) -> Bool { false }
+}
+
+/// One `sync.subscribe` stream: every event of the account after the position it started from,
+/// in order and exactly once, whatever order and however often the bus hints at them. A hint
+/// that does not follow the last delivered position, or a `resync`, sends it to the log for
+/// what lies between; events the log no longer keeps are announced as one `sync.gap`.
+struct SyncFollower: Sendable {
+    let source: any SyncSource
+    let caller: CallerIdentity
+    let session: String
+    let kinds: Set<String>?
+    let conversation: String?
+
+    /// Events read from the log per call while catching up.
+    static let page = 500
+
+    func run(after start: Int64, signals: AsyncStream<SyncBus.Signal>, sink: StreamSink) async {
+        var last = start
+        guard await catchUp(&last, sink) else { return }
+        for await signal in signals {
+            switch signal {
+            case .event(let event) where event.position <= last:
+                continue
+            case .event(let event) where event.position == last + 1:
+                deliver(event, sink)
+                last = event.position
+            case .event, .resync:
+                guard await catchUp(&last, sink) else { return }
+            }
+        }
+    }
+
+    /// Reads the log after `last` until it is read to the end. False when the stream is over
+    /// (the session ended, or it was cancelled); a transient failure waits for the next hint.
+    private func catchUp(_ last: inout Int64, _ sink: StreamSink) async -> Bool {
+        while !Task.isCancelled {
+            let page: SyncEvents.Result
+            do {
+                page = try await source.events(SyncEvents.Params(session: session, after: last, limit: Self.page), for: caller)
+            } catch {
+                return source.isTransient(error)
+            }
+            if page.oldest > last + 1 && page.head > last {
+                let to = min(page.oldest - 1, page.head)
+                sink.notify(SyncGapNotification.self, .init(subscription: sink.name, from: last + 1, to: to))
+                last = to
+            }
+            for event in page.events where event.position > last {
+                deliver(event, sink)
+                last = event.position
+            }
+            if page.events.count < Self.page { return true }
+        }
+        return false
+    }
+
+    private func deliver(_ event: SyncEvent, _ sink: StreamSink) {
+        if let kinds, !kinds.contains(event.kind) { return }
+        if let conversation, event.conversation != conversation { return }
+        sink.notify(SyncEventNotification.self, .init(subscription: sink.name, event: event))
+    }
+}

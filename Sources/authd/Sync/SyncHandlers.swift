@@ -1,0 +1,38 @@
+import Protocol
+
+extension MethodTable {
+    /// The account's log (account methods, served where the account lives) and this machine's
+    /// stream of it (`sync.subscribe`, read from `source`).
+    mutating func registerSyncMethods(_ service: SyncService, source: any SyncSource, bus: SyncBus) {
+        announce("sync")
+        register(SyncSend.self, home: .account, access: .anyone) { params, context in try await service.send(params, caller: context.caller) }
+        register(SyncEvents.self, home: .account, access: .anyone) { params, _ in try await service.events(params) }
+        register(SyncHistory.self, home: .account, access: .anyone) { params, _ in try await service.history(params) }
+        register(SyncRead.self, home: .account, access: .anyone) { params, context in try await service.read(params, caller: context.caller) }
+        register(SyncUnread.self, home: .account, access: .anyone) { params, _ in try await service.unread(params) }
+        register(SyncDismiss.self, home: .account, access: .anyone) { params, context in try await service.dismiss(params, caller: context.caller) }
+
+        register(SyncSubscribe.self, home: .machine, access: .anyone) { params, context in
+            for kind in params.kinds ?? [] where !SyncService.allKinds.contains(kind) {
+                throw InvalidParameter("Parameter 'kinds' may hold message, notification, read and dismiss.", field: "kinds")
+            }
+            if let conversation = params.conversation { try SyncService.checkName(conversation, field: "conversation") }
+            if let since = params.since, since < 0 { throw InvalidParameter("Parameter 'since' must be 0 or more.", field: "since") }
+            // Who the session is, and where the log stands, before the first hint can arrive.
+            let opening = try await source.events(SyncEvents.Params(session: params.session, after: .max, limit: 1), for: context.caller)
+            let follower = SyncFollower(source: source, caller: context.caller, session: params.session, kinds: params.kinds.map(Set.init),
+                                        conversation: params.conversation)
+            let (id, signals) = bus.subscribe(account: opening.account)
+            do {
+                let subscription = try context.streams.open(onDrop: { bus.unsubscribe(id) }) { sink in
+                    await follower.run(after: params.since ?? opening.head, signals: signals, sink: sink)
+                    bus.unsubscribe(id)
+                }
+                return SyncSubscribe.Result(subscription: subscription, account: opening.account, head: opening.head)
+            } catch {
+                bus.unsubscribe(id)
+                throw error
+            }
+        }
+    }
+}

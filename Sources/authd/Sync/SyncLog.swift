@@ -1,0 +1,164 @@
+// Sync/ — the account's event log (DESIGN §9): messages, notifications, read markers and
+// dismissals, kept at the hub (or a standalone authd) and streamed to every machine of the
+// account. SyncLog owns the log's tables; SyncService checks what apps send and serves the account
+// methods; SyncBus fans committed events out to this machine's subscribers (and, at a hub, the
+// linked machines). Errors: SyncFailure.
+
+import FoundationEssentials
+import Protocol
+
+/// The account event logs on the daemon's store: the only code with statements on `sync_heads`,
+/// `sync_events` and `sync_read_markers`. Each change is one transaction.
+struct SyncLog: Sendable {
+    let store: Store
+    let now: @Sendable () -> Date
+
+    /// Who appends: the machine (its device key, which scopes idempotency keys) and the sender
+    /// every machine is shown.
+    struct Origin: Sendable {
+        let deviceKey: String
+        let sender: SyncSender
+    }
+
+    /// An event before it has a position: its body already encoded (and size-checked).
+    struct Draft: Sendable {
+        let kind: String
+        let conversation: String?
+        let body: String
+        let idempotencyKey: String?
+    }
+
+    private static let columns = "position, kind, conversation, body, machine, device_id, exe, created_at, idempotency_key"
+
+    private static func event(_ row: Row) -> SyncEvent {
+        let body = (try? WireCodec.decode(JSONValue.self, from: Data(row.text(3).utf8))) ?? .null
+        return SyncEvent(position: row.int64(0), kind: row.text(1), conversation: row.optionalText(2), body: body,
+                         sender: SyncSender(machine: row.text(4), deviceID: row.optionalText(5), exe: row.optionalText(6)),
+                         at: Timestamp.rfc3339(epochSeconds: row.int64(7)), idempotencyKey: row.optionalText(8))
+    }
+
+    /// Appends `draft` at the account's next position, or finds the event the same machine sent
+    /// with the same idempotency key (`duplicate`).
+    func append(account: String, _ draft: Draft, from origin: Origin) async throws -> (event: SyncEvent, duplicate: Bool) {
+        let now = Int64(now().timeIntervalSince1970)
+        return try await store.transaction { database in
+            if let key = draft.idempotencyKey, let earlier = try database.queryOne(
+                "SELECT \(Self.columns) FROM sync_events WHERE account_id = ? AND device_key = ? AND idempotency_key = ?",
+                [.text(account), .text(origin.deviceKey), .text(key)], row: Self.event) {
+                return (earlier, true)
+            }
+            return (try Self.insert(draft, account: account, origin: origin, now: now, in: database), false)
+        }
+    }
+
+    /// Allocates the next position under the store's one writer, in the inserting transaction.
+    private static func insert(_ draft: Draft, account: String, origin: Origin, now: Int64, in database: Database) throws -> SyncEvent {
+        guard let position = try database.queryOne(
+            "INSERT INTO sync_heads (account_id, position) VALUES (?, 1) ON CONFLICT (account_id) DO UPDATE SET position = position + 1 RETURNING position",
+            [.text(account)], row: { $0.int64(0) })
+        else { throw SyncFailure.unknownAccount }
+        try database.execute(
+            """
+            INSERT INTO sync_events (account_id, position, kind, conversation, body, device_key, machine, device_id, exe, idempotency_key, created_at)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            """,
+            [.text(account), .integer(position), .text(draft.kind), draft.conversation.map(SQLValue.text) ?? .null, .text(draft.body),
+             .text(origin.deviceKey), .text(origin.sender.machine), origin.sender.deviceID.map(SQLValue.text) ?? .null,
+             origin.sender.exe.map(SQLValue.text) ?? .null, draft.idempotencyKey.map(SQLValue.text) ?? .null, .integer(now)])
+        let body = (try? WireCodec.decode(JSONValue.self, from: Data(draft.body.utf8))) ?? .null
+        return SyncEvent(position: position, kind: draft.kind, conversation: draft.conversation, body: body, sender: origin.sender,
+                         at: Timestamp.rfc3339(epochSeconds: now), idempotencyKey: draft.idempotencyKey)
+    }
+
+    /// The events after `after`, oldest first, with the head and the oldest position kept.
+    func events(account: String, after: Int64, limit: Int) async throws -> SyncEvents.Result {
+        try await store.read { database in
+            let head = try database.queryOne("SELECT position FROM sync_heads WHERE account_id = ?", [.text(account)], row: { $0.int64(0) }) ?? 0
+            let oldest = try database.queryOne("SELECT min(position) FROM sync_events WHERE account_id = ?", [.text(account)], row: {
+                $0.optionalInt64(0)
+            }) ?? nil
+            let events = try database.query(
+                "SELECT \(Self.columns) FROM sync_events WHERE account_id = ? AND position > ? ORDER BY position LIMIT ?",
+                [.text(account), .integer(after), .integer(Int64(limit))], row: Self.event)
+            return SyncEvents.Result(account: account, events: events, head: head, oldest: oldest ?? head + 1)
+        }
+    }
+
+    /// The newest events before `before` (all when nil), newest first.
+    func history(account: String, conversation: String?, before: Int64?, limit: Int) async throws -> [SyncEvent] {
+        try await store.read { database in
+            var sql = "SELECT \(Self.columns) FROM sync_events WHERE account_id = ? AND position < ?"
+            var values: [SQLValue] = [.text(account), .integer(before ?? .max)]
+            if let conversation {
+                sql += " AND conversation = ?"
+                values.append(.text(conversation))
+            }
+            return try database.query(sql + " ORDER BY position DESC LIMIT ?", values + [.integer(Int64(limit))], row: Self.event)
+        }
+    }
+
+    /// Moves the conversation's read marker forward to `upTo` (never past the head) and records
+    /// the move as a `read` event; nil when it would not move.
+    func markRead(account: String, conversation: String, upTo: Int64, from origin: Origin) async throws -> (marker: Int64, event: SyncEvent?) {
+        let now = Int64(now().timeIntervalSince1970)
+        return try await store.transaction { database in
+            let head = try database.queryOne("SELECT position FROM sync_heads WHERE account_id = ?", [.text(account)], row: { $0.int64(0) }) ?? 0
+            let current = try database.queryOne(
+                "SELECT up_to FROM sync_read_markers WHERE account_id = ? AND conversation = ?", [.text(account), .text(conversation)],
+                row: { $0.int64(0) }) ?? 0
+            let target = min(upTo, head)
+            guard target > current else { return (current, nil) }
+            try database.execute(
+                "INSERT INTO sync_read_markers (account_id, conversation, up_to) VALUES (?, ?, ?) ON CONFLICT (account_id, conversation) DO UPDATE SET up_to = excluded.up_to",
+                [.text(account), .text(conversation), .integer(target)])
+            let body = String(decoding: try WireCodec.encodeJSON(["up_to": JSONValue.integer(target)]), as: UTF8.self)
+            let event = try Self.insert(Draft(kind: "read", conversation: conversation, body: body, idempotencyKey: nil),
+                                        account: account, origin: origin, now: now, in: database)
+            return (target, event)
+        }
+    }
+
+    /// Per conversation with messages: the `message` events after its read marker.
+    func unread(account: String) async throws -> [SyncUnread.Conversation] {
+        try await store.read { database in
+            try database.query(
+                """
+                SELECT e.conversation, coalesce(m.up_to, 0),
+                       sum(CASE WHEN e.position > coalesce(m.up_to, 0) THEN 1 ELSE 0 END)
+                FROM sync_events e LEFT JOIN sync_read_markers m ON m.account_id = e.account_id AND m.conversation = e.conversation
+                WHERE e.account_id = ? AND e.kind = 'message' AND e.conversation IS NOT NULL
+                GROUP BY e.conversation ORDER BY e.conversation
+                """, [.text(account)]) { SyncUnread.Conversation(conversation: $0.text(0), unread: Int($0.int64(2)), readUpTo: $0.int64(1)) }
+        }
+    }
+
+    /// Records that the notification at `position` was dismissed: a `dismiss` event, once.
+    func dismiss(account: String, position: Int64, from origin: Origin) async throws -> SyncEvent? {
+        let now = Int64(now().timeIntervalSince1970)
+        return try await store.transaction { database in
+            guard let conversation = try database.queryOne(
+                "SELECT conversation FROM sync_events WHERE account_id = ? AND position = ? AND kind = 'notification'",
+                [.text(account), .integer(position)], row: { $0.optionalText(0) })
+            else { throw SyncFailure.unknownEvent(position) }
+            // Once: a second dismissal of the same notification finds the first.
+            let key = "dismiss:\(position)"
+            let dismissed = try database.queryOne(
+                "SELECT 1 FROM sync_events WHERE account_id = ? AND kind = 'dismiss' AND idempotency_key = ?", [.text(account), .text(key)],
+                row: { _ in true }) ?? false
+            guard !dismissed else { return nil }
+            let body = String(decoding: try WireCodec.encodeJSON(["position": JSONValue.integer(position)]), as: UTF8.self)
+            return try Self.insert(Draft(kind: "dismiss", conversation: conversation, body: body, idempotencyKey: key),
+                                   account: account, origin: origin, now: now, in: database)
+        }
+    }
+
+    /// Deletes events older than `retention` seconds; the positions stay allocated, so a reader
+    /// behind them is told (`sync.gap`). Returns how many went.
+    func purge(retention: Int64) async throws -> Int {
+        let cutoff = Int64(now().timeIntervalSince1970) - retention
+        return try await store.transaction(durability: .relaxed) { database in
+            try database.execute("DELETE FROM sync_events WHERE created_at < ?", [.integer(cutoff)])
+            return database.changes
+        }
+    }
+}

@@ -1,0 +1,100 @@
+import FoundationEssentials
+import Protocol
+
+/// The sync account methods at the authd that keeps the account (a hub, or a standalone authd):
+/// checks what an app sends, appends to the account's log, and hands each committed event to
+/// this machine's subscribers and to the machines linked to the hub (`pushed`).
+struct SyncService: Sendable {
+    let log: SyncLog
+    let directory: any AccountDirectory
+    let bus: SyncBus
+    /// This machine's device id (the sender of what its own processes send).
+    let thisMachine: DeviceID
+    /// At a hub: sends a committed event to the linked machines holding the account.
+    let pushed: @Sendable (String, SyncEvent) async -> Void
+
+    /// The largest body an event may carry, encoded.
+    static let maxBodyBytes = 64 << 10
+    /// The kinds an app sends with `sync.send`; `read` and `dismiss` come from their own methods.
+    static let sendableKinds: Set<String> = ["message", "notification"]
+    static let allKinds: Set<String> = sendableKinds.union(["read", "dismiss"])
+
+    func send(_ params: SyncSend.Params, caller: Caller) async throws -> SyncSend.Result {
+        guard Self.sendableKinds.contains(params.kind) else {
+            throw InvalidParameter("Parameter 'kind' must be 'message' or 'notification' (read markers and dismissals have their own methods).", field: "kind")
+        }
+        if let conversation = params.conversation { try Self.checkName(conversation, field: "conversation") }
+        if let key = params.idempotencyKey { try Self.checkName(key, field: "idempotency_key") }
+        let body = try WireCodec.encodeJSON(params.body)
+        guard body.count <= Self.maxBodyBytes else { throw SyncFailure.tooLarge(limit: Self.maxBodyBytes) }
+        let account = try await directory.authenticate(params.session).accountID
+        let draft = SyncLog.Draft(kind: params.kind, conversation: params.conversation, body: String(decoding: body, as: UTF8.self),
+                                  idempotencyKey: params.idempotencyKey)
+        let (event, duplicate) = try await log.append(account: account, draft, from: origin(of: caller))
+        if !duplicate { await committed(event, account: account) }
+        return SyncSend.Result(position: event.position, duplicate: duplicate)
+    }
+
+    func events(_ params: SyncEvents.Params) async throws -> SyncEvents.Result {
+        let limit = try Self.limit(params.limit, default: 500, most: 1000)
+        guard params.after >= 0 else { throw InvalidParameter("Parameter 'after' must be 0 or more.", field: "after") }
+        let account = try await directory.authenticate(params.session).accountID
+        return try await log.events(account: account, after: params.after, limit: limit)
+    }
+
+    func history(_ params: SyncHistory.Params) async throws -> SyncHistory.Result {
+        let limit = try Self.limit(params.limit, default: 50, most: 500)
+        if let conversation = params.conversation { try Self.checkName(conversation, field: "conversation") }
+        let account = try await directory.authenticate(params.session).accountID
+        return SyncHistory.Result(events: try await log.history(account: account, conversation: params.conversation, before: params.before, limit: limit))
+    }
+
+    func read(_ params: SyncRead.Params, caller: Caller) async throws -> SyncRead.Result {
+        try Self.checkName(params.conversation, field: "conversation")
+        guard params.upTo > 0 else { throw InvalidParameter("Parameter 'up_to' must be a position (1 or more).", field: "up_to") }
+        let account = try await directory.authenticate(params.session).accountID
+        let (marker, event) = try await log.markRead(account: account, conversation: params.conversation, upTo: params.upTo, from: origin(of: caller))
+        if let event { await committed(event, account: account) }
+        return SyncRead.Result(conversation: params.conversation, upTo: marker, moved: event != nil, position: event?.position)
+    }
+
+    func unread(_ params: SyncUnread.Params) async throws -> SyncUnread.Result {
+        let account = try await directory.authenticate(params.session).accountID
+        return SyncUnread.Result(conversations: try await log.unread(account: account))
+    }
+
+    func dismiss(_ params: SyncDismiss.Params, caller: Caller) async throws -> SyncDismiss.Result {
+        let account = try await directory.authenticate(params.session).accountID
+        let event = try await log.dismiss(account: account, position: params.position, from: origin(of: caller))
+        if let event { await committed(event, account: account) }
+        return SyncDismiss.Result(dismissed: event != nil, position: event?.position)
+    }
+
+    private func committed(_ event: SyncEvent, account: String) async {
+        bus.publish(event, account: account)
+        await pushed(account, event)
+    }
+
+    /// The machine an event comes from: another machine of the hub for a forwarded call, else this one.
+    private func origin(of caller: Caller) throws -> SyncLog.Origin {
+        let device = try DeviceIdentity.resolve(nil, caller: caller)
+        let deviceID: String? = switch caller {
+        case .forwarded(let machine, _), .device(let machine): machine.description
+        case .local: thisMachine.description
+        }
+        return SyncLog.Origin(deviceKey: device.key, sender: SyncSender(machine: device.name, deviceID: deviceID, exe: caller.executable))
+    }
+
+    /// Conversation names and idempotency keys: 1–128 printable characters.
+    static func checkName(_ value: String, field: String) throws(InvalidParameter) {
+        guard !value.isEmpty, value.unicodeScalars.count <= 128,
+              !value.unicodeScalars.contains(where: { $0.properties.generalCategory == .control })
+        else { throw InvalidParameter("Parameter '\(field)' must be 1–128 printable characters.", field: field) }
+    }
+
+    static func limit(_ value: Int?, default fallback: Int, most: Int) throws(InvalidParameter) -> Int {
+        guard let value else { return fallback }
+        guard (1...most).contains(value) else { throw InvalidParameter("Parameter 'limit' must be 1–\(most).", field: "limit") }
+        return value
+    }
+}

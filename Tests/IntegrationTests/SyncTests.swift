@@ -1,0 +1,148 @@
+import Foundation
+import Glibc
+import Protocol
+import Testing
+
+/// The account's event log and each machine's stream of it: on a standalone authd, and across a
+/// real hub and devices over TLS (see HubRig).
+@Suite("Sync between machines")
+struct SyncTests {
+    /// The next `sync.event` (or `sync.gap`) notification on `client`, as its params.
+    static func next(_ client: LineClient) throws -> JSONValue {
+        while true {
+            guard let line = try client.readJSON() else { throw HarnessError("the stream closed") }
+            if line["method"] == "sync.event" || line["method"] == "sync.gap" { return line }
+        }
+    }
+
+    static func subscribe(_ daemon: DaemonHarness, session: JSONValue, _ extra: [String: JSONValue] = [:]) throws -> (LineClient, JSONValue) {
+        let client = try daemon.connect()
+        var params: [String: JSONValue] = ["session": session]
+        params.merge(extra) { $1 }
+        return (client, try client.result("sync.subscribe", .object(params)))
+    }
+
+    @Test("standalone: a message reaches every subscriber once, in order; the same idempotency key is one event; read markers only move forward; unread is counted from them; a notification is dismissed once")
+    func standalone() throws {
+        let daemon = try DaemonHarness()
+        try daemon.start()
+        let client = try daemon.connect()
+        let session = try #require(try LoginTests.register(daemon, client, phone: "+37251234567", password: "a long enough passphrase")["session"]?["token"])
+        let (first, opened) = try Self.subscribe(daemon, session: session)
+        #expect(opened["head"] == 0)
+        let (onlyChat, _) = try Self.subscribe(daemon, session: session, ["conversation": "chat", "kinds": ["message"]])
+
+        let sent = try client.result("sync.send", ["session": session, "kind": "message", "conversation": "chat", "body": ["text": "hello"],
+                                                   "idempotency_key": "m-1"])
+        #expect(sent["position"] == 1 && sent["duplicate"] == false)
+        let again = try client.result("sync.send", ["session": session, "kind": "message", "conversation": "chat", "body": ["text": "hello"],
+                                                    "idempotency_key": "m-1"])
+        #expect(again["position"] == 1 && again["duplicate"] == true, "the same key is the same event")
+        _ = try client.result("sync.send", ["session": session, "kind": "notification", "conversation": "alerts", "body": ["title": "ping"]])
+        _ = try client.result("sync.send", ["session": session, "kind": "message", "conversation": "chat", "body": ["text": "second"]])
+
+        let seen = try (0..<3).map { _ in try Self.next(first)["params"]?["event"] }
+        #expect(seen.map { $0?["position"] } == [1, 2, 3], "every event once, in order: \(seen)")
+        #expect(seen[0]?["body"]?["text"] == "hello" && seen[0]?["sender"]?["device_id"] != nil)
+        let chat = try (0..<2).map { _ in try Self.next(onlyChat)["params"]?["event"]?["position"] }
+        #expect(chat == [1, 3], "the filtered stream sees only chat messages")
+
+        #expect(try client.result("sync.unread", ["session": session])["conversations"] == [["conversation": "chat", "unread": 2, "read_up_to": 0]])
+        let read = try client.result("sync.read", ["session": session, "conversation": "chat", "up_to": 1])
+        #expect(read["moved"] == true && read["up_to"] == 1 && read["position"] == 4)
+        let backwards = try client.result("sync.read", ["session": session, "conversation": "chat", "up_to": 1])
+        #expect(backwards["moved"] == false && backwards["up_to"] == 1, "a marker never moves back or twice")
+        #expect(try client.result("sync.unread", ["session": session])["conversations"]?.arrayValue?.first?["unread"] == 1)
+        #expect(try Self.next(first)["params"]?["event"]?["kind"] == "read")
+
+        #expect(try client.result("sync.dismiss", ["session": session, "position": 2])["dismissed"] == true)
+        #expect(try client.result("sync.dismiss", ["session": session, "position": 2])["dismissed"] == false)
+        #expect(try client.call("sync.dismiss", ["session": session, "position": 1]).errorReason == "sync.unknown_event", "a message is not a notification")
+        #expect(try Self.next(first)["params"]?["event"]?["body"]?["position"] == 2)
+
+        let history = try client.result("sync.history", ["session": session, "conversation": "chat", "limit": 10])["events"]?.arrayValue ?? []
+        #expect(history.compactMap { $0["position"]?.integerValue } == [4, 3, 1], "newest first")
+        let big = JSONValue.string(String(repeating: "x", count: 70_000))
+        #expect(try client.call("sync.send", ["session": session, "kind": "message", "body": big]).errorReason == "sync.too_large")
+        #expect(try client.call("sync.send", ["session": session, "kind": "read", "body": [:]]).errorReason == "rpc.invalid_params")
+        #expect(try client.call("sync.send", ["session": "as1.nope", "kind": "message", "body": [:]]).errorReason == "session.invalid")
+        #expect(try client.result("sync.events", ["session": session, "after": 0])["head"] == 5, "refusals stored nothing")
+    }
+
+    @Test("across machines: A sends, B's subscriber and A's own get it at once; B marks it read and A sees the marker; both send into one conversation at once and every machine sees the same gap-free order")
+    func acrossMachines() throws {
+        let rig = try HubRig()
+        let (a, b) = (try rig.startDevice(), try rig.startDevice())
+        let clientA = try a.connect(), clientB = try b.connect()
+        let flow = try #require(try clientA.result("account.register.start", ["phone": "+37251234567"])["flow"])
+        let code = try RegistrationTests.spooledCode(rig.hub, to: "+37251234567")
+        let onA = try #require(try clientA.result("account.register.verify", ["flow": flow, "code": .string(code), "password": "a long enough passphrase"])["session"]?["token"])
+        let onB = try #require(try clientB.result("auth.login", ["login": "+37251234567", "password": "a long enough passphrase"])["session"]?["token"])
+        let (watchA, _) = try Self.subscribe(a, session: onA)
+        let (watchB, _) = try Self.subscribe(b, session: onB)
+
+        let started = ContinuousClock.now
+        let sent = try clientA.result("sync.send", ["session": onA, "kind": "message", "conversation": "family", "body": ["text": "dinner at 7"]])
+        let onBSide = try Self.next(watchB)["params"]?["event"]
+        #expect(ContinuousClock.now - started < .seconds(2), "within the product's 2 s")
+        #expect(onBSide?["position"] == sent["position"] && onBSide?["body"]?["text"] == "dinner at 7")
+        #expect(onBSide?["sender"]?["device_id"] == (try clientA.result("device.id")["device_id"]), "B sees which machine sent it")
+        #expect(try Self.next(watchA)["params"]?["event"]?["position"] == sent["position"], "the sender's other apps get it too")
+
+        _ = try clientB.result("sync.read", ["session": onB, "conversation": "family", "up_to": sent["position"]!])
+        let marker = try Self.next(watchA)["params"]?["event"]
+        #expect(marker?["kind"] == "read" && marker?["body"]?["up_to"] == sent["position"], "A sees B's read marker")
+        _ = try Self.next(watchB)
+        #expect(try clientA.result("sync.unread", ["session": onA])["conversations"]?.arrayValue?.first?["unread"] == 0)
+
+        // Both machines send 40 each at once.
+        let senders = [(a.socketPath, onA), (b.socketPath, onB)].map { socket, session in
+            Thread {
+                guard let client = try? LineClient(socketPath: socket) else { return }
+                for i in 0..<40 { _ = try? client.result("sync.send", ["session": session, "kind": "message", "conversation": "family", "body": ["n": .integer(Int64(i))]]) }
+            }
+        }
+        senders.forEach { $0.start() }
+        let first = (sent["position"]?.integerValue ?? 0) + 2
+        let seenA = try (0..<80).map { _ in try Self.next(watchA)["params"]?["event"]?["position"]?.integerValue ?? -1 }
+        let seenB = try (0..<80).map { _ in try Self.next(watchB)["params"]?["event"]?["position"]?.integerValue ?? -1 }
+        #expect(seenA == Array(first..<(first + 80)), "gap-free, in order, once")
+        #expect(seenA == seenB, "the same order on every machine")
+    }
+
+    @Test("catch-up: a subscriber that comes back with since gets all 1,000 events it missed, in order; after a hub kill -9 and restart the streams resume by themselves; a removed machine gets nothing more")
+    func catchUpAndResume() throws {
+        let rig = try HubRig()
+        let (a, b) = (try rig.startDevice(), try rig.startDevice())
+        let clientA = try a.connect(), clientB = try b.connect()
+        let flow = try #require(try clientA.result("account.register.start", ["phone": "+37251234567"])["flow"])
+        let code = try RegistrationTests.spooledCode(rig.hub, to: "+37251234567")
+        let onA = try #require(try clientA.result("account.register.verify", ["flow": flow, "code": .string(code), "password": "a long enough passphrase"])["session"]?["token"])
+        let onB = try #require(try clientB.result("auth.login", ["login": "+37251234567", "password": "a long enough passphrase"])["session"]?["token"])
+
+        // B's app is away while A sends 1,000 (more than two pages of catch-up).
+        for i in 0..<1000 { _ = try clientA.result("sync.send", ["session": onA, "kind": "message", "body": ["n": .integer(Int64(i))]]) }
+        let (late, opened) = try Self.subscribe(b, session: onB, ["since": 0])
+        #expect(opened["head"] == 1000)
+        let caught = try (0..<1000).map { _ in try Self.next(late)["params"]?["event"]?["position"]?.integerValue ?? -1 }
+        #expect(caught == Array(1...1000))
+
+        // The hub dies and comes back: the stream resumes by itself, with nothing lost or doubled.
+        try rig.hub.kill9()
+        try HubRig.waitForLink(b, state: "unreachable")
+        _ = try rig.startHub(port: rig.port, harness: rig.hub)
+        try HubRig.waitForLink(a, state: "connected", seconds: 40)
+        try HubRig.waitForLink(b, state: "connected", seconds: 40)
+        let after = try clientA.result("sync.send", ["session": onA, "kind": "message", "body": ["text": "after the restart"]])
+        let resumed = try Self.next(late)["params"]?["event"]
+        #expect(resumed?["position"] == after["position"] && after["position"] == 1001)
+
+        // B removed: A's next event does not reach it.
+        let machineB = try #require(try clientB.result("device.list", ["session": onB])["devices"]?.arrayValue?.first { $0["current"] == true }?["id"])
+        _ = try clientA.result("device.revoke", ["session": onA, "id": machineB])
+        try HubRig.waitForLink(b, state: "connected")
+        _ = try clientA.result("sync.send", ["session": onA, "kind": "message", "body": ["text": "not for B"]])
+        #expect(try clientB.call("sync.events", ["session": onB, "after": 1001]).errorReason == "device.revoked")
+        #expect(try clientB.call("sync.subscribe", ["session": onB]).errorReason == "device.revoked", "a removed machine cannot subscribe")
+    }
+}
