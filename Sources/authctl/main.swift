@@ -15,6 +15,7 @@ extension Command {
         .federationLogin, .federationStatus, .federationLogout, .tokenRemote, .remoteFetch, .remoteReport401, .events,
         .passkeyList, .passkeyDelete, .passkeyRegister, .passkeyAccount,
         .deviceID, .hubStatus,
+        .syncSend, .syncWatch, .syncRead, .syncHistory, .syncUnread, .syncDismiss,
         .pamLinkCard, .pamLinkAccount, .pamUnlink, .pamStatus,
         .call, .completion, .helpCommand,
     ]
