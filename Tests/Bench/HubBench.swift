@@ -151,6 +151,8 @@ func hubFigures() throws {
     row("session.get on a standalone authd", String(format: "p50 %.3f ms, p99 %.3f ms", percentile(local, 0.5), percentile(local, 0.99)))
     row("session.get device → hub → device", String(format: "p50 %.3f ms, p99 %.3f ms", percentile(forwarded, 0.5), percentile(forwarded, 0.99)))
 
+    try syncFigures(hub: hub, port: port, pki: pki)
+
     // 1,000 device connections, four per device key (the hub's limit per device).
     var contexts: [TLSContext] = []
     for index in 0..<250 {
@@ -177,4 +179,88 @@ func hubFigures() throws {
     }
     row("hub RSS idle, with \(connected) device connections", String(format: "%.1f MB, %.1f MB (target ≤ 100 MB)", Double(idle) / 1e6, Double(hub.residentBytes) / 1e6))
     held.removeAll()
+}
+
+/// Sync through the hub: one account on two devices; an event sent on A, timed until B's
+/// subscriber reads it (the send's own round trip included: an upper bound of commit →
+/// delivery); sustained events per second end to end; and a subscriber catching up on 10,000
+/// events it missed.
+private func syncFigures(hub: Daemon, port: UInt16, pki: BenchPKI) throws {
+    let link = "[hub]\nurl = 127.0.0.1:\(port)\nca_file = \(pki.directory)/ca.pem\n"
+    let (a, b) = (try Daemon(config: link), try Daemon(config: link))
+    defer { a.stop(); b.stop() }
+    let clientA = try Client(a.socket), clientB = try Client(b.socket)
+    for client in [clientA, clientB] {
+        for _ in 0..<200 where !String(decoding: try client.call("hub.status"), as: UTF8.self).contains(#""state":"connected""#) { usleep(50_000) }
+    }
+    let phone = "+37250008888"
+    let started = String(decoding: try clientA.call("account.register.start", #"{"phone":"\#(phone)"}"#), as: UTF8.self)
+    guard let flow = started.firstMatch(of: /"flow":"([^"]+)"/)?.output.1 else { throw BenchError(description: started) }
+    let code = try hub.spooledCode(to: phone, after: 0)
+    let verified = String(decoding: try clientA.call("account.register.verify", #"{"flow":"\#(flow)","code":"\#(code)","password":"bench passphrase long enough"}"#),
+                          as: UTF8.self)
+    let login = String(decoding: try clientB.call("auth.login", #"{"login":"\#(phone)","password":"bench passphrase long enough"}"#), as: UTF8.self)
+    guard let tokenA = verified.firstMatch(of: /"token":"(as1\.[^"]+)"/)?.output.1, let tokenB = login.firstMatch(of: /"token":"(as1\.[^"]+)"/)?.output.1 else {
+        throw BenchError(description: verified + login)
+    }
+    let watcher = try Client(b.socket)
+    try watcher.call("sync.subscribe", #"{"session":"\#(tokenB)"}"#)
+    let token = String(tokenA)
+    let sendParams = { @Sendable (index: Int) -> String in #"{"session":"\#(token)","kind":"message","conversation":"bench","body":{"n":\#(index)}}"# }
+    func send(_ client: Client, _ index: Int) throws { try client.call("sync.send", sendParams(index)) }
+    /// Senders on their own threads (a Client is one thread's).
+    func senders(_ count: Int, each: Int, offset: Int) -> [Thread] {
+        let socket = a.socket
+        return (0..<count).map { worker in
+            Thread {
+                guard let client = try? Client(socket) else { return }
+                for index in 0..<each { _ = try? client.call("sync.send", sendParams(offset + worker * 100_000 + index)) }
+            }
+        }
+    }
+    func receive() throws {
+        while let line = try watcher.connection.readLine() {
+            if line.starts(with: Array(#"{"jsonrpc":"2.0","method":"sync.event""#.utf8)) || String(decoding: line, as: UTF8.self).contains(#""method":"sync.event""#) { return }
+        }
+        throw BenchError(description: "the subscriber's stream closed")
+    }
+    for index in 0..<100 { try send(clientA, index); try receive() }
+    var latencies: [Double] = []
+    for index in 0..<1000 {
+        let started = ContinuousClock.now
+        try send(clientA, index)
+        try receive()
+        latencies.append((ContinuousClock.now - started).milliseconds)
+    }
+    latencies.sort()
+    row("sync: sent on A → at B's subscriber (2 devices)", String(format: "p50 %.2f ms, p99 %.2f ms (target p99 ≤ 50 ms)", percentile(latencies, 0.5), percentile(latencies, 0.99)))
+
+    // Sustained: four senders on A, everything read at B.
+    let total = 4000
+    let flowStarted = ContinuousClock.now
+    senders(4, each: total / 4, offset: 0).forEach { $0.start() }
+    for _ in 0..<total { try receive() }
+    row("sync: events/s through one hub, A → B", String(format: "%.0f/s (%d events, 4 senders)", Double(total) / (ContinuousClock.now - flowStarted).milliseconds * 1000, total))
+
+    // Catch-up: 10,000 events sent while no one on B followed, then read from position 0 on.
+    let before = String(decoding: try clientB.call("sync.events", #"{"session":"\#(tokenB)","after":0,"limit":1}"#), as: UTF8.self)
+    guard let head = before.firstMatch(of: /"head":([0-9]+)/).flatMap({ Int($0.output.1) }) else { throw BenchError(description: before) }
+    let missed = 10_000
+    let late = try Client(b.socket)
+    senders(4, each: missed / 4, offset: 1_000_000).forEach { $0.start() }
+    var sentAll = false
+    for _ in 0..<6000 {
+        let text = String(decoding: try clientB.call("sync.events", #"{"session":"\#(tokenB)","after":0,"limit":1}"#), as: UTF8.self)
+        if let now = text.firstMatch(of: /"head":([0-9]+)/).flatMap({ Int($0.output.1) }), now >= head + missed { sentAll = true; break }
+        usleep(20_000)
+    }
+    guard sentAll else { throw BenchError(description: "the 10,000 events were not all sent") }
+    let catchUpStarted = ContinuousClock.now
+    try late.call("sync.subscribe", #"{"session":"\#(tokenB)","since":\#(head)}"#)
+    var caught = 0
+    while caught < missed, let line = try late.connection.readLine() {
+        if String(decoding: line, as: UTF8.self).contains(#""method":"sync.event""#) { caught += 1 }
+    }
+    row("sync: catch-up of 10,000 missed events at B", String(format: "%.0f ms (%.0f events/s)", (ContinuousClock.now - catchUpStarted).milliseconds,
+                                                              Double(caught) / (ContinuousClock.now - catchUpStarted).milliseconds * 1000))
 }
