@@ -47,7 +47,9 @@ public struct SyncSender: Codable, Sendable, Equatable {
 
 /// `sync.send` — appends a `message` or `notification` to the account's log. The same
 /// `idempotency_key` from the same machine always answers the first send's position and stores
-/// nothing twice (`duplicate` true).
+/// nothing twice (`duplicate` true). On a device whose hub is away the event is kept in the
+/// machine's outbox instead (`queued`, `outbox_id`) and sent, in order, when the link is back;
+/// the app's `sync.subscribe` streams then get `sync.sent` with its position.
 public enum SyncSend: RPCMethod {
     public static let name = "sync.send"
 
@@ -70,13 +72,24 @@ public enum SyncSend: RPCMethod {
     }
 
     public struct Result: Codable, Sendable, Equatable {
-        public var position: Int64
+        /// Nil while queued.
+        public var position: Int64?
         public var duplicate: Bool
+        public var queued: Bool?
+        public var outboxID: Int64?
 
         public init(position: Int64, duplicate: Bool) {
             self.position = position
             self.duplicate = duplicate
         }
+
+        public init(queuedAs outboxID: Int64) {
+            duplicate = false
+            queued = true
+            self.outboxID = outboxID
+        }
+
+        enum CodingKeys: String, CodingKey { case position, duplicate, queued, outboxID = "outbox_id" }
     }
 }
 
@@ -283,6 +296,28 @@ public enum SyncEventNotification: RPCNotification {
             self.subscription = subscription
             self.event = event
         }
+    }
+}
+
+/// The `sync.sent` notification, on a device: an event this stream's session queued while the
+/// hub was away was sent (`position`), or refused by the hub (`error`) and dropped.
+public enum SyncSentNotification: RPCNotification {
+    public static let name = "sync.sent"
+
+    public struct Params: Codable, Sendable, Equatable {
+        public var subscription: String
+        public var outboxID: Int64
+        public var position: Int64?
+        public var error: RPCError?
+
+        public init(subscription: String, outboxID: Int64, position: Int64?, error: RPCError?) {
+            self.subscription = subscription
+            self.outboxID = outboxID
+            self.position = position
+            self.error = error
+        }
+
+        enum CodingKeys: String, CodingKey { case subscription, outboxID = "outbox_id", position, error }
     }
 }
 

@@ -35,7 +35,11 @@ extension Command {
             session: token, kind: invocation.value("kind") ?? "message", conversation: invocation.value("conversation"), body: body,
             idempotencyKey: invocation.value("idempotency-key")))
         if invocation.global.json { Output.json(sent); return .ok }
-        Output.line(sent.duplicate ? "\(sent.position) (sent before with this key)" : String(sent.position))
+        if let position = sent.position {
+            Output.line(sent.duplicate ? "\(position) (sent before with this key)" : String(position))
+        } else {
+            Output.line("queued as \(sent.outboxID ?? 0): the hub cannot be reached; it is sent when the link is back")
+        }
         return .ok
     }
 
@@ -65,6 +69,12 @@ extension Command {
         if isatty(STDERR_FILENO) == 1 { Output.error("Waiting for events (Ctrl-C to stop)…") }
         while let (method, params) = try connection.nextNotification() {
             guard let params else { continue }
+            if method == SyncSentNotification.name, let sent = try? WireCodec.decode(SyncSentNotification.Params.self, from: params) {
+                if invocation.global.json { Output.json(sent) } else {
+                    Output.line(sent.position.map { "(queued \(sent.outboxID) was sent as \($0))" } ?? "(queued \(sent.outboxID) was refused: \(sent.error?.message ?? "?"))")
+                }
+                continue
+            }
             if method == SyncGapNotification.name, let gap = try? WireCodec.decode(SyncGapNotification.Params.self, from: params) {
                 if invocation.global.json { Output.json(gap) } else { Output.line("(events \(gap.from)–\(gap.to) are no longer kept)") }
                 continue

@@ -48,7 +48,7 @@ private struct InProcessServer {
             options: options, config: holder, reloader: ConfigReloader(path: options.configPath, holder: holder, logger: logger),
             logger: logger, store: fixture.store, directory: directory, keys: fixture.keys, audit: AuditLog(store: fixture.store, now: fixture.clock.closure),
             connections: ConnectionRegistry(), masterKeySource: .keyFile(path: "/x"), sealer: fixture.sealer, codeKey: try OpenSSL.randomSecret(32),
-            localLock: LocalLock(store: fixture.store, directory: directory, config: holder, now: fixture.clock.closure), events: EventBus(), sync: SyncBus(),
+            localLock: LocalLock(store: fixture.store, directory: directory, config: holder, now: fixture.clock.closure), events: EventBus(), sync: SyncBus(), outbox: nil,
             vault: TokenVault(store: fixture.store, sealer: fixture.sealer, directory: directory),
             http: HTTPClient(helperPath: "/nonexistent/authd-http"),
             hub: HubState(role: .standalone, identity: try await MachineIdentity.open(store: fixture.store, sealer: fixture.sealer, now: Date()), link: nil),

@@ -145,4 +145,51 @@ struct SyncTests {
         #expect(try clientB.call("sync.events", ["session": onB, "after": 1001]).errorReason == "device.revoked")
         #expect(try clientB.call("sync.subscribe", ["session": onB]).errorReason == "device.revoked", "a removed machine cannot subscribe")
     }
+
+    @Test("the outbox: what A sends while the hub is down is kept, survives a kill -9 of A, and reaches B in order and once when the hub is back; A's app hears sync.sent with the position")
+    func outbox() throws {
+        let rig = try HubRig()
+        let (a, b) = (try rig.startDevice(), try rig.startDevice())
+        let clientA = try a.connect(), clientB = try b.connect()
+        let flow = try #require(try clientA.result("account.register.start", ["phone": "+37251234567"])["flow"])
+        let code = try RegistrationTests.spooledCode(rig.hub, to: "+37251234567")
+        let onA = try #require(try clientA.result("account.register.verify", ["flow": flow, "code": .string(code), "password": "a long enough passphrase"])["session"]?["token"])
+        let onB = try #require(try clientB.result("auth.login", ["login": "+37251234567", "password": "a long enough passphrase"])["session"]?["token"])
+        let (watchB, _) = try Self.subscribe(b, session: onB)
+        func send(_ client: LineClient, _ text: String) throws -> JSONValue {
+            try client.result("sync.send", ["session": onA, "kind": "message", "conversation": "c", "body": ["text": .string(text)]])
+        }
+        #expect(try send(clientA, "m1")["position"] == 1)
+        #expect(try Self.next(watchB)["params"]?["event"]?["position"] == 1)
+
+        try rig.hub.kill9()
+        try HubRig.waitForLink(a, state: "unreachable")
+        let queued = try send(clientA, "m2")
+        #expect(queued["queued"] == true && queued["outbox_id"]?.integerValue != nil && queued["position"] == nil, "\(queued)")
+        _ = try send(clientA, "m3")
+        try a.kill9()
+        try a.start()
+        let restarted = try a.connect()
+        #expect(try send(restarted, "m4")["queued"] == true, "behind what is queued, after a restart")
+
+        _ = try rig.startHub(port: rig.port, harness: rig.hub)
+        let delivered = try (0..<3).map { _ in try Self.next(watchB)["params"]?["event"] }
+        #expect(delivered.map { $0?["position"] } == [2, 3, 4])
+        #expect(delivered.map { $0?["body"]?["text"] } == ["m2", "m3", "m4"], "in the order they were sent")
+        let log = try clientB.result("sync.events", ["session": onB, "after": 0])
+        #expect((log["events"]?.arrayValue ?? []).compactMap { $0["body"]?["text"]?.stringValue } == ["m1", "m2", "m3", "m4"], "once each")
+
+        // The app that queued hears where its event went.
+        let (watchA, _) = try Self.subscribe(a, session: onA)
+        try rig.hub.kill9()
+        try HubRig.waitForLink(a, state: "unreachable")
+        let waiting = try #require(try send(restarted, "m5")["outbox_id"])
+        _ = try rig.startHub(port: rig.port, harness: rig.hub)
+        var sent: JSONValue?
+        while sent == nil {
+            guard let line = try watchA.readJSON() else { break }
+            if line["method"] == "sync.sent" { sent = line["params"] }
+        }
+        #expect(sent?["outbox_id"] == waiting && sent?["position"] == 5, "\(String(describing: sent))")
+    }
 }

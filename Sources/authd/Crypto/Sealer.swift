@@ -107,6 +107,7 @@ enum SealPurpose: String, CaseIterable, Sendable {
     case remoteRefreshToken = "remote-refresh-token"
     case passkeyKey = "passkey-key"
     case deviceKey = "device-key"
+    case syncOutboxSession = "sync-outbox-session"
 }
 
 /// AES-256-GCM sealing under per-purpose keys, with the owning row's identity as associated

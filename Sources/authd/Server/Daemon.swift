@@ -85,11 +85,13 @@ final class Daemon: @unchecked Sendable {
         let directory = SQLiteAccountDirectory(store: store, config: holder, logger: logger, now: now)
         let identity = try await MachineIdentity.open(store: store, sealer: sealer, now: now())
         let hub = HubState(role: config.role, identity: identity, link: try await Self.hubLink(config, identity: identity, directory: directory, logger: logger))
+        let syncBus = SyncBus()
+        let outbox = hub.link.map { SyncOutbox(store: store, sealer: sealer, link: $0, bus: syncBus, machineName: identity.name, logger: logger, now: now) }
         services = Services(
             options: options, config: holder, reloader: ConfigReloader(path: options.configPath, holder: holder, logger: logger),
             logger: logger, store: store, directory: directory, keys: keys, audit: AuditLog(store: store, now: now, bounds: { AuditLog.Bounds(holder.current) }), connections: ConnectionRegistry(),
             masterKeySource: masterKey.source, sealer: sealer, codeKey: try KeyDerivation.key(masterKey, label: "otp-code"),
-            localLock: LocalLock(store: store, directory: directory, config: holder, now: now), events: EventBus(), sync: SyncBus(),
+            localLock: LocalLock(store: store, directory: directory, config: holder, now: now), events: EventBus(), sync: syncBus, outbox: outbox,
             vault: TokenVault(store: store, sealer: sealer, directory: directory),
             http: HTTPClient.beside(environment: ProcessInfo.processInfo.environment), hub: hub, startedAt: started, now: now)
         dispatcher = Dispatcher(table: DispatchTable.make(services), services: services)
@@ -105,11 +107,13 @@ final class Daemon: @unchecked Sendable {
             self.hubListener = hubListener
             logger.notice("hub: serving devices on \(hubListener.address) (TLS 1.3), device id \(identity.id)", [("AUTHD_HUB_LISTEN", hubListener.address.description)])
         }
-        hub.link?.onNotice { [events = services.events, sync = services.sync] notice in
+        hub.link?.onNotice { [events = services.events, sync = services.sync, outbox] notice in
             switch notice {
             case .sessionsEnded(let ended): Task { await events.hear(ended) }
             case .syncEvent(let pushed): sync.publish(pushed.event, account: pushed.account)
-            case .linked: sync.resync()
+            case .linked:
+                sync.resync()
+                if let outbox { Task { await outbox.flush() } }
             }
         }
         hub.link?.start()

@@ -60,7 +60,7 @@ enum DispatchTable {
         }
         let syncSource: any SyncSource = services.hub.link.map { HubSyncSource(link: $0, machineName: services.hub.identity.name) }
             ?? LocalSyncSource(service: sync)
-        table.registerSyncMethods(sync, source: syncSource, bus: services.sync)
+        table.registerSyncMethods(sync, source: syncSource, bus: services.sync, outbox: services.outbox)
 
         table.registerHubMethods(services)
         table.registerCoreMethods(services)

@@ -24,6 +24,8 @@ struct Services: Sendable {
     let events: EventBus
     /// `sync.subscribe` streams, per account.
     let sync: SyncBus
+    /// On a device: what apps sent while the hub was away.
+    let outbox: SyncOutbox?
     /// Remote tokens of federated sign-ins, per local user.
     let vault: TokenVault
     /// Every HTTP request (SMS gateway, OpenID providers, remote APIs), through `authd-http`.

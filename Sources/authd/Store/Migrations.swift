@@ -433,6 +433,27 @@ enum Migrations {
             ) STRICT
             """,
         ]),
+        Migration(version: 15, sql: [
+            // A device's outbox: what apps sent while the hub was away, in order, until the hub
+            // has it. The app's session token is sealed (it is a bearer secret); the hash finds
+            // the app's streams for `sync.sent`. The idempotency key makes a resend after a crash
+            // the same event at the hub.
+            """
+            CREATE TABLE sync_outbox (
+                id INTEGER PRIMARY KEY AUTOINCREMENT,
+                session_sealed BLOB NOT NULL,
+                session_hash BLOB NOT NULL,
+                uid INTEGER NOT NULL,
+                username TEXT,
+                exe TEXT,
+                kind TEXT NOT NULL,
+                conversation TEXT,
+                body TEXT NOT NULL,
+                idempotency_key TEXT NOT NULL UNIQUE,
+                queued_at INTEGER NOT NULL
+            ) STRICT
+            """,
+        ]),
     ]
 
     static var latestVersion: Int { all.last?.version ?? 0 }

@@ -10,6 +10,16 @@ final class SyncBus: Sendable {
         case event(SyncEvent)
         /// Events may have been missed (the link to the hub came back): read the log again.
         case resync
+        /// On a device: what a session queued in the outbox was sent, or refused.
+        case sent(Sent)
+    }
+
+    /// An outbox entry's end: its position at the hub, or the hub's refusal.
+    struct Sent: Sendable, Equatable {
+        /// SHA-256 of the session token that queued it: only that session's streams are told.
+        let sessionHash: [UInt8]
+        let outboxID: Int64
+        let outcome: Result<Int64, RPCError>
     }
 
     /// Hints a subscriber may have waiting before the oldest are dropped.
@@ -42,6 +52,11 @@ final class SyncBus: Sendable {
 
     func resync() {
         for subscriber in subscribers.withLock({ Array($0.values) }) { subscriber.continuation.yield(.resync) }
+    }
+
+    /// Every stream hears it; each keeps it only for its own session.
+    func sent(_ sent: Sent) {
+        for subscriber in subscribers.withLock({ Array($0.values) }) { subscriber.continuation.yield(.sent(sent)) }
     }
 
     var count: Int { subscribers.withLock { $0.count } }

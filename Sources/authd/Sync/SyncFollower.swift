@@ -1,3 +1,4 @@
+import OpenSSLCrypto
 import Protocol
 
 /// Where a subscriber reads the account's log: this authd's own (standalone, hub), or the hub's
@@ -46,6 +47,13 @@ struct SyncFollower: Sendable {
                 last = event.position
             case .event, .resync:
                 guard await catchUp(&last, sink) else { return }
+            case .sent(let sent):
+                guard sent.sessionHash == OpenSSL.sha256(Array(session.utf8)) else { continue }
+                let (position, error): (Int64?, RPCError?) = switch sent.outcome {
+                case .success(let position): (position, nil)
+                case .failure(let error): (nil, error)
+                }
+                sink.notify(SyncSentNotification.self, .init(subscription: sink.name, outboxID: sent.outboxID, position: position, error: error))
             }
         }
     }

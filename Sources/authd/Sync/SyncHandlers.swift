@@ -2,10 +2,15 @@ import Protocol
 
 extension MethodTable {
     /// The account's log (account methods, served where the account lives) and this machine's
-    /// stream of it (`sync.subscribe`, read from `source`).
-    mutating func registerSyncMethods(_ service: SyncService, source: any SyncSource, bus: SyncBus) {
+    /// stream of it (`sync.subscribe`, read from `source`). On a device `sync.send` is the
+    /// machine's: through its `outbox`, which forwards it or keeps it while the hub is away.
+    mutating func registerSyncMethods(_ service: SyncService, source: any SyncSource, bus: SyncBus, outbox: SyncOutbox?) {
         announce("sync")
-        register(SyncSend.self, home: .account, access: .anyone) { params, context in try await service.send(params, caller: context.caller) }
+        if let outbox {
+            register(SyncSend.self, home: .machine, access: .anyone) { params, context in try await outbox.send(params, caller: context.caller) }
+        } else {
+            register(SyncSend.self, home: .account, access: .anyone) { params, context in try await service.send(params, caller: context.caller) }
+        }
         register(SyncEvents.self, home: .account, access: .anyone) { params, _ in try await service.events(params) }
         register(SyncHistory.self, home: .account, access: .anyone) { params, _ in try await service.history(params) }
         register(SyncRead.self, home: .account, access: .anyone) { params, context in try await service.read(params, caller: context.caller) }

@@ -19,14 +19,21 @@ struct SyncService: Sendable {
     static let sendableKinds: Set<String> = ["message", "notification"]
     static let allKinds: Set<String> = sendableKinds.union(["read", "dismiss"])
 
-    func send(_ params: SyncSend.Params, caller: Caller) async throws -> SyncSend.Result {
-        guard Self.sendableKinds.contains(params.kind) else {
+    /// What `sync.send` refuses before anything is stored (here, or in a device's outbox); the
+    /// body, encoded, when it passes.
+    static func check(_ params: SyncSend.Params) throws -> Data {
+        guard sendableKinds.contains(params.kind) else {
             throw InvalidParameter("Parameter 'kind' must be 'message' or 'notification' (read markers and dismissals have their own methods).", field: "kind")
         }
-        if let conversation = params.conversation { try Self.checkName(conversation, field: "conversation") }
-        if let key = params.idempotencyKey { try Self.checkName(key, field: "idempotency_key") }
+        if let conversation = params.conversation { try checkName(conversation, field: "conversation") }
+        if let key = params.idempotencyKey { try checkName(key, field: "idempotency_key") }
         let body = try WireCodec.encodeJSON(params.body)
-        guard body.count <= Self.maxBodyBytes else { throw SyncFailure.tooLarge(limit: Self.maxBodyBytes) }
+        guard body.count <= maxBodyBytes else { throw SyncFailure.tooLarge(limit: maxBodyBytes) }
+        return body
+    }
+
+    func send(_ params: SyncSend.Params, caller: Caller) async throws -> SyncSend.Result {
+        let body = try Self.check(params)
         let account = try await directory.authenticate(params.session).accountID
         let draft = SyncLog.Draft(kind: params.kind, conversation: params.conversation, body: String(decoding: body, as: UTF8.self),
                                   idempotencyKey: params.idempotencyKey)
