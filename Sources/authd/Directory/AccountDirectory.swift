@@ -158,6 +158,13 @@ protocol AccountDirectory: Sendable {
     func passkeys(_ token: String) async throws -> [AccountPasskey]
     func removePasskey(_ token: String, id: [UInt8]) async throws
 
+    // MARK: Machines linked to this hub
+
+    /// The device of `account` that `machine` signed in on (keyed by its device id), and whether
+    /// it is live (not removed, the account active); nil when the machine never signed in to it.
+    /// What a hub checks before it acts on an account for a machine.
+    func machineDevice(account: String, machine: DeviceID) async throws -> (id: String, live: Bool)?
+
     // MARK: Administration
 
     func accounts(limit: Int) async throws -> [AccountRecord]

@@ -14,5 +14,6 @@ extension MethodTable {
         register(LinkJWKS.self, home: .link, access: .anyone) { _, _ in
             LinkJWKS.Result(issuer: services.config.current.tokenIssuer, keys: services.keys.jwks(now: services.now()).keys)
         }
+        registerLinkDirectoryMethods(services)
     }
 }
