@@ -231,3 +231,104 @@ public enum LinkSessionEnd: RPCMethod {
         public init(id: String) { self.id = id }
     }
 }
+
+/// `link.signin.federated`: a federated sign-in the machine ran (browser or device code) ends
+/// at the hub: the hub validates the ID token itself against its own `[federation.NAME]`
+/// provider (signature by the provider's JWKS, `iss`, `aud`, `exp`, `nonce`), then makes or
+/// checks the account's link to the identity and signs the account in on this machine. A
+/// provider the hub does not know is `federation.unknown_provider`; a token it does not accept
+/// is `federation.id_token_invalid`, and nothing is made.
+public enum LinkSignInFederated: RPCMethod {
+    public static let name = "link.signin.federated"
+
+    public struct Params: Codable, Sendable, Equatable {
+        /// The provider's name in the hub's configuration.
+        public var provider: String
+        public var idToken: String
+        /// The nonce the sign-in sent; absent for the device grant.
+        public var nonce: String?
+        /// The machine's name, as the account's device list shows it.
+        public var deviceName: String
+
+        public init(provider: String, idToken: String, nonce: String?, deviceName: String) {
+            self.provider = provider
+            self.idToken = idToken
+            self.nonce = nonce
+            self.deviceName = deviceName
+        }
+
+        enum CodingKeys: String, CodingKey {
+            case provider, idToken = "id_token", nonce, deviceName = "device_name"
+        }
+    }
+
+    public struct Result: Codable, Sendable, Equatable {
+        public var signedIn: SignedIn
+        /// True when this sign-in registered the account.
+        public var created: Bool
+
+        public init(signedIn: SignedIn, created: Bool) {
+            self.signedIn = signedIn
+            self.created = created
+        }
+
+        enum CodingKeys: String, CodingKey { case signedIn = "signed_in", created }
+    }
+}
+
+/// `link.federation.logout`: the machine's local user was logged out of a provider (or signed
+/// out): the sessions that provider's sign-ins made for the account on this machine, up to
+/// `made_by`, end at the hub, and the identity's cached email and name go.
+public enum LinkFederationLogout: RPCMethod {
+    public static let name = "link.federation.logout"
+
+    public struct Params: Codable, Sendable, Equatable {
+        public var account: String
+        public var provider: String
+        public var issuer: String
+        public var subject: String?
+        /// Unix seconds: sessions made later are not touched.
+        public var madeBy: Int64
+
+        public init(account: String, provider: String, issuer: String, subject: String?, madeBy: Int64) {
+            self.account = account
+            self.provider = provider
+            self.issuer = issuer
+            self.subject = subject
+            self.madeBy = madeBy
+        }
+
+        enum CodingKeys: String, CodingKey {
+            case account, provider, issuer, subject, madeBy = "made_by"
+        }
+    }
+
+    public struct Result: Codable, Sendable, Equatable {
+        public var sessionsEnded: Int
+        public init(sessionsEnded: Int) { self.sessionsEnded = sessionsEnded }
+        enum CodingKeys: String, CodingKey { case sessionsEnded = "sessions_ended" }
+    }
+}
+
+/// `link.federation.email`: the email address the provider last gave for an identity linked
+/// to an account the machine is signed in to (null after a logout).
+public enum LinkFederationEmail: RPCMethod {
+    public static let name = "link.federation.email"
+
+    public struct Params: Codable, Sendable, Equatable {
+        public var account: String
+        public var issuer: String
+        public var subject: String
+
+        public init(account: String, issuer: String, subject: String) {
+            self.account = account
+            self.issuer = issuer
+            self.subject = subject
+        }
+    }
+
+    public struct Result: Codable, Sendable, Equatable {
+        public var email: String?
+        public init(email: String?) { self.email = email }
+    }
+}

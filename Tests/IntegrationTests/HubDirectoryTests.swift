@@ -106,4 +106,69 @@ struct HubDirectoryTests {
         let linked = try a.connect().call("pam.link.account", ["user": .string(user), "account": account])
         #expect(linked.errorReason == nil, "\(linked)")
     }
+
+    // MARK: Federated sign-in
+
+    static let federation = "[federation]\nlogin_timeout = 20s\nhttp_timeout = 5s\n"
+
+    /// `federation.login` (code flow) on `client`; the test plays the browser.
+    static func federatedLogin(_ oidc: OIDCRig, on client: LineClient) throws -> PromptedCall {
+        try client.exchange("federation.login", [:]) { prompt in
+            guard prompt["kind"] == "browser", let url = prompt["url"]?.stringValue else { return .ignore }
+            _ = try? oidc.followAuthorize(url)
+            return .ignore
+        }
+    }
+
+    @Test("federated sign-in on a device: the hub validates the ID token and makes the link, which another machine's sign-in finds; a provider the hub does not know makes nothing")
+    func federatedSignInOnADevice() throws {
+        let oidc = try OIDCRig()
+        let rig = try HubRig(hubConfig: Self.federation + oidc.configSection())
+        let (a, b) = (try rig.startDevice(extra: Self.federation + oidc.configSection()), try rig.startDevice(extra: Self.federation + oidc.configSection()))
+        let first = try Self.federatedLogin(oidc, on: try a.connect())
+        let result = try #require(first.result, "\(first.response)")
+        #expect(result["created"] == true && result["subject"] == "alice")
+        let hub = try rig.hub.connect()
+        let accounts = try hub.result("admin.accounts.list")["accounts"]?.arrayValue ?? []
+        #expect(accounts.map { $0["id"] } == [result["account"]?["id"]], "the account and its link are the hub's: \(accounts)")
+        #expect(try a.connect().result("session.get", ["session": result["session"]!["token"]!])["amr"] == ["fed"])
+        // The remote tokens stay on the machine that signed in.
+        #expect(try a.connect().result("remote.token")["access_token"]?.stringValue != nil)
+        #expect(try b.connect().call("remote.token").errorReason == "federation.not_signed_in")
+
+        // Another machine, the same identity: the hub finds the link it made.
+        let second = try #require(try Self.federatedLogin(oidc, on: try b.connect()).result)
+        #expect(second["created"] == false && second["account"]?["id"] == result["account"]?["id"])
+
+        // The vault's status on A reads the identity's email at the hub; signing out on A ends
+        // A's sessions from the provider at the hub, not B's.
+        let status = try a.connect().result("federation.status")["providers"]?.arrayValue?.first
+        #expect(status?["email"] == "alice@example.test", "\(String(describing: status))")
+        let signedOut = try a.connect().result("federation.logout")
+        #expect(signedOut["sessions_ended"] == 1, "\(signedOut)")
+        #expect(try a.connect().call("session.get", ["session": result["session"]!["token"]!]).errorReason == "session.invalid")
+        #expect(try b.connect().result("session.get", ["session": second["session"]!["token"]!])["account"] != nil, "B's session stays")
+
+        // A device that has a provider the hub does not: the hub refuses, nothing is made.
+        let stray = try rig.startDevice(extra: Self.federation + oidc.configSection(name: "elsewhere"))
+        let refused = try Self.federatedLogin(oidc, on: try stray.connect())
+        #expect(refused.reason == "federation.unknown_provider", "\(refused.response)")
+        #expect(refused.response["error"]?["message"]?.stringValue?.contains("the hub's configuration") == true)
+        #expect(try hub.result("admin.accounts.list")["accounts"]?.arrayValue?.count == 1)
+        #expect(try stray.connect().call("remote.token").errorReason == "federation.not_signed_in", "no tokens kept for a refused sign-in")
+        let audit = try Self.hubAudit(rig)
+        #expect(audit.contains("link.signin.federated") && audit.contains("federation.unknown_provider"), "\(audit)")
+    }
+
+    @Test("the hub checks the ID token with its own settings: a token the device accepts but the hub's provider entry does not (another client id) is refused by the hub")
+    func hubValidatesTheIDTokenItself() throws {
+        let oidc = try OIDCRig()
+        let hubSection = oidc.configSection().replacingOccurrences(of: "client_id = \(oidc.clientID)", with: "client_id = another-client")
+        let rig = try HubRig(hubConfig: Self.federation + hubSection)
+        let device = try rig.startDevice(extra: Self.federation + oidc.configSection())
+        let refused = try Self.federatedLogin(oidc, on: try device.connect())
+        #expect(refused.reason == "federation.id_token_invalid", "\(refused.response)")
+        #expect(refused.data?["check"] == "aud", "\(refused.response)")
+        #expect(try rig.hub.connect().result("admin.accounts.list")["accounts"]?.arrayValue?.isEmpty == true, "no account, no link at the hub")
+    }
 }

@@ -111,16 +111,35 @@ struct HubAccountDirectory: AccountDirectory {
         try await ask(LinkSessionEnd.self, .init(session: token)).id
     }
 
-    func signIn(federated identity: FederatedIdentity, device: DeviceIdentity) async throws -> FederatedSignInResult {
-        throw refuse("link a federated identity without its ID token")
+    /// The hub validates the ID token itself, against its own provider of that name, and makes
+    /// or checks the link; what this machine read from the token is not taken on its word.
+    func signIn(federated identity: FederatedIdentity, proof: FederatedProof, device: DeviceIdentity) async throws -> FederatedSignInResult {
+        let answer = try await ask(LinkSignInFederated.self, .init(provider: identity.provider, idToken: proof.idToken, nonce: proof.nonce,
+                                                                   deviceName: device.name))
+        return FederatedSignInResult(signedIn: answer.signedIn, created: answer.created)
     }
 
+    /// Only this machine's sessions end. A machine the hub no longer counts as signed in to
+    /// the account (its device removed, the account deactivated) has none left to end.
     func endFederatedSessions(account: String, provider: String, issuer: String, subject: String?, madeBy: Int64) async throws -> Int {
-        throw refuse("end a provider's sessions at the hub")
+        do {
+            return try await ask(LinkFederationLogout.self, .init(account: account, provider: provider, issuer: issuer, subject: subject,
+                                                                   madeBy: madeBy)).sessionsEnded
+        } catch let error as RPCError where error.reason == .hubNotSignedIn {
+            return 0
+        }
     }
 
-    func federatedEmail(issuer: String, subject: String) async throws -> String? {
-        throw refuse("read a federated identity's email address")
+    /// A detail of `federation.status`, a machine method that keeps answering while the hub is
+    /// away or after this machine was removed from the account: then it shows no email.
+    func federatedEmail(account: String, issuer: String, subject: String) async throws -> String? {
+        do {
+            return try await ask(LinkFederationEmail.self, .init(account: account, issuer: issuer, subject: subject)).email
+        } catch is HubLinkFailure {
+            return nil
+        } catch let error as RPCError where error.reason == .hubNotSignedIn {
+            return nil
+        }
     }
 
     func machineDevice(account: String, machine: DeviceID) async throws -> (id: String, live: Bool)? {

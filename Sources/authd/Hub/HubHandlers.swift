@@ -14,6 +14,5 @@ extension MethodTable {
         register(LinkJWKS.self, home: .link, access: .anyone) { _, _ in
             LinkJWKS.Result(issuer: services.config.current.tokenIssuer, keys: services.keys.jwks(now: services.now()).keys)
         }
-        registerLinkDirectoryMethods(services)
     }
 }

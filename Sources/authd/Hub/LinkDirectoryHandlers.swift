@@ -24,9 +24,10 @@ enum MachineAccessFailure: Error, Equatable, WireErrorConvertible {
 
 extension MethodTable {
     /// At the hub: the account data a linked machine's own capabilities need (its lock,
-    /// fingerprints, PAM), each answered only for accounts the machine is signed in to. Every
-    /// call is audited with the machine as the caller, refusals included.
-    mutating func registerLinkDirectoryMethods(_ services: Services) {
+    /// fingerprints, PAM), each answered only for accounts the machine is signed in to, and
+    /// federated sign-ins it ran, checked against the hub's own `providers`. Every call is
+    /// audited with the machine as the caller, refusals included.
+    mutating func registerLinkDirectoryMethods(_ services: Services, providers: ProviderDirectory) {
         let directory = services.directory
         let named: @Sendable (String) -> [String: JSONValue] = { ["account": .string($0)] }
 
@@ -94,6 +95,38 @@ extension MethodTable {
             case .continuesWithPIN: return .init(outcome: "continues_with_pin", signedIn: nil)
             case .ended: return .init(outcome: "ended", signedIn: nil)
             }
+        }
+        // A sign-in, so the machine need not be signed in yet; the hub trusts only its own
+        // validation of the ID token, with its own provider settings.
+        register(LinkSignInFederated.self, home: .link, access: .anyone, audit: { _, result in ["created": .bool(result.created)] },
+                 auditRequest: { ["provider": .string(Redaction.printable($0.provider, limit: 64))] }) { params, machine in
+            let provider: OpenIDProvider
+            do {
+                provider = try providers.provider(named: params.provider)
+            } catch FederationFailure.unknownProvider(let name, file: _) {
+                // The hub's configuration file is none of the device's business.
+                throw FederationFailure.unknownProvider(name, file: "the hub's configuration")
+            }
+            let claims = try await provider.validate(idToken: params.idToken, nonce: params.nonce)
+            let settings = provider.settings
+            let identity = FederatedIdentity(provider: settings.name, issuer: settings.issuer, subject: claims.subject, email: claims.email, name: claims.name)
+            let device = DeviceIdentity(key: DeviceIdentity.key(ofMachine: machine), name: Redaction.printable(params.deviceName, limit: 128))
+            let result = try await directory.signIn(federated: identity, proof: FederatedProof(idToken: params.idToken, nonce: params.nonce), device: device)
+            return .init(signedIn: result.signedIn, created: result.created)
+        }
+        register(LinkFederationLogout.self, home: .link, access: .anyone, audit: { _, result in ["sessions_ended": .integer(Int64(result.sessionsEnded))] },
+                 auditRequest: { named($0.account).merging(["provider": .string(Redaction.printable($0.provider, limit: 64))]) { a, _ in a } }) {
+            params, machine in
+            _ = try await signedIn(machine, to: params.account)
+            let ended = try await ForwardingScope.$machine.withValue(machine) {
+                try await directory.endFederatedSessions(account: params.account, provider: params.provider, issuer: params.issuer,
+                                                         subject: params.subject, madeBy: params.madeBy)
+            }
+            return .init(sessionsEnded: ended)
+        }
+        register(LinkFederationEmail.self, home: .link, access: .anyone, audit: { _, _ in [:] }, auditRequest: { named($0.account) }) { params, machine in
+            _ = try await signedIn(machine, to: params.account)
+            return .init(email: try await directory.federatedEmail(account: params.account, issuer: params.issuer, subject: params.subject))
         }
         // A session is this machine's or none (`authenticate` checks it in the forwarding scope).
         register(LinkSessionAuthenticate.self, home: .link, access: .anyone, audit: { _, _ in [:] }) { params, machine in
