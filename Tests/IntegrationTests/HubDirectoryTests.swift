@@ -55,6 +55,33 @@ struct HubDirectoryTests {
         #expect(devices.contains { $0["device_id"] == machineA && $0["id"] == session["device_id"] }, "\(devices)")
     }
 
+    @Test("the fingerprint second step on a device: the hub opens it for a machine signed in to the account, the machine scans, the hub makes the session; a flow of one machine is refused to another")
+    func fingerprintSecondStepOnADevice() throws {
+        let rig = try HubRig()
+        let fprintd = try FprintdRig(enrolled: [FingerprintFixture.user: FingerprintFixture.finger])
+        let a = try rig.startDevice(environment: fprintd.environment)
+        let b = try rig.startDevice()
+        let registered = try Self.register(rig, on: a)
+        let clientA = try a.connect()
+        try fprintd.setScript([.match])
+        let on = try clientA.exchange("twofactor.fingerprint.enable", ["session": registered["session"]!["token"]!])
+        #expect(on.result?["enabled"] == true, "\(on.response)")
+        let login: JSONValue = ["login": .string(Self.phone), "password": .string(Self.password)]
+        let step = try clientA.result("auth.login", login)
+        #expect(step["next"] == "fingerprint", "\(step)")
+        let flow = try #require(step["flow"])
+        // Another machine cannot use A's flow: the hub refuses it.
+        let stolen = try b.connect().call("auth.login.fingerprint", ["flow": flow])
+        #expect(stolen.errorReason == "hub.not_signed_in", "\(stolen)")
+        try fprintd.setScript([.match])
+        let signed = try clientA.exchange("auth.login.fingerprint", ["flow": flow])
+        let token = try #require(signed.result?["session"]?["token"], "\(signed.response)")
+        #expect(try clientA.result("session.get", ["session": token])["amr"] == ["pwd", "fpt"])
+        #expect(try clientA.call("auth.login.fingerprint", ["flow": flow]).errorReason == "auth.failed", "a flow completes once")
+        // B has no finger step for the account: its password sign-in makes the session at once.
+        #expect(try b.connect().result("auth.login", login)["session"]?["token"]?.stringValue != nil)
+    }
+
     @Test("unlock by password on a device checks the hub's password: a wrong one refused and counted at the hub, the right one opens")
     func unlockChecksTheHubsPassword() throws {
         let rig = try HubRig()
