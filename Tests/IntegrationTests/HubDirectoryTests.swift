@@ -132,6 +132,11 @@ struct HubDirectoryTests {
         // A, signed in, may.
         let linked = try a.connect().call("pam.link.account", ["user": .string(user), "account": account])
         #expect(linked.errorReason == nil, "\(linked)")
+        #expect(try a.connect().result("pam.account", ["user": .string(user), "service": "login"])["account"] == account)
+        // Deactivated at the hub: A is no longer signed in to it, and PAM refuses rather than abstains.
+        _ = try rig.hub.connect().result("admin.accounts.deactivate", ["account": account])
+        let gone = try a.connect().call("pam.account", ["user": .string(user), "service": "login"])
+        #expect(gone.errorReason == "pam.account_deactivated", "\(gone)")
     }
 
     // MARK: Federated sign-in
