@@ -89,6 +89,10 @@ struct HubDirectoryTests {
         let registered = try Self.register(rig, on: device)
         let client = try device.connect()
         #expect(try client.result("lock")["locked"] == true)
+        // A code by SMS would be sent and checked by this machine alone: not offered on a device.
+        #expect(try client.result("lock.status")["unlock_methods"] == ["password"])
+        let byCode = try client.call("unlock", ["sms": true])
+        #expect(byCode.errorReason == "hub.not_on_device", "\(byCode)")
         let wrong = try client.call("unlock", ["password": "not the password"])
         #expect(wrong.errorReason == "auth.failed", "\(wrong)")
         #expect(try client.result("lock.status")["locked"] == true)

@@ -290,6 +290,9 @@ struct LockCredentials: Sendable, Equatable {
     let hasPassword: Bool
     /// The verified phone number (E.164) of the active account; nil without one.
     let verifiedPhone: String?
+    /// Why codes by SMS can never open the lock here, whatever the account has (a device: its
+    /// hub could not check them); nil where they can.
+    var codesRefused: MachineAccessFailure? = nil
 }
 
 /// The session's account as a profile change sees it.

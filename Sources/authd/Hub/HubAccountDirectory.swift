@@ -57,13 +57,15 @@ struct HubAccountDirectory: AccountDirectory {
     /// status still answers (the finger opens it at once, the password once the hub is back).
     func lockCredentials(account: String) async throws -> LockCredentials {
         do {
-            return LockCredentials(hasPassword: try await self.account(account).record.hasPassword, verifiedPhone: nil)
+            return LockCredentials(hasPassword: try await self.account(account).record.hasPassword, verifiedPhone: nil, codesRefused: Self.codesRefused)
         } catch let error as RPCError where error.reason == .hubNotSignedIn {
-            return LockCredentials(hasPassword: false, verifiedPhone: nil)
+            return LockCredentials(hasPassword: false, verifiedPhone: nil, codesRefused: Self.codesRefused)
         } catch is HubLinkFailure {
-            return LockCredentials(hasPassword: true, verifiedPhone: nil)
+            return LockCredentials(hasPassword: true, verifiedPhone: nil, codesRefused: Self.codesRefused)
         }
     }
+
+    private static let codesRefused = MachineAccessFailure.notOnDevice(operation: "unlock with a code sent by SMS")
 
     func credentialStamp(account: String) async throws -> [UInt8]? {
         try await self.account(account).credentialStamp.flatMap(Base64URL.decode)
@@ -164,7 +166,7 @@ struct HubAccountDirectory: AccountDirectory {
     }
     func confirmCode(flow: String, account: String, codeMAC: [UInt8], replacementMAC: [UInt8],
                      policy: OTPChallenge.Policy) async throws -> CodeConfirmation {
-        throw refuse("unlock with a code sent by SMS")
+        throw Self.codesRefused
     }
     func signIn(password: SecretBytes, login: AccountKey, device: DeviceIdentity, fingerprintAccounts: Set<String>) async throws -> PasswordSignIn {
         throw refuse("sign in by password here")
