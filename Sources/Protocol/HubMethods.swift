@@ -120,12 +120,21 @@ public struct ForwardedCaller: Codable, Sendable, Equatable {
     public var exe: String?
     /// The machine's name (its host name), which the account's device list shows.
     public var machine: String?
+    /// With a password sign-in: the accounts whose second step is a finger on this machine
+    /// (the finger is scanned there). The hub takes it only for accounts the machine is signed
+    /// in to already.
+    public var fingerprintAccounts: [String]?
 
-    public init(uid: UInt32, username: String?, exe: String?, machine: String?) {
+    public init(uid: UInt32, username: String?, exe: String?, machine: String?, fingerprintAccounts: [String]? = nil) {
         self.uid = uid
         self.username = username
         self.exe = exe
         self.machine = machine
+        self.fingerprintAccounts = fingerprintAccounts
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case uid, username, exe, machine, fingerprintAccounts = "fingerprint_accounts"
     }
 }
 

@@ -262,6 +262,13 @@ public struct Reason: OpenName {
     /// The session's device (or machine) was removed from the account (`device.revoke`): sign
     /// in again, which counts against the device limit again.
     public static let deviceRevoked = Reason("device.revoked")
+    /// Over a hub link: the machine asked about an account it is not signed in to (it holds no
+    /// live device of the account at the hub), or named a device that is not its own. Refused
+    /// and audited at the hub; sign in on that machine first.
+    public static let hubNotSignedIn = Reason("hub.not_signed_in")
+    /// On a device: the operation needs account data this machine cannot reach through its hub
+    /// (unlock by SMS code, for one); `data.operation` names it. Nothing changed.
+    public static let hubNotOnDevice = Reason("hub.not_on_device")
 
     // MARK: Sync
 

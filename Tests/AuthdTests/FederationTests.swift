@@ -238,7 +238,7 @@ struct TokenVaultTests {
         let directory = SQLiteAccountDirectory(store: fixture.store, config: ConfigHolder(Config()), logger: Logger(sink: MemorySink()), now: fixture.clock.closure)
         let vault = TokenVault(store: fixture.store, sealer: fixture.sealer, directory: directory)
         let identity = FederatedIdentity(provider: "work", issuer: Self.provider.issuer, subject: "alice", email: nil, name: nil)
-        let account = try await directory.signIn(federated: identity, device: DeviceIdentity(key: "k", name: "n")).signedIn.account.id
+        let account = try await directory.signIn(federated: identity, proof: FederatedProof(idToken: "", nonce: nil), device: DeviceIdentity(key: "k", name: "n")).signedIn.account.id
         try await vault.storeSignIn(uid: 1000, provider: Self.provider, account: account, subject: "alice",
                                     tokens: TokenSet(accessToken: access, tokenType: "Bearer", expiresIn: 60, refreshToken: refresh, idToken: nil), now: 100)
         return (vault, account)
@@ -286,7 +286,7 @@ struct TokenVaultTests {
         let vault = TokenVault(store: fixture.store, sealer: fixture.sealer, directory: directory)
         let identity = FederatedIdentity(provider: "work", issuer: Self.provider.issuer, subject: "alice", email: "a@example.test", name: nil)
         let tokens = TokenSet(accessToken: "access-A", tokenType: "Bearer", expiresIn: 60, refreshToken: nil, idToken: nil)
-        let first = try await directory.signIn(federated: identity, device: DeviceIdentity(key: "k", name: "n")).signedIn
+        let first = try await directory.signIn(federated: identity, proof: FederatedProof(idToken: "", nonce: nil), device: DeviceIdentity(key: "k", name: "n")).signedIn
         try await vault.storeSignIn(uid: 1000, provider: Self.provider, account: first.account.id, subject: "alice", tokens: tokens, now: Int64(fixture.clock.now.timeIntervalSince1970))
         fixture.clock.advance(10)
         let loggedOutAt = Int64(fixture.clock.now.timeIntervalSince1970)
@@ -294,12 +294,12 @@ struct TokenVaultTests {
             Issue.record("no logout"); return
         }
         #expect(event.sessionsEnded == 1)
-        #expect(try await directory.federatedEmail(issuer: Self.provider.issuer, subject: "alice") == nil, "the cached claims are gone")
+        #expect(try await directory.federatedEmail(account: first.account.id, issuer: Self.provider.issuer, subject: "alice") == nil, "the cached claims are gone")
         await #expect(throws: RPCError.failure(.sessionInvalid, "")) { try await onTheWire { try await directory.authenticate(first.session.token) } }
         #expect(try await vault.finishPendingLogouts() == 0, "nothing is left to finish")
         // A later sign-in, then the same logout noted again (as a crash before its second step leaves it).
         fixture.clock.advance(10)
-        let second = try await directory.signIn(federated: identity, device: DeviceIdentity(key: "k", name: "n")).signedIn
+        let second = try await directory.signIn(federated: identity, proof: FederatedProof(idToken: "", nonce: nil), device: DeviceIdentity(key: "k", name: "n")).signedIn
         try await fixture.store.transaction { database in
             try database.execute("INSERT INTO pending_logouts (uid, provider, account_id, issuer, subject, logged_out_at) VALUES (1000, 'work', ?, ?, 'alice', ?)",
                                  [.text(first.account.id), .text(Self.provider.issuer), .integer(loggedOutAt)])

@@ -223,7 +223,7 @@ struct MaintenanceTests {
         at(now - 8 * 86400 - 60)
         // An account without a registration flow of its own (a provider's sign-in makes one).
         let old = try await directory.signIn(federated: FederatedIdentity(provider: "work", issuer: "https://id.example", subject: "alice", email: nil, name: nil),
-                                             device: .init(key: "a", name: "a")).signedIn
+                                             proof: FederatedProof(idToken: "", nonce: nil), device: .init(key: "a", name: "a")).signedIn
         let account = old.account.id
         at(now - 8 * 86400)
         _ = try await directory.endSession(old.session.token)

@@ -19,12 +19,28 @@ struct Login: Sendable {
             let device = try DeviceIdentity.resolve(params.device, caller: caller)
             let login = try Self.normalizeLogin(params.login, region: params.region)
             switch try await directory.signIn(password: SecretBytes(Array(params.password.utf8)), login: login, device: device,
-                                              fingerprintAccounts: try await fingerprintSteps.accounts()) {
+                                              fingerprintAccounts: try await fingerprintAccounts(caller)) {
             case .signedIn(let signedIn): return LoginStep(account: signedIn.account, session: signedIn.session)
             case .secondStep(let flow, let step): return LoginStep(flow: flow, next: step.rawValue)
             }
         }
     }
+
+    /// The accounts whose second step is a finger where the sign-in is made: this machine's, or,
+    /// for a sign-in a linked machine forwards, those it names that it is signed in to already
+    /// (it scans the finger; a machine new to the account takes the PIN).
+    private func fingerprintAccounts(_ caller: Caller) async throws -> Set<String> {
+        guard case .forwarded(let machine, let process) = caller else { return try await fingerprintSteps.accounts() }
+        var accounts: Set<String> = []
+        for account in (process.fingerprintAccounts ?? []).prefix(Self.fingerprintAccountsLimit)
+        where try await directory.machineDevice(account: account, machine: machine)?.live == true {
+            accounts.insert(account)
+        }
+        return accounts
+    }
+
+    /// At most this many accounts a machine names are looked at (a machine has a few users).
+    static let fingerprintAccountsLimit = 16
 
     /// `auth.login.pin`: the PIN step of a sign-in the password opened.
     func loginPIN(_ params: AuthLoginPIN.Params) async throws -> SignedIn {

@@ -127,14 +127,18 @@ protocol AccountDirectory: Sendable {
     // MARK: Federated identities
 
     /// Links a provider's identity to its account (registering one on the first sign-in) and
-    /// signs it in on `device`. `accountDeactivated` when the linked account is.
-    func signIn(federated identity: FederatedIdentity, device: DeviceIdentity) async throws -> FederatedSignInResult
+    /// signs it in on `device`. `accountDeactivated` when the linked account is. `proof` is the
+    /// ID token the identity was read from: a directory that did not validate it itself (a
+    /// device's hub) validates it again against the provider before it links anything.
+    func signIn(federated identity: FederatedIdentity, proof: FederatedProof, device: DeviceIdentity) async throws -> FederatedSignInResult
     /// A logout: the sessions the provider's sign-ins made for the account up to `madeBy` end,
     /// and the cached user data of the identity goes (the link stays). Returns how many sessions
-    /// ended; running it again ends none more.
+    /// ended; running it again ends none more. For a machine linked to this hub (the
+    /// `ForwardingScope`), only that machine's sessions end: the logout was its local user's.
     func endFederatedSessions(account: String, provider: String, issuer: String, subject: String?, madeBy: Int64) async throws -> Int
-    /// The email address the provider last said the identity has (nil after a logout).
-    func federatedEmail(issuer: String, subject: String) async throws -> String?
+    /// The email address the provider last said the identity, linked to `account`, has (nil
+    /// after a logout).
+    func federatedEmail(account: String, issuer: String, subject: String) async throws -> String?
 
     // MARK: Passkeys of accounts (authd as relying party)
 
@@ -157,6 +161,13 @@ protocol AccountDirectory: Sendable {
                                device: DeviceIdentity, amr: [String]) async throws -> SignedIn
     func passkeys(_ token: String) async throws -> [AccountPasskey]
     func removePasskey(_ token: String, id: [UInt8]) async throws
+
+    // MARK: Machines linked to this hub
+
+    /// The device of `account` that `machine` signed in on (keyed by its device id), and whether
+    /// it is live (not removed, the account active); nil when the machine never signed in to it.
+    /// What a hub checks before it acts on an account for a machine.
+    func machineDevice(account: String, machine: DeviceID) async throws -> (id: String, live: Bool)?
 
     // MARK: Administration
 
@@ -279,6 +290,9 @@ struct LockCredentials: Sendable, Equatable {
     let hasPassword: Bool
     /// The verified phone number (E.164) of the active account; nil without one.
     let verifiedPhone: String?
+    /// Why codes by SMS can never open the lock here, whatever the account has (a device: its
+    /// hub could not check them); nil where they can.
+    var codesRefused: MachineAccessFailure? = nil
 }
 
 /// The session's account as a profile change sees it.
@@ -297,6 +311,13 @@ struct FederatedIdentity: Sendable, Equatable {
     let subject: String
     let email: String?
     let name: String?
+}
+
+/// The ID token a federated identity was read from, and the nonce its sign-in sent (nil for
+/// the device grant, which sends none).
+struct FederatedProof: Sendable, Equatable {
+    let idToken: String
+    let nonce: String?
 }
 
 struct FederatedSignInResult: Sendable, Equatable {

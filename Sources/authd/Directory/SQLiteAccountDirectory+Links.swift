@@ -8,7 +8,8 @@ import Protocol
 extension SQLiteAccountDirectory {
     // MARK: Federated identities
 
-    func signIn(federated identity: FederatedIdentity, device: DeviceIdentity) async throws -> FederatedSignInResult {
+    /// The identity comes from an ID token this authd validated itself; `proof` is not needed again.
+    func signIn(federated identity: FederatedIdentity, proof _: FederatedProof, device: DeviceIdentity) async throws -> FederatedSignInResult {
         let config = config.current
         let now = seconds
         return try await store.transaction { database in
@@ -44,21 +45,26 @@ extension SQLiteAccountDirectory {
 
     func endFederatedSessions(account: String, provider: String, issuer: String, subject: String?, madeBy: Int64) async throws -> Int {
         let now = seconds
+        let machineKey: SQLValue = ForwardingScope.machine.map { .text(DeviceIdentity.key(ofMachine: $0)) } ?? .null
         return try await store.transaction { database in
             if let subject {
-                try database.execute("UPDATE federated_identities SET email = NULL, name = NULL WHERE issuer = ? AND subject = ?",
-                                     [.text(issuer), .text(subject)])
+                try database.execute("UPDATE federated_identities SET email = NULL, name = NULL WHERE issuer = ? AND subject = ? AND account_id = ?",
+                                     [.text(issuer), .text(subject), .text(account)])
             }
-            return try Self.endSessions(in: database, where: "account_id = ? AND federation = ? AND expires_at > ? AND created_at <= ?",
-                                        [.text(account), .text(provider), .integer(now), .integer(madeBy)], cause: .providerLogout, now: now)
+            return try Self.endSessions(
+                in: database,
+                where: """
+                    account_id = ? AND federation = ? AND expires_at > ? AND created_at <= ?
+                    AND (? IS NULL OR device_id IN (SELECT id FROM devices WHERE account_id = ? AND device_key = ?))
+                    """,
+                [.text(account), .text(provider), .integer(now), .integer(madeBy), machineKey, .text(account), machineKey], cause: .providerLogout, now: now)
         }
     }
 
-    func federatedEmail(issuer: String, subject: String) async throws -> String? {
+    func federatedEmail(account: String, issuer: String, subject: String) async throws -> String? {
         try await store.read { database in
-            try database.queryOne("SELECT email FROM federated_identities WHERE issuer = ? AND subject = ?", [.text(issuer), .text(subject)]) {
-                $0.optionalText(0)
-            } ?? nil
+            try database.queryOne("SELECT email FROM federated_identities WHERE issuer = ? AND subject = ? AND account_id = ?",
+                                  [.text(issuer), .text(subject), .text(account)]) { $0.optionalText(0) } ?? nil
         }
     }
 

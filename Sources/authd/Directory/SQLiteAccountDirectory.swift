@@ -255,6 +255,16 @@ struct SQLiteAccountDirectory: AccountDirectory {
         }
     }
 
+    func machineDevice(account: String, machine: DeviceID) async throws -> (id: String, live: Bool)? {
+        try await store.read { database in
+            try database.queryOne(
+                """
+                SELECT d.id, d.revoked_at IS NULL AND a.deactivated_at IS NULL FROM devices d JOIN accounts a ON a.id = d.account_id
+                WHERE d.account_id = ? AND d.device_key = ?
+                """, [.text(account), .text(DeviceIdentity.key(ofMachine: machine))]) { (id: $0.text(0), live: $0.int(1) != 0) }
+        }
+    }
+
     func authenticate(_ token: String) async throws -> ActiveSession {
         try await withSession(token) { _, session in session }
     }

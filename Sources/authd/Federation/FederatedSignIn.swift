@@ -94,7 +94,8 @@ struct FederatedSignIn: Sendable {
             throw FederationFailure.providerError(provider: provider.settings.name, detail: "the token endpoint returned no ID token (is openid among the scopes?)")
         }
         let claims = try await provider.validate(idToken: idToken, nonce: nonce)
-        return try await commit(provider.settings, claims: claims, tokens: tokens, device: device, uid: context.caller.uid)
+        return try await commit(provider.settings, claims: claims, proof: FederatedProof(idToken: idToken, nonce: nonce), tokens: tokens,
+                                device: device, uid: context.caller.uid)
     }
 
     private func codeFlow(_ provider: OpenIDProvider, _ attempt: AuthorizationAttempt, context: RequestContext,
@@ -172,10 +173,10 @@ struct FederatedSignIn: Sendable {
     /// vault (a machine change). When the vault cannot take the tokens, the new session ends
     /// again, so a sign-in either completes or leaves no session behind; an account a first
     /// sign-in registered stays, linked, and the next sign-in finds it.
-    private func commit(_ provider: Config.FederationProvider, claims: IDTokenClaims, tokens: TokenSet, device: DeviceIdentity,
+    private func commit(_ provider: Config.FederationProvider, claims: IDTokenClaims, proof: FederatedProof, tokens: TokenSet, device: DeviceIdentity,
                         uid: UInt32) async throws -> FederationLogin.Result {
         let identity = FederatedIdentity(provider: provider.name, issuer: provider.issuer, subject: claims.subject, email: claims.email, name: claims.name)
-        let result = try await directory.signIn(federated: identity, device: device)
+        let result = try await directory.signIn(federated: identity, proof: proof, device: device)
         let session = result.signedIn.session
         do {
             try await vault.storeSignIn(uid: uid, provider: provider, account: result.signedIn.account.id, subject: claims.subject, tokens: tokens,

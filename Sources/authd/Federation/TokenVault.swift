@@ -246,7 +246,9 @@ struct TokenVault: Sendable {
         }
         var states: [String: FederationProviderState] = [:]
         for (var state, issuer) in rows where states[state.name] == nil {
-            if let subject = state.subject { state.email = try await directory.federatedEmail(issuer: issuer, subject: subject) }
+            if let subject = state.subject, let account = state.account {
+                state.email = try await directory.federatedEmail(account: account, issuer: issuer, subject: subject)
+            }
             states[state.name] = state
         }
         return states

@@ -33,7 +33,7 @@ struct Unlocker: Sendable {
             return try await withPassword(password, account: account, uid: uid)
         }
         let codeAsked = params.sms == true
-        if codeAsked && methods.phone == nil { throw LockFailure.noPhone }
+        if codeAsked && methods.phone == nil { throw methods.codesRefused ?? LockFailure.noPhone }
         var why = ""
         if !codeAsked {
             let settings = try await biometrics.settings(uid)

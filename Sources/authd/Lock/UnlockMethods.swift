@@ -7,15 +7,19 @@ struct UnlockMethods: Sendable, Equatable {
     var password: Bool
     /// The account's verified number (E.164), to send a code to.
     var phone: String?
+    /// Why a code is never an option here (see `LockCredentials.codesRefused`).
+    var codesRefused: MachineAccessFailure?
 
-    init(fingerprint: Bool, password: Bool, phone: String?) {
+    init(fingerprint: Bool, password: Bool, phone: String?, codesRefused: MachineAccessFailure? = nil) {
         self.fingerprint = fingerprint
         self.password = password
         self.phone = phone
+        self.codesRefused = codesRefused
     }
 
     init(gate: BiometricGate, credentials: LockCredentials) {
-        self.init(fingerprint: gate.enabled && !gate.cutOff, password: credentials.hasPassword, phone: credentials.verifiedPhone)
+        self.init(fingerprint: gate.enabled && !gate.cutOff, password: credentials.hasPassword, phone: credentials.verifiedPhone,
+                  codesRefused: credentials.codesRefused)
     }
 
     /// Whether a lock could be opened again: `lock` is refused and the idle lock does not arm

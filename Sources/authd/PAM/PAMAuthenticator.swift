@@ -138,7 +138,14 @@ struct PAMAuthenticator: Sendable {
         try Self.checkService(params.service)
         _ = try Self.unixUser(params.user)
         guard let account = try await links.links(params.user).account else { return .init(user: params.user, account: nil) }
-        let record = try await directory.account([.id(account)], selector: account)
+        let record: AccountRecord
+        do {
+            record = try await directory.account([.id(account)], selector: account)
+        } catch let refusal as RPCError where refusal.reason == .hubNotSignedIn {
+            // A device's hub answers only while this machine is signed in to the account: the
+            // sign-in is refused as for a deactivated account, not left undecided.
+            throw PAMFailure.machineRemoved
+        }
         if record.deactivatedAt != nil { throw PAMFailure.accountDeactivated }
         if let until = record.lockedUntil { throw PAMFailure.accountLocked(until: until) }
         return .init(user: params.user, account: account)

@@ -17,6 +17,9 @@ enum PAMFailure: Error, Equatable, WireErrorConvertible {
     /// `pam.link.account`: the caller's user is signed in to no account.
     case noAccount
     case accountDeactivated
+    /// On a device: the hub no longer counts this machine as signed in to the linked account
+    /// (the machine was removed from it, or the account deactivated).
+    case machineRemoved
     /// The linked account is locked after failed sign-ins, until `until` (RFC 3339).
     case accountLocked(until: String)
     /// A non-admin named another user than its own.
@@ -42,6 +45,9 @@ enum PAMFailure: Error, Equatable, WireErrorConvertible {
             .failure(.pamNoAccount, "This user is signed in to no account; sign in first (`authctl login`), or, as an admin, name the account.")
         case .accountDeactivated:
             .failure(.pamAccountDeactivated, "The account linked to this user is deactivated.")
+        case .machineRemoved:
+            .failure(.pamAccountDeactivated,
+                     "The account linked to this user no longer lets this machine in (the machine was removed from it, or it was deactivated); sign in on this machine again.")
         case .accountLocked(let until):
             .failure(.accountLocked, "The account linked to this user is locked after failed sign-ins until \(until).",
                      details: ["locked_until": .string(until)])

@@ -85,14 +85,16 @@ final class Daemon: @unchecked Sendable {
         let directory = SQLiteAccountDirectory(store: store, config: holder, logger: logger, now: now)
         let identity = try await MachineIdentity.open(store: store, sealer: sealer, now: now())
         let hub = HubState(role: config.role, identity: identity, link: try await Self.hubLink(config, identity: identity, directory: directory, logger: logger))
+        // A device's accounts are at its hub: its machine capabilities reach them over the link.
+        let accounts: any AccountDirectory = hub.link.map { HubAccountDirectory(link: $0, machine: identity.id, now: now) } ?? directory
         let syncBus = SyncBus()
         let outbox = hub.link.map { SyncOutbox(store: store, sealer: sealer, link: $0, bus: syncBus, machineName: identity.name, logger: logger, now: now) }
         services = Services(
             options: options, config: holder, reloader: ConfigReloader(path: options.configPath, holder: holder, logger: logger),
-            logger: logger, store: store, directory: directory, keys: keys, audit: AuditLog(store: store, now: now, bounds: { AuditLog.Bounds(holder.current) }), connections: ConnectionRegistry(),
+            logger: logger, store: store, directory: accounts, keys: keys, audit: AuditLog(store: store, now: now, bounds: { AuditLog.Bounds(holder.current) }), connections: ConnectionRegistry(),
             masterKeySource: masterKey.source, sealer: sealer, codeKey: try KeyDerivation.key(masterKey, label: "otp-code"),
-            localLock: LocalLock(store: store, directory: directory, config: holder, now: now), events: EventBus(), sync: syncBus, outbox: outbox,
-            vault: TokenVault(store: store, sealer: sealer, directory: directory),
+            localLock: LocalLock(store: store, directory: accounts, config: holder, now: now), events: EventBus(), sync: syncBus, outbox: outbox,
+            vault: TokenVault(store: store, sealer: sealer, directory: accounts),
             http: HTTPClient.beside(environment: ProcessInfo.processInfo.environment), hub: hub, startedAt: started, now: now)
         dispatcher = Dispatcher(table: DispatchTable.make(services), services: services)
 

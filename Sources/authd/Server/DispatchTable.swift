@@ -43,6 +43,7 @@ enum DispatchTable {
         let federated = FederatedSignIn(directory: directory, config: services.config, providers: providers, vault: services.vault,
                                         logger: services.logger, now: services.now)
         table.registerFederationMethods(signIn: federated, remote: remote, vault: services.vault, config: services.config, events: services.events)
+        table.registerLinkDirectoryMethods(services, providers: providers)
         let authenticator = PlatformAuthenticator(
             store: services.store, sealer: services.sealer,
             verification: PasskeyUserVerification(directory: directory, lock: services.localLock, biometrics: biometrics),

@@ -35,7 +35,7 @@ final class Dispatcher: Sendable {
         let caller = environment.caller
         // A device's own machine asks its hub for what the account owns (DESIGN §8).
         if entry.home == .account, let link = services.hub.link, case .local(let peer) = caller {
-            return await forward(request, over: link, for: peer, started: started)
+            return await forward(request, entry, over: link, for: peer, started: started)
         }
         if (entry.access == .admin && !services.isAdmin(caller)) || (entry.access == .root && !services.isRoot(caller)) {
             let error = RPCError.forbidden(request.method)
@@ -96,14 +96,22 @@ final class Dispatcher: Sendable {
     }
 
     /// Sends an account call to the hub with who asked here, and answers with what the hub said.
-    private func forward(_ request: Request, over link: HubLink, for peer: CallerIdentity, started: ContinuousClock.Instant) async -> Response {
-        let caller = ForwardedCaller(uid: peer.uid, username: peer.username, exe: peer.exe, machine: services.hub.identity.name)
+    /// A sign-in the hub made is remembered by the caller's local user here, as on a standalone
+    /// authd (the lock is this machine's).
+    private func forward(_ request: Request, _ entry: MethodTable.Entry, over link: HubLink, for peer: CallerIdentity,
+                         started: ContinuousClock.Instant) async -> Response {
+        var caller = ForwardedCaller(uid: peer.uid, username: peer.username, exe: peer.exe, machine: services.hub.identity.name)
         let outcome: Result<any Encodable & Sendable, RPCError>
         do {
+            // A password sign-in's second step may be a finger, on this machine.
+            if request.method == AuthLogin.name { caller.fingerprintAccounts = try await FingerprintSteps(store: services.store).accounts().sorted() }
             let answer = try await link.call(LinkForward.name, LinkForward.Params(method: request.method, params: request.params, caller: caller))
+            if case .success(let value) = answer, let proof = entry.remembers, let (account, device) = entry.signedInFromWire(value) {
+                try await services.localLock.remember(peer.uid, account: account, device: device, proof: proof)
+            }
             outcome = answer.map { $0 as any Encodable & Sendable }
         } catch {
-            outcome = .failure(error.rpcError)
+            outcome = .failure(wireError(error, method: request.method))
         }
         log(request.method, .local(peer), outcome.map { _ in () }, started)
         return reply(request, outcome)

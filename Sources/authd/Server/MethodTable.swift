@@ -86,6 +86,9 @@ struct MethodTable: Sendable {
         /// A successful call signs an account in for the caller's local user: the dispatcher
         /// has the lock remember it, with what the sign-in proved.
         let remembers: LocalLock.Proof?
+        /// The account and device a result in its wire form signed in (nil for none): how a
+        /// device reads a sign-in its hub answered, to remember it as `remembers` says.
+        let signedInFromWire: @Sendable (JSONValue) -> (account: String, device: String)?
         /// What the audit record of every outcome says about the request (granted, refused or
         /// failed alike), from its params; empty when they do not decode.
         let requestDetail: @Sendable (Request) -> [String: JSONValue]
@@ -144,8 +147,11 @@ struct MethodTable: Sendable {
             guard let auditRequest, let params = try? WireCodec.decodeParams(M.Params.self, from: request) else { return [:] }
             return auditRequest(params)
         }
+        let signedInFromWire: @Sendable (JSONValue) -> (account: String, device: String)? = { value in
+            (try? WireCodec.decode(M.Result.self, from: value)).flatMap(signedIn)
+        }
         entries[name] = Entry(home: home.kind, access: access, audited: audit != nil, requiresUnlock: requiresUnlock, remembers: remembers,
-                              requestDetail: requestDetail) {
+                              signedInFromWire: signedInFromWire, requestDetail: requestDetail) {
             request, environment in
             guard let context = home.context(environment) else { throw RPCError.forbidden(name) }
             let params = try WireCodec.decodeParams(M.Params.self, from: request)

@@ -9,7 +9,8 @@ struct Services: Sendable {
     let reloader: ConfigReloader
     let logger: Logger
     let store: Store
-    /// Where account data lives (DESIGN §8): this authd's own store.
+    /// Where account data lives (DESIGN §8): this authd's own store, or for a device its hub
+    /// (`HubAccountDirectory`).
     let directory: any AccountDirectory
     let keys: KeyRing
     let audit: AuditLog
