@@ -73,7 +73,7 @@ struct ClaimedReader: Sendable {
     /// `.cancelled`, when `cancel` fires or the calling task is cancelled: the pipe wakes the
     /// blocked wait without needing the actor.
     func scan(timeout: Duration, cancel: CancelPipe, progress: @escaping @Sendable (ScanStatus) -> Void) async -> ScanOutcome {
-        let deadline = Syscalls.monotonicMicroseconds() + SystemBus.microseconds(timeout)
+        let deadline = Syscalls.monotonicMicroseconds() + Bus.microseconds(timeout)
         return await withTaskCancellationHandler {
             await device.scan(deadline: deadline, cancelFD: cancel.readFD, progress: progress)
         } onCancel: {

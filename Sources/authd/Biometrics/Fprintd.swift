@@ -12,7 +12,7 @@ enum FingerprintFailure: Error, Equatable, Sendable {
     }
 }
 
-/// fprintd's D-Bus API (`net.reactivated.Fprint`, fprintd 1.94) over `SystemBus`. Every call
+/// fprintd's D-Bus API (`net.reactivated.Fprint`, fprintd 1.94) over `Bus`. Every call
 /// here blocks; they run in the `FingerprintDevice` actor, on its own queue.
 enum Fprintd {
     static let service = "net.reactivated.Fprint"
@@ -56,9 +56,9 @@ enum Fprintd {
     static let noFinger = FingerprintFailure.unavailable("no finger is enrolled for this user (fprintd-enroll)")
 
     /// A connection of its own and the default reader's object path.
-    private static func defaultReader(for user: String) throws(FingerprintFailure) -> (SystemBus, String) {
+    private static func defaultReader(for user: String) throws(FingerprintFailure) -> (Bus, String) {
         do throws(BusError) {
-            let bus = try SystemBus.open()
+            let bus = try Bus.openSystem()
             return (bus, try defaultDevice(bus))
         } catch {
             throw failure(error)
@@ -66,7 +66,7 @@ enum Fprintd {
     }
 
     /// `user`'s enrolled fingers; none is `unavailable`.
-    private static func fingers(_ bus: SystemBus, _ path: String, _ user: String) throws(FingerprintFailure) -> [String] {
+    private static func fingers(_ bus: Bus, _ path: String, _ user: String) throws(FingerprintFailure) -> [String] {
         let fingers: [String]
         do throws(BusError) {
             fingers = try bus.call(service, path, deviceInterface, "ListEnrolledFingers", [user], timeout: startTimeout).stringArray()
@@ -77,11 +77,11 @@ enum Fprintd {
         return fingers
     }
 
-    private static func defaultDevice(_ bus: SystemBus) throws(BusError) -> String {
+    private static func defaultDevice(_ bus: Bus) throws(BusError) -> String {
         try bus.call(service, managerPath, managerInterface, "GetDefaultDevice", timeout: startTimeout).string("o")
     }
 
-    private static func readerName(_ bus: SystemBus, _ path: String) throws(BusError) -> String {
+    private static func readerName(_ bus: Bus, _ path: String) throws(BusError) -> String {
         let reply = try bus.call(service, path, "org.freedesktop.DBus.Properties", "Get", [deviceInterface, "name"], timeout: startTimeout)
         return try reply.variantString()
     }
@@ -89,7 +89,7 @@ enum Fprintd {
     /// The default reader, claimed for `user` on a connection of its own. Release it with
     /// `release()`; closing the connection (a crash) makes fprintd release it too.
     final class ClaimedDevice {
-        let bus: SystemBus
+        let bus: Bus
         let path: String
         private var verifying = false
 

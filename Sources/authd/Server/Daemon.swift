@@ -119,6 +119,7 @@ final class Daemon: @unchecked Sendable {
             }
         }
         hub.link?.start()
+        DesktopNotifications(logger: logger).start(sync: syncBus, config: holder)
         maintenance = Maintenance.schedule(directory: directory, vault: services.vault, audit: services.audit, sync: SyncLog(store: store, now: now),
                                            config: holder, spoolDirectory: options.smsSpoolDirectory, logger: logger, now: now)
         let elapsed = Date().timeIntervalSince(started)

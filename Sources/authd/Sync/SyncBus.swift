@@ -31,6 +31,8 @@ final class SyncBus: Sendable {
     }
 
     private let subscribers = Mutex<[Int: Subscriber]>([:])
+    /// Who hears every account's events (the desktop notifier).
+    private let observers = Mutex<[AsyncStream<(account: String, event: SyncEvent)>.Continuation]>([])
     private let nextID = Atomic<Int>(0)
 
     func subscribe(account: String) -> (id: Int, signals: AsyncStream<Signal>) {
@@ -44,7 +46,15 @@ final class SyncBus: Sendable {
         subscribers.withLock { $0.removeValue(forKey: id) }?.continuation.finish()
     }
 
+    /// Every committed event of every account, from now on, for the life of the daemon.
+    func observe() -> AsyncStream<(account: String, event: SyncEvent)> {
+        let (stream, continuation) = AsyncStream.makeStream(of: (account: String, event: SyncEvent).self, bufferingPolicy: .bufferingNewest(Self.bufferedSignals))
+        observers.withLock { $0.append(continuation) }
+        return stream
+    }
+
     func publish(_ event: SyncEvent, account: String) {
+        for observer in observers.withLock({ $0 }) { observer.yield((account, event)) }
         for subscriber in subscribers.withLock({ Array($0.values) }) where subscriber.account == account {
             subscriber.continuation.yield(.event(event))
         }

@@ -238,8 +238,11 @@ struct Config: Equatable, Sendable {
     /// How long the account's events are kept where the account lives (a hub, or a standalone
     /// authd); a reader behind that is told (`sync.gap`).
     var syncRetentionSeconds = 30 * 86400
+    /// Show each `notification` event on the desktop of the user authd runs as.
+    var syncDesktopNotifications = false
     private static let sync = Section("sync", [
         .duration("retention", \.syncRetentionSeconds, in: 3600...(3650 * 86400)),
+        .yesNo("desktop_notifications", \.syncDesktopNotifications),
     ])
 
     /// What `[hub]` makes this authd.
@@ -605,6 +608,17 @@ extension Config.Setting {
 
     static func duration(_ key: String, _ property: WritableKeyPath<Root, Int> & Sendable, in range: ClosedRange<Int>) -> Self {
         Self(key, property) { value throws(Config.ValueError) in try Config.duration(value, in: range) }
+    }
+
+    /// `yes` or `no`.
+    static func yesNo(_ key: String, _ property: WritableKeyPath<Root, Bool> & Sendable) -> Self {
+        Self(key, property) { value throws(Config.ValueError) in
+            switch value {
+            case "yes": true
+            case "no": false
+            default: throw Config.ValueError(message: "must be yes or no, not \(Config.shown(value))")
+            }
+        }
     }
 
     /// One of an enumeration's raw values; the error lists them all.

@@ -19,21 +19,40 @@ struct BusError: Error, Sendable, CustomStringConvertible {
 }
 
 /// The libsystemd sd-bus wrapper: one private connection to the system bus (honouring
-/// `DBUS_SYSTEM_BUS_ADDRESS`), method calls with string arguments, signal matches, and a
-/// bounded wait that another thread can cut short. sd-bus does no locking: a `SystemBus` is
-/// used by one thread at a time (inside the `FingerprintDevice` actor), and closed there.
+/// `DBUS_SYSTEM_BUS_ADDRESS`) or to the user's session bus (`DBUS_SESSION_BUS_ADDRESS`), method
+/// calls with basic arguments, signal matches, and a bounded wait that another thread can cut
+/// short. sd-bus does no locking: a `Bus` is used by one thread at a time (inside the
+/// `FingerprintDevice` actor, or the desktop notifier's queue), and closed there.
 /// Every call blocks, the wait for as long as its deadline allows: only for actors of the
 /// `BlockingExecutor` shape.
-final class SystemBus {
+final class Bus {
     private let bus: OpaquePointer
 
     private init(_ bus: OpaquePointer) { self.bus = bus }
 
-    static func open() throws(BusError) -> SystemBus {
+    static func openSystem() throws(BusError) -> Bus {
         var bus: OpaquePointer?
         let status = sd_bus_open_system(&bus)
         guard status >= 0, let bus else { throw BusError(name: "", message: "cannot connect to the system bus", errno: -status) }
-        return SystemBus(bus)
+        return Bus(bus)
+    }
+
+    /// The session bus of the user authd runs as.
+    static func openSession() throws(BusError) -> Bus {
+        var bus: OpaquePointer?
+        let status = sd_bus_open_user(&bus)
+        guard status >= 0, let bus else { throw BusError(name: "", message: "cannot connect to the session bus", errno: -status) }
+        return Bus(bus)
+    }
+
+    /// An argument of a method call.
+    enum Argument {
+        case string(String)
+        case uint32(UInt32)
+        case int32(Int32)
+        case stringArray([String])
+        /// `a{sv}` with string values (hints, options).
+        case stringVariants([(String, String)])
     }
 
     deinit { sd_bus_flush_close_unref(bus) }
@@ -41,12 +60,18 @@ final class SystemBus {
     /// Calls `member` with string arguments and returns the reply. `timeout` bounds the wait.
     func call(_ destination: String, _ path: String, _ interface: String, _ member: String, _ arguments: [String] = [],
               timeout: Duration) throws(BusError) -> BusMessage {
+        try call(destination, path, interface, member, arguments: arguments.map(Argument.string), timeout: timeout)
+    }
+
+    /// Calls `member` with `arguments` and returns the reply. `timeout` bounds the wait.
+    func call(_ destination: String, _ path: String, _ interface: String, _ member: String, arguments: [Argument],
+              timeout: Duration) throws(BusError) -> BusMessage {
         var message: OpaquePointer?
         var status = sd_bus_message_new_method_call(bus, &message, destination, path, interface, member)
         guard status >= 0, let message else { throw BusError(name: "", message: "cannot build a call", errno: -status) }
         defer { sd_bus_message_unref(message) }
         for argument in arguments {
-            status = argument.withCString { sd_bus_message_append_basic(message, CChar(UInt8(ascii: "s")), $0) }
+            status = Self.append(argument, to: message)
             guard status >= 0 else { throw BusError(name: "", message: "cannot append an argument", errno: -status) }
         }
         var error = sd_bus_error()
@@ -100,6 +125,34 @@ final class SystemBus {
         }
     }
 
+    private static func append(_ argument: Argument, to message: OpaquePointer) -> Int32 {
+        func basic(_ type: UInt8, _ value: UnsafeRawPointer) -> Int32 { sd_bus_message_append_basic(message, CChar(type), value) }
+        func string(_ text: String) -> Int32 { text.withCString { basic(UInt8(ascii: "s"), $0) } }
+        switch argument {
+        case .string(let text):
+            return string(text)
+        case .uint32(var value):
+            return basic(UInt8(ascii: "u"), &value)
+        case .int32(var value):
+            return basic(UInt8(ascii: "i"), &value)
+        case .stringArray(let texts):
+            var status = sd_bus_message_open_container(message, CChar(UInt8(ascii: "a")), "s")
+            for text in texts where status >= 0 { status = string(text) }
+            return status < 0 ? status : sd_bus_message_close_container(message)
+        case .stringVariants(let pairs):
+            var status = sd_bus_message_open_container(message, CChar(UInt8(ascii: "a")), "{sv}")
+            for (key, value) in pairs where status >= 0 {
+                status = sd_bus_message_open_container(message, CChar(UInt8(ascii: "e")), "sv")
+                if status >= 0 { status = string(key) }
+                if status >= 0 { status = sd_bus_message_open_container(message, CChar(UInt8(ascii: "v")), "s") }
+                if status >= 0 { status = string(value) }
+                if status >= 0 { status = sd_bus_message_close_container(message) }
+                if status >= 0 { status = sd_bus_message_close_container(message) }
+            }
+            return status < 0 ? status : sd_bus_message_close_container(message)
+        }
+    }
+
     static func microseconds(_ duration: Duration) -> UInt64 {
         let (seconds, attoseconds) = duration.components
         return UInt64(max(0, seconds)) * 1_000_000 + UInt64(max(0, attoseconds) / 1_000_000_000_000)
@@ -123,6 +176,13 @@ final class BusMessage {
         let status = sd_bus_message_read_basic(message, CChar(type.asciiValue!), &value)
         guard status > 0, let value else { throw malformed(status) }
         return String(cString: value)
+    }
+
+    func uint32() throws(BusError) -> UInt32 {
+        var value: UInt32 = 0
+        let status = sd_bus_message_read_basic(message, CChar(UInt8(ascii: "u")), &value)
+        guard status > 0 else { throw malformed(status) }
+        return value
     }
 
     func bool() throws(BusError) -> Bool {

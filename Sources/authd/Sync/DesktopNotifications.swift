@@ -1,0 +1,75 @@
+import Dispatch
+import FoundationEssentials
+import Protocol
+
+/// With `[sync] desktop_notifications = yes`: each `notification` event of the accounts this
+/// machine follows appears on the desktop (`org.freedesktop.Notifications` on the session bus
+/// of the user authd runs as), with the sending machine's name, and a `dismiss` from any machine
+/// closes it. Without a session bus (a system authd, a server) it says so once in the log; the
+/// streams work as ever.
+final class DesktopNotifications: @unchecked Sendable {
+    // @unchecked: `bus`, `shown` and `warned` are touched only on `queue` (sd-bus does no locking).
+    private let queue = DispatchQueue(label: "authd.desktop-notifications")
+    private let logger: Logger
+    private var bus: Bus?
+    /// The desktop's id of each notification shown, by its event's position (the newest few).
+    private var shown: [Int64: UInt32] = [:]
+    private var warned = false
+
+    static let service = "org.freedesktop.Notifications"
+    static let path = "/org/freedesktop/Notifications"
+    /// Notifications remembered for a later dismissal.
+    static let remembered = 512
+
+    init(logger: Logger) { self.logger = logger }
+
+    /// Follows every event `sync` hands out while the setting is on.
+    func start(sync: SyncBus, config: ConfigHolder) {
+        let events = sync.observe()
+        Task { [self] in
+            for await (_, event) in events where config.current.syncDesktopNotifications && (event.kind == "notification" || event.kind == "dismiss") {
+                queue.async { [self] in show(event) }
+            }
+        }
+    }
+
+    private func show(_ event: SyncEvent) {
+        do {
+            let bus = try connected()
+            if event.kind == "notification" {
+                let (summary, body) = Self.text(of: event)
+                let reply = try bus.call(Self.service, Self.path, Self.service, "Notify", arguments: [
+                    .string("authd"), .uint32(0), .string(""), .string(summary), .string(body), .stringArray([]),
+                    .stringVariants([("category", "im.received")]), .int32(-1),
+                ], timeout: .seconds(2))
+                shown[event.position] = try reply.uint32()
+                if shown.count > Self.remembered, let oldest = shown.keys.min() { shown[oldest] = nil }
+            } else if case .integer(let position)? = event.body["position"], let id = shown.removeValue(forKey: position) {
+                _ = try bus.call(Self.service, Self.path, Self.service, "CloseNotification", arguments: [.uint32(id)], timeout: .seconds(2))
+            }
+        } catch {
+            // The bus may come back (a desktop session starting later): try again next time, say it once.
+            bus = nil
+            if !warned {
+                warned = true
+                logger.warning("sync: desktop notifications are on, but the session bus cannot show them: \(error)")
+            }
+        }
+    }
+
+    private func connected() throws -> Bus {
+        if let bus { return bus }
+        let opened = try Bus.openSession()
+        bus = opened
+        return opened
+    }
+
+    /// The notification's title and text as the sender gave them (`title`, `text`), and which
+    /// machine sent it.
+    static func text(of event: SyncEvent) -> (summary: String, body: String) {
+        let title = event.body["title"]?.stringValue.map { Redaction.printable($0, limit: 200) }
+        let text = event.body["text"]?.stringValue.map { Redaction.printable($0, limit: 1000) }
+        let from = "from \(Redaction.printable(event.sender.machine, limit: 128))"
+        return (title ?? text ?? "Notification", [title == nil ? nil : text, from].compactMap { $0 }.joined(separator: "\n"))
+    }
+}
