@@ -106,6 +106,8 @@ func hubFigures() throws {
         [accounts]
         starts_per_minute = 100000
         logins_per_minute = 100000
+        [sync]
+        writes_per_minute = 1000000
         [hub]
         listen = 127.0.0.1:0
         cert_file = \(pki.directory)/hub.pem

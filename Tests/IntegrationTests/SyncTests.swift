@@ -112,7 +112,7 @@ struct SyncTests {
 
     @Test("catch-up: a subscriber that comes back with since gets all 1,000 events it missed, in order; after a hub kill -9 and restart the streams resume by themselves; a removed machine gets nothing more")
     func catchUpAndResume() throws {
-        let rig = try HubRig()
+        let rig = try HubRig(hubConfig: "[sync]\nwrites_per_minute = 100000")
         let (a, b) = (try rig.startDevice(), try rig.startDevice())
         let clientA = try a.connect(), clientB = try b.connect()
         let flow = try #require(try clientA.result("account.register.start", ["phone": "+37251234567"])["flow"])
@@ -144,6 +144,9 @@ struct SyncTests {
         _ = try clientA.result("sync.send", ["session": onA, "kind": "message", "body": ["text": "not for B"]])
         #expect(try clientB.call("sync.events", ["session": onB, "after": 1001]).errorReason == "device.revoked")
         #expect(try clientB.call("sync.subscribe", ["session": onB]).errorReason == "device.revoked", "a removed machine cannot subscribe")
+        // Signed in again, B may read the account's history, as any session of the account may.
+        let again = try #require(try clientB.result("auth.login", ["login": "+37251234567", "password": "a long enough passphrase"])["session"]?["token"])
+        #expect(try clientB.result("sync.events", ["session": again, "after": 1000])["events"]?.arrayValue?.count == 2)
     }
 
     @Test("the outbox: what A sends while the hub is down is kept, survives a kill -9 of A, and reaches B in order and once when the hub is back; A's app hears sync.sent with the position")
@@ -191,6 +194,19 @@ struct SyncTests {
             if line["method"] == "sync.sent" { sent = line["params"] }
         }
         #expect(sent?["outbox_id"] == waiting && sent?["position"] == 5, "\(String(describing: sent))")
+    }
+
+    @Test("limits: a caller's writes past [sync] writes_per_minute are refused with rate.limited and retry_after, storing nothing")
+    func writeLimit() throws {
+        let daemon = try DaemonHarness(config: "[sync]\nwrites_per_minute = 5\n")
+        try daemon.start()
+        let client = try daemon.connect()
+        let session = try #require(try LoginTests.register(daemon, client, phone: "+37251234567", password: "a long enough passphrase")["session"]?["token"])
+        for i in 0..<5 { _ = try client.result("sync.send", ["session": session, "kind": "message", "body": ["n": .integer(Int64(i))]]) }
+        let refused = try client.call("sync.send", ["session": session, "kind": "message", "body": ["n": 5]])
+        #expect(refused.errorReason == "rate.limited", "\(refused)")
+        #expect((refused["error"]?["data"]?["retry_after"]?.integerValue ?? 0) >= 1)
+        #expect(try client.result("sync.events", ["session": session, "after": 0])["head"] == 5, "the refused one stored nothing")
     }
 
     @Test("desktop notifications: a notification sent on B appears on A's desktop (python-dbusmock's notification daemon on a private session bus) with B's name, and B's dismissal closes it there; B, with no session bus, says so once and syncs as ever")

@@ -15,6 +15,8 @@ final class RateLimiter: Sendable {
         /// A change of an account's email address, limited per account: each answer tells
         /// whether an address is taken, which must not become a way to list them.
         case emailChange = "account.profile.set"
+        /// What a caller (a local user, or a machine) adds to accounts' event logs.
+        case syncWrite = "sync.send"
 
         /// Email changes an account may make per hour.
         static let emailChangesPerHour = 3
@@ -26,6 +28,7 @@ final class RateLimiter: Sendable {
             case .registerStart, .otpStart, .unlockCode: Double(config.startsPerMinute)
             case .login: Double(config.loginsPerMinute)
             case .emailChange: Double(Self.emailChangesPerHour)
+            case .syncWrite: Double(config.syncWritesPerMinute)
             }
         }
 

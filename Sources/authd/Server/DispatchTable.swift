@@ -55,7 +55,7 @@ enum DispatchTable {
         table.registerPAMMethods(pam, lock: services.localLock, isAdmin: { services.isAdmin($0) })
 
         // Sync: the account's event log, and this machine's stream of it.
-        let sync = SyncService(log: SyncLog(store: services.store, now: services.now), directory: directory, bus: services.sync,
+        let sync = SyncService(log: SyncLog(store: services.store, now: services.now), directory: directory, bus: services.sync, limiter: limiter,
                                thisMachine: services.hub.identity.id) { account, event in
             await services.hub.push(event, account: account, directory: directory, connections: services.connections)
         }

@@ -63,6 +63,11 @@ actor SyncOutbox {
                 outcome = .success(result.position ?? 0)
             } catch is HubLinkFailure {
                 return
+            } catch let error as RPCError where error.reason == .rateLimited {
+                // The hub slows this machine down: wait as it says, then go on in order.
+                let seconds = min(60, max(1, error.details["retry_after"]?.integerValue ?? 1))
+                try? await Task.sleep(for: .seconds(seconds))
+                continue
             } catch let error as RPCError {
                 // The hub refused it for good (the session ended, say): dropped, and the app told.
                 logger.warning("sync: the hub refused a queued event (\(error.reason)); it was dropped", [("AUTHD_SYNC_OUTBOX_ID", String(entry.id))])

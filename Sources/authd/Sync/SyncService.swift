@@ -8,6 +8,8 @@ struct SyncService: Sendable {
     let log: SyncLog
     let directory: any AccountDirectory
     let bus: SyncBus
+    /// Writes per caller (`[sync] writes_per_minute`): a flood from one machine is slowed at the door.
+    let limiter: RateLimiter
     /// This machine's device id (the sender of what its own processes send).
     let thisMachine: DeviceID
     /// At a hub: sends a committed event to the linked machines holding the account.
@@ -34,6 +36,7 @@ struct SyncService: Sendable {
 
     func send(_ params: SyncSend.Params, caller: Caller) async throws -> SyncSend.Result {
         let body = try Self.check(params)
+        try limiter.take(.syncWrite, caller: caller)
         let account = try await directory.authenticate(params.session).accountID
         let draft = SyncLog.Draft(kind: params.kind, conversation: params.conversation, body: String(decoding: body, as: UTF8.self),
                                   idempotencyKey: params.idempotencyKey)
@@ -59,6 +62,7 @@ struct SyncService: Sendable {
     func read(_ params: SyncRead.Params, caller: Caller) async throws -> SyncRead.Result {
         try Self.checkName(params.conversation, field: "conversation")
         guard params.upTo > 0 else { throw InvalidParameter("Parameter 'up_to' must be a position (1 or more).", field: "up_to") }
+        try limiter.take(.syncWrite, caller: caller)
         let account = try await directory.authenticate(params.session).accountID
         let (marker, event) = try await log.markRead(account: account, conversation: params.conversation, upTo: params.upTo, from: origin(of: caller))
         if let event { await committed(event, account: account) }
@@ -71,6 +75,7 @@ struct SyncService: Sendable {
     }
 
     func dismiss(_ params: SyncDismiss.Params, caller: Caller) async throws -> SyncDismiss.Result {
+        try limiter.take(.syncWrite, caller: caller)
         let account = try await directory.authenticate(params.session).accountID
         let event = try await log.dismiss(account: account, position: params.position, from: origin(of: caller))
         if let event { await committed(event, account: account) }

@@ -240,9 +240,12 @@ struct Config: Equatable, Sendable {
     var syncRetentionSeconds = 30 * 86400
     /// Show each `notification` event on the desktop of the user authd runs as.
     var syncDesktopNotifications = false
+    /// Events (sends, read markers, dismissals) one local user or one machine may add per minute.
+    var syncWritesPerMinute = 600
     private static let sync = Section("sync", [
         .duration("retention", \.syncRetentionSeconds, in: 3600...(3650 * 86400)),
         .yesNo("desktop_notifications", \.syncDesktopNotifications),
+        .integer("writes_per_minute", \.syncWritesPerMinute, in: 1...1_000_000),
     ])
 
     /// What `[hub]` makes this authd.
