@@ -72,6 +72,8 @@ final class HubLink: Sendable {
         var nextID: Int64 = 1
         var outbox: [UInt8] = []
         var waiting: [Int64: CheckedContinuation<Result<JSONValue, RPCError>, Never>] = [:]
+        /// The request line of each call waiting, to send again on a rejoined link.
+        var lines: [Int64: [UInt8]] = [:]
         var deadlines: [Int64: ContinuousClock.Instant] = [:]
         var stopped = false
         var connected = false
@@ -130,6 +132,7 @@ final class HubLink: Sendable {
                 exchange.nextID += 1
                 guard let line = try? WireCodec.requestLine(id: .integer(id), method: method, params: params) else { return false }
                 exchange.outbox.append(contentsOf: line)
+                exchange.lines[id] = Array(line)
                 exchange.waiting[id] = continuation
                 exchange.deadlines[id] = .now + Self.callTimeout
                 return true
@@ -218,10 +221,17 @@ final class HubLink: Sendable {
             // Only a link that was up rejoins at once; a failed attempt falls back to the backoff.
             exchange.rejoining = exchange.rejoining && exchange.connected && !untrusted
             exchange.connected = false
+            if exchange.rejoining {
+                // The hub answered all it took before it closed the link and took nothing after:
+                // what is unanswered was never served, and goes again on the new link, in order.
+                exchange.outbox = exchange.lines.keys.sorted().flatMap { exchange.lines[$0] ?? [] }
+                return ([], true)
+            }
             exchange.outbox.removeAll()
             exchange.deadlines.removeAll()
+            exchange.lines.removeAll()
             defer { exchange.waiting.removeAll() }
-            return (Array(exchange.waiting.values), exchange.rejoining)
+            return (Array(exchange.waiting.values), false)
         }
         for orphan in orphans { orphan.resume(returning: .failure(Self.dropped)) }
         let wasConnected = status.withLock { status -> Bool in
@@ -340,6 +350,7 @@ final class HubLink: Sendable {
         }
         let waiter = exchange.withLock { exchange in
             exchange.deadlines[number] = nil
+            exchange.lines[number] = nil
             return exchange.waiting.removeValue(forKey: number)
         }
         switch outcome {
@@ -355,6 +366,7 @@ final class HubLink: Sendable {
             let late = exchange.deadlines.filter { $0.value < now }.map(\.key)
             return late.compactMap { id in
                 exchange.deadlines[id] = nil
+                exchange.lines[id] = nil
                 return exchange.waiting.removeValue(forKey: id)
             }
         }
