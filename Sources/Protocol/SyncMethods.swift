@@ -118,13 +118,18 @@ public enum SyncEvents: RPCMethod {
         public var head: Int64
         /// The oldest position still kept (head + 1 when none is).
         public var oldest: Int64
+        /// Asked through a device: how far that machine has taken the log (its cursor at the hub).
+        public var machineCursor: Int64?
 
-        public init(account: String, events: [SyncEvent], head: Int64, oldest: Int64) {
+        public init(account: String, events: [SyncEvent], head: Int64, oldest: Int64, machineCursor: Int64? = nil) {
             self.account = account
             self.events = events
             self.head = head
             self.oldest = oldest
+            self.machineCursor = machineCursor
         }
+
+        enum CodingKeys: String, CodingKey { case account, events, head, oldest, machineCursor = "machine_cursor" }
     }
 }
 
@@ -352,5 +357,52 @@ public enum LinkSyncEvent: RPCNotification {
             self.account = account
             self.event = event
         }
+    }
+}
+
+/// `link.sync.ack`, on a device's link: the machine has taken the account's log up to
+/// `position`; its cursor at the hub moves forward to it (never back).
+public enum LinkSyncAck: RPCMethod {
+    public static let name = "link.sync.ack"
+
+    public struct Params: Codable, Sendable, Equatable {
+        public var account: String
+        public var position: Int64
+
+        public init(account: String, position: Int64) {
+            self.account = account
+            self.position = position
+        }
+    }
+
+    public typealias Result = Acknowledged
+}
+
+/// `link.sync.resume`, on a device's link: for each account the machine holds a live session
+/// of, the events after the machine's cursor (at most `limit` each, default 500): what it missed
+/// while its link was down. A machine without a cursor for an account starts from now.
+public enum LinkSyncResume: RPCMethod {
+    public static let name = "link.sync.resume"
+
+    public struct Params: Codable, Sendable, Equatable {
+        public var limit: Int?
+        public init(limit: Int?) { self.limit = limit }
+    }
+
+    public struct Account: Codable, Sendable, Equatable {
+        public var account: String
+        public var cursor: Int64
+        public var events: [SyncEvent]
+
+        public init(account: String, cursor: Int64, events: [SyncEvent]) {
+            self.account = account
+            self.cursor = cursor
+            self.events = events
+        }
+    }
+
+    public struct Result: Codable, Sendable, Equatable {
+        public var accounts: [Account]
+        public init(accounts: [Account]) { self.accounts = accounts }
     }
 }

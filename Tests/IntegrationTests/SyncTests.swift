@@ -253,6 +253,19 @@ struct SyncTests {
         #expect(logged("Again"))
         #expect(b.log.components(separatedBy: "the session bus cannot show them").count == 2, "B said it once:\n\(b.log)")
         #expect(try clientB.result("sync.events", ["session": onB, "after": 0])["head"] == 3, "and B syncs as ever")
+
+        // A goes away once its cursor at the hub has caught up; what B sends meanwhile reaches A's
+        // desktop when A is back, from its cursor.
+        let onA = try #require(try clientA.result("auth.login", ["login": "+37251234567", "password": "a long enough passphrase"])["session"]?["token"])
+        let caughtUp = Date().addingTimeInterval(10)
+        while try clientA.result("sync.events", ["session": onA, "after": 0, "limit": 1])["machine_cursor"] != 3 && Date() < caughtUp { usleep(50_000) }
+        #expect(try clientA.result("sync.events", ["session": onA, "after": 0, "limit": 1])["machine_cursor"] == 3, "A's cursor is at the head")
+        try a.kill9()
+        _ = try clientB.result("sync.send", ["session": onB, "kind": "notification", "body": ["title": "While A was away"]])
+        try a.start(environment: ["DBUS_SESSION_BUS_ADDRESS": desktop.address])
+        #expect(logged("While A was away"), "shown when A is back")
+        let shownOnce = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
+        #expect(shownOnce.components(separatedBy: "\"Door\"").count == 2, "what A had shown is not shown again: \(shownOnce)")
         withExtendedLifetime(desktop) {}
     }
 }

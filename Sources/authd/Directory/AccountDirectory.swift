@@ -106,6 +106,8 @@ protocol AccountDirectory: Sendable {
     /// At a hub: the machines linked to it that hold a live session of the account (those its
     /// events are pushed to).
     func linkedMachines(of account: String) async throws -> [DeviceID]
+    /// At a hub: the accounts a linked machine holds a live session of.
+    func accounts(heldBy machine: DeviceID) async throws -> [String]
 
     // MARK: The account's own settings
 

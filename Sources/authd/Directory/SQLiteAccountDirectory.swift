@@ -359,6 +359,18 @@ struct SQLiteAccountDirectory: AccountDirectory {
         }.compactMap { DeviceIdentity.machine(ofKey: $0).map(DeviceID.init(description:)) }
     }
 
+    func accounts(heldBy machine: DeviceID) async throws -> [String] {
+        let now = seconds
+        let idle = Int64(config.current.sessionIdleSeconds)
+        return try await store.read { database in
+            try database.query(
+                """
+                SELECT DISTINCT d.account_id FROM devices d JOIN sessions s ON s.device_id = d.id
+                WHERE d.device_key = ? AND d.revoked_at IS NULL AND s.revoked_at IS NULL AND s.expires_at > ? AND s.last_used_at > ?
+                """, [.text(DeviceIdentity.key(ofMachine: machine)), .integer(now), .integer(now - idle)]) { $0.text(0) }
+        }
+    }
+
     func deactivate(account: String) async throws {
         let now = seconds
         try await store.transaction { database in

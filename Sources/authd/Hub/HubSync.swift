@@ -31,3 +31,86 @@ extension HubState {
         }
     }
 }
+
+extension MethodTable {
+    /// At a hub: each linked machine's cursor of the logs of the accounts it holds.
+    mutating func registerLinkSyncMethods(log: SyncLog, directory: any AccountDirectory) {
+        register(LinkSyncAck.self, home: .link, access: .anyone) { params, machine in
+            guard let device = try await directory.machineDevice(account: params.account, machine: machine), device.live else {
+                throw MachineAccessFailure.notSignedIn
+            }
+            try await log.acknowledge(account: params.account, machine: DeviceIdentity.key(ofMachine: machine), position: params.position)
+            return Acknowledged()
+        }
+        register(LinkSyncResume.self, home: .link, access: .anyone) { params, machine in
+            let limit = try SyncService.limit(params.limit, default: 500, most: 1000)
+            var accounts: [LinkSyncResume.Account] = []
+            for account in try await directory.accounts(heldBy: machine) {
+                let cursor = try await log.cursor(account: account, machine: DeviceIdentity.key(ofMachine: machine))
+                accounts.append(.init(account: account, cursor: cursor, events: try await log.events(account: account, after: cursor, limit: limit).events))
+            }
+            return LinkSyncResume.Result(accounts: accounts)
+        }
+    }
+}
+
+/// On a device: how far this machine has taken each account's log, told to the hub (at most
+/// once a second), and what it missed while the link was down, read back from its cursor when
+/// the link returns and handed to this machine's bus (whose readers drop what they already had).
+actor SyncCursors {
+    private let link: HubLink
+    private let bus: SyncBus
+    private let logger: Logger
+    private var taken: [String: Int64] = [:]
+    private var told: [String: Int64] = [:]
+    private var telling = false
+
+    init(link: HubLink, bus: SyncBus, logger: Logger) {
+        self.link = link
+        self.bus = bus
+        self.logger = logger
+    }
+
+    /// An event the hub pushed was handed to this machine's bus.
+    func took(_ position: Int64, account: String) {
+        taken[account] = max(taken[account] ?? 0, position)
+        guard !telling else { return }
+        telling = true
+        Task {
+            try? await Task.sleep(for: .seconds(1))
+            await tell()
+        }
+    }
+
+    private func tell() async {
+        telling = false
+        for (account, position) in taken where position > told[account] ?? 0 {
+            do {
+                _ = try await link.call(LinkSyncAck.name, LinkSyncAck.Params(account: account, position: position)).get()
+                told[account] = max(told[account] ?? 0, position)
+            } catch {
+                // Told again with the next event, or read back on the next resume.
+                logger.debug("sync: the hub did not take this machine's cursor: \(error)")
+            }
+        }
+    }
+
+    /// The link is back: what this machine missed, from its cursors, page by page.
+    func resume() async {
+        for _ in 0..<1000 {
+            guard case .success(let value)? = try? await link.call(LinkSyncResume.name, LinkSyncResume.Params(limit: 500)),
+                  let missed = try? WireCodec.decode(LinkSyncResume.Result.self, from: value) else { return }
+            var more = false
+            for account in missed.accounts {
+                told[account.account] = max(told[account.account] ?? 0, account.cursor)
+                for event in account.events {
+                    bus.publish(event, account: account.account)
+                    taken[account.account] = max(taken[account.account] ?? 0, event.position)
+                }
+                more = more || account.events.count == 500
+            }
+            await tell()
+            if !more { return }
+        }
+    }
+}

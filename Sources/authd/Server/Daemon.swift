@@ -89,6 +89,7 @@ final class Daemon: @unchecked Sendable {
         let accounts: any AccountDirectory = hub.link.map { HubAccountDirectory(link: $0, machine: identity.id, now: now) } ?? directory
         let syncBus = SyncBus()
         let outbox = hub.link.map { SyncOutbox(store: store, sealer: sealer, link: $0, bus: syncBus, machineName: identity.name, logger: logger, now: now) }
+        let cursors = hub.link.map { SyncCursors(link: $0, bus: syncBus, logger: logger) }
         services = Services(
             options: options, config: holder, reloader: ConfigReloader(path: options.configPath, holder: holder, logger: logger),
             logger: logger, store: store, directory: accounts, keys: keys, audit: AuditLog(store: store, now: now, bounds: { AuditLog.Bounds(holder.current) }), connections: ConnectionRegistry(),
@@ -109,13 +110,18 @@ final class Daemon: @unchecked Sendable {
             self.hubListener = hubListener
             logger.notice("hub: serving devices on \(hubListener.address) (TLS 1.3), device id \(identity.id)", [("AUTHD_HUB_LISTEN", hubListener.address.description)])
         }
-        hub.link?.onNotice { [events = services.events, sync = services.sync, outbox] notice in
+        hub.link?.onNotice { [events = services.events, sync = services.sync, outbox, cursors] notice in
             switch notice {
             case .sessionsEnded(let ended): Task { await events.hear(ended) }
-            case .syncEvent(let pushed): sync.publish(pushed.event, account: pushed.account)
+            case .syncEvent(let pushed):
+                sync.publish(pushed.event, account: pushed.account)
+                if let cursors { Task { await cursors.took(pushed.event.position, account: pushed.account) } }
             case .linked:
                 sync.resync()
-                if let outbox { Task { await outbox.flush() } }
+                Task {
+                    await cursors?.resume()
+                    await outbox?.flush()
+                }
             }
         }
         hub.link?.start()

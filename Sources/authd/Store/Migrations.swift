@@ -454,6 +454,18 @@ enum Migrations {
             ) STRICT
             """,
         ]),
+        Migration(version: 16, sql: [
+            // At a hub: how far each linked machine has taken each account's log (forward only),
+            // so a machine that comes back resumes where it was.
+            """
+            CREATE TABLE sync_cursors (
+                account_id TEXT NOT NULL REFERENCES accounts(id),
+                device_key TEXT NOT NULL,
+                position INTEGER NOT NULL,
+                PRIMARY KEY (account_id, device_key)
+            ) STRICT
+            """,
+        ]),
     ]
 
     static var latestVersion: Int { all.last?.version ?? 0 }

@@ -12,8 +12,14 @@ final class DesktopNotifications: @unchecked Sendable {
     private let queue = DispatchQueue(label: "authd.desktop-notifications")
     private let logger: Logger
     private var bus: Bus?
-    /// The desktop's id of each notification shown, by its event's position (the newest few).
-    private var shown: [Int64: UInt32] = [:]
+    /// The desktop's id of each notification shown, by its account and position (the newest
+    /// few): what a dismissal closes, and what is not shown twice when the log is read again.
+    private var shown: [Shown: UInt32] = [:]
+
+    private struct Shown: Hashable {
+        let account: String
+        let position: Int64
+    }
     private var warned = false
 
     static let service = "org.freedesktop.Notifications"
@@ -27,25 +33,29 @@ final class DesktopNotifications: @unchecked Sendable {
     func start(sync: SyncBus, config: ConfigHolder) {
         let events = sync.observe()
         Task { [self] in
-            for await (_, event) in events where config.current.syncDesktopNotifications && (event.kind == "notification" || event.kind == "dismiss") {
-                queue.async { [self] in show(event) }
+            for await (account, event) in events where config.current.syncDesktopNotifications && (event.kind == "notification" || event.kind == "dismiss") {
+                queue.async { [self] in show(event, of: account) }
             }
         }
     }
 
-    private func show(_ event: SyncEvent) {
+    private func show(_ event: SyncEvent, of account: String) {
         do {
-            let bus = try connected()
             if event.kind == "notification" {
+                let key = Shown(account: account, position: event.position)
+                guard shown[key] == nil else { return }
+                let bus = try connected()
                 let (summary, body) = Self.text(of: event)
                 let reply = try bus.call(Self.service, Self.path, Self.service, "Notify", arguments: [
                     .string("authd"), .uint32(0), .string(""), .string(summary), .string(body), .stringArray([]),
                     .stringVariants([("category", "im.received")]), .int32(-1),
                 ], timeout: .seconds(2))
-                shown[event.position] = try reply.uint32()
-                if shown.count > Self.remembered, let oldest = shown.keys.min() { shown[oldest] = nil }
-            } else if case .integer(let position)? = event.body["position"], let id = shown.removeValue(forKey: position) {
-                _ = try bus.call(Self.service, Self.path, Self.service, "CloseNotification", arguments: [.uint32(id)], timeout: .seconds(2))
+                shown[key] = try reply.uint32()
+                if shown.count > Self.remembered, let oldest = shown.keys.min(by: { $0.position < $1.position }) { shown[oldest] = nil }
+            } else if case .integer(let position)? = event.body["position"], let id = shown[Shown(account: account, position: position)], id != 0 {
+                // Kept (as 0) so that a notification read again is not shown again.
+                shown[Shown(account: account, position: position)] = 0
+                _ = try connected().call(Self.service, Self.path, Self.service, "CloseNotification", arguments: [.uint32(id)], timeout: .seconds(2))
             }
         } catch {
             // The bus may come back (a desktop session starting later): try again next time, say it once.

@@ -15,7 +15,7 @@ struct LocalSyncSource: SyncSource {
     let service: SyncService
 
     func events(_ params: SyncEvents.Params, for caller: CallerIdentity) async throws -> SyncEvents.Result {
-        try await service.events(params)
+        try await service.events(params, caller: .local(caller))
     }
 
     func isTransient(_ error: any Error) -> Bool { false }

@@ -11,7 +11,7 @@ extension MethodTable {
         } else {
             register(SyncSend.self, home: .account, access: .anyone) { params, context in try await service.send(params, caller: context.caller) }
         }
-        register(SyncEvents.self, home: .account, access: .anyone) { params, _ in try await service.events(params) }
+        register(SyncEvents.self, home: .account, access: .anyone) { params, context in try await service.events(params, caller: context.caller) }
         register(SyncHistory.self, home: .account, access: .anyone) { params, _ in try await service.history(params) }
         register(SyncRead.self, home: .account, access: .anyone) { params, context in try await service.read(params, caller: context.caller) }
         register(SyncUnread.self, home: .account, access: .anyone) { params, _ in try await service.unread(params) }

@@ -8,7 +8,7 @@ import FoundationEssentials
 import Protocol
 
 /// The account event logs on the daemon's store: the only code with statements on `sync_heads`,
-/// `sync_events` and `sync_read_markers`. Each change is one transaction.
+/// `sync_events`, `sync_read_markers` and `sync_cursors`. Each change is one transaction.
 struct SyncLog: Sendable {
     let store: Store
     let now: @Sendable () -> Date
@@ -150,6 +150,35 @@ struct SyncLog: Sendable {
             return try Self.insert(Draft(kind: "dismiss", conversation: conversation, body: body, idempotencyKey: key),
                                    account: account, origin: origin, now: now, in: database)
         }
+    }
+
+    /// Moves a machine's cursor of the account forward to `position` (never back, never past the head).
+    func acknowledge(account: String, machine deviceKey: String, position: Int64) async throws {
+        try await store.transaction(durability: .relaxed) { database in
+            // A lost acknowledgement only means an event offered again, which every reader drops.
+            try database.execute(
+                """
+                INSERT INTO sync_cursors (account_id, device_key, position)
+                VALUES (?, ?, min(?, coalesce((SELECT position FROM sync_heads WHERE account_id = ?), 0)))
+                ON CONFLICT (account_id, device_key) DO UPDATE SET position = max(position, excluded.position)
+                """, [.text(account), .text(deviceKey), .integer(position), .text(account)])
+        }
+    }
+
+    /// A machine's cursor of the account, when it has one.
+    func keptCursor(account: String, machine deviceKey: String) async throws -> Int64? {
+        try await store.read { database in
+            try database.queryOne("SELECT position FROM sync_cursors WHERE account_id = ? AND device_key = ?", [.text(account), .text(deviceKey)],
+                                  row: { $0.int64(0) })
+        }
+    }
+
+    /// A machine's cursor of the account; a machine without one starts at the head (from now).
+    func cursor(account: String, machine deviceKey: String) async throws -> Int64 {
+        if let kept = try await keptCursor(account: account, machine: deviceKey) { return kept }
+        let head = try await events(account: account, after: .max, limit: 1).head
+        try await acknowledge(account: account, machine: deviceKey, position: head)
+        return head
     }
 
     /// Deletes events older than `retention` seconds; the positions stay allocated, so a reader

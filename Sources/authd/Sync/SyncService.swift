@@ -45,11 +45,15 @@ struct SyncService: Sendable {
         return SyncSend.Result(position: event.position, duplicate: duplicate)
     }
 
-    func events(_ params: SyncEvents.Params) async throws -> SyncEvents.Result {
+    func events(_ params: SyncEvents.Params, caller: Caller) async throws -> SyncEvents.Result {
         let limit = try Self.limit(params.limit, default: 500, most: 1000)
         guard params.after >= 0 else { throw InvalidParameter("Parameter 'after' must be 0 or more.", field: "after") }
         let account = try await directory.authenticate(params.session).accountID
-        return try await log.events(account: account, after: params.after, limit: limit)
+        var result = try await log.events(account: account, after: params.after, limit: limit)
+        if case .forwarded(let machine, _) = caller {
+            result.machineCursor = try await log.keptCursor(account: account, machine: DeviceIdentity.key(ofMachine: machine))
+        }
+        return result
     }
 
     func history(_ params: SyncHistory.Params) async throws -> SyncHistory.Result {
