@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import Protocol
+import Synchronization
 import Testing
 
 /// The account's event log and each machine's stream of it: on a standalone authd, and across a
@@ -267,5 +268,86 @@ struct SyncTests {
         let shownOnce = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
         #expect(shownOnce.components(separatedBy: "\"Door\"").count == 2, "what A had shown is not shown again: \(shownOnce)")
         withExtendedLifetime(desktop) {}
+    }
+
+    @Test("mid-stream crashes: while A sends 300 events the hub is killed -9 and restarted, and B is killed -9 and its app comes back with since; every event A's app was told of reaches B's subscribers once, in order")
+    func crashesMidStream() throws {
+        let rig = try HubRig(hubConfig: "[sync]\nwrites_per_minute = 100000")
+        let (a, b) = (try rig.startDevice(), try rig.startDevice())
+        let clientA = try a.connect(), clientB = try b.connect()
+        let flow = try #require(try clientA.result("account.register.start", ["phone": "+37251234567"])["flow"])
+        let code = try RegistrationTests.spooledCode(rig.hub, to: "+37251234567")
+        let onA = try #require(try clientA.result("account.register.verify", ["flow": flow, "code": .string(code), "password": "a long enough passphrase"])["session"]?["token"])
+        let onB = try #require(try clientB.result("auth.login", ["login": "+37251234567", "password": "a long enough passphrase"])["session"]?["token"])
+        var (watchB, _) = try Self.subscribe(b, session: onB)
+
+        // A's app sends 300, one at a time; each is acknowledged with a position or as queued.
+        let acknowledged = Mutex<[Int]>([])
+        let socket = a.socketPath
+        let sender = Thread {
+            guard let client = try? LineClient(socketPath: socket) else { return }
+            for n in 0..<300 {
+                guard let answer = try? client.result("sync.send", ["session": onA, "kind": "message", "body": ["n": .integer(Int64(n))]]),
+                      answer["position"] != nil || answer["queued"] == true else { continue }
+                acknowledged.withLock { $0.append(n) }
+            }
+        }
+        sender.start()
+        var seen: [Int64] = []
+        var bodies: [Int] = []
+        func take(_ count: Int) throws {
+            for _ in 0..<count {
+                let event = try Self.next(watchB)["params"]?["event"]
+                seen.append(event?["position"]?.integerValue ?? -1)
+                bodies.append(Int(event?["body"]?["n"]?.integerValue ?? -1))
+            }
+        }
+        try take(50)
+        try rig.hub.kill9()
+        _ = try rig.startHub(port: rig.port, harness: rig.hub)
+        try take(50)
+        try b.kill9()
+        try b.start()
+        try HubRig.waitForLink(b, state: "connected")
+        (watchB, _) = try Self.subscribe(b, session: onB, ["since": .integer(seen.last ?? 0)])
+        let done = Date().addingTimeInterval(60)
+        while acknowledged.withLock({ $0.count }) < 300 && Date() < done { usleep(50_000) }
+        #expect(acknowledged.withLock { $0.count } == 300, "every send acknowledged")
+        try take(300 - seen.count)
+        #expect(seen == Array(1...300), "once each, in order, across both crashes")
+        #expect(Set(bodies) == Set(acknowledged.withLock { $0 }), "everything acknowledged arrived")
+    }
+
+    @Test("a subscriber that never reads is cut off at its connection's budget and holds nothing back: the other machine's subscribers get everything, and its own machine keeps syncing")
+    func subscriberThatNeverReads() throws {
+        let rig = try HubRig(hubConfig: "[sync]\nwrites_per_minute = 100000")
+        let (a, b) = (try rig.startDevice(), try rig.startDevice())
+        let clientA = try a.connect(), clientB = try b.connect()
+        let flow = try #require(try clientA.result("account.register.start", ["phone": "+37251234567"])["flow"])
+        let code = try RegistrationTests.spooledCode(rig.hub, to: "+37251234567")
+        let onA = try #require(try clientA.result("account.register.verify", ["flow": flow, "code": .string(code), "password": "a long enough passphrase"])["session"]?["token"])
+        let onB = try #require(try clientB.result("auth.login", ["login": "+37251234567", "password": "a long enough passphrase"])["session"]?["token"])
+        let (stuck, _) = try Self.subscribe(a, session: onA)  // never read
+        let (readerB, _) = try Self.subscribe(b, session: onB)
+        let (otherB, _) = try Self.subscribe(b, session: onB)
+        // 400 events of 60 KiB: 24 MB, past the 16 MiB a connection may leave unread.
+        let body = JSONValue.string(String(repeating: "x", count: 60_000))
+        let socket = b.socketPath
+        let sender = Thread {
+            guard let client = try? LineClient(socketPath: socket) else { return }
+            for _ in 0..<400 { _ = try? client.result("sync.send", ["session": onB, "kind": "message", "body": body]) }
+        }
+        sender.start()
+        var first: [Int64] = [], second: [Int64] = []
+        for _ in 0..<400 {
+            first.append(try Self.next(readerB)["params"]?["event"]?["position"]?.integerValue ?? -1)
+            second.append(try Self.next(otherB)["params"]?["event"]?["position"]?.integerValue ?? -1)
+        }
+        #expect(first == Array(1...400) && second == Array(1...400), "the readers got everything, in order")
+        let cutOff = Date().addingTimeInterval(10)
+        while !a.log.contains("closing a connection whose client does not read its responses") && Date() < cutOff { usleep(50_000) }
+        #expect(a.log.contains("closing a connection whose client does not read its responses"), "the one that never read was cut off")
+        #expect(try clientA.result("sync.events", ["session": onA, "after": 399])["events"]?.arrayValue?.count == 1, "A keeps syncing")
+        withExtendedLifetime(stuck) {}
     }
 }
