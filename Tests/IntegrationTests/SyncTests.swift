@@ -70,10 +70,10 @@ struct SyncTests {
         #expect(try client.result("sync.events", ["session": session, "after": 0])["head"] == 5, "refusals stored nothing")
     }
 
-    @Test("across machines: A sends, B's subscriber and A's own get it at once; B marks it read and A sees the marker; both send into one conversation at once and every machine sees the same gap-free order")
+    @Test("across machines: A sends, B's subscriber and A's own get it at once; B marks it read and A sees the marker; C is refused by the device limit; both send into one conversation at once and every machine sees the same gap-free order")
     func acrossMachines() throws {
         let rig = try HubRig()
-        let (a, b) = (try rig.startDevice(), try rig.startDevice())
+        let (a, b, c) = (try rig.startDevice(), try rig.startDevice(), try rig.startDevice())
         let clientA = try a.connect(), clientB = try b.connect()
         let flow = try #require(try clientA.result("account.register.start", ["phone": "+37251234567"])["flow"])
         let code = try RegistrationTests.spooledCode(rig.hub, to: "+37251234567")
@@ -95,6 +95,8 @@ struct SyncTests {
         #expect(marker?["kind"] == "read" && marker?["body"]?["up_to"] == sent["position"], "A sees B's read marker")
         _ = try Self.next(watchB)
         #expect(try clientA.result("sync.unread", ["session": onA])["conversations"]?.arrayValue?.first?["unread"] == 0)
+        let third = try c.connect().call("auth.login", ["login": "+37251234567", "password": "a long enough passphrase"])
+        #expect(third.errorReason == "device.limit_reached", "a third machine is refused: \(third)")
 
         // Both machines send 40 each at once.
         let senders = [(a.socketPath, onA), (b.socketPath, onB)].map { socket, session in
