@@ -16,6 +16,26 @@ struct SyncTests {
         }
     }
 
+    /// One account on two machines of a hub: registered on A, signed in on B.
+    struct Pair {
+        let rig: HubRig
+        let a: DaemonHarness, b: DaemonHarness
+        let clientA: LineClient, clientB: LineClient
+        let onA: JSONValue, onB: JSONValue
+
+        init(hubConfig: String = "") throws {
+            rig = try HubRig(hubConfig: hubConfig)
+            (a, b) = (try rig.startDevice(), try rig.startDevice())
+            (clientA, clientB) = (try a.connect(), try b.connect())
+            let flow = try #require(try clientA.result("account.register.start", ["phone": "+37251234567"])["flow"])
+            let code = try RegistrationTests.spooledCode(rig.hub, to: "+37251234567")
+            onA = try #require(try clientA.result("account.register.verify", ["flow": flow, "code": .string(code), "password": "a long enough passphrase"])["session"]?["token"])
+            onB = try #require(try clientB.result("auth.login", ["login": "+37251234567", "password": "a long enough passphrase"])["session"]?["token"])
+        }
+
+        var parts: (HubRig, DaemonHarness, DaemonHarness, LineClient, LineClient, JSONValue, JSONValue) { (rig, a, b, clientA, clientB, onA, onB) }
+    }
+
     static func subscribe(_ daemon: DaemonHarness, session: JSONValue, _ extra: [String: JSONValue] = [:]) throws -> (LineClient, JSONValue) {
         let client = try daemon.connect()
         var params: [String: JSONValue] = ["session": session]
@@ -115,13 +135,7 @@ struct SyncTests {
 
     @Test("catch-up: a subscriber that comes back with since gets all 1,000 events it missed, in order; after a hub kill -9 and restart the streams resume by themselves; a removed machine gets nothing more")
     func catchUpAndResume() throws {
-        let rig = try HubRig(hubConfig: "[sync]\nwrites_per_minute = 100000")
-        let (a, b) = (try rig.startDevice(), try rig.startDevice())
-        let clientA = try a.connect(), clientB = try b.connect()
-        let flow = try #require(try clientA.result("account.register.start", ["phone": "+37251234567"])["flow"])
-        let code = try RegistrationTests.spooledCode(rig.hub, to: "+37251234567")
-        let onA = try #require(try clientA.result("account.register.verify", ["flow": flow, "code": .string(code), "password": "a long enough passphrase"])["session"]?["token"])
-        let onB = try #require(try clientB.result("auth.login", ["login": "+37251234567", "password": "a long enough passphrase"])["session"]?["token"])
+        let (rig, a, b, clientA, clientB, onA, onB) = try SyncTests.Pair(hubConfig: "[sync]\nwrites_per_minute = 100000").parts
 
         // B's app is away while A sends 1,000 (more than two pages of catch-up).
         for i in 0..<1000 { _ = try clientA.result("sync.send", ["session": onA, "kind": "message", "body": ["n": .integer(Int64(i))]]) }
@@ -154,13 +168,7 @@ struct SyncTests {
 
     @Test("the outbox: what A sends while the hub is down is kept, survives a kill -9 of A, and reaches B in order and once when the hub is back; A's app hears sync.sent with the position")
     func outbox() throws {
-        let rig = try HubRig()
-        let (a, b) = (try rig.startDevice(), try rig.startDevice())
-        let clientA = try a.connect(), clientB = try b.connect()
-        let flow = try #require(try clientA.result("account.register.start", ["phone": "+37251234567"])["flow"])
-        let code = try RegistrationTests.spooledCode(rig.hub, to: "+37251234567")
-        let onA = try #require(try clientA.result("account.register.verify", ["flow": flow, "code": .string(code), "password": "a long enough passphrase"])["session"]?["token"])
-        let onB = try #require(try clientB.result("auth.login", ["login": "+37251234567", "password": "a long enough passphrase"])["session"]?["token"])
+        let (rig, a, b, clientA, clientB, onA, onB) = try SyncTests.Pair().parts
         let (watchB, _) = try Self.subscribe(b, session: onB)
         func send(_ client: LineClient, _ text: String) throws -> JSONValue {
             try client.result("sync.send", ["session": onA, "kind": "message", "conversation": "c", "body": ["text": .string(text)]])
@@ -274,13 +282,7 @@ struct SyncTests {
 
     @Test("mid-stream crashes: while A sends 300 events the hub is killed -9 and restarted, and B is killed -9 and its app comes back with since; every event A's app was told of reaches B's subscribers once, in order")
     func crashesMidStream() throws {
-        let rig = try HubRig(hubConfig: "[sync]\nwrites_per_minute = 100000")
-        let (a, b) = (try rig.startDevice(), try rig.startDevice())
-        let clientA = try a.connect(), clientB = try b.connect()
-        let flow = try #require(try clientA.result("account.register.start", ["phone": "+37251234567"])["flow"])
-        let code = try RegistrationTests.spooledCode(rig.hub, to: "+37251234567")
-        let onA = try #require(try clientA.result("account.register.verify", ["flow": flow, "code": .string(code), "password": "a long enough passphrase"])["session"]?["token"])
-        let onB = try #require(try clientB.result("auth.login", ["login": "+37251234567", "password": "a long enough passphrase"])["session"]?["token"])
+        let (rig, a, b, _, _, onA, onB) = try SyncTests.Pair(hubConfig: "[sync]\nwrites_per_minute = 100000").parts
         var (watchB, _) = try Self.subscribe(b, session: onB)
 
         // A's app sends 300, one at a time; each is acknowledged with a position or as queued.
@@ -322,13 +324,8 @@ struct SyncTests {
 
     @Test("a subscriber that never reads is cut off at its connection's budget and holds nothing back: the other machine's subscribers get everything, and its own machine keeps syncing")
     func subscriberThatNeverReads() throws {
-        let rig = try HubRig(hubConfig: "[sync]\nwrites_per_minute = 100000")
-        let (a, b) = (try rig.startDevice(), try rig.startDevice())
-        let clientA = try a.connect(), clientB = try b.connect()
-        let flow = try #require(try clientA.result("account.register.start", ["phone": "+37251234567"])["flow"])
-        let code = try RegistrationTests.spooledCode(rig.hub, to: "+37251234567")
-        let onA = try #require(try clientA.result("account.register.verify", ["flow": flow, "code": .string(code), "password": "a long enough passphrase"])["session"]?["token"])
-        let onB = try #require(try clientB.result("auth.login", ["login": "+37251234567", "password": "a long enough passphrase"])["session"]?["token"])
+        let pair = try SyncTests.Pair(hubConfig: "[sync]\nwrites_per_minute = 100000")  // holds the hub
+        let (_, a, b, clientA, _, onA, onB) = pair.parts
         let (stuck, _) = try Self.subscribe(a, session: onA)  // never read
         let (readerB, _) = try Self.subscribe(b, session: onB)
         let (otherB, _) = try Self.subscribe(b, session: onB)
@@ -351,5 +348,6 @@ struct SyncTests {
         #expect(a.log.contains("closing a connection whose client does not read its responses"), "the one that never read was cut off")
         #expect(try clientA.result("sync.events", ["session": onA, "after": 399])["events"]?.arrayValue?.count == 1, "A keeps syncing")
         withExtendedLifetime(stuck) {}
+        withExtendedLifetime(pair) {}
     }
 }

@@ -348,26 +348,25 @@ struct SQLiteAccountDirectory: AccountDirectory {
     }
 
     func linkedMachines(of account: String) async throws -> [DeviceID] {
-        let now = seconds
-        let idle = Int64(config.current.sessionIdleSeconds)
-        return try await store.read { database in
-            try database.query(
-                """
-                SELECT DISTINCT d.device_key FROM devices d JOIN sessions s ON s.device_id = d.id
-                WHERE d.account_id = ? AND d.revoked_at IS NULL AND s.revoked_at IS NULL AND s.expires_at > ? AND s.last_used_at > ?
-                """, [.text(account), .integer(now), .integer(now - idle)]) { $0.text(0) }
-        }.compactMap { DeviceIdentity.machine(ofKey: $0).map(DeviceID.init(description:)) }
+        try await liveSessions(select: "d.device_key", where: "d.account_id = ?", .text(account))
+            .compactMap { DeviceIdentity.machine(ofKey: $0).map(DeviceID.init(description:)) }
     }
 
     func accounts(heldBy machine: DeviceID) async throws -> [String] {
+        try await liveSessions(select: "d.account_id", where: "d.device_key = ?", .text(DeviceIdentity.key(ofMachine: machine)))
+    }
+
+    /// One column, distinct, of the devices with a live session (not revoked, expired or idle)
+    /// that `condition` selects.
+    private func liveSessions(select column: String, where condition: String, _ value: SQLValue) async throws -> [String] {
         let now = seconds
         let idle = Int64(config.current.sessionIdleSeconds)
         return try await store.read { database in
             try database.query(
                 """
-                SELECT DISTINCT d.account_id FROM devices d JOIN sessions s ON s.device_id = d.id
-                WHERE d.device_key = ? AND d.revoked_at IS NULL AND s.revoked_at IS NULL AND s.expires_at > ? AND s.last_used_at > ?
-                """, [.text(DeviceIdentity.key(ofMachine: machine)), .integer(now), .integer(now - idle)]) { $0.text(0) }
+                SELECT DISTINCT \(column) FROM devices d JOIN sessions s ON s.device_id = d.id
+                WHERE \(condition) AND d.revoked_at IS NULL AND s.revoked_at IS NULL AND s.expires_at > ? AND s.last_used_at > ?
+                """, [value, .integer(now), .integer(now - idle)]) { $0.text(0) }
         }
     }
 
