@@ -5,7 +5,8 @@
 public struct SyncEvent: Codable, Sendable, Equatable {
     /// Its place in the account's log: 1, 2, 3 … with no gaps, the same on every machine.
     public var position: Int64
-    /// `message`, `notification`, `read` or `dismiss`.
+    /// `message`, `notification`, `read` or `dismiss`; authd's own `device.linked`,
+    /// `device.revoked` and `session.ended`.
     public var kind: String
     public var conversation: String?
     /// What the sender sent, as it sent it (`read`: `{"up_to": N}`; `dismiss`: `{"position": N}`).

@@ -52,7 +52,7 @@ extension Command {
         options: [
             OptionSpec(name: "since", value: "P", help: "start after position P (default: from now)"),
             OptionSpec(name: "conversation", value: "C", help: "only this conversation"),
-            OptionSpec(name: "kind", value: "K", help: "only these kinds (message, notification, read, dismiss); repeatable"),
+            OptionSpec(name: "kind", value: "K", help: "only these kinds (message, notification, read, dismiss, device.linked, device.revoked, session.ended); repeatable"),
             sessionFileOption,
         ]
     ) { invocation throws(CLIError) in

@@ -50,44 +50,47 @@ struct SyncTests {
         let client = try daemon.connect()
         let session = try #require(try LoginTests.register(daemon, client, phone: "+37251234567", password: "a long enough passphrase")["session"]?["token"])
         let (first, opened) = try Self.subscribe(daemon, session: session)
-        #expect(opened["head"] == 0)
+        // The registration's own event opens the log: this machine linked to the account.
+        #expect(opened["head"] == 1)
+        let linked = try #require(try client.result("sync.events", ["session": session, "after": 0])["events"]?.arrayValue?.first)
+        #expect(linked["kind"] == "device.linked" && linked["sender"]?["machine"] == "authd" && linked["body"]?["device"]?.stringValue != nil, "\(linked)")
         let (onlyChat, _) = try Self.subscribe(daemon, session: session, ["conversation": "chat", "kinds": ["message"]])
 
         let sent = try client.result("sync.send", ["session": session, "kind": "message", "conversation": "chat", "body": ["text": "hello"],
                                                    "idempotency_key": "m-1"])
-        #expect(sent["position"] == 1 && sent["duplicate"] == false)
+        #expect(sent["position"] == 2 && sent["duplicate"] == false)
         let again = try client.result("sync.send", ["session": session, "kind": "message", "conversation": "chat", "body": ["text": "hello"],
                                                     "idempotency_key": "m-1"])
-        #expect(again["position"] == 1 && again["duplicate"] == true, "the same key is the same event")
+        #expect(again["position"] == 2 && again["duplicate"] == true, "the same key is the same event")
         _ = try client.result("sync.send", ["session": session, "kind": "notification", "conversation": "alerts", "body": ["title": "ping"]])
         _ = try client.result("sync.send", ["session": session, "kind": "message", "conversation": "chat", "body": ["text": "second"]])
 
         let seen = try (0..<3).map { _ in try Self.next(first)["params"]?["event"] }
-        #expect(seen.map { $0?["position"] } == [1, 2, 3], "every event once, in order: \(seen)")
+        #expect(seen.map { $0?["position"] } == [2, 3, 4], "every event once, in order: \(seen)")
         #expect(seen[0]?["body"]?["text"] == "hello" && seen[0]?["sender"]?["device_id"] != nil)
         let chat = try (0..<2).map { _ in try Self.next(onlyChat)["params"]?["event"]?["position"] }
-        #expect(chat == [1, 3], "the filtered stream sees only chat messages")
+        #expect(chat == [2, 4], "the filtered stream sees only chat messages")
 
         #expect(try client.result("sync.unread", ["session": session])["conversations"] == [["conversation": "chat", "unread": 2, "read_up_to": 0]])
-        let read = try client.result("sync.read", ["session": session, "conversation": "chat", "up_to": 1])
-        #expect(read["moved"] == true && read["up_to"] == 1 && read["position"] == 4)
+        let read = try client.result("sync.read", ["session": session, "conversation": "chat", "up_to": 2])
+        #expect(read["moved"] == true && read["up_to"] == 2 && read["position"] == 5)
         let backwards = try client.result("sync.read", ["session": session, "conversation": "chat", "up_to": 1])
-        #expect(backwards["moved"] == false && backwards["up_to"] == 1, "a marker never moves back or twice")
+        #expect(backwards["moved"] == false && backwards["up_to"] == 2, "a marker never moves back or twice")
         #expect(try client.result("sync.unread", ["session": session])["conversations"]?.arrayValue?.first?["unread"] == 1)
         #expect(try Self.next(first)["params"]?["event"]?["kind"] == "read")
 
-        #expect(try client.result("sync.dismiss", ["session": session, "position": 2])["dismissed"] == true)
-        #expect(try client.result("sync.dismiss", ["session": session, "position": 2])["dismissed"] == false)
-        #expect(try client.call("sync.dismiss", ["session": session, "position": 1]).errorReason == "sync.unknown_event", "a message is not a notification")
-        #expect(try Self.next(first)["params"]?["event"]?["body"]?["position"] == 2)
+        #expect(try client.result("sync.dismiss", ["session": session, "position": 3])["dismissed"] == true)
+        #expect(try client.result("sync.dismiss", ["session": session, "position": 3])["dismissed"] == false)
+        #expect(try client.call("sync.dismiss", ["session": session, "position": 2]).errorReason == "sync.unknown_event", "a message is not a notification")
+        #expect(try Self.next(first)["params"]?["event"]?["body"]?["position"] == 3)
 
         let history = try client.result("sync.history", ["session": session, "conversation": "chat", "limit": 10])["events"]?.arrayValue ?? []
-        #expect(history.compactMap { $0["position"]?.integerValue } == [4, 3, 1], "newest first")
+        #expect(history.compactMap { $0["position"]?.integerValue } == [5, 4, 2], "newest first")
         let big = JSONValue.string(String(repeating: "x", count: 70_000))
         #expect(try client.call("sync.send", ["session": session, "kind": "message", "body": big]).errorReason == "sync.too_large")
         #expect(try client.call("sync.send", ["session": session, "kind": "read", "body": [:]]).errorReason == "rpc.invalid_params")
         #expect(try client.call("sync.send", ["session": "as1.nope", "kind": "message", "body": [:]]).errorReason == "session.invalid")
-        #expect(try client.result("sync.events", ["session": session, "after": 0])["head"] == 5, "refusals stored nothing")
+        #expect(try client.result("sync.events", ["session": session, "after": 0])["head"] == 6, "refusals stored nothing")
     }
 
     @Test("across machines: A sends, B's subscriber and A's own get it at once; B marks it read and A sees the marker; C is refused by the device limit; both send into one conversation at once and every machine sees the same gap-free order")
@@ -139,10 +142,11 @@ struct SyncTests {
 
         // B's app is away while A sends 1,000 (more than two pages of catch-up).
         for i in 0..<1000 { _ = try clientA.result("sync.send", ["session": onA, "kind": "message", "body": ["n": .integer(Int64(i))]]) }
-        let (late, opened) = try Self.subscribe(b, session: onB, ["since": 0])
-        #expect(opened["head"] == 1000)
+        // (1 and 2: A and B linked to the account.)
+        let (late, opened) = try Self.subscribe(b, session: onB, ["since": 2])
+        #expect(opened["head"] == 1002)
         let caught = try (0..<1000).map { _ in try Self.next(late)["params"]?["event"]?["position"]?.integerValue ?? -1 }
-        #expect(caught == Array(1...1000))
+        #expect(caught == Array(3...1002))
 
         // The hub dies and comes back: the stream resumes by itself, with nothing lost or doubled.
         try rig.hub.kill9()
@@ -152,18 +156,21 @@ struct SyncTests {
         try HubRig.waitForLink(b, state: "connected", seconds: 40)
         let after = try clientA.result("sync.send", ["session": onA, "kind": "message", "body": ["text": "after the restart"]])
         let resumed = try Self.next(late)["params"]?["event"]
-        #expect(resumed?["position"] == after["position"] && after["position"] == 1001)
+        #expect(resumed?["position"] == after["position"] && after["position"] == 1003)
 
         // B removed: A's next event does not reach it.
         let machineB = try #require(try clientB.result("device.list", ["session": onB])["devices"]?.arrayValue?.first { $0["current"] == true }?["id"])
         _ = try clientA.result("device.revoke", ["session": onA, "id": machineB])
         try HubRig.waitForLink(b, state: "connected")
         _ = try clientA.result("sync.send", ["session": onA, "kind": "message", "body": ["text": "not for B"]])
-        #expect(try clientB.call("sync.events", ["session": onB, "after": 1001]).errorReason == "device.revoked")
+        #expect(try clientB.call("sync.events", ["session": onB, "after": 1003]).errorReason == "device.revoked")
         #expect(try clientB.call("sync.subscribe", ["session": onB]).errorReason == "device.revoked", "a removed machine cannot subscribe")
         // Signed in again, B may read the account's history, as any session of the account may.
         let again = try #require(try clientB.result("auth.login", ["login": "+37251234567", "password": "a long enough passphrase"])["session"]?["token"])
-        #expect(try clientB.result("sync.events", ["session": again, "after": 1000])["events"]?.arrayValue?.count == 2)
+        let since = try clientB.result("sync.events", ["session": again, "after": 1003])["events"]?.arrayValue ?? []
+        #expect(since.map { $0["kind"] } == ["session.ended", "device.revoked", "message", "device.linked"],
+                "B reads what happened since, authd's own events included: \(since)")
+        #expect(since.first?["body"]?["cause"] == "device.revoke" && since[1]["body"]?["device"] == machineB)
     }
 
     @Test("the outbox: what A sends while the hub is down is kept, survives a kill -9 of A, and reaches B in order and once when the hub is back; A's app hears sync.sent with the position")
@@ -173,8 +180,8 @@ struct SyncTests {
         func send(_ client: LineClient, _ text: String) throws -> JSONValue {
             try client.result("sync.send", ["session": onA, "kind": "message", "conversation": "c", "body": ["text": .string(text)]])
         }
-        #expect(try send(clientA, "m1")["position"] == 1)
-        #expect(try Self.next(watchB)["params"]?["event"]?["position"] == 1)
+        #expect(try send(clientA, "m1")["position"] == 3)
+        #expect(try Self.next(watchB)["params"]?["event"]?["position"] == 3)
 
         try rig.hub.kill9()
         try HubRig.waitForLink(a, state: "unreachable")
@@ -188,7 +195,7 @@ struct SyncTests {
 
         _ = try rig.startHub(port: rig.port, harness: rig.hub)
         let delivered = try (0..<3).map { _ in try Self.next(watchB)["params"]?["event"] }
-        #expect(delivered.map { $0?["position"] } == [2, 3, 4])
+        #expect(delivered.map { $0?["position"] } == [4, 5, 6])
         #expect(delivered.map { $0?["body"]?["text"] } == ["m2", "m3", "m4"], "in the order they were sent")
         let log = try clientB.result("sync.events", ["session": onB, "after": 0])
         #expect((log["events"]?.arrayValue ?? []).compactMap { $0["body"]?["text"]?.stringValue } == ["m1", "m2", "m3", "m4"], "once each")
@@ -204,7 +211,7 @@ struct SyncTests {
             guard let line = try watchA.readJSON() else { break }
             if line["method"] == "sync.sent" { sent = line["params"] }
         }
-        #expect(sent?["outbox_id"] == waiting && sent?["position"] == 5, "\(String(describing: sent))")
+        #expect(sent?["outbox_id"] == waiting && sent?["position"] == 7, "\(String(describing: sent))")
     }
 
     @Test("limits: a caller's writes past [sync] writes_per_minute are refused with rate.limited and retry_after, storing nothing")
@@ -217,7 +224,7 @@ struct SyncTests {
         let refused = try client.call("sync.send", ["session": session, "kind": "message", "body": ["n": 5]])
         #expect(refused.errorReason == "rate.limited", "\(refused)")
         #expect((refused["error"]?["data"]?["retry_after"]?.integerValue ?? 0) >= 1)
-        #expect(try client.result("sync.events", ["session": session, "after": 0])["head"] == 5, "the refused one stored nothing")
+        #expect(try client.result("sync.events", ["session": session, "after": 0])["head"] == 6, "the refused one stored nothing (1: the registration's device.linked)")
     }
 
     @Test("desktop notifications: a notification sent on B appears on A's desktop (python-dbusmock's notification daemon on a private session bus) with B's name, and B's dismissal closes it there; B, with no session bus, says so once and syncs as ever")
@@ -263,14 +270,14 @@ struct SyncTests {
         _ = try clientB.result("sync.send", ["session": onB, "kind": "notification", "body": ["title": "Again"]])
         #expect(logged("Again"))
         #expect(b.log.components(separatedBy: "the session bus cannot show them").count == 2, "B said it once:\n\(b.log)")
-        #expect(try clientB.result("sync.events", ["session": onB, "after": 0])["head"] == 3, "and B syncs as ever")
+        #expect(try clientB.result("sync.events", ["session": onB, "after": 0])["head"] == 5, "and B syncs as ever")
 
         // A goes away once its cursor at the hub has caught up; what B sends meanwhile reaches A's
         // desktop when A is back, from its cursor.
         let onA = try #require(try clientA.result("auth.login", ["login": "+37251234567", "password": "a long enough passphrase"])["session"]?["token"])
         let caughtUp = Date().addingTimeInterval(10)
-        while try clientA.result("sync.events", ["session": onA, "after": 0, "limit": 1])["machine_cursor"] != 3 && Date() < caughtUp { usleep(50_000) }
-        #expect(try clientA.result("sync.events", ["session": onA, "after": 0, "limit": 1])["machine_cursor"] == 3, "A's cursor is at the head")
+        while try clientA.result("sync.events", ["session": onA, "after": 0, "limit": 1])["machine_cursor"] != 5 && Date() < caughtUp { usleep(50_000) }
+        #expect(try clientA.result("sync.events", ["session": onA, "after": 0, "limit": 1])["machine_cursor"] == 5, "A's cursor is at the head")
         try a.kill9()
         _ = try clientB.result("sync.send", ["session": onB, "kind": "notification", "body": ["title": "While A was away"]])
         try a.start(environment: ["DBUS_SESSION_BUS_ADDRESS": desktop.address])
@@ -318,7 +325,7 @@ struct SyncTests {
         while acknowledged.withLock({ $0.count }) < 300 && Date() < done { usleep(50_000) }
         #expect(acknowledged.withLock { $0.count } == 300, "every send acknowledged")
         try take(300 - seen.count)
-        #expect(seen == Array(1...300), "once each, in order, across both crashes")
+        #expect(seen == Array(3...302), "once each, in order, across both crashes")
         #expect(Set(bodies) == Set(acknowledged.withLock { $0 }), "everything acknowledged arrived")
     }
 
@@ -342,11 +349,11 @@ struct SyncTests {
             first.append(try Self.next(readerB)["params"]?["event"]?["position"]?.integerValue ?? -1)
             second.append(try Self.next(otherB)["params"]?["event"]?["position"]?.integerValue ?? -1)
         }
-        #expect(first == Array(1...400) && second == Array(1...400), "the readers got everything, in order")
+        #expect(first == Array(3...402) && second == Array(3...402), "the readers got everything, in order")
         let cutOff = Date().addingTimeInterval(10)
         while !a.log.contains("closing a connection whose client does not read its responses") && Date() < cutOff { usleep(50_000) }
         #expect(a.log.contains("closing a connection whose client does not read its responses"), "the one that never read was cut off")
-        #expect(try clientA.result("sync.events", ["session": onA, "after": 399])["events"]?.arrayValue?.count == 1, "A keeps syncing")
+        #expect(try clientA.result("sync.events", ["session": onA, "after": 401])["events"]?.arrayValue?.count == 1, "A keeps syncing")
         withExtendedLifetime(stuck) {}
         withExtendedLifetime(pair) {}
     }

@@ -12,7 +12,8 @@ import Synchronization
 /// after the fact only if no transaction of the call did (read-only calls, refusals).
 ///
 /// The scope also collects the sessions the call's committed transactions ended, which a hub
-/// then tells the machines they were bound to (`HubState.tell`).
+/// then tells the machines they were bound to (`HubState.tell`), and what the account's event
+/// log records of the call (`AccountNotice`, appended by `SyncService.record`).
 final class AuditScope: Sendable {
     /// The scope of the audited call this task serves; nil outside one (maintenance, start-up).
     @TaskLocal static var current: AuditScope?
@@ -27,6 +28,8 @@ final class AuditScope: Sendable {
         var committed: [AuditRecord] = []
         var stagedEndings: [EndedSession] = []
         var endedSessions: [EndedSession] = []
+        var stagedNotices: [AccountNotice] = []
+        var notices: [AccountNotice] = []
     }
     private let records = Mutex(Records())
 
@@ -51,15 +54,23 @@ final class AuditScope: Sendable {
         scope.records.withLock { $0.stagedEndings += sessions }
     }
 
+    /// The transaction running on the task's store did something the account's machines hear of
+    /// in its event log (nothing outside a scope).
+    static func noticed(_ notice: AccountNotice) {
+        current?.records.withLock { $0.stagedNotices.append(notice) }
+    }
+
     /// The transaction that may have staged records ended (`Store.transaction` calls this).
     func transactionEnded(committed: Bool) {
         records.withLock { records in
             if committed {
                 records.committed += records.staged
                 records.endedSessions += records.stagedEndings
+                records.notices += records.stagedNotices
             }
             records.staged.removeAll()
             records.stagedEndings.removeAll()
+            records.stagedNotices.removeAll()
         }
     }
 
@@ -68,4 +79,7 @@ final class AuditScope: Sendable {
 
     /// The sessions the call's own transactions ended.
     var endedSessions: [EndedSession] { records.withLock { $0.endedSessions } }
+
+    /// What the call's own transactions did that the accounts' event logs record.
+    var notices: [AccountNotice] { records.withLock { $0.notices } }
 }

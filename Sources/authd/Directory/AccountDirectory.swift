@@ -214,6 +214,19 @@ struct DeviceIdentity: Sendable, Equatable {
     var machineUser: UInt32?
 }
 
+/// What a change did to an account that its machines hear of in the account's event log
+/// (DESIGN §9, authd's own kinds): `device.linked`, `device.revoked`, `session.ended`.
+struct AccountNotice: Sendable, Equatable {
+    let account: String
+    let kind: String
+    let body: [String: JSONValue]
+
+    /// The body's names for a device: its row id, and the machine's device id when it is one.
+    static func device(_ id: String, key: String) -> [String: JSONValue] {
+        ["device": .string(id), "device_id": DeviceIdentity.machine(ofKey: key).map(JSONValue.string) ?? .null]
+    }
+}
+
 /// A session a change ended, and the machine it was bound to: what a hub tells that machine.
 struct EndedSession: Sendable, Equatable {
     /// Why sessions end; the wire names `link.sessions_ended` and `session.ended` events carry.

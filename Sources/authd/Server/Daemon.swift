@@ -90,11 +90,16 @@ final class Daemon: @unchecked Sendable {
         let syncBus = SyncBus()
         let outbox = hub.link.map { SyncOutbox(store: store, sealer: sealer, link: $0, bus: syncBus, machineName: identity.name, logger: logger, now: now) }
         let cursors = hub.link.map { SyncCursors(link: $0, bus: syncBus, logger: logger) }
+        let connections = ConnectionRegistry()
+        let syncService = SyncService(log: SyncLog(store: store, now: now), directory: accounts, bus: syncBus, limiter: RateLimiter(config: holder, now: now),
+                                      thisMachine: identity.id) { account, event in
+            await hub.push(event, account: account, directory: accounts, connections: connections)
+        }
         services = Services(
             options: options, config: holder, reloader: ConfigReloader(path: options.configPath, holder: holder, logger: logger),
-            logger: logger, store: store, directory: accounts, keys: keys, audit: AuditLog(store: store, now: now, bounds: { AuditLog.Bounds(holder.current) }), connections: ConnectionRegistry(),
+            logger: logger, store: store, directory: accounts, keys: keys, audit: AuditLog(store: store, now: now, bounds: { AuditLog.Bounds(holder.current) }), connections: connections,
             masterKeySource: masterKey.source, sealer: sealer, codeKey: try KeyDerivation.key(masterKey, label: "otp-code"),
-            localLock: LocalLock(store: store, directory: accounts, config: holder, now: now), events: EventBus(), sync: syncBus, outbox: outbox,
+            localLock: LocalLock(store: store, directory: accounts, config: holder, now: now), events: EventBus(), sync: syncBus, syncService: syncService, outbox: outbox,
             vault: TokenVault(store: store, sealer: sealer, directory: accounts),
             http: HTTPClient.beside(environment: ProcessInfo.processInfo.environment), hub: hub, startedAt: started, now: now)
         dispatcher = Dispatcher(table: DispatchTable.make(services), services: services)

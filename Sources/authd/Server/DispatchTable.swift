@@ -55,15 +55,11 @@ enum DispatchTable {
         table.registerPAMMethods(pam, lock: services.localLock, isAdmin: { services.isAdmin($0) })
 
         // Sync: the account's event log, and this machine's stream of it.
-        let syncLog = SyncLog(store: services.store, now: services.now)
-        let sync = SyncService(log: syncLog, directory: directory, bus: services.sync, limiter: limiter,
-                               thisMachine: services.hub.identity.id) { account, event in
-            await services.hub.push(event, account: account, directory: directory, connections: services.connections)
-        }
+        let sync = services.syncService
         let syncSource: any SyncSource = services.hub.link.map { HubSyncSource(link: $0, machineName: services.hub.identity.name) }
             ?? LocalSyncSource(service: sync)
         table.registerSyncMethods(sync, source: syncSource, bus: services.sync, outbox: services.outbox)
-        table.registerLinkSyncMethods(log: syncLog, directory: directory)
+        table.registerLinkSyncMethods(log: sync.log, directory: directory)
 
         table.registerHubMethods(services)
         table.registerCoreMethods(services)

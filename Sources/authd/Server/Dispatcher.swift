@@ -91,6 +91,7 @@ final class Dispatcher: Sendable {
         if let ended = scope?.endedSessions, !ended.isEmpty {
             services.hub.tell(ended, connections: services.connections, now: services.now(), logger: logger)
         }
+        if let notices = scope?.notices, !notices.isEmpty { await services.syncService.record(notices) }
         log(request.method, caller, outcome.map { _ in () }, started)
         return reply(request, outcome)
     }

@@ -25,6 +25,8 @@ struct Services: Sendable {
     let events: EventBus
     /// `sync.subscribe` streams, per account.
     let sync: SyncBus
+    /// The accounts' event logs where they live (also where a call's `AccountNotice`s go).
+    let syncService: SyncService
     /// On a device: what apps sent while the hub was away.
     let outbox: SyncOutbox?
     /// Remote tokens of federated sign-ins, per local user.

@@ -19,7 +19,9 @@ struct SyncService: Sendable {
     static let maxBodyBytes = 64 << 10
     /// The kinds an app sends with `sync.send`; `read` and `dismiss` come from their own methods.
     static let sendableKinds: Set<String> = ["message", "notification"]
-    static let allKinds: Set<String> = sendableKinds.union(["read", "dismiss"])
+    /// authd's own: what happened to the account's machines and sessions.
+    static let authdKinds: Set<String> = ["device.linked", "device.revoked", "session.ended"]
+    static let allKinds: Set<String> = sendableKinds.union(["read", "dismiss"]).union(authdKinds)
 
     /// What `sync.send` refuses before anything is stored (here, or in a device's outbox); the
     /// body, encoded, when it passes.
@@ -84,6 +86,19 @@ struct SyncService: Sendable {
         let event = try await log.dismiss(account: account, position: params.position, from: origin(of: caller))
         if let event { await committed(event, account: account) }
         return SyncDismiss.Result(dismissed: event != nil, position: event?.position)
+    }
+
+    /// Appends what a call did to accounts (a machine linked or removed, a session ended) to
+    /// their logs, sent by this authd itself, and hands each event on like any other.
+    func record(_ notices: [AccountNotice]) async {
+        for notice in notices {
+            guard let body = try? WireCodec.encodeJSON(JSONValue.object(notice.body)) else { continue }
+            let origin = SyncLog.Origin(deviceKey: "authd", sender: SyncSender(machine: "authd", deviceID: thisMachine.description, exe: nil))
+            guard let (event, _) = try? await log.append(account: notice.account, .init(kind: notice.kind, conversation: nil,
+                                                                                        body: String(decoding: body, as: UTF8.self), idempotencyKey: nil),
+                                                        from: origin) else { continue }
+            await committed(event, account: notice.account)
+        }
     }
 
     private func committed(_ event: SyncEvent, account: String) async {
