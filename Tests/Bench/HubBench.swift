@@ -7,7 +7,8 @@ import Synchronization
 // The hub's figures: a forwarded account call next to the same call on a standalone authd, TLS
 // handshakes per second at the hub next to openssl's own server (`openssl s_server`, measured by
 // the same client loop: s_time reuses one certificate, and the hub holds at most four connections
-// per device), and the hub's memory with 1,000 device connections.
+// per device), the hub's memory with 1,000 device connections, and sync through the hub: two
+// real devices (`syncFigures`), then 1,000 light ones of 500 accounts (`syncFiguresAtScale`).
 
 /// A CA and a hub certificate for 127.0.0.1, made with the openssl CLI.
 private struct BenchPKI {
