@@ -2,11 +2,13 @@ import Foundation
 import CLinux
 import Glibc
 import OpenSSLCrypto
+import Synchronization
 
 // The hub's figures: a forwarded account call next to the same call on a standalone authd, TLS
 // handshakes per second at the hub next to openssl's own server (`openssl s_server`, measured by
 // the same client loop: s_time reuses one certificate, and the hub holds at most four connections
-// per device), and the hub's memory with 1,000 device connections.
+// per device), the hub's memory with 1,000 device connections, and sync through the hub: two
+// real devices (`syncFigures`), then 1,000 light ones of 500 accounts (`syncFiguresAtScale`).
 
 /// A CA and a hub certificate for 127.0.0.1, made with the openssl CLI.
 private struct BenchPKI {
@@ -181,6 +183,10 @@ func hubFigures() throws {
     }
     row("hub RSS idle, with \(connected) device connections", String(format: "%.1f MB, %.1f MB (target ≤ 100 MB)", Double(idle) / 1e6, Double(hub.residentBytes) / 1e6))
     held.removeAll()
+
+    // Last: its 500 accounts and 1,000 sign-ins would stay in the hub's memory and weigh on the
+    // figure above.
+    try syncFiguresAtScale(hub: hub, hubClient: hubClient, port: port, pki: pki)
 }
 
 /// Sync through the hub: one account on two devices; an event sent on A, timed until B's
@@ -265,4 +271,284 @@ private func syncFigures(hub: Daemon, port: UInt16, pki: BenchPKI) throws {
     }
     row("sync: catch-up of 10,000 missed events at B", String(format: "%.0f ms (%.0f events/s)", (ContinuousClock.now - catchUpStarted).milliseconds,
                                                               Double(caught) / (ContinuousClock.now - catchUpStarted).milliseconds * 1000))
+}
+
+// MARK: Sync at 1,000 devices
+
+/// A device without a daemon behind it: a TLS client with a certificate of its own (so a machine
+/// of its own at the hub) that speaks the hub protocol itself, `link.forward` out and
+/// `link.sync_event` in. It never blocks: `flush` and `readLines` do what the socket allows
+/// now, so one thread polls all 1,000 of them (a daemon per device, or a thread per device,
+/// would not fit on this machine beside the hub).
+private final class LightDevice {
+    let held: HeldDevice
+    var fd: Int32 { held.fd }
+    private var inbox: [UInt8] = []
+    /// Bytes `SSL_write` was given and has not taken yet: OpenSSL wants a retry with the very
+    /// same buffer, so it is not appended to while it waits; `queued` collects the rest.
+    private var writing: [UInt8] = []
+    private var queued: [UInt8] = []
+    private var nextID = 1
+    var wantsWrite: Bool { !writing.isEmpty || !queued.isEmpty }
+
+    init(port: UInt16, context: TLSContext) throws { held = try HeldDevice(port: port, context: context) }
+
+    /// close_notify before `held` closes the socket, so the hub ends the connection at once.
+    deinit { held.stream.shutdown() }
+
+    /// Sends `method` for a process of uid 1000 on this machine.
+    func forward(_ method: String, _ params: String) throws {
+        queued += #"{"jsonrpc":"2.0","id":\#(nextID),"method":"link.forward","params":{"method":"\#(method)","params":\#(params),"caller":{"uid":1000}}}\#n"#.utf8
+        nextID += 1
+        try flush()
+    }
+
+    /// Writes what the socket takes now.
+    func flush() throws {
+        while true {
+            if writing.isEmpty {
+                guard !queued.isEmpty else { return }
+                swap(&writing, &queued)
+            }
+            switch try writing.withUnsafeBytes({ try held.stream.write($0) }) {
+            case .done: writing.removeAll(keepingCapacity: true)
+            case .wantRead, .wantWrite: return
+            case .closed: throw BenchError(description: "the hub closed a light device's connection")
+            }
+        }
+    }
+
+    /// The complete lines that can be read now.
+    func readLines() throws -> [[UInt8]] {
+        var chunk = [UInt8](repeating: 0, count: 16 * 1024)
+        reading: while true {
+            switch try chunk.withUnsafeMutableBytes({ try held.stream.read(into: $0) }) {
+            case .done(let count): inbox += chunk[0..<count]
+            case .wantRead, .wantWrite: break reading
+            case .closed: throw BenchError(description: "the hub closed a light device's connection")
+            }
+        }
+        var lines: [[UInt8]] = []
+        var start = 0
+        while let newline = inbox[start...].firstIndex(of: UInt8(ascii: "\n")) {
+            lines.append(Array(inbox[start..<newline]))
+            start = newline + 1
+        }
+        inbox.removeFirst(start)
+        return lines
+    }
+}
+
+/// One thread's poll(2) over many light devices.
+private struct LightDevicePoller {
+    private var descriptors: [pollfd]
+
+    init(_ devices: [LightDevice]) { descriptors = devices.map { pollfd(fd: $0.fd, events: Int16(POLLIN), revents: 0) } }
+
+    /// Waits up to `milliseconds` for any device to be readable, then hands every complete
+    /// line read to `handle` with the device's index.
+    mutating func poll(_ devices: [LightDevice], milliseconds: Int32, handle: (Int, [UInt8]) throws -> Void) throws {
+        for index in devices.indices {
+            descriptors[index].events = Int16(POLLIN) | (devices[index].wantsWrite ? Int16(POLLOUT) : 0)
+            descriptors[index].revents = 0
+        }
+        guard Glibc.poll(&descriptors, nfds_t(descriptors.count), milliseconds) > 0 else { return }
+        for index in devices.indices where descriptors[index].revents != 0 {
+            try devices[index].flush()
+            for line in try devices[index].readLines() { try handle(index, line) }
+        }
+    }
+}
+
+private let syncEventMethod = Array(#""method":"link.sync_event""#.utf8)
+private let benchSendKey = Array(#""bench_send":"#.utf8)
+
+/// The `bench_send` number in an event's body, read off the raw line (no JSON decoding in
+/// the timed loop: the figure is the hub's).
+private func benchSend(in line: [UInt8]) -> Int? {
+    guard let key = line.firstRange(of: benchSendKey) else { return nil }
+    var value = 0
+    var index = key.upperBound
+    while index < line.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(line[index]) {
+        value = value * 10 + Int(line[index] - UInt8(ascii: "0"))
+        index += 1
+    }
+    return index > key.upperBound ? value : nil
+}
+
+/// The code of the spooled SMS to each of `phones` (the spool names each file by its number),
+/// waiting up to 10 s for them all.
+private func spooledCodes(in spool: String, to phones: [String]) throws -> [String] {
+    var codes: [String: String] = [:]
+    for _ in 0..<1000 {
+        for name in (try? FileManager.default.contentsOfDirectory(atPath: spool)) ?? [] {
+            // TIME-NUMBER-UNIQUE.sms; UNIQUE is base64url and may hold "-" too.
+            let parts = name.split(separator: "-")
+            guard parts.count >= 3, codes[String(parts[1])] == nil,
+                  let text = try? String(contentsOfFile: spool + "/" + name, encoding: .utf8),
+                  let range = text.range(of: #"code is [0-9]{6}"#, options: .regularExpression) else { continue }
+            codes[String(parts[1])] = String(text[range].suffix(6))
+        }
+        if phones.allSatisfy({ codes[$0] != nil }) { return phones.map { codes[$0]! } }
+        usleep(10_000)
+    }
+    throw BenchError(description: "the spool lacks SMS to \(phones.filter { codes[$0] == nil }.count) of the numbers")
+}
+
+/// CPU seconds (user and system) process `pid` has used so far, from /proc/PID/stat.
+private func cpuSeconds(of pid: Int32) -> Double {
+    guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8), let end = stat.lastIndex(of: ")") else { return 0 }
+    // After the command name, field 3 (the state) comes first: utime (14) and stime (15) are the 12th and 13th (proc(5)).
+    let fields = stat[stat.index(after: end)...].split(separator: " ")
+    guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { return 0 }
+    return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
+}
+
+/// Sync at scale: 500 accounts, each signed in on two light devices (1,000 connections, each a
+/// machine of its own at the hub). An event sent by one device of an account is timed until the
+/// other reads it as `link.sync_event` (the send's own round trip included, as in
+/// `syncFigures`); then many senders at once, every delivery counted; and the hub's memory.
+private func syncFiguresAtScale(hub: Daemon, hubClient: Client, port: UInt16, pki: BenchPKI) throws {
+    let accounts = 500
+    let password = "bench passphrase long enough"
+    let phones = (0..<accounts).map { "+3725000\(1000 + $0)" }
+    let setupStarted = ContinuousClock.now
+
+    // The devices: one handshake after another (the hub lets 64 run at once from one address;
+    // one at a time is fast enough here and keeps the setup simple).
+    var devices: [LightDevice] = []
+    defer { devices.removeAll() }
+    for index in 0..<2 * accounts {
+        let key = try P256PrivateKey.generate()
+        let certificate = try X509Certificate.selfSigned(commonName: "light device \(index)", key: key, serial: 10_000 + index, days: 2)
+        let context = try TLSContext.client(certificate: certificate, key: key, trust: .certificateAuthority(file: pki.directory + "/ca.pem"))
+        devices.append(try LightDevice(port: port, context: context))
+    }
+
+    // The accounts, at the hub's own socket: every start first (no hashing), the codes from the
+    // spool by number, then the verifications, each an Argon2id hash, on four connections so
+    // the hub's hashing workers are never idle.
+    var flows: [String] = []
+    for phone in phones {
+        let started = String(decoding: try hubClient.call("account.register.start", #"{"phone":"\#(phone)"}"#), as: UTF8.self)
+        guard let flow = started.firstMatch(of: /"flow":"([^"]+)"/)?.output.1 else { throw BenchError(description: started) }
+        flows.append(String(flow))
+    }
+    let jobs = Array(zip(flows, try spooledCodes(in: hub.directory + "/state/sms-spool", to: phones)))
+    let failure = Mutex<String?>(nil)
+    let finished = DispatchSemaphore(value: 0)
+    let socket = hub.socket
+    let workers = 4
+    for worker in 0..<workers {
+        Thread {
+            defer { finished.signal() }
+            do {
+                let client = try Client(socket)
+                for index in stride(from: worker, to: jobs.count, by: workers) {
+                    let params = #"{"flow":"\#(jobs[index].0)","code":"\#(jobs[index].1)","password":"\#(password)"}"#
+                    let verified = String(decoding: try client.call("account.register.verify", params), as: UTF8.self)
+                    guard let token = verified.firstMatch(of: /"token":"(as1\.[^"]+)"/)?.output.1 else { throw BenchError(description: verified) }
+                    // The registration's session holds one of the account's two device places
+                    // (`[accounts] device_limit`); both are for the light devices.
+                    try client.call("auth.logout", #"{"session":"\#(token)"}"#)
+                }
+            } catch {
+                failure.withLock { $0 = $0 ?? "\(error)" }
+            }
+        }.start()
+    }
+    for _ in 0..<workers {
+        guard finished.wait(timeout: .now() + .seconds(120)) == .success else { throw BenchError(description: "registering 500 accounts took over 120 s") }
+    }
+    if let failed = failure.withLock({ $0 }) { throw BenchError(description: "registration: \(failed)") }
+
+    // Sign-ins, eight in flight (setup: Argon2id bounds it, not the link).
+    var poller = LightDevicePoller(devices)
+    var tokens = [String](repeating: "", count: devices.count)
+    var nextLogin = 0, signedIn = 0
+    func signIn() throws {
+        try devices[nextLogin].forward("auth.login", #"{"login":"\#(phones[nextLogin / 2])","password":"\#(password)"}"#)
+        nextLogin += 1
+    }
+    while nextLogin < min(8, devices.count) { try signIn() }
+    let signInDeadline = ContinuousClock.now + .seconds(120)
+    while signedIn < devices.count {
+        guard ContinuousClock.now < signInDeadline else { throw BenchError(description: "only \(signedIn) of \(devices.count) sign-ins in 120 s") }
+        try poller.poll(devices, milliseconds: 100) { index, line in
+            guard line.firstRange(of: syncEventMethod) == nil else { return }
+            let text = String(decoding: line, as: UTF8.self)
+            guard let token = text.firstMatch(of: /"token":"(as1\.[^"]+)"/)?.output.1 else { throw BenchError(description: "auth.login: " + text) }
+            tokens[index] = String(token)
+            signedIn += 1
+            if nextLogin < devices.count { try signIn() }
+        }
+    }
+    let setup = (ContinuousClock.now - setupStarted).milliseconds / 1000
+    let signedInBytes = hub.residentBytes
+
+    /// Sends `total` events, at most `window` in flight, round-robin over the accounts from
+    /// `first` on: device A (2k) of account k sends, and the send counts as delivered when device
+    /// B (2k + 1) reads it. Returns each send's latency (ms), the time to the last delivery at a
+    /// B, and every `link.sync_event` of these sends read at any device (the hub pushes to the
+    /// sender's machine too) once the rest have arrived or 2 s have passed.
+    func sends(_ total: Int, window: Int, first: Int) throws -> (latencies: [Double], elapsed: Duration, deliveries: Int) {
+        var pending: [Int: (started: ContinuousClock.Instant, receiver: Int)] = [:]
+        var latencies: [Double] = []
+        var sent = 0, deliveries = 0
+        func send() throws {
+            let number = first + sent
+            let account = number % accounts
+            pending[number] = (ContinuousClock.now, 2 * account + 1)
+            try devices[2 * account].forward(
+                "sync.send", #"{"session":"\#(tokens[2 * account])","kind":"message","conversation":"bench","body":{"bench_send":\#(number)}}"#)
+            sent += 1
+        }
+        func handle(_ index: Int, _ line: [UInt8]) throws {
+            guard let number = benchSend(in: line), line.firstRange(of: syncEventMethod) != nil else {
+                // Not an event: the answer to a send, which matters only when it is an error.
+                if line.firstRange(of: Array(#""error":"#.utf8)) != nil { throw BenchError(description: "sync.send: " + String(decoding: line, as: UTF8.self)) }
+                return
+            }
+            guard number >= first, number < first + total else { return }
+            deliveries += 1
+            if let waiting = pending[number], waiting.receiver == index {
+                latencies.append((ContinuousClock.now - waiting.started).milliseconds)
+                pending[number] = nil
+                if sent < total { try send() }
+            }
+        }
+        let started = ContinuousClock.now
+        let deadline = started + .seconds(60)
+        while sent < min(window, total) { try send() }
+        while !pending.isEmpty {
+            guard ContinuousClock.now < deadline else { throw BenchError(description: "\(pending.count) of \(total) events not delivered in 60 s") }
+            try poller.poll(devices, milliseconds: 100, handle: handle)
+        }
+        let elapsed = ContinuousClock.now - started
+        let drainDeadline = ContinuousClock.now + .seconds(2)
+        while deliveries < 2 * total, ContinuousClock.now < drainDeadline { try poller.poll(devices, milliseconds: 100, handle: handle) }
+        return (latencies.sorted(), elapsed, deliveries)
+    }
+
+    // One send in flight: the hub commits ~150–200 events a second here, so even four in
+    // flight would queue at the hub and time the queue, not commit → delivery.
+    _ = try sends(accounts, window: 1, first: 0)  // warm-up: every account once
+    let latency = try sends(2000, window: 1, first: accounts)
+    row("sync at 1,000 devices: sent on A → at B", String(format: "p50 %.2f ms, p99 %.2f ms (target p99 ≤ 50 ms; 2,000 sends over 500 accounts, 1 in flight)",
+                                                          percentile(latency.latencies, 0.5), percentile(latency.latencies, 0.99)))
+    // The CPU both sides used says whose limit the rate is (the two share this machine's cores).
+    let flowTotal = 3000
+    let (hubBefore, benchBefore, flowStarted) = (cpuSeconds(of: hub.process.processIdentifier), cpuSeconds(of: getpid()), ContinuousClock.now)
+    let flow = try sends(flowTotal, window: 64, first: accounts + 2000)
+    let flowSeconds = (ContinuousClock.now - flowStarted).milliseconds / 1000
+    let (hubCPU, benchCPU) = ((cpuSeconds(of: hub.process.processIdentifier) - hubBefore) / flowSeconds, (cpuSeconds(of: getpid()) - benchBefore) / flowSeconds)
+    row("sync at 1,000 devices: events/s through one hub", String(format: "%.0f/s (%d events, 64 in flight; %d of %d deliveries incl. the senders' machines; "
+                                                                   + "CPU: hub %.0f%%, bench %.0f%% of a core)",
+                                                                   Double(flowTotal) / flow.elapsed.milliseconds * 1000, flowTotal, flow.deliveries, 2 * flowTotal,
+                                                                   hubCPU * 100, benchCPU * 100))
+    let status = String(decoding: try hubClient.call("hub.status"), as: UTF8.self)
+    let connected = status.firstMatch(of: /"devices_connected":([0-9]+)/).flatMap { Int($0.output.1) } ?? 0
+    row("hub RSS with 1,000 signed-in light devices", String(format: "%.1f MB, %.1f MB after the sends (%d device connections)",
+                                                             Double(signedInBytes) / 1e6, Double(hub.residentBytes) / 1e6, connected))
+    row("  (setup: 500 accounts, 1,000 sign-ins; in all)", String(format: "%.0f s; %.0f s", setup, (ContinuousClock.now - setupStarted).milliseconds / 1000))
 }
