@@ -45,7 +45,7 @@ extension MethodTable {
         register(AuthLogin.self, home: .account, access: .anyone, remembers: .password, audit: { _, result in
             ["account": result.account.map { .string($0.id) } ?? .null, "session": result.session.map { .string($0.id) } ?? .null,
              "next": result.next.map { .string($0) } ?? .null]
-        }) { params, context in
+        }, forwarding: login.forwarding) { params, context in
             try limiter.take(.login, caller: context.caller)
             return try await login.login(params, caller: context.caller)
         }

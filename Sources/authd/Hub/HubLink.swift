@@ -5,6 +5,13 @@ import OpenSSLCrypto
 import Protocol
 import Synchronization
 
+extension ForwardedCaller {
+    /// A process of this machine, as its hub is told of it.
+    init(_ peer: CallerIdentity, machine: String) {
+        self.init(uid: peer.uid, username: peer.username, exe: peer.exe, machine: machine)
+    }
+}
+
 /// Why a forwarded call got no answer from the hub.
 enum HubLinkFailure: Error, Equatable, WireErrorConvertible {
     /// Not connected (or the link dropped while waiting); try again in `retryAfter` seconds.
@@ -143,6 +150,17 @@ final class HubLink: Sendable {
             throw .unavailable(retryAfter: 1, detail: error.message)
         }
         return outcome
+    }
+
+    /// An account method called by `caller`, a process of this machine, as `link.forward`.
+    func forward(_ method: String, _ params: JSONValue?, caller: ForwardedCaller) async throws(HubLinkFailure) -> Result<JSONValue, RPCError> {
+        try await call(LinkForward.name, LinkForward.Params(method: method, params: params, caller: caller))
+    }
+
+    /// The same for `M`, typed: its result, or the hub's refusal thrown as it gave it.
+    func forward<M: RPCMethod>(_: M.Type, _ params: M.Params, caller: ForwardedCaller) async throws -> M.Result {
+        let answer = try await forward(M.name, WireCodec.decode(JSONValue.self, from: WireCodec.encodeJSON(params)), caller: caller).get()
+        return try WireCodec.decode(M.Result.self, from: answer)
     }
 
     /// What a call waiting when the link drops gets (turned into `hub.unavailable`).

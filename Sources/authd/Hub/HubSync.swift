@@ -9,10 +9,7 @@ struct HubSyncSource: SyncSource {
     let machineName: String
 
     func events(_ params: SyncEvents.Params, for caller: CallerIdentity) async throws -> SyncEvents.Result {
-        let forwarded = LinkForward.Params(method: SyncEvents.name, params: try WireCodec.decode(JSONValue.self, from: WireCodec.encodeJSON(params)),
-                                           caller: ForwardedCaller(uid: caller.uid, username: caller.username, exe: caller.exe, machine: machineName))
-        let answer = try await link.call(LinkForward.name, forwarded).get()
-        return try WireCodec.decode(SyncEvents.Result.self, from: answer)
+        try await link.forward(SyncEvents.self, params, caller: ForwardedCaller(caller, machine: machineName))
     }
 
     func isTransient(_ error: any Error) -> Bool { error is HubLinkFailure }

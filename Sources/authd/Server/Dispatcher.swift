@@ -101,12 +101,11 @@ final class Dispatcher: Sendable {
     /// authd (the lock is this machine's).
     private func forward(_ request: Request, _ entry: MethodTable.Entry, over link: HubLink, for peer: CallerIdentity,
                          started: ContinuousClock.Instant) async -> Response {
-        var caller = ForwardedCaller(uid: peer.uid, username: peer.username, exe: peer.exe, machine: services.hub.identity.name)
+        var caller = ForwardedCaller(peer, machine: services.hub.identity.name)
         let outcome: Result<any Encodable & Sendable, RPCError>
         do {
-            // A password sign-in's second step may be a finger, on this machine.
-            if request.method == AuthLogin.name { caller.fingerprintAccounts = try await FingerprintSteps(store: services.store).accounts().sorted() }
-            let answer = try await link.call(LinkForward.name, LinkForward.Params(method: request.method, params: request.params, caller: caller))
+            if let forwarding = entry.forwarding { caller = try await forwarding(caller) }
+            let answer = try await link.forward(request.method, request.params, caller: caller)
             if case .success(let value) = answer, let proof = entry.remembers, let (account, device) = entry.signedInFromWire(value) {
                 try await services.localLock.remember(peer.uid, account: account, device: device, proof: proof)
             }

@@ -89,6 +89,9 @@ struct MethodTable: Sendable {
         /// The account and device a result in its wire form signed in (nil for none): how a
         /// device reads a sign-in its hub answered, to remember it as `remembers` says.
         let signedInFromWire: @Sendable (JSONValue) -> (account: String, device: String)?
+        /// On a device: what this machine adds to the caller of an account call it forwards
+        /// (a machine fact the hub's handler needs); nil for nothing.
+        let forwarding: (@Sendable (ForwardedCaller) async throws -> ForwardedCaller)?
         /// What the audit record of every outcome says about the request (granted, refused or
         /// failed alike), from its params; empty when they do not decode.
         let requestDetail: @Sendable (Request) -> [String: JSONValue]
@@ -120,18 +123,20 @@ struct MethodTable: Sendable {
         _ handler: @escaping @Sendable (M.Params, Context) async throws -> M.Result
     ) {
         add(M.self, home: home, access: access, requiresUnlock: requiresUnlock, remembers: nil, signedIn: { _ in nil }, audit: audit,
-            auditRequest: auditRequest, handler)
+            auditRequest: auditRequest, forwarding: nil, handler)
     }
 
     /// Registers `M`, whose success signs an account in that the caller's local user remembers
     /// (the lock is opened by what `remembers` proved).
+    /// `forwarding`: see `Entry.forwarding`.
     mutating func register<M: RPCMethod, Context>(
         _: M.Type, home: Home<Context>, access: Access, requiresUnlock: Bool = false, remembers: LocalLock.Proof,
         audit: (@Sendable (M.Params, M.Result) -> [String: JSONValue])? = nil,
+        forwarding: (@Sendable (ForwardedCaller) async throws -> ForwardedCaller)? = nil,
         _ handler: @escaping @Sendable (M.Params, Context) async throws -> M.Result
     ) where M.Result: SignInResult {
         add(M.self, home: home, access: access, requiresUnlock: requiresUnlock, remembers: remembers, signedIn: \.signedInAccount, audit: audit,
-            auditRequest: nil, handler)
+            auditRequest: nil, forwarding: forwarding, handler)
     }
 
     private mutating func add<M: RPCMethod, Context>(
@@ -139,6 +144,7 @@ struct MethodTable: Sendable {
         signedIn: @escaping @Sendable (M.Result) -> (account: String, device: String)?,
         audit: (@Sendable (M.Params, M.Result) -> [String: JSONValue])?,
         auditRequest: (@Sendable (M.Params) -> [String: JSONValue])?,
+        forwarding: (@Sendable (ForwardedCaller) async throws -> ForwardedCaller)?,
         _ handler: @escaping @Sendable (M.Params, Context) async throws -> M.Result
     ) {
         let name = M.name
@@ -151,7 +157,7 @@ struct MethodTable: Sendable {
             (try? WireCodec.decode(M.Result.self, from: value)).flatMap(signedIn)
         }
         entries[name] = Entry(home: home.kind, access: access, audited: audit != nil, requiresUnlock: requiresUnlock, remembers: remembers,
-                              signedInFromWire: signedInFromWire, requestDetail: requestDetail) {
+                              signedInFromWire: signedInFromWire, forwarding: forwarding, requestDetail: requestDetail) {
             request, environment in
             guard let context = home.context(environment) else { throw RPCError.forbidden(name) }
             let params = try WireCodec.decodeParams(M.Params.self, from: request)

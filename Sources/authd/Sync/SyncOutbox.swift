@@ -94,10 +94,7 @@ actor SyncOutbox {
     // MARK: The hub
 
     private func forward(_ params: SyncSend.Params, caller: CallerIdentity) async throws -> SyncSend.Result {
-        let forwarded = LinkForward.Params(method: SyncSend.name, params: try WireCodec.decode(JSONValue.self, from: WireCodec.encodeJSON(params)),
-                                           caller: ForwardedCaller(uid: caller.uid, username: caller.username, exe: caller.exe, machine: machineName))
-        let answer = try await link.call(LinkForward.name, forwarded).get()
-        return try WireCodec.decode(SyncSend.Result.self, from: answer)
+        try await link.forward(SyncSend.self, params, caller: ForwardedCaller(caller, machine: machineName))
     }
 
     // MARK: The table
