@@ -13,10 +13,7 @@ struct HubDirectoryTests {
 
     /// Registers an account through `device` (the hub sends the code); the registration's result.
     static func register(_ rig: HubRig, on device: DaemonHarness, phone: String = phone) throws -> JSONValue {
-        let client = try device.connect()
-        let flow = try #require(try client.result("account.register.start", ["phone": .string(phone)])["flow"])
-        let code = try RegistrationTests.spooledCode(rig.hub, to: phone)
-        return try client.result("account.register.verify", ["flow": flow, "code": .string(code), "password": .string(password)])
+        try rig.register(on: device, phone: phone, password: password)
     }
 
     /// The hub's recent audit records, as one text.

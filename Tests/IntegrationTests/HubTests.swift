@@ -19,9 +19,7 @@ struct HubTests {
         #expect(deviceID.split(separator: "-").count == 13 && deviceID.split(separator: "-").allSatisfy { $0.count == 4 })
 
         // Registration is the account's: the code is sent by the hub, and the account lives there.
-        let flow = try #require(try client.result("account.register.start", ["phone": "+37251234567"])["flow"])
-        let code = try RegistrationTests.spooledCode(rig.hub, to: "+37251234567")
-        let registered = try client.result("account.register.verify", ["flow": flow, "code": .string(code), "password": "a long enough passphrase"])
+        let registered = try rig.register(on: device)
         #expect(registered["account"]?["id"]?.stringValue?.isEmpty == false)
         let hubAdmin = try rig.hub.connect()
         #expect(try hubAdmin.result("admin.accounts.list")["accounts"]?.arrayValue?.count == 1, "the account is in the hub's store")
@@ -99,9 +97,7 @@ struct HubTests {
         let rig = try HubRig()
         let (a, b) = (try rig.startDevice(), try rig.startDevice())
         let clientA = try a.connect(), clientB = try b.connect()
-        let flow = try #require(try clientA.result("account.register.start", ["phone": "+37251234567"])["flow"])
-        let code = try RegistrationTests.spooledCode(rig.hub, to: "+37251234567")
-        let onA = try clientA.result("account.register.verify", ["flow": flow, "code": .string(code), "password": "a long enough passphrase"])
+        let onA = try rig.register(on: a)
         let tokenA = try #require(onA["session"]?["token"])
         // A's token, carried to B, is worth nothing there (B never signed in: it may only sign in).
         let stolen = try clientB.call("session.get", ["session": tokenA])
@@ -124,9 +120,7 @@ struct HubTests {
         let rig = try HubRig()
         let (a, b) = (try rig.startDevice(), try rig.startDevice())
         let clientA = try a.connect(), clientB = try b.connect()
-        let flow = try #require(try clientA.result("account.register.start", ["phone": "+37251234567"])["flow"])
-        let code = try RegistrationTests.spooledCode(rig.hub, to: "+37251234567")
-        let onA = try clientA.result("account.register.verify", ["flow": flow, "code": .string(code), "password": "a long enough passphrase"])
+        let onA = try rig.register(on: a)
         let tokenA = try #require(onA["session"]?["token"])
         let login: JSONValue = ["login": "+37251234567", "password": "a long enough passphrase"]
         let first = try clientB.result("auth.login", login)["session"]
@@ -217,9 +211,7 @@ struct HubTests {
         let rig = try HubRig()
         let device = try rig.startDevice()
         let client = try device.connect()
-        let flow = try #require(try client.result("account.register.start", ["phone": "+37251234567"])["flow"])
-        let code = try RegistrationTests.spooledCode(rig.hub, to: "+37251234567")
-        let registered = try client.result("account.register.verify", ["flow": flow, "code": .string(code), "password": "a long enough passphrase"])
+        let registered = try rig.register(on: device)
         let account = try #require(try client.result("auth.token", ["session": registered["session"]!["token"]!, "aud": "https://rp.example"])["token"])
         let hub = try rig.hub.connect()
         #expect(try hub.result("token.verify", ["token": account, "aud": "https://rp.example"])["claims"]?["sub"] == registered["account"]?["id"])

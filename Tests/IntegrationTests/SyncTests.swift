@@ -27,9 +27,7 @@ struct SyncTests {
             rig = try HubRig(hubConfig: hubConfig)
             (a, b) = (try rig.startDevice(), try rig.startDevice())
             (clientA, clientB) = (try a.connect(), try b.connect())
-            let flow = try #require(try clientA.result("account.register.start", ["phone": "+37251234567"])["flow"])
-            let code = try RegistrationTests.spooledCode(rig.hub, to: "+37251234567")
-            onA = try #require(try clientA.result("account.register.verify", ["flow": flow, "code": .string(code), "password": "a long enough passphrase"])["session"]?["token"])
+            onA = try #require(try rig.register(on: a)["session"]?["token"])
             onB = try #require(try clientB.result("auth.login", ["login": "+37251234567", "password": "a long enough passphrase"])["session"]?["token"])
         }
 
@@ -98,9 +96,7 @@ struct SyncTests {
         let rig = try HubRig()
         let (a, b, c) = (try rig.startDevice(), try rig.startDevice(), try rig.startDevice())
         let clientA = try a.connect(), clientB = try b.connect()
-        let flow = try #require(try clientA.result("account.register.start", ["phone": "+37251234567"])["flow"])
-        let code = try RegistrationTests.spooledCode(rig.hub, to: "+37251234567")
-        let onA = try #require(try clientA.result("account.register.verify", ["flow": flow, "code": .string(code), "password": "a long enough passphrase"])["session"]?["token"])
+        let onA = try #require(try rig.register(on: a)["session"]?["token"])
         let onB = try #require(try clientB.result("auth.login", ["login": "+37251234567", "password": "a long enough passphrase"])["session"]?["token"])
         let (watchA, _) = try Self.subscribe(a, session: onA)
         let (watchB, _) = try Self.subscribe(b, session: onB)
@@ -247,9 +243,7 @@ struct SyncTests {
         let a = try rig.startDevice(extra: "[sync]\ndesktop_notifications = yes", environment: ["DBUS_SESSION_BUS_ADDRESS": desktop.address])
         let b = try rig.startDevice(extra: "[sync]\ndesktop_notifications = yes", environment: ["DBUS_SESSION_BUS_ADDRESS": "unix:path=\(desktop.directory)/none"])
         let clientA = try a.connect(), clientB = try b.connect()
-        let flow = try #require(try clientA.result("account.register.start", ["phone": "+37251234567"])["flow"])
-        let code = try RegistrationTests.spooledCode(rig.hub, to: "+37251234567")
-        _ = try clientA.result("account.register.verify", ["flow": flow, "code": .string(code), "password": "a long enough passphrase"])
+        _ = try rig.register(on: a)
         let onB = try #require(try clientB.result("auth.login", ["login": "+37251234567", "password": "a long enough passphrase"])["session"]?["token"])
 
         let sent = try clientB.result("sync.send", ["session": onB, "kind": "notification", "conversation": "home",

@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import Protocol
+import Testing
 
 /// A hub and its devices for one test, all real authd processes on loopback: a test CA made with
 /// the `openssl` CLI in a temporary directory, a hub certificate for 127.0.0.1 from it, the hub
@@ -79,6 +80,15 @@ final class HubRig {
         try device.start(environment: environment)
         if waitForLink { try Self.waitForLink(device, state: "connected") }
         return device
+    }
+
+    /// Registers `phone` with `password` through `device` (the code from the hub's SMS spool);
+    /// the verify result: the account and the session bound to that machine.
+    func register(on device: DaemonHarness, phone: String = "+37251234567", password: String = "a long enough passphrase") throws -> JSONValue {
+        let client = try device.connect()
+        let flow = try #require(try client.result("account.register.start", ["phone": .string(phone)])["flow"])
+        let code = try RegistrationTests.spooledCode(hub, to: phone)
+        return try client.result("account.register.verify", ["flow": flow, "code": .string(code), "password": .string(password)])
     }
 
     /// Waits until `device`'s link reports `state`, at most `seconds`.
