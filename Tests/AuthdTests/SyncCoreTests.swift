@@ -10,8 +10,8 @@ import Testing
 struct SyncCoreTests {
     static let origin = SyncLog.Origin(deviceKey: "machine:test", sender: SyncSender(machine: "test", deviceID: nil, exe: nil))
 
-    static func draft(_ text: String, key: String? = nil) -> SyncLog.Draft {
-        SyncLog.Draft(kind: "message", conversation: "chat", body: #"{"text":"\#(text)"}"#, idempotencyKey: key)
+    static func draft(_ text: String, key: String? = nil) throws -> SyncLog.Draft {
+        try SyncLog.Draft(kind: "message", conversation: "chat", body: ["text": .string(text)], idempotencyKey: key)
     }
 
     @Test("positions are gap-free per account and the same key is the same event; retention purges old events and the log says where it starts")
@@ -19,16 +19,16 @@ struct SyncCoreTests {
         let fixture = try TestDirectory()
         let account = try await fixture.register().account.id
         let log = SyncLog(store: fixture.store, now: fixture.clock.closure)
-        let first = try await log.append(account: account, Self.draft("a", key: "k"), from: Self.origin)
-        let again = try await log.append(account: account, Self.draft("a", key: "k"), from: Self.origin)
+        let first = try await log.append(account: account, try Self.draft("a", key: "k"), from: Self.origin)
+        let again = try await log.append(account: account, try Self.draft("a", key: "k"), from: Self.origin)
         #expect(first.event.position == 1 && !first.duplicate && again.event.position == 1 && again.duplicate)
-        _ = try await log.append(account: account, Self.draft("b"), from: Self.origin)
+        _ = try await log.append(account: account, try Self.draft("b"), from: Self.origin)
         fixture.clock.advance(7200)
-        _ = try await log.append(account: account, Self.draft("c"), from: Self.origin)
+        _ = try await log.append(account: account, try Self.draft("c"), from: Self.origin)
         #expect(try await log.purge(retention: 3600) == 2, "the two events older than an hour")
         let page = try await log.events(account: account, after: 0, limit: 10)
         #expect(page.head == 3 && page.oldest == 3 && page.events.map(\.position) == [3])
-        _ = try await log.append(account: account, Self.draft("d"), from: Self.origin)
+        _ = try await log.append(account: account, try Self.draft("d"), from: Self.origin)
         #expect(try await log.events(account: account, after: 0, limit: 10).events.map(\.position) == [3, 4], "positions go on after a purge")
     }
 

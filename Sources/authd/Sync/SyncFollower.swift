@@ -37,6 +37,7 @@ struct SyncFollower: Sendable {
 
     func run(after start: Int64, signals: AsyncStream<SyncBus.Signal>, sink: StreamSink) async {
         var last = start
+        let mine = OpenSSL.sha256(Array(session.utf8))
         guard await catchUp(&last, sink) else { return }
         for await signal in signals {
             switch signal {
@@ -48,7 +49,7 @@ struct SyncFollower: Sendable {
             case .event, .resync:
                 guard await catchUp(&last, sink) else { return }
             case .sent(let sent):
-                guard sent.sessionHash == OpenSSL.sha256(Array(session.utf8)) else { continue }
+                guard sent.sessionHash == mine else { continue }
                 let (position, error): (Int64?, RPCError?) = switch sent.outcome {
                 case .success(let position): (position, nil)
                 case .failure(let error): (nil, error)

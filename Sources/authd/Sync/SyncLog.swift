@@ -20,12 +20,21 @@ struct SyncLog: Sendable {
         let sender: SyncSender
     }
 
-    /// An event before it has a position: its body already encoded (and size-checked).
+    /// An event before it has a position, its body encoded once, as it is stored.
     struct Draft: Sendable {
         let kind: String
         let conversation: String?
-        let body: String
+        let body: JSONValue
+        let encoded: String
         let idempotencyKey: String?
+
+        init(kind: String, conversation: String?, body: JSONValue, idempotencyKey: String?) throws {
+            self.kind = kind
+            self.conversation = conversation
+            self.body = body
+            encoded = String(decoding: try WireCodec.encodeJSON(body), as: UTF8.self)
+            self.idempotencyKey = idempotencyKey
+        }
     }
 
     private static let columns = "position, kind, conversation, body, machine, device_id, exe, created_at, idempotency_key"
@@ -62,11 +71,10 @@ struct SyncLog: Sendable {
             INSERT INTO sync_events (account_id, position, kind, conversation, body, device_key, machine, device_id, exe, idempotency_key, created_at)
             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
             """,
-            [.text(account), .integer(position), .text(draft.kind), draft.conversation.map(SQLValue.text) ?? .null, .text(draft.body),
+            [.text(account), .integer(position), .text(draft.kind), draft.conversation.map(SQLValue.text) ?? .null, .text(draft.encoded),
              .text(origin.deviceKey), .text(origin.sender.machine), origin.sender.deviceID.map(SQLValue.text) ?? .null,
              origin.sender.exe.map(SQLValue.text) ?? .null, draft.idempotencyKey.map(SQLValue.text) ?? .null, .integer(now)])
-        let body = (try? WireCodec.decode(JSONValue.self, from: Data(draft.body.utf8))) ?? .null
-        return SyncEvent(position: position, kind: draft.kind, conversation: draft.conversation, body: body, sender: origin.sender,
+        return SyncEvent(position: position, kind: draft.kind, conversation: draft.conversation, body: draft.body, sender: origin.sender,
                          at: Timestamp.rfc3339(epochSeconds: now), idempotencyKey: draft.idempotencyKey)
     }
 
@@ -111,8 +119,7 @@ struct SyncLog: Sendable {
             try database.execute(
                 "INSERT INTO sync_read_markers (account_id, conversation, up_to) VALUES (?, ?, ?) ON CONFLICT (account_id, conversation) DO UPDATE SET up_to = excluded.up_to",
                 [.text(account), .text(conversation), .integer(target)])
-            let body = String(decoding: try WireCodec.encodeJSON(["up_to": JSONValue.integer(target)]), as: UTF8.self)
-            let event = try Self.insert(Draft(kind: "read", conversation: conversation, body: body, idempotencyKey: nil),
+            let event = try Self.insert(Draft(kind: "read", conversation: conversation, body: ["up_to": .integer(target)], idempotencyKey: nil),
                                         account: account, origin: origin, now: now, in: database)
             return (target, event)
         }
@@ -146,8 +153,7 @@ struct SyncLog: Sendable {
                 "SELECT 1 FROM sync_events WHERE account_id = ? AND kind = 'dismiss' AND idempotency_key = ?", [.text(account), .text(key)],
                 row: { _ in true }) ?? false
             guard !dismissed else { return nil }
-            let body = String(decoding: try WireCodec.encodeJSON(["position": JSONValue.integer(position)]), as: UTF8.self)
-            return try Self.insert(Draft(kind: "dismiss", conversation: conversation, body: body, idempotencyKey: key),
+            return try Self.insert(Draft(kind: "dismiss", conversation: conversation, body: ["position": .integer(position)], idempotencyKey: key),
                                    account: account, origin: origin, now: now, in: database)
         }
     }

@@ -28,7 +28,7 @@ actor SyncOutbox {
     }
 
     func send(_ params: SyncSend.Params, caller: CallerIdentity) async throws -> SyncSend.Result {
-        let body = try SyncService.check(params)
+        let draft = try SyncService.check(params)
         // One key for the first attempt and any resend: a send whose answer was lost with the
         // link (the hub had stored it) is then the same event when the outbox sends it again.
         let key = try params.idempotencyKey ?? "authd-" + Base64URL.encode(OpenSSL.randomBytes(16))
@@ -42,7 +42,7 @@ actor SyncOutbox {
             }
         }
         // Behind what is queued (or the hub away): keep it, in order.
-        let id = try await queue(params, key: key, body: body, caller: caller)
+        let id = try await queue(params, key: key, body: draft.encoded, caller: caller)
         logger.info("sync: the hub is away; an event was kept in the outbox", [("AUTHD_SYNC_OUTBOX_ID", String(id))])
         Task { await flush() }
         return SyncSend.Result(queuedAs: id)
@@ -110,7 +110,7 @@ actor SyncOutbox {
         try await store.read { try $0.queryOne("SELECT 1 FROM sync_outbox LIMIT 1", row: { _ in true }) == nil }
     }
 
-    private func queue(_ params: SyncSend.Params, key: String, body: Data, caller: CallerIdentity) async throws -> Int64 {
+    private func queue(_ params: SyncSend.Params, key: String, body: String, caller: CallerIdentity) async throws -> Int64 {
         let sealed = try sealer.seal(SecretBytes(Array(params.session.utf8)), purpose: .syncOutboxSession, identity: "sync_outbox:\(key)")
         let now = Int64(now().timeIntervalSince1970)
         return try await store.transaction { database in
@@ -121,7 +121,7 @@ actor SyncOutbox {
                 """,
                 [.blob(sealed), .blob(OpenSSL.sha256(Array(params.session.utf8))), .integer(Int64(caller.uid)), caller.username.map(SQLValue.text) ?? .null,
                  caller.exe.map(SQLValue.text) ?? .null, .text(params.kind), params.conversation.map(SQLValue.text) ?? .null,
-                 .text(String(decoding: body, as: UTF8.self)), .text(key), .integer(now)])
+                 .text(body), .text(key), .integer(now)])
             return database.lastInsertRowID
         }
     }

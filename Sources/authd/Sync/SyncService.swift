@@ -24,24 +24,22 @@ struct SyncService: Sendable {
     static let allKinds: Set<String> = sendableKinds.union(["read", "dismiss"]).union(authdKinds)
 
     /// What `sync.send` refuses before anything is stored (here, or in a device's outbox); the
-    /// body, encoded, when it passes.
-    static func check(_ params: SyncSend.Params) throws -> Data {
+    /// event to store when it passes.
+    static func check(_ params: SyncSend.Params) throws -> SyncLog.Draft {
         guard sendableKinds.contains(params.kind) else {
             throw InvalidParameter("Parameter 'kind' must be 'message' or 'notification' (read markers and dismissals have their own methods).", field: "kind")
         }
         if let conversation = params.conversation { try checkName(conversation, field: "conversation") }
         if let key = params.idempotencyKey { try checkName(key, field: "idempotency_key") }
-        let body = try WireCodec.encodeJSON(params.body)
-        guard body.count <= maxBodyBytes else { throw SyncFailure.tooLarge(limit: maxBodyBytes) }
-        return body
+        let draft = try SyncLog.Draft(kind: params.kind, conversation: params.conversation, body: params.body, idempotencyKey: params.idempotencyKey)
+        guard draft.encoded.utf8.count <= maxBodyBytes else { throw SyncFailure.tooLarge(limit: maxBodyBytes) }
+        return draft
     }
 
     func send(_ params: SyncSend.Params, caller: Caller) async throws -> SyncSend.Result {
-        let body = try Self.check(params)
+        let draft = try Self.check(params)
         try limiter.take(.syncWrite, caller: caller)
         let account = try await directory.authenticate(params.session).accountID
-        let draft = SyncLog.Draft(kind: params.kind, conversation: params.conversation, body: String(decoding: body, as: UTF8.self),
-                                  idempotencyKey: params.idempotencyKey)
         let (event, duplicate) = try await log.append(account: account, draft, from: origin(of: caller))
         if !duplicate { await committed(event, account: account) }
         return SyncSend.Result(position: event.position, duplicate: duplicate)
@@ -92,11 +90,9 @@ struct SyncService: Sendable {
     /// their logs, sent by this authd itself, and hands each event on like any other.
     func record(_ notices: [AccountNotice]) async {
         for notice in notices {
-            guard let body = try? WireCodec.encodeJSON(JSONValue.object(notice.body)) else { continue }
             let origin = SyncLog.Origin(deviceKey: "authd", sender: SyncSender(machine: "authd", deviceID: thisMachine.description, exe: nil))
-            guard let (event, _) = try? await log.append(account: notice.account, .init(kind: notice.kind, conversation: nil,
-                                                                                        body: String(decoding: body, as: UTF8.self), idempotencyKey: nil),
-                                                        from: origin) else { continue }
+            guard let draft = try? SyncLog.Draft(kind: notice.kind, conversation: nil, body: .object(notice.body), idempotencyKey: nil),
+                  let (event, _) = try? await log.append(account: notice.account, draft, from: origin) else { continue }
             await committed(event, account: notice.account)
         }
     }
