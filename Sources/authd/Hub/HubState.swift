@@ -64,6 +64,13 @@ final class HubKeys: Sendable {
 
     init(link: HubLink) { self.link = link }
 
+    /// The keys last fetched when they hold `kid`; otherwise fetched again first (the hub may
+    /// have rotated). A token's check then costs no round trip to the hub.
+    func published(with kid: String) async -> Published? {
+        if let known = cached.withLock({ $0 }), known.jwks.contains(where: { $0.kid == kid }) { return known }
+        return await published()
+    }
+
     /// Fetches the hub's keys when it can be reached; the last ones fetched otherwise (nil: never).
     func published() async -> Published? {
         if case .success(let value)? = try? await link.call(LinkJWKS.name, NoParams()),

@@ -20,7 +20,7 @@ extension MethodTable {
                 return try tokens.verify(params)
             } catch {
                 // On a device, a key it does not know may be its hub's: an account token.
-                guard case .unknownKey? = error as? TokenFailure, let hub = await hubKeys?.published() else { throw error }
+                guard case .unknownKey(let kid)? = error as? TokenFailure, let hub = await hubKeys?.published(with: kid) else { throw error }
                 return try tokens.verify(params, hub: hub)
             }
         }
