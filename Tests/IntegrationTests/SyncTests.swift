@@ -226,43 +226,23 @@ struct SyncTests {
     @Test("desktop notifications: a notification sent on B appears on A's desktop (python-dbusmock's notification daemon on a private session bus) with B's name, and B's dismissal closes it there; B, with no session bus, says so once and syncs as ever")
     func desktopNotifications() throws {
         let rig = try HubRig()
-        let desktop = try FprintdRig(startMock: false)  // a private bus, here A's session bus
-        let log = desktop.directory + "/notifications.log"
-        let mock = try ChildProcess.spawn(["/usr/bin/python3", "-m", "dbusmock", "--template", "notification_daemon", "-l", log],
-                                          environment: ["DBUS_SESSION_BUS_ADDRESS=\(desktop.address)", "PATH=/usr/bin:/bin", "PYTHONUNBUFFERED=1"],
-                                          stdout: .file(desktop.directory + "/mock.out"))
-        defer { ChildProcess.reap(mock) }
-        func owned() throws -> Bool {
-            try desktop.call("org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus", "NameHasOwner", ["s", "org.freedesktop.Notifications"],
-                             returning: Bool.self)
-        }
-        let ready = Date().addingTimeInterval(20)
-        while try !owned() && Date() < ready { usleep(50_000) }
-        #expect(try owned(), "the notification daemon mock is up")
+        let desktop = try NotificationDesktop()  // A's session bus
 
         let a = try rig.startDevice(extra: "[sync]\ndesktop_notifications = yes", environment: ["DBUS_SESSION_BUS_ADDRESS": desktop.address])
-        let b = try rig.startDevice(extra: "[sync]\ndesktop_notifications = yes", environment: ["DBUS_SESSION_BUS_ADDRESS": "unix:path=\(desktop.directory)/none"])
+        let b = try rig.startDevice(extra: "[sync]\ndesktop_notifications = yes", environment: ["DBUS_SESSION_BUS_ADDRESS": "unix:path=\(desktop.bus.directory)/none"])
         let clientA = try a.connect(), clientB = try b.connect()
         _ = try rig.register(on: a)
         let onB = try #require(try clientB.result("auth.login", ["login": "+37251234567", "password": "a long enough passphrase"])["session"]?["token"])
 
         let sent = try clientB.result("sync.send", ["session": onB, "kind": "notification", "conversation": "home",
                                                     "body": ["title": "Door", "text": "someone at the door"]])
-        func logged(_ text: String) -> Bool {
-            let deadline = Date().addingTimeInterval(10)
-            while Date() < deadline {
-                if let contents = try? String(contentsOfFile: log, encoding: .utf8), contents.contains(text) { return true }
-                usleep(20_000)
-            }
-            return false
-        }
-        #expect(logged("Notify"), "A showed it")
-        let shown = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
+        #expect(desktop.shows("Notify"), "A showed it")
+        let shown = desktop.log
         #expect(shown.contains("Door") && shown.contains("someone at the door") && shown.contains("from "), "title, text and the sending machine: \(shown)")
         _ = try clientB.result("sync.dismiss", ["session": onB, "position": sent["position"]!])
-        #expect(logged("CloseNotification"), "dismissed on B, closed on A: \((try? String(contentsOfFile: log, encoding: .utf8)) ?? "")")
+        #expect(desktop.shows("CloseNotification"), "dismissed on B, closed on A: \(desktop.log)")
         _ = try clientB.result("sync.send", ["session": onB, "kind": "notification", "body": ["title": "Again"]])
-        #expect(logged("Again"))
+        #expect(desktop.shows("Again"))
         #expect(b.log.components(separatedBy: "the session bus cannot show them").count == 2, "B said it once:\n\(b.log)")
         #expect(try clientB.result("sync.events", ["session": onB, "after": 0])["head"] == 5, "and B syncs as ever")
 
@@ -275,8 +255,8 @@ struct SyncTests {
         try a.kill9()
         _ = try clientB.result("sync.send", ["session": onB, "kind": "notification", "body": ["title": "While A was away"]])
         try a.start(environment: ["DBUS_SESSION_BUS_ADDRESS": desktop.address])
-        #expect(logged("While A was away"), "shown when A is back")
-        let shownOnce = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
+        #expect(desktop.shows("While A was away"), "shown when A is back")
+        let shownOnce = desktop.log
         #expect(shownOnce.components(separatedBy: "\"Door\"").count == 2, "what A had shown is not shown again: \(shownOnce)")
         withExtendedLifetime(desktop) {}
     }
