@@ -228,6 +228,7 @@ install: release
 	  sed 's|/usr/bin/|$(PREFIX)/bin/|g' systemd/$$unit > $(DESTDIR)$(PREFIX)/lib/systemd/system/$$unit; \
 	  sed 's|/usr/bin/|$(PREFIX)/bin/|g' systemd/user/$$unit > $(DESTDIR)$(PREFIX)/lib/systemd/user/$$unit; \
 	done
+	sed 's|/usr/bin/|$(PREFIX)/bin/|g' systemd/user/authd-desktop.service > $(DESTDIR)$(PREFIX)/lib/systemd/user/authd-desktop.service
 	install -m 0644 systemd/authd.sysusers $(DESTDIR)$(PREFIX)/lib/sysusers.d/authd.conf
 	install -m 0644 systemd/authd.tmpfiles $(DESTDIR)$(PREFIX)/lib/tmpfiles.d/authd.conf
 	install -m 0644 systemd/authd.conf.example $(DESTDIR)$(PREFIX)/share/doc/authd/
@@ -245,6 +246,7 @@ uninstall:
 	  $(DESTDIR)$(PREFIX)/share/man/man7/authd-protocol.7 $(DESTDIR)$(PREFIX)/share/man/man8/authd.8 \
 	  $(DESTDIR)$(PREFIX)/lib/systemd/system/authd.service $(DESTDIR)$(PREFIX)/lib/systemd/system/authd.socket \
 	  $(DESTDIR)$(PREFIX)/lib/systemd/user/authd.service $(DESTDIR)$(PREFIX)/lib/systemd/user/authd.socket \
+	  $(DESTDIR)$(PREFIX)/lib/systemd/user/authd-desktop.service \
 	  $(DESTDIR)$(PREFIX)/lib/sysusers.d/authd.conf $(DESTDIR)$(PREFIX)/lib/tmpfiles.d/authd.conf \
 	  $(DESTDIR)$(PREFIX)/share/bash-completion/completions/authctl \
 	  $(DESTDIR)$(PAMDIR)/pam_authd.so $(DESTDIR)$(PREFIX)/share/man/man8/pam_authd.8

@@ -58,7 +58,7 @@ let package = Package(
 
         .executableTarget(
             name: "authd",
-            dependencies: ["Protocol", "SmartCard", "OpenSSLCrypto", "CSQLite", "CSystemd", "CLinux", "CArgon2", "CPhoneNumber", "CPCSC", "CCBOR", "CPSL"]
+            dependencies: ["Protocol", "AuthdClient", "SmartCard", "OpenSSLCrypto", "CSQLite", "CSystemd", "CLinux", "CArgon2", "CPhoneNumber", "CPCSC", "CCBOR", "CPSL"]
         ),
         // The PAM module: a client of the system authd like authctl, on the same client library.
         // The Swift runtime is linked in (a sudo or login process has none), the library is

@@ -12,7 +12,7 @@
 # Checks, each must pass (exit status 1 otherwise):
 #   1. systemd-analyze verify of authd.socket + authd.service prints nothing;
 #      systemd-analyze --user verify of user/authd.socket + user/authd.service
-#      prints nothing.
+#      (and of user/authd-desktop.service) prints nothing.
 #   2. systemd-analyze security --offline=true --threshold=20 authd.service
 #      succeeds and the printed overall exposure is <= 2.0.
 #   3. systemd-sysusers --root=TMP accepts authd.sysusers and creates the
@@ -39,7 +39,7 @@ done
 
 src=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
 for f in authd.service authd.socket authd.sysusers authd.tmpfiles \
-         user/authd.service user/authd.socket; do
+         user/authd.service user/authd.socket user/authd-desktop.service; do
     [[ -f $src/$f ]] || die "missing $src/$f"
 done
 
@@ -54,6 +54,7 @@ for f in authd.service authd.socket; do
     sed "s#/usr/bin/#$tmp/bin/#g" "$src/$f" >"$tmp/system/$f"
     sed "s#/usr/bin/#$tmp/bin/#g" "$src/user/$f" >"$tmp/user/$f"
 done
+sed "s#/usr/bin/#$tmp/bin/#g" "$src/user/authd-desktop.service" >"$tmp/user/authd-desktop.service"
 
 export SYSTEMD_COLORS=0 SYSTEMD_PAGER=cat SYSTEMD_LOG_COLOR=0
 # Our copies first, then the default unit paths (trailing ':'), so that units
@@ -77,9 +78,9 @@ if [[ -n $out || $rc -ne 0 ]]; then
 fi
 echo "ok: no output"
 
-echo "== systemd-analyze --user verify user/authd.socket user/authd.service"
+echo "== systemd-analyze --user verify user/authd.socket user/authd.service user/authd-desktop.service"
 out=$("${user_env[@]}" systemd-analyze --user verify \
-        "$tmp/user/authd.socket" "$tmp/user/authd.service" 2>&1) || rc=1
+        "$tmp/user/authd.socket" "$tmp/user/authd.service" "$tmp/user/authd-desktop.service" 2>&1) || rc=1
 if [[ -n $out || $rc -ne 0 ]]; then
     printf '%s\n' "$out"
     die "systemd-analyze --user verify (user units) complained"

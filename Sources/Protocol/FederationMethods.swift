@@ -222,17 +222,20 @@ public enum EventNotification: RPCNotification {
     public static let name = "event"
     public struct Params: Codable, Sendable, Equatable {
         public var subscription: String
-        /// `session.logged_out` or `session.ended`.
+        /// `session.logged_out`, `session.ended`, or (with `[sync] desktop_notifications` in a
+        /// system authd) `sync.notification` and `sync.dismiss`.
         public var type: String
         public var loggedOut: LoggedOutEvent?
         public var ended: SessionEndedEvent?
-        public init(subscription: String, type: String, loggedOut: LoggedOutEvent?, ended: SessionEndedEvent? = nil) {
+        public var sync: SyncDesktopEvent?
+        public init(subscription: String, type: String, loggedOut: LoggedOutEvent?, ended: SessionEndedEvent? = nil, sync: SyncDesktopEvent? = nil) {
             self.subscription = subscription
             self.type = type
             self.loggedOut = loggedOut
             self.ended = ended
+            self.sync = sync
         }
-        enum CodingKeys: String, CodingKey { case subscription, type, loggedOut = "logged_out", ended }
+        enum CodingKeys: String, CodingKey { case subscription, type, loggedOut = "logged_out", ended, sync }
     }
 }
 

@@ -353,10 +353,14 @@ public enum LinkSyncEvent: RPCNotification {
     public struct Params: Codable, Sendable, Equatable {
         public var account: String
         public var event: SyncEvent
+        /// The local users of the receiving machine who hold a live session of the account
+        /// (by uid): whose desktops show its notifications.
+        public var users: [UInt32]?
 
-        public init(account: String, event: SyncEvent) {
+        public init(account: String, event: SyncEvent, users: [UInt32]?) {
             self.account = account
             self.event = event
+            self.users = users
         }
     }
 }
@@ -394,16 +398,32 @@ public enum LinkSyncResume: RPCMethod {
         public var account: String
         public var cursor: Int64
         public var events: [SyncEvent]
+        /// As in `link.sync_event`: the machine's local users who hold a live session of it.
+        public var users: [UInt32]?
 
-        public init(account: String, cursor: Int64, events: [SyncEvent]) {
+        public init(account: String, cursor: Int64, events: [SyncEvent], users: [UInt32]?) {
             self.account = account
             self.cursor = cursor
             self.events = events
+            self.users = users
         }
     }
 
     public struct Result: Codable, Sendable, Equatable {
         public var accounts: [Account]
         public init(accounts: [Account]) { self.accounts = accounts }
+    }
+}
+
+/// A `notification` or `dismiss` event of an account a local user holds a live session of on
+/// this machine: what a system authd hands that user's desktop (`authd --desktop`) on their
+/// `events.subscribe` streams, as `sync.notification` and `sync.dismiss`.
+public struct SyncDesktopEvent: Codable, Sendable, Equatable {
+    public var account: String
+    public var event: SyncEvent
+
+    public init(account: String, event: SyncEvent) {
+        self.account = account
+        self.event = event
     }
 }

@@ -134,7 +134,7 @@ extension Command {
 
     static let events = Command(
         path: ["events"], synopsis: "",
-        abstract: "Follow authd's events for this user (session.logged_out after a 401, session.ended when the hub ends a session), one line each, until interrupted."
+        abstract: "Follow authd's events for this user (session.logged_out after a 401, session.ended when the hub ends a session; sync.notification and sync.dismiss for this user's desktop from a system authd), one line each, until interrupted."
     ) { invocation throws(CLIError) in
         let connection = try invocation.connect()
         _ = try connection.call(EventsSubscribe.self, NoParams())
@@ -150,6 +150,8 @@ extension Command {
             } else if let ended = event.ended {
                 Output.line("\(ended.at) \(event.type) cause=\(ended.cause) account=\(ended.account) session=\(ended.session)"
                             + (ended.machineUnlinked ? " (this machine holds no session at the hub now: sign in again)" : ""))
+            } else if let sync = event.sync {
+                Output.line("\(sync.event.at) \(event.type) account=\(sync.account) position=\(sync.event.position) from=\(sync.event.sender.machine)")
             } else {
                 Output.line(event.type)
             }

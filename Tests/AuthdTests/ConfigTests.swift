@@ -185,7 +185,15 @@ struct DaemonOptionsTests {
         }
     }
 
-    @Test("usage errors exit 2", arguments: [["--bogus"], ["--socket"], ["--socket", "relative.sock"], ["--user=x"], ["--socket=", "--system"], ["--bogus=1"]])
+    @Test("--desktop follows the system daemon's socket unless told another; it takes no other option")
+    func desktop() {
+        #expect(DaemonOptions.parse(["--desktop"], environment: ["HOME": "/h", "XDG_RUNTIME_DIR": "/run/user/1"]) == .desktop(socketPath: "/run/authd/authd.sock"))
+        #expect(DaemonOptions.parse(["--desktop"], environment: ["AUTHD_SOCKET": "/e.sock"]) == .desktop(socketPath: "/e.sock"))
+        #expect(DaemonOptions.parse(["--socket=/f.sock", "--desktop"], environment: ["AUTHD_SOCKET": "/e.sock"]) == .desktop(socketPath: "/f.sock"))
+    }
+
+    @Test("usage errors exit 2", arguments: [["--bogus"], ["--socket"], ["--socket", "relative.sock"], ["--user=x"], ["--socket=", "--system"], ["--bogus=1"],
+                                             ["--desktop", "--system"], ["--desktop", "--state-dir", "/s"], ["--desktop=1"], ["--desktop", "--socket", "rel"]])
     func usageErrors(arguments: [String]) {
         guard case .exit(_, let status) = DaemonOptions.parse(arguments, environment: ["HOME": "/h"]) else {
             Issue.record("accepted \(arguments)")

@@ -6,11 +6,12 @@ import Testing
 @Suite("Login, sessions, devices")
 struct LoginTests {
     /// Registers `phone` with `password` through the spool backend; returns the verify result.
-    static func register(_ daemon: DaemonHarness, _ client: LineClient, phone: String, password: String, device: String = "device-1") throws -> JSONValue {
+    static func register(_ daemon: DaemonHarness, _ client: LineClient, phone: String, password: String, device: String = "device-1",
+                         email: String = "owner@example.org") throws -> JSONValue {
         let flow = try #require(try RegistrationTests.start(client, phone)["result"]?["flow"])
         let code = try RegistrationTests.spooledCode(daemon, to: phone)
         return try client.result("account.register.verify", [
-            "flow": flow, "code": .string(code), "email": "owner@example.org", "password": .string(password), "device": ["key": .string(device), "name": "first"],
+            "flow": flow, "code": .string(code), "email": .string(email), "password": .string(password), "device": ["key": .string(device), "name": "first"],
         ])
     }
 

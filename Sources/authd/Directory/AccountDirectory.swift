@@ -103,11 +103,13 @@ protocol AccountDirectory: Sendable {
     func devices(_ token: String) async throws -> DeviceList.Result
     /// Removes a device of the same account: its sessions end, its place frees.
     func revokeDevice(_ token: String, id: String) async throws
-    /// At a hub: the machines linked to it that hold a live session of the account (those its
-    /// events are pushed to).
-    func linkedMachines(of account: String) async throws -> [DeviceID]
-    /// At a hub: the accounts a linked machine holds a live session of.
-    func accounts(heldBy machine: DeviceID) async throws -> [String]
+    /// Who holds a live session of the account: at a hub, the machines linked to it (those its
+    /// events are pushed to) and, on each, the local users who signed in; and this machine's own
+    /// local users (`machine` nil).
+    func sessionHolders(of account: String) async throws -> [SessionHolder]
+    /// At a hub: the accounts a linked machine holds a live session of, with the local users
+    /// there who signed in.
+    func accounts(heldBy machine: DeviceID) async throws -> [(account: String, users: [UInt32])]
 
     // MARK: The account's own settings
 
@@ -210,8 +212,15 @@ struct DeviceIdentity: Sendable, Equatable {
     let name: String
     /// False when `name` is the default (the host name): it then never renames a device.
     var nameGiven = true
-    /// At a hub, for a machine linked to it: the local user there who signs in.
+    /// The local user who signs in: on this machine, or at a hub on the machine linked to it.
     var machineUser: UInt32?
+}
+
+/// A live session's place: the machine linked to this hub it was made on (nil: this machine),
+/// and the local user there who signed it in (nil when not recorded).
+struct SessionHolder: Sendable, Hashable {
+    let machine: DeviceID?
+    let user: UInt32?
 }
 
 /// What a change did to an account that its machines hear of in the account's event log

@@ -359,26 +359,28 @@ struct SQLiteAccountDirectory: AccountDirectory {
         }
     }
 
-    func linkedMachines(of account: String) async throws -> [DeviceID] {
-        try await liveSessions(select: "d.device_key", where: "d.account_id = ?", .text(account))
-            .compactMap { DeviceIdentity.machine(ofKey: $0).map(DeviceID.init(description:)) }
+    func sessionHolders(of account: String) async throws -> [SessionHolder] {
+        try await liveSessions(select: "d.device_key", where: "d.account_id = ?", .text(account)).map { key, user in
+            SessionHolder(machine: DeviceIdentity.machine(ofKey: key).map(DeviceID.init(description:)), user: user)
+        }
     }
 
-    func accounts(heldBy machine: DeviceID) async throws -> [String] {
-        try await liveSessions(select: "d.account_id", where: "d.device_key = ?", .text(DeviceIdentity.key(ofMachine: machine)))
+    func accounts(heldBy machine: DeviceID) async throws -> [(account: String, users: [UInt32])] {
+        let held = try await liveSessions(select: "d.account_id", where: "d.device_key = ?", .text(DeviceIdentity.key(ofMachine: machine)))
+        return Dictionary(grouping: held, by: \.value).map { account, rows in (account, rows.compactMap(\.user).sorted()) }
     }
 
-    /// One column, distinct, of the devices with a live session (not revoked, expired or idle)
-    /// that `condition` selects.
-    private func liveSessions(select column: String, where condition: String, _ value: SQLValue) async throws -> [String] {
+    /// One column, with the local user who signed in, distinct, of the devices with a live
+    /// session (not revoked, expired or idle) that `condition` selects.
+    private func liveSessions(select column: String, where condition: String, _ value: SQLValue) async throws -> [(value: String, user: UInt32?)] {
         let now = seconds
         let idle = Int64(config.current.sessionIdleSeconds)
         return try await store.read { database in
             try database.query(
                 """
-                SELECT DISTINCT \(column) FROM devices d JOIN sessions s ON s.device_id = d.id
+                SELECT DISTINCT \(column), s.machine_uid FROM devices d JOIN sessions s ON s.device_id = d.id
                 WHERE \(condition) AND d.revoked_at IS NULL AND s.revoked_at IS NULL AND s.expires_at > ? AND s.last_used_at > ?
-                """, [value, .integer(now), .integer(now - idle)]) { $0.text(0) }
+                """, [value, .integer(now), .integer(now - idle)]) { ($0.text(0), $0.optionalInt64(1).map { UInt32(truncatingIfNeeded: $0) }) }
         }
     }
 

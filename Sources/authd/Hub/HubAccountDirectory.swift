@@ -180,8 +180,8 @@ struct HubAccountDirectory: AccountDirectory {
     func revokeSession(_ token: String, id: String) async throws { throw refuse("revoke a session here") }
     func devices(_ token: String) async throws -> DeviceList.Result { throw refuse("list devices here") }
     func revokeDevice(_ token: String, id: String) async throws { throw refuse("revoke a device here") }
-    func linkedMachines(of account: String) async throws -> [DeviceID] { throw refuse("push events to other machines") }
-    func accounts(heldBy machine: DeviceID) async throws -> [String] { throw refuse("keep other machines' sync cursors") }
+    func sessionHolders(of account: String) async throws -> [SessionHolder] { throw refuse("push events to other machines") }
+    func accounts(heldBy machine: DeviceID) async throws -> [(account: String, users: [UInt32])] { throw refuse("keep other machines' sync cursors") }
     func profile(_ token: String) async throws -> AccountProfile { throw refuse("change the account's settings here") }
     func updateProfile(_ token: String, email: String?, passwordHash: String?) async throws -> AccountInfo {
         throw refuse("change the account's settings here")

@@ -17,14 +17,23 @@ struct HubSyncSource: SyncSource {
 
 extension HubState {
     /// At a hub: sends a committed event to every linked machine that holds a live session of
-    /// its account, over their links, at once.
+    /// its account, over their links, at once, naming the local users there who signed in.
     func push(_ event: SyncEvent, account: String, directory: any AccountDirectory, connections: ConnectionRegistry) async {
-        guard role == .hub, let machines = try? await directory.linkedMachines(of: account), !machines.isEmpty,
-              let line = try? WireCodec.notificationLine(method: LinkSyncEvent.name, params: LinkSyncEvent.Params(account: account, event: event))
-        else { return }
-        let linked = Set(machines)
+        guard role == .hub, let holders = try? await directory.sessionHolders(of: account) else { return }
+        var users: [DeviceID: [UInt32]] = [:]
+        for holder in holders {
+            guard let machine = holder.machine else { continue }
+            users[machine, default: []] += holder.user.map { [$0] } ?? []
+        }
+        guard !users.isEmpty else { return }
+        var lines: [DeviceID: Data] = [:]
         for connection in connections.all {
-            if case .device(let machine) = connection.caller, linked.contains(machine) { connection.enqueue(line) }
+            guard case .device(let machine) = connection.caller, let machineUsers = users[machine] else { continue }
+            if lines[machine] == nil {
+                let params = LinkSyncEvent.Params(account: account, event: event, users: Array(Set(machineUsers)).sorted())
+                lines[machine] = try? WireCodec.notificationLine(method: LinkSyncEvent.name, params: params)
+            }
+            if let line = lines[machine] { connection.enqueue(line) }
         }
     }
 }
@@ -42,9 +51,10 @@ extension MethodTable {
         register(LinkSyncResume.self, home: .link, access: .anyone) { params, machine in
             let limit = try SyncService.limit(params.limit, default: 500, most: 1000)
             var accounts: [LinkSyncResume.Account] = []
-            for account in try await directory.accounts(heldBy: machine) {
+            for (account, users) in try await directory.accounts(heldBy: machine) {
                 let cursor = try await log.cursor(account: account, machine: DeviceIdentity.key(ofMachine: machine))
-                accounts.append(.init(account: account, cursor: cursor, events: try await log.events(account: account, after: cursor, limit: limit).events))
+                accounts.append(.init(account: account, cursor: cursor, events: try await log.events(account: account, after: cursor, limit: limit).events,
+                                      users: users))
             }
             return LinkSyncResume.Result(accounts: accounts)
         }
@@ -101,7 +111,7 @@ actor SyncCursors {
             for account in missed.accounts {
                 told[account.account] = max(told[account.account] ?? 0, account.cursor)
                 for event in account.events {
-                    bus.publish(event, account: account.account)
+                    bus.publish(event, account: account.account, users: account.users ?? [])
                     taken[account.account] = max(taken[account.account] ?? 0, event.position)
                 }
                 more = more || account.events.count == 500

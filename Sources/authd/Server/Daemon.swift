@@ -119,7 +119,7 @@ final class Daemon: @unchecked Sendable {
             switch notice {
             case .sessionsEnded(let ended): Task { await events.hear(ended) }
             case .syncEvent(let pushed):
-                sync.publish(pushed.event, account: pushed.account)
+                sync.publish(pushed.event, account: pushed.account, users: pushed.users ?? [])
                 if let cursors { Task { await cursors.took(pushed.event.position, account: pushed.account) } }
             case .linked:
                 sync.resync()
@@ -130,7 +130,10 @@ final class Daemon: @unchecked Sendable {
             }
         }
         hub.link?.start()
-        DesktopNotifications(logger: logger).start(sync: syncBus, config: holder)
+        switch options.mode {
+        case .user: DesktopNotifications(logger: logger).start(sync: syncBus, config: holder)
+        case .system: DesktopDelivery(directory: accounts, events: services.events, logger: logger).start(sync: syncBus, config: holder)
+        }
         maintenance = Maintenance.schedule(directory: directory, vault: services.vault, audit: services.audit, sync: SyncLog(store: store, now: now),
                                            config: holder, spoolDirectory: options.smsSpoolDirectory, logger: logger, now: now)
         let elapsed = Date().timeIntervalSince(started)

@@ -6,6 +6,7 @@ actor EventBus {
         let type: String
         var loggedOut: LoggedOutEvent?
         var ended: SessionEndedEvent?
+        var sync: SyncDesktopEvent?
     }
 
     private var subscribers: [Int: (uid: UInt32, continuation: AsyncStream<Event>.Continuation)] = [:]

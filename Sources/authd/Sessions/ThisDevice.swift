@@ -19,8 +19,10 @@ extension DeviceIdentity {
                 }
             }
         }
+        var user: UInt32?
+        if case .local(let process) = caller { user = process.uid }
         return DeviceIdentity(key: description?.key ?? "machine:\(machineKey)", name: description?.name ?? hostName,
-                              nameGiven: description?.name != nil)
+                              nameGiven: description?.name != nil, machineUser: user)
     }
 
     /// How a machine linked to this hub is keyed among an account's devices: `device:` and its id.

@@ -2,11 +2,15 @@ import Dispatch
 import FoundationEssentials
 import Protocol
 
-/// With `[sync] desktop_notifications = yes`: each `notification` event of the accounts this
-/// machine follows appears on the desktop (`org.freedesktop.Notifications` on the session bus
-/// of the user authd runs as), with the sending machine's name, and a `dismiss` from any machine
-/// closes it. Without a session bus (a system authd, a server) it says so once in the log; the
-/// streams work as ever.
+/// A person's desktop: each `notification` event it is handed appears there
+/// (`org.freedesktop.Notifications` on the session bus of the user this process runs as), with
+/// the sending machine's name, and a `dismiss` from any machine closes it. Without a session bus
+/// (a server) it says so once in the log; the streams work as ever.
+///
+/// A user-mode authd with `[sync] desktop_notifications = yes` hands it every event of the
+/// accounts it follows (``start(sync:config:)``). A system authd cannot reach its users' session
+/// buses (nor may it: they admit only their own user); it hands each user's events to their
+/// `authd --desktop` instead (``DesktopDelivery``, ``DesktopAgent``), which shows them here.
 final class DesktopNotifications: @unchecked Sendable {
     // @unchecked: `bus`, `shown` and `warned` are touched only on `queue` (sd-bus does no locking).
     private let queue = DispatchQueue(label: "authd.desktop-notifications")
@@ -33,11 +37,20 @@ final class DesktopNotifications: @unchecked Sendable {
     func start(sync: SyncBus, config: ConfigHolder) {
         let events = sync.observe()
         Task { [self] in
-            for await (account, event) in events where config.current.syncDesktopNotifications && (event.kind == "notification" || event.kind == "dismiss") {
-                queue.async { [self] in show(event, of: account) }
+            for await observed in events where config.current.syncDesktopNotifications {
+                take(observed.event, of: observed.account)
             }
         }
     }
+
+    /// Shows a `notification`, closes what a `dismiss` names; other kinds are not for the desktop.
+    func take(_ event: SyncEvent, of account: String) {
+        guard Self.kinds.contains(event.kind) else { return }
+        queue.async { [self] in show(event, of: account) }
+    }
+
+    /// The kinds the desktop hears of.
+    static let kinds: Set<String> = ["notification", "dismiss"]
 
     private func show(_ event: SyncEvent, of account: String) {
         do {

@@ -31,8 +31,16 @@ final class SyncBus: Sendable {
     }
 
     private let subscribers = Mutex<[Int: Subscriber]>([:])
-    /// Who hears every account's events (the desktop notifier).
-    private let observers = Mutex<[AsyncStream<(account: String, event: SyncEvent)>.Continuation]>([])
+    /// An event as the desktop hears it: its account, and the local users who hold a live session
+    /// of it on this machine when the hub said so (nil: this machine's own directory knows).
+    struct Observed: Sendable {
+        let account: String
+        let event: SyncEvent
+        let users: [UInt32]?
+    }
+
+    /// Who hears every account's events (the desktop).
+    private let observers = Mutex<[AsyncStream<Observed>.Continuation]>([])
     private let nextID = Atomic<Int>(0)
 
     func subscribe(account: String) -> (id: Int, signals: AsyncStream<Signal>) {
@@ -47,14 +55,15 @@ final class SyncBus: Sendable {
     }
 
     /// Every committed event of every account, from now on, for the life of the daemon.
-    func observe() -> AsyncStream<(account: String, event: SyncEvent)> {
-        let (stream, continuation) = AsyncStream.makeStream(of: (account: String, event: SyncEvent).self, bufferingPolicy: .bufferingNewest(Self.bufferedSignals))
+    func observe() -> AsyncStream<Observed> {
+        let (stream, continuation) = AsyncStream.makeStream(of: Observed.self, bufferingPolicy: .bufferingNewest(Self.bufferedSignals))
         observers.withLock { $0.append(continuation) }
         return stream
     }
 
-    func publish(_ event: SyncEvent, account: String) {
-        for observer in observers.withLock({ $0 }) { observer.yield((account, event)) }
+    /// `users`: on a device, the local users the hub named (see ``Observed``).
+    func publish(_ event: SyncEvent, account: String, users: [UInt32]? = nil) {
+        for observer in observers.withLock({ $0 }) { observer.yield(Observed(account: account, event: event, users: users)) }
         for subscriber in subscribers.withLock({ Array($0.values) }) where subscriber.account == account {
             subscriber.continuation.yield(.event(event))
         }

@@ -19,6 +19,7 @@ struct DaemonOptions: Sendable, Equatable {
     static let usage = """
         Usage: authd [--user | --system] [--socket PATH] [--state-dir DIR] [--config FILE]
                authd --check-config [--config FILE]
+               authd --desktop [--socket PATH]
                authd --version | --help
 
         The authentication daemon. Runs in the foreground; logs to journald or stderr.
@@ -30,6 +31,9 @@ struct DaemonOptions: Sendable, Equatable {
           --state-dir DIR   store and key file        (env AUTHD_STATE_DIR)
           --config FILE     configuration, authd.conf(5) (env AUTHD_CONFIG)
           --check-config    validate the configuration and exit (0 valid, 1 invalid)
+          --desktop         show the system authd's notifications for this user on their
+                            desktop (run in the user's session; default socket
+                            /run/authd/authd.sock)
           --version         print the version and exit
 
         See authd(8).
@@ -37,6 +41,8 @@ struct DaemonOptions: Sendable, Equatable {
 
     enum ParseOutcome: Equatable {
         case run(DaemonOptions)
+        /// `authd --desktop`: the desktop of the user it runs as, for the authd at `socketPath`.
+        case desktop(socketPath: String)
         case exit(message: String, status: Int32)
     }
 
@@ -48,13 +54,15 @@ struct DaemonOptions: Sendable, Equatable {
         var state: String?
         var config: String?
         var check = false
+        var desktop = false
+        var others: [String] = []
         var remaining = arguments[...]
         while let argument = remaining.popFirst() {
             // `--name=value` or `--name value`; an empty inline value stays empty (and is refused).
             let parts = argument.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
             let name = String(parts[0])
             let inline = parts.count > 1 ? String(parts[1]) : nil
-            let knownFlag = ["--user", "--system", "--check-config", "--version", "--help", "-h"].contains(name)
+            let knownFlag = ["--user", "--system", "--check-config", "--desktop", "--version", "--help", "-h"].contains(name)
             if knownFlag && inline != nil {
                 return .exit(message: "authd: \(name) takes no value\n\(usage)", status: 2)
             }
@@ -62,7 +70,9 @@ struct DaemonOptions: Sendable, Equatable {
                 let value = inline ?? remaining.popFirst()
                 return value?.isEmpty == false ? value : nil
             }
+            if name != "--socket" && name != "--desktop" { others.append(name) }
             switch name {
+            case "--desktop": desktop = true
             case "--user": mode = .user
             case "--system": mode = .system
             case "--socket": socket = value()
@@ -78,6 +88,12 @@ struct DaemonOptions: Sendable, Equatable {
             }
         }
         socket = socket ?? environment["AUTHD_SOCKET"]
+        if desktop {
+            guard others.isEmpty else { return .exit(message: "authd: --desktop takes only --socket, not \(others[0])\n\(usage)", status: 2) }
+            let path = socket ?? DaemonSocket.systemPath
+            guard path.hasPrefix("/") else { return .exit(message: "authd: the socket path must be absolute: \(path)", status: 2) }
+            return .desktop(socketPath: path)
+        }
         state = state ?? environment["AUTHD_STATE_DIR"]
         config = config ?? environment["AUTHD_CONFIG"]
 

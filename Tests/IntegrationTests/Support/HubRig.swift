@@ -70,14 +70,14 @@ final class HubRig {
     /// Starts a device of the hub trusting `trust` (default: this rig's CA); with `waitForLink`,
     /// waits (at most 15 s) until its link is up.
     /// `environment`: more variables for the device (the fprintd stand-in's bus, say).
-    func startDevice(trust: String? = nil, waitForLink: Bool = true, extra: String = "", environment: [String: String] = [:]) throws -> DaemonHarness {
+    func startDevice(trust: String? = nil, waitForLink: Bool = true, extra: String = "", arguments: [String] = [], environment: [String: String] = [:]) throws -> DaemonHarness {
         let device = try DaemonHarness(config: """
             [hub]
             url = 127.0.0.1:\(port)
             \(trust ?? "ca_file = \(caFile)")
             \(extra)
             """)
-        try device.start(environment: environment)
+        try device.start(arguments: arguments, environment: environment)
         if waitForLink { try Self.waitForLink(device, state: "connected") }
         return device
     }

@@ -1,0 +1,41 @@
+import AuthdClient
+import FoundationEssentials
+import Glibc
+import Protocol
+
+/// `authd --desktop`: runs as a person in their desktop session (the `authd-desktop.service`
+/// user unit) and shows on their desktop the notifications a system authd hands them — those of
+/// the accounts they hold a live session of on this machine (``DesktopDelivery``) — through
+/// their session bus (``DesktopNotifications``). It holds no secret and opens no store: it is a
+/// client of authd like any other, known to it by its uid. While authd is away it connects again,
+/// every 1 s at first and at most every 30 s, and says so once.
+enum DesktopAgent {
+    static func run(socketPath: String) -> Never {
+        let logger = Logger(sink: Logger.sink(for: .auto))
+        let desktop = DesktopNotifications(logger: logger)
+        var delay: UInt32 = 1
+        var toldAway = false
+        while true {
+            do {
+                let client = RPCClient(connection: try LineConnection(socketPath: socketPath))
+                _ = try client.call(EventsSubscribe.self, NoParams())
+                logger.info("desktop: showing authd's notifications for this user (\(socketPath))")
+                toldAway = false
+                delay = 1
+                while let (method, params) = try client.nextNotification() {
+                    guard method == EventNotification.name, let params,
+                          let sync = (try? WireCodec.decode(EventNotification.Params.self, from: params))?.sync else { continue }
+                    desktop.take(sync.event, of: sync.account)
+                }
+                logger.info("desktop: authd closed the connection; connecting again")
+            } catch {
+                if !toldAway {
+                    toldAway = true
+                    logger.warning("desktop: cannot follow authd at \(socketPath): \(error); trying again until it answers")
+                }
+            }
+            sleep(delay)
+            delay = min(delay * 2, 30)
+        }
+    }
+}

@@ -1,0 +1,35 @@
+import Protocol
+
+/// In a system authd with `[sync] desktop_notifications = yes`: each `notification` and `dismiss`
+/// event goes to the local users who hold a live session of its account on this machine (the hub
+/// names them for what it pushes; a hub's or a standalone authd's own directory knows its own),
+/// as `sync.notification` and `sync.dismiss` on their `events.subscribe` streams, where their
+/// `authd --desktop` shows it. No other user hears of it.
+struct DesktopDelivery: Sendable {
+    let directory: any AccountDirectory
+    let events: EventBus
+    let logger: Logger
+
+    func start(sync: SyncBus, config: ConfigHolder) {
+        let observed = sync.observe()
+        Task { [self] in
+            for await item in observed where config.current.syncDesktopNotifications && DesktopNotifications.kinds.contains(item.event.kind) {
+                await deliver(item)
+            }
+        }
+    }
+
+    private func deliver(_ item: SyncBus.Observed) async {
+        var users = item.users
+        if users == nil {
+            do {
+                users = try await directory.sessionHolders(of: item.account).filter { $0.machine == nil }.compactMap(\.user)
+            } catch {
+                logger.warning("sync: cannot tell whose desktop shows an event of account \(item.account): \(error)")
+                return
+            }
+        }
+        let event = EventBus.Event(type: "sync." + item.event.kind, sync: SyncDesktopEvent(account: item.account, event: item.event))
+        for uid in Set(users ?? []) { await events.publish(event, to: uid) }
+    }
+}
