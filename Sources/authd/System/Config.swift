@@ -248,6 +248,30 @@ struct Config: Equatable, Sendable {
         .integer("writes_per_minute", \.syncWritesPerMinute, in: 1...1_000_000),
     ])
 
+    // MARK: [presence]
+
+    /// On a machine: read where it is (GeoClue2) and its Wi-Fi access point (NetworkManager) and
+    /// tell the hub when the person enters or leaves a hotspot.
+    var presenceEnabled = false
+    /// On a machine: a hotspot entered by its access point is left once none of its BSSIDs has
+    /// been seen for this long.
+    var presenceBSSIDAbsenceSeconds = 120
+    /// Where the account lives: a person's presence is dropped when their machines have not
+    /// reported for this long (nobody is shown somewhere they left hours ago).
+    var presenceExpirySeconds = 3600
+    /// Where the account lives: private hotspots one account may define.
+    var presenceMaxHotspots = 20
+    /// Where the account lives: `friends.add` lookups one account may make per hour (so the
+    /// directory cannot be harvested).
+    var presenceLookupsPerHour = 30
+    private static let presence = Section("presence", [
+        .yesNo("enabled", \.presenceEnabled),
+        .duration("bssid_absence", \.presenceBSSIDAbsenceSeconds, in: 10...86400),
+        .duration("expiry", \.presenceExpirySeconds, in: 60...(7 * 86400)),
+        .integer("max_hotspots", \.presenceMaxHotspots, in: 1...1000),
+        .integer("lookups_per_hour", \.presenceLookupsPerHour, in: 1...100_000),
+    ])
+
     /// What `[hub]` makes this authd.
     enum Role: String, Sendable { case standalone, hub, device }
     var role: Role { hubListen != nil ? .hub : hubURL != nil ? .device : .standalone }
@@ -268,7 +292,7 @@ struct Config: Equatable, Sendable {
     }
 
     /// Every section but `[federation.NAME]`, in the order `changes(from:)` reports their keys.
-    private static let sections = [server, log, tokens, admin, sms, accounts, card, lock, biometric, federation, passkeys, audit, hub, sync, pam]
+    private static let sections = [server, log, tokens, admin, sms, accounts, card, lock, biometric, federation, passkeys, audit, hub, sync, presence, pam]
 
     /// One `[federation.NAME]` section.
     struct FederationProvider: Equatable, Sendable {
