@@ -42,3 +42,106 @@ struct GeoTests {
         #expect(abs(Geo.distance(fromLatitude: 0, longitude: 179.9995, toLatitude: 0, longitude: -179.9995) - degree / 1000) < 1e-6)
     }
 }
+
+@Suite("Presence: hotspot definitions")
+struct HotspotRulesTests {
+    let office = Hotspot.Circle(latitude: 59.437, longitude: 24.7536, radius: 150)
+
+    @Test("a valid definition comes back normalised: name trimmed, BSSIDs in lower case, none is nil")
+    func normalised() throws {
+        let both = try HotspotRules.validated(name: "  Office  ", circle: office, bssids: ["AA:BB:CC:DD:EE:0F", "00:11:22:33:44:55"])
+        #expect(both == HotspotRules.Definition(name: "Office", circle: office, bssids: ["aa:bb:cc:dd:ee:0f", "00:11:22:33:44:55"]))
+        let circleOnly = try HotspotRules.validated(name: "Kohvik ☕️ 2", circle: office, bssids: [])
+        #expect(circleOnly.bssids == nil && circleOnly.name == "Kohvik ☕️ 2")
+        let accessPointsOnly = try HotspotRules.validated(name: String(repeating: "x", count: 64), circle: nil, bssids: ["0a:0b:0c:0d:0e:0f"])
+        #expect(accessPointsOnly.circle == nil && accessPointsOnly.bssids == ["0a:0b:0c:0d:0e:0f"])
+    }
+
+    @Test("the edges of each range are allowed", arguments: [
+        Hotspot.Circle(latitude: 90, longitude: 180, radius: 10),
+        Hotspot.Circle(latitude: -90, longitude: -180, radius: 5000),
+        Hotspot.Circle(latitude: 0, longitude: 0, radius: 10.5),
+    ])
+    func edges(circle: Hotspot.Circle) throws {
+        #expect(try HotspotRules.validated(name: "Edge", circle: circle, bssids: nil).circle == circle)
+    }
+
+    struct Fault: Sendable, CustomTestStringConvertible {
+        let name: String
+        let circle: Hotspot.Circle?
+        let bssids: [String]?
+        let field: String
+        init(_ name: String, _ circle: Hotspot.Circle?, _ bssids: [String]?, _ field: String) {
+            (self.name, self.circle, self.bssids, self.field) = (name, circle, bssids, field)
+        }
+        var testDescription: String { "\(field): \(name.debugDescription) \(String(describing: circle)) \(String(describing: bssids))" }
+    }
+
+    static let faults: [Fault] = [
+        Fault("", Hotspot.Circle(latitude: 0, longitude: 0, radius: 100), nil, "name"),
+        Fault("   ", Hotspot.Circle(latitude: 0, longitude: 0, radius: 100), nil, "name"),
+        Fault(String(repeating: "x", count: 65), Hotspot.Circle(latitude: 0, longitude: 0, radius: 100), nil, "name"),
+        Fault("Office\n", Hotspot.Circle(latitude: 0, longitude: 0, radius: 100), nil, "name"),
+        Fault("Off\u{7}ice", Hotspot.Circle(latitude: 0, longitude: 0, radius: 100), nil, "name"),
+        Fault("Off\u{2028}ice", Hotspot.Circle(latitude: 0, longitude: 0, radius: 100), nil, "name"),
+        Fault("Office", Hotspot.Circle(latitude: 90.0001, longitude: 0, radius: 100), nil, "circle.lat"),
+        Fault("Office", Hotspot.Circle(latitude: -91, longitude: 0, radius: 100), nil, "circle.lat"),
+        Fault("Office", Hotspot.Circle(latitude: .nan, longitude: 0, radius: 100), nil, "circle.lat"),
+        Fault("Office", Hotspot.Circle(latitude: .infinity, longitude: 0, radius: 100), nil, "circle.lat"),
+        Fault("Office", Hotspot.Circle(latitude: 0, longitude: 180.5, radius: 100), nil, "circle.lon"),
+        Fault("Office", Hotspot.Circle(latitude: 0, longitude: -.infinity, radius: 100), nil, "circle.lon"),
+        Fault("Office", Hotspot.Circle(latitude: 0, longitude: .nan, radius: 100), nil, "circle.lon"),
+        Fault("Office", Hotspot.Circle(latitude: 0, longitude: 0, radius: 9.99), nil, "circle.radius_m"),
+        Fault("Office", Hotspot.Circle(latitude: 0, longitude: 0, radius: 5000.01), nil, "circle.radius_m"),
+        Fault("Office", Hotspot.Circle(latitude: 0, longitude: 0, radius: .nan), nil, "circle.radius_m"),
+        Fault("Office", Hotspot.Circle(latitude: 0, longitude: 0, radius: -100), nil, "circle.radius_m"),
+        Fault("Office", nil, nil, "circle"),
+        Fault("Office", nil, [], "circle"),
+        Fault("Office", nil, ["aa:bb:cc:dd:ee"], "bssids"),
+        Fault("Office", nil, ["aa:bb:cc:dd:ee:ff:00"], "bssids"),
+        Fault("Office", nil, ["aa-bb-cc-dd-ee-ff"], "bssids"),
+        Fault("Office", nil, ["aabb.ccdd.eeff"], "bssids"),
+        Fault("Office", nil, ["aa:bb:cc:dd:ee:fg"], "bssids"),
+        Fault("Office", nil, ["a:bb:cc:dd:ee:fff"], "bssids"),
+        Fault("Office", nil, ["aa:bb:cc:dd:ee:ff "], "bssids"),
+        Fault("Office", nil, ["aa:bb:cc:dd:ee:１２"], "bssids"),
+        Fault("Office", nil, ["aa:bb:cc:dd:ee:ff", "AA:BB:CC:DD:EE:FF"], "bssids"),
+        Fault("Office", nil, (0...32).map { String(format: "00:00:00:00:00:%02x", $0) }, "bssids"),
+    ]
+
+    @Test("each fault is refused with the field it concerns", arguments: faults)
+    func refused(fault: Fault) {
+        #expect {
+            _ = try HotspotRules.validated(name: fault.name, circle: fault.circle, bssids: fault.bssids)
+        } throws: { error in
+            (error as? InvalidParameter)?.field == fault.field
+        }
+    }
+
+    @Test("thirty-two access points are allowed")
+    func thirtyTwo() throws {
+        let bssids = (0..<32).map { String(format: "00:00:00:00:00:%02x", $0) }
+        #expect(try HotspotRules.validated(name: "Campus", circle: nil, bssids: bssids).bssids == bssids)
+    }
+
+    @Test("error messages never repeat the coordinates or BSSIDs they refuse")
+    func noLocationInErrors() {
+        let attempts: [(Hotspot.Circle?, [String]?)] = [
+            (Hotspot.Circle(latitude: 95.1234, longitude: 24.7536, radius: 150), nil),
+            (Hotspot.Circle(latitude: 59.4371, longitude: 200.5678, radius: 150), nil),
+            (Hotspot.Circle(latitude: 59.4371, longitude: 24.7536, radius: 7777.25), nil),
+            (nil, ["12:34:56:78:9a:bc", "12:34:56:78:9A:BC"]),
+            (nil, ["12:34:56:78:9a:zz"]),
+        ]
+        for (circle, bssids) in attempts {
+            do {
+                _ = try HotspotRules.validated(name: "Office", circle: circle, bssids: bssids)
+                Issue.record("accepted a faulty definition")
+            } catch {
+                for secret in ["95.1234", "24.7536", "200.5678", "59.4371", "7777", "12:34", "9a:bc", "9A:BC"] {
+                    #expect(!error.message.contains(secret))
+                }
+            }
+        }
+    }
+}
