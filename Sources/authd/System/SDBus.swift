@@ -19,10 +19,11 @@ struct BusError: Error, Sendable, CustomStringConvertible {
 }
 
 /// The libsystemd sd-bus wrapper: one private connection to the system bus (honouring
-/// `DBUS_SYSTEM_BUS_ADDRESS`) or to the user's session bus (`DBUS_SESSION_BUS_ADDRESS`), method
-/// calls with basic arguments, signal matches, and a bounded wait that another thread can cut
-/// short. sd-bus does no locking: a `Bus` is used by one thread at a time (inside the
-/// `FingerprintDevice` actor, or the desktop notifier's queue), and closed there.
+/// `DBUS_SYSTEM_BUS_ADDRESS`), to the user's session bus (`DBUS_SESSION_BUS_ADDRESS`) or to a
+/// bus at a given address, method calls with basic arguments, properties read and set, signal
+/// matches, and a bounded wait that another thread can cut short. sd-bus does no locking: a `Bus` is used by one thread at a time (inside the
+/// `FingerprintDevice` actor, the desktop notifier's queue, or the presence monitor's), and
+/// closed there.
 /// Every call blocks, the wait for as long as its deadline allows: only for actors of the
 /// `BlockingExecutor` shape.
 final class Bus {
@@ -45,14 +46,65 @@ final class Bus {
         return Bus(bus)
     }
 
+    /// A bus at `address` (`unix:path=…`), as a client that says Hello like on the system bus:
+    /// for a daemon told which bus to use rather than reading the environment (tests that run
+    /// side by side in one process, each with a private bus).
+    static func open(address: String) throws(BusError) -> Bus {
+        var bus: OpaquePointer?
+        var status = sd_bus_new(&bus)
+        guard status >= 0, let bus else { throw BusError(name: "", message: "cannot create a bus connection", errno: -status) }
+        status = sd_bus_set_address(bus, address)
+        if status >= 0 { status = sd_bus_set_bus_client(bus, 1) }
+        if status >= 0 { status = sd_bus_start(bus) }
+        guard status >= 0 else {
+            sd_bus_flush_close_unref(bus)
+            throw BusError(name: "", message: "cannot connect to the bus", errno: -status)
+        }
+        return Bus(bus)
+    }
+
     /// An argument of a method call.
-    enum Argument {
+    indirect enum Argument {
         case string(String)
+        case objectPath(String)
         case uint32(UInt32)
         case int32(Int32)
         case stringArray([String])
         /// `a{sv}` with string values (hints, options).
         case stringVariants([(String, String)])
+        /// `v` holding a string, object path or integer (a property's new value).
+        case variant(Argument)
+
+        /// The signature of a string, object path or integer, which is all a `variant` holds.
+        fileprivate var basicSignature: String? {
+            switch self {
+            case .string: "s"
+            case .objectPath: "o"
+            case .uint32: "u"
+            case .int32: "i"
+            case .stringArray, .stringVariants, .variant: nil
+            }
+        }
+    }
+
+    static let propertiesInterface = "org.freedesktop.DBus.Properties"
+
+    /// Reads property `name` of `interface` (org.freedesktop.DBus.Properties.Get): the reply,
+    /// entered into its variant, which must hold `contents` (e.g. "d", "o", "ao"); the next read
+    /// is the value.
+    func property(_ destination: String, _ path: String, _ interface: String, _ name: String, contents: String,
+                  timeout: Duration) throws(BusError) -> BusMessage {
+        let reply = try call(destination, path, Self.propertiesInterface, "Get", [interface, name], timeout: timeout)
+        try reply.enterVariant(contents)
+        return reply
+    }
+
+    /// Sets property `name` of `interface` to `value`, a string, object path or integer
+    /// (org.freedesktop.DBus.Properties.Set).
+    func setProperty(_ destination: String, _ path: String, _ interface: String, _ name: String, _ value: Argument,
+                     timeout: Duration) throws(BusError) {
+        _ = try call(destination, path, Self.propertiesInterface, "Set", arguments: [.string(interface), .string(name), .variant(value)],
+                     timeout: timeout)
     }
 
     deinit { sd_bus_flush_close_unref(bus) }
@@ -131,6 +183,8 @@ final class Bus {
         switch argument {
         case .string(let text):
             return string(text)
+        case .objectPath(let path):
+            return path.withCString { basic(UInt8(ascii: "o"), $0) }
         case .uint32(var value):
             return basic(UInt8(ascii: "u"), &value)
         case .int32(var value):
@@ -149,6 +203,11 @@ final class Bus {
                 if status >= 0 { status = sd_bus_message_close_container(message) }
                 if status >= 0 { status = sd_bus_message_close_container(message) }
             }
+            return status < 0 ? status : sd_bus_message_close_container(message)
+        case .variant(let value):
+            guard let signature = value.basicSignature else { return -EINVAL }
+            var status = sd_bus_message_open_container(message, CChar(UInt8(ascii: "v")), signature)
+            if status >= 0 { status = append(value, to: message) }
             return status < 0 ? status : sd_bus_message_close_container(message)
         }
     }
@@ -181,6 +240,13 @@ final class BusMessage {
     func uint32() throws(BusError) -> UInt32 {
         var value: UInt32 = 0
         let status = sd_bus_message_read_basic(message, CChar(UInt8(ascii: "u")), &value)
+        guard status > 0 else { throw malformed(status) }
+        return value
+    }
+
+    func double() throws(BusError) -> Double {
+        var value = 0.0
+        let status = sd_bus_message_read_basic(message, CChar(UInt8(ascii: "d")), &value)
         guard status > 0 else { throw malformed(status) }
         return value
     }
