@@ -1,0 +1,221 @@
+import Foundation
+import Glibc
+import Synchronization
+@testable import authd
+
+/// A private system bus for one test, with python-dbusmock stand-ins: GeoClue2 (our
+/// `geoclue_mock.py`) and NetworkManager (dbusmock's own `networkmanager` template). Nothing on
+/// the bus is ever activated, so without a stand-in its name is simply absent. The monitor under
+/// test is given `address`; the machine's own buses are never touched.
+///
+/// dbus-daemon runs under a shell that waits for a line on a pipe from this process: the rig
+/// sends it on release, and should the test process die without releasing the rig, the shell sees
+/// the pipe end and stops the bus all the same. SIGKILL throughout: the test process may have
+/// blocked SIGTERM, and its children inherit that.
+final class SensorBus {
+    static let geoClueTemplate = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .appendingPathComponent("IntegrationTests/Python/geoclue_mock.py").path
+    static let geoClue = "org.freedesktop.GeoClue2"
+    static let geoClueManager = "/org/freedesktop/GeoClue2/Manager"
+    static let networkManager = "org.freedesktop.NetworkManager"
+    static let networkManagerPath = "/org/freedesktop/NetworkManager"
+
+    let directory = TemporaryDirectory()
+    /// `unix:path=…,guid=…`.
+    let address: String
+    private let bus = Process()
+    private let busInput = Pipe()
+    private var standIns: [String: Process] = [:]
+
+    init() throws {
+        let config = directory.path + "/bus.conf"
+        try """
+        <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+         "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+        <busconfig>
+          <type>system</type>
+          <listen>unix:path=\(directory.path)/system_bus_socket</listen>
+          <auth>EXTERNAL</auth>
+          <policy context="default">
+            <allow user="*"/>
+            <allow own="*"/>
+            <allow send_destination="*" eavesdrop="true"/>
+            <allow eavesdrop="true"/>
+          </policy>
+        </busconfig>
+        """.write(toFile: config, atomically: true, encoding: .utf8)
+        let output = Pipe()
+        bus.executableURL = URL(fileURLWithPath: "/bin/sh")
+        bus.arguments = ["-c", "/usr/bin/dbus-daemon --config-file=\"$1\" --nofork --print-address=1 2>\"$2\" & read -r _; kill -KILL $!",
+                         "sensor-bus", config, directory.path + "/bus.log"]
+        bus.environment = ["PATH": "/usr/bin:/bin"]
+        bus.standardInput = busInput
+        bus.standardOutput = output
+        try bus.run()
+        // The address line, within 10 s.
+        var line: [UInt8] = []
+        let deadline = Date().addingTimeInterval(10)
+        let fd = output.fileHandleForReading.fileDescriptor
+        while !line.contains(0x0a), Date() < deadline {
+            var poller = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            guard poll(&poller, 1, 200) > 0 else { continue }
+            var buffer = [UInt8](repeating: 0, count: 256)
+            let count = read(fd, &buffer, buffer.count)
+            if count <= 0 { break }
+            line += buffer[0..<count]
+        }
+        address = String(decoding: line.prefix { $0 != 0x0a }, as: UTF8.self)
+        guard address.hasPrefix("unix:") else {
+            stop()
+            throw SensorBusError("dbus-daemon printed no address: \(String(decoding: line, as: UTF8.self))")
+        }
+    }
+
+    deinit { stop() }
+
+    private func stop() {
+        for process in standIns.values where process.isRunning {
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+        }
+        standIns = [:]
+        // A line, not only the end of the pipe: other children started meanwhile (other tests'
+        // rigs) may hold a copy of its write end.
+        try? busInput.fileHandleForWriting.write(contentsOf: Data("stop\n".utf8))
+        try? busInput.fileHandleForWriting.close()
+        if bus.isRunning { bus.waitUntilExit() }
+    }
+
+    /// Starts the GeoClue2 stand-in; `refuse` makes it answer that method with that error.
+    func startGeoClue(refuse: (method: String, name: String, message: String)? = nil) throws {
+        var parameters = "{}"
+        if let refuse {
+            let object = ["method": refuse.method, "name": refuse.name, "message": refuse.message]
+            parameters = #"{"refuse": \#(String(decoding: try JSONEncoder().encode(object), as: UTF8.self))}"#
+        }
+        try startStandIn(Self.geoClue, template: Self.geoClueTemplate, parameters: parameters)
+    }
+
+    /// Starts the NetworkManager stand-in with one Wi-Fi device and no access point; returns
+    /// the device's path.
+    func startNetworkManager() throws -> String {
+        try startStandIn(Self.networkManager, template: "networkmanager", parameters: "{}")
+        // 100: NM_DEVICE_STATE_ACTIVATED.
+        return try call(Self.networkManager, Self.networkManagerPath, "org.freedesktop.DBus.Mock", "AddWiFiDevice",
+                        ["ssi", "wlan0", "wlan0", "100"], returning: String.self)
+    }
+
+    /// An access point `device` sees now; returns its path.
+    func addAccessPoint(_ name: String, bssid: String, on device: String) throws -> String {
+        // mode 2 (infrastructure), 2412 MHz, 54 Mbit/s, strength 80, no security.
+        try call(Self.networkManager, Self.networkManagerPath, "org.freedesktop.DBus.Mock", "AddAccessPoint",
+                 ["ssssuuuyu", device, name, name, bssid, "2", "2412", "54000", "80", "0"], returning: String.self)
+    }
+
+    func removeAccessPoint(_ path: String, from device: String) throws {
+        _ = try busctl(["call", Self.networkManager, Self.networkManagerPath, "org.freedesktop.DBus.Mock", "RemoveAccessPoint", "ss", device, path])
+    }
+
+    /// Moves the machine; true when an active GeoClue client was told.
+    @discardableResult
+    func setLocation(latitude: Double, longitude: Double, accuracy: Double) throws -> Bool {
+        try call(Self.geoClue, Self.geoClueManager, "org.freedesktop.GeoClue2.Mock", "SetLocation",
+                 ["ddd", String(latitude), String(longitude), String(accuracy)], returning: Bool.self)
+    }
+
+    /// The GeoClue methods the stand-in answered, in order.
+    func geoClueCalls() throws -> [String] {
+        try call(Self.geoClue, Self.geoClueManager, "org.freedesktop.GeoClue2.Mock", "Calls", [], returning: [String].self)
+    }
+
+    struct GeoClueClient: Decodable, Equatable {
+        let owner: String
+        let active: Bool
+        let desktopID: String
+        let accuracyLevel: UInt32
+
+        init(from decoder: Decoder) throws {
+            var fields = try decoder.unkeyedContainer()
+            owner = try fields.decode(String.self)
+            active = try fields.decode(Bool.self)
+            desktopID = try fields.decode(String.self)
+            accuracyLevel = try fields.decode(UInt32.self)
+        }
+    }
+
+    func geoClueClients() throws -> [GeoClueClient] {
+        try call(Self.geoClue, Self.geoClueManager, "org.freedesktop.GeoClue2.Mock", "Clients", [], returning: [GeoClueClient].self)
+    }
+
+    /// Whether a bus name (a client's unique name) is still connected.
+    func isConnected(_ name: String) throws -> Bool {
+        try call("org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus", "NameHasOwner", ["s", name], returning: Bool.self)
+    }
+
+    var logs: String {
+        ["bus.log", "GeoClue2.log", "NetworkManager.log"].map { name in
+            "--- \(name)\n" + ((try? String(contentsOfFile: directory.path + "/" + name, encoding: .utf8)) ?? "")
+        }.joined(separator: "\n")
+    }
+
+    private func startStandIn(_ name: String, template: String, parameters: String) throws {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+        process.arguments = ["-m", "dbusmock", "--template", template, "-p", parameters]
+        process.environment = ["DBUS_SYSTEM_BUS_ADDRESS": address, "PATH": "/usr/bin:/bin", "PYTHONUNBUFFERED": "1"]
+        let logPath = directory.path + "/" + name.split(separator: ".").last! + ".log"
+        _ = FileManager.default.createFile(atPath: logPath, contents: nil)
+        let log = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
+        process.standardOutput = log
+        process.standardError = log
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        standIns[name] = process
+        let deadline = Date().addingTimeInterval(20)
+        while try !isConnected(name) {
+            guard process.isRunning, Date() < deadline else { throw SensorBusError("the \(name) stand-in did not start:\n\(logs)") }
+            usleep(50_000)
+        }
+    }
+
+    /// `busctl call` with `arguments` as busctl takes them (signature, then values); the reply's
+    /// one value, decoded from `--json=short`.
+    private func call<Value: Decodable>(_ destination: String, _ path: String, _ interface: String, _ method: String, _ arguments: [String],
+                                        returning: Value.Type) throws -> Value {
+        let output = try busctl(["call", destination, path, interface, method] + arguments)
+        guard let reply = try? JSONDecoder().decode(BusctlValues<Value>.self, from: Data(output.utf8)), let value = reply.data.first else {
+            throw SensorBusError("busctl call \(interface).\(method): unexpected output \(output.debugDescription)")
+        }
+        return value
+    }
+
+    private func busctl(_ arguments: [String]) throws -> String {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/busctl")
+        // `--` before the call, so that a negative number is not read as an option.
+        process.arguments = ["--address=\(address)", "--json=short", "--timeout=10", arguments[0], "--"] + arguments.dropFirst()
+        process.environment = ["PATH": "/usr/bin:/bin"]
+        let output = Pipe(), errors = Pipe()
+        process.standardOutput = output
+        process.standardError = errors
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        let stdout = output.fileHandleForReading.readDataToEndOfFile()
+        let stderr = errors.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        guard process.terminationStatus == 0 else {
+            throw SensorBusError("busctl \(arguments.joined(separator: " ")): \(String(decoding: stderr, as: UTF8.self))")
+        }
+        return String(decoding: stdout, as: UTF8.self)
+    }
+}
+
+/// What `busctl --json=short call` prints: {"type":"…","data":[values…]}.
+private struct BusctlValues<Value: Decodable>: Decodable {
+    let data: [Value]
+}
+
+struct SensorBusError: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
