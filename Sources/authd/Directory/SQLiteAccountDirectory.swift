@@ -227,6 +227,7 @@ struct SQLiteAccountDirectory: AccountDirectory {
         try database.execute("UPDATE devices SET revoked_at = ? WHERE account_id = ? AND revoked_at IS NULL", [.integer(now), .text(account)])
         try endSessions(in: database, where: "account_id = ?", [.text(account)], cause: .accountDeactivated, now: now)
         try database.execute("DELETE FROM login_flows WHERE account_id = ?", [.text(account)])
+        try PresenceBook.forget(account, in: database)
     }
 
     // MARK: Sessions and devices
