@@ -502,20 +502,82 @@ public enum LinkPresenceReport: RPCMethod {
     }
 }
 
-/// `link.presence.hotspots`, from a machine: the hotspots (shared and the account's own, with
-/// their BSSIDs) it matches against for `account`, and the account's settings.
-public enum LinkPresenceHotspots: RPCMethod {
-    public static let name = "link.presence.hotspots"
-    public struct Params: Codable, Sendable, Equatable {
-        public var account: String
-        public init(account: String) { self.account = account }
-    }
+/// `link.presence.accounts`, from a machine: for each account it holds a live session of, the
+/// local users there who signed in, the account's settings, and the hotspots it matches against
+/// (shared and the account's own, with their BSSIDs); and how often to say it is still in one
+/// (`refresh`, seconds: the hub forgets a place not reported for longer than its expiry).
+public enum LinkPresenceAccounts: RPCMethod {
+    public static let name = "link.presence.accounts"
+    public typealias Params = NoParams
     public struct Result: Codable, Sendable, Equatable {
-        public var hotspots: [Hotspot]
-        public var settings: PresenceSettingsState
-        public init(hotspots: [Hotspot], settings: PresenceSettingsState) {
-            self.hotspots = hotspots
-            self.settings = settings
+        public var accounts: [Account]
+        public var refresh: Int
+        public init(accounts: [Account], refresh: Int) {
+            self.accounts = accounts
+            self.refresh = refresh
         }
+    }
+
+    public struct Account: Codable, Sendable, Equatable {
+        public var account: String
+        public var users: [UInt32]
+        public var settings: PresenceSettingsState
+        public var hotspots: [Hotspot]
+        public init(account: String, users: [UInt32], settings: PresenceSettingsState, hotspots: [Hotspot]) {
+            self.account = account
+            self.users = users
+            self.settings = settings
+            self.hotspots = hotspots
+        }
+    }
+}
+
+/// `presence.answer {hotspot, group?}`, on the machine: the person's answer to a
+/// `presence.ask` event (ask mode): tell `group` that they entered `hotspot`, or (no group)
+/// nobody. Answers how many were told; `presence.not_asked` when no question is open.
+public enum PresenceAnswer: RPCMethod {
+    public static let name = "presence.answer"
+    public struct Params: Codable, Sendable, Equatable {
+        public var session: String
+        public var hotspot: String
+        public var group: String?
+        public init(session: String, hotspot: String, group: String?) {
+            self.session = session
+            self.hotspot = hotspot
+            self.group = group
+        }
+    }
+    public typealias Result = LinkPresenceReport.Result
+}
+
+/// `presence.machine`, on the machine: whether it reads where it is for the session's account
+/// (`state`: `reading`, `unavailable` with `detail`, `off` when the account's presence is off,
+/// `disabled` without `[presence] enabled`), and the hotspots it is in now (names; location data
+/// that stays on the machine).
+public enum PresenceMachine: RPCMethod {
+    public static let name = "presence.machine"
+    public typealias Params = SessionParams
+    public struct Result: Codable, Sendable, Equatable {
+        public var state: String
+        public var detail: String?
+        public var inside: [String]
+        public init(state: String, detail: String?, inside: [String]) {
+            self.state = state
+            self.detail = detail
+            self.inside = inside
+        }
+    }
+}
+
+/// What a `presence.ask` event (on `events.subscribe`) asks the person: they entered
+/// `hotspot`; whom of `groups` to tell (`presence.answer`), or nobody.
+public struct PresenceAskEvent: Codable, Sendable, Equatable {
+    public var account: String
+    public var hotspot: PresencePlace.HotspotName
+    public var groups: [String]
+    public init(account: String, hotspot: PresencePlace.HotspotName, groups: [String]) {
+        self.account = account
+        self.hotspot = hotspot
+        self.groups = groups
     }
 }

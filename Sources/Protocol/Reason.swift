@@ -302,6 +302,9 @@ public struct Reason: OpenName {
     /// The person turned presence off (`presence.off`): nothing is kept or reported until
     /// `presence.on`.
     public static let presenceOff = Reason("presence.off")
+    /// `presence.answer` when no question about that hotspot is open for the account (it was
+    /// answered, or the person left).
+    public static let presenceNotAsked = Reason("presence.not_asked")
     /// This machine cannot tell where it is: GeoClue2 is absent or refused (`data.detail`).
     /// Nothing is shared.
     public static let presenceUnavailable = Reason("presence.unavailable")

@@ -366,8 +366,12 @@ struct SQLiteAccountDirectory: AccountDirectory {
         }
     }
 
-    func accounts(heldBy machine: DeviceID) async throws -> [(account: String, users: [UInt32])] {
-        let held = try await liveSessions(select: "d.account_id", where: "d.device_key = ?", .text(DeviceIdentity.key(ofMachine: machine)))
+    func accounts(heldBy machine: DeviceID?) async throws -> [(account: String, users: [UInt32])] {
+        let held = if let machine {
+            try await liveSessions(select: "d.account_id", where: "d.device_key = ?", .text(DeviceIdentity.key(ofMachine: machine)))
+        } else {
+            try await liveSessions(select: "d.account_id", where: "d.device_key NOT LIKE 'device:%' AND s.machine_uid IS NOT NULL AND ? IS NULL", .null)
+        }
         return Dictionary(grouping: held, by: \.value).map { account, rows in (account, rows.compactMap(\.user).sorted()) }
     }
 

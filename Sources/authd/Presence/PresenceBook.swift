@@ -244,6 +244,7 @@ struct PresenceBook: Sendable {
             }
             try Self.store(current, of: account, in: database)
             let settings = try Self.settings(of: account, in: database, now: now)
+            Self.changed(settings, of: account)
             try AuditScope.record(in: database, ["account": .string(account), "mode": .string(settings.mode),
                                                  "groups": .array(settings.groups.map(JSONValue.string)),
                                                  "until": settings.until.map(JSONValue.string) ?? .null])
@@ -261,7 +262,9 @@ struct PresenceBook: Sendable {
             current.enabled = enabled
             try Self.store(current, of: account, in: database)
             try AuditScope.record(in: database, ["account": .string(account), "enabled": .bool(enabled)])
-            return try Self.settings(of: account, in: database, now: now)
+            let settings = try Self.settings(of: account, in: database, now: now)
+            Self.changed(settings, of: account)
+            return settings
         }
     }
 
@@ -456,6 +459,15 @@ struct PresenceBook: Sendable {
         ]
         if let pinned { body["pinned"] = ["lat": .double(pinned.latitude), "lon": .double(pinned.longitude)] }
         for member in audience { AuditScope.noticed(AccountNotice(account: member, kind: "presence", body: body)) }
+    }
+
+    /// The person's own machines hear of a change of their settings (a `presence.settings` event
+    /// in their own log): a machine stops or starts reading where it is by it.
+    private static func changed(_ settings: PresenceSettingsState, of account: String) {
+        AuditScope.noticed(AccountNotice(account: account, kind: "presence.settings", body: [
+            "enabled": .bool(settings.enabled), "mode": .string(settings.mode), "groups": .array(settings.groups.map(JSONValue.string)),
+            "until": settings.until.map(JSONValue.string) ?? .null,
+        ]))
     }
 
     private static func place(of account: String, in database: Database, stale: Int64) throws -> PresencePlace? {

@@ -13,6 +13,7 @@ enum PresenceFailure: Error, Equatable, WireErrorConvertible {
     case hotspotLimit(Int)
     case pinOutside
     case off
+    case notAsked
 
     var rpcError: RPCError {
         switch self {
@@ -29,6 +30,7 @@ enum PresenceFailure: Error, Equatable, WireErrorConvertible {
             .failure(.hotspotLimit, "You have \(limit) hotspots of your own already; remove one first.", details: ["limit": .integer(Int64(limit))])
         case .pinOutside: .failure(.presencePinOutside, "A point can be pinned only inside the circle of the hotspot you are in now.")
         case .off: .failure(.presenceOff, "Presence is off for this account; turn it on first (presence.on).")
+        case .notAsked: .failure(.presenceNotAsked, "No question about that hotspot is open (it was answered, or you left it).")
         }
     }
 }

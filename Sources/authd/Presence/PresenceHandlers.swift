@@ -45,9 +45,8 @@ extension MethodTable {
             try await holds(params.account, machine)
             return LinkPresenceReport.Result(told: try await book.report(params.account, hotspot: params.hotspot, entered: params.entered, group: params.group))
         }
-        register(LinkPresenceHotspots.self, home: .link, access: .anyone) { params, machine in
-            try await holds(params.account, machine)
-            return LinkPresenceHotspots.Result(hotspots: try await book.hotspots(of: params.account), settings: try await book.settings(of: params.account))
+        register(LinkPresenceAccounts.self, home: .link, access: .anyone) { _, machine in
+            try await book.machineAccounts(directory.accounts(heldBy: machine))
         }
     }
 }

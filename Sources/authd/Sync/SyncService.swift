@@ -21,7 +21,7 @@ struct SyncService: Sendable {
     static let sendableKinds: Set<String> = ["message", "notification"]
     /// authd's own: what happened to the account's machines and sessions, a person who added
     /// the account as a friend, and where friends who share with it are.
-    static let authdKinds: Set<String> = ["device.linked", "device.revoked", "session.ended", "friend.added", "presence"]
+    static let authdKinds: Set<String> = ["device.linked", "device.revoked", "session.ended", "friend.added", "presence", "presence.settings"]
     static let allKinds: Set<String> = sendableKinds.union(["read", "dismiss"]).union(authdKinds)
 
     /// What `sync.send` refuses before anything is stored (here, or in a device's outbox); the
