@@ -1,0 +1,194 @@
+import Protocol
+
+/// Decides, on the machine, which hotspots the machine is in: a pure value with no I/O (the
+/// shape of `ConnectionMachine`), fed what the sensors saw and the definitions the account's
+/// authd sent, returning the entered/left transitions for the caller to report. Times are Unix
+/// seconds as the caller's clock gives them.
+///
+/// The rules, with hysteresis so that a machine standing at a circle's edge does not flap:
+/// - **Enter** when an accurate fix's centre lies inside the radius, or a listed BSSID is seen.
+///   A fix is *accurate* for a hotspot when its accuracy is no worse than max(radius, 100 m).
+/// - **Leave by position** only after two consecutive accurate fixes beyond the leave ring,
+///   radius + max(10 % of the radius, 20 m). An accurate fix between the radius and the ring
+///   (or inside) resets that count.
+/// - **Leave by access point**: a listed BSSID not seen for `bssidAbsence` seconds, counted from
+///   the first access-point report without it.
+/// - Either kind of evidence holds the machine in: it leaves when neither position nor an
+///   access point keeps it there (a machine inside by position does not leave when its access
+///   point goes; one whose access point is still seen does not leave on far fixes, or the next
+///   report would enter it again).
+/// - A fix that is not accurate for a hotspot changes nothing there, and is invisible to the
+///   count: two far accurate fixes with a coarse one between them are still consecutive, since
+///   the coarse one says nothing about where the machine is. Fixes with a non-finite or negative
+///   value are ignored altogether.
+/// - A hotspot whose definition disappears is left at once; a new one is judged from the next
+///   fix or access-point report (not from ones that came before it).
+struct HotspotTracker {
+    /// One position fix: degrees (WGS 84) and metres.
+    struct Fix: Equatable, Sendable {
+        var latitude: Double
+        var longitude: Double
+        /// The radius in metres within which the true position lies (GeoClue's `Accuracy`).
+        var accuracy: Double
+        var time: Int64
+    }
+
+    enum Input: Equatable, Sendable {
+        case fix(Fix)
+        /// Every BSSID visible now (any case); an empty set is "none seen".
+        case accessPoints(Set<String>, time: Int64)
+        /// Time passing, for the access points' absence.
+        case tick(time: Int64)
+        /// The hotspots to match from now on, replacing the previous ones.
+        case hotspots([Hotspot], time: Int64)
+    }
+
+    struct Transition: Equatable, Sendable {
+        enum Change: String, Equatable, Sendable { case entered, left }
+        let hotspot: String
+        let change: Change
+        let time: Int64
+    }
+
+    /// The state kept for one hotspot.
+    private struct Place {
+        var hotspot: Hotspot
+        /// The listed BSSIDs, lower case.
+        var bssids: Set<String>
+        var inside = false
+        /// The last accurate fixes put the machine in the circle (and two far ones have not
+        /// followed).
+        var insideByPosition = false
+        /// Consecutive accurate fixes beyond the leave ring while inside by position.
+        var farFixes = 0
+        /// Whether the last access-point report showed a listed BSSID.
+        var accessPointSeen = false
+        /// When a listed BSSID stopped being seen (nil: seen now, or never seen).
+        var accessPointGoneSince: Int64?
+
+        init(_ hotspot: Hotspot) {
+            self.hotspot = hotspot
+            bssids = Self.bssids(of: hotspot)
+        }
+
+        static func bssids(of hotspot: Hotspot) -> Set<String> {
+            Set((hotspot.bssids ?? []).compactMap(HotspotRules.normalisedBSSID))
+        }
+
+        func heldByAccessPoint(at time: Int64, absence: Int64) -> Bool {
+            if accessPointSeen { return true }
+            guard let gone = accessPointGoneSince else { return false }
+            return time - gone < absence
+        }
+
+        mutating func take(_ fix: Fix) {
+            guard let circle = hotspot.circle, fix.accuracy <= max(circle.radius, 100) else { return }
+            let distance = Geo.distance(fromLatitude: circle.latitude, longitude: circle.longitude,
+                                        toLatitude: fix.latitude, longitude: fix.longitude)
+            if distance <= circle.radius {
+                insideByPosition = true
+                farFixes = 0
+            } else if distance <= circle.radius + max(circle.radius / 10, 20) {
+                farFixes = 0
+            } else if insideByPosition {
+                farFixes += 1
+                if farFixes >= 2 {
+                    insideByPosition = false
+                    farFixes = 0
+                }
+            }
+        }
+
+        mutating func take(accessPoints seen: Set<String>, at time: Int64) {
+            let wasSeen = accessPointSeen
+            accessPointSeen = !bssids.isDisjoint(with: seen)
+            if accessPointSeen {
+                accessPointGoneSince = nil
+            } else if wasSeen {
+                accessPointGoneSince = time
+            }
+        }
+    }
+
+    /// Seconds a listed BSSID may be missing before the machine leaves a hotspot it is in only
+    /// by access point (`[presence] bssid_absence`).
+    let bssidAbsence: Int64
+    private var places: [String: Place] = [:]
+    /// The last access-point report, normalised: what a changed BSSID list is judged against.
+    private var accessPointsSeen: Set<String> = []
+
+    init(bssidAbsence: Int64) {
+        self.bssidAbsence = bssidAbsence
+    }
+
+    /// The ids of the hotspots the machine is in now, sorted.
+    var inside: [String] { places.values.filter(\.inside).map(\.hotspot.id).sorted() }
+
+    /// The hotspots being matched.
+    var hotspots: [Hotspot] { places.values.map(\.hotspot).sorted { $0.id < $1.id } }
+
+    /// Takes one input and returns what it changed, in hotspot id order.
+    mutating func handle(_ input: Input) -> [Transition] {
+        switch input {
+        case .fix(let fix):
+            guard [fix.latitude, fix.longitude, fix.accuracy].allSatisfy(\.isFinite), fix.accuracy >= 0 else { return [] }
+            for id in places.keys { places[id]!.take(fix) }
+            return settle(at: fix.time)
+        case .accessPoints(let seen, let time):
+            accessPointsSeen = Set(seen.compactMap(HotspotRules.normalisedBSSID))
+            for id in places.keys { places[id]!.take(accessPoints: accessPointsSeen, at: time) }
+            return settle(at: time)
+        case .tick(let time):
+            return settle(at: time)
+        case .hotspots(let hotspots, let time):
+            return replace(with: hotspots, at: time)
+        }
+    }
+
+    private mutating func replace(with hotspots: [Hotspot], at time: Int64) -> [Transition] {
+        var next: [String: Place] = [:]
+        for hotspot in hotspots {
+            guard var place = places[hotspot.id] else {
+                next[hotspot.id] = Place(hotspot)
+                continue
+            }
+            // A changed definition keeps what was seen of the machine: a moved circle is left
+            // through the same hysteresis; evidence the definition no longer covers is dropped.
+            if hotspot.circle == nil {
+                place.insideByPosition = false
+                place.farFixes = 0
+            }
+            place.hotspot = hotspot
+            let bssids = Place.bssids(of: hotspot)
+            if bssids != place.bssids {
+                // Judged against the last report at once: the grace of `bssidAbsence` is for
+                // a scan that missed an access point, not for one the definition dropped.
+                place.bssids = bssids
+                place.accessPointSeen = !bssids.isDisjoint(with: accessPointsSeen)
+                place.accessPointGoneSince = nil
+            }
+            next[hotspot.id] = place
+        }
+        let gone = places.values.filter { $0.inside && next[$0.hotspot.id] == nil }.map(\.hotspot.id).sorted()
+        places = next
+        return gone.map { Transition(hotspot: $0, change: .left, time: time) } + settle(at: time)
+    }
+
+    /// Updates each hotspot's in/out from its evidence at `time`.
+    private mutating func settle(at time: Int64) -> [Transition] {
+        var transitions: [Transition] = []
+        for id in places.keys.sorted() {
+            var place = places[id]!
+            let inside = place.insideByPosition || place.heldByAccessPoint(at: time, absence: bssidAbsence)
+            if !place.heldByAccessPoint(at: time, absence: bssidAbsence) { place.accessPointGoneSince = nil }
+            guard inside != place.inside else {
+                places[id] = place
+                continue
+            }
+            place.inside = inside
+            places[id] = place
+            transitions.append(Transition(hotspot: id, change: inside ? .entered : .left, time: time))
+        }
+        return transitions
+    }
+}
