@@ -88,13 +88,72 @@ extension Command {
         return .ok
     }
 
+    static let hotspots = Command(
+        path: ["hotspots"], synopsis: "list | add NAME [--circle LAT,LON,RADIUS_M] [--bssid B]... | remove ID",
+        abstract: """
+            Hotspots: the named places where your machine tells your friends you are (shared ones an admin made, and
+            your own). A place is a circle (radius 10 m – 5 km) and/or Wi-Fi access points; your machine matches
+            them itself and sends only "entered" or "left".
+            """,
+        options: [
+            OptionSpec(name: "circle", value: "LAT,LON,RADIUS_M", help: "add: the circle (degrees, degrees, metres)"),
+            OptionSpec(name: "bssid", value: "B", help: "add: an access point (aa:bb:cc:dd:ee:ff); repeatable"),
+            sessionFileOption,
+        ],
+        positionals: 1...2
+    ) { invocation throws(CLIError) in
+        let token = try SessionFile.load(invocation)
+        let connection = try invocation.connect()
+        switch (invocation.positionals[0], invocation.positionals.count) {
+        case ("list", 1):
+            let list = try connection.call(HotspotsList.self, .init(session: token))
+            if invocation.global.json { Output.json(list) } else { list.hotspots.forEach { Output.line(HotspotText.line($0)) } }
+        case ("add", 2):
+            let added = try connection.call(HotspotsAdd.self, .init(session: token, name: invocation.positionals[1], circle: try HotspotText.circle(invocation),
+                                                                    bssids: HotspotText.bssids(invocation)))
+            if invocation.global.json { Output.json(added) } else { Output.line(HotspotText.line(added.hotspot)) }
+        case ("remove", 2):
+            let removed = try connection.call(HotspotsRemove.self, .init(session: token, id: invocation.positionals[1]))
+            if invocation.global.json { Output.json(removed) } else { Output.line("removed \(invocation.positionals[1])") }
+        default: throw .usage("hotspots: list, add NAME [--circle …] [--bssid …], or remove ID")
+        }
+        return .ok
+    }
+
+    static let adminHotspots = Command(
+        path: ["admin", "hotspots"], synopsis: "list | add NAME [--circle LAT,LON,RADIUS_M] [--bssid B]... | remove ID",
+        abstract: "Shared hotspots, which everyone's machines match (admins, where the accounts live).",
+        options: [
+            OptionSpec(name: "circle", value: "LAT,LON,RADIUS_M", help: "add: the circle (degrees, degrees, metres)"),
+            OptionSpec(name: "bssid", value: "B", help: "add: an access point (aa:bb:cc:dd:ee:ff); repeatable"),
+        ],
+        positionals: 1...2
+    ) { invocation throws(CLIError) in
+        let connection = try invocation.connect()
+        switch (invocation.positionals[0], invocation.positionals.count) {
+        case ("list", 1):
+            let list = try connection.call(AdminHotspotsList.self, NoParams())
+            if invocation.global.json { Output.json(list) } else { list.hotspots.forEach { Output.line(HotspotText.line($0)) } }
+        case ("add", 2):
+            let added = try connection.call(AdminHotspotsAdd.self, .init(name: invocation.positionals[1], circle: try HotspotText.circle(invocation),
+                                                                         bssids: HotspotText.bssids(invocation)))
+            if invocation.global.json { Output.json(added) } else { Output.line(HotspotText.line(added.hotspot)) }
+        case ("remove", 2):
+            let removed = try connection.call(AdminHotspotsRemove.self, .init(id: invocation.positionals[1]))
+            if invocation.global.json { Output.json(removed) } else { Output.line("removed \(invocation.positionals[1])") }
+        default: throw .usage("admin hotspots: list, add NAME [--circle …] [--bssid …], or remove ID")
+        }
+        return .ok
+    }
+
     static let presence = Command(
-        path: ["presence"], synopsis: "status|on|off|nearby|audience | mode ask|auto | share [GROUP...] [--for D] | pin LAT LON",
+        path: ["presence"], synopsis: "status|on|off|nearby|audience | mode ask|auto | share [GROUP...] [--for D] | pin LAT LON | answer HOTSPOT [GROUP]",
         abstract: """
             What you share of where you are: status; on, or off (your presence is deleted at the hub and nothing more
             is sent); mode ask (asked on entering a hotspot whom to tell) or auto (your shared groups are told);
             share GROUP... (for --for D: 90m, 2h, 1d; none: share with nobody); nearby (friends who share with you and
-            are in a hotspot now); audience (exactly who can see you); pin a point inside your hotspot.
+            are in a hotspot now); audience (exactly who can see you); pin a point inside your hotspot; answer the
+            question of ask mode (tell GROUP that you entered HOTSPOT, or without GROUP nobody).
             """,
         options: [OptionSpec(name: "for", value: "D", help: "share: only this long (60s – 30d), ended by the hub"), sessionFileOption],
         positionals: 1...9
@@ -118,9 +177,12 @@ extension Command {
         case "status":
             try single()
             let status = try connection.call(PresenceStatus.self, .init(session: token))
-            if invocation.global.json { Output.json(status); return .ok }
+            let machine = try connection.call(PresenceMachine.self, .init(session: token))
+            if invocation.global.json { Output.json(PresenceStatusOutput(account: status, machine: machine)); return .ok }
             show(status.settings)
             Output.line(status.place.map { "in " + place($0) } ?? "in no hotspot")
+            Output.line("this machine: \(machine.state)" + (machine.detail.map { " (\($0))" } ?? "")
+                        + (machine.inside.isEmpty ? "" : ", in " + machine.inside.joined(separator: ", ")))
         case "on": try single(); show(try connection.call(PresenceOn.self, .init(session: token)))
         case "off": try single(); show(try connection.call(PresenceOff.self, .init(session: token)))
         case "mode":
@@ -145,13 +207,46 @@ extension Command {
             if audience.audience.isEmpty { Output.line("nobody can see you now") }
             for person in audience.audience { Output.line("\(person.email ?? person.account)  through \(person.groups.joined(separator: ", "))") }
             if let until = audience.until { Output.line("until \(until)") }
+        case "answer":
+            guard (2...3).contains(words.count) else { throw .usage("presence answer needs HOTSPOT and, to tell someone, GROUP") }
+            let told = try connection.call(PresenceAnswer.self, .init(session: token, hotspot: words[1], group: words.count == 3 ? words[2] : nil))
+            if invocation.global.json { Output.json(told) } else { Output.line(words.count == 3 ? "told \(told.told)" : "told nobody") }
         case "pin":
             guard words.count == 3, let latitude = Double(words[1]), let longitude = Double(words[2]) else { throw .usage("presence pin needs LAT LON (degrees)") }
             let pinned = try connection.call(PresencePin.self, .init(session: token, latitude: latitude, longitude: longitude))
             if invocation.global.json { Output.json(pinned) } else { Output.line("pinned in " + place(pinned)) }
-        default: throw .usage("presence: unknown action '\(words[0])' (status, on, off, mode, share, nearby, audience, pin)")
+        default: throw .usage("presence: unknown action '\(words[0])' (status, on, off, mode, share, nearby, audience, pin, answer)")
         }
         return .ok
+    }
+}
+
+/// `presence status --json`: what the account's home holds, and what this machine does.
+struct PresenceStatusOutput: Encodable {
+    let account: PresenceStatus.Result
+    let machine: PresenceMachine.Result
+}
+
+/// Hotspots in one line, and the hotspot options.
+enum HotspotText {
+    static func line(_ hotspot: Hotspot) -> String {
+        var parts = ["\(hotspot.id)  \(hotspot.name)"]
+        if let circle = hotspot.circle { parts.append("circle \(circle.latitude),\(circle.longitude) r=\(Int(circle.radius)) m") }
+        if let bssids = hotspot.bssids { parts.append("\(bssids.count) access point(s)") }
+        if hotspot.shared { parts.append("(shared)") }
+        return parts.joined(separator: "  ")
+    }
+
+    static func circle(_ invocation: Invocation) throws(CLIError) -> Hotspot.Circle? {
+        guard let text = invocation.value("circle") else { return nil }
+        let numbers = text.split(separator: ",").compactMap { Double($0) }
+        guard numbers.count == 3 else { throw .usage("--circle needs LAT,LON,RADIUS_M (for example 59.437,24.7536,150)") }
+        return Hotspot.Circle(latitude: numbers[0], longitude: numbers[1], radius: numbers[2])
+    }
+
+    static func bssids(_ invocation: Invocation) -> [String]? {
+        let given = invocation.values("bssid")
+        return given.isEmpty ? nil : given
     }
 }
 

@@ -33,6 +33,34 @@ extension MethodTable {
         register(PresenceStatus.self, home: .account, access: .anyone) { params, _ in try await service.status(params) }
         register(PresenceNearby.self, home: .account, access: .anyone) { params, _ in try await service.nearby(params) }
         register(PresenceAudience.self, home: .account, access: .anyone) { params, _ in try await service.audience(params) }
+        register(PresencePin.self, home: .account, access: .anyone, audit: { _, _ in [:] }) { params, _ in try await service.pin(params) }
+
+        register(HotspotsList.self, home: .account, access: .anyone) { params, _ in try await service.hotspots(params) }
+        register(HotspotsAdd.self, home: .account, access: .anyone, audit: { _, result in ["hotspot": .string(result.hotspot.id)] }) { params, _ in
+            try await service.addHotspot(session: params.session, HotspotDefinition(name: params.name, circle: params.circle, bssids: params.bssids))
+        }
+        register(HotspotsRemove.self, home: .account, access: .anyone, audit: { params, _ in ["hotspot": .string(params.id)] }) { params, _ in
+            try await service.removeHotspot(session: params.session, id: params.id)
+        }
+        register(AdminHotspotsList.self, home: .account, access: .admin) { _, _ in HotspotsList.Result(hotspots: try await service.book.hotspots(of: nil)) }
+        register(AdminHotspotsAdd.self, home: .account, access: .admin, audit: { _, result in ["hotspot": .string(result.hotspot.id)] }) { params, _ in
+            try await service.addHotspot(session: nil, params)
+        }
+        register(AdminHotspotsRemove.self, home: .account, access: .admin, audit: { params, _ in ["hotspot": .string(params.id)] }) { params, _ in
+            try await service.removeHotspot(session: nil, id: params.id)
+        }
+    }
+
+    /// On the machine: the person's answer to a question (ask mode), and where the machine stands.
+    mutating func registerMachinePresenceMethods(_ machine: MachinePresence, directory: any AccountDirectory) {
+        register(PresenceAnswer.self, home: .machine, access: .anyone, audit: { _, result in ["told": .integer(Int64(result.told))] }) { params, _ in
+            let account = try await directory.authenticate(params.session).accountID
+            if let group = params.group { try PresenceService.checkName(group, field: "group") }
+            return LinkPresenceReport.Result(told: try await machine.answer(account: account, hotspot: params.hotspot, group: params.group))
+        }
+        register(PresenceMachine.self, home: .machine, access: .anyone) { params, _ in
+            await machine.state(of: try await directory.authenticate(params.session).accountID)
+        }
     }
 
     /// At a hub: what the machines of an account ask for it (only for accounts they hold a live

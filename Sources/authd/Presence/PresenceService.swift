@@ -98,6 +98,39 @@ struct PresenceService: Sendable {
         try await book.audience(of: account(params.session))
     }
 
+    func hotspots(_ params: SessionParams) async throws -> HotspotsList.Result {
+        HotspotsList.Result(hotspots: try await book.hotspots(of: account(params.session)))
+    }
+
+    /// A hotspot of the session's account (nil session: an admin's shared one).
+    func addHotspot(session: String?, _ definition: HotspotDefinition) async throws -> HotspotsAdd.Result {
+        let valid = try HotspotRules.validated(name: definition.name, circle: definition.circle, bssids: definition.bssids)
+        let owner: String? = if let session { try await account(session) } else { nil }
+        return HotspotsAdd.Result(hotspot: try await book.addHotspot(owner, HotspotDefinition(name: valid.name, circle: valid.circle, bssids: valid.bssids)))
+    }
+
+    func removeHotspot(session: String?, id: String) async throws -> HotspotsRemove.Result {
+        let owner: String? = if let session { try await account(session) } else { nil }
+        try await book.removeHotspot(owner, id: id)
+        return HotspotsRemove.Result(removed: true)
+    }
+
+    /// Pins a point, only inside the circle of the hotspot the person is in now.
+    func pin(_ params: PresencePin.Params) async throws -> PresencePlace {
+        guard params.latitude.isFinite, HotspotRules.latitudes.contains(params.latitude) else {
+            throw InvalidParameter("Parameter 'lat' must be a latitude (−90 to 90).", field: "lat")
+        }
+        guard params.longitude.isFinite, HotspotRules.longitudes.contains(params.longitude) else {
+            throw InvalidParameter("Parameter 'lon' must be a longitude (−180 to 180).", field: "lon")
+        }
+        let point = PresencePlace.Point(latitude: params.latitude, longitude: params.longitude)
+        return try await book.pin(account(params.session), point) { hotspot in
+            guard let circle = hotspot.circle else { return false }
+            return Geo.distance(fromLatitude: circle.latitude, longitude: circle.longitude, toLatitude: point.latitude, longitude: point.longitude)
+                <= circle.radius
+        }
+    }
+
     /// Group names: 1–64 printable characters.
     static func checkName(_ value: String, field: String) throws(InvalidParameter) {
         guard !value.isEmpty, value.unicodeScalars.count <= 64, value.first?.isWhitespace == false, value.last?.isWhitespace == false,
