@@ -95,11 +95,7 @@ extension Command {
             your own). A place is a circle (radius 10 m – 5 km) and/or Wi-Fi access points; your machine matches
             them itself and sends only "entered" or "left".
             """,
-        options: [
-            OptionSpec(name: "circle", value: "LAT,LON,RADIUS_M", help: "add: the circle (degrees, degrees, metres)"),
-            OptionSpec(name: "bssid", value: "B", help: "add: an access point (aa:bb:cc:dd:ee:ff); repeatable"),
-            sessionFileOption,
-        ],
+        options: HotspotText.options + [sessionFileOption],
         positionals: 1...2
     ) { invocation throws(CLIError) in
         let token = try SessionFile.load(invocation)
@@ -123,10 +119,7 @@ extension Command {
     static let adminHotspots = Command(
         path: ["admin", "hotspots"], synopsis: "list | add NAME [--circle LAT,LON,RADIUS_M] [--bssid B]... | remove ID",
         abstract: "Shared hotspots, which everyone's machines match (admins, where the accounts live).",
-        options: [
-            OptionSpec(name: "circle", value: "LAT,LON,RADIUS_M", help: "add: the circle (degrees, degrees, metres)"),
-            OptionSpec(name: "bssid", value: "B", help: "add: an access point (aa:bb:cc:dd:ee:ff); repeatable"),
-        ],
+        options: HotspotText.options,
         positionals: 1...2
     ) { invocation throws(CLIError) in
         let connection = try invocation.connect()
@@ -229,6 +222,11 @@ struct PresenceStatusOutput: Encodable {
 
 /// Hotspots in one line, and the hotspot options.
 enum HotspotText {
+    static let options = [
+        OptionSpec(name: "circle", value: "LAT,LON,RADIUS_M", help: "add: the circle (degrees, degrees, metres)"),
+        OptionSpec(name: "bssid", value: "B", help: "add: an access point (aa:bb:cc:dd:ee:ff); repeatable"),
+    ]
+
     static func line(_ hotspot: Hotspot) -> String {
         var parts = ["\(hotspot.id)  \(hotspot.name)"]
         if let circle = hotspot.circle { parts.append("circle \(circle.latitude),\(circle.longitude) r=\(Int(circle.radius)) m") }
