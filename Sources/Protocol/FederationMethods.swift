@@ -222,20 +222,24 @@ public enum EventNotification: RPCNotification {
     public static let name = "event"
     public struct Params: Codable, Sendable, Equatable {
         public var subscription: String
-        /// `session.logged_out`, `session.ended`, or (with `[sync] desktop_notifications` in a
-        /// system authd) `sync.notification` and `sync.dismiss`.
+        /// `session.logged_out`, `session.ended`, `presence.ask` (ask mode: the person entered a
+        /// hotspot), or (with `[sync] desktop_notifications` in a system authd)
+        /// `sync.notification` and `sync.dismiss`.
         public var type: String
         public var loggedOut: LoggedOutEvent?
         public var ended: SessionEndedEvent?
         public var sync: SyncDesktopEvent?
-        public init(subscription: String, type: String, loggedOut: LoggedOutEvent?, ended: SessionEndedEvent? = nil, sync: SyncDesktopEvent? = nil) {
+        public var presence: PresenceAskEvent?
+        public init(subscription: String, type: String, loggedOut: LoggedOutEvent?, ended: SessionEndedEvent? = nil, sync: SyncDesktopEvent? = nil,
+                    presence: PresenceAskEvent? = nil) {
             self.subscription = subscription
             self.type = type
             self.loggedOut = loggedOut
             self.ended = ended
             self.sync = sync
+            self.presence = presence
         }
-        enum CodingKeys: String, CodingKey { case subscription, type, loggedOut = "logged_out", ended, sync }
+        enum CodingKeys: String, CodingKey { case subscription, type, loggedOut = "logged_out", ended, sync, presence }
     }
 }
 

@@ -277,6 +277,38 @@ public struct Reason: OpenName {
     /// `sync.dismiss` of a position that holds no notification of the account.
     public static let syncUnknownEvent = Reason("sync.unknown_event")
 
+    // MARK: Friends and presence
+    /// `friends.add`: no account has that email address (or, for other calls, it is not a
+    /// friend's); nothing changed.
+    public static let friendNotFound = Reason("friend.not_found")
+    /// `friends.add` of the caller's own address.
+    public static let friendSelf = Reason("friend.self")
+    /// No group of the caller's has that name.
+    public static let groupNotFound = Reason("group.not_found")
+    /// The caller has a group of that name already.
+    public static let groupExists = Reason("group.exists")
+    /// The default group "friends" can be neither renamed nor deleted.
+    public static let groupDefault = Reason("group.default")
+    /// The caller has `data.limit` groups already.
+    public static let groupLimit = Reason("group.limit")
+    /// No hotspot of that id the caller may change (or see).
+    public static let hotspotNotFound = Reason("hotspot.not_found")
+    /// A hotspot of that name is already one the caller sees.
+    public static let hotspotExists = Reason("hotspot.exists")
+    /// The caller has `[presence] max_hotspots` hotspots of their own already (`data.limit`).
+    public static let hotspotLimit = Reason("hotspot.limit")
+    /// `presence.pin` of a point outside the hotspot the caller is in now, or while in none.
+    public static let presencePinOutside = Reason("presence.pin_outside")
+    /// The person turned presence off (`presence.off`): nothing is kept or reported until
+    /// `presence.on`.
+    public static let presenceOff = Reason("presence.off")
+    /// `presence.answer` when no question about that hotspot is open for the account (it was
+    /// answered, or the person left).
+    public static let presenceNotAsked = Reason("presence.not_asked")
+    /// This machine cannot tell where it is: GeoClue2 is absent or refused (`data.detail`).
+    /// Nothing is shared.
+    public static let presenceUnavailable = Reason("presence.unavailable")
+
     // MARK: PAM
     /// `pam.authenticate`: the user has no method the `[pam]` policy allows for the service
     /// (nothing linked, no enrolled finger); pam_authd answers `PAM_USER_UNKNOWN` with

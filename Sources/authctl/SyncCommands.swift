@@ -52,7 +52,7 @@ extension Command {
         options: [
             OptionSpec(name: "since", value: "P", help: "start after position P (default: from now)"),
             OptionSpec(name: "conversation", value: "C", help: "only this conversation"),
-            OptionSpec(name: "kind", value: "K", help: "only these kinds (message, notification, read, dismiss, device.linked, device.revoked, session.ended); repeatable"),
+            OptionSpec(name: "kind", value: "K", help: "only these kinds (message, notification, read, dismiss, device.linked, device.revoked, session.ended, friend.added, presence); repeatable"),
             sessionFileOption,
         ]
     ) { invocation throws(CLIError) in
@@ -155,11 +155,25 @@ extension Command {
 /// An event in one line, for a person.
 enum SyncText {
     static func line(_ event: SyncEvent) -> String {
+        if let told = presence(event) { return "\(event.position) \(event.at) \(event.kind): \(told)" }
         let what: String = switch event.body {
         case .object(let members) where members["text"]?.stringValue != nil: members["text"]!.stringValue!
         default: (try? String(decoding: WireCodec.encodeJSON(event.body), as: UTF8.self)) ?? ""
         }
         let place = event.conversation.map { " [\($0)]" } ?? ""
         return "\(event.position) \(event.at) \(event.kind)\(place) from \(event.sender.machine): \(what)"
+    }
+
+    /// A friend's ping or a friend request, in words.
+    private static func presence(_ event: SyncEvent) -> String? {
+        let who = event.body["email"]?.stringValue ?? event.body["account"]?.stringValue ?? "someone"
+        switch event.kind {
+        case "friend.added": return "\(who) added you as a friend"
+        case "presence":
+            let hotspot = event.body["hotspot"]?["name"]?.stringValue ?? "a hotspot"
+            let state = event.body["state"]?.stringValue ?? "?"
+            return state == "left" ? "\(who) left \(hotspot)" : state == "pinned" ? "\(who) pinned a point in \(hotspot)" : "\(who) is at \(hotspot)"
+        default: return nil
+        }
     }
 }

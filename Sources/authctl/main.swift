@@ -16,6 +16,7 @@ extension Command {
         .passkeyList, .passkeyDelete, .passkeyRegister, .passkeyAccount,
         .deviceID, .hubStatus,
         .syncSend, .syncWatch, .syncRead, .syncHistory, .syncUnread, .syncDismiss,
+        .friends, .groups, .hotspots, .presence, .adminHotspots,
         .pamLinkCard, .pamLinkAccount, .pamUnlink, .pamStatus,
         .call, .completion, .helpCommand,
     ]

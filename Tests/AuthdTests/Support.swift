@@ -88,11 +88,11 @@ struct TestDirectory {
 
     /// Registers `phone` the way `account.register.*` does (a code by SMS, here its MAC known
     /// to the test) and signs it in on `device`.
-    func register(_ phone: String = "+37251234567", device: String = "laptop") async throws -> SignedIn {
+    func register(_ phone: String = "+37251234567", device: String = "laptop", email: String? = nil) async throws -> SignedIn {
         let flow = "flow_test_\(phone.filter(\.isNumber))"
         let mac = Array("code of \(flow)".utf8)
         let challenge = OTPChallenge.start(id: flow, purpose: .registration, phone: phone, codeMAC: mac, now: now, policy: .init())
         try await directory.openCodeChallenge(challenge, policy: .init())
-        return try await directory.register(flow: flow, codeMAC: mac, email: nil, passwordHash: nil, device: DeviceIdentity(key: device, name: device))
+        return try await directory.register(flow: flow, codeMAC: mac, email: email, passwordHash: nil, device: DeviceIdentity(key: device, name: device))
     }
 }

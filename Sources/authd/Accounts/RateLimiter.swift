@@ -17,6 +17,9 @@ final class RateLimiter: Sendable {
         case emailChange = "account.profile.set"
         /// What a caller (a local user, or a machine) adds to accounts' event logs.
         case syncWrite = "sync.send"
+        /// A lookup of another person by email address (`friends.add`), limited per account so
+        /// the directory cannot be harvested.
+        case friendLookup = "friends.add"
 
         /// Email changes an account may make per hour.
         static let emailChangesPerHour = 3
@@ -29,11 +32,12 @@ final class RateLimiter: Sendable {
             case .login: Double(config.loginsPerMinute)
             case .emailChange: Double(Self.emailChangesPerHour)
             case .syncWrite: Double(config.syncWritesPerMinute)
+            case .friendLookup: Double(config.presenceLookupsPerHour)
             }
         }
 
         /// Seconds in which a full bucket refills.
-        var window: Double { self == .emailChange ? 3600 : 60 }
+        var window: Double { self == .emailChange || self == .friendLookup ? 3600 : 60 }
     }
 
     private struct Bucket { var tokens: Double; var updated: Double }

@@ -108,8 +108,8 @@ protocol AccountDirectory: Sendable {
     /// local users (`machine` nil).
     func sessionHolders(of account: String) async throws -> [SessionHolder]
     /// At a hub: the accounts a linked machine holds a live session of, with the local users
-    /// there who signed in.
-    func accounts(heldBy machine: DeviceID) async throws -> [(account: String, users: [UInt32])]
+    /// there who signed in; for nil, those this machine's own local users signed in to here.
+    func accounts(heldBy machine: DeviceID?) async throws -> [(account: String, users: [UInt32])]
 
     // MARK: The account's own settings
 

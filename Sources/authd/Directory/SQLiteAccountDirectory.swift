@@ -227,6 +227,7 @@ struct SQLiteAccountDirectory: AccountDirectory {
         try database.execute("UPDATE devices SET revoked_at = ? WHERE account_id = ? AND revoked_at IS NULL", [.integer(now), .text(account)])
         try endSessions(in: database, where: "account_id = ?", [.text(account)], cause: .accountDeactivated, now: now)
         try database.execute("DELETE FROM login_flows WHERE account_id = ?", [.text(account)])
+        try PresenceBook.forget(account, in: database)
     }
 
     // MARK: Sessions and devices
@@ -365,8 +366,12 @@ struct SQLiteAccountDirectory: AccountDirectory {
         }
     }
 
-    func accounts(heldBy machine: DeviceID) async throws -> [(account: String, users: [UInt32])] {
-        let held = try await liveSessions(select: "d.account_id", where: "d.device_key = ?", .text(DeviceIdentity.key(ofMachine: machine)))
+    func accounts(heldBy machine: DeviceID?) async throws -> [(account: String, users: [UInt32])] {
+        let held = if let machine {
+            try await liveSessions(select: "d.account_id", where: "d.device_key = ?", .text(DeviceIdentity.key(ofMachine: machine)))
+        } else {
+            try await liveSessions(select: "d.account_id", where: "d.device_key NOT LIKE 'device:%' AND s.machine_uid IS NOT NULL AND ? IS NULL", .null)
+        }
         return Dictionary(grouping: held, by: \.value).map { account, rows in (account, rows.compactMap(\.user).sorted()) }
     }
 

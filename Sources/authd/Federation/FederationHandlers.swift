@@ -61,7 +61,8 @@ extension MethodTable {
             do {
                 let subscription = try context.streams.open(onDrop: { Task { await events.unsubscribe(id) } }) { sink in
                     for await event in stream {
-                        sink.notify(EventNotification.self, .init(subscription: sink.name, type: event.type, loggedOut: event.loggedOut, ended: event.ended, sync: event.sync))
+                        sink.notify(EventNotification.self, .init(subscription: sink.name, type: event.type, loggedOut: event.loggedOut, ended: event.ended, sync: event.sync,
+                                                                         presence: event.presence))
                     }
                     await events.unsubscribe(id)
                 }

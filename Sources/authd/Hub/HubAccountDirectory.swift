@@ -18,10 +18,7 @@ struct HubAccountDirectory: AccountDirectory {
 
     /// One call of a link method: its result, or the hub's error as the hub gave it.
     private func ask<M: RPCMethod>(_: M.Type, _ params: M.Params) async throws -> M.Result {
-        switch try await link.call(M.name, params) {
-        case .success(let value): return try WireCodec.decode(M.Result.self, from: value)
-        case .failure(let error): throw error
-        }
+        try await link.call(M.self, params)
     }
 
     private func account(_ id: String) async throws -> LinkAccount.Result {
@@ -181,7 +178,7 @@ struct HubAccountDirectory: AccountDirectory {
     func devices(_ token: String) async throws -> DeviceList.Result { throw refuse("list devices here") }
     func revokeDevice(_ token: String, id: String) async throws { throw refuse("revoke a device here") }
     func sessionHolders(of account: String) async throws -> [SessionHolder] { throw refuse("push events to other machines") }
-    func accounts(heldBy machine: DeviceID) async throws -> [(account: String, users: [UInt32])] { throw refuse("keep other machines' sync cursors") }
+    func accounts(heldBy machine: DeviceID?) async throws -> [(account: String, users: [UInt32])] { throw refuse("keep other machines' sync cursors") }
     func profile(_ token: String) async throws -> AccountProfile { throw refuse("change the account's settings here") }
     func updateProfile(_ token: String, email: String?, passwordHash: String?) async throws -> AccountInfo {
         throw refuse("change the account's settings here")

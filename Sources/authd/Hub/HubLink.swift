@@ -152,6 +152,11 @@ final class HubLink: Sendable {
         return outcome
     }
 
+    /// A link method `M`, typed: its result, or the hub's refusal thrown as it gave it.
+    func call<M: RPCMethod>(_: M.Type, _ params: M.Params) async throws -> M.Result {
+        try WireCodec.decode(M.Result.self, from: try await call(M.name, params).get())
+    }
+
     /// An account method called by `caller`, a process of this machine, as `link.forward`.
     func forward(_ method: String, _ params: JSONValue?, caller: ForwardedCaller) async throws(HubLinkFailure) -> Result<JSONValue, RPCError> {
         try await call(LinkForward.name, LinkForward.Params(method: method, params: params, caller: caller))

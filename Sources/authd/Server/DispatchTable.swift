@@ -61,6 +61,11 @@ enum DispatchTable {
         table.registerSyncMethods(sync, source: syncSource, bus: services.sync, outbox: services.outbox)
         table.registerLinkSyncMethods(log: sync.log, directory: directory)
 
+        // Friends, groups, hotspots and presence.
+        let presence = PresenceBook(store: services.store, config: services.config, now: services.now)
+        table.registerPresenceMethods(PresenceService(book: presence, directory: directory, limiter: limiter))
+        table.registerLinkPresenceMethods(presence, directory: directory)
+
         table.registerHubMethods(services)
         table.registerCoreMethods(services)
         return table

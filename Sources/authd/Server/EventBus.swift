@@ -7,6 +7,7 @@ actor EventBus {
         var loggedOut: LoggedOutEvent?
         var ended: SessionEndedEvent?
         var sync: SyncDesktopEvent?
+        var presence: PresenceAskEvent?
     }
 
     private var subscribers: [Int: (uid: UInt32, continuation: AsyncStream<Event>.Continuation)] = [:]

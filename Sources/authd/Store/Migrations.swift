@@ -466,6 +466,90 @@ enum Migrations {
             ) STRICT
             """,
         ]),
+        Migration(version: 17, sql: [
+            // Friends, groups, hotspots and presence, where the account lives. A person's friends
+            // are the people they added; each group of theirs is an audience; a block is the
+            // blocked person's pings never reaching the one who blocks.
+            """
+            CREATE TABLE presence_friends (
+                account_id TEXT NOT NULL REFERENCES accounts(id),
+                friend_id TEXT NOT NULL REFERENCES accounts(id),
+                added_at INTEGER NOT NULL,
+                PRIMARY KEY (account_id, friend_id)
+            ) STRICT
+            """,
+            "CREATE INDEX presence_friends_friend ON presence_friends (friend_id)",
+            """
+            CREATE TABLE presence_groups (
+                id TEXT PRIMARY KEY,
+                account_id TEXT NOT NULL REFERENCES accounts(id),
+                name TEXT NOT NULL,
+                created_at INTEGER NOT NULL,
+                UNIQUE (account_id, name)
+            ) STRICT
+            """,
+            """
+            CREATE TABLE presence_members (
+                group_id TEXT NOT NULL REFERENCES presence_groups(id) ON DELETE CASCADE,
+                member_id TEXT NOT NULL REFERENCES accounts(id),
+                PRIMARY KEY (group_id, member_id)
+            ) STRICT
+            """,
+            "CREATE INDEX presence_members_member ON presence_members (member_id)",
+            """
+            CREATE TABLE presence_blocks (
+                account_id TEXT NOT NULL REFERENCES accounts(id),
+                blocked_id TEXT NOT NULL REFERENCES accounts(id),
+                blocked_at INTEGER NOT NULL,
+                PRIMARY KEY (account_id, blocked_id)
+            ) STRICT
+            """,
+            // A hotspot of an account's own, or an admin's shared one (account_id NULL). BSSIDs:
+            // a JSON array of strings.
+            """
+            CREATE TABLE presence_hotspots (
+                id TEXT PRIMARY KEY,
+                account_id TEXT REFERENCES accounts(id),
+                name TEXT NOT NULL,
+                latitude REAL,
+                longitude REAL,
+                radius REAL,
+                bssids TEXT,
+                created_at INTEGER NOT NULL
+            ) STRICT
+            """,
+            "CREATE INDEX presence_hotspots_account ON presence_hotspots (account_id)",
+            // How a person shares (no row: enabled, ask, nobody), and the groups they share
+            // with; `until` ends a timed share, checked at every read.
+            """
+            CREATE TABLE presence_settings (
+                account_id TEXT PRIMARY KEY REFERENCES accounts(id),
+                enabled INTEGER NOT NULL,
+                mode TEXT NOT NULL,
+                until INTEGER
+            ) STRICT
+            """,
+            """
+            CREATE TABLE presence_shares (
+                account_id TEXT NOT NULL REFERENCES accounts(id),
+                group_id TEXT NOT NULL REFERENCES presence_groups(id) ON DELETE CASCADE,
+                PRIMARY KEY (account_id, group_id)
+            ) STRICT
+            """,
+            // Where a person is now: the hotspot, since when, when a machine last said so, the
+            // point they pinned, and (ask mode) the group they chose to tell for this stay.
+            """
+            CREATE TABLE presence_places (
+                account_id TEXT PRIMARY KEY REFERENCES accounts(id),
+                hotspot_id TEXT NOT NULL REFERENCES presence_hotspots(id) ON DELETE CASCADE,
+                since INTEGER NOT NULL,
+                reported_at INTEGER NOT NULL,
+                pin_latitude REAL,
+                pin_longitude REAL,
+                group_id TEXT REFERENCES presence_groups(id) ON DELETE SET NULL
+            ) STRICT
+            """,
+        ]),
     ]
 
     static var latestVersion: Int { all.last?.version ?? 0 }

@@ -188,6 +188,8 @@ struct Row {
     }
     func optionalText(_ column: Int32) -> String? { isNull(column) ? nil : text(column) }
     func optionalInt64(_ column: Int32) -> Int64? { isNull(column) ? nil : int64(column) }
+    func double(_ column: Int32) -> Double { sqlite3_column_double(statement.raw, column) }
+    func optionalDouble(_ column: Int32) -> Double? { isNull(column) ? nil : double(column) }
     func blob(_ column: Int32) -> [UInt8] {
         let count = Int(sqlite3_column_bytes(statement.raw, column))
         guard count > 0, let pointer = sqlite3_column_blob(statement.raw, column) else { return [] }

@@ -5,8 +5,8 @@ import Protocol
 
 /// `authd --desktop`: runs as a person in their desktop session (the `authd-desktop.service`
 /// user unit) and shows on their desktop the notifications a system authd hands them — those of
-/// the accounts they hold a live session of on this machine (``DesktopDelivery``) — through
-/// their session bus (``DesktopNotifications``). It holds no secret and opens no store: it is a
+/// the accounts they hold a live session of on this machine (``DesktopDelivery``), and the
+/// question of presence's ask mode — through their session bus (``DesktopNotifications``). It holds no secret and opens no store: it is a
 /// client of authd like any other, known to it by its uid. While authd is away it connects again,
 /// every 1 s at first and at most every 30 s, and says so once.
 enum DesktopAgent {
@@ -24,8 +24,9 @@ enum DesktopAgent {
                 delay = 1
                 while let (method, params) = try client.nextNotification() {
                     guard method == EventNotification.name, let params,
-                          let sync = (try? WireCodec.decode(EventNotification.Params.self, from: params))?.sync else { continue }
-                    desktop.take(sync.event, of: sync.account)
+                          let event = try? WireCodec.decode(EventNotification.Params.self, from: params) else { continue }
+                    if let sync = event.sync { desktop.take(sync.event, of: sync.account) }
+                    if let question = event.presence { desktop.ask(question) }
                 }
                 logger.info("desktop: authd closed the connection; connecting again")
             } catch {

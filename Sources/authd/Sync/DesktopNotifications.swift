@@ -49,6 +49,16 @@ final class DesktopNotifications: @unchecked Sendable {
         queue.async { [self] in show(event, of: account) }
     }
 
+    /// Ask mode: the person entered a hotspot; the desktop asks whom to tell (the answer is
+    /// `authctl presence answer`, or an app's `presence.answer`).
+    func ask(_ question: PresenceAskEvent) {
+        queue.async { [self] in
+            let name = Redaction.printable(question.hotspot.name, limit: 64)
+            let groups = question.groups.isEmpty ? "" : " (you share with \(question.groups.map { Redaction.printable($0, limit: 64) }.joined(separator: ", ")))"
+            post(summary: "You are at \(name)", body: "Tell a group? authctl presence answer \(question.hotspot.id) GROUP\(groups); or nobody: authctl presence answer \(question.hotspot.id)")
+        }
+    }
+
     /// The kinds the desktop hears of.
     static let kinds: Set<String> = ["notification", "dismiss"]
 
@@ -57,13 +67,9 @@ final class DesktopNotifications: @unchecked Sendable {
             if event.kind == "notification" {
                 let key = Shown(account: account, position: event.position)
                 guard shown[key] == nil else { return }
-                let bus = try connected()
                 let (summary, body) = Self.text(of: event)
-                let reply = try bus.call(Self.service, Self.path, Self.service, "Notify", arguments: [
-                    .string("authd"), .uint32(0), .string(""), .string(summary), .string(body), .stringArray([]),
-                    .stringVariants([("category", "im.received")]), .int32(-1),
-                ], timeout: .seconds(2))
-                shown[key] = try reply.uint32()
+                let reply = try notify(summary: summary, body: body)
+                shown[key] = reply
                 if shown.count > Self.remembered, let oldest = shown.keys.min(by: { $0.position < $1.position }) { shown[oldest] = nil }
             } else if case .integer(let position)? = event.body["position"], let id = shown[Shown(account: account, position: position)], id != 0 {
                 // Kept (as 0) so that a notification read again is not shown again.
@@ -71,13 +77,34 @@ final class DesktopNotifications: @unchecked Sendable {
                 _ = try connected().call(Self.service, Self.path, Self.service, "CloseNotification", arguments: [.uint32(id)], timeout: .seconds(2))
             }
         } catch {
-            // The bus may come back (a desktop session starting later): try again next time, say it once.
-            bus = nil
-            if !warned {
-                warned = true
-                logger.warning("sync: desktop notifications are on, but the session bus cannot show them: \(error)")
-            }
+            failed(error)
         }
+    }
+
+    /// Shows one notification (on `queue`).
+    private func post(summary: String, body: String) {
+        do {
+            _ = try notify(summary: summary, body: body)
+        } catch {
+            failed(error)
+        }
+    }
+
+    /// The bus may come back (a desktop session starting later): try again next time, say it once.
+    private func failed(_ error: any Error) {
+        bus = nil
+        if !warned {
+            warned = true
+            logger.warning("sync: desktop notifications are on, but the session bus cannot show them: \(error)")
+        }
+    }
+
+    private func notify(summary: String, body: String) throws -> UInt32 {
+        let reply = try connected().call(Self.service, Self.path, Self.service, "Notify", arguments: [
+            .string("authd"), .uint32(0), .string(""), .string(summary), .string(body), .stringArray([]),
+            .stringVariants([("category", "im.received")]), .int32(-1),
+        ], timeout: .seconds(2))
+        return try reply.uint32()
     }
 
     private func connected() throws -> Bus {

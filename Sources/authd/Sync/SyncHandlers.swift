@@ -19,8 +19,7 @@ extension MethodTable {
 
         register(SyncSubscribe.self, home: .machine, access: .anyone) { params, context in
             for kind in params.kinds ?? [] where !SyncService.allKinds.contains(kind) {
-                throw InvalidParameter("Parameter 'kinds' may hold message, notification, read, dismiss, device.linked, device.revoked and session.ended.",
-                                       field: "kinds")
+                throw InvalidParameter("Parameter 'kinds' may hold \(SyncService.allKinds.sorted().joined(separator: ", ")).", field: "kinds")
             }
             if let conversation = params.conversation { try SyncService.checkName(conversation, field: "conversation") }
             if let since = params.since, since < 0 { throw InvalidParameter("Parameter 'since' must be 0 or more.", field: "since") }

@@ -60,6 +60,15 @@ struct SyncLog: Sendable {
         }
     }
 
+    /// Appends each draft to its account's log, all in one transaction (one commit for many
+    /// accounts: a friend's ping to a hundred others).
+    func append(_ drafts: [(account: String, draft: Draft)], from origin: Origin) async throws -> [(account: String, event: SyncEvent)] {
+        let now = Int64(now().timeIntervalSince1970)
+        return try await store.transaction { database in
+            try drafts.map { ($0.account, try Self.insert($0.draft, account: $0.account, origin: origin, now: now, in: database)) }
+        }
+    }
+
     /// Allocates the next position under the store's one writer, in the inserting transaction.
     private static func insert(_ draft: Draft, account: String, origin: Origin, now: Int64, in database: Database) throws -> SyncEvent {
         guard let position = try database.queryOne(

@@ -19,8 +19,9 @@ struct SyncService: Sendable {
     static let maxBodyBytes = 64 << 10
     /// The kinds an app sends with `sync.send`; `read` and `dismiss` come from their own methods.
     static let sendableKinds: Set<String> = ["message", "notification"]
-    /// authd's own: what happened to the account's machines and sessions.
-    static let authdKinds: Set<String> = ["device.linked", "device.revoked", "session.ended"]
+    /// authd's own: what happened to the account's machines and sessions, a person who added
+    /// the account as a friend, and where friends who share with it are.
+    static let authdKinds: Set<String> = ["device.linked", "device.revoked", "session.ended", "friend.added", "presence", "presence.settings"]
     static let allKinds: Set<String> = sendableKinds.union(["read", "dismiss"]).union(authdKinds)
 
     /// What `sync.send` refuses before anything is stored (here, or in a device's outbox); the
@@ -89,12 +90,12 @@ struct SyncService: Sendable {
     /// Appends what a call did to accounts (a machine linked or removed, a session ended) to
     /// their logs, sent by this authd itself, and hands each event on like any other.
     func record(_ notices: [AccountNotice]) async {
-        for notice in notices {
-            let origin = SyncLog.Origin(deviceKey: "authd", sender: SyncSender(machine: "authd", deviceID: thisMachine.description, exe: nil))
-            guard let draft = try? SyncLog.Draft(kind: notice.kind, conversation: nil, body: .object(notice.body), idempotencyKey: nil),
-                  let (event, _) = try? await log.append(account: notice.account, draft, from: origin) else { continue }
-            await committed(event, account: notice.account)
+        let origin = SyncLog.Origin(deviceKey: "authd", sender: SyncSender(machine: "authd", deviceID: thisMachine.description, exe: nil))
+        let drafts = notices.compactMap { notice in
+            (try? SyncLog.Draft(kind: notice.kind, conversation: nil, body: .object(notice.body), idempotencyKey: nil)).map { (notice.account, $0) }
         }
+        guard let appended = try? await log.append(drafts, from: origin) else { return }
+        for (account, event) in appended { await committed(event, account: account) }
     }
 
     private func committed(_ event: SyncEvent, account: String) async {

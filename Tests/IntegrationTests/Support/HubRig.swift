@@ -84,11 +84,14 @@ final class HubRig {
 
     /// Registers `phone` with `password` through `device` (the code from the hub's SMS spool);
     /// the verify result: the account and the session bound to that machine.
-    func register(on device: DaemonHarness, phone: String = "+37251234567", password: String = "a long enough passphrase") throws -> JSONValue {
+    func register(on device: DaemonHarness, phone: String = "+37251234567", password: String = "a long enough passphrase",
+                  email: String? = nil) throws -> JSONValue {
         let client = try device.connect()
         let flow = try #require(try client.result("account.register.start", ["phone": .string(phone)])["flow"])
         let code = try RegistrationTests.spooledCode(hub, to: phone)
-        return try client.result("account.register.verify", ["flow": flow, "code": .string(code), "password": .string(password)])
+        var params: [String: JSONValue] = ["flow": flow, "code": .string(code), "password": .string(password)]
+        if let email { params["email"] = .string(email) }
+        return try client.result("account.register.verify", .object(params))
     }
 
     /// Waits until `device`'s link reports `state`, at most `seconds`.

@@ -1,0 +1,159 @@
+import FoundationEssentials
+import Protocol
+
+/// What reads where this machine is and says when it enters or leaves a hotspot
+/// (PresenceMonitor, over GeoClue2 and NetworkManager).
+protocol HotspotWatcher: Sendable {
+    /// Starts reading (or goes on, with new definitions), matching against `hotspots`;
+    /// `transition` hears each enter and leave.
+    func watch(_ hotspots: [Hotspot], transition: @escaping @Sendable (_ hotspot: String, _ entered: Bool) async -> Void) async
+    /// Stops reading: GeoClue2 and NetworkManager are let go.
+    func stopWatching() async
+    /// `reading`, `unavailable` (with why) or `off`; and the ids of the hotspots it is in now.
+    func watchState() async -> (state: String, detail: String?, inside: [String])
+}
+
+/// On a machine with `[presence] enabled = yes`: reads where it is for the accounts signed in
+/// on it whose presence is on, and tells where each account lives (`PresenceHome`) only
+/// "entered / left hotspot H" — at once in `auto` mode; in `ask` mode once the person answered
+/// (`presence.ask` on their event streams, `presence.answer`). Coordinates and BSSIDs stay here.
+/// The accounts and their hotspots are read again when the link comes back, when the person's
+/// settings change (a `presence.settings` event), and every `refresh` seconds, when the places it
+/// is in are told again so that the home does not let them expire. A report the home could not
+/// take waits for the next try; turning presence off drops it.
+actor MachinePresence {
+    private let home: any PresenceHome
+    private let watcher: any HotspotWatcher
+    private let events: EventBus
+    private let config: ConfigHolder
+    private let logger: Logger
+
+    private var accounts: [LinkPresenceAccounts.Account] = []
+    private var refresh = 1200
+    /// The hotspots this machine is in now.
+    private var inside: Set<String> = []
+    /// Open questions (ask mode), by account: the hotspots entered and not yet answered.
+    private var asked: [String: Set<String>] = [:]
+    /// Reports the home did not take yet, by account and hotspot; the newest wins.
+    private var unsent: [String: LinkPresenceReport.Params] = [:]
+    private var started = false
+
+    init(home: any PresenceHome, watcher: any HotspotWatcher, events: EventBus, config: ConfigHolder, logger: Logger) {
+        self.home = home
+        self.watcher = watcher
+        self.events = events
+        self.config = config
+        self.logger = logger
+    }
+
+    /// Starts following: now, on every change of settings the sync stream brings, and every
+    /// `refresh` seconds.
+    func start(sync: SyncBus) {
+        guard !started else { return }
+        started = true
+        let observed = sync.observe()
+        Task { [weak self] in
+            for await item in observed where item.event.kind == "presence.settings" {
+                await self?.reload()
+            }
+        }
+        Task { [weak self] in
+            while let self {
+                await self.reload()
+                await self.tellAgain()
+                try? await Task.sleep(for: .seconds(await self.refresh))
+            }
+        }
+    }
+
+    /// Reads the accounts and their hotspots again, and starts or stops reading where this
+    /// machine is by them.
+    func reload() async {
+        guard config.current.presenceEnabled else {
+            await watcher.stopWatching()
+            return
+        }
+        do {
+            let result = try await home.accounts()
+            accounts = result.accounts
+            refresh = max(result.refresh, 10)
+        } catch {
+            logger.debug("presence: cannot read this machine's accounts now: \(error)")
+            return
+        }
+        let on = accounts.filter(\.settings.enabled)
+        let kept = Set(on.map(\.account))
+        asked = asked.filter { kept.contains($0.key) }
+        unsent = unsent.filter { kept.contains($0.value.account) }
+        guard !on.isEmpty else {
+            inside = []
+            await watcher.stopWatching()
+            return
+        }
+        var seen: Set<String> = []
+        let hotspots = on.flatMap(\.hotspots).filter { seen.insert($0.id).inserted }
+        await watcher.watch(hotspots) { [weak self] hotspot, entered in await self?.moved(hotspot, entered: entered) }
+        await flush()
+    }
+
+    /// What the watcher saw: told to each account that has the hotspot, by its mode.
+    private func moved(_ hotspot: String, entered: Bool) async {
+        if entered { inside.insert(hotspot) } else { inside.remove(hotspot) }
+        for account in accounts where account.settings.enabled {
+            guard let place = account.hotspots.first(where: { $0.id == hotspot }) else { continue }
+            if entered && account.settings.mode == "ask" {
+                asked[account.account, default: []].insert(hotspot)
+                let question = PresenceAskEvent(account: account.account, hotspot: .init(id: place.id, name: place.name), groups: account.settings.groups)
+                for user in account.users { await events.publish(EventBus.Event(type: "presence.ask", presence: question), to: user) }
+                continue
+            }
+            if !entered { asked[account.account]?.remove(hotspot) }
+            await send(.init(account: account.account, hotspot: hotspot, entered: entered, group: nil))
+        }
+    }
+
+    /// The person's answer to a question: tell `group` (none: nobody).
+    func answer(account: String, hotspot: String, group: String?) async throws -> Int {
+        guard asked[account]?.remove(hotspot) != nil else { throw PresenceFailure.notAsked }
+        guard let group else { return 0 }
+        return try await home.report(.init(account: account, hotspot: hotspot, entered: true, group: group))
+    }
+
+    /// Where this machine stands for `account`.
+    func state(of account: String) async -> PresenceMachine.Result {
+        guard config.current.presenceEnabled else { return .init(state: "disabled", detail: nil, inside: []) }
+        guard let held = accounts.first(where: { $0.account == account }) else {
+            return .init(state: "off", detail: "this machine reads nothing for this account yet", inside: [])
+        }
+        guard held.settings.enabled else { return .init(state: "off", detail: nil, inside: []) }
+        let watched = await watcher.watchState()
+        let names = held.hotspots.filter { watched.inside.contains($0.id) }.map(\.name)
+        return .init(state: watched.state, detail: watched.detail, inside: names)
+    }
+
+    /// Says again where this machine is, so that the home keeps it.
+    private func tellAgain() async {
+        for account in accounts where account.settings.enabled && account.settings.mode == "auto" {
+            for hotspot in account.hotspots where inside.contains(hotspot.id) {
+                await send(.init(account: account.account, hotspot: hotspot.id, entered: true, group: nil))
+            }
+        }
+    }
+
+    /// Sends what could not be sent before (the link came back).
+    func flush() async {
+        let waiting = unsent
+        unsent = [:]
+        for report in waiting.values { await send(report) }
+    }
+
+    private func send(_ report: LinkPresenceReport.Params) async {
+        do {
+            _ = try await home.report(report)
+        } catch is HubLinkFailure {
+            unsent[report.account + " " + report.hotspot] = report
+        } catch {
+            logger.warning("presence: the report of account \(report.account) was refused: \(error)")
+        }
+    }
+}
