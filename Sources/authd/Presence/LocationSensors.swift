@@ -1,13 +1,14 @@
 import Protocol
 
 /// Why the machine's position cannot be read: GeoClue2 is absent, refused authd, or went away.
-/// One stable wire reason, `presence.unavailable`; `message` names GeoClue2 and what it said
-/// (never a position: GeoClue's errors carry none, and ours add none).
+/// One stable wire reason, `presence.unavailable`, with `message` as `data.detail`: it names
+/// GeoClue2 and what it said (never a position: GeoClue's errors carry none, and ours add none).
 struct PresenceUnavailable: WireErrorConvertible, Equatable {
-    static let reason = Reason(rawValue: "presence.unavailable")
     let message: String
 
-    var rpcError: RPCError { .failure(Self.reason, message) }
+    var rpcError: RPCError {
+        .failure(.presenceUnavailable, "This machine cannot tell where it is: \(message).", details: ["detail": .string(message)])
+    }
 }
 
 /// GeoClue2's D-Bus API (`org.freedesktop.GeoClue2`, 2.4 and later) over `Bus`, used the way a

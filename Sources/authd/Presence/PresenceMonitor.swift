@@ -221,6 +221,44 @@ final class PresenceMonitor: Sendable {
     }
 }
 
+/// The monitor as `MachinePresence` drives it.
+extension PresenceMonitor: HotspotWatcher {
+    /// Starts reading with `hotspots`, or, while reading, matches `hotspots` from now on (the
+    /// handler given first stays). Transitions reach `transition` one at a time, in order.
+    func watch(_ hotspots: [Hotspot], transition: @escaping @Sendable (_ hotspot: String, _ entered: Bool) async -> Void) async {
+        if state.withLock({ $0.session.map { !$0.isFinished } ?? false }) {
+            update(hotspots: hotspots)
+            return
+        }
+        // A stream keeps the order that separate tasks would not; it ends when the session
+        // lets go of its handler (the session ended), which the closer's deinit tells it.
+        let (stream, continuation) = AsyncStream.makeStream(of: HotspotTracker.Transition.self)
+        let closer = StreamCloser(continuation)
+        Task {
+            for await change in stream { await transition(change.hotspot, change.change == .entered) }
+        }
+        await start(hotspots: hotspots) { closer.continuation.yield($0) }
+    }
+
+    func stopWatching() async { await stop() }
+
+    func watchState() async -> (state: String, detail: String?, inside: [String]) {
+        let status = status
+        switch status.reading {
+        case .off: return ("off", nil, [])
+        case .reading: return ("reading", nil, status.inside)
+        case .unavailable(let why): return ("unavailable", why.message, [])
+        }
+    }
+}
+
+/// Finishes a stream when the last holder of its continuation lets go.
+private final class StreamCloser: Sendable {
+    let continuation: AsyncStream<HotspotTracker.Transition>.Continuation
+    init(_ continuation: AsyncStream<HotspotTracker.Transition>.Continuation) { self.continuation = continuation }
+    deinit { continuation.finish() }
+}
+
 /// One run of the sensors: what `update` and `stop` ask of it, the pipe that wakes it to look,
 /// and who waits for its end.
 private final class Session: Sendable {
