@@ -44,14 +44,17 @@ private struct InProcessServer {
         let holder = ConfigHolder(Config())
         let logger = Logger(sink: logs, level: .debug)
         let directory = SQLiteAccountDirectory(store: fixture.store, config: holder, logger: logger, now: fixture.clock.closure)
+        let events = EventBus()
+        let presence = MachinePresence(home: LocalPresenceHome(book: PresenceBook(store: fixture.store, config: holder, now: fixture.clock.closure), directory: directory),
+                                       watcher: PresenceMonitor(options: .init(bssidAbsenceSeconds: 60), logger: logger), events: events, config: holder, logger: logger)
         services = Services(
             options: options, config: holder, reloader: ConfigReloader(path: options.configPath, holder: holder, logger: logger),
             logger: logger, store: fixture.store, directory: directory, keys: fixture.keys, audit: AuditLog(store: fixture.store, now: fixture.clock.closure),
             connections: ConnectionRegistry(), masterKeySource: .keyFile(path: "/x"), sealer: fixture.sealer, codeKey: try OpenSSL.randomSecret(32),
-            localLock: LocalLock(store: fixture.store, directory: directory, config: holder, now: fixture.clock.closure), events: EventBus(), sync: SyncBus(),
+            localLock: LocalLock(store: fixture.store, directory: directory, config: holder, now: fixture.clock.closure), events: events, sync: SyncBus(),
             syncService: SyncService(log: SyncLog(store: fixture.store, now: fixture.clock.closure), directory: directory, bus: SyncBus(),
                                      limiter: RateLimiter(config: holder, now: fixture.clock.closure), thisMachine: DeviceID(description: "test")) { _, _ in },
-            outbox: nil,
+            outbox: nil, presence: presence,
             vault: TokenVault(store: fixture.store, sealer: fixture.sealer, directory: directory),
             http: HTTPClient(helperPath: "/nonexistent/authd-http"),
             hub: HubState(role: .standalone, identity: try await MachineIdentity.open(store: fixture.store, sealer: fixture.sealer, now: Date()), link: nil),

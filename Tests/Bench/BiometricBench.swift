@@ -5,18 +5,21 @@ import Glibc
 // (the tests' python-dbusmock template) runs on a private dbus-daemon and records when it sent
 // each VerifyStatus (CLOCK_MONOTONIC); the bench reads the same clock when the answer arrives.
 
-/// A private system bus with the fprintd stand-in on it.
-final class FprintdStack {
+/// A private system bus with one python-dbusmock stand-in on it (a template of the tests').
+final class MockBusStack {
     let directory: String
     var address: String { "unix:path=\(directory)/bus" }
     private var children: [pid_t] = []
 
-    static let template = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-        .appendingPathComponent("IntegrationTests/Python/fprintd_mock.py").path
+    static func template(_ name: String) -> String {
+        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("IntegrationTests/Python/\(name)").path
+    }
 
-    init(user: String) throws {
-        var template = Array("/tmp/authd-bench-fprint-XXXXXX".utf8CString)
-        directory = String(cString: mkdtemp(&template)!)
+    /// Starts the bus and the stand-in `template` (with `parameters`), and returns once it owns `name`.
+    init(template: String, parameters: String, owning name: String) throws {
+        var folder = Array("/tmp/authd-bench-bus-XXXXXX".utf8CString)
+        directory = String(cString: mkdtemp(&folder)!)
         try """
         <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
          "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
@@ -28,14 +31,13 @@ final class FprintdStack {
         children.append(try CardStack.spawn(["/usr/bin/dbus-daemon", "--config-file=\(directory)/bus.conf", "--nofork", "--print-address=1"],
                                             log: directory + "/bus.log"))
         for _ in 0..<500 where !((try? String(contentsOfFile: directory + "/bus.log", encoding: .utf8)) ?? "").contains("\n") { usleep(10_000) }
-        children.append(try CardStack.spawn(["/usr/bin/python3", "-m", "dbusmock", "--template", Self.template,
-                                             "-p", #"{"enrolled":{"\#(user)":["right-index-finger"]}}"#],
+        children.append(try CardStack.spawn(["/usr/bin/python3", "-m", "dbusmock", "--template", template, "-p", parameters],
                                             log: directory + "/mock.log", environment: ["DBUS_SYSTEM_BUS_ADDRESS=\(address)"]))
         for _ in 0..<200 {
-            if (try? busctl(["status", "net.reactivated.Fprint"])) != nil { return }
+            if (try? busctl(["status", name])) != nil { return }
             usleep(50_000)
         }
-        throw BenchError(description: "the fprintd stand-in did not come up; see \(directory)/mock.log")
+        throw BenchError(description: "the \(name) stand-in did not come up; see \(directory)/mock.log")
     }
 
     func stop() {
@@ -55,9 +57,22 @@ final class FprintdStack {
         guard status == 0 else { throw BenchError(description: "busctl \(arguments.joined(separator: " ")) failed") }
         return (try? String(contentsOfFile: output, encoding: .utf8)) ?? ""
     }
+}
+
+/// A private system bus with the fprintd stand-in on it.
+final class FprintdStack {
+    private let stack: MockBusStack
+    var address: String { stack.address }
+
+    init(user: String) throws {
+        stack = try MockBusStack(template: MockBusStack.template("fprintd_mock.py"), parameters: #"{"enrolled":{"\#(user)":["right-index-finger"]}}"#,
+                                 owning: "net.reactivated.Fprint")
+    }
+
+    func stop() { stack.stop() }
 
     private func control(_ method: String, _ arguments: [String] = []) throws -> String {
-        try busctl(["call", "--", "net.reactivated.Fprint", "/net/reactivated/Fprint/Manager", "net.reactivated.Fprint.Mock", method] + arguments)
+        try stack.busctl(["call", "--", "net.reactivated.Fprint", "/net/reactivated/Fprint/Manager", "net.reactivated.Fprint.Mock", method] + arguments)
     }
 
     /// The next VerifyStart gets a match `delay` ms after it starts.

@@ -11,7 +11,7 @@ import Synchronization
 // real devices (`syncFigures`), then 1,000 light ones of 500 accounts (`syncFiguresAtScale`).
 
 /// A CA and a hub certificate for 127.0.0.1, made with the openssl CLI.
-private struct BenchPKI {
+struct BenchPKI {
     let directory: String
 
     init() throws {
@@ -110,6 +110,8 @@ func hubFigures() throws {
         logins_per_minute = 100000
         [sync]
         writes_per_minute = 1000000
+        [presence]
+        lookups_per_hour = 100000
         [hub]
         listen = 127.0.0.1:0
         cert_file = \(pki.directory)/hub.pem
@@ -156,6 +158,7 @@ func hubFigures() throws {
     row("session.get device → hub → device", String(format: "p50 %.3f ms, p99 %.3f ms", percentile(forwarded, 0.5), percentile(forwarded, 0.99)))
 
     try syncFigures(hub: hub, port: port, pki: pki)
+    try presenceFigures(hub: hub, hubClient: hubClient, port: port, pki: pki)
 
     // 1,000 device connections, four per device key (the hub's limit per device).
     var contexts: [TLSContext] = []

@@ -16,9 +16,9 @@ struct PresenceTests {
         let alice: JSONValue, bob: JSONValue
         let aliceAccount: JSONValue, bobAccount: JSONValue
 
-        init(extra: String = "") throws {
+        init(environmentA: [String: String] = [:], extraA: String = "") throws {
             rig = try HubRig()
-            (a, b) = (try rig.startDevice(extra: extra), try rig.startDevice(extra: extra))
+            (a, b) = (try rig.startDevice(extra: extraA, environment: environmentA), try rig.startDevice())
             let registeredA = try rig.register(on: a, phone: "+37251234567", email: "alice@example.org")
             let registeredB = try rig.register(on: b, phone: "+37251234568", email: "bob@example.org")
             alice = try #require(registeredA["session"]?["token"])
@@ -60,5 +60,191 @@ struct PresenceTests {
         _ = try people.b.connect().result("friends.block", ["session": people.bob, "email": "alice@example.org"])
         #expect(try clientA.result("presence.audience", ["session": people.alice])["audience"] == [], "Bob blocked Alice: her pings never reach him")
         withExtendedLifetime(people) {}
+    }
+}
+
+/// GeoClue2 for one machine: the project's python-dbusmock template
+/// (Tests/IntegrationTests/Python/geoclue_mock.py) on a private system bus of its own.
+final class GeoClueStandIn {
+    let bus: FprintdRig
+    private var mock: pid_t?
+    static let template = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Python/geoclue_mock.py").path
+
+    /// What a machine needs to find this GeoClue2.
+    var environment: [String: String] { ["DBUS_SYSTEM_BUS_ADDRESS": bus.address] }
+    var log: String { (try? String(contentsOfFile: bus.directory + "/geoclue.log", encoding: .utf8)) ?? "" }
+
+    /// With `running` false the bus has no GeoClue2 at all.
+    init(running: Bool = true, refuse method: String? = nil) throws {
+        bus = try FprintdRig(startMock: false)
+        guard running else { return }
+        let parameters = method.map { #"{"refuse": {"method": "\#($0)", "name": "org.freedesktop.DBus.Error.AccessDenied", "message": "'authd' disallowed, no agent for UID 0"}}"# } ?? "{}"
+        mock = try ChildProcess.spawn(["/usr/bin/python3", "-m", "dbusmock", "--template", Self.template, "-p", parameters],
+                                      environment: ["DBUS_SYSTEM_BUS_ADDRESS=\(bus.address)", "PATH=/usr/bin:/bin", "PYTHONUNBUFFERED=1"],
+                                      stdout: .file(bus.directory + "/geoclue.log"))
+        let deadline = Date().addingTimeInterval(20)
+        while try !owned() {
+            guard Date() < deadline else { throw HarnessError("the GeoClue2 stand-in did not start within 20 s:\n\(log)") }
+            usleep(50_000)
+        }
+    }
+
+    deinit { if let mock { ChildProcess.reap(mock) } }
+
+    private func owned() throws -> Bool {
+        try bus.call("org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus", "NameHasOwner", ["s", "org.freedesktop.GeoClue2"],
+                     returning: Bool.self)
+    }
+
+    /// Moves the machine; true when an active client was told.
+    @discardableResult
+    func move(_ latitude: Double, _ longitude: Double, accuracy: Double = 20) throws -> Bool {
+        try bus.call("org.freedesktop.GeoClue2", "/org/freedesktop/GeoClue2/Manager", "org.freedesktop.GeoClue2.Mock", "SetLocation",
+                     ["ddd", String(latitude), String(longitude), String(accuracy)], returning: Bool.self)
+    }
+
+    /// The GeoClue2 methods answered so far, in order.
+    func calls() throws -> [String] {
+        try bus.call("org.freedesktop.GeoClue2", "/org/freedesktop/GeoClue2/Manager", "org.freedesktop.GeoClue2.Mock", "Calls", returning: [String].self)
+    }
+}
+
+extension PresenceTests {
+    /// The office: a shared hotspot, 150 m around (59.437, 24.7536).
+    static let office = (latitude: 59.437, longitude: 24.7536, radius: 150.0)
+
+    /// Alice's machine A reads where it is from `geoClue`; an admin made the Office hotspot at the
+    /// hub; Bob is Alice's friend.
+    struct Located {
+        let people: People
+        let geoClue: GeoClueStandIn
+        let office: JSONValue
+
+        init(geoClue: GeoClueStandIn) throws {
+            self.geoClue = geoClue
+            people = try People(environmentA: geoClue.environment, extraA: "[presence]\nenabled = yes\n[sync]\nwrites_per_minute = 100000")
+            let hubClient = try people.rig.hub.connect()
+            office = try #require(try hubClient.result("admin.hotspots.add", [
+                "name": "Office", "circle": ["lat": .double(PresenceTests.office.latitude), "lon": .double(PresenceTests.office.longitude),
+                                             "radius_m": .double(PresenceTests.office.radius)],
+            ])["hotspot"]?["id"])
+            _ = try people.a.connect().result("friends.add", ["session": people.alice, "email": "bob@example.org"])
+        }
+
+        /// Waits until A's `presence.machine` for Alice says `state`.
+        func machine(is state: String, seconds: Double = 15) throws -> JSONValue {
+            let client = try people.a.connect()
+            let deadline = Date().addingTimeInterval(seconds)
+            var last: JSONValue = .null
+            while Date() < deadline {
+                last = try client.result("presence.machine", ["session": people.alice])
+                if last["state"]?.stringValue == state { return last }
+                usleep(50_000)
+            }
+            throw HarnessError("A's presence.machine did not say \(state) within \(seconds) s: \(last)\n\(people.a.log)\n\(geoClue.log)")
+        }
+
+        /// The next `presence` event on `watch`.
+        func nextPing(_ watch: LineClient) throws -> JSONValue {
+            while true {
+                let line = try SyncTests.next(watch)
+                if line["params"]?["event"]?["kind"] == "presence" { return try #require(line["params"]?["event"]?["body"]) }
+            }
+        }
+    }
+
+    @Test("auto mode end to end: A's GeoClue2 moves Alice into the Office and out again; Bob on B hears entered and left through the sync stream and sees her nearby; a pin only inside; presence.off deletes her place in the hub's store and A stops reading GeoClue2")
+    func autoMode() throws {
+        let located = try Located(geoClue: try GeoClueStandIn())
+        let (people, geoClue) = (located.people, located.geoClue)
+        let clientA = try people.a.connect(), clientB = try people.b.connect()
+        #expect(try clientA.result("presence.settings", ["session": people.alice, "mode": "auto", "groups": ["friends"]])["mode"] == "auto")
+        _ = try located.machine(is: "reading")
+        let (watchB, _) = try SyncTests.subscribe(people.b, session: people.bob, ["kinds": ["presence"]])
+
+        try geoClue.move(Self.office.latitude + 0.0005, Self.office.longitude)  // 56 m from the centre
+        let entered = try located.nextPing(watchB)
+        #expect(entered["state"] == "entered" && entered["hotspot"]?["name"] == "Office" && entered["email"] == "alice@example.org", "\(entered)")
+        #expect(entered["lat"] == nil && "\(entered)".contains("59.437") == false, "no coordinates leave A: \(entered)")
+        let nearby = try clientB.result("presence.nearby", ["session": people.bob])["friends"]?.arrayValue ?? []
+        #expect(nearby.first?["email"] == "alice@example.org" && nearby.first?["place"]?["hotspot"]?["name"] == "Office", "\(nearby)")
+        #expect(try located.machine(is: "reading")["inside"] == ["Office"])
+
+        // A point outside the circle is refused; one inside is shared with Bob.
+        #expect(try clientA.call("presence.pin", ["session": people.alice, "lat": .double(59.45), "lon": .double(24.7536)]).errorReason == "presence.pin_outside")
+        _ = try clientA.result("presence.pin", ["session": people.alice, "lat": .double(59.4371), "lon": .double(24.7537)])
+        #expect(try located.nextPing(watchB)["state"] == "pinned")
+
+        // Two fixes well outside: left.
+        try geoClue.move(59.45, 24.78)
+        try geoClue.move(59.4501, 24.78)
+        #expect(try located.nextPing(watchB)["state"] == "left")
+        #expect(try clientB.result("presence.nearby", ["session": people.bob])["friends"] == [])
+
+        // Back in, then off: the hub's store holds nothing of her, and A lets GeoClue2 go.
+        try geoClue.move(Self.office.latitude, Self.office.longitude)
+        #expect(try located.nextPing(watchB)["state"] == "entered")
+        _ = try clientA.result("presence.off", ["session": people.alice])
+        let places = try DaemonHarness.run(["/usr/bin/python3", "-c", "import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execute('SELECT count(*) FROM presence_places').fetchone()[0])",
+                                            people.rig.hub.stateDirectory + "/authd.db"])
+        #expect(places.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "0", "\(places.stdout) \(places.stderr)")
+        #expect(try clientB.result("presence.nearby", ["session": people.bob])["friends"] == [])
+        _ = try located.machine(is: "off")
+        let deadline = Date().addingTimeInterval(10)
+        while try !geoClue.calls().contains("Stop") && Date() < deadline { usleep(50_000) }
+        let calls = try geoClue.calls()
+        #expect(calls.contains("Stop"), "A stopped its GeoClue2 client: \(calls)")
+        withExtendedLifetime(located) {}
+    }
+
+    @Test("ask mode: entering asks the person on A (presence.ask on their event stream); an answer tells the group, declining tells nobody")
+    func askMode() throws {
+        let located = try Located(geoClue: try GeoClueStandIn())
+        let (people, geoClue) = (located.people, located.geoClue)
+        let clientA = try people.a.connect(), clientB = try people.b.connect()
+        _ = try clientA.result("presence.settings", ["session": people.alice, "mode": "ask", "groups": ["friends"]])
+        _ = try located.machine(is: "reading")
+        let events = try people.a.connect()
+        _ = try events.result("events.subscribe", [:])
+
+        func question() throws -> JSONValue? {
+            while let line = try events.readJSON() {
+                if line["method"] == "event", line["params"]?["type"] == "presence.ask" { return line["params"]?["presence"] }
+            }
+            return nil
+        }
+        try geoClue.move(Self.office.latitude, Self.office.longitude)
+        let asked = try question()
+        #expect(asked?["hotspot"]?["name"] == "Office" && asked?["groups"] == ["friends"], "\(String(describing: asked))")
+        #expect(try clientB.result("presence.nearby", ["session": people.bob])["friends"] == [], "nothing told before the answer")
+        let told = try clientA.result("presence.answer", ["session": people.alice, "hotspot": located.office, "group": "friends"])
+        #expect(told["told"] == 1)
+        #expect(try clientB.result("presence.nearby", ["session": people.bob])["friends"]?.arrayValue?.count == 1)
+        #expect(try clientA.call("presence.answer", ["session": people.alice, "hotspot": located.office]).errorReason == "presence.not_asked",
+                "answered already")
+
+        // Out (Bob hears it), in again, and this time she tells nobody.
+        let (watchB, _) = try SyncTests.subscribe(people.b, session: people.bob, ["kinds": ["presence"]])
+        try geoClue.move(59.45, 24.78)
+        try geoClue.move(59.4501, 24.78)
+        #expect(try located.nextPing(watchB)["state"] == "left")
+        try geoClue.move(Self.office.latitude, Self.office.longitude)
+        #expect(try question()?["hotspot"]?["name"] == "Office")
+        #expect(try clientA.result("presence.answer", ["session": people.alice, "hotspot": located.office])["told"] == 0)
+        #expect(try clientB.result("presence.nearby", ["session": people.bob])["friends"] == [], "declined: nobody sees her")
+        #expect(try clientA.result("presence.status", ["session": people.alice])["place"] == nil, "and the hub keeps nothing")
+        withExtendedLifetime(located) {}
+    }
+
+    @Test("GeoClue2 refusing or absent: the machine says so with a clear reason and shares nothing")
+    func geoClueUnavailable() throws {
+        for geoClue in [try GeoClueStandIn(refuse: "Start"), try GeoClueStandIn(running: false)] {
+            let located = try Located(geoClue: geoClue)
+            _ = try located.people.a.connect().result("presence.settings", ["session": located.people.alice, "mode": "auto", "groups": ["friends"]])
+            let machine = try located.machine(is: "unavailable")
+            #expect(machine["detail"]?.stringValue?.contains("GeoClue") == true, "\(machine)")
+            #expect(try located.people.b.connect().result("presence.nearby", ["session": located.people.bob])["friends"] == [])
+            withExtendedLifetime(located) {}
+        }
     }
 }

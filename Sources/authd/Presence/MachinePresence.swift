@@ -27,6 +27,8 @@ actor MachinePresence {
     private let events: EventBus
     private let config: ConfigHolder
     private let logger: Logger
+    /// Also asks on the desktop (a user-mode authd with desktop notifications).
+    private let desktop: (@Sendable (PresenceAskEvent) -> Void)?
 
     private var accounts: [LinkPresenceAccounts.Account] = []
     private var refresh = 1200
@@ -38,12 +40,14 @@ actor MachinePresence {
     private var unsent: [String: LinkPresenceReport.Params] = [:]
     private var started = false
 
-    init(home: any PresenceHome, watcher: any HotspotWatcher, events: EventBus, config: ConfigHolder, logger: Logger) {
+    init(home: any PresenceHome, watcher: any HotspotWatcher, events: EventBus, config: ConfigHolder, logger: Logger,
+         desktop: (@Sendable (PresenceAskEvent) -> Void)? = nil) {
         self.home = home
         self.watcher = watcher
         self.events = events
         self.config = config
         self.logger = logger
+        self.desktop = desktop
     }
 
     /// Starts following: now, on every change of settings the sync stream brings, and every
@@ -105,6 +109,7 @@ actor MachinePresence {
                 asked[account.account, default: []].insert(hotspot)
                 let question = PresenceAskEvent(account: account.account, hotspot: .init(id: place.id, name: place.name), groups: account.settings.groups)
                 for user in account.users { await events.publish(EventBus.Event(type: "presence.ask", presence: question), to: user) }
+                desktop?(question)
                 continue
             }
             if !entered { asked[account.account]?.remove(hotspot) }

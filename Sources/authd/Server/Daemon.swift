@@ -95,11 +95,24 @@ final class Daemon: @unchecked Sendable {
                                       thisMachine: identity.id) { account, event in
             await hub.push(event, account: account, directory: accounts, connections: connections)
         }
+        let events = EventBus()
+        let desktop = options.mode == .user ? DesktopNotifications(logger: logger) : nil
+        let presenceHome: any PresenceHome = if let link = hub.link { HubPresenceHome(link: link) } else {
+            LocalPresenceHome(book: PresenceBook(store: store, config: holder, now: now), directory: accounts)
+        }
+        var askOnDesktop: (@Sendable (PresenceAskEvent) -> Void)?
+        if let desktop {
+            askOnDesktop = { question in if holder.current.syncDesktopNotifications { desktop.ask(question) } }
+        }
+        let presence = MachinePresence(
+            home: presenceHome, watcher: PresenceMonitor(options: .init(bssidAbsenceSeconds: Int64(config.presenceBSSIDAbsenceSeconds)), logger: logger),
+            events: events, config: holder, logger: logger, desktop: askOnDesktop)
         services = Services(
             options: options, config: holder, reloader: ConfigReloader(path: options.configPath, holder: holder, logger: logger),
             logger: logger, store: store, directory: accounts, keys: keys, audit: AuditLog(store: store, now: now, bounds: { AuditLog.Bounds(holder.current) }), connections: connections,
             masterKeySource: masterKey.source, sealer: sealer, codeKey: try KeyDerivation.key(masterKey, label: "otp-code"),
-            localLock: LocalLock(store: store, directory: accounts, config: holder, now: now), events: EventBus(), sync: syncBus, syncService: syncService, outbox: outbox,
+            localLock: LocalLock(store: store, directory: accounts, config: holder, now: now), events: events, sync: syncBus, syncService: syncService, outbox: outbox,
+            presence: presence,
             vault: TokenVault(store: store, sealer: sealer, directory: accounts),
             http: HTTPClient.beside(environment: ProcessInfo.processInfo.environment), hub: hub, startedAt: started, now: now)
         dispatcher = Dispatcher(table: DispatchTable.make(services), services: services)
@@ -115,7 +128,7 @@ final class Daemon: @unchecked Sendable {
             self.hubListener = hubListener
             logger.notice("hub: serving devices on \(hubListener.address) (TLS 1.3), device id \(identity.id)", [("AUTHD_HUB_LISTEN", hubListener.address.description)])
         }
-        hub.link?.onNotice { [events = services.events, sync = services.sync, outbox, cursors] notice in
+        hub.link?.onNotice { [events = services.events, sync = services.sync, outbox, cursors, presence] notice in
             switch notice {
             case .sessionsEnded(let ended): Task { await events.hear(ended) }
             case .syncEvent(let pushed):
@@ -126,14 +139,17 @@ final class Daemon: @unchecked Sendable {
                 Task {
                     await cursors?.resume()
                     await outbox?.flush()
+                    await presence.reload()
                 }
             }
         }
         hub.link?.start()
-        switch options.mode {
-        case .user: DesktopNotifications(logger: logger).start(sync: syncBus, config: holder)
-        case .system: DesktopDelivery(directory: accounts, events: services.events, logger: logger).start(sync: syncBus, config: holder)
+        if let desktop {
+            desktop.start(sync: syncBus, config: holder)
+        } else {
+            DesktopDelivery(directory: accounts, events: services.events, logger: logger).start(sync: syncBus, config: holder)
         }
+        await presence.start(sync: syncBus)
         maintenance = Maintenance.schedule(directory: directory, vault: services.vault, audit: services.audit, sync: SyncLog(store: store, now: now),
                                            config: holder, spoolDirectory: options.smsSpoolDirectory, logger: logger, now: now)
         let elapsed = Date().timeIntervalSince(started)

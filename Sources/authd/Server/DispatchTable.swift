@@ -65,6 +65,7 @@ enum DispatchTable {
         let presence = PresenceBook(store: services.store, config: services.config, now: services.now)
         table.registerPresenceMethods(PresenceService(book: presence, directory: directory, limiter: limiter))
         table.registerLinkPresenceMethods(presence, directory: directory)
+        table.registerMachinePresenceMethods(services.presence, directory: directory)
 
         table.registerHubMethods(services)
         table.registerCoreMethods(services)

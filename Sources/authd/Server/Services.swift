@@ -29,6 +29,8 @@ struct Services: Sendable {
     let syncService: SyncService
     /// On a device: what apps sent while the hub was away.
     let outbox: SyncOutbox?
+    /// Where this machine is, for the accounts signed in on it (`[presence] enabled`).
+    let presence: MachinePresence
     /// Remote tokens of federated sign-ins, per local user.
     let vault: TokenVault
     /// Every HTTP request (SMS gateway, OpenID providers, remote APIs), through `authd-http`.
