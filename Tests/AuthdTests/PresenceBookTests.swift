@@ -184,7 +184,7 @@ struct PresenceBookTests {
         var config = Config()
         config.presenceLookupsPerHour = 3
         let world = try await World(config)
-        await #expect(throws: PresenceFailure.friendNotFound) { try await world.add("alice", "nobody") }
+        await #expect(throws: PresenceFailure.nobodyThere) { try await world.add("alice", "nobody") }
         await #expect(throws: PresenceFailure.friendSelf) { try await world.add("alice", "alice") }
         await #expect(throws: AccountFailure.emailInvalid) {
             try await world.service.addFriend(PersonParams(session: world.sessions["alice"]!, email: "not an address"))

@@ -101,9 +101,9 @@ private final class HeldDevice {
     deinit { close(fd) }
 }
 
-func hubFigures() throws {
+/// A hub for the benchmarks, on a loopback port the kernel picks, with a test CA.
+func benchHub() throws -> (hub: Daemon, client: Client, port: UInt16, pki: BenchPKI) {
     let pki = try BenchPKI()
-    defer { try? FileManager.default.removeItem(atPath: pki.directory) }
     let hub = try Daemon(config: """
         [accounts]
         starts_per_minute = 100000
@@ -117,12 +117,29 @@ func hubFigures() throws {
         cert_file = \(pki.directory)/hub.pem
         key_file = \(pki.directory)/hub.key
         """)
-    defer { hub.stop() }
     let hubClient = try Client(hub.socket)
     let status = String(decoding: try hubClient.call("hub.status"), as: UTF8.self)
     guard let port = status.firstMatch(of: /"listen":"127\.0\.0\.1:([0-9]+)"/).flatMap({ UInt16($0.output.1) }) else {
+        hub.stop()
         throw BenchError(description: "the hub reports no port: \(status)")
     }
+    return (hub, hubClient, port, pki)
+}
+
+/// `authd-bench BIN presence`: the presence figures alone.
+func presenceOnlyFigures() throws {
+    let (hub, hubClient, port, pki) = try benchHub()
+    defer {
+        hub.stop()
+        try? FileManager.default.removeItem(atPath: pki.directory)
+    }
+    try presenceFigures(hub: hub, hubClient: hubClient, port: port, pki: pki)
+}
+
+func hubFigures() throws {
+    let (hub, hubClient, port, pki) = try benchHub()
+    defer { try? FileManager.default.removeItem(atPath: pki.directory) }
+    defer { hub.stop() }
     let idle = hub.residentBytes
     let device = try Daemon(config: "[hub]\nurl = 127.0.0.1:\(port)\nca_file = \(pki.directory)/ca.pem\n")
     defer { device.stop() }

@@ -7,7 +7,7 @@ import Protocol
 import Synchronization
 
 // authd-bench: drives a release build of the real daemon over its socket and prints figures.
-// Usage: authd-bench BIN_DIR [core|card|biometric|federation|passkey|pam|hub]   (make bench passes
+// Usage: authd-bench BIN_DIR [core|card|biometric|federation|passkey|pam|hub|presence]   (make bench passes
 // the release build directory; one of those names runs only its figures; `core`: start, hello and
 // auth.local)
 
@@ -247,6 +247,7 @@ do {
     case "federation": try federationFigures(); exit(0)
     case "passkey": try passkeyFigures(); exit(0)
     case "hub": try hubFigures(); exit(0)
+    case "presence": try presenceOnlyFigures(); exit(0)
     case "pam": try pamFigures(); exit(0)
     default: break
     }

@@ -103,10 +103,10 @@ protocol AccountDirectory: Sendable {
     func devices(_ token: String) async throws -> DeviceList.Result
     /// Removes a device of the same account: its sessions end, its place frees.
     func revokeDevice(_ token: String, id: String) async throws
-    /// Who holds a live session of the account: at a hub, the machines linked to it (those its
+    /// Who holds a live session of each account: at a hub, the machines linked to it (those its
     /// events are pushed to) and, on each, the local users who signed in; and this machine's own
-    /// local users (`machine` nil).
-    func sessionHolders(of account: String) async throws -> [SessionHolder]
+    /// local users (`machine` nil). One read for many accounts (a ping to a hundred friends).
+    func sessionHolders(of accounts: Set<String>) async throws -> [String: [SessionHolder]]
     /// At a hub: the accounts a linked machine holds a live session of, with the local users
     /// there who signed in; for nil, those this machine's own local users signed in to here.
     func accounts(heldBy machine: DeviceID?) async throws -> [(account: String, users: [UInt32])]

@@ -177,7 +177,7 @@ struct HubAccountDirectory: AccountDirectory {
     func revokeSession(_ token: String, id: String) async throws { throw refuse("revoke a session here") }
     func devices(_ token: String) async throws -> DeviceList.Result { throw refuse("list devices here") }
     func revokeDevice(_ token: String, id: String) async throws { throw refuse("revoke a device here") }
-    func sessionHolders(of account: String) async throws -> [SessionHolder] { throw refuse("push events to other machines") }
+    func sessionHolders(of accounts: Set<String>) async throws -> [String: [SessionHolder]] { throw refuse("push events to other machines") }
     func accounts(heldBy machine: DeviceID?) async throws -> [(account: String, users: [UInt32])] { throw refuse("keep other machines' sync cursors") }
     func profile(_ token: String) async throws -> AccountProfile { throw refuse("change the account's settings here") }
     func updateProfile(_ token: String, email: String?, passwordHash: String?) async throws -> AccountInfo {

@@ -16,24 +16,27 @@ struct HubSyncSource: SyncSource {
 }
 
 extension HubState {
-    /// At a hub: sends a committed event to every linked machine that holds a live session of
-    /// its account, over their links, at once, naming the local users there who signed in.
-    func push(_ event: SyncEvent, account: String, directory: any AccountDirectory, connections: ConnectionRegistry) async {
-        guard role == .hub, let holders = try? await directory.sessionHolders(of: account) else { return }
-        var users: [DeviceID: [UInt32]] = [:]
-        for holder in holders {
-            guard let machine = holder.machine else { continue }
-            users[machine, default: []] += holder.user.map { [$0] } ?? []
-        }
-        guard !users.isEmpty else { return }
-        var lines: [DeviceID: Data] = [:]
+    /// At a hub: sends committed events to every linked machine that holds a live session of
+    /// their account, over their links, at once, naming the local users there who signed in.
+    func push(_ events: [(account: String, event: SyncEvent)], directory: any AccountDirectory, connections: ConnectionRegistry) async {
+        guard role == .hub, !events.isEmpty, let holders = try? await directory.sessionHolders(of: Set(events.map(\.account))) else { return }
+        var links: [DeviceID: [Connection]] = [:]
         for connection in connections.all {
-            guard case .device(let machine) = connection.caller, let machineUsers = users[machine] else { continue }
-            if lines[machine] == nil {
-                let params = LinkSyncEvent.Params(account: account, event: event, users: Array(Set(machineUsers)).sorted())
-                lines[machine] = try? WireCodec.notificationLine(method: LinkSyncEvent.name, params: params)
+            if case .device(let machine) = connection.caller { links[machine, default: []].append(connection) }
+        }
+        for (account, event) in events {
+            var users: [DeviceID: Set<UInt32>] = [:]
+            for holder in holders[account] ?? [] {
+                guard let machine = holder.machine else { continue }
+                users[machine, default: []].formUnion(holder.user.map { [$0] } ?? [])
             }
-            if let line = lines[machine] { connection.enqueue(line) }
+            for (machine, machineUsers) in users {
+                guard let connected = links[machine], !connected.isEmpty,
+                      let line = try? WireCodec.notificationLine(method: LinkSyncEvent.name,
+                                                                 params: LinkSyncEvent.Params(account: account, event: event, users: machineUsers.sorted()))
+                else { continue }
+                for connection in connected { connection.enqueue(line) }
+            }
         }
     }
 }

@@ -2,6 +2,9 @@ import Protocol
 
 /// Why a friends, groups, hotspots or presence call was refused; nothing changed.
 enum PresenceFailure: Error, Equatable, WireErrorConvertible {
+    /// `friends.add`: no account has the address.
+    case nobodyThere
+    /// No friend of the caller's (or, to block, nobody who added them) has the address.
     case friendNotFound
     case friendSelf
     case groupNotFound
@@ -17,7 +20,8 @@ enum PresenceFailure: Error, Equatable, WireErrorConvertible {
 
     var rpcError: RPCError {
         switch self {
-        case .friendNotFound: .failure(.friendNotFound, "No friend of yours has that email address (or no account has it).")
+        case .nobodyThere: .failure(.friendNotFound, "No account has that email address.")
+        case .friendNotFound: .failure(.friendNotFound, "No friend of yours (and nobody who added you) has that email address.")
         case .friendSelf: .failure(.friendSelf, "That is your own email address.")
         case .groupNotFound: .failure(.groupNotFound, "You have no group of that name.")
         case .groupExists: .failure(.groupExists, "You have a group of that name already.")

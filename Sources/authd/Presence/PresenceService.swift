@@ -19,7 +19,7 @@ struct PresenceService: Sendable {
         let account = try await account(params.session)
         // Counted before the lookup, found or not: the answer is what a harvester wants.
         try limiter.take(.friendLookup, account: account)
-        guard let friend = try await book.account(byEmail: email) else { throw PresenceFailure.friendNotFound }
+        guard let friend = try await book.account(byEmail: email) else { throw PresenceFailure.nobodyThere }
         guard friend.account != account else { throw PresenceFailure.friendSelf }
         return try await book.addFriend(account, friend)
     }

@@ -92,8 +92,8 @@ final class Daemon: @unchecked Sendable {
         let cursors = hub.link.map { SyncCursors(link: $0, bus: syncBus, logger: logger) }
         let connections = ConnectionRegistry()
         let syncService = SyncService(log: SyncLog(store: store, now: now), directory: accounts, bus: syncBus, limiter: RateLimiter(config: holder, now: now),
-                                      thisMachine: identity.id) { account, event in
-            await hub.push(event, account: account, directory: accounts, connections: connections)
+                                      thisMachine: identity.id) { events in
+            await hub.push(events, directory: accounts, connections: connections)
         }
         let events = EventBus()
         let desktop = options.mode == .user ? DesktopNotifications(logger: logger) : nil

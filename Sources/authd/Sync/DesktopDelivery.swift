@@ -23,7 +23,7 @@ struct DesktopDelivery: Sendable {
         var users = item.users
         if users == nil {
             do {
-                users = try await directory.sessionHolders(of: item.account).filter { $0.machine == nil }.compactMap(\.user)
+                users = try await directory.sessionHolders(of: [item.account])[item.account, default: []].filter { $0.machine == nil }.compactMap(\.user)
             } catch {
                 logger.warning("sync: cannot tell whose desktop shows an event of account \(item.account): \(error)")
                 return

@@ -12,8 +12,8 @@ struct SyncService: Sendable {
     let limiter: RateLimiter
     /// This machine's device id (the sender of what its own processes send).
     let thisMachine: DeviceID
-    /// At a hub: sends a committed event to the linked machines holding the account.
-    let pushed: @Sendable (String, SyncEvent) async -> Void
+    /// At a hub: sends committed events to the linked machines holding their accounts.
+    let pushed: @Sendable ([(account: String, event: SyncEvent)]) async -> Void
 
     /// The largest body an event may carry, encoded.
     static let maxBodyBytes = 64 << 10
@@ -95,12 +95,13 @@ struct SyncService: Sendable {
             (try? SyncLog.Draft(kind: notice.kind, conversation: nil, body: .object(notice.body), idempotencyKey: nil)).map { (notice.account, $0) }
         }
         guard let appended = try? await log.append(drafts, from: origin) else { return }
-        for (account, event) in appended { await committed(event, account: account) }
+        for (account, event) in appended { bus.publish(event, account: account) }
+        await pushed(appended)
     }
 
     private func committed(_ event: SyncEvent, account: String) async {
         bus.publish(event, account: account)
-        await pushed(account, event)
+        await pushed([(account, event)])
     }
 
     /// The machine an event comes from: another machine of the hub for a forwarded call, else this one.
