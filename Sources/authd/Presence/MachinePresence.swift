@@ -39,6 +39,10 @@ actor MachinePresence {
     private var inside: Set<String> = []
     /// The point of the beacon seen in each hotspot this stay, by hotspot id.
     private var beaconPoints: [String: PresencePlace.Point] = [:]
+    /// The beacon point each home took last, by account and hotspot: a refresh carries the
+    /// point only until the home has it, so that a pin the person set by hand since is not
+    /// overwritten at every refresh.
+    private var pointsTaken: [String: PresencePlace.Point] = [:]
     /// Open questions (ask mode), by account: the hotspots entered and not yet answered.
     private var asked: [String: Set<String>] = [:]
     /// Reports the home did not take yet, by account and hotspot; the newest wins.
@@ -128,6 +132,7 @@ actor MachinePresence {
         }
         // A stay starts and ends without a point: the next beacon seen gives it.
         beaconPoints[hotspot] = nil
+        pointsTaken = pointsTaken.filter { !$0.key.hasSuffix(" " + hotspot) }
         let entered = transition.change == .entered
         for account in accounts where account.settings.enabled {
             guard let place = account.hotspots.first(where: { $0.id == hotspot }) else { continue }
@@ -164,7 +169,9 @@ actor MachinePresence {
         guard asked[account]?.remove(hotspot) != nil else { throw PresenceFailure.notAsked }
         guard let group else { return 0 }
         let pinned = accounts.first { $0.account == account }.flatMap { beaconPoint(for: $0, in: hotspot) }
-        return try await home.report(.init(account: account, hotspot: hotspot, entered: true, group: group, pinned: pinned))
+        let told = try await home.report(.init(account: account, hotspot: hotspot, entered: true, group: group, pinned: pinned))
+        if let pinned { pointsTaken[account + " " + hotspot] = pinned }
+        return told
     }
 
     /// Where this machine stands for `account`.
@@ -183,8 +190,9 @@ actor MachinePresence {
     private func tellAgain() async {
         for account in accounts where account.settings.enabled && account.settings.mode == "auto" {
             for hotspot in account.hotspots where inside.contains(hotspot.id) {
+                let point = beaconPoint(for: account, in: hotspot.id)
                 await send(.init(account: account.account, hotspot: hotspot.id, entered: true, group: nil,
-                                 pinned: beaconPoint(for: account, in: hotspot.id)))
+                                 pinned: point == pointsTaken[account.account + " " + hotspot.id] ? nil : point))
             }
         }
     }
@@ -199,6 +207,7 @@ actor MachinePresence {
     private func send(_ report: LinkPresenceReport.Params) async {
         do {
             _ = try await home.report(report)
+            if let pinned = report.pinned { pointsTaken[report.account + " " + report.hotspot] = pinned }
         } catch is HubLinkFailure {
             unsent[report.account + " " + report.hotspot] = report
         } catch {
