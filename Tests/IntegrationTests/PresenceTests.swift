@@ -344,7 +344,18 @@ extension PresenceTests {
 
         // Beacon: once A has the setting it discovers; the beacon appearing pins its point.
         try bluez.removeDevice(desk)
-        #expect(try clientA.result("presence.settings", ["session": people.alice, "precise": "beacon"])["precise"] == "beacon")
+        // Through authctl, as a person would.
+        let sessionFile = people.a.directory + "/alice-session"
+        try #require(people.alice.stringValue).write(toFile: sessionFile, atomically: true, encoding: .utf8)
+        chmod(sessionFile, 0o600)
+        let precise = try people.a.authctl(["presence", "precise", "beacon", "--session-file", sessionFile])
+        #expect(precise.status == 0 && precise.stdout.contains("precise beacon"), "\(precise.stdout)\(precise.stderr)")
+        let own = try people.a.authctl(["hotspots", "add", "Desk", "--circle", "59.5,24.8,50", "--beacon", "c0:ff:ee:00:00:09,59.5001,24.8001",
+                                        "--session-file", sessionFile])
+        #expect(own.status == 0 && own.stdout.contains("Desk") && own.stdout.contains("1 beacon(s)"), "\(own.stdout)\(own.stderr)")
+        let badBeacon = try people.a.authctl(["hotspots", "add", "Far", "--circle", "59.5,24.8,50", "--beacon", "c0:ff:ee:00:00:09,59.6,24.8",
+                                              "--session-file", sessionFile])
+        #expect(badBeacon.status != 0 && badBeacon.stderr.contains("beacons") && !badBeacon.stderr.contains("59.6"), "\(badBeacon.stderr)")
         let deadline = Date().addingTimeInterval(20)
         while try !bluez.discovering(), Date() < deadline { usleep(100_000) }
         #expect(try bluez.discovering(), "A discovers inside the Office once Alice's precise is beacon\n\(people.a.log)\n\(bluez.log)")
