@@ -3,7 +3,9 @@
 // which tells only "entered/left hotspot H" to the audience the person chose.
 
 /// A named place: a circle and/or Wi-Fi access points. A machine is in it when its position fix
-/// lies inside the circle (accurately enough), or when it sees one of its access points.
+/// lies inside the circle (accurately enough), or when it sees one of its access points. Its
+/// Bluetooth beacons, if any, give a precise point inside it to people who chose `precise`
+/// `beacon`.
 public struct Hotspot: Codable, Sendable, Equatable {
     /// `hs_…`, given by authd.
     public var id: String
@@ -14,15 +16,37 @@ public struct Hotspot: Codable, Sendable, Equatable {
     /// machines of the hotspot's owner (or to every machine, for an admin's shared hotspot), never
     /// shown to friends.
     public var bssids: [String]?
+    /// Bluetooth beacons at fixed points inside the circle, at most 16; location data like the
+    /// BSSIDs (sent only to the machines that match the hotspot, never shown to friends).
+    public var beacons: [Beacon]?
     /// True for an admin's hotspot, which everyone sees; false for a person's own.
     public var shared: Bool
 
-    public init(id: String, name: String, circle: Circle?, bssids: [String]?, shared: Bool) {
+    public init(id: String, name: String, circle: Circle?, bssids: [String]?, beacons: [Beacon]? = nil, shared: Bool) {
         self.id = id
         self.name = name
         self.circle = circle
         self.bssids = bssids
+        self.beacons = beacons
         self.shared = shared
+    }
+
+    /// A Bluetooth device (a beacon) fixed at a known point: a machine that sees it is there.
+    public struct Beacon: Codable, Sendable, Equatable {
+        /// The beacon's Bluetooth address, `AA:BB:CC:DD:EE:FF` (upper case, as BlueZ reports it).
+        public var address: String
+        /// −90…90.
+        public var latitude: Double
+        /// −180…180.
+        public var longitude: Double
+
+        public init(address: String, latitude: Double, longitude: Double) {
+            self.address = address
+            self.latitude = latitude
+            self.longitude = longitude
+        }
+
+        enum CodingKeys: String, CodingKey { case address, latitude = "lat", longitude = "lon" }
     }
 
     /// Degrees (WGS 84) and metres.
@@ -247,10 +271,12 @@ public struct HotspotDefinition: Codable, Sendable, Equatable {
     public var name: String
     public var circle: Hotspot.Circle?
     public var bssids: [String]?
-    public init(name: String, circle: Hotspot.Circle?, bssids: [String]?) {
+    public var beacons: [Hotspot.Beacon]?
+    public init(name: String, circle: Hotspot.Circle?, bssids: [String]?, beacons: [Hotspot.Beacon]? = nil) {
         self.name = name
         self.circle = circle
         self.bssids = bssids
+        self.beacons = beacons
     }
 }
 
@@ -264,7 +290,7 @@ public enum HotspotsList: RPCMethod {
     }
 }
 
-/// `hotspots.add {name, circle?, bssids?}` — a private hotspot of the caller's (at most
+/// `hotspots.add {name, circle?, bssids?, beacons?}` — a private hotspot of the caller's (at most
 /// `[presence] max_hotspots`: `hotspot.limit`; a name the caller already sees: `hotspot.exists`).
 public enum HotspotsAdd: RPCMethod {
     public static let name = "hotspots.add"
@@ -273,11 +299,13 @@ public enum HotspotsAdd: RPCMethod {
         public var name: String
         public var circle: Hotspot.Circle?
         public var bssids: [String]?
-        public init(session: String, name: String, circle: Hotspot.Circle?, bssids: [String]?) {
+        public var beacons: [Hotspot.Beacon]?
+        public init(session: String, name: String, circle: Hotspot.Circle?, bssids: [String]?, beacons: [Hotspot.Beacon]? = nil) {
             self.session = session
             self.name = name
             self.circle = circle
             self.bssids = bssids
+            self.beacons = beacons
         }
     }
     public struct Result: Codable, Sendable, Equatable {
@@ -303,7 +331,7 @@ public enum AdminHotspotsList: RPCMethod {
     public typealias Result = HotspotsList.Result
 }
 
-/// `admin.hotspots.add {name, circle?, bssids?}` — a hotspot everyone sees (admins).
+/// `admin.hotspots.add {name, circle?, bssids?, beacons?}` — a hotspot everyone sees (admins).
 public enum AdminHotspotsAdd: RPCMethod {
     public static let name = "admin.hotspots.add"
     public typealias Params = HotspotDefinition
@@ -324,23 +352,39 @@ public enum AdminHotspotsRemove: RPCMethod {
 
 /// How a person shares: `mode` `ask` (asked on entering a hotspot which group to tell, or none)
 /// or `auto` (`groups` are told on entering, without asking); `until` (RFC 3339) when a timed
-/// share ends at the hub; `enabled` false after `presence.off`.
+/// share ends at the hub; `enabled` false after `presence.off`; `precise` how a precise point
+/// inside a hotspot is given: `manual` (only `presence.pin`) or `beacon` (also the point of a
+/// hotspot's Bluetooth beacon the machine sees).
 public struct PresenceSettingsState: Codable, Sendable, Equatable {
     public var enabled: Bool
     public var mode: String
     public var groups: [String]
     public var until: String?
-    public init(enabled: Bool, mode: String, groups: [String], until: String?) {
+    public var precise: String
+    public init(enabled: Bool, mode: String, groups: [String], until: String?, precise: String = "manual") {
         self.enabled = enabled
         self.mode = mode
         self.groups = groups
         self.until = until
+        self.precise = precise
+    }
+
+    enum CodingKeys: String, CodingKey { case enabled, mode, groups, until, precise }
+
+    /// `precise` absent (an authd from before it existed) is `manual`, the default.
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        enabled = try container.decode(Bool.self, forKey: .enabled)
+        mode = try container.decode(String.self, forKey: .mode)
+        groups = try container.decode([String].self, forKey: .groups)
+        until = try container.decodeIfPresent(String.self, forKey: .until)
+        precise = try container.decodeIfPresent(String.self, forKey: .precise) ?? "manual"
     }
 }
 
-/// `presence.settings {mode?, groups?, for?}` — changes what is given (`for`: seconds the
-/// share lasts, 60 s – 30 days; 0 or absent with `groups`: until changed) and answers the
-/// settings. Audited at the hub.
+/// `presence.settings {mode?, groups?, for?, precise?}` — changes what is given (`for`: seconds
+/// the share lasts, 60 s – 30 days; 0 or absent with `groups`: until changed; `precise`
+/// `manual` or `beacon`) and answers the settings. Audited at the hub.
 public enum PresenceSettings: RPCMethod {
     public static let name = "presence.settings"
     public struct Params: Codable, Sendable, Equatable {
@@ -348,13 +392,15 @@ public enum PresenceSettings: RPCMethod {
         public var mode: String?
         public var groups: [String]?
         public var forSeconds: Int?
-        public init(session: String, mode: String? = nil, groups: [String]? = nil, forSeconds: Int? = nil) {
+        public var precise: String?
+        public init(session: String, mode: String? = nil, groups: [String]? = nil, forSeconds: Int? = nil, precise: String? = nil) {
             self.session = session
             self.mode = mode
             self.groups = groups
             self.forSeconds = forSeconds
+            self.precise = precise
         }
-        enum CodingKeys: String, CodingKey { case session, mode, groups, forSeconds = "for" }
+        enum CodingKeys: String, CodingKey { case session, mode, groups, forSeconds = "for", precise }
     }
     public typealias Result = PresenceSettingsState
 }
@@ -480,8 +526,10 @@ public enum PresencePin: RPCMethod {
 }
 
 /// `link.presence.report`, from a machine: the person of `account` entered or left `hotspot`
-/// at `at` (RFC 3339); `group` is who to tell on entering in `ask` mode (their answer). Only for
-/// an account the machine holds a live session of. Answers how many were told.
+/// at `at` (RFC 3339); `group` is who to tell on entering in `ask` mode (their answer);
+/// `pinned`, with `entered`, the point of the hotspot's beacon the machine sees (for an account
+/// whose `precise` is `beacon`): pinned as by `presence.pin` when it differs from the point held.
+/// Only for an account the machine holds a live session of. Answers how many were told.
 public enum LinkPresenceReport: RPCMethod {
     public static let name = "link.presence.report"
     public struct Params: Codable, Sendable, Equatable {
@@ -489,11 +537,13 @@ public enum LinkPresenceReport: RPCMethod {
         public var hotspot: String
         public var entered: Bool
         public var group: String?
-        public init(account: String, hotspot: String, entered: Bool, group: String?) {
+        public var pinned: PresencePlace.Point?
+        public init(account: String, hotspot: String, entered: Bool, group: String?, pinned: PresencePlace.Point? = nil) {
             self.account = account
             self.hotspot = hotspot
             self.entered = entered
             self.group = group
+            self.pinned = pinned
         }
     }
     public struct Result: Codable, Sendable, Equatable {

@@ -89,11 +89,12 @@ extension Command {
     }
 
     static let hotspots = Command(
-        path: ["hotspots"], synopsis: "list | add NAME [--circle LAT,LON,RADIUS_M] [--bssid B]... | remove ID",
+        path: ["hotspots"], synopsis: "list | add NAME [--circle LAT,LON,RADIUS_M] [--bssid B]... [--beacon A,LAT,LON]... | remove ID",
         abstract: """
             Hotspots: the named places where your machine tells your friends you are (shared ones an admin made, and
             your own). A place is a circle (radius 10 m – 5 km) and/or Wi-Fi access points; your machine matches
-            them itself and sends only "entered" or "left".
+            them itself and sends only "entered" or "left". Bluetooth beacons at points inside the circle give a
+            precise point to those whose presence precise is beacon.
             """,
         options: HotspotText.options + [sessionFileOption],
         positionals: 1...2
@@ -106,18 +107,18 @@ extension Command {
             if invocation.global.json { Output.json(list) } else { list.hotspots.forEach { Output.line(HotspotText.line($0)) } }
         case ("add", 2):
             let added = try connection.call(HotspotsAdd.self, .init(session: token, name: invocation.positionals[1], circle: try HotspotText.circle(invocation),
-                                                                    bssids: HotspotText.bssids(invocation)))
+                                                                    bssids: HotspotText.bssids(invocation), beacons: try HotspotText.beacons(invocation)))
             if invocation.global.json { Output.json(added) } else { Output.line(HotspotText.line(added.hotspot)) }
         case ("remove", 2):
             let removed = try connection.call(HotspotsRemove.self, .init(session: token, id: invocation.positionals[1]))
             if invocation.global.json { Output.json(removed) } else { Output.line("removed \(invocation.positionals[1])") }
-        default: throw .usage("hotspots: list, add NAME [--circle …] [--bssid …], or remove ID")
+        default: throw .usage("hotspots: list, add NAME [--circle …] [--bssid …] [--beacon …], or remove ID")
         }
         return .ok
     }
 
     static let adminHotspots = Command(
-        path: ["admin", "hotspots"], synopsis: "list | add NAME [--circle LAT,LON,RADIUS_M] [--bssid B]... | remove ID",
+        path: ["admin", "hotspots"], synopsis: "list | add NAME [--circle LAT,LON,RADIUS_M] [--bssid B]... [--beacon A,LAT,LON]... | remove ID",
         abstract: "Shared hotspots, which everyone's machines match (admins, where the accounts live).",
         options: HotspotText.options,
         positionals: 1...2
@@ -129,21 +130,23 @@ extension Command {
             if invocation.global.json { Output.json(list) } else { list.hotspots.forEach { Output.line(HotspotText.line($0)) } }
         case ("add", 2):
             let added = try connection.call(AdminHotspotsAdd.self, .init(name: invocation.positionals[1], circle: try HotspotText.circle(invocation),
-                                                                         bssids: HotspotText.bssids(invocation)))
+                                                                         bssids: HotspotText.bssids(invocation), beacons: try HotspotText.beacons(invocation)))
             if invocation.global.json { Output.json(added) } else { Output.line(HotspotText.line(added.hotspot)) }
         case ("remove", 2):
             let removed = try connection.call(AdminHotspotsRemove.self, .init(id: invocation.positionals[1]))
             if invocation.global.json { Output.json(removed) } else { Output.line("removed \(invocation.positionals[1])") }
-        default: throw .usage("admin hotspots: list, add NAME [--circle …] [--bssid …], or remove ID")
+        default: throw .usage("admin hotspots: list, add NAME [--circle …] [--bssid …] [--beacon …], or remove ID")
         }
         return .ok
     }
 
     static let presence = Command(
-        path: ["presence"], synopsis: "status|on|off|nearby|audience | mode ask|auto | share [GROUP...] [--for D] | pin LAT LON | answer HOTSPOT [GROUP]",
+        path: ["presence"], synopsis: "status|on|off|nearby|audience | mode ask|auto | precise manual|beacon | share [GROUP...] [--for D] | pin LAT LON | answer HOTSPOT [GROUP]",
         abstract: """
             What you share of where you are: status; on, or off (your presence is deleted at the hub and nothing more
             is sent); mode ask (asked on entering a hotspot whom to tell) or auto (your shared groups are told);
+            precise manual (a precise point only by pin) or beacon (also the point of a hotspot's Bluetooth beacon
+            your machine sees);
             share GROUP... (for --for D: 90m, 2h, 1d; none: share with nobody); nearby (friends who share with you and
             are in a hotspot now); audience (exactly who can see you); pin a point inside your hotspot; answer the
             question of ask mode (tell GROUP that you entered HOTSPOT, or without GROUP nobody).
@@ -157,7 +160,7 @@ extension Command {
         func show(_ settings: PresenceSettingsState) {
             if invocation.global.json { Output.json(settings); return }
             let groups = settings.groups.isEmpty ? "nobody" : settings.groups.joined(separator: ", ")
-            Output.line("presence \(settings.enabled ? "on" : "off"), mode \(settings.mode), shared with \(groups)"
+            Output.line("presence \(settings.enabled ? "on" : "off"), mode \(settings.mode), precise \(settings.precise), shared with \(groups)"
                         + (settings.until.map { " until \($0)" } ?? ""))
         }
         func place(_ place: PresencePlace) -> String {
@@ -181,6 +184,9 @@ extension Command {
         case "mode":
             guard words.count == 2 else { throw .usage("presence mode needs ask or auto") }
             show(try connection.call(PresenceSettings.self, .init(session: token, mode: words[1])))
+        case "precise":
+            guard words.count == 2 else { throw .usage("presence precise needs manual or beacon") }
+            show(try connection.call(PresenceSettings.self, .init(session: token, precise: words[1])))
         case "share":
             let seconds = try invocation.value("for").map { text throws(CLIError) in
                 guard let seconds = DurationText.seconds(text) else { throw .usage("--for needs a duration such as 90m, 2h or 1d") }
@@ -208,7 +214,7 @@ extension Command {
             guard words.count == 3, let latitude = Double(words[1]), let longitude = Double(words[2]) else { throw .usage("presence pin needs LAT LON (degrees)") }
             let pinned = try connection.call(PresencePin.self, .init(session: token, latitude: latitude, longitude: longitude))
             if invocation.global.json { Output.json(pinned) } else { Output.line("pinned in " + place(pinned)) }
-        default: throw .usage("presence: unknown action '\(words[0])' (status, on, off, mode, share, nearby, audience, pin, answer)")
+        default: throw .usage("presence: unknown action '\(words[0])' (status, on, off, mode, precise, share, nearby, audience, pin, answer)")
         }
         return .ok
     }
@@ -225,12 +231,14 @@ enum HotspotText {
     static let options = [
         OptionSpec(name: "circle", value: "LAT,LON,RADIUS_M", help: "add: the circle (degrees, degrees, metres)"),
         OptionSpec(name: "bssid", value: "B", help: "add: an access point (aa:bb:cc:dd:ee:ff); repeatable"),
+        OptionSpec(name: "beacon", value: "ADDRESS,LAT,LON", help: "add: a Bluetooth beacon at a point inside the circle; repeatable"),
     ]
 
     static func line(_ hotspot: Hotspot) -> String {
         var parts = ["\(hotspot.id)  \(hotspot.name)"]
         if let circle = hotspot.circle { parts.append("circle \(circle.latitude),\(circle.longitude) r=\(Int(circle.radius)) m") }
         if let bssids = hotspot.bssids { parts.append("\(bssids.count) access point(s)") }
+        if let beacons = hotspot.beacons { parts.append("\(beacons.count) beacon(s)") }
         if hotspot.shared { parts.append("(shared)") }
         return parts.joined(separator: "  ")
     }
@@ -245,6 +253,19 @@ enum HotspotText {
     static func bssids(_ invocation: Invocation) -> [String]? {
         let given = invocation.values("bssid")
         return given.isEmpty ? nil : given
+    }
+
+    /// `--beacon ADDRESS,LAT,LON`, each; the address is checked by authd.
+    static func beacons(_ invocation: Invocation) throws(CLIError) -> [Hotspot.Beacon]? {
+        var beacons: [Hotspot.Beacon] = []
+        for text in invocation.values("beacon") {
+            let parts = text.split(separator: ",", omittingEmptySubsequences: false)
+            guard parts.count == 3, let latitude = Double(parts[1]), let longitude = Double(parts[2]) else {
+                throw .usage("--beacon needs ADDRESS,LAT,LON (for example AA:BB:CC:DD:EE:FF,59.4371,24.7537)")
+            }
+            beacons.append(Hotspot.Beacon(address: String(parts[0]), latitude: latitude, longitude: longitude))
+        }
+        return beacons.isEmpty ? nil : beacons
     }
 }
 

@@ -4,7 +4,8 @@ import Synchronization
 @testable import authd
 
 /// A private system bus for one test, with python-dbusmock stand-ins: GeoClue2 (our
-/// `geoclue_mock.py`) and NetworkManager (dbusmock's own `networkmanager` template). Nothing on
+/// `geoclue_mock.py`), NetworkManager (dbusmock's own `networkmanager` template) and BlueZ (its
+/// `bluez5` template). Nothing on
 /// the bus is ever activated, so without a stand-in its name is simply absent. The monitor under
 /// test is given `address`; the machine's own buses are never touched.
 ///
@@ -19,6 +20,7 @@ final class SensorBus {
     static let geoClueManager = "/org/freedesktop/GeoClue2/Manager"
     static let networkManager = "org.freedesktop.NetworkManager"
     static let networkManagerPath = "/org/freedesktop/NetworkManager"
+    static let bluez = "org.bluez"
 
     let directory = TemporaryDirectory()
     /// `unix:path=…,guid=…`.
@@ -116,6 +118,45 @@ final class SensorBus {
         _ = try busctl(["call", Self.networkManager, Self.networkManagerPath, "org.freedesktop.DBus.Mock", "RemoveAccessPoint", "ss", device, path])
     }
 
+    /// Starts the BlueZ stand-in with one adapter, hci0, not discovering; returns its path.
+    func startBlueZ() throws -> String {
+        try startStandIn(Self.bluez, template: "bluez5", parameters: "{}")
+        let adapter = try call(Self.bluez, "/", "org.bluez.Mock", "AddAdapter", ["ss", "hci0", "machine"], returning: String.self)
+        // The template's StartDiscovery and StopDiscovery read a DiscoveryFilter property that
+        // only SetDiscoveryFilter creates, and fail without it: an empty filter, as BlueZ's own
+        // default is, lets them work as BlueZ's do.
+        _ = try busctl(["call", Self.bluez, adapter, "org.freedesktop.DBus.Mock", "AddProperty", "ssv", "org.bluez.Adapter1", "DiscoveryFilter", "a{sv}", "0"])
+        return adapter
+    }
+
+    /// A Bluetooth device hci0 sees now (the template gives it an RSSI of −79); returns its path.
+    func addBluetoothDevice(_ address: String, name: String) throws -> String {
+        try call(Self.bluez, "/", "org.bluez.Mock", "AddDevice", ["sss", "hci0", address, name], returning: String.self)
+    }
+
+    /// Sets the signal strength BlueZ reports for a device (dBm).
+    func setStrength(_ rssi: Int16, of device: String) throws {
+        _ = try busctl(["call", Self.bluez, device, "org.freedesktop.DBus.Mock", "UpdateProperties", "sa{sv}", "org.bluez.Device1", "1", "RSSI", "n", String(rssi)])
+    }
+
+    /// A device BlueZ remembers but did not see in this discovery: Device1 with no RSSI.
+    func addRememberedDevice(_ address: String) throws {
+        let path = "/org/bluez/hci0/dev_" + address.replacingOccurrences(of: ":", with: "_")
+        _ = try busctl(["call", Self.bluez, "/", "org.freedesktop.DBus.Mock", "AddObject", "ssa{sv}a(ssss)", path, "org.bluez.Device1",
+                        "1", "Address", "s", address, "0"])
+    }
+
+    func removeBluetoothDevice(_ path: String) throws {
+        _ = try busctl(["call", Self.bluez, "/org/bluez/hci0", "org.bluez.Adapter1", "RemoveDevice", "o", path])
+    }
+
+    /// Whether hci0 is discovering now.
+    func discovering() throws -> Bool {
+        let output = try busctl(["get-property", Self.bluez, "/org/bluez/hci0", "org.bluez.Adapter1", "Discovering"])
+        struct Value: Decodable { let data: Bool }
+        return try JSONDecoder().decode(Value.self, from: Data(output.utf8)).data
+    }
+
     /// Moves the machine; true when an active GeoClue client was told.
     @discardableResult
     func setLocation(latitude: Double, longitude: Double, accuracy: Double) throws -> Bool {
@@ -153,7 +194,7 @@ final class SensorBus {
     }
 
     var logs: String {
-        ["bus.log", "GeoClue2.log", "NetworkManager.log"].map { name in
+        ["bus.log", "GeoClue2.log", "NetworkManager.log", "bluez.log"].map { name in
             "--- \(name)\n" + ((try? String(contentsOfFile: directory.path + "/" + name, encoding: .utf8)) ?? "")
         }.joined(separator: "\n")
     }

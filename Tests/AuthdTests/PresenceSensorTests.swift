@@ -178,12 +178,12 @@ struct PresenceSensorTests {
         let watcher: any HotspotWatcher = PresenceMonitor(
             options: .init(busAddress: rig.address, bssidAbsenceSeconds: 60, pollInterval: .milliseconds(100)), logger: Logger(sink: MemorySink()))
         let heard = Transitions()
-        await watcher.watch([Self.office]) { hotspot, entered in heard.record(.init(hotspot: hotspot, change: entered ? .entered : .left, time: 0)) }
+        await watcher.watch([Self.office]) { heard.record($0) }
         #expect(await watcher.watchState() == ("reading", nil, []))
         for metres in [10.0, 500, 500, 20, 600, 600] { try Self.move(rig, metres: metres) }
         #expect(await heard.wait(for: 4).map(\.change) == [.entered, .left, .entered, .left])
         // While reading, watch only replaces the definitions.
-        await watcher.watch([]) { _, _ in Issue.record("a second handler was called") }
+        await watcher.watch([]) { _ in Issue.record("a second handler was called") }
         await watcher.stopWatching()
         #expect(await watcher.watchState() == ("off", nil, []))
         #expect(try rig.geoClueCalls() == ["GetClient", "Start", "Stop"])

@@ -248,3 +248,124 @@ extension PresenceTests {
         }
     }
 }
+
+/// BlueZ for one machine: python-dbusmock's `bluez5` template on the bus of a `GeoClueStandIn`,
+/// with one adapter, hci0.
+final class BlueZStandIn {
+    let bus: FprintdRig
+    private let mock: pid_t
+    static let adapter = "/org/bluez/hci0"
+
+    var log: String { (try? String(contentsOfFile: bus.directory + "/bluez.log", encoding: .utf8)) ?? "" }
+
+    init(on geoClue: GeoClueStandIn) throws {
+        bus = geoClue.bus
+        mock = try ChildProcess.spawn(["/usr/bin/python3", "-m", "dbusmock", "--template", "bluez5"],
+                                      environment: ["DBUS_SYSTEM_BUS_ADDRESS=\(bus.address)", "PATH=/usr/bin:/bin", "PYTHONUNBUFFERED=1"],
+                                      stdout: .file(bus.directory + "/bluez.log"))
+        let deadline = Date().addingTimeInterval(20)
+        while try !bus.call("org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus", "NameHasOwner", ["s", "org.bluez"],
+                            returning: Bool.self) {
+            guard Date() < deadline else { throw HarnessError("the BlueZ stand-in did not start within 20 s:\n\(log)") }
+            usleep(50_000)
+        }
+        _ = try bus.call("org.bluez", "/", "org.bluez.Mock", "AddAdapter", ["ss", "hci0", "machine-a"], returning: String.self)
+        // The template's Start/StopDiscovery read a DiscoveryFilter property only
+        // SetDiscoveryFilter creates: an empty one, BlueZ's default, lets them work.
+        try bus.call("org.bluez", Self.adapter, "org.freedesktop.DBus.Mock", "AddProperty", ["ssv", "org.bluez.Adapter1", "DiscoveryFilter", "a{sv}", "0"])
+    }
+
+    deinit { ChildProcess.reap(mock) }
+
+    /// A device hci0 sees now (with an RSSI); returns its path.
+    @discardableResult
+    func addDevice(_ address: String) throws -> String {
+        try bus.call("org.bluez", "/", "org.bluez.Mock", "AddDevice", ["sss", "hci0", address, "beacon"], returning: String.self)
+    }
+
+    func removeDevice(_ path: String) throws {
+        try bus.call("org.bluez", Self.adapter, "org.bluez.Adapter1", "RemoveDevice", ["o", path])
+    }
+
+    /// Whether some client asked hci0 to discover (and it has not stopped).
+    func discovering() throws -> Bool {
+        struct Value: Decodable { let data: Bool }
+        return try bus.call("org.bluez", Self.adapter, "org.freedesktop.DBus.Properties", "Get", ["ss", "org.bluez.Adapter1", "Discovering"],
+                            returning: Value.self).data
+    }
+}
+
+extension PresenceTests {
+    @Test("a beacon pins automatically only with precise beacon: with manual, A never turns to BlueZ and Bob hears only the person's own pin; with beacon, the Office's beacon appearing reaches Bob's stream as pinned at the beacon's point")
+    func beaconPin() throws {
+        let geoClue = try GeoClueStandIn()
+        let bluez = try BlueZStandIn(on: geoClue)
+        let located = try Located(geoClue: geoClue)
+        let (people, office) = (located.people, Self.office)
+        let beacon = (address: "C0:FF:EE:00:00:01", latitude: 59.4371, longitude: 24.7537)
+        let hubClient = try people.rig.hub.connect()
+        let added = try hubClient.result("admin.hotspots.add", [
+            "name": "Office with a beacon", "circle": ["lat": .double(office.latitude), "lon": .double(office.longitude + 0.01), "radius_m": .double(150)],
+            "beacons": [["address": "c0:ff:ee:00:00:01", "lat": .double(beacon.latitude), "lon": .double(beacon.longitude + 0.01)]],
+        ])
+        #expect(added["hotspot"]?["beacons"]?.arrayValue?.first?["address"] == "C0:FF:EE:00:00:01", "stored in upper case: \(added)")
+        let outside = try hubClient.call("admin.hotspots.add", [
+            "name": "Bad", "circle": ["lat": .double(office.latitude), "lon": .double(office.longitude), "radius_m": 50],
+            "beacons": [["address": .string(beacon.address), "lat": .double(59.44), "lon": .double(beacon.longitude)]],
+        ])
+        #expect(outside.errorReason == "rpc.invalid_params" && outside["error"]?["data"]?["field"] == "beacons", "\(outside)")
+        #expect(!"\(outside)".contains("C0:FF") && !"\(outside)".contains("59.44"), "no location data in the error: \(outside)")
+        // The Office itself gets the beacon too: a second admin hotspot shows the storage, this one the machine.
+        _ = try hubClient.result("admin.hotspots.remove", ["id": located.office])
+        let withBeacon = try #require(try hubClient.result("admin.hotspots.add", [
+            "name": "Office", "circle": ["lat": .double(office.latitude), "lon": .double(office.longitude), "radius_m": .double(office.radius)],
+            "beacons": [["address": .string(beacon.address), "lat": .double(beacon.latitude), "lon": .double(beacon.longitude)]],
+        ])["hotspot"]?["id"])
+
+        let clientA = try people.a.connect()
+        let settings = try clientA.result("presence.settings", ["session": people.alice, "mode": "auto", "groups": ["friends"]])
+        #expect(settings["precise"] == "manual", "manual by default: \(settings)")
+        let badPrecise = try clientA.call("presence.settings", ["session": people.alice, "precise": "always"])
+        #expect(badPrecise["error"]?["data"]?["field"] == "precise", "\(badPrecise)")
+        _ = try located.machine(is: "reading")
+        let (watchB, _) = try SyncTests.subscribe(people.b, session: people.bob, ["kinds": ["presence"]])
+
+        // Manual: the beacon is in range, yet A leaves BlueZ alone and pins nothing; after more
+        // than two of A's polls (5 s each), Alice's own pin is the next thing Bob hears.
+        let desk = try bluez.addDevice(beacon.address)
+        try geoClue.move(office.latitude, office.longitude)
+        let entered = try located.nextPing(watchB)
+        #expect(entered["state"] == "entered" && entered["hotspot"]?["id"] == withBeacon, "\(entered)")
+        usleep(12_000_000)
+        #expect(try bluez.discovering() == false, "manual: A never asked BlueZ to discover\n\(bluez.log)")
+        _ = try clientA.result("presence.pin", ["session": people.alice, "lat": .double(59.4369), "lon": .double(24.7535)])
+        let ownPin = try located.nextPing(watchB)
+        #expect(ownPin["state"] == "pinned" && ownPin["pinned"] == ["lat": .double(59.4369), "lon": .double(24.7535)], "\(ownPin)")
+
+        // Beacon: once A has the setting it discovers; the beacon appearing pins its point.
+        try bluez.removeDevice(desk)
+        // Through authctl, as a person would.
+        let sessionFile = people.a.directory + "/alice-session"
+        try #require(people.alice.stringValue).write(toFile: sessionFile, atomically: true, encoding: .utf8)
+        chmod(sessionFile, 0o600)
+        let precise = try people.a.authctl(["presence", "precise", "beacon", "--session-file", sessionFile])
+        #expect(precise.status == 0 && precise.stdout.contains("precise beacon"), "\(precise.stdout)\(precise.stderr)")
+        let own = try people.a.authctl(["hotspots", "add", "Desk", "--circle", "59.5,24.8,50", "--beacon", "c0:ff:ee:00:00:09,59.5001,24.8001",
+                                        "--session-file", sessionFile])
+        #expect(own.status == 0 && own.stdout.contains("Desk") && own.stdout.contains("1 beacon(s)"), "\(own.stdout)\(own.stderr)")
+        let badBeacon = try people.a.authctl(["hotspots", "add", "Far", "--circle", "59.5,24.8,50", "--beacon", "c0:ff:ee:00:00:09,59.6,24.8",
+                                              "--session-file", sessionFile])
+        #expect(badBeacon.status != 0 && badBeacon.stderr.contains("beacons") && !badBeacon.stderr.contains("59.6"), "\(badBeacon.stderr)")
+        let deadline = Date().addingTimeInterval(20)
+        while try !bluez.discovering(), Date() < deadline { usleep(100_000) }
+        #expect(try bluez.discovering(), "A discovers inside the Office once Alice's precise is beacon\n\(people.a.log)\n\(bluez.log)")
+        try bluez.addDevice(beacon.address)
+        let beaconPin = try located.nextPing(watchB)
+        #expect(beaconPin["state"] == "pinned" && beaconPin["hotspot"]?["name"] == "Office"
+                && beaconPin["pinned"] == ["lat": .double(beacon.latitude), "lon": .double(beacon.longitude)], "\(beaconPin)")
+        let place = try clientA.result("presence.status", ["session": people.alice])["place"]
+        #expect(place?["pinned"] == ["lat": .double(beacon.latitude), "lon": .double(beacon.longitude)], "\(String(describing: place))")
+        #expect(!people.a.log.contains(beacon.address) && !people.rig.hub.log.contains(beacon.address), "no beacon address in the logs")
+        withExtendedLifetime((located, bluez)) {}
+    }
+}

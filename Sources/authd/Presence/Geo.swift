@@ -1,4 +1,5 @@
 import Glibc
+import Protocol
 
 /// Distances on the Earth, taken as a sphere: hotspot radii are 10 m – 5 km, where the sphere's
 /// error against the WGS 84 ellipsoid (under 0.5 %) is far below any position fix's accuracy.
@@ -22,4 +23,11 @@ enum Geo {
     }
 
     private static func radians(_ degrees: Double) -> Double { degrees * .pi / 180 }
+}
+
+extension Hotspot.Circle {
+    /// Whether a point (degrees) lies inside the circle, its edge included: where a pin may be.
+    func contains(latitude: Double, longitude: Double) -> Bool {
+        Geo.distance(fromLatitude: self.latitude, longitude: self.longitude, toLatitude: latitude, longitude: longitude) <= radius
+    }
 }

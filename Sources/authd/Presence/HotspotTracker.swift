@@ -23,6 +23,14 @@ import Protocol
 ///   value are ignored altogether.
 /// - A hotspot whose definition disappears is left at once; a new one is judged from the next
 ///   fix or access-point report (not from ones that came before it).
+///
+/// And the precise point, for a hotspot that lists Bluetooth beacons: while the machine is in
+/// it, the strongest listed beacon of the last beacon report (ties: the lower address) is where
+/// the machine is, reported as `pinned` with the beacon's point once it is not the beacon
+/// pinned already. A beacon no longer seen leaves its point standing (the person has not
+/// moved out of the hotspot, and a point of their own is better than none); leaving the
+/// hotspot forgets it, so that the next stay pins afresh. Beacons are not evidence of being in
+/// the hotspot: the circle and access points alone decide that.
 struct HotspotTracker {
     /// One position fix: degrees (WGS 84) and metres.
     struct Fix: Equatable, Sendable {
@@ -37,6 +45,9 @@ struct HotspotTracker {
         case fix(Fix)
         /// Every BSSID visible now (any case); an empty set is "none seen".
         case accessPoints(Set<String>, time: Int64)
+        /// The Bluetooth addresses (any case) visible now, with their signal strength (RSSI,
+        /// dBm); an empty dictionary is "none seen".
+        case beacons([String: Int], time: Int64)
         /// Time passing, for the access points' absence.
         case tick(time: Int64)
         /// The hotspots to match from now on, replacing the previous ones.
@@ -44,10 +55,20 @@ struct HotspotTracker {
     }
 
     struct Transition: Equatable, Sendable {
-        enum Change: String, Equatable, Sendable { case entered, left }
+        /// `pinned`: the machine, inside, is at the point of a beacon of the hotspot.
+        enum Change: String, Equatable, Sendable { case entered, left, pinned }
         let hotspot: String
         let change: Change
         let time: Int64
+        /// The beacon's point, for `pinned`.
+        let point: PresencePlace.Point?
+
+        init(hotspot: String, change: Change, time: Int64, point: PresencePlace.Point? = nil) {
+            self.hotspot = hotspot
+            self.change = change
+            self.time = time
+            self.point = point
+        }
     }
 
     /// The state kept for one hotspot.
@@ -65,14 +86,34 @@ struct HotspotTracker {
         var accessPointSeen = false
         /// When a listed BSSID stopped being seen (nil: seen now, or never seen).
         var accessPointGoneSince: Int64?
+        /// The listed beacons, by address in upper case.
+        var beacons: [String: Hotspot.Beacon]
+        /// The address of the beacon whose point was reported last in this stay.
+        var pinnedBeacon: String?
 
         init(_ hotspot: Hotspot) {
             self.hotspot = hotspot
             bssids = Self.bssids(of: hotspot)
+            beacons = Self.beacons(of: hotspot)
         }
 
         static func bssids(of hotspot: Hotspot) -> Set<String> {
             Set((hotspot.bssids ?? []).compactMap(HotspotRules.normalisedBSSID))
+        }
+
+        static func beacons(of hotspot: Hotspot) -> [String: Hotspot.Beacon] {
+            var byAddress: [String: Hotspot.Beacon] = [:]
+            for beacon in hotspot.beacons ?? [] {
+                guard let address = HotspotRules.normalisedBeaconAddress(beacon.address) else { continue }
+                byAddress[address] = beacon
+            }
+            return byAddress
+        }
+
+        /// The strongest listed beacon in `seen` (ties: the lower address), if any.
+        func strongestBeacon(in seen: [String: Int]) -> String? {
+            beacons.keys.compactMap { address in seen[address].map { (address, $0) } }
+                .min { ($1.1, $0.0) < ($0.1, $1.0) }?.0
         }
 
         func heldByAccessPoint(at time: Int64, absence: Int64) -> Bool {
@@ -116,6 +157,8 @@ struct HotspotTracker {
     private var places: [String: Place] = [:]
     /// The last access-point report, normalised: what a changed BSSID list is judged against.
     private var accessPointsSeen: Set<String> = []
+    /// The last beacon report: RSSI by address in upper case.
+    private var beaconsSeen: [String: Int] = [:]
 
     init(bssidAbsence: Int64) {
         self.bssidAbsence = bssidAbsence
@@ -127,6 +170,10 @@ struct HotspotTracker {
     /// The hotspots being matched.
     var hotspots: [Hotspot] { places.values.map(\.hotspot).sorted { $0.id < $1.id } }
 
+    /// Whether beacons matter now: the machine is in a hotspot that lists some. Reading
+    /// Bluetooth costs power and radio time; while this is false nobody needs it.
+    var wantsBeacons: Bool { places.values.contains { $0.inside && !$0.beacons.isEmpty } }
+
     /// Takes one input and returns what it changed, in hotspot id order.
     mutating func handle(_ input: Input) -> [Transition] {
         switch input {
@@ -137,6 +184,13 @@ struct HotspotTracker {
         case .accessPoints(let seen, let time):
             accessPointsSeen = Set(seen.compactMap(HotspotRules.normalisedBSSID))
             for id in places.keys { places[id]!.take(accessPoints: accessPointsSeen, at: time) }
+            return settle(at: time)
+        case .beacons(let seen, let time):
+            beaconsSeen = [:]
+            for (address, strength) in seen {
+                guard let address = HotspotRules.normalisedBeaconAddress(address) else { continue }
+                beaconsSeen[address] = max(strength, beaconsSeen[address] ?? .min)
+            }
             return settle(at: time)
         case .tick(let time):
             return settle(at: time)
@@ -167,6 +221,11 @@ struct HotspotTracker {
                 place.accessPointSeen = !bssids.isDisjoint(with: accessPointsSeen)
                 place.accessPointGoneSince = nil
             }
+            // A beacon pinned that the definition dropped or moved is pinned no more: the next
+            // beacon seen (the same one, at its new point) is reported afresh.
+            let beacons = Place.beacons(of: hotspot)
+            if let pinned = place.pinnedBeacon, beacons[pinned] != place.beacons[pinned] { place.pinnedBeacon = nil }
+            place.beacons = beacons
             next[hotspot.id] = place
         }
         let gone = places.values.filter { $0.inside && next[$0.hotspot.id] == nil }.map(\.hotspot.id).sorted()
@@ -174,20 +233,26 @@ struct HotspotTracker {
         return gone.map { Transition(hotspot: $0, change: .left, time: time) } + settle(at: time)
     }
 
-    /// Updates each hotspot's in/out from its evidence at `time`.
+    /// Updates each hotspot's in/out from its evidence at `time`, then its beacon point.
     private mutating func settle(at time: Int64) -> [Transition] {
         var transitions: [Transition] = []
         for id in places.keys.sorted() {
             var place = places[id]!
             let inside = place.insideByPosition || place.heldByAccessPoint(at: time, absence: bssidAbsence)
             if !place.heldByAccessPoint(at: time, absence: bssidAbsence) { place.accessPointGoneSince = nil }
-            guard inside != place.inside else {
-                places[id] = place
-                continue
+            if inside != place.inside {
+                place.inside = inside
+                transitions.append(Transition(hotspot: id, change: inside ? .entered : .left, time: time))
+                // A new stay starts with no point: the home forgets the pin on entering.
+                place.pinnedBeacon = nil
             }
-            place.inside = inside
+            if place.inside, let strongest = place.strongestBeacon(in: beaconsSeen), strongest != place.pinnedBeacon,
+               let beacon = place.beacons[strongest] {
+                place.pinnedBeacon = strongest
+                transitions.append(Transition(hotspot: id, change: .pinned, time: time,
+                                              point: PresencePlace.Point(latitude: beacon.latitude, longitude: beacon.longitude)))
+            }
             places[id] = place
-            transitions.append(Transition(hotspot: id, change: inside ? .entered : .left, time: time))
         }
         return transitions
     }

@@ -153,3 +153,79 @@ struct WiFiScanner {
         return Set(known.values)
     }
 }
+
+/// The Bluetooth devices BlueZ (`org.bluez`) sees, over `Bus`: which of a hotspot's beacons are
+/// in range now. Polled like NetworkManager. One `GetManagedObjects` gives the adapters and every
+/// device with its `Address` and, while the device was seen in the current discovery, its `RSSI`;
+/// a device BlueZ merely remembers (paired, or seen earlier) has no `RSSI` and does not count.
+/// Discovery is started on each adapter when beacons are first wanted and stopped by `stop`;
+/// BlueZ also stops it by itself when authd's connection closes.
+struct BeaconScanner {
+    static let service = "org.bluez"
+    static let adapterInterface = "org.bluez.Adapter1"
+    static let deviceInterface = "org.bluez.Device1"
+    static let objectManagerInterface = "org.freedesktop.DBus.ObjectManager"
+    static let callTimeout: Duration = .seconds(2)
+
+    /// The adapters this scanner started discovery on.
+    private var discovering: Set<String> = []
+
+    /// RSSI (dBm) by address (upper case) of each device seen in the current discovery, which
+    /// it starts on every adapter not yet discovering for authd. Throws when BlueZ cannot be
+    /// asked (absent, or not answering): the caller counts that as none seen.
+    mutating func visibleBeacons(on bus: Bus) throws(BusError) -> [String: Int] {
+        let reply = try bus.call(Self.service, "/", Self.objectManagerInterface, "GetManagedObjects", timeout: Self.callTimeout)
+        var adapters: [String] = []
+        var seen: [String: Int] = [:]
+        // a{oa{sa{sv}}}: object → interface → property → value.
+        guard try reply.enterContainer("a", "{oa{sa{sv}}}") else { return [:] }
+        while try reply.enterContainer("e", "oa{sa{sv}}") {
+            let path = try reply.string("o")
+            _ = try reply.enterContainer("a", "{sa{sv}}")
+            while try reply.enterContainer("e", "sa{sv}") {
+                let interface = try reply.string()
+                var address: String?
+                var strength: Int?
+                _ = try reply.enterContainer("a", "{sv}")
+                while try reply.enterContainer("e", "sv") {
+                    let name = try reply.string()
+                    if interface == Self.deviceInterface && name == "Address" && (try? reply.enterContainer("v", "s")) == true {
+                        address = try reply.string()
+                        try reply.exitContainer()
+                    } else if interface == Self.deviceInterface && name == "RSSI" && (try? reply.enterContainer("v", "n")) == true {
+                        strength = Int(try reply.int16())
+                        try reply.exitContainer()
+                    } else {
+                        try reply.skip("v")
+                    }
+                    try reply.exitContainer()
+                }
+                try reply.exitContainer()
+                try reply.exitContainer()
+                if interface == Self.adapterInterface { adapters.append(path) }
+                if let address = address.flatMap(HotspotRules.normalisedBeaconAddress), let strength {
+                    seen[address] = max(strength, seen[address] ?? .min)
+                }
+            }
+            try reply.exitContainer()
+            try reply.exitContainer()
+        }
+        try reply.exitContainer()
+        for adapter in adapters where !discovering.contains(adapter) {
+            // Refused (the adapter is off, or busy): tried again at the next poll.
+            if (try? bus.call(Self.service, adapter, Self.adapterInterface, "StartDiscovery", timeout: Self.callTimeout)) != nil {
+                discovering.insert(adapter)
+            }
+        }
+        return seen
+    }
+
+    /// Stops the discoveries this scanner started (errors ignored: BlueZ or the adapter may be
+    /// gone already).
+    mutating func stop(on bus: Bus) {
+        for adapter in discovering.sorted() {
+            _ = try? bus.call(Self.service, adapter, Self.adapterInterface, "StopDiscovery", timeout: Self.callTimeout)
+        }
+        discovering = []
+    }
+}

@@ -1,13 +1,13 @@
 import FoundationEssentials
 import Protocol
 
-/// What reads where this machine is and says when it enters or leaves a hotspot
-/// (PresenceMonitor, over GeoClue2 and NetworkManager).
+/// What reads where this machine is and says when it enters or leaves a hotspot, or is at one
+/// of its beacons (PresenceMonitor, over GeoClue2, NetworkManager and BlueZ).
 protocol HotspotWatcher: Sendable {
     /// Starts reading (or goes on, with new definitions), matching against `hotspots`;
-    /// `transition` hears each enter and leave.
-    func watch(_ hotspots: [Hotspot], transition: @escaping @Sendable (_ hotspot: String, _ entered: Bool) async -> Void) async
-    /// Stops reading: GeoClue2 and NetworkManager are let go.
+    /// `transition` hears each enter, leave and beacon point (`pinned`), in order.
+    func watch(_ hotspots: [Hotspot], transition: @escaping @Sendable (HotspotTracker.Transition) async -> Void) async
+    /// Stops reading: GeoClue2, NetworkManager and BlueZ are let go.
     func stopWatching() async
     /// `reading`, `unavailable` (with why) or `off`; and the ids of the hotspots it is in now.
     func watchState() async -> (state: String, detail: String?, inside: [String])
@@ -16,7 +16,10 @@ protocol HotspotWatcher: Sendable {
 /// On a machine with `[presence] enabled = yes`: reads where it is for the accounts signed in
 /// on it whose presence is on, and tells where each account lives (`PresenceHome`) only
 /// "entered / left hotspot H" — at once in `auto` mode; in `ask` mode once the person answered
-/// (`presence.ask` on their event streams, `presence.answer`). Coordinates and BSSIDs stay here.
+/// (`presence.ask` on their event streams, `presence.answer`). Coordinates, BSSIDs and beacon
+/// addresses stay here; for an account whose `precise` is `beacon`, the point of the hotspot's
+/// beacon the machine sees goes with its "entered" (`pinned`), never before the person's answer
+/// in ask mode.
 /// The accounts and their hotspots are read again when the link comes back, when the person's
 /// settings change (a `presence.settings` event), and every `refresh` seconds, when the places it
 /// is in are told again so that the home does not let them expire. A report the home could not
@@ -34,6 +37,12 @@ actor MachinePresence {
     private var refresh = 1200
     /// The hotspots this machine is in now.
     private var inside: Set<String> = []
+    /// The point of the beacon seen in each hotspot this stay, by hotspot id.
+    private var beaconPoints: [String: PresencePlace.Point] = [:]
+    /// The beacon point each home took last, by account and hotspot: a refresh carries the
+    /// point only until the home has it, so that a pin the person set by hand since is not
+    /// overwritten at every refresh.
+    private var pointsTaken: [String: PresencePlace.Point] = [:]
     /// Open questions (ask mode), by account: the hotspots entered and not yet answered.
     private var asked: [String: Set<String>] = [:]
     /// Reports the home did not take yet, by account and hotspot; the newest wins.
@@ -94,15 +103,37 @@ actor MachinePresence {
             await watcher.stopWatching()
             return
         }
+        // Beacons only for hotspots of an account that wants its point from them: without one,
+        // the monitor never turns Bluetooth on.
+        let wanting = Set(on.filter { $0.settings.precise == "beacon" }.flatMap { $0.hotspots.map(\.id) })
         var seen: Set<String> = []
-        let hotspots = on.flatMap(\.hotspots).filter { seen.insert($0.id).inserted }
-        await watcher.watch(hotspots) { [weak self] hotspot, entered in await self?.moved(hotspot, entered: entered) }
+        let hotspots = on.flatMap(\.hotspots).filter { seen.insert($0.id).inserted }.map { hotspot in
+            var hotspot = hotspot
+            if !wanting.contains(hotspot.id) { hotspot.beacons = nil }
+            return hotspot
+        }
+        await watcher.watch(hotspots) { [weak self] transition in await self?.moved(transition) }
         await flush()
     }
 
     /// What the watcher saw: told to each account that has the hotspot, by its mode.
-    private func moved(_ hotspot: String, entered: Bool) async {
-        if entered { inside.insert(hotspot) } else { inside.remove(hotspot) }
+    private func moved(_ transition: HotspotTracker.Transition) async {
+        let hotspot = transition.hotspot
+        switch transition.change {
+        case .pinned:
+            guard let point = transition.point else { return }
+            beaconPoints[hotspot] = point
+            await pinned(hotspot, at: point)
+            return
+        case .entered:
+            inside.insert(hotspot)
+        case .left:
+            inside.remove(hotspot)
+        }
+        // A stay starts and ends without a point: the next beacon seen gives it.
+        beaconPoints[hotspot] = nil
+        pointsTaken = pointsTaken.filter { !$0.key.hasSuffix(" " + hotspot) }
+        let entered = transition.change == .entered
         for account in accounts where account.settings.enabled {
             guard let place = account.hotspots.first(where: { $0.id == hotspot }) else { continue }
             if entered && account.settings.mode == "ask" {
@@ -117,11 +148,30 @@ actor MachinePresence {
         }
     }
 
+    /// The machine, in `hotspot`, is at one of its beacons: told to each account that has the
+    /// hotspot and wants its point from beacons, unless its question (ask mode) is still open.
+    private func pinned(_ hotspot: String, at point: PresencePlace.Point) async {
+        for account in accounts where account.settings.enabled && account.settings.precise == "beacon" {
+            guard account.hotspots.contains(where: { $0.id == hotspot }), asked[account.account]?.contains(hotspot) != true else { continue }
+            // With `entered`: the home pins only inside the place it holds; in ask mode, a
+            // person who declined has none, and the report changes nothing there.
+            await send(.init(account: account.account, hotspot: hotspot, entered: true, group: nil, pinned: point))
+        }
+    }
+
+    /// The beacon point to send with `account`'s "entered" in `hotspot`, if it wants one.
+    private func beaconPoint(for account: LinkPresenceAccounts.Account, in hotspot: String) -> PresencePlace.Point? {
+        account.settings.precise == "beacon" ? beaconPoints[hotspot] : nil
+    }
+
     /// The person's answer to a question: tell `group` (none: nobody).
     func answer(account: String, hotspot: String, group: String?) async throws -> Int {
         guard asked[account]?.remove(hotspot) != nil else { throw PresenceFailure.notAsked }
         guard let group else { return 0 }
-        return try await home.report(.init(account: account, hotspot: hotspot, entered: true, group: group))
+        let pinned = accounts.first { $0.account == account }.flatMap { beaconPoint(for: $0, in: hotspot) }
+        let told = try await home.report(.init(account: account, hotspot: hotspot, entered: true, group: group, pinned: pinned))
+        if let pinned { pointsTaken[account + " " + hotspot] = pinned }
+        return told
     }
 
     /// Where this machine stands for `account`.
@@ -140,7 +190,9 @@ actor MachinePresence {
     private func tellAgain() async {
         for account in accounts where account.settings.enabled && account.settings.mode == "auto" {
             for hotspot in account.hotspots where inside.contains(hotspot.id) {
-                await send(.init(account: account.account, hotspot: hotspot.id, entered: true, group: nil))
+                let point = beaconPoint(for: account, in: hotspot.id)
+                await send(.init(account: account.account, hotspot: hotspot.id, entered: true, group: nil,
+                                 pinned: point == pointsTaken[account.account + " " + hotspot.id] ? nil : point))
             }
         }
     }
@@ -155,6 +207,7 @@ actor MachinePresence {
     private func send(_ report: LinkPresenceReport.Params) async {
         do {
             _ = try await home.report(report)
+            if let pinned = report.pinned { pointsTaken[report.account + " " + report.hotspot] = pinned }
         } catch is HubLinkFailure {
             unsent[report.account + " " + report.hotspot] = report
         } catch {

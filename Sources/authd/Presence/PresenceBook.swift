@@ -21,6 +21,9 @@ struct PresenceBook: Sendable {
     /// Groups one person may have.
     static let maxGroups = 50
     static let modes: Set<String> = ["ask", "auto"]
+    /// How a precise point inside a hotspot is given: only by `presence.pin`, or also by the
+    /// point of a hotspot's beacon the machine sees.
+    static let preciseWays: Set<String> = ["manual", "beacon"]
 
     private var seconds: Int64 { Int64(now().timeIntervalSince1970) }
 
@@ -194,14 +197,19 @@ struct PresenceBook: Sendable {
                 "SELECT 1 FROM presence_hotspots WHERE name = ? AND (account_id IS NULL OR ? IS NULL OR account_id = ?)",
                 [.text(definition.name), account.map(SQLValue.text) ?? .null, account.map(SQLValue.text) ?? .null]) { _ in true }
             guard clash == nil else { throw PresenceFailure.hotspotExists }
-            let hotspot = Hotspot(id: try Self.newID("hs_"), name: definition.name, circle: definition.circle, bssids: definition.bssids, shared: account == nil)
+            let hotspot = Hotspot(id: try Self.newID("hs_"), name: definition.name, circle: definition.circle, bssids: definition.bssids,
+                                  beacons: definition.beacons, shared: account == nil)
             try database.execute(
-                "INSERT INTO presence_hotspots (id, account_id, name, latitude, longitude, radius, bssids, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                """
+                INSERT INTO presence_hotspots (id, account_id, name, latitude, longitude, radius, bssids, beacons, created_at)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                """,
                 [.text(hotspot.id), account.map(SQLValue.text) ?? .null, .text(hotspot.name),
                  hotspot.circle.map { .real($0.latitude) } ?? .null, hotspot.circle.map { .real($0.longitude) } ?? .null,
                  hotspot.circle.map { .real($0.radius) } ?? .null,
-                 try hotspot.bssids.map { .text(String(decoding: try WireCodec.encodeJSON($0), as: UTF8.self)) } ?? .null, .integer(now)])
-            // No coordinates or BSSIDs in the audit log: they are location data.
+                 try hotspot.bssids.map { .text(String(decoding: try WireCodec.encodeJSON($0), as: UTF8.self)) } ?? .null,
+                 try hotspot.beacons.map { .text(String(decoding: try WireCodec.encodeJSON($0), as: UTF8.self)) } ?? .null, .integer(now)])
+            // No coordinates, BSSIDs or beacon addresses in the audit log: they are location data.
             try AuditScope.record(in: database, ["hotspot": .string(hotspot.id), "name": .string(hotspot.name), "account": account.map(JSONValue.string) ?? .null])
             return hotspot
         }
@@ -223,13 +231,15 @@ struct PresenceBook: Sendable {
         try await store.read { database in try Self.settings(of: account, in: database, now: Int64(now().timeIntervalSince1970)) }
     }
 
-    /// Changes the mode and/or the groups shared with (and how long), in one change.
-    func setSettings(_ account: String, mode: String?, groups: [String]?, until: Int64?) async throws -> PresenceSettingsState {
+    /// Changes the mode, the groups shared with (and how long) and/or how a precise point is
+    /// given, in one change.
+    func setSettings(_ account: String, mode: String?, groups: [String]?, until: Int64?, precise: String? = nil) async throws -> PresenceSettingsState {
         let now = seconds
         return try await store.transaction { database in
             _ = try Self.defaultGroupID(of: account, in: database, now: now)
             var current = try Self.stored(account, in: database)
             if let mode { current.mode = mode }
+            if let precise { current.precise = precise }
             if let groups {
                 var ids: [String] = []
                 for name in groups {
@@ -247,7 +257,7 @@ struct PresenceBook: Sendable {
             Self.changed(settings, of: account)
             try AuditScope.record(in: database, ["account": .string(account), "mode": .string(settings.mode),
                                                  "groups": .array(settings.groups.map(JSONValue.string)),
-                                                 "until": settings.until.map(JSONValue.string) ?? .null])
+                                                 "until": settings.until.map(JSONValue.string) ?? .null, "precise": .string(settings.precise)])
             return settings
         }
     }
@@ -279,17 +289,25 @@ struct PresenceBook: Sendable {
     // MARK: Where people are
 
     /// A machine of `account` says it entered or left `hotspot` (in `ask` mode, `group` is whom
-    /// the person chose to tell; none: nothing is kept). Tells the audience, once per change;
-    /// a report of what the hub holds already only refreshes it. Answers how many were told.
-    func report(_ account: String, hotspot: String, entered: Bool, group: String?) async throws -> Int {
+    /// the person chose to tell; none: nothing is kept). `pinned`, on entering, is the point of
+    /// the hotspot's beacon the machine sees: pinned as by `pin`, and told, when it is not the
+    /// point held already. Tells the audience, once per change; a report of what the hub holds
+    /// already only refreshes it. Answers how many were told.
+    func report(_ account: String, hotspot: String, entered: Bool, group: String?, pinned: PresencePlace.Point? = nil) async throws -> Int {
         let now = seconds
         let stale = now - Int64(config.current.presenceExpirySeconds)
+        if pinned != nil && !entered {
+            throw InvalidParameter("Parameter 'pinned' goes with 'entered': a point is pinned in the hotspot the person is in.", field: "pinned")
+        }
         return try await store.transaction { database in
             let settings = try Self.stored(account, in: database)
             guard settings.enabled else { throw PresenceFailure.off }
             guard let place = try Self.hotspots(of: account, in: database).first(where: { $0.id == hotspot }) else { throw PresenceFailure.hotspotNotFound }
-            let held = try database.queryOne("SELECT hotspot_id, reported_at FROM presence_places WHERE account_id = ?", [.text(account)]) {
-                (hotspot: $0.text(0), reportedAt: $0.int64(1))
+            if let pinned { try Self.check(pinned, inside: place) }
+            let held = try database.queryOne(
+                "SELECT hotspot_id, reported_at, pin_latitude, pin_longitude FROM presence_places WHERE account_id = ?", [.text(account)]) {
+                (hotspot: $0.text(0), reportedAt: $0.int64(1),
+                 pin: $0.isNull(2) ? nil : PresencePlace.Point(latitude: $0.double(2), longitude: $0.double(3)))
             }
             if !entered {
                 guard held?.hotspot == hotspot else { return 0 }
@@ -300,7 +318,8 @@ struct PresenceBook: Sendable {
             }
             if let held, held.hotspot == hotspot, held.reportedAt > stale {
                 try database.execute("UPDATE presence_places SET reported_at = ? WHERE account_id = ?", [.integer(now), .text(account)])
-                return 0
+                guard let pinned, pinned != held.pin else { return 0 }
+                return try Self.setPin(pinned, of: account, in: place, now: now, in: database)
             }
             var chosen: String?
             if settings.mode == "ask" {
@@ -320,27 +339,44 @@ struct PresenceBook: Sendable {
             let audience = try Self.audience(of: account, in: database, now: now)
             try Self.ping(audience, about: account, state: "entered", hotspot: place, pinned: nil, now: now, in: database)
             try AuditScope.record(in: database, ["account": .string(account), "hotspot": .string(hotspot), "told": .integer(Int64(audience.count))])
+            if let pinned { _ = try Self.setPin(pinned, of: account, in: place, now: now, in: database) }
             return audience.count
         }
     }
 
-    /// Pins a point inside the hotspot `account` is in now (`inside` decides); its audience is told.
-    func pin(_ account: String, _ point: PresencePlace.Point, inside: @Sendable (Hotspot) -> Bool) async throws -> PresencePlace {
+    /// Pins a point inside the circle of the hotspot `account` is in now; its audience is told.
+    func pin(_ account: String, _ point: PresencePlace.Point) async throws -> PresencePlace {
         let now = seconds
         let stale = now - Int64(config.current.presenceExpirySeconds)
         return try await store.transaction { database in
             guard try Self.stored(account, in: database).enabled else { throw PresenceFailure.off }
             guard let held = try database.queryOne("SELECT hotspot_id FROM presence_places WHERE account_id = ? AND reported_at > ?",
                                                    [.text(account), .integer(stale)], row: { $0.text(0) }),
-                  let hotspot = try Self.hotspots(of: account, in: database).first(where: { $0.id == held }), inside(hotspot)
+                  let hotspot = try Self.hotspots(of: account, in: database).first(where: { $0.id == held })
             else { throw PresenceFailure.pinOutside }
-            try database.execute("UPDATE presence_places SET pin_latitude = ?, pin_longitude = ? WHERE account_id = ?",
-                                 [.real(point.latitude), .real(point.longitude), .text(account)])
-            try Self.ping(try Self.audience(of: account, in: database, now: now), about: account, state: "pinned", hotspot: hotspot, pinned: point,
-                          now: now, in: database)
-            try AuditScope.record(in: database, ["account": .string(account), "hotspot": .string(hotspot.id)])
+            try Self.check(point, inside: hotspot)
+            _ = try Self.setPin(point, of: account, in: hotspot, now: now, in: database)
             return try Self.place(of: account, in: database, stale: stale)!
         }
+    }
+
+    /// A pinned point lies inside the hotspot's circle (a hotspot without one has no point).
+    private static func check(_ point: PresencePlace.Point, inside hotspot: Hotspot) throws {
+        // The ranges first: a longitude off by 360 degrees would otherwise measure as inside.
+        guard HotspotRules.latitudes.contains(point.latitude), HotspotRules.longitudes.contains(point.longitude),
+              hotspot.circle?.contains(latitude: point.latitude, longitude: point.longitude) == true
+        else { throw PresenceFailure.pinOutside }
+    }
+
+    /// Keeps `point` as the pin of `account`'s place (in `hotspot`) and tells its audience;
+    /// answers how many were told. No coordinates in the audit record: they are location data.
+    private static func setPin(_ point: PresencePlace.Point, of account: String, in hotspot: Hotspot, now: Int64, in database: Database) throws -> Int {
+        try database.execute("UPDATE presence_places SET pin_latitude = ?, pin_longitude = ? WHERE account_id = ?",
+                             [.real(point.latitude), .real(point.longitude), .text(account)])
+        let audience = try audience(of: account, in: database, now: now)
+        try ping(audience, about: account, state: "pinned", hotspot: hotspot, pinned: point, now: now, in: database)
+        try AuditScope.record(in: database, ["account": .string(account), "hotspot": .string(hotspot.id)])
+        return audience.count
     }
 
     func status(of account: String) async throws -> PresenceStatus.Result {
@@ -399,20 +435,23 @@ struct PresenceBook: Sendable {
         var enabled = true
         var mode = "ask"
         var until: Int64?
+        var precise = "manual"
     }
 
     private static func stored(_ account: String, in database: Database) throws -> Stored {
-        try database.queryOne("SELECT enabled, mode, until FROM presence_settings WHERE account_id = ?", [.text(account)]) {
-            Stored(enabled: $0.int(0) != 0, mode: $0.text(1), until: $0.optionalInt64(2))
+        try database.queryOne("SELECT enabled, mode, until, precise FROM presence_settings WHERE account_id = ?", [.text(account)]) {
+            Stored(enabled: $0.int(0) != 0, mode: $0.text(1), until: $0.optionalInt64(2), precise: $0.text(3))
         } ?? Stored()
     }
 
     private static func store(_ settings: Stored, of account: String, in database: Database) throws {
         try database.execute(
             """
-            INSERT INTO presence_settings (account_id, enabled, mode, until) VALUES (?, ?, ?, ?)
-            ON CONFLICT (account_id) DO UPDATE SET enabled = excluded.enabled, mode = excluded.mode, until = excluded.until
-            """, [.text(account), .integer(settings.enabled ? 1 : 0), .text(settings.mode), settings.until.map(SQLValue.integer) ?? .null])
+            INSERT INTO presence_settings (account_id, enabled, mode, until, precise) VALUES (?, ?, ?, ?, ?)
+            ON CONFLICT (account_id) DO UPDATE SET enabled = excluded.enabled, mode = excluded.mode, until = excluded.until,
+                precise = excluded.precise
+            """, [.text(account), .integer(settings.enabled ? 1 : 0), .text(settings.mode), settings.until.map(SQLValue.integer) ?? .null,
+                  .text(settings.precise)])
     }
 
     private static func settings(of account: String, in database: Database, now: Int64) throws -> PresenceSettingsState {
@@ -422,7 +461,7 @@ struct PresenceBook: Sendable {
             [.text(account)]) { $0.text(0) }
         let live = stored.until.map { $0 > now } ?? true
         return PresenceSettingsState(enabled: stored.enabled, mode: stored.mode, groups: live ? groups : [],
-                                     until: live ? stored.until.map { Timestamp.rfc3339(epochSeconds: $0) } : nil)
+                                     until: live ? stored.until.map { Timestamp.rfc3339(epochSeconds: $0) } : nil, precise: stored.precise)
     }
 
     /// The ids of the groups `account` shares with now, as SQL taking `account` twice:
@@ -466,7 +505,7 @@ struct PresenceBook: Sendable {
     private static func changed(_ settings: PresenceSettingsState, of account: String) {
         AuditScope.noticed(AccountNotice(account: account, kind: "presence.settings", body: [
             "enabled": .bool(settings.enabled), "mode": .string(settings.mode), "groups": .array(settings.groups.map(JSONValue.string)),
-            "until": settings.until.map(JSONValue.string) ?? .null,
+            "until": settings.until.map(JSONValue.string) ?? .null, "precise": .string(settings.precise),
         ]))
     }
 
@@ -484,12 +523,13 @@ struct PresenceBook: Sendable {
     private static func hotspots(of account: String?, in database: Database) throws -> [Hotspot] {
         try database.query(
             """
-            SELECT id, name, latitude, longitude, radius, bssids, account_id IS NULL FROM presence_hotspots
+            SELECT id, name, latitude, longitude, radius, bssids, account_id IS NULL, beacons FROM presence_hotspots
             WHERE account_id IS NULL OR account_id = ? ORDER BY account_id IS NOT NULL, name
             """, [account.map(SQLValue.text) ?? .null]) { row in
             let circle = row.isNull(2) ? nil : Hotspot.Circle(latitude: row.double(2), longitude: row.double(3), radius: row.double(4))
             let bssids = row.optionalText(5).flatMap { try? WireCodec.decode([String].self, from: Data($0.utf8)) }
-            return Hotspot(id: row.text(0), name: row.text(1), circle: circle, bssids: bssids, shared: row.int(6) != 0)
+            let beacons = row.optionalText(7).flatMap { try? WireCodec.decode([Hotspot.Beacon].self, from: Data($0.utf8)) }
+            return Hotspot(id: row.text(0), name: row.text(1), circle: circle, bssids: bssids, beacons: beacons, shared: row.int(6) != 0)
         }
     }
 

@@ -37,7 +37,8 @@ extension MethodTable {
 
         register(HotspotsList.self, home: .account, access: .anyone) { params, _ in try await service.hotspots(params) }
         register(HotspotsAdd.self, home: .account, access: .anyone, audit: { _, result in ["hotspot": .string(result.hotspot.id)] }) { params, _ in
-            try await service.addHotspot(session: params.session, HotspotDefinition(name: params.name, circle: params.circle, bssids: params.bssids))
+            try await service.addHotspot(session: params.session, HotspotDefinition(name: params.name, circle: params.circle, bssids: params.bssids,
+                                                                                     beacons: params.beacons))
         }
         register(HotspotsRemove.self, home: .account, access: .anyone, audit: { params, _ in ["hotspot": .string(params.id)] }) { params, _ in
             try await service.removeHotspot(session: params.session, id: params.id)
@@ -71,7 +72,8 @@ extension MethodTable {
         }
         register(LinkPresenceReport.self, home: .link, access: .anyone, audit: { _, result in ["told": .integer(Int64(result.told))] }) { params, machine in
             try await holds(params.account, machine)
-            return LinkPresenceReport.Result(told: try await book.report(params.account, hotspot: params.hotspot, entered: params.entered, group: params.group))
+            return LinkPresenceReport.Result(told: try await book.report(params.account, hotspot: params.hotspot, entered: params.entered, group: params.group,
+                                                                             pinned: params.pinned))
         }
         register(LinkPresenceAccounts.self, home: .link, access: .anyone) { _, machine in
             try await book.machineAccounts(directory.accounts(heldBy: machine))

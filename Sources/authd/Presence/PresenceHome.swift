@@ -31,7 +31,7 @@ struct LocalPresenceHome: PresenceHome {
     }
 
     func report(_ params: LinkPresenceReport.Params) async throws -> Int {
-        try await book.report(params.account, hotspot: params.hotspot, entered: params.entered, group: params.group)
+        try await book.report(params.account, hotspot: params.hotspot, entered: params.entered, group: params.group, pinned: params.pinned)
     }
 }
 

@@ -4,8 +4,10 @@ import Protocol
 import Synchronization
 
 /// Where this machine is, decided on the machine: owns the sensors (GeoClue2 for the position,
-/// NetworkManager for the Wi-Fi access points) and a `HotspotTracker`, and hands each entered/left
-/// transition to the caller. Positions and BSSIDs stay in here: nothing leaves but transitions.
+/// NetworkManager for the Wi-Fi access points, BlueZ for the beacons while the machine is in a
+/// hotspot that lists some) and a `HotspotTracker`, and hands each entered/left/pinned transition
+/// to the caller. Positions, BSSIDs and beacon addresses stay in here: nothing leaves but
+/// transitions (a pinned one carries the point its hotspot's definition gave the beacon).
 ///
 /// The sensors' sd-bus connection is used by one thread only, as sd-bus requires: a session runs
 /// on the monitor's own queue, blocked in `Bus.wait` between GeoClue's location updates and the
@@ -37,7 +39,8 @@ final class PresenceMonitor: Sendable {
         /// Seconds a hotspot's access point may be missing before the machine leaves it
         /// (`[presence] bssid_absence`).
         var bssidAbsenceSeconds: Int64
-        /// How often NetworkManager is asked, and time is given to the tracker.
+        /// How often NetworkManager (and, when beacons are wanted, BlueZ) is asked, and time is
+        /// given to the tracker.
         var pollInterval: Duration = .seconds(5)
         /// Unix seconds now: the time transitions carry.
         var clock: @Sendable () -> Int64 = { Int64(Date().timeIntervalSince1970) }
@@ -173,34 +176,58 @@ final class PresenceMonitor: Sendable {
         } catch {
             return error
         }
+        var beacons = BeaconScanner()
         defer {
             withExtendedLifetime(matches) {}
             client.stop()
+            beacons.stop(on: bus)
         }
         reading()
         var wifi = WiFiScanner()
         var wifiMissing = false
+        var bluezMissing = false
+        var readingBeacons = false
         func take(_ input: HotspotTracker.Input) {
             let transitions = tracker.handle(input)
             let inside = tracker.inside
             publish(Status(reading: .reading, inside: inside), of: session)
             transitions.forEach(onTransition)
         }
+        /// One optional sensor's reading, or `none` when it cannot be asked: said once until it
+        /// answers again, by the D-Bus error's name only (never anything it saw).
+        func poll<Seen>(_ sensor: String, for what: String, missing: inout Bool, none: Seen, _ read: () throws(BusError) -> Seen) -> Seen {
+            do throws(BusError) {
+                let seen = try read()
+                missing = false
+                return seen
+            } catch {
+                if !missing { logger.notice("presence: \(sensor) cannot be asked for \(what) (\(error.name))") }
+                missing = true
+                return none
+            }
+        }
         var nextPoll = Syscalls.monotonicMicroseconds()
         while true {
             if Syscalls.monotonicMicroseconds() >= nextPoll {
                 nextPoll = Syscalls.monotonicMicroseconds() + Bus.microseconds(options.pollInterval)
-                let seen: Set<String>
-                do throws(BusError) {
-                    seen = try wifi.visibleBSSIDs(on: bus)
-                    wifiMissing = false
-                } catch {
-                    // No NetworkManager: position alone decides, and access points count as gone.
-                    if !wifiMissing { logger.notice("presence: NetworkManager cannot be asked for Wi-Fi access points (\(error.name))") }
-                    wifiMissing = true
-                    seen = []
+                // No NetworkManager: position alone decides, and access points count as gone.
+                let seen = poll("NetworkManager", for: "Wi-Fi access points", missing: &wifiMissing, none: []) { () throws(BusError) in
+                    try wifi.visibleBSSIDs(on: bus)
                 }
                 take(.accessPoints(seen, time: options.clock()))
+                if tracker.wantsBeacons {
+                    readingBeacons = true
+                    // No BlueZ (or no Bluetooth): no beacon is seen, and the pin stays as it is.
+                    let visible = poll("BlueZ", for: "Bluetooth beacons", missing: &bluezMissing, none: [:]) { () throws(BusError) in
+                        try beacons.visibleBeacons(on: bus)
+                    }
+                    take(.beacons(visible, time: options.clock()))
+                } else if readingBeacons {
+                    // Out of every hotspot with beacons: the radio is let go until the next one.
+                    readingBeacons = false
+                    beacons.stop(on: bus)
+                    take(.beacons([:], time: options.clock()))
+                }
             }
             switch bus.wait(until: { newLocation != nil || geoClueLeft }, deadline: nextPoll, cancelFD: session.wakeFD) {
             case .condition:
@@ -225,7 +252,7 @@ final class PresenceMonitor: Sendable {
 extension PresenceMonitor: HotspotWatcher {
     /// Starts reading with `hotspots`, or, while reading, matches `hotspots` from now on (the
     /// handler given first stays). Transitions reach `transition` one at a time, in order.
-    func watch(_ hotspots: [Hotspot], transition: @escaping @Sendable (_ hotspot: String, _ entered: Bool) async -> Void) async {
+    func watch(_ hotspots: [Hotspot], transition: @escaping @Sendable (HotspotTracker.Transition) async -> Void) async {
         if state.withLock({ $0.session.map { !$0.isFinished } ?? false }) {
             update(hotspots: hotspots)
             return
@@ -235,7 +262,7 @@ extension PresenceMonitor: HotspotWatcher {
         let (stream, continuation) = AsyncStream.makeStream(of: HotspotTracker.Transition.self)
         let closer = StreamCloser(continuation)
         Task {
-            for await change in stream { await transition(change.hotspot, change.change == .entered) }
+            for await change in stream { await transition(change) }
         }
         await start(hotspots: hotspots) { closer.continuation.yield($0) }
     }

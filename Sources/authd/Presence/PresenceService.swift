@@ -68,6 +68,9 @@ struct PresenceService: Sendable {
         if let mode = params.mode, !PresenceBook.modes.contains(mode) {
             throw InvalidParameter("Parameter 'mode' must be 'ask' or 'auto'.", field: "mode")
         }
+        if let precise = params.precise, !PresenceBook.preciseWays.contains(precise) {
+            throw InvalidParameter("Parameter 'precise' must be 'manual' or 'beacon'.", field: "precise")
+        }
         for name in params.groups ?? [] { try Self.checkName(name, field: "groups") }
         var until: Int64?
         if let seconds = params.forSeconds {
@@ -78,8 +81,8 @@ struct PresenceService: Sendable {
             if seconds > 0 { until = Int64(book.now().timeIntervalSince1970) + Int64(seconds) }
         }
         let account = try await account(params.session)
-        guard params.mode != nil || params.groups != nil else { return try await book.settings(of: account) }
-        return try await book.setSettings(account, mode: params.mode, groups: params.groups, until: until)
+        guard params.mode != nil || params.groups != nil || params.precise != nil else { return try await book.settings(of: account) }
+        return try await book.setSettings(account, mode: params.mode, groups: params.groups, until: until, precise: params.precise)
     }
 
     func setEnabled(_ params: SessionParams, _ enabled: Bool) async throws -> PresenceSettingsState {
@@ -104,9 +107,10 @@ struct PresenceService: Sendable {
 
     /// A hotspot of the session's account (nil session: an admin's shared one).
     func addHotspot(session: String?, _ definition: HotspotDefinition) async throws -> HotspotsAdd.Result {
-        let valid = try HotspotRules.validated(name: definition.name, circle: definition.circle, bssids: definition.bssids)
+        let valid = try HotspotRules.validated(name: definition.name, circle: definition.circle, bssids: definition.bssids, beacons: definition.beacons)
         let owner: String? = if let session { try await account(session) } else { nil }
-        return HotspotsAdd.Result(hotspot: try await book.addHotspot(owner, HotspotDefinition(name: valid.name, circle: valid.circle, bssids: valid.bssids)))
+        return HotspotsAdd.Result(hotspot: try await book.addHotspot(owner, HotspotDefinition(name: valid.name, circle: valid.circle, bssids: valid.bssids,
+                                                                                              beacons: valid.beacons)))
     }
 
     func removeHotspot(session: String?, id: String) async throws -> HotspotsRemove.Result {
@@ -124,11 +128,7 @@ struct PresenceService: Sendable {
             throw InvalidParameter("Parameter 'lon' must be a longitude (−180 to 180).", field: "lon")
         }
         let point = PresencePlace.Point(latitude: params.latitude, longitude: params.longitude)
-        return try await book.pin(account(params.session), point) { hotspot in
-            guard let circle = hotspot.circle else { return false }
-            return Geo.distance(fromLatitude: circle.latitude, longitude: circle.longitude, toLatitude: point.latitude, longitude: point.longitude)
-                <= circle.radius
-        }
+        return try await book.pin(account(params.session), point)
     }
 
     /// Group names: 1–64 printable characters.

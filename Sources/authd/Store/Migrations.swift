@@ -505,7 +505,7 @@ enum Migrations {
             ) STRICT
             """,
             // A hotspot of an account's own, or an admin's shared one (account_id NULL). BSSIDs:
-            // a JSON array of strings.
+            // a JSON array of strings; beacons: a JSON array of {address, lat, lon}.
             """
             CREATE TABLE presence_hotspots (
                 id TEXT PRIMARY KEY,
@@ -515,18 +515,21 @@ enum Migrations {
                 longitude REAL,
                 radius REAL,
                 bssids TEXT,
+                beacons TEXT,
                 created_at INTEGER NOT NULL
             ) STRICT
             """,
             "CREATE INDEX presence_hotspots_account ON presence_hotspots (account_id)",
-            // How a person shares (no row: enabled, ask, nobody), and the groups they share
-            // with; `until` ends a timed share, checked at every read.
+            // How a person shares (no row: enabled, ask, nobody, manual), and the groups they
+            // share with; `until` ends a timed share, checked at every read; `precise` is how a
+            // precise point is given (manual, or beacon).
             """
             CREATE TABLE presence_settings (
                 account_id TEXT PRIMARY KEY REFERENCES accounts(id),
                 enabled INTEGER NOT NULL,
                 mode TEXT NOT NULL,
-                until INTEGER
+                until INTEGER,
+                precise TEXT NOT NULL DEFAULT 'manual'
             ) STRICT
             """,
             """

@@ -264,6 +264,36 @@ final class BusMessage {
         guard status > 0 else { throw malformed(status) }
     }
 
+    func int16() throws(BusError) -> Int16 {
+        var value: Int16 = 0
+        let status = sd_bus_message_read_basic(message, CChar(UInt8(ascii: "n")), &value)
+        guard status > 0 else { throw malformed(status) }
+        return value
+    }
+
+    /// Enters the next argument, a container of `type` (`a` array, `e` dict entry, `v`
+    /// variant, `r` struct) holding `contents` (e.g. "{sv}" for an array of them, "sv" for the
+    /// entry). False when the enclosing container has no more elements: the loop over an array's
+    /// entries ends there. Leave each one entered with `exitContainer()`.
+    func enterContainer(_ type: Character, _ contents: String) throws(BusError) -> Bool {
+        let status = contents.withCString { sd_bus_message_enter_container(message, CChar(type.asciiValue!), $0) }
+        guard status >= 0 else { throw malformed(status) }
+        return status > 0
+    }
+
+    /// Leaves the container entered last, once read to its end (`skip` what is not wanted).
+    func exitContainer() throws(BusError) {
+        let status = sd_bus_message_exit_container(message)
+        guard status >= 0 else { throw malformed(status) }
+    }
+
+    /// Skips the next argument, of the single complete type `type` (e.g. "v"): for the values
+    /// of a dictionary that the reader does not want.
+    func skip(_ type: String) throws(BusError) {
+        let status = type.withCString { sd_bus_message_skip(message, $0) }
+        guard status >= 0 else { throw malformed(status) }
+    }
+
     /// Reads an array of strings (`as`) or object paths (`ao`).
     func stringArray(_ type: Character = "s") throws(BusError) -> [String] {
         var status = String(type).withCString { sd_bus_message_enter_container(message, CChar(UInt8(ascii: "a")), $0) }
