@@ -365,14 +365,14 @@ struct SQLiteAccountDirectory: AccountDirectory {
         let now = seconds
         let idle = Int64(config.current.sessionIdleSeconds)
         let rows = try await store.read { database in
-            // A JSON array of the ids: one statement, however many accounts.
-            let ids = String(decoding: try WireCodec.encodeJSON(Array(accounts)), as: UTF8.self)
-            return try database.query(
-                """
-                SELECT DISTINCT d.account_id, d.device_key, s.machine_uid FROM devices d JOIN sessions s ON s.device_id = d.id
-                WHERE d.account_id IN (SELECT value FROM json_each(?)) AND d.revoked_at IS NULL AND s.revoked_at IS NULL
-                  AND s.expires_at > ? AND s.last_used_at > ?
-                """, [.text(ids), .integer(now), .integer(now - idle)]) { ($0.text(0), $0.text(1), $0.optionalInt64(2).map { UInt32(truncatingIfNeeded: $0) }) }
+            // One read for all of them; each account by the devices' account index.
+            try accounts.flatMap { account in
+                try database.query(
+                    """
+                    SELECT DISTINCT d.account_id, d.device_key, s.machine_uid FROM devices d JOIN sessions s ON s.device_id = d.id
+                    WHERE d.account_id = ? AND d.revoked_at IS NULL AND s.revoked_at IS NULL AND s.expires_at > ? AND s.last_used_at > ?
+                    """, [.text(account), .integer(now), .integer(now - idle)]) { ($0.text(0), $0.text(1), $0.optionalInt64(2).map { UInt32(truncatingIfNeeded: $0) }) }
+            }
         }
         return Dictionary(grouping: rows, by: \.0).mapValues { rows in
             rows.map { SessionHolder(machine: DeviceIdentity.machine(ofKey: $0.1).map(DeviceID.init(description:)), user: $0.2) }
