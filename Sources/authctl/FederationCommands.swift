@@ -134,7 +134,7 @@ extension Command {
 
     static let events = Command(
         path: ["events"], synopsis: "",
-        abstract: "Follow authd's events for this user (session.logged_out after a 401, session.ended when the hub ends a session; sync.notification and sync.dismiss for this user's desktop from a system authd), one line each, until interrupted."
+        abstract: "Follow authd's events for this user (session.logged_out after a 401, session.ended when the hub ends a session, presence.ask when this machine entered a hotspot in ask mode; sync.notification and sync.dismiss for this user's desktop from a system authd), one line each, until interrupted."
     ) { invocation throws(CLIError) in
         let connection = try invocation.connect()
         _ = try connection.call(EventsSubscribe.self, NoParams())
@@ -150,6 +150,9 @@ extension Command {
             } else if let ended = event.ended {
                 Output.line("\(ended.at) \(event.type) cause=\(ended.cause) account=\(ended.account) session=\(ended.session)"
                             + (ended.machineUnlinked ? " (this machine holds no session at the hub now: sign in again)" : ""))
+            } else if let question = event.presence {
+                Output.line("\(event.type) account=\(question.account) hotspot=\(question.hotspot.name) (\(question.hotspot.id)): "
+                            + "tell whom? authctl presence answer \(question.hotspot.id) [GROUP]")
             } else if let sync = event.sync {
                 Output.line("\(sync.event.at) \(event.type) account=\(sync.account) position=\(sync.event.position) from=\(sync.event.sender.machine)")
             } else {
