@@ -98,6 +98,18 @@ final class Daemon {
         throw BenchError(description: "no SMS to \(phone)")
     }
 
+    /// /proc/PID/smaps_rollup, in bytes by field (Rss, Pss, Pss_Anon, Pss_File, …): how much of
+    /// the resident memory is the daemon's own and how much is shared library code.
+    var memoryRollup: [String: Int64] {
+        guard let text = try? String(contentsOfFile: "/proc/\(process.processIdentifier)/smaps_rollup", encoding: .utf8) else { return [:] }
+        var fields: [String: Int64] = [:]
+        for line in text.split(separator: "\n") {
+            let words = line.split(whereSeparator: \.isWhitespace)
+            if words.count == 3, words[2] == "kB", let kilobytes = Int64(words[1]) { fields[String(words[0].dropLast())] = kilobytes * 1024 }
+        }
+        return fields
+    }
+
     var residentBytes: Int64 {
         guard let status = try? String(contentsOfFile: "/proc/\(process.processIdentifier)/status", encoding: .utf8),
               let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }),
@@ -264,7 +276,10 @@ do {
     let daemon = try Daemon()
     defer { daemon.stop() }
     _ = try load(daemon, clients: 1, perClient: 2000, method: "hello")  // warm-up
-    row("idle RSS", String(format: "%.1f MB", Double(daemon.residentBytes) / 1e6))
+    let memory = daemon.memoryRollup
+    row("idle RSS", String(format: "%.1f MB (anonymous %.1f MB, mapped files %.1f MB; PSS %.1f MB)", Double(daemon.residentBytes) / 1e6,
+                           memory["Pss_Anon"].map { Double($0) / 1e6 } ?? 0, memory["Pss_File"].map { Double($0) / 1e6 } ?? 0,
+                           memory["Pss"].map { Double($0) / 1e6 } ?? 0))
 
     let (oneConnection, _) = try load(daemon, clients: 1, perClient: 20000, method: "hello")
     row("hello round trips/s, one connection", String(format: "%.0f /s", oneConnection))
