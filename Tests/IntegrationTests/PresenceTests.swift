@@ -9,20 +9,21 @@ import Testing
 struct PresenceTests {
     static let password = "a long enough passphrase"
 
-    /// Alice on machine A and Bob on machine B, accounts at one hub.
+    /// Alice on machine A, Bob on machine B and Carol on machine C, three accounts at one hub.
     struct People {
         let rig: HubRig
-        let a: DaemonHarness, b: DaemonHarness
-        let alice: JSONValue, bob: JSONValue
+        let a: DaemonHarness, b: DaemonHarness, c: DaemonHarness
+        let alice: JSONValue, bob: JSONValue, carol: JSONValue
         let aliceAccount: JSONValue, bobAccount: JSONValue
 
         init(environmentA: [String: String] = [:], extraA: String = "") throws {
             rig = try HubRig()
-            (a, b) = (try rig.startDevice(extra: extraA, environment: environmentA), try rig.startDevice())
+            (a, b, c) = (try rig.startDevice(extra: extraA, environment: environmentA), try rig.startDevice(), try rig.startDevice())
             let registeredA = try rig.register(on: a, phone: "+37251234567", email: "alice@example.org")
             let registeredB = try rig.register(on: b, phone: "+37251234568", email: "bob@example.org")
             alice = try #require(registeredA["session"]?["token"])
             bob = try #require(registeredB["session"]?["token"])
+            carol = try #require(try rig.register(on: c, phone: "+37251234569", email: "carol@example.org")["session"]?["token"])
             aliceAccount = try #require(registeredA["account"]?["id"])
             bobAccount = try #require(registeredB["account"]?["id"])
         }
@@ -38,7 +39,7 @@ struct PresenceTests {
         let heard = try SyncTests.next(watchB)
         #expect(heard["params"]?["event"]?["kind"] == "friend.added" && heard["params"]?["event"]?["body"]?["email"] == "alice@example.org", "\(heard)")
 
-        #expect(try clientA.call("friends.add", ["session": people.alice, "email": "carol@example.org"]).errorReason == "friend.not_found")
+        #expect(try clientA.call("friends.add", ["session": people.alice, "email": "dave@example.org"]).errorReason == "friend.not_found")
         #expect(try clientA.call("friends.add", ["session": people.alice, "email": "alice@example.org"]).errorReason == "friend.self")
         let listB = try people.b.connect().result("friends.list", ["session": people.bob])
         #expect(listB["added_me"]?.arrayValue?.first?["email"] == "alice@example.org" && listB["friends"] == [], "\(listB)")
@@ -153,14 +154,18 @@ extension PresenceTests {
         }
     }
 
-    @Test("auto mode end to end: A's GeoClue2 moves Alice into the Office and out again; Bob on B hears entered and left through the sync stream and sees her nearby; a pin only inside; presence.off deletes her place in the hub's store and A stops reading GeoClue2")
+    @Test("auto mode end to end: A's GeoClue2 moves Alice into the Office and out again; Bob on B, in the group she shares with, hears entered and left through the sync stream and sees her nearby, Carol on C, a friend outside it, hears nothing until Alice shares with all her friends; a pin only inside; presence.off deletes her place in the hub's store and A stops reading GeoClue2")
     func autoMode() throws {
         let located = try Located(geoClue: try GeoClueStandIn())
         let (people, geoClue) = (located.people, located.geoClue)
-        let clientA = try people.a.connect(), clientB = try people.b.connect()
-        #expect(try clientA.result("presence.settings", ["session": people.alice, "mode": "auto", "groups": ["friends"]])["mode"] == "auto")
+        let clientA = try people.a.connect(), clientB = try people.b.connect(), clientC = try people.c.connect()
+        _ = try clientA.result("friends.add", ["session": people.alice, "email": "carol@example.org"])
+        _ = try clientA.result("groups.create", ["session": people.alice, "name": "close"])
+        _ = try clientA.result("groups.add", ["session": people.alice, "name": "close", "email": "bob@example.org"])
+        #expect(try clientA.result("presence.settings", ["session": people.alice, "mode": "auto", "groups": ["close"]])["mode"] == "auto")
         _ = try located.machine(is: "reading")
         let (watchB, _) = try SyncTests.subscribe(people.b, session: people.bob, ["kinds": ["presence"]])
+        let (watchC, _) = try SyncTests.subscribe(people.c, session: people.carol, ["kinds": ["presence"]])
 
         try geoClue.move(Self.office.latitude + 0.0005, Self.office.longitude)  // 56 m from the centre
         let entered = try located.nextPing(watchB)
@@ -168,6 +173,7 @@ extension PresenceTests {
         #expect(entered["lat"] == nil && "\(entered)".contains("59.437") == false, "no coordinates leave A: \(entered)")
         let nearby = try clientB.result("presence.nearby", ["session": people.bob])["friends"]?.arrayValue ?? []
         #expect(nearby.first?["email"] == "alice@example.org" && nearby.first?["place"]?["hotspot"]?["name"] == "Office", "\(nearby)")
+        #expect(try clientC.result("presence.nearby", ["session": people.carol])["friends"] == [], "Carol is a friend, but not in the group Alice shares with")
         #expect(try located.machine(is: "reading")["inside"] == ["Office"])
 
         // A point outside the circle is refused; one inside is shared with Bob.
@@ -181,9 +187,17 @@ extension PresenceTests {
         #expect(try located.nextPing(watchB)["state"] == "left")
         #expect(try clientB.result("presence.nearby", ["session": people.bob])["friends"] == [])
 
-        // Back in, then off: the hub's store holds nothing of her, and A lets GeoClue2 go.
+        // Shared with all her friends, back in: now Carol hears it too, and it is the first ping
+        // her stream has (none of the earlier ones reached her).
+        _ = try clientA.result("presence.settings", ["session": people.alice, "groups": ["friends"]])
         try geoClue.move(Self.office.latitude, Self.office.longitude)
         #expect(try located.nextPing(watchB)["state"] == "entered")
+        let carolsFirst = try located.nextPing(watchC)
+        #expect(carolsFirst["state"] == "entered" && carolsFirst["email"] == "alice@example.org", "\(carolsFirst)")
+        let carolsLog = try clientC.result("sync.events", ["session": people.carol, "after": 0])["events"]?.arrayValue ?? []
+        #expect(carolsLog.filter { $0["kind"] == "presence" }.count == 1, "the only ping in Carol's log: \(carolsLog)")
+
+        // Off: the hub's store holds nothing of her, and A lets GeoClue2 go.
         _ = try clientA.result("presence.off", ["session": people.alice])
         let places = try DaemonHarness.run(["/usr/bin/python3", "-c", "import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execute('SELECT count(*) FROM presence_places').fetchone()[0])",
                                             people.rig.hub.stateDirectory + "/authd.db"])
