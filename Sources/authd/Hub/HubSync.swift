@@ -45,9 +45,7 @@ extension MethodTable {
     /// At a hub: each linked machine's cursor of the logs of the accounts it holds.
     mutating func registerLinkSyncMethods(log: SyncLog, directory: any AccountDirectory) {
         register(LinkSyncAck.self, home: .link, access: .anyone) { params, machine in
-            guard let device = try await directory.machineDevice(account: params.account, machine: machine), device.live else {
-                throw MachineAccessFailure.notSignedIn
-            }
+            _ = try await directory.signedInDevice(of: machine, account: params.account)
             try await log.acknowledge(account: params.account, machine: DeviceIdentity.key(ofMachine: machine), position: params.position)
             return Acknowledged()
         }

@@ -22,6 +22,15 @@ enum MachineAccessFailure: Error, Equatable, WireErrorConvertible {
     }
 }
 
+extension AccountDirectory {
+    /// At a hub: the live device of `account` that `machine` signed in as — what every link
+    /// method about an account asks first — or `hub.not_signed_in`.
+    func signedInDevice(of machine: DeviceID, account: String) async throws -> String {
+        guard let device = try await machineDevice(account: account, machine: machine), device.live else { throw MachineAccessFailure.notSignedIn }
+        return device.id
+    }
+}
+
 extension MethodTable {
     /// At the hub: the account data a linked machine's own capabilities need (its lock,
     /// fingerprints, PAM), each answered only for accounts the machine is signed in to, and
@@ -31,12 +40,8 @@ extension MethodTable {
         let directory = services.directory
         let named: @Sendable (String) -> [String: JSONValue] = { ["account": .string($0)] }
 
-        /// The machine's own live device of `account`, or the refusal.
         @Sendable func signedIn(_ machine: DeviceID, to account: String) async throws -> String {
-            guard let device = try await directory.machineDevice(account: account, machine: machine), device.live else {
-                throw MachineAccessFailure.notSignedIn
-            }
-            return device.id
+            try await directory.signedInDevice(of: machine, account: account)
         }
 
         /// The machine's own device of `account` named `deviceID`, live or not; anything else refused.

@@ -67,11 +67,8 @@ extension MethodTable {
     /// At a hub: what the machines of an account ask for it (only for accounts they hold a live
     /// session of).
     mutating func registerLinkPresenceMethods(_ book: PresenceBook, directory: any AccountDirectory) {
-        @Sendable func holds(_ account: String, _ machine: DeviceID) async throws {
-            guard try await directory.accounts(heldBy: machine).contains(where: { $0.account == account }) else { throw MachineAccessFailure.notSignedIn }
-        }
         register(LinkPresenceReport.self, home: .link, access: .anyone, audit: { _, result in ["told": .integer(Int64(result.told))] }) { params, machine in
-            try await holds(params.account, machine)
+            _ = try await directory.signedInDevice(of: machine, account: params.account)
             return LinkPresenceReport.Result(told: try await book.report(params.account, hotspot: params.hotspot, entered: params.entered, group: params.group,
                                                                              pinned: params.pinned))
         }
