@@ -73,10 +73,7 @@ struct PresenceBook: Sendable {
 
     func removeFriend(_ account: String, email: String) async throws -> Bool {
         try await store.transaction { database in
-            guard let friend = try database.queryOne(
-                "SELECT f.friend_id FROM presence_friends f JOIN accounts a ON a.id = f.friend_id WHERE f.account_id = ? AND a.email = ?",
-                [.text(account), .text(email)], row: { $0.text(0) })
-            else { throw PresenceFailure.friendNotFound }
+            guard let friend = try Self.friendID(byEmail: email, of: account, in: database) else { throw PresenceFailure.friendNotFound }
             try database.execute(
                 "DELETE FROM presence_members WHERE member_id = ? AND group_id IN (SELECT id FROM presence_groups WHERE account_id = ?)",
                 [.text(friend), .text(account)])
@@ -110,13 +107,14 @@ struct PresenceBook: Sendable {
 
     // MARK: Groups
 
+    /// The person's groups, "friends" first (empty until made by a first change: a list is a
+    /// read, never a write).
     func groups(of account: String) async throws -> [PresenceGroup] {
-        let now = seconds
-        return try await store.transaction(durability: .relaxed) { database in
-            _ = try Self.defaultGroupID(of: account, in: database, now: now)
+        try await store.read { database in
             let names = try database.query(
                 "SELECT name FROM presence_groups WHERE account_id = ? ORDER BY name != ?, name", [.text(account), .text(Self.defaultGroup)]) { $0.text(0) }
-            return try names.map { try Self.group(named: $0, of: account, in: database) }
+            let groups = try names.map { try Self.group(named: $0, of: account, in: database) }
+            return names.first == Self.defaultGroup ? groups : [PresenceGroup(name: Self.defaultGroup, members: [])] + groups
         }
     }
 
@@ -161,10 +159,7 @@ struct PresenceBook: Sendable {
         return try await store.transaction { database in
             _ = try Self.defaultGroupID(of: account, in: database, now: now)
             guard let id = try Self.groupID(named: name, of: account, in: database) else { throw PresenceFailure.groupNotFound }
-            guard let friend = try database.queryOne(
-                "SELECT f.friend_id FROM presence_friends f JOIN accounts a ON a.id = f.friend_id WHERE f.account_id = ? AND a.email = ?",
-                [.text(account), .text(email)], row: { $0.text(0) })
-            else { throw PresenceFailure.friendNotFound }
+            guard let friend = try Self.friendID(byEmail: email, of: account, in: database) else { throw PresenceFailure.friendNotFound }
             if member {
                 try database.execute("INSERT INTO presence_members (group_id, member_id) VALUES (?, ?) ON CONFLICT DO NOTHING", [.text(id), .text(friend)])
             } else {
@@ -542,6 +537,12 @@ struct PresenceBook: Sendable {
             "SELECT g.name FROM presence_groups g JOIN presence_members m ON m.group_id = g.id WHERE g.account_id = ? AND m.member_id = ? ORDER BY g.name",
             [.text(account), .text(friend)]) { $0.text(0) }
         return Friend(account: friend, email: try email(of: friend, in: database), groups: groups)
+    }
+
+    /// The friend of `account`'s with that email address, if any.
+    private static func friendID(byEmail email: String, of account: String, in database: Database) throws -> String? {
+        try database.queryOne("SELECT f.friend_id FROM presence_friends f JOIN accounts a ON a.id = f.friend_id WHERE f.account_id = ? AND a.email = ?",
+                              [.text(account), .text(email)]) { $0.text(0) }
     }
 
     private static func groupID(named name: String, of account: String, in database: Database) throws -> String? {
