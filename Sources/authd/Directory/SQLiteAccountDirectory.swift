@@ -362,16 +362,12 @@ struct SQLiteAccountDirectory: AccountDirectory {
 
     func sessionHolders(of accounts: Set<String>) async throws -> [String: [SessionHolder]] {
         guard !accounts.isEmpty else { return [:] }
-        let now = seconds
-        let idle = Int64(config.current.sessionIdleSeconds)
+        let (now, idleSince) = liveSince
         let rows = try await store.read { database in
             // One read for all of them; each account by the devices' account index.
             try accounts.flatMap { account in
-                try database.query(
-                    """
-                    SELECT DISTINCT d.account_id, d.device_key, s.machine_uid FROM devices d JOIN sessions s ON s.device_id = d.id
-                    WHERE d.account_id = ? AND d.revoked_at IS NULL AND s.revoked_at IS NULL AND s.expires_at > ? AND s.last_used_at > ?
-                    """, [.text(account), .integer(now), .integer(now - idle)]) { ($0.text(0), $0.text(1), $0.optionalInt64(2).map { UInt32(truncatingIfNeeded: $0) }) }
+                try Self.liveSessions(select: "d.account_id, d.device_key", where: "d.account_id = ?", [.text(account)], now: now, idleSince: idleSince,
+                                      in: database) { ($0.text(0), $0.text(1), $0.optionalInt64(2).map { UInt32(truncatingIfNeeded: $0) }) }
             }
         }
         return Dictionary(grouping: rows, by: \.0).mapValues { rows in
@@ -380,26 +376,35 @@ struct SQLiteAccountDirectory: AccountDirectory {
     }
 
     func accounts(heldBy machine: DeviceID?) async throws -> [(account: String, users: [UInt32])] {
-        let held = if let machine {
-            try await liveSessions(select: "d.account_id", where: "d.device_key = ?", .text(DeviceIdentity.key(ofMachine: machine)))
+        let (condition, values): (String, [SQLValue]) = if let machine {
+            ("d.device_key = ?", [.text(DeviceIdentity.key(ofMachine: machine))])
         } else {
-            try await liveSessions(select: "d.account_id", where: "d.device_key NOT LIKE 'device:%' AND s.machine_uid IS NOT NULL AND ? IS NULL", .null)
+            ("d.device_key NOT LIKE 'device:%' AND s.machine_uid IS NOT NULL", [])
         }
-        return Dictionary(grouping: held, by: \.value).map { account, rows in (account, rows.compactMap(\.user).sorted()) }
+        let (now, idleSince) = liveSince
+        let held = try await store.read { database in
+            try Self.liveSessions(select: "d.account_id", where: condition, values, now: now, idleSince: idleSince, in: database) {
+                (account: $0.text(0), user: $0.optionalInt64(1).map { UInt32(truncatingIfNeeded: $0) })
+            }
+        }
+        return Dictionary(grouping: held, by: \.account).map { account, rows in (account, rows.compactMap(\.user).sorted()) }
     }
 
-    /// One column, with the local user who signed in, distinct, of the devices with a live
-    /// session (not revoked, expired or idle) that `condition` selects.
-    private func liveSessions(select column: String, where condition: String, _ value: SQLValue) async throws -> [(value: String, user: UInt32?)] {
+    /// Now, and the last use a session needs to be within to be live (`[accounts] session_idle`).
+    private var liveSince: (now: Int64, idleSince: Int64) {
         let now = seconds
-        let idle = Int64(config.current.sessionIdleSeconds)
-        return try await store.read { database in
-            try database.query(
-                """
-                SELECT DISTINCT \(column), s.machine_uid FROM devices d JOIN sessions s ON s.device_id = d.id
-                WHERE \(condition) AND d.revoked_at IS NULL AND s.revoked_at IS NULL AND s.expires_at > ? AND s.last_used_at > ?
-                """, [value, .integer(now), .integer(now - idle)]) { ($0.text(0), $0.optionalInt64(1).map { UInt32(truncatingIfNeeded: $0) }) }
-        }
+        return (now, now - Int64(config.current.sessionIdleSeconds))
+    }
+
+    /// `columns`, then the local user who signed in (`s.machine_uid`), distinct, of the devices
+    /// with a live session (not revoked, expired or idle) that `condition` selects.
+    private static func liveSessions<T>(select columns: String, where condition: String, _ values: [SQLValue], now: Int64, idleSince: Int64,
+                                          in database: Database, row: (Row) throws -> T) throws -> [T] {
+        try database.query(
+            """
+            SELECT DISTINCT \(columns), s.machine_uid FROM devices d JOIN sessions s ON s.device_id = d.id
+            WHERE \(condition) AND d.revoked_at IS NULL AND s.revoked_at IS NULL AND s.expires_at > ? AND s.last_used_at > ?
+            """, values + [.integer(now), .integer(idleSince)], row: row)
     }
 
     func deactivate(account: String) async throws {
