@@ -121,10 +121,10 @@ struct PresenceService: Sendable {
 
     /// Pins a point, only inside the circle of the hotspot the person is in now.
     func pin(_ params: PresencePin.Params) async throws -> PresencePlace {
-        guard params.latitude.isFinite, HotspotRules.latitudes.contains(params.latitude) else {
+        guard HotspotRules.latitudes.contains(params.latitude) else {  // a range holds no NaN or infinity
             throw InvalidParameter("Parameter 'lat' must be a latitude (−90 to 90).", field: "lat")
         }
-        guard params.longitude.isFinite, HotspotRules.longitudes.contains(params.longitude) else {
+        guard HotspotRules.longitudes.contains(params.longitude) else {
             throw InvalidParameter("Parameter 'lon' must be a longitude (−180 to 180).", field: "lon")
         }
         let point = PresencePlace.Point(latitude: params.latitude, longitude: params.longitude)
