@@ -9,7 +9,7 @@ import Synchronization
 // authd-bench: drives a release build of the real daemon over its socket and prints figures.
 // Usage: authd-bench BIN_DIR [core|card|biometric|federation|passkey|pam|hub|presence]   (make bench passes
 // the release build directory; one of those names runs only its figures; `core`: start, hello and
-// auth.local)
+// auth.local, memory after sign-ins)
 
 let binDirectory = CommandLine.arguments.count > 1 ? CommandLine.arguments[1] : ".build/release"
 let only = CommandLine.arguments.dropFirst(2).first
@@ -156,23 +156,32 @@ extension Duration {
 
 // MARK: Measurements
 
-/// Runs `clients` threads, each making `perClient` calls; returns (calls per second, sorted latencies in ms).
-func load(_ daemon: Daemon, clients: Int, perClient: Int, method: String, params: String = "{}") throws -> (Double, [Double]) {
+/// Runs `clients` threads, each connecting with `connect` and making `perClient` calls through
+/// what it returns; returns (calls per second, sorted latencies in ms). With `pace`, each client
+/// waits that long between its calls (an offered load rather than a flood).
+func measure(clients: Int, perClient: Int, pace: Duration? = nil,
+             connect: @escaping @Sendable () throws -> () throws -> Void) throws -> (Double, [Double]) {
     let latencies = Mutex<[Double]>([])
     let failures = Atomic<Int>(0)
     let group = DispatchGroup()
-    let socket = daemon.socket
     let start = ContinuousClock.now
-    for _ in 0..<clients {
+    for index in 0..<clients {
         group.enter()
         let thread = Thread {
             defer { group.leave() }
-            guard let client = try? Client(socket) else { failures.add(1, ordering: .relaxed); return }
+            guard let call = try? connect() else { failures.add(1, ordering: .relaxed); return }
             var local: [Double] = []
             local.reserveCapacity(perClient)
+            // Paced clients start spread over one gap, so they do not arrive in step.
+            var next = ContinuousClock.now + (pace.map { $0 * Double(index) / Double(clients) } ?? .zero)
             for _ in 0..<perClient {
+                if let pace {
+                    let remaining = (next - ContinuousClock.now).milliseconds
+                    if remaining > 0 { usleep(UInt32(remaining * 1000)) }
+                    next += pace
+                }
                 let before = ContinuousClock.now
-                guard let response = try? client.call(method, params), !response.starts(with: Array(#"{"error""#.utf8)) else {
+                guard (try? call()) != nil else {
                     failures.add(1, ordering: .relaxed)
                     return
                 }
@@ -187,6 +196,27 @@ func load(_ daemon: Daemon, clients: Int, perClient: Int, method: String, params
     guard failures.load(ordering: .relaxed) == 0 else { throw BenchError(description: "\(failures.load(ordering: .relaxed)) clients failed") }
     let sorted = latencies.withLock { $0 }.sorted()
     return (Double(sorted.count) / elapsed, sorted)
+}
+
+/// `measure` with authd's client calling `method`; an error answer fails the run.
+func load(_ daemon: Daemon, clients: Int, perClient: Int, method: String, params: String = "{}", pace: Duration? = nil) throws -> (Double, [Double]) {
+    let socket = daemon.socket
+    return try measure(clients: clients, perClient: perClient, pace: pace) {
+        let client = try Client(socket)
+        return {
+            let response = try client.call(method, params)
+            if response.starts(with: Array(#"{"error""#.utf8)) { throw BenchError(description: String(decoding: response, as: UTF8.self)) }
+        }
+    }
+}
+
+/// `measure` with ssh-agent's REQUEST_IDENTITIES.
+func loadAgent(_ agent: SSHAgent, clients: Int, perClient: Int) throws -> (Double, [Double]) {
+    let socket = agent.socket
+    return try measure(clients: clients, perClient: perClient) {
+        let client = try SSHAgentClient(socket)
+        return { try client.requestIdentities() }
+    }
 }
 
 func percentile(_ sorted: [Double], _ p: Double) -> Double {
@@ -281,12 +311,30 @@ do {
                            memory["Pss_Anon"].map { Double($0) / 1e6 } ?? 0, memory["Pss_File"].map { Double($0) / 1e6 } ?? 0,
                            memory["Pss"].map { Double($0) / 1e6 } ?? 0))
 
-    let (oneConnection, _) = try load(daemon, clients: 1, perClient: 20000, method: "hello")
-    row("hello round trips/s, one connection", String(format: "%.0f /s", oneConnection))
+    // The trivial round trip beside ssh-agent's, driven the same way in the same run.
+    let agent = try SSHAgent()
+    defer { agent.stop() }
+    _ = try loadAgent(agent, clients: 1, perClient: 2000)  // warm-up
+    var oneClientHello: [Double] = []
     for clients in [1, 16, 64] {
-        let (rate, latencies) = try load(daemon, clients: clients, perClient: max(500, 20000 / clients), method: "hello")
-        row("hello with \(clients) concurrent clients", String(format: "p50 %.3f ms, p99 %.3f ms, %.0f /s", percentile(latencies, 0.5), percentile(latencies, 0.99), rate))
+        let perClient = max(500, 20000 / clients)
+        let (rate, latencies) = try load(daemon, clients: clients, perClient: perClient, method: "hello")
+        let (agentRate, _) = try loadAgent(agent, clients: clients, perClient: perClient)
+        if clients == 1 { oneClientHello = latencies }
+        row("hello, \(clients) client\(clients == 1 ? "" : "s") (closed loop)",
+            String(format: "%.0f /s, p50 %.3f ms, p99 %.3f ms", rate, percentile(latencies, 0.5), percentile(latencies, 0.99)))
+        row("  ssh-agent REQUEST_IDENTITIES, \(clients) client\(clients == 1 ? "" : "s")", String(format: "%.0f /s", agentRate))
+        row("  hello ÷ ssh-agent\(clients == 1 ? " (target ≥ 0.8)" : "")", String(format: "%.2f", rate / agentRate))
     }
+    // 64 clients at once, each calling every 64 ÷ (half the one-client rate) seconds: the
+    // latency a caller sees while 63 others are busy too. (Flooding in a closed loop, every
+    // call waits behind the other 63: its latency is 64 ÷ throughput, whatever the daemon does.)
+    let oneClientRate = 1000 / percentile(oneClientHello, 0.5)
+    let gap = Duration.microseconds(Int64(64 / (oneClientRate / 2) * 1e6))
+    let (pacedRate, paced) = try load(daemon, clients: 64, perClient: 300, method: "hello", pace: gap)
+    row("hello, 64 clients, each every " + String(format: "%.1f ms", gap.milliseconds),
+        String(format: "%.0f /s, p50 %.3f ms, p99 %.3f ms", pacedRate, percentile(paced, 0.5), percentile(paced, 0.99)))
+    row("  p99 there ÷ p50 of one client (target ≤ 4)", String(format: "%.1f", percentile(paced, 0.99) / percentile(oneClientHello, 0.5)))
 
     let signs = try opensslSignsPerSecond()
     let (tokens1, latencies1) = try load(daemon, clients: 1, perClient: 3000, method: "auth.local", params: #"{"aud":"bench"}"#)
@@ -295,7 +343,6 @@ do {
     row("auth.local, 1 client", String(format: "%.0f tokens/s, p50 %.3f ms, p99 %.3f ms", tokens1, percentile(latencies1, 0.5), percentile(latencies1, 0.99)))
     row("auth.local, 16 clients", String(format: "%.0f tokens/s, p50 %.3f ms, p99 %.3f ms", tokens16, percentile(latencies16, 0.5), percentile(latencies16, 0.99)))
     row("auth.local tokens/s ÷ openssl signs/s (target ≥ 0.5)", String(format: "%.2f (1 client %.2f)", tokens16 / signs, tokens1 / signs))
-    if only == "core" { daemon.stop(); exit(0) }
 
     // Accounts.
     let accounts = try Daemon(config: "[accounts]\nstarts_per_minute = 100000\nlogins_per_minute = 100000\n")
@@ -317,7 +364,24 @@ do {
     registrations.sort()
     row("registration start → SMS → verify → session", String(format: "p50 %.1f ms, p99 %.1f ms (n=40)", percentile(registrations, 0.5), percentile(registrations, 0.99)))
 
+    // Memory comes back after a burst of sign-ins: each Argon2id hash takes 19 MiB.
     let threads = ProcessInfo.processInfo.activeProcessorCount
+    usleep(3_000_000)
+    let idleAccounts = accounts.residentBytes
+    _ = try load(accounts, clients: threads * 2, perClient: 100 / (threads * 2), method: "auth.login",
+                 params: #"{"login":"+37250001000","password":"bench password 12345"}"#)
+    let afterBurst = accounts.residentBytes
+    let burstEnded = ContinuousClock.now
+    var settled = afterBurst
+    while settled - idleAccounts > 5_000_000 && ContinuousClock.now - burstEnded < .seconds(10) {
+        usleep(100_000)
+        settled = accounts.residentBytes
+    }
+    row("RSS: idle, after 100 password sign-ins, settled", String(format: "%.1f → %.1f → %.1f MB after %.1f s", Double(idleAccounts) / 1e6, Double(afterBurst) / 1e6,
+                                                               Double(settled) / 1e6, (ContinuousClock.now - burstEnded).milliseconds / 1000))
+    row("  settled − idle (target ≤ 5 MB within a few seconds)", String(format: "%.1f MB", Double(settled - idleAccounts) / 1e6))
+    if only == "core" { accounts.stop(); agent.stop(); daemon.stop(); exit(0) }
+
     let argon2Rate = rawArgon2Rate(threads: threads, seconds: 3)
     let (logins, loginLatencies) = try load(accounts, clients: threads * 2, perClient: 40, method: "auth.login",
                                             params: #"{"login":"+37250001000","password":"bench password 12345"}"#)
