@@ -58,6 +58,10 @@ final class Connection: StreamingConnection, @unchecked Sendable {
     /// Streams waiting for their request's response: what they run, or how they let go.
     private var pendingStreams: [String: (body: @Sendable (StreamSink) async -> Void, onDrop: @Sendable () -> Void)] = [:]
     private var streamTasks: [String: Task<Void, Never>] = [:]
+    /// Requests answered on the spot (`Dispatcher.respondNow`), waiting for `perform` to
+    /// finish the actions in hand; how deep `perform` is now.
+    private var answeredNow: [(key: UInt64, response: Dispatcher.Response)] = []
+    private var performing = 0
 
     /// `timeouts`: `[server] idle_timeout` (see ``ConnectionMachine/idleTick()``) and
     /// `prompt_timeout` (see ``PromptBroker``), in seconds.
@@ -98,6 +102,8 @@ final class Connection: StreamingConnection, @unchecked Sendable {
     // MARK: Performing the machine's actions
 
     private func perform(_ actions: [ConnectionMachine.Action]) {
+        performing += 1
+        defer { performing -= 1 }
         for action in actions {
             switch action {
             case .dispatch(let request, let key): dispatch(request, key: key)
@@ -117,6 +123,13 @@ final class Connection: StreamingConnection, @unchecked Sendable {
             case .close(let reason): closeChannel(reason)
             }
         }
+        // Requests answered at once are finished only after the actions that came with them
+        // (a pause after a batch of dispatches must not land after the resume their answers
+        // cause), in the order they were answered.
+        while performing == 1, !answeredNow.isEmpty {
+            let (key, response) = answeredNow.removeFirst()
+            perform(machine.requestFinished(key: key, line: response.line, accepted: response.succeeded))
+        }
         accountHeld()
     }
 
@@ -134,6 +147,10 @@ final class Connection: StreamingConnection, @unchecked Sendable {
 
     private func dispatch(_ request: Request, key: UInt64) {
         let environment = RequestEnvironment(caller: caller, prompts: prompts, streams: RequestStreams(connection: self, requestKey: key))
+        if let response = dispatcher.respondNow(to: request, environment: environment) {
+            answeredNow.append((key, response))
+            return
+        }
         let dispatcher = self.dispatcher
         dispatcher.tracker.begin()
         requests[key] = Task { [self] in
@@ -153,20 +170,23 @@ final class Connection: StreamingConnection, @unchecked Sendable {
     /// would wake us again and the connection would stay open forever.
     private func readable() {
         guard !machine.isClosed, !readSuspended else { return }
-        var buffer = [UInt8](repeating: 0, count: 64 * 1024)
+        // Not zeroed: only the bytes a read wrote are ever looked at. Taken per turn, not kept
+        // per connection, so a thousand idle connections hold no buffers.
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 * 1024, alignment: 1)
+        defer { buffer.deallocate() }
         // Bounded work per turn; the rest is picked up by a re-queued turn, after whatever else
         // is waiting on this connection's queue.
         for _ in 0..<16 {
             let result: Syscalls.IOResult
             do {
-                result = try buffer.withUnsafeMutableBytes { try channel.read(into: $0) }
+                result = try channel.read(into: buffer)
             } catch {
                 perform(machine.failed())
                 return
             }
             switch result {
             case .bytes(let count):
-                perform(machine.received(buffer[0..<count]))
+                perform(machine.received(UnsafeRawBufferPointer(rebasing: buffer[0..<count])))
                 if machine.isClosed || readSuspended { return }
             case .wouldBlock:
                 return

@@ -6,7 +6,7 @@ extension MethodTable {
     mutating func registerCoreMethods(_ services: Services) {
         announce("subscriptions", "prompts")
         let features = features
-        register(Hello.self, home: .machine, access: .anyone) { _, context in
+        registerImmediate(Hello.self, home: .machine, access: .anyone) { _, context in
             Hello.Result(protocolVersion: protocolVersion, daemonVersion: DaemonVersion.string,
                          mode: services.options.mode.rawValue, caller: context.caller, features: features)
         }

@@ -37,7 +37,7 @@ final class Dispatcher: Sendable {
         if entry.home == .account, let link = services.hub.link, case .local(let peer) = caller {
             return await forward(request, entry, over: link, for: peer, started: started)
         }
-        if (entry.access == .admin && !services.isAdmin(caller)) || (entry.access == .root && !services.isRoot(caller)) {
+        if !isAllowed(caller, entry) {
             let error = RPCError.forbidden(request.method)
             if entry.audited {
                 _ = try? await services.audit.refused(
@@ -94,6 +94,34 @@ final class Dispatcher: Sendable {
         if let notices = scope?.notices, !notices.isEmpty { await services.syncService.record(notices) }
         log(request.method, caller, outcome.map { _ in () }, started)
         return reply(request, outcome)
+    }
+
+    /// Answers at once, on the connection's own queue, a request whose method never waits
+    /// (`MethodTable.registerImmediate`: `hello`): no task and no thread hop between reading the
+    /// line and writing the answer. Nil for every other request, which goes to `respond`.
+    func respondNow(to request: Request, environment: RequestEnvironment) -> Response? {
+        guard let entry = table.entries[request.method], let immediate = entry.immediate else { return nil }
+        let started = ContinuousClock.now
+        let outcome: Result<any Encodable & Sendable, RPCError>
+        if !isAllowed(environment.caller, entry) {
+            outcome = .failure(.forbidden(request.method))
+        } else {
+            do {
+                outcome = .success(try immediate(request, environment).result)
+            } catch {
+                outcome = .failure(wireError(error, method: request.method))
+            }
+        }
+        log(request.method, environment.caller, outcome.map { _ in () }, started)
+        return reply(request, outcome)
+    }
+
+    private func isAllowed(_ caller: Caller, _ entry: MethodTable.Entry) -> Bool {
+        switch entry.access {
+        case .anyone: true
+        case .admin: services.isAdmin(caller)
+        case .root: services.isRoot(caller)
+        }
     }
 
     /// Sends an account call to the hub with who asked here, and answers with what the hub said.

@@ -96,6 +96,9 @@ struct MethodTable: Sendable {
         /// failed alike), from its params; empty when they do not decode.
         let requestDetail: @Sendable (Request) -> [String: JSONValue]
         let invoke: @Sendable (Request, RequestEnvironment) async throws -> Invocation
+        /// The same handler, run without suspending, for a method whose handler never waits
+        /// (see `registerImmediate`); nil for every other method.
+        let immediate: (@Sendable (Request, RequestEnvironment) throws -> Invocation)?
     }
 
     /// A handler's result, encoded, and the non-secret facts the audit log records about it.
@@ -123,7 +126,17 @@ struct MethodTable: Sendable {
         _ handler: @escaping @Sendable (M.Params, Context) async throws -> M.Result
     ) {
         add(M.self, home: home, access: access, requiresUnlock: requiresUnlock, remembers: nil, signedIn: { _ in nil }, audit: audit,
-            auditRequest: auditRequest, forwarding: nil, handler)
+            auditRequest: auditRequest, forwarding: nil, immediate: nil, handler)
+    }
+
+    /// Registers `M`, a machine method whose handler never waits, changes nothing and is not
+    /// audited (`hello`): the connection answers it at once on its own queue, without a task
+    /// or a thread hop (`Dispatcher.respondNow`).
+    mutating func registerImmediate<M: RPCMethod>(
+        _: M.Type, home: Home<RequestContext>, access: Access, _ handler: @escaping @Sendable (M.Params, RequestContext) throws -> M.Result
+    ) {
+        add(M.self, home: home, access: access, requiresUnlock: false, remembers: nil, signedIn: { _ in nil }, audit: nil,
+            auditRequest: nil, forwarding: nil, immediate: handler) { params, context in try handler(params, context) }
     }
 
     /// Registers `M`, whose success signs an account in that the caller's local user remembers
@@ -136,7 +149,7 @@ struct MethodTable: Sendable {
         _ handler: @escaping @Sendable (M.Params, Context) async throws -> M.Result
     ) where M.Result: SignInResult {
         add(M.self, home: home, access: access, requiresUnlock: requiresUnlock, remembers: remembers, signedIn: \.signedInAccount, audit: audit,
-            auditRequest: nil, forwarding: forwarding, handler)
+            auditRequest: nil, forwarding: forwarding, immediate: nil, handler)
     }
 
     private mutating func add<M: RPCMethod, Context>(
@@ -145,6 +158,7 @@ struct MethodTable: Sendable {
         audit: (@Sendable (M.Params, M.Result) -> [String: JSONValue])?,
         auditRequest: (@Sendable (M.Params) -> [String: JSONValue])?,
         forwarding: (@Sendable (ForwardedCaller) async throws -> ForwardedCaller)?,
+        immediate: (@Sendable (M.Params, Context) throws -> M.Result)?,
         _ handler: @escaping @Sendable (M.Params, Context) async throws -> M.Result
     ) {
         let name = M.name
@@ -156,15 +170,26 @@ struct MethodTable: Sendable {
         let signedInFromWire: @Sendable (JSONValue) -> (account: String, device: String)? = { value in
             (try? WireCodec.decode(M.Result.self, from: value)).flatMap(signedIn)
         }
-        entries[name] = Entry(home: home.kind, access: access, audited: audit != nil, requiresUnlock: requiresUnlock, remembers: remembers,
-                              signedInFromWire: signedInFromWire, forwarding: forwarding, requestDetail: requestDetail) {
-            request, environment in
-            guard let context = home.context(environment) else { throw RPCError.forbidden(name) }
-            let params = try WireCodec.decodeParams(M.Params.self, from: request)
-            let result = try await handler(params, context)
+        let invocation: @Sendable (M.Params, M.Result) -> Invocation = { params, result in
             let detail = (auditRequest?(params) ?? [:]).merging(audit?(params, result) ?? [:]) { _, fromResult in fromResult }
             return Invocation(result: result, auditDetail: detail, signedIn: signedIn(result))
         }
+        let invoke: @Sendable (Request, RequestEnvironment) async throws -> Invocation = { request, environment in
+            guard let context = home.context(environment) else { throw RPCError.forbidden(name) }
+            let params = try WireCodec.decodeParams(M.Params.self, from: request)
+            return invocation(params, try await handler(params, context))
+        }
+        var invokeNow: (@Sendable (Request, RequestEnvironment) throws -> Invocation)?
+        if let immediate {
+            invokeNow = { request, environment in
+                guard let context = home.context(environment) else { throw RPCError.forbidden(name) }
+                let params = try WireCodec.decodeParams(M.Params.self, from: request)
+                return invocation(params, try immediate(params, context))
+            }
+        }
+        entries[name] = Entry(home: home.kind, access: access, audited: audit != nil, requiresUnlock: requiresUnlock, remembers: remembers,
+                              signedInFromWire: signedInFromWire, forwarding: forwarding, requestDetail: requestDetail, invoke: invoke,
+                              immediate: invokeNow)
     }
 
     /// Announces capabilities in `hello` (`features`), in registration order.
