@@ -1,3 +1,4 @@
+import CArgon2
 import OpenSSLCrypto
 import Protocol
 import Testing
@@ -79,6 +80,63 @@ struct PasswordTests {
         #expect(throws: Argon2id.Failure.self) { try Argon2id.verify(SecretBytes(Array("x".utf8)), against: "$argon2id$garbage") }
         #expect(!Argon2id.owasp.isStronger(than: hash))
         #expect(Argon2id(memoryKiB: 65536, iterations: 3, parallelism: 1).isStronger(than: hash))
+    }
+
+    /// The PHC string is written here (libargon2 exports no encoder beside its malloc-based
+    /// calls): it must be libargon2's own, and each side must read the other's.
+    @Test("Argon2id's PHC string is libargon2's, byte for byte, and each side verifies the other's", arguments: [
+        (Argon2id(memoryKiB: 1024, iterations: 1, parallelism: 1), 16),
+        (Argon2id(memoryKiB: 2048, iterations: 3, parallelism: 2), 17),  // base64 with a remainder
+        (Argon2id(memoryKiB: 512, iterations: 2, parallelism: 4), 8),
+    ])
+    func argon2MatchesLibargon2(_ parameters: Argon2id, saltLength: Int) throws {
+        let secret = "correct horse battery"
+        let salt = (0..<saltLength).map { UInt8(truncatingIfNeeded: $0 &* 37 &+ 11) }
+        let ours = try parameters.hash(SecretBytes(Array(secret.utf8)), salt: salt)
+        var encoded = [CChar](repeating: 0, count: 256)
+        #expect(argon2id_hash_encoded(parameters.iterations, parameters.memoryKiB, parameters.parallelism, secret, secret.utf8.count,
+                                      salt, salt.count, 32, &encoded, encoded.count) == ARGON2_OK.rawValue)
+        let theirs = String(cString: encoded)
+        #expect(ours == theirs)
+        #expect(try Argon2id.verify(SecretBytes(Array(secret.utf8)), against: theirs))
+        #expect(try !Argon2id.verify(SecretBytes(Array("correct horse batterz".utf8)), against: theirs))
+        #expect(argon2id_verify(ours, secret, secret.utf8.count) == ARGON2_OK.rawValue)
+    }
+
+    @Test("a PHC form not written here (version 1.0: v=16) is left to libargon2, which still verifies it")
+    func argon2OtherForms() throws {
+        let secret = "correct horse battery"
+        let salt = [UInt8](repeating: 7, count: 16)
+        var encoded = [CChar](repeating: 0, count: 256)
+        var raw = [UInt8](repeating: 0, count: 32)
+        #expect(argon2_hash(1, 1024, 1, secret, secret.utf8.count, salt, salt.count, &raw, raw.count, &encoded, encoded.count,
+                            Argon2_id, ARGON2_VERSION_10.rawValue) == ARGON2_OK.rawValue)
+        let old = String(cString: encoded)
+        #expect(old.hasPrefix("$argon2id$v=16$m=1024,t=1,p=1$"))
+        #expect(PHCString(old) == nil)
+        #expect(try Argon2id.verify(SecretBytes(Array(secret.utf8)), against: old))
+        #expect(try !Argon2id.verify(SecretBytes(Array("wrong".utf8)), against: old))
+        // Not canonical (a leading zero), so not read here either; libargon2 decides.
+        let canonical = try Argon2id(memoryKiB: 1024, iterations: 1, parallelism: 1).hash(SecretBytes(Array(secret.utf8)), salt: salt)
+        #expect(PHCString(canonical) != nil)
+        #expect(PHCString(canonical.replacingOccurrences(of: "m=1024", with: "m=01024")) == nil)
+    }
+
+    @Test("Argon2id's working memory: a block given back is reused, then unmapped once idle")
+    func argon2MemoryPool() async throws {
+        let pool = Argon2Memory(idleRelease: .milliseconds(100))
+        let first = try #require(pool.take(1 << 20))
+        #expect(pool.mappedBytes == 1 << 20)
+        pool.give(first, bytes: 1 << 20)
+        let again = try #require(pool.take(1 << 20))
+        #expect(again == first, "the idle block is taken again, not a new one mapped")
+        let other = try #require(pool.take(2 << 20))
+        #expect(pool.mappedBytes == 3 << 20)
+        pool.give(again, bytes: 1 << 20)
+        pool.give(other, bytes: 2 << 20)
+        let deadline = ContinuousClock.now + .seconds(10)
+        while pool.mappedBytes > 0 && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
+        #expect(pool.mappedBytes == 0)
     }
 
     @Test("policy", arguments: [

@@ -589,6 +589,18 @@ enum Syscalls {
         return count - 1  // the directory stream's own descriptor
     }
 
+    /// `bytes` of private anonymous memory, given back only by `unmap` (never kept by malloc).
+    /// The corresponding C function is `mmap` with `MAP_PRIVATE | MAP_ANONYMOUS`.
+    static func mapAnonymous(_ bytes: Int) -> UnsafeMutableRawPointer? {
+        let address = mmap(nil, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
+        return address == MAP_FAILED ? nil : address
+    }
+
+    /// Returns memory from `mapAnonymous` to the system. The corresponding C function is `munmap`.
+    static func unmap(_ address: UnsafeMutableRawPointer, bytes: Int) {
+        _ = munmap(address, bytes)
+    }
+
     /// Resident set size from /proc/self/statm.
     static func residentMemoryBytes() -> Int64 {
         guard let file = fopen("/proc/self/statm", "r") else { return -1 }
