@@ -65,9 +65,18 @@ public enum WireCodec {
         return encoder
     }
 
-    /// Any Encodable as compact, key-sorted JSON (no trailing newline).
+    /// Any Encodable as compact, key-sorted JSON (no trailing newline): `CompactJSON`, or
+    /// `JSONEncoder` for a value that holds a type it encodes specially.
     public static func encodeJSON(_ value: some Encodable) throws -> Data {
-        try makeEncoder().encode(value)
+        guard let bytes = try CompactJSON.encode(value) else { return try makeEncoder().encode(value) }
+        #if DEBUG
+        // Every test checks the two encoders against each other (the texts may hold secrets:
+        // only where they part is said).
+        let reference = [UInt8](try makeEncoder().encode(value))
+        let parted = zip(bytes, reference).enumerated().first { $0.element.0 != $0.element.1 }?.offset ?? min(bytes.count, reference.count)
+        assert(bytes == reference, "CompactJSON and JSONEncoder part at byte \(parted) of \(reference.count) encoding \(type(of: value))")
+        #endif
+        return Data(bytes)
     }
 
     private struct ResponseEnvelope<R: Encodable>: Encodable {
@@ -91,18 +100,18 @@ public enum WireCodec {
 
     /// A response line (with its `\n`).
     public static func responseLine(id: JSONValue, result: some Encodable) throws -> Data {
-        line(try makeEncoder().encode(ResponseEnvelope(id: id, result: result)))
+        line(try encodeJSON(ResponseEnvelope(id: id, result: result)))
     }
 
     /// An error response line (with its `\n`). Never fails: error objects are plain data.
     public static func errorLine(id: JSONValue, error: RPCError) -> Data {
         // swiftlint:disable:next force_try — RPCError holds only strings, integers and JSONValues.
-        line(try! makeEncoder().encode(ErrorEnvelope(id: id, error: error)))
+        line(try! encodeJSON(ErrorEnvelope(id: id, error: error)))
     }
 
     /// A request line; `id == nil` makes it a notification.
     public static func requestLine(id: JSONValue?, method: String, params: some Encodable) throws -> Data {
-        line(try makeEncoder().encode(RequestEnvelope(id: id, method: method, params: params)))
+        line(try encodeJSON(RequestEnvelope(id: id, method: method, params: params)))
     }
 
     /// A daemon → client notification line.

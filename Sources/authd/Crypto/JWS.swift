@@ -7,7 +7,7 @@ import Synchronization
 enum JWS {
     /// The signing input and header for `claims`, signed by `key`.
     static func sign(claims: some Encodable, kid: String, key: P256PrivateKey) throws -> String {
-        let input = header(kid: kid) + "." + Base64URL.encode(try claimsEncoder.encode(claims))
+        let input = header(kid: kid) + "." + Base64URL.encode(try WireCodec.encodeJSON(claims))
         let signature = try key.signES256(Array(input.utf8))
         return input + "." + Base64URL.encode(signature)
     }
@@ -16,15 +16,8 @@ enum JWS {
     /// the card, not authd, makes the signature).
     static func certificateSigningInput(certificate: [UInt8], claims: some Encodable) throws -> String {
         let header: [String: JSONValue] = ["alg": "ES384", "typ": "JWT", "x5c": .array([.string(Data(certificate).base64EncodedString())])]
-        return Base64URL.encode(try claimsEncoder.encode(header)) + "." + Base64URL.encode(try claimsEncoder.encode(claims))
+        return Base64URL.encode(try WireCodec.encodeJSON(header)) + "." + Base64URL.encode(try WireCodec.encodeJSON(claims))
     }
-
-    /// Claims are encoded with sorted keys (deterministic tokens); slashes stay unescaped.
-    private static let claimsEncoder: JSONEncoder = {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        return encoder
-    }()
 
     /// The encoded protected header `{"alg":"ES256","kid":…,"typ":"JWT"}`, built once per key.
     static func header(kid: String) -> String {
