@@ -58,7 +58,16 @@ let package = Package(
 
         .executableTarget(
             name: "authd",
-            dependencies: ["Protocol", "AuthdClient", "SmartCard", "OpenSSLCrypto", "CSQLite", "CSystemd", "CLinux", "CArgon2", "CPhoneNumber", "CPCSC", "CCBOR", "CPSL"]
+            dependencies: ["Protocol", "AuthdClient", "SmartCard", "OpenSSLCrypto", "CSQLite", "CSystemd", "CLinux", "CArgon2", "CPhoneNumber", "CPCSC", "CCBOR", "CPSL"],
+            // A release build carries its Swift runtime and Foundation inside, as the PAM module
+            // does: the daemon maps about 3 MB fewer library pages at rest (`make bench`, idle
+            // RSS) and calls the runtime without going through the dynamic linker's tables.
+            linkerSettings: [
+                .linkedLibrary("_FoundationCollections", .when(configuration: .release)),
+                .linkedLibrary("_FoundationCShims", .when(configuration: .release)),
+                .linkedLibrary("swiftSynchronization", .when(configuration: .release)),
+                .unsafeFlags(["-static-stdlib"], .when(configuration: .release)),
+            ]
         ),
         // The PAM module: a client of the system authd like authctl, on the same client library.
         // The Swift runtime is linked in (a sudo or login process has none), the library is
