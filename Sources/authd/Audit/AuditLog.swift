@@ -3,6 +3,7 @@
 
 import FoundationEssentials
 import Protocol
+import Synchronization
 
 /// The append-only audit log: every token issued and every admin action, with the caller and
 /// the outcome, never a secret.
@@ -26,8 +27,20 @@ actor AuditLog {
 
     private let store: Store
     private let now: @Sendable () -> Date
-    private var pending: [(Entry, Date, CheckedContinuation<AuditRecord, any Error>)] = []
-    private var flushing = false
+    /// Records waiting for the next group commit, and whether one is under way. Under a lock
+    /// rather than actor state: a writer hands its record over without hopping onto this
+    /// actor, and the commit runs on the store's own queue (`Store.perform`), so a token's
+    /// record costs one hop there and one back.
+    private nonisolated let queued = Mutex(Queued())
+
+    private struct Queued {
+        var pending: [(Entry, Date, CheckedContinuation<AuditRecord, any Error>)] = []
+        var committing = false
+        /// Committed records for the followers, in commit order, and whether a task is
+        /// handing them over.
+        var unpublished: [AuditRecord] = []
+        var publishing = false
+    }
     private var followers: [Int: AsyncStream<AuditRecord>.Continuation] = [:]
     private var nextFollower = 0
 
@@ -55,36 +68,64 @@ actor AuditLog {
 
     /// Appends `entry` and returns it as committed.
     @discardableResult
-    func record(_ entry: Entry) async throws -> AuditRecord {
+    nonisolated func record(_ entry: Entry) async throws -> AuditRecord {
         let time = now()
-        let record = try await withCheckedThrowingContinuation { continuation in
-            pending.append((entry, time, continuation))
-            if !flushing {
-                flushing = true
-                Task { await self.flush() }
+        return try await withCheckedThrowingContinuation { continuation in
+            let start = queued.withLock { queued -> Bool in
+                queued.pending.append((entry, time, continuation))
+                defer { queued.committing = true }
+                return !queued.committing
             }
+            if start { store.perform { [self] store in Self.commitQueued(self, on: store) } }
         }
-        return record
     }
 
-    private func flush() async {
-        while !pending.isEmpty {
-            let batch = pending
-            pending.removeAll()
+    /// On the store's queue: commits what is queued, one transaction per batch, until nothing
+    /// is; each writer is answered as soon as its batch commits.
+    private static func commitQueued(_ log: AuditLog, on store: isolated Store) {
+        while let batch = log.queued.withLock({ queued -> [(Entry, Date, CheckedContinuation<AuditRecord, any Error>)]? in
+            guard !queued.pending.isEmpty else {
+                queued.committing = false
+                return nil
+            }
+            defer { queued.pending.removeAll() }
+            return queued.pending
+        }) {
             do {
-                let records = try await store.transaction(durability: .relaxed) { database in
+                let records = try store.transaction(durability: .relaxed) { database in
                     try batch.map { entry, time, _ in try Self.insert(entry, at: time, into: database) }
                 }
                 for ((_, _, continuation), record) in zip(batch, records) {
                     continuation.resume(returning: record)
                 }
-                publish(records)
+                log.handOver(records)
             } catch {
                 for (_, _, continuation) in batch { continuation.resume(throwing: error) }
             }
         }
-        flushing = false
-        enforceBoundsIfDue()
+    }
+
+    /// Gives committed records to the followers, in commit order, from one task at a time.
+    private nonisolated func handOver(_ records: [AuditRecord]) {
+        let start = queued.withLock { queued -> Bool in
+            queued.unpublished += records
+            defer { queued.publishing = true }
+            return !queued.publishing
+        }
+        if start { Task { await self.publishHandedOver() } }
+    }
+
+    private func publishHandedOver() {
+        while let records = queued.withLock({ queued -> [AuditRecord]? in
+            guard !queued.unpublished.isEmpty else {
+                queued.publishing = false
+                return nil
+            }
+            defer { queued.unpublished.removeAll() }
+            return queued.unpublished
+        }) {
+            publish(records)
+        }
     }
 
     /// Inserts one record in the transaction running on `database`, as committed at `time`

@@ -42,6 +42,13 @@ actor Store {
         }
     }
 
+    /// Runs `body` on the store's queue, isolated to the store, outside any task: for work that
+    /// is no one task's (the audit log's group commit), so that handing it over wakes the
+    /// store's thread alone, not a thread of the cooperative pool first.
+    nonisolated func perform(_ body: @escaping @Sendable (isolated Store) -> Void) {
+        executor.run { self.assumeIsolated(body) }
+    }
+
     /// Runs `body` against the database without a transaction (single reads).
     func read<T: Sendable>(_ body: (Database) throws -> T) throws -> T {
         try body(database)

@@ -52,6 +52,16 @@ final class BlockingExecutor: SerialExecutor {
     func asUnownedSerialExecutor() -> UnownedSerialExecutor {
         UnownedSerialExecutor(ordinary: self)
     }
+
+    /// Runs `block` on the queue, outside any task; its actor's `assumeIsolated` holds there
+    /// (`checkIsolated`), since the actor's jobs run on the same serial queue.
+    func run(_ block: @escaping @Sendable () -> Void) {
+        queue.async(execute: block)
+    }
+
+    func checkIsolated() {
+        dispatchPrecondition(condition: .onQueue(queue))
+    }
 }
 
 /// A fixed number of workers, each an actor on its own `BlockingExecutor`, for blocking work
