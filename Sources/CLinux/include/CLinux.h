@@ -6,6 +6,8 @@
 #include <sys/socket.h>
 #include <stdint.h>
 #include <spawn.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
 
 int authd_accept4(int fd, int flags);
 int authd_peer_credentials(int fd, int32_t *pid, uint32_t *uid, uint32_t *gid);

@@ -29,10 +29,10 @@ struct UnixSocketChannel: ByteChannel {
 /// every protocol decision (framing, limits, back-pressure, stream order, draining) is the
 /// machine's. The same class serves any `ByteChannel`.
 ///
-/// Concurrency: every mutable property is touched only on `queue`, a serial queue owned by
-/// this connection; public entry points hop onto it. That confinement is what makes the
-/// `@unchecked Sendable` sound. A stalled or hostile client therefore only ever occupies its
-/// own queue, never another client's.
+/// Concurrency: every mutable property is touched only on `loop`'s thread, the event loop the
+/// connection was given; public entry points hop onto it. That confinement is what makes the
+/// `@unchecked Sendable` sound. Nothing on the loop waits: a stalled or hostile client is only
+/// ever a descriptor the loop is not told is ready, and a request's work runs in a task.
 final class Connection: StreamingConnection, @unchecked Sendable {
     let id: UInt64
     let caller: Caller
@@ -40,7 +40,7 @@ final class Connection: StreamingConnection, @unchecked Sendable {
     let prompts: PromptBroker
 
     private let channel: any ByteChannel
-    private let queue: DispatchQueue
+    private let loop: EventLoop
     private let dispatcher: Dispatcher
     private let registry: ConnectionRegistry
     private let idleTimeout: DispatchTimeInterval
@@ -49,11 +49,10 @@ final class Connection: StreamingConnection, @unchecked Sendable {
 
     private var machine = ConnectionMachine()
     private var idleTimer: (any DispatchSourceTimer)?
-    private var readSource: (any DispatchSourceRead)?
-    private var writeSource: (any DispatchSourceWrite)?
-    private var writeSourceResumed = false
+    /// The channel is registered with the loop until it closes; what the loop watches for.
+    private var registered = false
+    private var waitingToWrite = false
     private var readSuspended = false
-    private var openSources = 0
     private var requests: [UInt64: Task<Void, Never>] = [:]
     /// Streams waiting for their request's response: what they run, or how they let go.
     private var pendingStreams: [String: (body: @Sendable (StreamSink) async -> Void, onDrop: @Sendable () -> Void)] = [:]
@@ -76,24 +75,31 @@ final class Connection: StreamingConnection, @unchecked Sendable {
         self.caller = caller
         self.dispatcher = dispatcher
         self.registry = registry
-        queue = DispatchQueue(label: "authd.connection.\(id)")
+        loop = registry.loops.nextLoop()
         prompts.connect({ [weak self] line in self?.enqueue(line) }, waiting: { [weak self] count in
             guard let self else { return }
-            queue.async { [self] in perform(machine.questionsWaiting(count)) }
+            loop.execute { [self] in perform(machine.questionsWaiting(count)) }
         })
     }
 
     func start() {
-        queue.async { [self] in
-            let source = DispatchSource.makeReadSource(fileDescriptor: channel.fd, queue: queue)
-            source.setEventHandler { [unowned self] in readable() }
-            source.setCancelHandler { [self] in sourceCancelled() }
-            openSources += 1
-            readSource = source
-            source.resume()
-            let timer = DispatchSource.makeTimerSource(queue: queue)
+        loop.execute { [self] in
+            // The loop holds the connection (its handlers) until `closeChannel` deregisters it.
+            do {
+                try loop.register(channel.fd, handler: .init(readable: { [self] in readable() }, writable: { [self] in flush() }))
+                registered = true
+            } catch {
+                dispatcher.logger.warning("cannot watch a new connection: \(error)", [("AUTHD_CONNECTION", String(id))] + caller.logFields)
+                perform(machine.failed())
+                return
+            }
+            // The idle check is rare: a timer of libdispatch's hands each tick to the loop.
+            let timer = DispatchSource.makeTimerSource(queue: .global(qos: .utility))
             timer.schedule(deadline: .now() + idleTimeout, repeating: idleTimeout, leeway: .seconds(1))
-            timer.setEventHandler { [unowned self] in perform(machine.idleTick()) }
+            timer.setEventHandler { [weak self] in
+                guard let self else { return }
+                loop.execute { [self] in perform(machine.idleTick()) }
+            }
             idleTimer = timer
             timer.resume()
         }
@@ -109,10 +115,10 @@ final class Connection: StreamingConnection, @unchecked Sendable {
             case .dispatch(let request, let key): dispatch(request, key: key)
             case .flush: flush()
             case .pauseReading:
-                if !readSuspended { readSuspended = true; readSource?.suspend() }
+                if !readSuspended { readSuspended = true; watch() }
             case .resumeReading:
-                if readSuspended { readSuspended = false; readSource?.resume() }
-            case .readAgain: queue.async { [self] in readable() }
+                if readSuspended { readSuspended = false; watch() }
+            case .readAgain: loop.execute { [self] in readable() }
             case .startStreams(let names): names.forEach(startStream)
             case .dropStreams(let names):
                 for name in names { pendingStreams.removeValue(forKey: name)?.onDrop() }
@@ -125,13 +131,24 @@ final class Connection: StreamingConnection, @unchecked Sendable {
         }
         // Requests answered at once are finished only after the actions that came with them
         // (a pause after a batch of dispatches must not land after the resume their answers
-        // cause), in the order they were answered.
+        // cause), in the order they were answered. Finishing one takes the next buffered line,
+        // so a client that sent thousands would keep the loop to itself: after a turn's worth,
+        // the rest waits behind the other connections' work.
+        var finished = 0
         while performing == 1, !answeredNow.isEmpty {
+            if finished == Self.answersPerTurn {
+                loop.execute { [self] in perform([]) }
+                break
+            }
             let (key, response) = answeredNow.removeFirst()
             perform(machine.requestFinished(key: key, line: response.line, accepted: response.succeeded))
+            finished += 1
         }
         accountHeld()
     }
+
+    /// How many requests answered at once one turn of the loop finishes for a connection.
+    static let answersPerTurn = 16
 
     /// Reports the change in unread output and unfinished input to the budget; a connection
     /// that takes its caller, or everyone, over it is closed. A closed one gives back all it held.
@@ -153,9 +170,9 @@ final class Connection: StreamingConnection, @unchecked Sendable {
         }
         let dispatcher = self.dispatcher
         dispatcher.tracker.begin()
-        requests[key] = Task { [self] in
+        requests[key] = Task(executorPreference: loop) { [self] in
             let response = await dispatcher.respond(to: request, environment: environment)
-            queue.async { [self] in
+            loop.execute { [self] in
                 dispatcher.tracker.end()
                 requests.removeValue(forKey: key)
                 perform(machine.requestFinished(key: key, line: response.line, accepted: response.succeeded))
@@ -174,8 +191,8 @@ final class Connection: StreamingConnection, @unchecked Sendable {
         // per connection, so a thousand idle connections hold no buffers.
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 * 1024, alignment: 1)
         defer { buffer.deallocate() }
-        // Bounded work per turn; the rest is picked up by a re-queued turn, after whatever else
-        // is waiting on this connection's queue.
+        // Bounded work per turn; the rest is picked up by a re-queued turn, after the other
+        // connections on the loop had theirs.
         for _ in 0..<16 {
             let result: Syscalls.IOResult
             do {
@@ -195,14 +212,14 @@ final class Connection: StreamingConnection, @unchecked Sendable {
                 return
             }
         }
-        queue.async { [self] in readable() }
+        loop.execute { [self] in readable() }
     }
 
     // MARK: Writing
 
     /// Queues a line for the client (notifications; responses come through the machine).
     func enqueue(_ line: Data) {
-        queue.async { [self] in perform(machine.enqueue(line)) }
+        loop.execute { [self] in perform(machine.enqueue(line)) }
     }
 
     private func flush() {
@@ -218,38 +235,24 @@ final class Connection: StreamingConnection, @unchecked Sendable {
             case .bytes(let count):
                 perform(machine.wrote(count))
             case .wouldBlock, .endOfFile:
-                waitUntilWritable()
+                if !waitingToWrite { waitingToWrite = true; watch() }
                 return
             }
         }
-        // Not once the machine closed: closing resumed and cancelled the source, and a source
-        // suspended after its cancel never runs its cancel handler (the descriptor would leak).
-        if writeSourceResumed && !machine.isClosed {
-            writeSourceResumed = false
-            writeSource?.suspend()
-        }
+        if waitingToWrite && !machine.isClosed { waitingToWrite = false; watch() }
     }
 
-    private func waitUntilWritable() {
-        if writeSource == nil {
-            let source = DispatchSource.makeWriteSource(fileDescriptor: channel.fd, queue: queue)
-            source.setEventHandler { [unowned self] in flush() }
-            source.setCancelHandler { [self] in sourceCancelled() }
-            openSources += 1
-            writeSource = source
-            writeSourceResumed = true
-            source.resume()
-        } else if !writeSourceResumed {
-            writeSourceResumed = true
-            writeSource?.resume()
-        }
+    /// Tells the loop what this connection waits for: input unless reading is paused, and the
+    /// socket's room while output waits.
+    private func watch() {
+        if registered { loop.watch(channel.fd, read: !readSuspended, write: waitingToWrite) }
     }
 
     // MARK: Streams
 
     func openStream(requestKey: UInt64, onDrop: @escaping @Sendable () -> Void,
                     body: @escaping @Sendable (StreamSink) async -> Void) throws(StreamFailure) -> String {
-        let result: Result<String, StreamFailure> = queue.sync {
+        let result: Result<String, StreamFailure> = loop.sync { [self] in
             switch machine.openStream(for: requestKey) {
             case .success(let name):
                 pendingStreams[name] = (body, onDrop)
@@ -267,7 +270,7 @@ final class Connection: StreamingConnection, @unchecked Sendable {
         let sink = StreamSink(connection: self, name: name)
         streamTasks[name] = Task { [self] in
             await pending.body(sink)
-            queue.async { [self] in
+            loop.execute { [self] in
                 streamTasks.removeValue(forKey: name)
                 perform(machine.streamEnded(name))
             }
@@ -275,7 +278,7 @@ final class Connection: StreamingConnection, @unchecked Sendable {
     }
 
     func cancelStream(_ name: String) -> Bool {
-        queue.sync {
+        loop.sync { [self] in
             let (found, actions) = machine.cancelStream(name)
             perform(actions)
             return found
@@ -286,21 +289,21 @@ final class Connection: StreamingConnection, @unchecked Sendable {
 
     /// Shutdown: refuse new requests and end streams; requests in flight finish.
     func beginDraining() {
-        queue.async { [self] in perform(machine.drain()) }
+        loop.execute { [self] in perform(machine.drain()) }
     }
 
     /// Shutdown deadline passed: cancel what is still running.
     func cancelInFlight() {
-        queue.async { [self] in perform(machine.cancelInFlight()) }
+        loop.execute { [self] in perform(machine.cancelInFlight()) }
     }
 
     func close() {
-        queue.async { [self] in perform(machine.close()) }
+        loop.execute { [self] in perform(machine.close()) }
     }
 
     /// Closes once the requests in flight are answered and written; takes no new one.
     func closeWhenAnswered() {
-        queue.async { [self] in perform(machine.closeWhenAnswered()) }
+        loop.execute { [self] in perform(machine.closeWhenAnswered()) }
     }
 
     private func closeChannel(_ reason: ConnectionMachine.CloseReason) {
@@ -316,22 +319,12 @@ final class Connection: StreamingConnection, @unchecked Sendable {
         }
         idleTimer?.cancel()
         idleTimer = nil
-        if readSuspended { readSuspended = false; readSource?.resume() }
-        if let writeSource, !writeSourceResumed { writeSourceResumed = true; writeSource.resume() }
-        readSource?.cancel()
-        writeSource?.cancel()
-        if openSources == 0 { channel.close() }
-        registry.remove(self)
-    }
-
-    /// The descriptor is closed only after every dispatch source on it has been cancelled,
-    /// as libdispatch requires.
-    private func sourceCancelled() {
-        openSources -= 1
-        if openSources == 0 {
-            readSource = nil
-            writeSource = nil
-            channel.close()
+        // The loop forgets the descriptor before it is closed (its number may be reused at once).
+        if registered {
+            registered = false
+            loop.deregister(channel.fd)
         }
+        channel.close()
+        registry.remove(self)
     }
 }

@@ -27,6 +27,8 @@ final class ConnectionRegistry: Sendable {
 
     private let state = Mutex(State())
     private let nextID = Atomic<UInt64>(1)
+    /// The loops new connections are handed to.
+    let loops = EventLoops.shared
 
     func makeID() -> UInt64 { nextID.wrappingAdd(1, ordering: .relaxed).oldValue }
 

@@ -614,6 +614,58 @@ enum Syscalls {
     }
 }
 
+// MARK: epoll
+
+extension Syscalls {
+    /// A close-on-exec epoll instance. The corresponding C function is `epoll_create1`.
+    static func epollCreate() throws(SystemError) -> Int32 {
+        let fd = epoll_create1(Int32(EPOLL_CLOEXEC))
+        guard fd >= 0 else { throw SystemError(call: "epoll_create1", errno: errno) }
+        return fd
+    }
+
+    /// Adds (`add`), changes or removes (`events` nil) what `epoll` watches on `fd`; the event
+    /// carries `fd` back. The corresponding C function is `epoll_ctl`.
+    static func epollControl(_ epoll: Int32, _ fd: Int32, events: UInt32?, add: Bool = false) throws(SystemError) {
+        var event = epoll_event()
+        event.events = events ?? 0
+        event.data.fd = fd
+        let operation = events == nil ? EPOLL_CTL_DEL : add ? EPOLL_CTL_ADD : EPOLL_CTL_MOD
+        guard epoll_ctl(epoll, operation, fd, &event) == 0 else { throw SystemError(call: "epoll_ctl", errno: errno) }
+    }
+
+    /// Waits until a watched descriptor is ready (-1: without limit); returns how many events
+    /// were written to `events` (0 when a signal interrupted the wait). The corresponding C
+    /// function is `epoll_wait`.
+    static func epollWait(_ epoll: Int32, _ events: inout [epoll_event], timeoutMilliseconds: Int32) -> Int {
+        let count = epoll_wait(epoll, &events, Int32(events.count), timeoutMilliseconds)
+        return max(0, Int(count))
+    }
+
+    /// A non-blocking, close-on-exec eventfd for waking a thread out of `epollWait`.
+    /// The corresponding C function is `eventfd`.
+    static func makeEventFD() throws(SystemError) -> Int32 {
+        let fd = eventfd(0, Int32(EFD_CLOEXEC | EFD_NONBLOCK))
+        guard fd >= 0 else { throw SystemError(call: "eventfd", errno: errno) }
+        return fd
+    }
+
+    /// Adds one to an eventfd's counter (wakes whoever waits on it).
+    static func signalEventFD(_ fd: Int32) {
+        var one: UInt64 = 1
+        _ = Glibc.write(fd, &one, 8)
+    }
+
+    /// Resets an eventfd's counter.
+    static func drainEventFD(_ fd: Int32) {
+        var value: UInt64 = 0
+        _ = Glibc.read(fd, &value, 8)
+    }
+
+    /// The calling thread's identity. The corresponding C function is `pthread_self`.
+    static func currentThread() -> UInt { UInt(pthread_self()) }
+}
+
 // MARK: Descriptors, pipes, waiting
 
 extension Syscalls {

@@ -1,0 +1,168 @@
+import CLinux
+import Dispatch
+import FoundationEssentials
+import Synchronization
+
+/// One thread that waits in epoll for its connections' sockets and runs all their work: the
+/// read, the answer that needs no task (`hello`), the write, and the jobs other threads hand
+/// it (an answer a task computed, a notification). A request then costs one wake-up, as in
+/// ssh-agent's poll loop; libdispatch's sources cost two (its event thread, then a worker).
+///
+/// Concurrency: `handlers` is touched only on the loop's thread (registration happens in jobs);
+/// `jobs` is under its lock. That confinement is what makes the `@unchecked Sendable` sound.
+final class EventLoop: @unchecked Sendable {
+    /// What the loop calls when a registered descriptor is ready. An error or hang-up is
+    /// reported as readable (the read then sees it).
+    struct Handler {
+        let readable: () -> Void
+        let writable: () -> Void
+    }
+
+    private struct Jobs {
+        var pending: [@Sendable () -> Void] = []
+        /// The loop is in (or about to enter) `epoll_wait`: a new job must wake it.
+        var sleeping = false
+    }
+
+    private let epoll: Int32
+    private let wake: Int32
+    private let jobs = Mutex(Jobs())
+    private let thread = Atomic<UInt>(0)
+    private var handlers: [Int32: (handler: Handler, watching: Bool)] = [:]
+
+    init(label: String) throws {
+        epoll = try Syscalls.epollCreate()
+        wake = try Syscalls.makeEventFD()
+        try Syscalls.epollControl(epoll, wake, events: UInt32(EPOLLIN.rawValue), add: true)
+        // A thread of its own for as long as the daemon runs: a serial queue that is not
+        // targeted at a shared one gets one from libdispatch and keeps it while it blocks.
+        DispatchQueue(label: label, qos: .userInitiated).async { [self] in run() }
+    }
+
+    /// Whether the caller is on this loop's thread.
+    var isCurrent: Bool { thread.load(ordering: .acquiring) == Syscalls.currentThread() }
+
+    /// Runs `job` on the loop's thread, after the jobs handed to it before.
+    func execute(_ job: @escaping @Sendable () -> Void) {
+        let wakeUp = jobs.withLock { jobs -> Bool in
+            jobs.pending.append(job)
+            defer { jobs.sleeping = false }
+            return jobs.sleeping
+        }
+        if wakeUp { Syscalls.signalEventFD(wake) }
+    }
+
+    /// Runs `body` on the loop's thread and waits for its result (at once when already there).
+    func sync<T: Sendable>(_ body: @escaping @Sendable () -> T) -> T {
+        if isCurrent { return body() }
+        let result = Mutex<T?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        execute {
+            result.withLock { $0 = body() }
+            done.signal()
+        }
+        done.wait()
+        return result.withLock { $0! }
+    }
+
+    // MARK: Descriptors (on the loop's thread only)
+
+    /// Watches `fd` for reading.
+    func register(_ fd: Int32, handler: Handler) throws(SystemError) {
+        precondition(isCurrent, "register on the loop's thread")
+        try Syscalls.epollControl(epoll, fd, events: Self.events(read: true, write: false), add: true)
+        handlers[fd] = (handler, watching: true)
+    }
+
+    /// Changes what is watched on a registered `fd`. Watching for nothing takes it out of epoll
+    /// altogether: a hang-up is reported whatever one asks for, and a connection that does not
+    /// read now would be told of it again and again.
+    func watch(_ fd: Int32, read: Bool, write: Bool) {
+        precondition(isCurrent, "watch on the loop's thread")
+        guard let (handler, watching) = handlers[fd] else { return }
+        switch (read || write, watching) {
+        case (false, false): return
+        case (false, true): try? Syscalls.epollControl(epoll, fd, events: nil)
+        case (true, let added): try? Syscalls.epollControl(epoll, fd, events: Self.events(read: read, write: write), add: !added)
+        }
+        handlers[fd] = (handler, watching: read || write)
+    }
+
+    /// Stops watching `fd` (before it is closed); its handler is dropped.
+    func deregister(_ fd: Int32) {
+        precondition(isCurrent, "deregister on the loop's thread")
+        guard let (_, watching) = handlers.removeValue(forKey: fd) else { return }
+        if watching { try? Syscalls.epollControl(epoll, fd, events: nil) }
+    }
+
+    private static func events(read: Bool, write: Bool) -> UInt32 {
+        (read ? UInt32(EPOLLIN.rawValue) : 0) | (write ? UInt32(EPOLLOUT.rawValue) : 0)
+    }
+
+    // MARK: The loop
+
+    private func run() {
+        thread.store(Syscalls.currentThread(), ordering: .releasing)
+        var events = [epoll_event](repeating: epoll_event(), count: 128)
+        let hangUp = UInt32(EPOLLHUP.rawValue) | UInt32(EPOLLERR.rawValue)
+        while true {
+            runJobs()
+            let idle = jobs.withLock { jobs -> Bool in
+                jobs.sleeping = jobs.pending.isEmpty
+                return jobs.sleeping
+            }
+            // With jobs still waiting (one queued another), only look at what is ready.
+            let count = Syscalls.epollWait(epoll, &events, timeoutMilliseconds: idle ? -1 : 0)
+            jobs.withLock { $0.sleeping = false }
+            for event in events[0..<count] {
+                let fd = event.data.fd
+                if fd == wake {
+                    Syscalls.drainEventFD(wake)
+                    continue
+                }
+                // A handler may close its descriptor (and another connection's, never): look
+                // it up again before each call.
+                if event.events & (UInt32(EPOLLIN.rawValue) | hangUp) != 0, let handler = handlers[fd]?.handler { handler.readable() }
+                if event.events & (UInt32(EPOLLOUT.rawValue) | hangUp) != 0, let handler = handlers[fd]?.handler { handler.writable() }
+            }
+        }
+    }
+
+    private func runJobs() {
+        // A bounded batch per turn, so descriptors are served between jobs that queue more jobs.
+        let batch = jobs.withLock { jobs -> [@Sendable () -> Void] in
+            defer { jobs.pending.removeAll(keepingCapacity: true) }
+            return jobs.pending
+        }
+        for job in batch { job() }
+    }
+}
+
+/// A request's task runs on its connection's loop (`Task(executorPreference:)`): it starts
+/// without waking another thread, and its answer is written where it was computed. What it
+/// waits for runs elsewhere (the store's queue, the Argon2id workers, the card's thread), and
+/// it comes back here when that is done: a token costs two wake-ups, there and back.
+extension EventLoop: TaskExecutor {
+    func enqueue(_ job: consuming ExecutorJob) {
+        let job = UnownedJob(job)
+        execute { [self] in job.runSynchronously(on: asUnownedTaskExecutor()) }
+    }
+}
+
+/// The process's event loops, one per core (at most four), handed out in turn to new
+/// connections; each connection stays on its loop.
+final class EventLoops: Sendable {
+    static let shared = EventLoops(count: min(4, ProcessInfo.processInfo.activeProcessorCount))
+
+    private let loops: [EventLoop]
+    private let next = Atomic<Int>(0)
+
+    init(count: Int) {
+        // swiftlint:disable:next force_try — epoll and eventfd fail only without descriptors at start.
+        loops = (0..<max(1, count)).map { try! EventLoop(label: "authd.loop.\($0)") }
+    }
+
+    func nextLoop() -> EventLoop {
+        loops[next.wrappingAdd(1, ordering: .relaxed).oldValue % loops.count]
+    }
+}
