@@ -103,7 +103,10 @@ final class EventLoop: @unchecked Sendable {
 
     private func run() {
         thread.store(Syscalls.currentThread(), ordering: .releasing)
-        var events = [epoll_event](repeating: epoll_event(), count: 128)
+        // One buffer for the loop's life (an array passed inout would be copied, and leak,
+        // on each call of the loop's hottest line).
+        let events = UnsafeMutableBufferPointer<epoll_event>.allocate(capacity: 128)
+        events.initialize(repeating: epoll_event())
         let hangUp = UInt32(EPOLLHUP.rawValue) | UInt32(EPOLLERR.rawValue)
         while true {
             runJobs()
@@ -112,7 +115,7 @@ final class EventLoop: @unchecked Sendable {
                 return jobs.sleeping
             }
             // With jobs still waiting (one queued another), only look at what is ready.
-            let count = Syscalls.epollWait(epoll, &events, timeoutMilliseconds: idle ? -1 : 0)
+            let count = Syscalls.epollWait(epoll, events, timeoutMilliseconds: idle ? -1 : 0)
             jobs.withLock { $0.sleeping = false }
             for event in events[0..<count] {
                 let fd = event.data.fd

@@ -637,8 +637,8 @@ extension Syscalls {
     /// Waits until a watched descriptor is ready (-1: without limit); returns how many events
     /// were written to `events` (0 when a signal interrupted the wait). The corresponding C
     /// function is `epoll_wait`.
-    static func epollWait(_ epoll: Int32, _ events: inout [epoll_event], timeoutMilliseconds: Int32) -> Int {
-        let count = epoll_wait(epoll, &events, Int32(events.count), timeoutMilliseconds)
+    static func epollWait(_ epoll: Int32, _ events: UnsafeMutableBufferPointer<epoll_event>, timeoutMilliseconds: Int32) -> Int {
+        let count = epoll_wait(epoll, events.baseAddress, Int32(events.count), timeoutMilliseconds)
         return max(0, Int(count))
     }
 
