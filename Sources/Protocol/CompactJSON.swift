@@ -118,8 +118,8 @@ public enum CompactJSON {
 
     static func node<T: Encodable>(for value: T, path: Path) throws -> Node {
         if T.self == String.self { return Node(scalar: string(unsafeBitCast(value, to: String.self))) }
-        if T.self == Int.self { return Node(scalar: Array(unsafeBitCast(value, to: Int.self).description.utf8)) }
-        if T.self == Int64.self { return Node(scalar: Array(unsafeBitCast(value, to: Int64.self).description.utf8)) }
+        if T.self == Int.self { return Node(scalar: integer(unsafeBitCast(value, to: Int.self))) }
+        if T.self == Int64.self { return Node(scalar: integer(unsafeBitCast(value, to: Int64.self))) }
         if T.self == Bool.self { return Node(scalar: boolean(unsafeBitCast(value, to: Bool.self))) }
         if T.self == Double.self { return Node(scalar: try number(unsafeBitCast(value, to: Double.self), path: path)) }
         if T.self == Date.self || T.self == Data.self || T.self == URL.self || T.self == Decimal.self { throw SpecialType() }

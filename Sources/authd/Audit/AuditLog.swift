@@ -33,8 +33,11 @@ actor AuditLog {
     /// record costs one hop there and one back.
     private nonisolated let queued = Mutex(Queued())
 
+    /// A record waiting for its commit: the entry, when it was made, and who waits for it.
+    private typealias Waiting = (Entry, Date, CheckedContinuation<AuditRecord, any Error>)
+
     private struct Queued {
-        var pending: [(Entry, Date, CheckedContinuation<AuditRecord, any Error>)] = []
+        var pending: [Waiting] = []
         var committing = false
         /// Committed records for the followers, in commit order, and whether a task is
         /// handing them over.
@@ -83,7 +86,7 @@ actor AuditLog {
     /// On the store's queue: commits what is queued, one transaction per batch, until nothing
     /// is; each writer is answered as soon as its batch commits.
     private static func commitQueued(_ log: AuditLog, on store: isolated Store) {
-        while let batch = log.queued.withLock({ queued -> [(Entry, Date, CheckedContinuation<AuditRecord, any Error>)]? in
+        while let batch = log.queued.withLock({ queued -> [Waiting]? in
             guard !queued.pending.isEmpty else {
                 queued.committing = false
                 return nil

@@ -252,8 +252,9 @@ final class Argon2Memory: Sendable {
     private func releaseIdle() {
         let now = ContinuousClock.now
         let (expired, next) = state.withLock { state -> ([Block], ContinuousClock.Instant?) in
-            let expired = state.idle.filter { now - $0.freedAt >= idleRelease }
-            state.idle.removeAll { now - $0.freedAt >= idleRelease }
+            let kept = state.idle.partition { now - $0.freedAt >= idleRelease }
+            let expired = Array(state.idle[kept...])
+            state.idle.removeSubrange(kept...)
             state.mappedBytes -= expired.reduce(0) { $0 + $1.bytes }
             let next = state.idle.map(\.freedAt).min().map { $0 + idleRelease }
             state.releaseScheduled = next != nil

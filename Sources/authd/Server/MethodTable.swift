@@ -174,16 +174,18 @@ struct MethodTable: Sendable {
             let detail = (auditRequest?(params) ?? [:]).merging(audit?(params, result) ?? [:]) { _, fromResult in fromResult }
             return Invocation(result: result, auditDetail: detail, signedIn: signedIn(result))
         }
-        let invoke: @Sendable (Request, RequestEnvironment) async throws -> Invocation = { request, environment in
+        // What both ways of running the handler start with: the caller's context, the typed params.
+        let prepare: @Sendable (Request, RequestEnvironment) throws -> (M.Params, Context) = { request, environment in
             guard let context = home.context(environment) else { throw RPCError.forbidden(name) }
-            let params = try WireCodec.decodeParams(M.Params.self, from: request)
+            return (try WireCodec.decodeParams(M.Params.self, from: request), context)
+        }
+        let invoke: @Sendable (Request, RequestEnvironment) async throws -> Invocation = { request, environment in
+            let (params, context) = try prepare(request, environment)
             return invocation(params, try await handler(params, context))
         }
-        var invokeNow: (@Sendable (Request, RequestEnvironment) throws -> Invocation)?
-        if let immediate {
-            invokeNow = { request, environment in
-                guard let context = home.context(environment) else { throw RPCError.forbidden(name) }
-                let params = try WireCodec.decodeParams(M.Params.self, from: request)
+        let invokeNow = immediate.map { immediate -> @Sendable (Request, RequestEnvironment) throws -> Invocation in
+            { request, environment in
+                let (params, context) = try prepare(request, environment)
                 return invocation(params, try immediate(params, context))
             }
         }
