@@ -55,6 +55,30 @@ struct ConnectionMachineTests {
         #expect(Self.dispatched(resumed) == [2])
     }
 
+    @Test("a turn takes a bounded number of lines; the rest waits, unread, for the connection's next turn")
+    func linesPerTurn() {
+        var machine = ConnectionMachine(limits: .init(linesPerTurn: 3))
+        let lines = (1...7).flatMap { Self.line($0) }
+        var actions = machine.received(lines)
+        #expect(Self.dispatched(actions) == [0, 1, 2])
+        #expect(actions.suffix(2) == [.pauseReading, .anotherTurn], "more are buffered: reading waits for another turn")
+        actions = machine.requestFinished(key: 0, line: nil, accepted: true)
+        #expect(actions.isEmpty, "a finished request takes no line of a spent turn, and asks for no second turn")
+        actions = machine.newTurn()
+        #expect(actions.prefix(2) == [.resumeReading, .readAgain])
+        #expect(Self.dispatched(actions) == [3, 4, 5])
+        #expect(actions.suffix(2) == [.pauseReading, .anotherTurn])
+        actions = machine.newTurn()
+        #expect(Self.dispatched(actions) == [6])
+        #expect(!actions.contains(.anotherTurn) && actions.last != .pauseReading, "nothing more buffered: reading goes on")
+        // A spent turn with nothing buffered keeps reading; the next line waits for a new turn.
+        _ = machine.received(Self.line(8) + Self.line(9))
+        actions = machine.received(Self.line(10))
+        #expect(Self.dispatched(actions).isEmpty)
+        #expect(actions == [.pauseReading, .anotherTurn])
+        #expect(Self.dispatched(machine.newTurn()) == [9])
+    }
+
     @Test("a client that leaves its answers unread is read no further until it reads them")
     func outputBackPressure() {
         var machine = ConnectionMachine(limits: .init(readPauseOutput: 8))

@@ -53,6 +53,10 @@ final class Connection: StreamingConnection, @unchecked Sendable {
     private var registered = false
     private var waitingToWrite = false
     private var readSuspended = false
+    /// What the loop was last told to watch; changes made inside `perform` reach it once, at the end.
+    private var watching = (read: true, write: false)
+    /// A turn of this connection's is queued on the loop (`queueTurn`): at most one at a time.
+    private var turnQueued = false
     private var requests: [UInt64: Task<Void, Never>] = [:]
     /// Streams waiting for their request's response: what they run, or how they let go.
     private var pendingStreams: [String: (body: @Sendable (StreamSink) async -> Void, onDrop: @Sendable () -> Void)] = [:]
@@ -86,7 +90,7 @@ final class Connection: StreamingConnection, @unchecked Sendable {
         loop.execute { [self] in
             // The loop holds the connection (its handlers) until `closeChannel` deregisters it.
             do {
-                try loop.register(channel.fd, handler: .init(readable: { [self] in readable() }, writable: { [self] in flush() }))
+                try loop.register(channel.fd, handler: .init(readable: { [self] in turn() }, writable: { [self] in flush() }))
                 registered = true
             } catch {
                 dispatcher.logger.warning("cannot watch a new connection: \(error)", [("AUTHD_CONNECTION", String(id))] + caller.logFields)
@@ -118,7 +122,7 @@ final class Connection: StreamingConnection, @unchecked Sendable {
                 if !readSuspended { readSuspended = true; watch() }
             case .resumeReading:
                 if readSuspended { readSuspended = false; watch() }
-            case .readAgain: loop.execute { [self] in readable() }
+            case .readAgain, .anotherTurn: queueTurn()
             case .startStreams(let names): names.forEach(startStream)
             case .dropStreams(let names):
                 for name in names { pendingStreams.removeValue(forKey: name)?.onDrop() }
@@ -131,24 +135,34 @@ final class Connection: StreamingConnection, @unchecked Sendable {
         }
         // Requests answered at once are finished only after the actions that came with them
         // (a pause after a batch of dispatches must not land after the resume their answers
-        // cause), in the order they were answered. Finishing one takes the next buffered line,
-        // so a client that sent thousands would keep the loop to itself: after a turn's worth,
-        // the rest waits behind the other connections' work.
-        var finished = 0
-        while performing == 1, !answeredNow.isEmpty {
-            if finished == Self.answersPerTurn {
-                loop.execute { [self] in perform([]) }
-                break
-            }
+        // cause), in the order they were answered. Finishing one may take the next buffered
+        // line; the machine's lines per turn bound how many.
+        guard performing == 1 else { return }
+        while !answeredNow.isEmpty {
             let (key, response) = answeredNow.removeFirst()
             perform(machine.requestFinished(key: key, line: response.line, accepted: response.succeeded))
-            finished += 1
         }
         accountHeld()
+        applyWatch()
     }
 
-    /// How many requests answered at once one turn of the loop finishes for a connection.
-    static let answersPerTurn = 16
+    /// One turn of the loop for this connection: a new helping of lines, then what the socket has.
+    private func turn() {
+        perform(machine.newTurn())
+        readable()
+    }
+
+    /// Queues this connection's next turn behind the other connections' (`executeLater`). Only
+    /// one is ever queued, so a busy connection gets one turn per round of the loop however
+    /// often it asks: a flood on many connections delays another client by one round.
+    private func queueTurn() {
+        guard !turnQueued else { return }
+        turnQueued = true
+        loop.executeLater { [self] in
+            turnQueued = false
+            turn()
+        }
+    }
 
     /// Reports the change in unread output and unfinished input to the budget; a connection
     /// that takes its caller, or everyone, over it is closed. A closed one gives back all it held.
@@ -159,7 +173,10 @@ final class Connection: StreamingConnection, @unchecked Sendable {
         guard now != reported else { return }
         let delta = ConnectionRegistry.Held(input: now.input - reported.input, output: now.output - reported.output)
         reported = now
-        if !registry.heldChanged(of: caller, by: delta) { perform(machine.overBudget()) }
+        if !registry.heldChanged(of: caller, by: delta) {
+            perform(machine.overBudget())
+            accountHeld()  // closed: it gives back all it held
+        }
     }
 
     private func dispatch(_ request: Request, key: UInt64) {
@@ -212,7 +229,7 @@ final class Connection: StreamingConnection, @unchecked Sendable {
                 return
             }
         }
-        loop.execute { [self] in readable() }
+        queueTurn()
     }
 
     // MARK: Writing
@@ -243,9 +260,17 @@ final class Connection: StreamingConnection, @unchecked Sendable {
     }
 
     /// Tells the loop what this connection waits for: input unless reading is paused, and the
-    /// socket's room while output waits.
+    /// socket's room while output waits. Inside `perform` only its end does (a flooded
+    /// connection pauses and resumes once per answer, which is no change to the loop).
     private func watch() {
-        if registered { loop.watch(channel.fd, read: !readSuspended, write: waitingToWrite) }
+        if performing == 0 { applyWatch() }
+    }
+
+    private func applyWatch() {
+        let wanted = (read: !readSuspended, write: waitingToWrite)
+        guard registered, wanted != watching else { return }
+        watching = wanted
+        loop.watch(channel.fd, read: wanted.read, write: wanted.write)
     }
 
     // MARK: Streams

@@ -17,6 +17,9 @@ struct ConnectionMachine {
         var readPauseOutput = 1 << 20
         var maxStreams = 16
         var maxLineLength = LineFramer.defaultMaxLineLength
+        /// How many lines one turn takes (see ``newTurn()``): a client that sends thousands at
+        /// once is served this many per round of its event loop, like every other client.
+        var linesPerTurn = 8
     }
 
     /// Why a connection closes.
@@ -47,6 +50,9 @@ struct ConnectionMachine {
         /// Read now: data or an end of input may have arrived while reading was paused, and a
         /// paused source raises no event for it.
         case readAgain
+        /// This turn's lines are taken and more are buffered: call ``newTurn()`` once the other
+        /// connections had theirs.
+        case anotherTurn
         /// The streams these requests opened may start (their responses are queued).
         case startStreams([String])
         /// Streams that will never start: their sources let go (`onDrop`).
@@ -75,6 +81,10 @@ struct ConnectionMachine {
     private var streams: Set<String> = []
     private var nextStream = 0
     private var readPaused = false
+    /// Lines taken since ``newTurn()``; whether `anotherTurn` is asked for and not yet begun.
+    private var takenThisTurn = 0
+    private var turnRequested = false
+    private var turnSpent: Bool { takenThisTurn >= limits.linesPerTurn }
     private var halfClosed = false
     private var draining = false
     /// Whether a whole request line arrived, or work ended, since the last idle check. Bytes of
@@ -124,10 +134,27 @@ struct ConnectionMachine {
         return actions
     }
 
+    /// A new turn of the connection's: up to `linesPerTurn` more lines may be taken.
+    mutating func newTurn() -> [Action] {
+        takenThisTurn = 0
+        turnRequested = false
+        var actions: [Action] = []
+        resumeIfPossible(into: &actions)
+        return actions
+    }
+
     private mutating func processBufferedLines(into actions: inout [Action]) {
         while state == .open {
             if !canTakeRequest {
                 pauseReading(into: &actions)
+                return
+            }
+            if turnSpent {
+                // Nothing buffered: nothing waits for a turn, and reading goes on.
+                if framer.bufferedByteCount > 0 {
+                    pauseReading(into: &actions)
+                    requestTurn(into: &actions)
+                }
                 return
             }
             let line: [UInt8]
@@ -139,8 +166,15 @@ struct ConnectionMachine {
                 closeAfterFlush(.lineTooLong, into: &actions)
                 return
             }
+            takenThisTurn += 1
             handle(line, into: &actions)
         }
+    }
+
+    private mutating func requestTurn(into actions: inout [Action]) {
+        guard !turnRequested else { return }
+        turnRequested = true
+        actions.append(.anotherTurn)
     }
 
     private mutating func handle(_ line: [UInt8], into actions: inout [Action]) {
@@ -183,10 +217,15 @@ struct ConnectionMachine {
         return actions
     }
 
-    /// Reading was paused (the in-flight limit, unread output, a half-close): take the buffered
-    /// lines, and read from the client again unless it half-closed, once a request may be taken.
+    /// Reading was paused (the in-flight limit, unread output, the turn's lines, a half-close):
+    /// take the buffered lines, and read from the client again unless it half-closed, once a
+    /// request may be taken and the turn has lines left (else in the next turn).
     private mutating func resumeIfPossible(into actions: inout [Action]) {
         guard readPaused && state == .open && canTakeRequest else { return }
+        if turnSpent {
+            requestTurn(into: &actions)
+            return
+        }
         if !halfClosed { resumeReading(into: &actions) }
         processBufferedLines(into: &actions)
     }

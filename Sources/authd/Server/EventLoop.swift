@@ -20,6 +20,8 @@ final class EventLoop: @unchecked Sendable {
 
     private struct Jobs {
         var pending: [@Sendable () -> Void] = []
+        /// Connections' next turns (`executeLater`).
+        var turns: [@Sendable () -> Void] = []
         /// The loop is in (or about to enter) `epoll_wait`: a new job must wake it.
         var sleeping = false
     }
@@ -46,6 +48,19 @@ final class EventLoop: @unchecked Sendable {
     func execute(_ job: @escaping @Sendable () -> Void) {
         let wakeUp = jobs.withLock { jobs -> Bool in
             jobs.pending.append(job)
+            defer { jobs.sleeping = false }
+            return jobs.sleeping
+        }
+        if wakeUp { Syscalls.signalEventFD(wake) }
+    }
+
+    /// Runs `turn` on the loop's thread in the next round of turns: a busy connection's next
+    /// helping of work, after every other connection's. Before each turn the loop runs the jobs
+    /// handed to it meanwhile (a task resuming, an answer computed elsewhere), so a request that
+    /// waits for the store twice is held up by two turns of a flood, not by two whole rounds.
+    func executeLater(_ turn: @escaping @Sendable () -> Void) {
+        let wakeUp = jobs.withLock { jobs -> Bool in
+            jobs.turns.append(turn)
             defer { jobs.sleeping = false }
             return jobs.sleeping
         }
@@ -111,7 +126,7 @@ final class EventLoop: @unchecked Sendable {
         while true {
             runJobs()
             let idle = jobs.withLock { jobs -> Bool in
-                jobs.sleeping = jobs.pending.isEmpty
+                jobs.sleeping = jobs.pending.isEmpty && jobs.turns.isEmpty
                 return jobs.sleeping
             }
             // With jobs still waiting (one queued another), only look at what is ready.
@@ -131,10 +146,23 @@ final class EventLoop: @unchecked Sendable {
         }
     }
 
+    /// One round: the turns queued before it, each after the jobs queued by then. Bounded (what
+    /// a job or turn queues waits for the next round), so descriptors are served between rounds.
     private func runJobs() {
-        // A bounded batch per turn, so descriptors are served between jobs that queue more jobs.
+        let turns = jobs.withLock { jobs -> [@Sendable () -> Void] in
+            defer { jobs.turns = [] }
+            return jobs.turns
+        }
+        runHandedOver()
+        for turn in turns {
+            turn()
+            runHandedOver()
+        }
+    }
+
+    private func runHandedOver() {
         let batch = jobs.withLock { jobs -> [@Sendable () -> Void] in
-            defer { jobs.pending.removeAll(keepingCapacity: true) }
+            defer { jobs.pending = [] }
             return jobs.pending
         }
         for job in batch { job() }
