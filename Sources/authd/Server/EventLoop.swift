@@ -46,12 +46,7 @@ final class EventLoop: @unchecked Sendable {
 
     /// Runs `job` on the loop's thread, after the jobs handed to it before.
     func execute(_ job: @escaping @Sendable () -> Void) {
-        let wakeUp = jobs.withLock { jobs -> Bool in
-            jobs.pending.append(job)
-            defer { jobs.sleeping = false }
-            return jobs.sleeping
-        }
-        if wakeUp { Syscalls.signalEventFD(wake) }
+        add { $0.pending.append(job) }
     }
 
     /// Runs `turn` on the loop's thread in the next round of turns: a busy connection's next
@@ -59,8 +54,13 @@ final class EventLoop: @unchecked Sendable {
     /// handed to it meanwhile (a task resuming, an answer computed elsewhere), so a request that
     /// waits for the store twice is held up by two turns of a flood, not by two whole rounds.
     func executeLater(_ turn: @escaping @Sendable () -> Void) {
+        add { $0.turns.append(turn) }
+    }
+
+    /// Queues work and wakes the loop if it sleeps in epoll.
+    private func add(_ queue: (inout Jobs) -> Void) {
         let wakeUp = jobs.withLock { jobs -> Bool in
-            jobs.turns.append(turn)
+            queue(&jobs)
             defer { jobs.sleeping = false }
             return jobs.sleeping
         }
