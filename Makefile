@@ -215,8 +215,9 @@ install: release
 	  $(DESTDIR)$(PREFIX)/lib/systemd/system $(DESTDIR)$(PREFIX)/lib/systemd/user \
 	  $(DESTDIR)$(PREFIX)/lib/sysusers.d $(DESTDIR)$(PREFIX)/lib/tmpfiles.d \
 	  $(DESTDIR)$(PREFIX)/share/bash-completion/completions $(DESTDIR)$(PREFIX)/share/doc/authd \
-	  $(DESTDIR)/etc/polkit-1/rules.d
+	  $(DESTDIR)/etc/polkit-1/rules.d $(DESTDIR)$(PREFIX)/lib/authd
 	install -m 0755 $(BIN)/authd $(BIN)/authctl $(BIN)/authd-http $(DESTDIR)$(PREFIX)/bin/
+	install -m 0644 -s $(BIN)/libauthd-phonenumber.so $(DESTDIR)$(PREFIX)/lib/authd/
 	install -d $(DESTDIR)$(PAMDIR)
 	install -m 0644 -s $(BIN)/libpam_authd.so $(DESTDIR)$(PAMDIR)/pam_authd.so
 	install -m 0644 man/pam_authd.8 $(DESTDIR)$(PREFIX)/share/man/man8/
@@ -250,7 +251,7 @@ uninstall:
 	  $(DESTDIR)$(PREFIX)/lib/sysusers.d/authd.conf $(DESTDIR)$(PREFIX)/lib/tmpfiles.d/authd.conf \
 	  $(DESTDIR)$(PREFIX)/share/bash-completion/completions/authctl \
 	  $(DESTDIR)$(PAMDIR)/pam_authd.so $(DESTDIR)$(PREFIX)/share/man/man8/pam_authd.8
-	rm -rf $(DESTDIR)$(PREFIX)/share/doc/authd
+	rm -rf $(DESTDIR)$(PREFIX)/share/doc/authd $(DESTDIR)$(PREFIX)/lib/authd
 	rm -f $(DESTDIR)/etc/polkit-1/rules.d/50-authd-fprintd.rules
 
 clean:

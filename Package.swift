@@ -16,6 +16,9 @@ let package = Package(
         .executable(name: "authd-vcard", targets: ["authd-vcard"]),
         // libpam_authd.so, installed as pam_authd.so in the multiarch security directory.
         .library(name: "pam_authd", type: .dynamic, targets: ["pam_authd"]),
+        // libauthd-phonenumber.so: libphonenumber behind a C shim, which authd opens at the first
+        // phone number (PhoneNumber.swift), so a daemon that sees none maps none of it.
+        .library(name: "authd-phonenumber", type: .dynamic, targets: ["CPhoneNumber"]),
     ],
     targets: [
         // System libraries: one module map (+ shim.h for macros and varargs) each.
@@ -28,7 +31,10 @@ let package = Package(
         .systemLibrary(name: "CCBOR", pkgConfig: "libcbor", providers: [.apt(["libcbor-dev"])]),
         .systemLibrary(name: "CPSL", pkgConfig: "libpsl", providers: [.apt(["libpsl-dev"])]),
         .systemLibrary(name: "CPAM", pkgConfig: "pam", providers: [.apt(["libpam0g-dev"])]),
-        // libphonenumber is C++: a tiny C shim keeps its types out of Swift.
+        // libphonenumber is C++: a tiny C shim keeps its types out of Swift. CPhoneNumber is the
+        // shim, built only into libauthd-phonenumber.so; CPhoneNumberAPI is its header alone,
+        // which authd imports.
+        .systemLibrary(name: "CPhoneNumberAPI"),
         .target(name: "CPhoneNumber", linkerSettings: [.linkedLibrary("phonenumber")]),
         // pcsclite's pkg-config flags include -pthread, which SwiftPM refuses with a warning on
         // every build: its headers are reached through two forwarders instead (see include/).
@@ -58,7 +64,7 @@ let package = Package(
 
         .executableTarget(
             name: "authd",
-            dependencies: ["Protocol", "AuthdClient", "SmartCard", "OpenSSLCrypto", "CSQLite", "CSystemd", "CLinux", "CArgon2", "CPhoneNumber", "CPCSC", "CCBOR", "CPSL"],
+            dependencies: ["Protocol", "AuthdClient", "SmartCard", "OpenSSLCrypto", "CSQLite", "CSystemd", "CLinux", "CArgon2", "CPhoneNumberAPI", "CPCSC", "CCBOR", "CPSL"],
             // A release build carries its Swift runtime and Foundation inside, as the PAM module
             // does: the daemon maps about 3 MB fewer library pages at rest (`make bench`, idle
             // RSS) and calls the runtime without going through the dynamic linker's tables.

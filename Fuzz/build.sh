@@ -26,10 +26,10 @@ cd "$ROOT"
 
 # The system-library targets bring their own module maps; the C targets get one like SwiftPM's.
 CMODULES=""
-for module in CSQLite COpenSSL CSSL CSystemd CArgon2 CEAC CCBOR CPSL; do
+for module in CSQLite COpenSSL CSSL CSystemd CArgon2 CEAC CCBOR CPSL CPhoneNumberAPI; do
     CMODULES="$CMODULES -Xcc -fmodule-map-file=$ROOT/Sources/$module/module.modulemap"
 done
-for module in CLinux CPCSC CPhoneNumber; do
+for module in CLinux CPCSC; do
     mkdir -p "$BUILD/modulemaps/$module"
     printf 'module %s {\n    umbrella header "%s"\n    export *\n}\n' "$module" "$ROOT/Sources/$module/include/$module.h" \
         > "$BUILD/modulemaps/$module/module.modulemap"
@@ -70,7 +70,14 @@ c_object() {
 
 c_object CLinux Sources/CLinux/shim.c
 c_object CPCSC Sources/CPCSC/shim.c
-c_object CPhoneNumber Sources/CPhoneNumber/shim.cpp -std=c++17
+# libphonenumber's shim is a library authd opens at the first phone number, from the directory
+# of the executable: built there, for the fuzzers as for authd.
+PHONE="$BUILD/bin/libauthd-phonenumber.so"
+if stale "$PHONE" Sources/CPhoneNumber/shim.cpp Sources/CPhoneNumber/include/CPhoneNumber.h "$0"; then
+    echo "fuzz: compiling $PHONE"
+    "$CLANG" -shared -g -O1 -std=c++17 -fsanitize=address,fuzzer-no-link -fPIC -I"$ROOT/Sources/CPhoneNumber/include" \
+        -o "$PHONE" Sources/CPhoneNumber/shim.cpp -lphonenumber -lstdc++
+fi
 
 swift_module Protocol Sources/Protocol/*.swift
 swift_module OpenSSLCrypto Sources/OpenSSLCrypto/*.swift
@@ -92,6 +99,6 @@ for target in $TARGETS; do
     "$SWIFTC" $SAN -use-ld=lld -o "$binary" \
         -Xlinker --defsym=LLVMFuzzerTestOneInput=$symbol -Xlinker -u -Xlinker $symbol \
         -L "$BUILD/lib" $(for library in $LIBRARIES; do echo "-l$library"; done) $AUTOLINK \
-        "$BUILD/lib/CLinux.o" "$BUILD/lib/CPCSC.o" "$BUILD/lib/CPhoneNumber.o" \
-        -lsqlite3 -lssl -lcrypto -lsystemd -largon2 -leac -lcbor -lpsl -lphonenumber -lpcsclite -lstdc++
+        "$BUILD/lib/CLinux.o" "$BUILD/lib/CPCSC.o" \
+        -lsqlite3 -lssl -lcrypto -lsystemd -largon2 -leac -lcbor -lpsl -lpcsclite -lstdc++
 done

@@ -100,6 +100,30 @@ struct LifecycleTests {
         #expect(daemon.log.contains("must be 0600"))
     }
 
+    @Test("libauthd-phonenumber.so missing: start-up refused, naming where it looked; not a library: a phone number is an internal error, the log says why, and nothing is registered")
+    func phoneLibrary() throws {
+        let daemon = try DaemonHarness()
+        // The same authd, in a directory of its own: the shim is looked for beside the binary.
+        let directory = daemon.directory + "/bin"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: false)
+        try FileManager.default.linkItem(atPath: DaemonHarness.authdPath, toPath: directory + "/authd")
+        #expect(throws: HarnessError.self) { try daemon.start(executable: directory + "/authd") }
+        #expect(daemon.log.contains("libauthd-phonenumber.so, which reads phone numbers, is in none of \(directory)/../lib/authd/libauthd-phonenumber.so, \(directory)/libauthd-phonenumber.so"))
+
+        try Data("not a library".utf8).write(to: URL(fileURLWithPath: directory + "/libauthd-phonenumber.so"))
+        try daemon.start(executable: directory + "/authd")
+        let client = try daemon.connect()
+        #expect(try client.result("hello")["protocol_version"] == 1, "everything else is served")
+        for _ in 0..<2 {
+            let refused = try client.call("account.register.start", ["phone": "+37251234567"])
+            #expect(refused["error"]?["data"]?["reason"] == "internal")
+        }
+        #expect(daemon.log.contains("libauthd-phonenumber.so"), "the log names the library")
+        #expect(!daemon.log.contains("37251234567"), "and not the number")
+        let spooled = (try? FileManager.default.contentsOfDirectory(atPath: daemon.stateDirectory + "/sms-spool")) ?? []
+        #expect(spooled.isEmpty, "no SMS was sent")
+    }
+
     @Test("the systemd credential authd.key is used when present")
     func credentialKey() throws {
         let daemon = try DaemonHarness()

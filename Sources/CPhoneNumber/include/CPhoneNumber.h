@@ -1,7 +1,12 @@
 #ifndef AUTHD_CPHONENUMBER_H
 #define AUTHD_CPHONENUMBER_H
 /* A tiny C surface over libphonenumber (C++), so Swift never sees C++ types.
- * Only what authd needs: parse, validate, normalize to E.164. */
+ * Only what authd needs: parse, validate, normalize to E.164.
+ *
+ * The shim is a library of its own, libauthd-phonenumber.so, which authd opens at the first
+ * phone number it reads (libphonenumber brings protobuf, ICU and abseil: about 4 MB of pages
+ * a daemon that never sees a phone number need not map). Swift reaches the function through
+ * AUTHD_PHONE_NORMALIZE_SYMBOL and the authd_phone_normalize_fn type below. */
 #include <stddef.h>
 
 #ifdef __cplusplus
@@ -32,6 +37,14 @@ authd_phone_status authd_phone_normalize(const char *input, const char *default_
                                          char *e164, size_t e164_size,
                                          char *region, size_t region_size,
                                          authd_phone_type *type);
+
+typedef authd_phone_status (*authd_phone_normalize_fn)(const char *input, const char *default_region,
+                                                       char *e164, size_t e164_size,
+                                                       char *region, size_t region_size,
+                                                       authd_phone_type *type);
+
+#define AUTHD_PHONE_LIBRARY "libauthd-phonenumber.so"
+#define AUTHD_PHONE_NORMALIZE_SYMBOL "authd_phone_normalize"
 
 #ifdef __cplusplus
 }

@@ -1,4 +1,4 @@
-import CPhoneNumber
+import CPhoneNumberAPI
 import Protocol
 
 /// A phone number validated and normalized by libphonenumber (the only file that calls it).
@@ -35,7 +35,8 @@ struct PhoneNumber: Sendable, Hashable, CustomStringConvertible {
         var e164 = [CChar](repeating: 0, count: 32)
         var regionCode = [CChar](repeating: 0, count: 8)
         var type = AUTHD_PHONE_TYPE_OTHER
-        let status = authd_phone_normalize(input, region?.uppercased(), &e164, e164.count, &regionCode, regionCode.count, &type)
+        let normalize = try Library.normalize.get()
+        let status = normalize(input, region?.uppercased(), &e164, e164.count, &regionCode, regionCode.count, &type)
         switch status {
         case AUTHD_PHONE_OK: break
         case AUTHD_PHONE_INVALID_COUNTRY_CODE:
@@ -58,6 +59,36 @@ struct PhoneNumber: Sendable, Hashable, CustomStringConvertible {
             throw AccountFailure.phoneNotMobile(redacted: number.redacted)
         }
         return number
+    }
+
+    /// libphonenumber behind its C shim, `libauthd-phonenumber.so`, opened at the first phone
+    /// number: it maps protobuf, ICU and abseil besides, about 4 MB that a daemon which never
+    /// reads a phone number does without. Start-up checks that the file is there (`locate`).
+    enum Library {
+        /// Where the shim may be: in `lib/authd` beside the directory of authd's executable (an
+        /// installed authd: `/usr/bin/authd`, `/usr/lib/authd/`), or in that directory itself (a
+        /// build directory, where the tests and the bench run it too).
+        static var candidates: [String] {
+            guard let executable = Syscalls.executablePath(pid: Syscalls.processID()),
+                  let slash = executable.lastIndex(of: "/") else { return [] }
+            let directory = String(executable[..<slash])
+            return [directory + "/../lib/authd/" + AUTHD_PHONE_LIBRARY, directory + "/" + AUTHD_PHONE_LIBRARY]
+        }
+
+        /// The first of `candidates` that exists.
+        static func locate() throws(FileError) -> String {
+            let paths = candidates
+            guard let found = paths.first(where: Syscalls.fileExists) else {
+                throw FileError(description: "\(AUTHD_PHONE_LIBRARY), which reads phone numbers, is in none of \(paths.joined(separator: ", ")): reinstall authd")
+            }
+            return found
+        }
+
+        /// The shim's one function, or why it cannot be had (the daemon's log says; the caller
+        /// is told of an internal error).
+        static let normalize: Result<authd_phone_normalize_fn, FileError> = Result { () throws(FileError) in try locate() }
+            .flatMap { Syscalls.loadSymbol(AUTHD_PHONE_NORMALIZE_SYMBOL, fromLibraryAt: $0) }
+            .map { unsafeBitCast($0, to: authd_phone_normalize_fn.self) }
     }
 
     private static func string(_ buffer: [CChar]) -> String {

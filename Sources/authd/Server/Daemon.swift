@@ -76,6 +76,8 @@ final class Daemon: @unchecked Sendable {
     private func start(config: Config) async throws {
         let started = Date()
         try Syscalls.ensureDirectory(options.stateDirectory, mode: 0o700, exactMode: true)
+        // Opened at the first phone number, but missing is a broken installation: said now.
+        _ = try PhoneNumber.Library.locate()
         let masterKey = try MasterKey.load(environment: ProcessInfo.processInfo.environment, keyFilePath: options.keyFilePath)
         let sealer = try Sealer(masterKey: masterKey)
         let store = try Store(path: options.databasePath)

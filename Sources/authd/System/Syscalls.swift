@@ -13,7 +13,7 @@ import Glibc
 //   libargon2            Crypto/Argon2.swift
 //   pcsc-lite            Card/PCSC.swift        (+ strdup/free for SCARD_READERSTATE's names)
 //   libcbor              Passkeys/CBOR.swift    (+ free for the buffers libcbor allocates)
-//   libphonenumber       Accounts/PhoneNumber.swift, through the CPhoneNumber shim
+//   libphonenumber       Accounts/PhoneNumber.swift, through the CPhoneNumber shim (opened with dlopen)
 //   libsystemd sd-bus    System/SDBus.swift
 //   libsystemd (sd_notify, sd_listen_fds, sd_is_socket_unix, sd_journal)   System/Systemd.swift
 //
@@ -288,6 +288,20 @@ enum Syscalls {
         let count = readlink("/proc/\(pid)/exe", &buffer, buffer.count - 1)
         guard count > 0 else { return nil }
         return String(decoding: buffer.prefix(count).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
+    /// Opens the shared library at `path` for the rest of the process's life and finds `symbol`
+    /// in it; on failure, the dynamic linker's words. The corresponding C functions are `dlopen`
+    /// (`RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE`: all of it bound now, none of it shared with
+    /// other libraries, never unloaded) and `dlsym`.
+    static func loadSymbol(_ symbol: String, fromLibraryAt path: String) -> Result<UnsafeMutableRawPointer, FileError> {
+        guard let library = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE) else {
+            return .failure(FileError(description: dlerror().map { String(cString: $0) } ?? "cannot open \(path)"))
+        }
+        guard let address = dlsym(library, symbol) else {
+            return .failure(FileError(description: "\(path) has no \(symbol)"))
+        }
+        return .success(address)
     }
 
     static func userName(uid: UInt32) -> String? {
