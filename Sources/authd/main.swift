@@ -1,4 +1,6 @@
+import Dispatch
 import FoundationEssentials
+import Synchronization
 
 // authd: wires options to the daemon and nothing else. See Server/Daemon.swift.
 switch DaemonOptions.parse(Array(CommandLine.arguments.dropFirst()), environment: ProcessInfo.processInfo.environment) {
@@ -8,5 +10,16 @@ case .exit(let message, let status):
 case .desktop(let socketPath):
     DesktopAgent.run(socketPath: socketPath)
 case .run(let options):
-    Syscalls.exitProcess(await Daemon.run(options))
+    // The main thread waits for the daemon here, not in dispatch_main as under an async top
+    // level: dispatch_main ends the thread with pthread_exit, whose unwinding reads some 600 KB
+    // of unwind tables into memory for good. Nothing in authd runs on the main actor.
+    let status = Mutex<Int32>(1)
+    let finished = DispatchSemaphore(value: 0)
+    Task.detached {
+        let exitStatus = await Daemon.run(options)
+        status.withLock { $0 = exitStatus }
+        finished.signal()
+    }
+    finished.wait()
+    Syscalls.exitProcess(status.withLock { $0 })
 }
