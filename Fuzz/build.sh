@@ -80,6 +80,7 @@ if stale "$PHONE" Sources/CPhoneNumber/shim.cpp Sources/CPhoneNumber/include/CPh
 fi
 
 swift_module Protocol Sources/Protocol/*.swift
+swift_module AuthdClient Sources/AuthdClient/*.swift
 swift_module OpenSSLCrypto Sources/OpenSSLCrypto/*.swift
 swift_module SmartCard Sources/SmartCard/*.swift
 swift_module authd $(find Sources/authd -name '*.swift' ! -path Sources/authd/main.swift | sort)
@@ -88,7 +89,7 @@ swift_module FuzzHarnesses Fuzz/Harnesses/*.swift Fuzz/Entry/Entry.swift
 # The Swift libraries each module imports (Foundation, Synchronization…) are recorded in its
 # objects; the driver reads them from objects it is given, not from archives, so they are
 # extracted here.
-LIBRARIES="FuzzHarnesses authd SmartCard OpenSSLCrypto Protocol"
+LIBRARIES="FuzzHarnesses authd SmartCard OpenSSLCrypto AuthdClient Protocol"
 AUTOLINK=$(for library in $LIBRARIES; do "$(dirname "$SWIFTC")/swift-autolink-extract" "$BUILD/lib/lib$library.a" -o -; done | sort -u)
 
 for target in $TARGETS; do
