@@ -35,7 +35,13 @@ let package = Package(
         // shim, built only into libauthd-phonenumber.so; CPhoneNumberAPI is its header alone,
         // which authd imports.
         .systemLibrary(name: "CPhoneNumberAPI"),
-        .target(name: "CPhoneNumber", linkerSettings: [.linkedLibrary("phonenumber")]),
+        .target(name: "CPhoneNumber", linkerSettings: [
+            .linkedLibrary("phonenumber"),
+            // A C++ library for a process that carries its own Swift runtime: no Swift start-up
+            // object, so nothing refers to the runtime, and the static runtime (from which
+            // nothing is then taken) rather than the toolchain's libswiftCore.so and its rpath.
+            .unsafeFlags(["-nostartfiles", "-static-stdlib"]),
+        ]),
         // pcsclite's pkg-config flags include -pthread, which SwiftPM refuses with a warning on
         // every build: its headers are reached through two forwarders instead (see include/).
         .target(name: "CPCSC", linkerSettings: [.linkedLibrary("pcsclite")]),
