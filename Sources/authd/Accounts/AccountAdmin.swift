@@ -13,10 +13,10 @@ struct AccountAdmin: Sendable {
 
     /// What an admin's selector may mean: an id, an email address, or a phone number in any
     /// format libphonenumber reads — tried in that order.
-    static func keys(_ selector: String) -> [AccountKey] {
+    static func keys(_ selector: String) throws(PhoneNumber.LibraryUnavailable) -> [AccountKey] {
         var keys: [AccountKey] = [.id(selector)]
         if selector.contains("@"), let email = try? Registration.normalizeEmail(selector) { keys.append(.email(email)) }
-        if let phone = try? PhoneNumber.parse(selector, region: nil) { keys.append(.phone(phone.e164)) }
+        if let phone = try PhoneNumber.parseIfNumber(selector, region: nil) { keys.append(.phone(phone.e164)) }
         return keys
     }
 

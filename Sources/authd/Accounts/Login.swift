@@ -58,13 +58,14 @@ struct Login: Sendable {
     }
 
     /// `login` as the directory names accounts: an email address (has `@`) or a phone number.
-    /// Anything else is refused like a wrong password.
-    static func normalizeLogin(_ login: String, region: String?) throws(AccountFailure) -> AccountKey {
+    /// Anything else is refused like a wrong password (`AccountFailure.authFailed`); only
+    /// libphonenumber's absence is another error.
+    static func normalizeLogin(_ login: String, region: String?) throws -> AccountKey {
         if login.contains("@") {
-            guard let email = try? Registration.normalizeEmail(login) else { throw .authFailed }
+            guard let email = try? Registration.normalizeEmail(login) else { throw AccountFailure.authFailed }
             return .email(email)
         }
-        guard let phone = try? PhoneNumber.parse(login, region: region) else { throw .authFailed }
+        guard let phone = try PhoneNumber.parseIfNumber(login, region: region) else { throw AccountFailure.authFailed }
         return .phone(phone.e164)
     }
 }

@@ -1,5 +1,6 @@
 import CPhoneNumberAPI
 import Protocol
+import Synchronization
 
 /// A phone number validated and normalized by libphonenumber (the only file that calls it).
 struct PhoneNumber: Sendable, Hashable, CustomStringConvertible {
@@ -35,7 +36,7 @@ struct PhoneNumber: Sendable, Hashable, CustomStringConvertible {
         var e164 = [CChar](repeating: 0, count: 32)
         var regionCode = [CChar](repeating: 0, count: 8)
         var type = AUTHD_PHONE_TYPE_OTHER
-        let normalize = try Library.normalize.get()
+        let normalize = try Library.normalize()
         let status = normalize(input, region?.uppercased(), &e164, e164.count, &regionCode, regionCode.count, &type)
         switch status {
         case AUTHD_PHONE_OK: break
@@ -61,9 +62,27 @@ struct PhoneNumber: Sendable, Hashable, CustomStringConvertible {
         return number
     }
 
+    /// libphonenumber could not be opened: a fault of the installation, never of the input.
+    /// The daemon's log has the dynamic linker's words; the caller is told of an internal error.
+    struct LibraryUnavailable: Error, CustomStringConvertible {
+        let description: String
+    }
+
+    /// `input` as a phone number, or nil when it is none (a login or a selector that may be
+    /// something else); only libphonenumber's absence is an error.
+    static func parseIfNumber(_ input: String, region: String?) throws(LibraryUnavailable) -> PhoneNumber? {
+        do {
+            return try parse(input, region: region)
+        } catch let error as LibraryUnavailable {
+            throw error
+        } catch {
+            return nil
+        }
+    }
+
     /// libphonenumber behind its C shim, `libauthd-phonenumber.so`, opened at the first phone
     /// number: it maps protobuf, ICU and abseil besides, about 4 MB that a daemon which never
-    /// reads a phone number does without. Start-up checks that the file is there (`locate`).
+    /// reads a phone number does without. Start-up says if the file is missing (`locate`).
     enum Library {
         /// Where the shim may be: in `lib/authd` beside the directory of authd's executable (an
         /// installed authd: `/usr/bin/authd`, `/usr/lib/authd/`), or in that directory itself (a
@@ -76,19 +95,31 @@ struct PhoneNumber: Sendable, Hashable, CustomStringConvertible {
         }
 
         /// The first of `candidates` that exists.
-        static func locate() throws(FileError) -> String {
+        static func locate() throws(LibraryUnavailable) -> String {
             let paths = candidates
             guard let found = paths.first(where: Syscalls.fileExists) else {
-                throw FileError(description: "\(AUTHD_PHONE_LIBRARY), which reads phone numbers, is in none of \(paths.joined(separator: ", ")): reinstall authd")
+                throw LibraryUnavailable(description: "\(AUTHD_PHONE_LIBRARY), which reads phone numbers, is in none of \(paths.joined(separator: ", ")): reinstall authd")
             }
             return found
         }
 
-        /// The shim's one function, or why it cannot be had (the daemon's log says; the caller
-        /// is told of an internal error).
-        static let normalize: Result<authd_phone_normalize_fn, FileError> = Result { () throws(FileError) in try locate() }
-            .flatMap { Syscalls.loadSymbol(AUTHD_PHONE_NORMALIZE_SYMBOL, fromLibraryAt: $0) }
-            .map { unsafeBitCast($0, to: authd_phone_normalize_fn.self) }
+        /// The shim's one function once opened. A failure is not kept: the next phone number
+        /// tries again (a descriptor limit reached once is no reason to refuse them all).
+        private static let opened = Mutex<authd_phone_normalize_fn?>(nil)
+
+        static func normalize() throws(LibraryUnavailable) -> authd_phone_normalize_fn {
+            try opened.withLock { opened throws(LibraryUnavailable) in
+                if let opened { return opened }
+                switch Syscalls.loadSymbol(AUTHD_PHONE_NORMALIZE_SYMBOL, fromLibraryAt: try locate()) {
+                case .success(let address):
+                    let function = unsafeBitCast(address, to: authd_phone_normalize_fn.self)
+                    opened = function
+                    return function
+                case .failure(let error):
+                    throw LibraryUnavailable(description: error.description)
+                }
+            }
+        }
     }
 
     private static func string(_ buffer: [CChar]) -> String {

@@ -81,8 +81,8 @@ struct RelyingParty: Sendable {
     func loginBegin(_ params: AuthPasskeyLoginBegin.Params) async throws -> AuthPasskeyLoginBegin.Result {
         let config = config.current
         let challenge = try OpenSSL.randomBytes(32)
-        let login = try params.login.map { login throws(InvalidParameter) in
-            do { return try Login.normalizeLogin(login, region: params.region) } catch {
+        let login = try params.login.map { login in
+            do { return try Login.normalizeLogin(login, region: params.region) } catch is AccountFailure {
                 throw InvalidParameter("Parameter 'login' must be a phone number or an email address.", field: "login")
             }
         }

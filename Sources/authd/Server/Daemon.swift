@@ -6,8 +6,7 @@ import Protocol
 
 /// Start-up, signal handling, reload and graceful shutdown. `main.swift` only calls `run`.
 final class Daemon: @unchecked Sendable {
-    // Sendable: set up once in `start` before any signal source is armed, then read-only;
-    // `signalSources` is only touched on the main queue.
+    // Sendable: set up once in `start` before any signal source is armed, then read-only.
     private let options: DaemonOptions
     private let logger: Logger
     private var services: Services!
@@ -76,8 +75,13 @@ final class Daemon: @unchecked Sendable {
     private func start(config: Config) async throws {
         let started = Date()
         try Syscalls.ensureDirectory(options.stateDirectory, mode: 0o700, exactMode: true)
-        // Opened at the first phone number, but missing is a broken installation: said now.
-        _ = try PhoneNumber.Library.locate()
+        // Opened at the first phone number; missing, it is a broken installation, said now. The
+        // rest is served meanwhile, and what needs a phone number fails until it is there.
+        do {
+            _ = try PhoneNumber.Library.locate()
+        } catch {
+            logger.warning("\(error); until then, requests with a phone number fail")
+        }
         let masterKey = try MasterKey.load(environment: ProcessInfo.processInfo.environment, keyFilePath: options.keyFilePath)
         let sealer = try Sealer(masterKey: masterKey)
         let store = try Store(path: options.databasePath)
