@@ -53,8 +53,6 @@ final class Connection: StreamingConnection, @unchecked Sendable {
     private var registered = false
     private var waitingToWrite = false
     private var readSuspended = false
-    /// What the loop was last told to watch; changes made inside `perform` reach it once, at the end.
-    private var watching = (read: true, write: false)
     /// A turn of this connection's is queued on the loop (`queueTurn`): at most one at a time.
     private var turnQueued = false
     private var requests: [UInt64: Task<Void, Never>] = [:]
@@ -267,10 +265,7 @@ final class Connection: StreamingConnection, @unchecked Sendable {
     }
 
     private func applyWatch() {
-        let wanted = (read: !readSuspended, write: waitingToWrite)
-        guard registered, wanted != watching else { return }
-        watching = wanted
-        loop.watch(channel.fd, read: wanted.read, write: wanted.write)
+        if registered { loop.watch(channel.fd, read: !readSuspended, write: waitingToWrite) }
     }
 
     // MARK: Streams

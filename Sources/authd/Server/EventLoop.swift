@@ -30,7 +30,9 @@ final class EventLoop: @unchecked Sendable {
     private let wake: Int32
     private let jobs = Mutex(Jobs())
     private let thread = Atomic<UInt>(0)
-    private var handlers: [Int32: (handler: Handler, watching: Bool)] = [:]
+    /// What each registered descriptor calls, and the events epoll watches on it (none: it is
+    /// out of epoll).
+    private var handlers: [Int32: (handler: Handler, events: UInt32)] = [:]
 
     init(label: String) throws {
         epoll = try Syscalls.epollCreate()
@@ -85,29 +87,27 @@ final class EventLoop: @unchecked Sendable {
     /// Watches `fd` for reading.
     func register(_ fd: Int32, handler: Handler) throws(SystemError) {
         precondition(isCurrent, "register on the loop's thread")
-        try Syscalls.epollControl(epoll, fd, events: Self.events(read: true, write: false), add: true)
-        handlers[fd] = (handler, watching: true)
+        let events = Self.events(read: true, write: false)
+        try Syscalls.epollControl(epoll, fd, events: events, add: true)
+        handlers[fd] = (handler, events)
     }
 
-    /// Changes what is watched on a registered `fd`. Watching for nothing takes it out of epoll
-    /// altogether: a hang-up is reported whatever one asks for, and a connection that does not
-    /// read now would be told of it again and again.
+    /// Changes what is watched on a registered `fd` (nothing when it is what is watched now).
+    /// Watching for nothing takes it out of epoll altogether: a hang-up is reported whatever
+    /// one asks for, and a connection that does not read now would be told of it again and again.
     func watch(_ fd: Int32, read: Bool, write: Bool) {
         precondition(isCurrent, "watch on the loop's thread")
-        guard let (handler, watching) = handlers[fd] else { return }
-        switch (read || write, watching) {
-        case (false, false): return
-        case (false, true): try? Syscalls.epollControl(epoll, fd, events: nil)
-        case (true, let added): try? Syscalls.epollControl(epoll, fd, events: Self.events(read: read, write: write), add: !added)
-        }
-        handlers[fd] = (handler, watching: read || write)
+        let events = Self.events(read: read, write: write)
+        guard let (handler, watched) = handlers[fd], events != watched else { return }
+        try? Syscalls.epollControl(epoll, fd, events: events == 0 ? nil : events, add: watched == 0)
+        handlers[fd] = (handler, events)
     }
 
     /// Stops watching `fd` (before it is closed); its handler is dropped.
     func deregister(_ fd: Int32) {
         precondition(isCurrent, "deregister on the loop's thread")
-        guard let (_, watching) = handlers.removeValue(forKey: fd) else { return }
-        if watching { try? Syscalls.epollControl(epoll, fd, events: nil) }
+        guard let (_, watched) = handlers.removeValue(forKey: fd) else { return }
+        if watched != 0 { try? Syscalls.epollControl(epoll, fd, events: nil) }
     }
 
     private static func events(read: Bool, write: Bool) -> UInt32 {
