@@ -123,11 +123,7 @@ struct Argon2id: Sendable, Equatable {
     /// next successful login).
     func isStronger(than encoded: String) -> Bool {
         guard let parameters = encoded.split(separator: "$").dropFirst(2).first else { return true }
-        var values: [Substring: UInt32] = [:]
-        for pair in parameters.split(separator: ",") {
-            let parts = pair.split(separator: "=")
-            if parts.count == 2, let value = UInt32(parts[1]) { values[parts[0]] = value }
-        }
+        let values = PHCString.fields(parameters)
         return (values["m"] ?? 0) < memoryKiB || (values["t"] ?? 0) < iterations
     }
 }
@@ -150,18 +146,24 @@ struct PHCString: Equatable {
     init?(_ encoded: String) {
         let parts = encoded.split(separator: "$", omittingEmptySubsequences: false)
         guard parts.count == 6, parts[0].isEmpty, parts[1] == "argon2id", parts[2] == "v=19" else { return nil }
-        var values: [Substring: UInt32] = [:]
-        for pair in parts[3].split(separator: ",", omittingEmptySubsequences: false) {
-            let field = pair.split(separator: "=", omittingEmptySubsequences: false)
-            guard field.count == 2, let value = UInt32(field[1]) else { return nil }
-            values[field[0]] = value
-        }
+        let values = Self.fields(parts[3])
         guard values.count == 3, let memory = values["m"], let iterations = values["t"], let parallelism = values["p"],
               let salt = Self.unpadded(parts[4]), let hash = Self.unpadded(parts[5]), !hash.isEmpty
         else { return nil }
         self.init(parameters: Argon2id(memoryKiB: memory, iterations: iterations, parallelism: parallelism), salt: salt, hash: hash)
-        // Only the canonical form: "m=019456", or padding, would read back differently.
+        // Only the canonical form: "m=019456", a field that is not a number, or padding would
+        // read back differently.
         guard self.encoded == encoded else { return nil }
+    }
+
+    /// The numeric fields of a parameter segment, `m=19456,t=2,p=1` (others are left out).
+    static func fields(_ segment: Substring) -> [Substring: UInt32] {
+        var values: [Substring: UInt32] = [:]
+        for pair in segment.split(separator: ",") {
+            let parts = pair.split(separator: "=")
+            if parts.count == 2, let value = UInt32(parts[1]) { values[parts[0]] = value }
+        }
+        return values
     }
 
     var encoded: String {

@@ -96,7 +96,7 @@ final class Dispatcher: Sendable {
         return reply(request, outcome)
     }
 
-    /// Answers at once, on the connection's own queue, a request whose method never waits
+    /// Answers at once, on the connection's event loop, a request whose method never waits
     /// (`MethodTable.registerImmediate`: `hello`): no task and no thread hop between reading the
     /// line and writing the answer. Nil for every other request, which goes to `respond`.
     func respondNow(to request: Request, environment: RequestEnvironment) -> Response? {

@@ -130,7 +130,7 @@ struct MethodTable: Sendable {
     }
 
     /// Registers `M`, a machine method whose handler never waits, changes nothing and is not
-    /// audited (`hello`): the connection answers it at once on its own queue, without a task
+    /// audited (`hello`): the connection answers it at once on its event loop, without a task
     /// or a thread hop (`Dispatcher.respondNow`).
     mutating func registerImmediate<M: RPCMethod>(
         _: M.Type, home: Home<RequestContext>, access: Access, _ handler: @escaping @Sendable (M.Params, RequestContext) throws -> M.Result
