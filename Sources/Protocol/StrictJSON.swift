@@ -19,23 +19,49 @@ public enum StrictJSON {
 
     /// Nil when `text` is one strict JSON value, surrounded by nothing but whitespace.
     public static func check(_ text: some Collection<UInt8>) -> Violation? {
-        let bytes = Array(text)
-        if bytes.starts(with: [0xEF, 0xBB, 0xBF]) { return Violation(offset: 0, problem: "a byte-order mark precedes the JSON text") }
-        var reader = Reader(bytes: bytes)
+        var reader = Reader(bytes: Array(text))
         do throws(Violation) {
-            reader.skipWhitespace()
-            try reader.value(depth: 0)
-            reader.skipWhitespace()
-            guard reader.index == bytes.count else { throw reader.violation("text after the JSON value") }
+            try reader.document()
             return nil
         } catch {
             return error
         }
     }
 
+    /// A member of an object: its name, escapes resolved, and where its value's text lies.
+    public struct Member: Sendable, Equatable {
+        public let name: String
+        public let value: Range<Int>
+    }
+
+    /// Checks `text` as ``check(_:)`` does and, in the same pass, returns the members of the
+    /// object it is, in their order (nil for strict JSON that is not an object): how a request
+    /// line is read once rather than checked, then decoded (``WireCodec/decodeRequest(_:)``).
+    public static func members(of text: [UInt8]) throws(Violation) -> [Member]? {
+        var reader = Reader(bytes: text)
+        try reader.document()
+        return reader.topLevel
+    }
+
+    /// The string value whose text starts at `offset` of a text that passed the check.
+    public static func string(at offset: Int, in text: [UInt8]) -> String? {
+        var reader = Reader(bytes: text, index: offset)
+        return try? reader.string()
+    }
+
     private struct Reader {
         let bytes: [UInt8]
         var index = 0
+        /// The members of the outermost value, when it is an object.
+        var topLevel: [Member]?
+
+        mutating func document() throws(Violation) {
+            if bytes.starts(with: [0xEF, 0xBB, 0xBF]) { throw Violation(offset: 0, problem: "a byte-order mark precedes the JSON text") }
+            skipWhitespace()
+            try value(depth: 0)
+            skipWhitespace()
+            guard index == bytes.count else { throw violation("text after the JSON value") }
+        }
 
         func violation(_ problem: String) -> Violation { Violation(offset: index, problem: problem) }
 
@@ -71,22 +97,26 @@ public enum StrictJSON {
             guard depth <= StrictJSON.maximumDepth else { throw violation("nested deeper than \(StrictJSON.maximumDepth) levels") }
             index += 1
             skipWhitespace()
+            let outermost = depth == 1
+            if outermost { topLevel = [] }
             if next == UInt8(ascii: "}") { index += 1; return }
-            var names = Set<String>()
+            var names = MemberNames()
             while true {
                 guard next == UInt8(ascii: "\"") else {
                     throw violation(next == nil ? "the JSON text ends early" : "a member name was expected (a trailing comma?)")
                 }
                 let start = index
                 let name = try string()
-                guard names.insert(name).inserted else {
+                guard names.insert(name) else {
                     throw Violation(offset: start, problem: "the member name '\(Redaction.printable(name, limit: 64))' appears twice")
                 }
                 skipWhitespace()
                 guard next == UInt8(ascii: ":") else { throw violation("':' was expected after a member name") }
                 index += 1
                 skipWhitespace()
+                let valueStart = index
                 try value(depth: depth)
+                if outermost { topLevel?.append(Member(name: name, value: valueStart..<index)) }
                 skipWhitespace()
                 switch next {
                 case UInt8(ascii: ",")?: index += 1; skipWhitespace()
@@ -150,6 +180,16 @@ public enum StrictJSON {
         /// `"\u006dethod"` is `"method"`). Lone surrogates and invalid UTF-8 are refused.
         mutating func string() throws(Violation) -> String {
             index += 1
+            // Most strings have no escape: their bytes are the text, validated as UTF-8 once.
+            var end = index
+            while end < bytes.count, bytes[end] != UInt8(ascii: "\""), bytes[end] != UInt8(ascii: "\\"), bytes[end] >= 0x20 { end += 1 }
+            if end < bytes.count, bytes[end] == UInt8(ascii: "\"") {
+                guard let text = String(validating: bytes[index..<end], as: UTF8.self) else {
+                    throw Violation(offset: index, problem: "a string is not valid UTF-8")
+                }
+                index = end + 1
+                return text
+            }
             var scalars = String.UnicodeScalarView()
             var runStart = index
             func flushRun(_ reader: Reader, upTo end: Int) throws(Violation) {
@@ -228,6 +268,22 @@ public enum StrictJSON {
                 index += 1
             }
             return unit
+        }
+    }
+
+    /// The names an object has used so far: a short list (most objects have a few members, and
+    /// comparing a few strings costs less than hashing them), a set once it grows.
+    private struct MemberNames {
+        private var list: [String] = []
+        private var set: Set<String>?
+
+        /// False when `name` was already there.
+        mutating func insert(_ name: String) -> Bool {
+            if set != nil { return set!.insert(name).inserted }
+            if list.contains(name) { return false }
+            list.append(name)
+            if list.count == 16 { set = Set(list) }
+            return true
         }
     }
 }

@@ -10,8 +10,9 @@ public struct Request: Sendable, Equatable {
     fileprivate var source: ParamsSource
 
     fileprivate enum ParamsSource: Sendable, Equatable {
-        /// The request line, whose `params` member is absent, null or an object.
-        case line(Data)
+        /// The text of the `params` object, as the request line has it; nil when the line has
+        /// none (absent or null).
+        case text(Data?)
         case value(JSONValue?)
     }
 
@@ -22,23 +23,27 @@ public struct Request: Sendable, Equatable {
         source = .value(params == .null ? nil : params)
     }
 
-    fileprivate init(id: JSONValue?, method: String, line: Data) {
+    fileprivate init(id: JSONValue?, method: String, paramsText: Data?) {
         self.id = id
         self.method = method
-        source = .line(line)
+        source = .text(paramsText)
     }
 
-    /// The params as a generic JSON value (slow path: diagnostics and tests).
-    public var params: JSONValue? {
+    /// Whether the request has no params to decode: absent, null or `{}`.
+    public var hasNoParams: Bool {
         switch source {
-        case .value(let value): return value
-        case .line(let line):
-            let params = (try? JSONDecoder().decode(GenericParams.self, from: line))?.params
-            return params == .null ? nil : params
+        case .text(let text): return text == nil || text!.elementsEqual("{}".utf8)
+        case .value(let value): return value == nil || value == .object([:])
         }
     }
 
-    private struct GenericParams: Decodable { let params: JSONValue? }
+    /// The params as a generic JSON value (slow path: forwarding, diagnostics and tests).
+    public var params: JSONValue? {
+        switch source {
+        case .value(let value): return value
+        case .text(let text): return text.flatMap { try? JSONDecoder().decode(JSONValue.self, from: $0) }
+        }
+    }
 }
 
 /// What a client receives: a response to one of its requests, or a notification from the daemon
@@ -127,29 +132,25 @@ public enum WireCodec {
 
     // MARK: Decoding
 
-    /// Parses one line (without its terminator) as a JSON-RPC 2.0 request.
+    /// Parses one line (without its terminator) as a JSON-RPC 2.0 request, in one pass: the
+    /// strict-JSON check (``StrictJSON``) finds the envelope's members as it goes, and only the
+    /// params' text is kept, for the method's typed decoding.
     ///
     /// On failure, returns the error to send and the id to send it with (`null` when the id
     /// could not be read), exactly as JSON-RPC 2.0 §5 prescribes.
     public static func decodeRequest(_ line: some Collection<UInt8>) -> Result<Request, RequestDecodingError> {
-        let data = Data(line)
-        if let violation = StrictJSON.check(data) {
-            return .failure(RequestDecodingError(id: .null, error: .parseError("The line is not strict JSON: \(violation).")))
-        }
-        let envelope: Envelope
-        do {
-            envelope = try JSONDecoder().decode(Envelope.self, from: data)
-        } catch let error as DecodingError {
-            switch error {
-            case .typeMismatch, .valueNotFound:
+        let bytes = Array(line)
+        let members: [StrictJSON.Member]
+        do throws(StrictJSON.Violation) {
+            guard let object = try StrictJSON.members(of: bytes) else {
                 // Valid JSON, but not an object (a number, a string, null, a batch array).
                 return .failure(RequestDecodingError(id: .null, error: .invalidRequest("A request must be a JSON object (batches are not supported).")))
-            default:
-                return .failure(RequestDecodingError(id: .null, error: .parseError()))
             }
+            members = object
         } catch {
-            return .failure(RequestDecodingError(id: .null, error: .parseError()))
+            return .failure(RequestDecodingError(id: .null, error: .parseError("The line is not strict JSON: \(error).")))
         }
+        let envelope = Envelope(members, in: bytes)
         guard let id = envelope.id else {
             return .failure(RequestDecodingError(id: .null, error: .invalidRequest("'id' must be a string, a number or null.")))
         }
@@ -164,54 +165,58 @@ public enum WireCodec {
             return .failure(RequestDecodingError(
                 id: replyID, error: .invalidRequest("Unknown member '\(Redaction.printable(unknown, limit: 64))' in the request.")))
         }
-        guard envelope.paramsAreObjectOrAbsent else {
-            return .failure(RequestDecodingError(
-                id: replyID, error: .invalidParams("'params' must be an object (named parameters).", field: "params")))
+        var paramsText: Data?
+        if let params = envelope.params, bytes[params.lowerBound] != UInt8(ascii: "n") {
+            guard bytes[params.lowerBound] == UInt8(ascii: "{") else {
+                return .failure(RequestDecodingError(
+                    id: replyID, error: .invalidParams("'params' must be an object (named parameters).", field: "params")))
+            }
+            paramsText = Data(bytes[params])
         }
-        return .success(Request(id: id.value, method: method, line: data))
+        return .success(Request(id: id.value, method: method, paramsText: paramsText))
     }
 
-    /// The request envelope, read without building a generic JSON tree.
-    private struct Envelope: Decodable {
+    /// The request envelope's members, read from where the strict-JSON check found them.
+    private struct Envelope {
         /// The outer optional: was `id` well formed; the inner: was it present (nil = notification).
-        var id: RequestID?
+        var id: RequestID? = RequestID(value: nil)
         var jsonrpc: String?
         var method: String?
-        var paramsAreObjectOrAbsent = true
+        /// Where the value of `params` lies, when the member is there.
+        var params: Range<Int>?
+        /// The first member that is not the envelope's, in the line's order.
         var unknownMember: String?
 
         struct RequestID { let value: JSONValue? }
 
-        init(from decoder: any Decoder) throws {
-            let container = try decoder.container(keyedBy: AnyCodingKey.self)
-            for key in container.allKeys {
-                switch key.stringValue {
-                case "jsonrpc": jsonrpc = try? container.decode(String.self, forKey: key)
-                case "method": method = try? container.decode(String.self, forKey: key)
-                case "id", "params": break
-                default: if unknownMember == nil { unknownMember = key.stringValue }
+        init(_ members: [StrictJSON.Member], in bytes: [UInt8]) {
+            /// A string member's value; nil for any other kind of value.
+            func string(_ range: Range<Int>) -> String? {
+                bytes[range.lowerBound] == UInt8(ascii: "\"") ? StrictJSON.string(at: range.lowerBound, in: bytes) : nil
+            }
+            for member in members {
+                switch member.name {
+                case "jsonrpc": jsonrpc = string(member.value)
+                case "method": method = string(member.value)
+                case "params": params = member.value
+                case "id": id = Self.id(bytes[member.value], string: string(member.value))
+                default: if unknownMember == nil { unknownMember = member.name }
                 }
             }
-            let idKey = AnyCodingKey("id")
-            if !container.contains(idKey) {
-                id = RequestID(value: nil)
-            } else if try container.decodeNil(forKey: idKey) {
-                id = RequestID(value: .null)
-            } else if let number = try? container.decode(Int64.self, forKey: idKey) {
-                id = RequestID(value: .integer(number))
-            } else if let text = try? container.decode(String.self, forKey: idKey) {
-                id = RequestID(value: .string(text))
-            } else if let bool = try? container.decode(Bool.self, forKey: idKey) {
-                _ = bool  // booleans are not valid ids
-                id = nil
-            } else if let number = try? container.decode(Double.self, forKey: idKey) {
-                id = RequestID(value: .double(number))
-            } else {
-                id = nil
-            }
-            let paramsKey = AnyCodingKey("params")
-            if try container.contains(paramsKey) && !container.decodeNil(forKey: paramsKey) {
-                paramsAreObjectOrAbsent = (try? container.nestedContainer(keyedBy: AnyCodingKey.self, forKey: paramsKey)) != nil
+        }
+
+        /// A string, a number or null; nil for anything else. A number that is a whole one
+        /// within Int64 (`7`, `7.0`, `7e0`) is an integer, as JSONDecoder reads it.
+        private static func id(_ text: ArraySlice<UInt8>, string: String?) -> RequestID? {
+            switch text.first {
+            case UInt8(ascii: "\"")?: return string.map { RequestID(value: .string($0)) }
+            case UInt8(ascii: "n")?: return RequestID(value: .null)
+            case UInt8(ascii: "-")?, (0x30...0x39)?:
+                let number = String(decoding: text, as: UTF8.self)
+                if let integer = Int64(number) { return RequestID(value: .integer(integer)) }
+                guard let double = Double(number) else { return nil }
+                return RequestID(value: Int64(exactly: double).map { .integer($0) } ?? .double(double))
+            default: return nil  // booleans, arrays and objects are not ids
             }
         }
     }
@@ -243,16 +248,16 @@ public enum WireCodec {
     /// Decodes a method's typed parameters. Missing or ill-typed fields, and fields the method
     /// does not know, become −32602 errors that name the field.
     public static func decodeParams<P: Decodable>(_ type: P.Type, from request: Request) throws(RPCError) -> P {
-        let data: Data
+        let text: Data
         switch request.source {
-        case .line(let line):
-            data = line
+        case .text(let given):
+            text = given ?? Data("{}".utf8)
         case .value(let value):
-            guard let encoded = try? encodeJSON(["params": value ?? .object([:])]) else { throw .invalidParams("The parameters cannot be read.") }
-            data = encoded
+            guard let encoded = try? encodeJSON(value ?? .object([:])) else { throw .invalidParams("The parameters cannot be read.") }
+            text = encoded
         }
         do {
-            return try JSONDecoder().decode(ParamsEnvelope<P>.self, from: data).params
+            return try JSONDecoder().decode(Params<P>.self, from: text).value
         } catch let error as RPCError {
             throw error
         } catch let error as DecodingError {
@@ -267,33 +272,26 @@ public enum WireCodec {
         try decodeParams(type, from: Request(id: nil, method: "", params: params))
     }
 
-    /// `{"params": …}` of a request line, decoded as `P`. Absent or null params decode as `{}`.
-    /// Fields present in the request but never asked for by `P`'s decoding are rejected: a typo
-    /// ("audience" for "aud") must not be silently ignored by a security daemon.
-    private struct ParamsEnvelope<P: Decodable>: Decodable {
-        let params: P
+    /// The text of a request's `params` decoded as `P`. Fields present in the text but never
+    /// asked for by `P`'s decoding are rejected: a typo ("audience" for "aud") must not be
+    /// silently ignored by a security daemon.
+    private struct Params<P: Decodable>: Decodable {
+        let value: P
 
         init(from decoder: any Decoder) throws {
-            let container = try decoder.container(keyedBy: AnyCodingKey.self)
-            let key = AnyCodingKey("params")
-            let present = try container.contains(key) && !container.decodeNil(forKey: key)
             let recorder = FieldRecorder()
-            if present {
-                do {
-                    params = try P(from: RecordingDecoder(base: try container.superDecoder(forKey: key), recorder: recorder))
-                } catch let error where !(error is DecodingError) && !(error is RPCError) && recorder.last != nil {
-                    // A number that does not fit the field's type (1.5 or 1e30 for an integer)
-                    // fails with the parser's own error, which has no coding path.
-                    let field = recorder.last!
-                    throw RPCError.invalidParams("Parameter '\(Redaction.printable(field, limit: 64))' has a value of the wrong type or out of range.", field: field)
-                }
-                let given = try container.nestedContainer(keyedBy: AnyCodingKey.self, forKey: key).allKeys
-                for field in given.map(\.stringValue).sorted() where !recorder.asked.contains(field) {
-                    // An explicit null for a field the method does not know is still unknown.
-                    throw RPCError.invalidParams("Unknown parameter '\(Redaction.printable(field, limit: 64))'.", field: field)
-                }
-            } else {
-                params = try JSONDecoder().decode(P.self, from: Data("{}".utf8))
+            do {
+                value = try P(from: RecordingDecoder(base: decoder, recorder: recorder))
+            } catch let error where !(error is DecodingError) && !(error is RPCError) && recorder.last != nil {
+                // A number that does not fit the field's type (1.5 or 1e30 for an integer)
+                // fails with the parser's own error, which has no coding path.
+                let field = recorder.last!
+                throw RPCError.invalidParams("Parameter '\(Redaction.printable(field, limit: 64))' has a value of the wrong type or out of range.", field: field)
+            }
+            let given = try decoder.container(keyedBy: AnyCodingKey.self).allKeys
+            for field in given.map(\.stringValue).sorted() where !recorder.asked.contains(field) {
+                // An explicit null for a field the method does not know is still unknown.
+                throw RPCError.invalidParams("Unknown parameter '\(Redaction.printable(field, limit: 64))'.", field: field)
             }
         }
     }
@@ -312,8 +310,7 @@ public enum WireCodec {
 
     private static func describe(_ error: DecodingError) -> RPCError {
         func path(_ context: DecodingError.Context, appending key: (any CodingKey)? = nil) -> String {
-            // The envelope's own "params" key is not part of the field name.
-            let keys = (context.codingPath + (key.map { [$0] } ?? [])).drop { $0.stringValue == "params" && $0.intValue == nil }
+            let keys = context.codingPath + (key.map { [$0] } ?? [])
             return keys.map { $0.intValue.map { "[\($0)]" } ?? $0.stringValue }
                 .joined(separator: ".").replacing(".[", with: "[")
         }

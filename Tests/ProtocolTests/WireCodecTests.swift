@@ -146,6 +146,39 @@ struct WireCodecTests {
         #expect(throws: StrictJSON.Violation.self) { try WireCodec.decode(JSONValue.self, from: Data(#"{"alg":"none","alg":"ES256"}"#.utf8)) }
     }
 
+    @Test("a request line is read in one pass: the first unknown member in the line is named, params keep their text")
+    func onePass() throws {
+        guard case .failure(let failure) = WireCodec.decodeRequest(Array(#"{"jsonrpc":"2.0","zz":1,"id":3,"aa":2,"method":"x"}"#.utf8)) else {
+            Issue.record("expected an error")
+            return
+        }
+        #expect(failure.id == 3)
+        #expect(failure.error.message == "Unknown member 'zz' in the request.")
+
+        let line = #"{"params":{"aud":"x","nonce":"n\u00e9"},"method":"auth.local","jsonrpc":"2.0","id":"q"}"#
+        let request = try WireCodec.decodeRequest(Array(line.utf8)).get()
+        #expect(request.id == "q")
+        #expect(try WireCodec.decodeParams(AuthLocal.Params.self, from: request) == AuthLocal.Params(aud: "x", nonce: "né"))
+        #expect(request.params == ["aud": "x", "nonce": "né"])
+
+        #expect(!request.hasNoParams)
+        for params in ["", #","params":null"#, #","params":{}"#] {
+            #expect(try WireCodec.decodeRequest(Array(#"{"jsonrpc":"2.0","id":1,"method":"m"\#(params)}"#.utf8)).get().hasNoParams, "\(params)")
+        }
+        #expect(Request(id: 1, method: "m", params: [:]).hasNoParams && !Request(id: 1, method: "m", params: ["a": 1]).hasNoParams)
+
+        // A field's error names its path inside the params, a nested one included.
+        let nested = try WireCodec.decodeRequest(Array(#"{"jsonrpc":"2.0","id":1,"method":"m","params":{"params":{"x":1}}}"#.utf8)).get()
+        struct Inner: Decodable { let x: String }
+        struct Outer: Decodable { let params: Inner }
+        do {
+            _ = try WireCodec.decodeParams(Outer.self, from: nested)
+            Issue.record("expected an error")
+        } catch {
+            #expect(error.details["field"] == "params.x")
+        }
+    }
+
     @Test("the client side rejects lines that are not JSON-RPC")
     func incomingErrors() {
         for line in ["", "{}", #"{"jsonrpc":"2.0"}"#, #"{"jsonrpc":"1.0","id":1,"result":1}"#, "[1]"] {
