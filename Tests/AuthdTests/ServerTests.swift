@@ -195,8 +195,12 @@ struct ServerTests {
         let denied = await dispatcher.respond(to: Request(id: 1, method: "admin.status", params: nil), environment: context)
         #expect(!denied.succeeded)
         #expect(String(decoding: denied.line ?? Data(), as: UTF8.self).contains("auth.forbidden"))
-        let invalid = await dispatcher.respond(to: Request(id: 2, method: "auth.local", params: [:]), environment: context)
-        #expect(!invalid.succeeded)
+        // What a call without params decodes to is kept per method: the refusal repeats itself.
+        for params: JSONValue? in [[:], nil] {
+            let invalid = await dispatcher.respond(to: Request(id: 2, method: "auth.local", params: params), environment: context)
+            #expect(!invalid.succeeded)
+            #expect(String(decoding: invalid.line ?? Data(), as: UTF8.self).contains(#""field":"aud""#))
+        }
         let issued = await dispatcher.respond(to: Request(id: 3, method: "auth.local", params: ["aud": "x"]), environment: context)
         #expect(issued.succeeded)
         let notification = await dispatcher.respond(to: Request(id: nil, method: "hello", params: nil), environment: context)

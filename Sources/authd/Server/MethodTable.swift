@@ -1,5 +1,6 @@
 import FoundationEssentials
 import Protocol
+import Synchronization
 
 /// Who may call a method.
 enum Access: Sendable {
@@ -175,9 +176,10 @@ struct MethodTable: Sendable {
             return Invocation(result: result, auditDetail: detail, signedIn: signedIn(result))
         }
         // What both ways of running the handler start with: the caller's context, the typed params.
+        let noParams = ParamsOfEmptyRequest<M.Params>()
         let prepare: @Sendable (Request, RequestEnvironment) throws -> (M.Params, Context) = { request, environment in
             guard let context = home.context(environment) else { throw RPCError.forbidden(name) }
-            return (try WireCodec.decodeParams(M.Params.self, from: request), context)
+            return (try request.hasNoParams ? noParams.value() : WireCodec.decodeParams(M.Params.self, from: request), context)
         }
         let invoke: @Sendable (Request, RequestEnvironment) async throws -> Invocation = { request, environment in
             let (params, context) = try prepare(request, environment)
@@ -197,5 +199,19 @@ struct MethodTable: Sendable {
     /// Announces capabilities in `hello` (`features`), in registration order.
     mutating func announce(_ names: String...) {
         for name in names where !features.contains(name) { features.append(name) }
+    }
+}
+
+/// What a method's params decode to when a request has none (absent, null or `{}`), found at
+/// the first such request and kept: decoding `{}` is a pure function of the type, so a call
+/// without params (`hello`) does not run the JSON decoder every time.
+private final class ParamsOfEmptyRequest<P: Decodable & Sendable>: Sendable {
+    private let decoded = Mutex<Result<P, RPCError>?>(nil)
+
+    func value() throws(RPCError) -> P {
+        if let known = decoded.withLock({ $0 }) { return try known.get() }
+        let result = Result { () throws(RPCError) in try WireCodec.decodeParams(P.self, from: nil) }
+        decoded.withLock { $0 = result }
+        return try result.get()
     }
 }
