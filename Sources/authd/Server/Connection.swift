@@ -219,7 +219,9 @@ final class Connection: StreamingConnection, @unchecked Sendable {
             switch result {
             case .bytes(let count):
                 perform(machine.received(UnsafeRawBufferPointer(rebasing: buffer[0..<count])))
-                if machine.isClosed || readSuspended { return }
+                // A short read took all the socket held: another now would only say "would
+                // block". The loop is level-triggered and reports the next bytes, or the end.
+                if machine.isClosed || readSuspended || count < buffer.count { return }
             case .wouldBlock:
                 return
             case .endOfFile:
