@@ -52,6 +52,10 @@ struct CompactJSONTests {
     static let strings = [
         "", "plain", "quote \" and backslash \\", "slash / stays", "\u{8}\u{C}\n\r\t", "\u{0}\u{1}\u{F}\u{10}\u{1F}\u{7F}",
         "é ü 😀 中文", "</script>", "\u{2028}\u{2029}",
+        // Clean runs between escapes, escapes first and last, in strings stored inline (up to 15
+        // bytes) and on the heap.
+        "\"", "\\\\", "\"a\"", "\na", "a\n", "ab\"cd\\ef\u{1}gh", "\u{1F}x\u{0}", String(repeating: "clean run ", count: 20) + "\"end",
+        "\t" + String(repeating: "x", count: 40) + "\u{7}" + String(repeating: "y", count: 40), "é\"ü\n😀\\中",
     ]
 
     @Test("strings, escapes and non-ASCII text", arguments: strings)
@@ -85,6 +89,182 @@ struct CompactJSONTests {
         #expect(try CompactJSON.encode(Handwritten()) == Self.reference(Handwritten()))
         #expect(try CompactJSON.encode([Empty()]) == Self.reference([Empty()]))
         #expect(try CompactJSON.encode([String: Int]()) == Self.reference([String: Int]()))
+    }
+
+    @Test("arrays of strings and integers, which are written at once")
+    func scalarArrays() throws {
+        struct Lists: Encodable {
+            var strings: [String]
+            var ints: [Int]
+            var longs: [Int64]
+            var groups: [UInt32]
+            var none: [String]
+        }
+        let lists = Lists(strings: ["a", "", "b\"c", "é"], ints: [0, -1, .max], longs: [.min], groups: [0, 27, .max], none: [])
+        #expect(try CompactJSON.encode(lists) == Self.reference(lists))
+        #expect(try CompactJSON.encode([[String]]()) == Self.reference([[String]]()))
+        #expect(try CompactJSON.encode([["x"], []]) == Self.reference([["x"], []]))
+    }
+
+    /// A keyed container handed the same key more than once, in every way it can be.
+    struct Repeats: Encodable {
+        struct Key: CodingKey {
+            var stringValue: String
+            init(_ name: String) { stringValue = name }
+            init?(stringValue: String) { self.stringValue = stringValue }
+            var intValue: Int? { nil }
+            init?(intValue _: Int) { nil }
+        }
+
+        func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: Key.self)
+            // Scalars: the last value wins.
+            for (index, name) in ["b", "a", "b", "a", "c"].enumerated() { try container.encode(index, forKey: Key(name)) }
+            // A nested container asked for again is the same container; so is one over a value.
+            var first = container.nestedContainer(keyedBy: Key.self, forKey: Key("n"))
+            try first.encode(1, forKey: Key("x"))
+            var second = container.nestedContainer(keyedBy: Key.self, forKey: Key("n"))
+            try second.encode(2, forKey: Key("y"))
+            try first.encode(3, forKey: Key("z"))
+            var list = container.nestedUnkeyedContainer(forKey: Key("u"))
+            try list.encode(1)
+            var sameList = container.nestedUnkeyedContainer(forKey: Key("u"))
+            try sameList.encode(2)
+            try container.encode(["p": 1], forKey: Key("m"))
+            var merged = container.nestedContainer(keyedBy: Key.self, forKey: Key("m"))
+            try merged.encode(2, forKey: Key("q"))
+            // A value after a nested container replaces it.
+            var replaced = container.nestedContainer(keyedBy: Key.self, forKey: Key("r"))
+            try replaced.encode(1, forKey: Key("gone"))
+            try container.encode("replaced", forKey: Key("r"))
+            // Keys that are not all ASCII are matched as Strings, as JSONEncoder's dictionary
+            // does: equal as Strings but not in bytes ("f" sorts between them) is one member,
+            // under the first spelling.
+            var unicode = container.nestedContainer(keyedBy: Key.self, forKey: Key("unicode"))
+            for (index, name) in ["e\u{301}", "b", "f", "\u{E9}", "b", "ü"].enumerated() { try unicode.encode(index, forKey: Key(name)) }
+        }
+    }
+
+    @Test("a key set twice keeps its last value, as in JSONEncoder")
+    func repeatedKeys() throws {
+        let encoded = try #require(try CompactJSON.encode(Repeats()))
+        #expect(encoded == (try Self.reference(Repeats())))
+        // As bytes: Strings would compare the two spellings of é equal.
+        #expect(encoded == Array(#"{"a":3,"b":2,"c":4,"m":{"p":1,"q":2},"n":{"x":1,"y":2,"z":3},"r":"replaced","u":[1,2],"unicode":{"b":4,"e\#u{301}":3,"f":2,"ü":5}}"#.utf8))
+    }
+
+    /// Containers filled after later members were set, and super encoders.
+    struct FilledLater: Encodable {
+        enum Keys: String, CodingKey { case z, object, list, a, parent, empty }
+        func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: Keys.self)
+            var object = container.nestedContainer(keyedBy: Keys.self, forKey: .object)
+            var list = container.nestedUnkeyedContainer(forKey: .list)
+            let parent = container.superEncoder(forKey: .parent)
+            let unnamed = container.superEncoder()  // "super", a key Keys does not have
+            _ = container.nestedContainer(keyedBy: Keys.self, forKey: .empty)
+            try container.encode(1, forKey: .z)
+            try container.encode(2, forKey: .a)
+            try object.encode("late", forKey: .z)
+            var inner = object.nestedUnkeyedContainer(forKey: .list)
+            try list.encode(1)
+            let slot = list.superEncoder()
+            try list.encode(3)
+            var slotValue = slot.singleValueContainer()
+            try slotValue.encode(2)
+            try inner.encode(true)
+            var parentObject = parent.container(keyedBy: Keys.self)
+            try parentObject.encode([Int](), forKey: .list)
+            try parentObject.encode([String: Int](), forKey: .object)
+            _ = unnamed  // encodes nothing: `{}`
+        }
+    }
+
+    /// Asks for a container again where a value of the same kind was set (a subclass and its
+    /// superclass share an encoder, for one): JSONEncoder fills the one container.
+    struct AsksAgain: Encodable {
+        enum Keys: String, CodingKey { case a, b, z, list, strings, empty }
+        func encode(to encoder: any Encoder) throws {
+            var single = encoder.singleValueContainer()
+            try single.encode(["z": 0])
+            var first = encoder.container(keyedBy: Keys.self)
+            try first.encode(1, forKey: .a)
+            var second = encoder.container(keyedBy: Keys.self)
+            try second.encode(2, forKey: .b)
+            // Arrays of strings and integers are written at once: asked for again, they are
+            // split into their elements (commas and quotes inside strings included), which the
+            // container counts.
+            try first.encode([1, 2], forKey: .list)
+            var list = first.nestedUnkeyedContainer(forKey: .list)
+            try list.encode(list.count)
+            try first.encode(["a,b", "\"", "\\", "", "\\\",\""], forKey: .strings)
+            var strings = first.nestedUnkeyedContainer(forKey: .strings)
+            try strings.encode(strings.count)
+            try first.encode([String](), forKey: .empty)
+            var empty = first.nestedUnkeyedContainer(forKey: .empty)
+            try empty.encode(empty.count)
+        }
+    }
+
+    /// The same, at the top level and for an array.
+    struct AsksAgainForArray: Encodable {
+        var first: [String]
+        func encode(to encoder: any Encoder) throws {
+            var single = encoder.singleValueContainer()
+            try single.encode(first)
+            var list = encoder.unkeyedContainer()
+            try list.encode(list.count)
+            var again = encoder.unkeyedContainer()
+            try again.encode(["nested"])
+        }
+    }
+
+    /// Hands a value that encodes nothing to a single-value container (JSONEncoder writes `{}`).
+    struct WrapsEmpty: Encodable {
+        func encode(to encoder: any Encoder) throws {
+            var single = encoder.singleValueContainer()
+            try single.encode(Empty())
+        }
+    }
+
+    @Test("containers filled after creation, super encoders, empty containers")
+    func lateContainers() throws {
+        let encoded = try #require(try CompactJSON.encode(FilledLater()))
+        #expect(encoded == (try Self.reference(FilledLater())))
+        #expect(encoded == Array(#"{"a":2,"empty":{},"list":[1,2,3],"object":{"list":[true],"z":"late"},"parent":{"list":[],"object":{}},"super":{},"z":1}"#.utf8))
+        #expect(try CompactJSON.encode(AsksAgain()) == Self.reference(AsksAgain()))
+        #expect(try CompactJSON.encode(AsksAgain())
+            == Array(#"{"a":1,"b":2,"empty":[0],"list":[1,2,2],"strings":["a,b","\"","\\","","\\\",\"",5],"z":0}"#.utf8))
+        for first in [[], [""], ["a", "b,c"]] {
+            #expect(try CompactJSON.encode(AsksAgainForArray(first: first)) == Self.reference(AsksAgainForArray(first: first)))
+        }
+        #expect(try CompactJSON.encode(WrapsEmpty()) == Self.reference(WrapsEmpty()))
+        #expect(try CompactJSON.encode([WrapsEmpty()]) == Self.reference([WrapsEmpty()]))
+        #expect(try CompactJSON.encode([String]()) == Self.reference([String]()))
+        #expect(try CompactJSON.encode([[String: Int]()]) == Self.reference([[String: Int]()]))
+        #expect(try CompactJSON.encode(JSONValue.array([.object([:]), .array([])])) == Self.reference(JSONValue.array([.object([:]), .array([])])))
+    }
+
+    /// The coding path and message of the `EncodingError.invalidValue` that `encode` throws.
+    private static func failure(_ encode: () throws -> Any?) -> (path: [String], message: String)? {
+        do {
+            _ = try encode()
+        } catch let error as EncodingError {
+            if case .invalidValue(_, let context) = error { return (context.codingPath.map(\.stringValue), context.debugDescription) }
+        } catch {}
+        return nil
+    }
+
+    @Test("the same errors as JSONEncoder: coding path and message")
+    func errors() throws {
+        struct Member: Encodable { var inner: [String: [Double]] }
+        let values: [any Encodable] = [Double.nan, [1.5, -Double.infinity], ["x": Double.infinity], Member(inner: ["k": [0, .nan]]), [Float.nan], Empty()]
+        for value in values {
+            let ours = Self.failure { try CompactJSON.encode(value) }
+            let theirs = Self.failure { try Self.reference(value) }
+            #expect(ours != nil)
+            #expect(ours?.path == theirs?.path && ours?.message == theirs?.message, "\(value)")
+        }
     }
 
     @Test("what JSONEncoder refuses is refused; what it treats specially is left to it")
