@@ -30,6 +30,9 @@ final class TLSChannel: ByteChannel, @unchecked Sendable {
         }
     }
 
+    /// A record may be followed by more, already in the socket or in the TLS library: read on.
+    var shortReadDrains: Bool { false }
+
     func write(_ bytes: UnsafeRawBufferPointer) throws(SystemError) -> Syscalls.IOResult {
         do {
             switch try stream.write(bytes) {

@@ -7,6 +7,9 @@ protocol ByteChannel: Sendable {
     /// The descriptor whose readiness drives the connection.
     var fd: Int32 { get }
     func read(into buffer: UnsafeMutableRawBufferPointer) throws(SystemError) -> Syscalls.IOResult
+    /// Whether a read that did not fill the buffer took everything there was (a socket's does;
+    /// TLS hands over a record at a time).
+    var shortReadDrains: Bool { get }
     func write(_ bytes: UnsafeRawBufferPointer) throws(SystemError) -> Syscalls.IOResult
     /// After a read saw end of input: whether the peer is gone altogether, not just half-closed.
     func peerHasClosed() -> Bool
@@ -19,6 +22,7 @@ struct UnixSocketChannel: ByteChannel {
     let fd: Int32
 
     func read(into buffer: UnsafeMutableRawBufferPointer) throws(SystemError) -> Syscalls.IOResult { try Syscalls.read(fd, into: buffer) }
+    var shortReadDrains: Bool { true }
     func write(_ bytes: UnsafeRawBufferPointer) throws(SystemError) -> Syscalls.IOResult { try Syscalls.send(fd, bytes) }
     func peerHasClosed() -> Bool { Syscalls.peerHasClosed(fd) }
     func close() { Syscalls.close(fd) }
@@ -197,9 +201,9 @@ final class Connection: StreamingConnection, @unchecked Sendable {
 
     // MARK: Reading
 
-    /// Reads until the channel has nothing more (EAGAIN) or ends. Stopping at a short read would
-    /// lose an end of input that arrived with the data: the source reports edges, so nothing
-    /// would wake us again and the connection would stay open forever.
+    /// Reads until the channel has nothing more (EAGAIN, or a short read where that says so) or
+    /// ends. The loop's epoll is level-triggered: what arrives afterwards, an end of input
+    /// included, wakes the connection again.
     private func readable() {
         guard !machine.isClosed, !readSuspended else { return }
         // Not zeroed: only the bytes a read wrote are ever looked at. Taken per turn, not kept
@@ -219,9 +223,8 @@ final class Connection: StreamingConnection, @unchecked Sendable {
             switch result {
             case .bytes(let count):
                 perform(machine.received(UnsafeRawBufferPointer(rebasing: buffer[0..<count])))
-                // A short read took all the socket held: another now would only say "would
-                // block". The loop is level-triggered and reports the next bytes, or the end.
-                if machine.isClosed || readSuspended || count < buffer.count { return }
+                // A short read took all the socket held: another would only say "would block".
+                if machine.isClosed || readSuspended || (count < buffer.count && channel.shortReadDrains) { return }
             case .wouldBlock:
                 return
             case .endOfFile:
