@@ -3,14 +3,36 @@ import Protocol
 
 /// StrictJSON alone, and differentially: whatever it accepts, Foundation's JSON decoder (which
 /// reads the text next, as `JSONValue`) must accept too, or a "strict" line would still be
-/// refused, or worse, read differently.
+/// refused, or worse, read differently. For an object, the members the same pass finds (how a
+/// request line's envelope is read) must be the object's, each value's text read as Foundation
+/// reads that member.
 enum StrictJSONFuzz {
     static func run(_ input: [UInt8]) {
         guard StrictJSON.check(input) == nil else { return }
+        let value: JSONValue
         do {
-            _ = try JSONDecoder().decode(JSONValue.self, from: Data(input))
+            value = try JSONDecoder().decode(JSONValue.self, from: Data(input))
         } catch {
             preconditionFailure("StrictJSON accepts what JSONDecoder refuses: \(error)")
+        }
+        let members: [StrictJSON.Member]?
+        do {
+            members = try StrictJSON.members(of: input)
+        } catch {
+            preconditionFailure("StrictJSON.members refuses what StrictJSON.check accepts: \(error)")
+        }
+        guard case .object(let object) = value else {
+            precondition(members == nil, "StrictJSON.members found members in a value that is not an object")
+            return
+        }
+        guard let members else { preconditionFailure("StrictJSON.members found no object") }
+        precondition(members.count == object.count, "StrictJSON.members found \(members.count) members of \(object.count)")
+        for member in members {
+            let read = try? JSONDecoder().decode(JSONValue.self, from: Data(input[member.value]))
+            precondition(read != nil && object[member.name] == read, "StrictJSON.members reads member \(member.name) differently")
+            if case .string(let text)? = read {
+                precondition(StrictJSON.string(at: member.value.lowerBound, in: input) == text, "StrictJSON.string reads \(member.name) differently")
+            }
         }
     }
 }
