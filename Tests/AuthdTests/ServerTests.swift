@@ -285,6 +285,28 @@ struct StoreTests {
         return database
     }
 
+    @Test("a statement is prepared once and reused; a nested use of the same SQL gets its own; a half-read query holds no read transaction")
+    func statementCache() throws {
+        let directory = TemporaryDirectory()
+        let database = try Database(path: directory.path + "/c.db")
+        try database.execute("CREATE TABLE t (k TEXT)")
+        for key in ["a", "b", "c"] { try database.execute("INSERT INTO t (k) VALUES (?)", [.text(key)]) }
+        let before = database.cachedStatementCount
+        for key in ["d", "e"] { try database.execute("INSERT INTO t (k) VALUES (?)", [.text(key)]) }
+        #expect(database.cachedStatementCount == before, "the INSERT was prepared again")
+
+        // The inner query runs the outer one's SQL while the outer is between rows.
+        let sql = "SELECT k FROM t ORDER BY k"
+        let pairs = try database.query(sql) { row in "\(row.text(0))\(try database.queryOne(sql) { $0.text(0) } ?? "-")" }
+        #expect(pairs == ["aa", "ba", "ca", "da", "ea"])
+
+        // queryOne stops after the first of five rows. Were the statement left mid-read, its
+        // read transaction would keep another connection from truncating the WAL.
+        #expect(try database.queryOne(sql) { $0.text(0) } == "a")
+        let other = try Database(path: directory.path + "/c.db")
+        #expect(try other.queryOne("PRAGMA wal_checkpoint(TRUNCATE)") { $0.int(0) } == 0, "a reader still holds the WAL")
+    }
+
     @Test("a failed transaction changes nothing")
     func rollback() async throws {
         let directory = TemporaryDirectory()

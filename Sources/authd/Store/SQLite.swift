@@ -1,9 +1,10 @@
 import CSQLite
 import FoundationEssentials
 
-// The only file that calls libsqlite3. `Database` owns a connection, `Statement` owns a prepared
-// statement and finalizes it in `deinit`. Neither is Sendable: both live inside the `Store`
-// actor, which runs on its own serial queue.
+// The only file that calls libsqlite3. `Database` owns a connection and keeps each statement it
+// prepares for the next use of the same SQL; `Statement` owns a prepared statement and finalizes
+// it in `deinit`. Neither is Sendable: both live inside the `Store` actor, which runs on its own
+// serial queue.
 
 /// A SQLite failure. Bound values are never part of the message (they may be secrets).
 struct SQLiteError: Error, CustomStringConvertible {
@@ -31,6 +32,14 @@ enum SQLValue: Equatable {
 final class Database {
     fileprivate let handle: OpaquePointer
     let path: String
+    /// Prepared statements by their SQL, reset and ready. SQLite parses and plans a statement in
+    /// `prepare`, which cost more than running an INSERT of one row; the daemon's SQL is a fixed
+    /// set of texts, so each is prepared once. A statement in use is out of this cache, so a
+    /// nested use of the same SQL prepares its own.
+    private var statements: [String: Statement] = [:]
+    /// More distinct texts than this are prepared for each use (none of authd's is built from
+    /// data, but the cache stays bounded whatever a caller does).
+    static let statementCacheLimit = 256
 
     /// Opens (creating if needed) the database at `path` with the pragmas authd relies on.
     init(path: String) throws {
@@ -55,6 +64,7 @@ final class Database {
     }
 
     deinit {
+        statements.removeAll()  // finalized before the connection closes
         sqlite3_close_v2(handle)
     }
 
@@ -62,34 +72,50 @@ final class Database {
         SQLiteError(code: code, message: String(cString: sqlite3_errmsg(handle)), sql: sql)
     }
 
-    func prepare(_ sql: String) throws -> Statement {
-        var statement: OpaquePointer?
-        let status = sqlite3_prepare_v3(handle, sql, -1, 0, &statement, nil)
-        guard status == SQLITE_OK, let statement else { throw error(status, sql: sql) }
-        return Statement(statement: statement, database: self, sql: sql)
+    /// Runs `body` with the statement of `sql`, its parameters bound to `values`: the cached one
+    /// if there is one. Afterwards the statement is reset (a half-read query would otherwise keep
+    /// its read transaction open) and its bindings cleared (they may be secrets).
+    private func withStatement<T>(_ sql: String, _ values: [SQLValue], _ body: (Statement) throws -> T) throws -> T {
+        let statement = try statements.removeValue(forKey: sql) ?? prepare(sql)
+        defer {
+            statement.reset()
+            if statements.count < Self.statementCacheLimit { statements[sql] = statement }
+        }
+        try statement.bind(values)
+        return try body(statement)
     }
+
+    private func prepare(_ sql: String) throws -> Statement {
+        var statement: OpaquePointer?
+        let status = sqlite3_prepare_v3(handle, sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &statement, nil)
+        guard status == SQLITE_OK, let statement else { throw error(status, sql: sql) }
+        return Statement(statement: statement, sql: sql)
+    }
+
+    /// How many prepared statements are kept (tests).
+    var cachedStatementCount: Int { statements.count }
 
     /// Runs a statement that returns no rows of interest.
     func execute(_ sql: String, _ values: [SQLValue] = []) throws {
-        let statement = try prepare(sql)
-        try statement.bind(values)
-        while try statement.step() {}
+        try withStatement(sql, values) { statement in
+            while try statement.step() {}
+        }
     }
 
     /// Runs a query and maps every row.
     func query<T>(_ sql: String, _ values: [SQLValue] = [], row: (Row) throws -> T) throws -> [T] {
-        let statement = try prepare(sql)
-        try statement.bind(values)
-        var results: [T] = []
-        while try statement.step() { results.append(try row(Row(statement: statement))) }
-        return results
+        try withStatement(sql, values) { statement in
+            var results: [T] = []
+            while try statement.step() { results.append(try row(Row(statement: statement))) }
+            return results
+        }
     }
 
     /// The first row of a query, if any.
     func queryOne<T>(_ sql: String, _ values: [SQLValue] = [], row: (Row) throws -> T) throws -> T? {
-        let statement = try prepare(sql)
-        try statement.bind(values)
-        return try statement.step() ? try row(Row(statement: statement)) : nil
+        try withStatement(sql, values) { statement in
+            try statement.step() ? try row(Row(statement: statement)) : nil
+        }
     }
 
     var lastInsertRowID: Int64 { sqlite3_last_insert_rowid(handle) }
@@ -131,22 +157,26 @@ final class Database {
     }
 }
 
+/// A prepared statement of a `Database`, which owns it (and finalizes it before it closes).
 final class Statement {
     private let statement: OpaquePointer
-    private let database: Database
     let sql: String
 
-    fileprivate init(statement: OpaquePointer, database: Database, sql: String) {
+    fileprivate init(statement: OpaquePointer, sql: String) {
         self.statement = statement
-        self.database = database
         self.sql = sql
     }
 
     deinit { sqlite3_finalize(statement) }
 
-    func bind(_ values: [SQLValue]) throws {
+    /// Ready for its next use: not stepping, nothing bound. (sqlite3_reset's return value
+    /// repeats the last step's error, which was thrown then.)
+    func reset() {
         sqlite3_reset(statement)
         sqlite3_clear_bindings(statement)
+    }
+
+    func bind(_ values: [SQLValue]) throws {
         for (offset, value) in values.enumerated() {
             let index = Int32(offset + 1)
             let status: Int32
