@@ -137,6 +137,23 @@ struct AuditTests {
         #expect(try await Self.rows(fixture.store) == 1)
     }
 
+    @Test("timestamps: RFC 3339 in UTC, as Foundation writes whole seconds, and milliseconds exact from their count")
+    func timestamps() {
+        #expect(Timestamp.rfc3339(epochSeconds: 0) == "1970-01-01T00:00:00Z")
+        #expect(Timestamp.rfc3339(epochSeconds: 1_795_711_477) == "2026-11-26T16:44:37Z")
+        #expect(Timestamp.rfc3339(epochSeconds: 951_782_400) == "2000-02-29T00:00:00Z")
+        #expect(Timestamp.rfc3339(epochMilliseconds: 1_795_711_477_001) == "2026-11-26T16:44:37.001Z")
+        #expect(Timestamp.rfc3339(epochMilliseconds: 1_795_711_477_999) == "2026-11-26T16:44:37.999Z")
+        #expect(Timestamp.rfc3339(epochMilliseconds: -1) == "1969-12-31T23:59:59.999Z")
+        #expect(Timestamp.rfc3339(Date(timeIntervalSince1970: 1_795_711_477.5), milliseconds: true) == "2026-11-26T16:44:37.500Z")
+        var generator = SystemRandomNumberGenerator()
+        for _ in 0..<2000 {
+            let seconds = Int64.random(in: 0...253_402_300_799, using: &generator)  // through 9999-12-31
+            let date = Date(timeIntervalSince1970: TimeInterval(seconds))
+            #expect(Timestamp.rfc3339(epochSeconds: seconds) == date.formatted(Date.ISO8601FormatStyle(timeZone: .gmt)))
+        }
+    }
+
     @Test("[audit] retention and max_size are read, with units, and checked")
     func configuration() throws {
         let config = try Config.parse("[audit]\nretention = 30d\nmax_size = 16M\n", file: "authd.conf")
