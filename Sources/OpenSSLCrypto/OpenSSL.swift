@@ -1,5 +1,6 @@
 internal import COpenSSL
 import FoundationEssentials
+import Synchronization
 
 // The OpenSSLCrypto module is the only code that calls libcrypto (PACE aside, which hands libeac
 // the BUF_MEM buffers its API takes): authd, the virtual card and SmartCard use these types.
@@ -226,9 +227,31 @@ public enum AESGCM {
 /// this type is Sendable.
 public final class P256PrivateKey: @unchecked Sendable {
     let key: OpaquePointer
+    /// A signing context set up once (`EVP_DigestSignInit` with SHA-256 and this key), which
+    /// each signature copies: setting one up looks up the algorithms in OpenSSL's provider
+    /// tables every time and cost about a fifth of a signature. Copied under `templateLock`, so
+    /// no two threads read it at once.
+    private let signingTemplate: OpaquePointer
+    private let templateLock = Mutex(())
 
-    private init(key: OpaquePointer) { self.key = key }
-    deinit { EVP_PKEY_free(key) }
+    private init(key: OpaquePointer) throws {
+        self.key = key
+        guard let template = EVP_MD_CTX_new() else {
+            EVP_PKEY_free(key)
+            throw CryptoError.drain("EVP_MD_CTX_new")
+        }
+        guard EVP_DigestSignInit(template, nil, EVP_sha256(), nil, key) == 1 else {
+            EVP_MD_CTX_free(template)
+            EVP_PKEY_free(key)
+            throw CryptoError.drain("EVP_DigestSignInit")
+        }
+        signingTemplate = template
+    }
+
+    deinit {
+        EVP_MD_CTX_free(signingTemplate)
+        EVP_PKEY_free(key)
+    }
 
     /// A fresh key from the system's random source.
     public static func generate() throws -> P256PrivateKey {
@@ -239,7 +262,7 @@ public final class P256PrivateKey: @unchecked Sendable {
               EVP_PKEY_CTX_set_group_name(context, "P-256") == 1,
               EVP_PKEY_keygen(context, &key) == 1, let key
         else { throw CryptoError.drain("EC key generation") }
-        return P256PrivateKey(key: key)
+        return try P256PrivateKey(key: key)
     }
 
     /// Parses a DER private key (RFC 5915 / PKCS#8) and checks it is on P-256.
@@ -249,8 +272,11 @@ public final class P256PrivateKey: @unchecked Sendable {
             return d2i_AutoPrivateKey(nil, &pointer, bytes.count)
         }
         guard let parsed else { throw CryptoError.drain("d2i_AutoPrivateKey") }
-        self.init(key: parsed)
-        guard try P256PublicKey.isP256(parsed) else { throw CryptoError(operation: "load private key", detail: "not a P-256 key") }
+        guard (try? P256PublicKey.isP256(parsed)) == true else {
+            EVP_PKEY_free(parsed)
+            throw CryptoError(operation: "load private key", detail: "not a P-256 key")
+        }
+        try self.init(key: parsed)
     }
 
     /// The private key as DER, in a buffer that is wiped after use.
@@ -278,7 +304,7 @@ public final class P256PrivateKey: @unchecked Sendable {
     public func signES256(_ message: some ContiguousBytes) throws -> [UInt8] {
         guard let context = EVP_MD_CTX_new() else { throw CryptoError.drain("EVP_MD_CTX_new") }
         defer { EVP_MD_CTX_free(context) }
-        guard EVP_DigestSignInit(context, nil, EVP_sha256(), nil, key) == 1 else { throw CryptoError.drain("EVP_DigestSignInit") }
+        guard templateLock.withLock { _ in EVP_MD_CTX_copy_ex(context, signingTemplate) } == 1 else { throw CryptoError.drain("EVP_MD_CTX_copy_ex") }
         var der = [UInt8](repeating: 0, count: 80)
         var length = der.count
         let ok = message.withUnsafeBytes { input in
