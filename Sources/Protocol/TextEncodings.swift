@@ -3,17 +3,22 @@ import FoundationEssentials
 /// base64url without padding (RFC 4648 §5), as JOSE uses it: the standard alphabet from
 /// Foundation, with the two URL-safe substitutions done on bytes.
 public enum Base64URL {
+    /// Foundation's base64, then the URL-safe alphabet and no padding, written once into the
+    /// string. (Every token is three of these; `Data` made from an arbitrary sequence, one byte
+    /// at a time, was most of the cost.)
     public static func encode(_ bytes: some Sequence<UInt8>) -> String {
-        var encoded = Array(Data(bytes).base64EncodedData())
-        while encoded.last == UInt8(ascii: "=") { encoded.removeLast() }
-        for index in encoded.indices {
-            switch encoded[index] {
-            case UInt8(ascii: "+"): encoded[index] = UInt8(ascii: "-")
-            case UInt8(ascii: "/"): encoded[index] = UInt8(ascii: "_")
-            default: break
+        let data = bytes.withContiguousStorageIfAvailable { Data(buffer: $0) } ?? Data(bytes)
+        return data.base64EncodedData().withUnsafeBytes { standard in
+            var count = standard.count
+            while count > 0, standard[count - 1] == UInt8(ascii: "=") { count -= 1 }
+            return String(unsafeUninitializedCapacity: count) { text in
+                for index in 0..<count {
+                    let byte = standard[index]
+                    text[index] = byte == UInt8(ascii: "+") ? UInt8(ascii: "-") : byte == UInt8(ascii: "/") ? UInt8(ascii: "_") : byte
+                }
+                return count
             }
         }
-        return String(decoding: encoded, as: UTF8.self)
     }
 
     /// Strict decoding: only the URL-safe alphabet, no padding, no whitespace.
