@@ -98,7 +98,10 @@ public enum StrictJSON {
             index += 1
             skipWhitespace()
             let outermost = depth == 1
-            if outermost { topLevel = [] }
+            if outermost {
+                topLevel = []
+                topLevel!.reserveCapacity(4)  // a request's members
+            }
             if next == UInt8(ascii: "}") { index += 1; return }
             var names = MemberNames()
             while true {
@@ -176,6 +179,19 @@ public enum StrictJSON {
             }
         }
 
+        /// `bytes` as text when they are valid UTF-8. `String(decoding:as:)` replaces each invalid
+        /// sequence with U+FFFD, so its bytes equal the input exactly when the input is valid.
+        /// (`String(validating:as:)`, generic over the encoding, looked up type metadata on every
+        /// call: it was half the cost of reading a request line.)
+        private func utf8String(_ bytes: ArraySlice<UInt8>) -> String? {
+            var text = String(decoding: bytes, as: UTF8.self)
+            let valid = bytes.withUnsafeBufferPointer { input in
+                input.reduce(0, |) < 0x80  // ASCII, as nearly every string on the wire is
+                    || text.withUTF8 { decoded in decoded.elementsEqual(input) }
+            }
+            return valid ? text : nil
+        }
+
         /// A string, its escapes resolved (member names are compared as the text they mean:
         /// `"\u006dethod"` is `"method"`). Lone surrogates and invalid UTF-8 are refused.
         mutating func string() throws(Violation) -> String {
@@ -184,7 +200,7 @@ public enum StrictJSON {
             var end = index
             while end < bytes.count, bytes[end] != UInt8(ascii: "\""), bytes[end] != UInt8(ascii: "\\"), bytes[end] >= 0x20 { end += 1 }
             if end < bytes.count, bytes[end] == UInt8(ascii: "\"") {
-                guard let text = String(validating: bytes[index..<end], as: UTF8.self) else {
+                guard let text = utf8String(bytes[index..<end]) else {
                     throw Violation(offset: index, problem: "a string is not valid UTF-8")
                 }
                 index = end + 1
@@ -194,7 +210,7 @@ public enum StrictJSON {
             var runStart = index
             func flushRun(_ reader: Reader, upTo end: Int) throws(Violation) {
                 guard runStart < end else { return }
-                guard let run = String(validating: reader.bytes[runStart..<end], as: UTF8.self) else {
+                guard let run = utf8String(reader.bytes[runStart..<end]) else {
                     throw Violation(offset: runStart, problem: "a string is not valid UTF-8")
                 }
                 scalars.append(contentsOf: run.unicodeScalars)
@@ -281,6 +297,7 @@ public enum StrictJSON {
         mutating func insert(_ name: String) -> Bool {
             if set != nil { return set!.insert(name).inserted }
             if list.contains(name) { return false }
+            if list.isEmpty { list.reserveCapacity(4) }
             list.append(name)
             if list.count == 16 { set = Set(list) }
             return true
