@@ -295,15 +295,37 @@ public enum CompactJSON {
         output.append(UInt8(ascii: "\""))
         var text = text  // withUTF8 is mutating (it makes a string contiguous if it is not)
         text.withUTF8 { bytes in
-            var clean = 0
-            for (index, byte) in bytes.enumerated() where byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") {
-                output.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[clean..<index]))
-                appendEscape(byte, to: &output)
-                clean = index + 1
+            var clean = 0, index = 0
+            while index < bytes.count {
+                // Eight bytes at a time while none of them needs an escape (a token, a key id).
+                if index + 8 <= bytes.count, !needsEscape(UnsafeRawPointer(bytes.baseAddress! + index).loadUnaligned(as: UInt64.self)) {
+                    index += 8
+                    continue
+                }
+                let byte = bytes[index]
+                if byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") {
+                    output.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[clean..<index]))
+                    appendEscape(byte, to: &output)
+                    clean = index + 1
+                }
+                index += 1
             }
             output.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[clean...]))
         }
         output.append(UInt8(ascii: "\""))
+    }
+
+    /// Whether any of the eight bytes in `word` is a control character, a quote or a backslash
+    /// (the classic "has a zero byte" test, `(x - 0x01…) & ~x & 0x80…`, on the word as it is for
+    /// "below 0x20", and XORed with each of the two characters). Never false when one is there.
+    @inline(__always)
+    private static func needsEscape(_ word: UInt64) -> Bool {
+        let ones: UInt64 = 0x0101_0101_0101_0101, highs: UInt64 = 0x8080_8080_8080_8080
+        let quote = word ^ (ones &* UInt64(UInt8(ascii: "\""))), backslash = word ^ (ones &* UInt64(UInt8(ascii: "\\")))
+        let below0x20 = (word &- ones &* 0x20) & ~word
+        let isQuote = (quote &- ones) & ~quote
+        let isBackslash = (backslash &- ones) & ~backslash
+        return (below0x20 | isQuote | isBackslash) & highs != 0
     }
 
     private static func appendEscape(_ byte: UInt8, to output: inout [UInt8]) {

@@ -64,6 +64,28 @@ struct CompactJSONTests {
         #expect(try CompactJSON.encode([text: [text]]) == Self.reference([text: [text]]))
     }
 
+    /// Strings are scanned eight bytes at a time: an escape at every offset from a word's start,
+    /// beside bytes just outside the escaped set (0x20, 0x21, 0x23, 0x5B, 0x5D, multi-byte UTF-8).
+    @Test("an escape is found wherever it falls in an eight-byte word")
+    func escapesAtEveryOffset() throws {
+        let fillers = ["a", " ", "!", "#", "[", "]", "é", "\u{7F}"]
+        for escaped in ["\"", "\\", "\u{0}", "\u{1F}", "\n"] {
+            for filler in fillers {
+                for length in 0..<20 {
+                    for position in 0...length {
+                        var text = String(repeating: filler, count: length)
+                        text.insert(contentsOf: escaped, at: text.index(text.startIndex, offsetBy: position))
+                        #expect(try CompactJSON.encode(text) == Self.reference(text), "\(escaped.debugDescription) at \(position) of \(length) × \(filler)")
+                    }
+                }
+            }
+        }
+        for filler in fillers {
+            let clean = String(repeating: filler, count: 37)
+            #expect(try CompactJSON.encode(clean) == Self.reference(clean))
+        }
+    }
+
     @Test("numbers at their limits", arguments: [0.0, -0.0, 1.0, -1.5, 0.1, 1e20, 1e21, 1.7976931348623157e308, 5e-324, 123456789.125, 1e-7])
     func doubles(_ number: Double) throws {
         #expect(try CompactJSON.encode(number) == Self.reference(number))
