@@ -40,19 +40,23 @@ actor AuditLog {
     private struct Queued {
         var pending: [Waiting] = []
         var committing = false
-        /// Committed records for the followers, in commit order, and whether a task is
-        /// handing them over.
-        var unpublished: [AuditRecord] = []
-        var publishing = false
     }
-    private var followers: [Int: AsyncStream<AuditRecord>.Continuation] = [:]
-    private var nextFollower = 0
+
+    /// The followers, and how much was written since the bounds were last enforced. Under a
+    /// lock too: a commit hands its records to the followers where it ran, on the store's queue,
+    /// and so in commit order, rather than from a task on this actor started for each batch.
+    private nonisolated let publication = Mutex(Publication())
+
+    private struct Publication {
+        var followers: [Int: AsyncStream<AuditRecord>.Continuation] = [:]
+        var nextFollower = 0
+        /// Roughly how many bytes were written since the bounds were last enforced.
+        var bytesSinceBoundsCheck = 0
+        var enforcingBounds = false
+    }
 
     /// How old and how big the log may grow; read at every check, so a reload applies.
     private let bounds: @Sendable () -> Bounds
-    /// Roughly how many bytes were written since the bounds were last enforced.
-    private var bytesSinceBoundsCheck = 0
-    private var enforcingBounds = false
 
     /// Identical refusals are counted, not written one by one, for this long after the first.
     let summaryWindow: Duration
@@ -102,33 +106,10 @@ actor AuditLog {
                 for ((_, _, continuation), record) in zip(batch, records) {
                     continuation.resume(returning: record)
                 }
-                log.handOver(records)
+                log.publish(records)
             } catch {
                 for (_, _, continuation) in batch { continuation.resume(throwing: error) }
             }
-        }
-    }
-
-    /// Gives committed records to the followers, in commit order, from one task at a time.
-    private nonisolated func handOver(_ records: [AuditRecord]) {
-        let start = queued.withLock { queued -> Bool in
-            queued.unpublished += records
-            defer { queued.publishing = true }
-            return !queued.publishing
-        }
-        if start { Task { await self.publishHandedOver() } }
-    }
-
-    private func publishHandedOver() {
-        while let records = queued.withLock({ queued -> [AuditRecord]? in
-            guard !queued.unpublished.isEmpty else {
-                queued.publishing = false
-                return nil
-            }
-            defer { queued.unpublished.removeAll() }
-            return queued.unpublished
-        }) {
-            publish(records)
         }
     }
 
@@ -149,14 +130,28 @@ actor AuditLog {
             detail: entry.detail)
     }
 
-    /// Hands records committed elsewhere (in the transaction of the change they record) to the
-    /// followers, as the log's own commits are.
-    func publish(_ records: [AuditRecord]) {
-        for record in records {
-            bytesSinceBoundsCheck += Self.estimatedBytes(record)
-            publish(record: record)
+    /// Hands committed records to the followers: the log's own commits, and records committed
+    /// elsewhere (in the transaction of the change they record). Enforces the bounds in the
+    /// background once about a sixteenth of the maximum size (at least 1 MiB) was written since
+    /// the last time: the hourly maintenance alone would let a busy daemon write far past the
+    /// maximum in between.
+    nonisolated func publish(_ records: [AuditRecord]) {
+        let every = max(1 << 20, Int(bounds().maxBytes / 16))
+        let due = publication.withLock { publication -> Bool in
+            for record in records {
+                publication.bytesSinceBoundsCheck += Self.estimatedBytes(record)
+                for follower in publication.followers.values { follower.yield(record) }
+            }
+            guard publication.bytesSinceBoundsCheck >= every, !publication.enforcingBounds else { return false }
+            publication.bytesSinceBoundsCheck = 0
+            publication.enforcingBounds = true
+            return true
         }
-        enforceBoundsIfDue()
+        guard due else { return }
+        Task {
+            _ = try? await self.enforceBounds()
+            self.publication.withLock { $0.enforcingBounds = false }
+        }
     }
 
     /// The newest `limit` records, oldest first.
@@ -177,24 +172,29 @@ actor AuditLog {
 
     /// A stream of records committed from now on. A follower that falls 1000 records behind
     /// loses the oldest ones rather than growing the daemon's memory.
-    var followerCount: Int { followers.count }
+    var followerCount: Int { publication.withLock { $0.followers.count } }
 
     func follow() -> (id: Int, records: AsyncStream<AuditRecord>) {
         let (stream, continuation) = AsyncStream.makeStream(of: AuditRecord.self, bufferingPolicy: .bufferingNewest(1000))
-        let id = nextFollower
-        nextFollower += 1
-        followers[id] = continuation
+        let id = publication.withLock { publication in
+            defer { publication.nextFollower += 1 }
+            publication.followers[publication.nextFollower] = continuation
+            return publication.nextFollower
+        }
         return (id, stream)
     }
 
     func unfollow(_ id: Int) {
-        followers.removeValue(forKey: id)?.finish()
+        publication.withLock { $0.followers.removeValue(forKey: id) }?.finish()
     }
 
     /// Ends every follower's stream (at shutdown).
     func finishFollowers() {
+        let followers = publication.withLock { publication in
+            defer { publication.followers.removeAll() }
+            return publication.followers
+        }
         for follower in followers.values { follower.finish() }
-        followers.removeAll()
     }
 
     // MARK: Floods of identical refusals
@@ -423,29 +423,13 @@ actor AuditLog {
             ]), at: time, into: database)
             return (purge, record)
         }
-        if let record { publish(record: record) }
+        if let record {
+            publication.withLock { publication in
+                for follower in publication.followers.values { follower.yield(record) }
+            }
+        }
         return purge
     }
-
-    private func publish(record: AuditRecord) {
-        for follower in followers.values { follower.yield(record) }
-    }
-
-    /// Enforces the bounds in the background once about a sixteenth of the maximum size (at
-    /// least 1 MiB) was written since the last time: the hourly maintenance alone would let a
-    /// busy daemon write far past the maximum in between.
-    private func enforceBoundsIfDue() {
-        let every = max(1 << 20, Int(bounds().maxBytes / 16))
-        guard bytesSinceBoundsCheck >= every, !enforcingBounds else { return }
-        bytesSinceBoundsCheck = 0
-        enforcingBounds = true
-        Task {
-            _ = try? await self.enforceBounds()
-            self.boundsEnforced()
-        }
-    }
-
-    private func boundsEnforced() { enforcingBounds = false }
 }
 
 extension Duration {

@@ -69,7 +69,7 @@ final class Dispatcher: Sendable {
                     // Fail closed: a result that cannot be recorded is not handed out.
                     try await services.audit.record(.init(caller: caller, method: request.method, outcome: .ok, reason: nil, detail: invocation.auditDetail))
                 } else {
-                    await services.audit.publish(committed)
+                    services.audit.publish(committed)
                 }
             }
             outcome = .success(invocation.result)
@@ -77,7 +77,7 @@ final class Dispatcher: Sendable {
             let wire = wireError(error, method: request.method)
             // A change committed before the call failed (the lock could not remember a sign-in,
             // say) keeps its record; followers see it too.
-            if let committed = scope?.committed, !committed.isEmpty { await services.audit.publish(committed) }
+            if let committed = scope?.committed, !committed.isEmpty { services.audit.publish(committed) }
             if entry.audited && wire.reason != .invalidParams {
                 // Floods of the same refusal are counted, not written one by one; a wrong secret
                 // and an admin's own action are always written in full.
