@@ -5,7 +5,7 @@ import Protocol
 /// reads the text next, as `JSONValue`) must accept too, or a "strict" line would still be
 /// refused, or worse, read differently. For an object, the members the same pass finds (how a
 /// request line's envelope is read) must be the object's, each value's text read as Foundation
-/// reads that member.
+/// reads that member, and the names given for a value that is an object its members' names.
 enum StrictJSONFuzz {
     static func run(_ input: [UInt8]) {
         guard StrictJSON.check(input) == nil else { return }
@@ -32,6 +32,12 @@ enum StrictJSONFuzz {
             precondition(read != nil && object[member.name] == read, "StrictJSON.members reads member \(member.name) differently")
             if case .string(let text)? = read {
                 precondition(StrictJSON.string(at: member.value.lowerBound, in: input) == text, "StrictJSON.string reads \(member.name) differently")
+            }
+            if case .object(let inner)? = read {
+                precondition(member.names.map(Set.init) == Set(inner.keys) && member.names?.count == inner.count,
+                             "StrictJSON.members names the members of \(member.name) differently")
+            } else {
+                precondition(member.names == nil, "StrictJSON.members gives names for \(member.name), which is not an object")
             }
         }
     }

@@ -32,6 +32,9 @@ public enum StrictJSON {
     public struct Member: Sendable, Equatable {
         public let name: String
         public let value: Range<Int>
+        /// When the value is an object: its members' names, as the check read them (a request's
+        /// params are checked for unknown fields without being read again).
+        public let names: [String]?
     }
 
     /// Checks `text` as ``check(_:)`` does and, in the same pass, returns the members of the
@@ -54,6 +57,8 @@ public enum StrictJSON {
         var index = 0
         /// The members of the outermost value, when it is an object.
         var topLevel: [Member]?
+        /// The member names of the object a top-level member's value just was.
+        var valueNames: [String]?
 
         mutating func document() throws(Violation) {
             if bytes.starts(with: [0xEF, 0xBB, 0xBF]) { throw Violation(offset: 0, problem: "a byte-order mark precedes the JSON text") }
@@ -102,7 +107,12 @@ public enum StrictJSON {
                 topLevel = []
                 topLevel!.reserveCapacity(4)  // a request's members
             }
-            if next == UInt8(ascii: "}") { index += 1; return }
+            // A top-level member's value (depth 2) leaves its names for that member.
+            if next == UInt8(ascii: "}") {
+                index += 1
+                if depth == 2 { valueNames = [] }
+                return
+            }
             var names = MemberNames()
             while true {
                 guard next == UInt8(ascii: "\"") else {
@@ -118,12 +128,16 @@ public enum StrictJSON {
                 index += 1
                 skipWhitespace()
                 let valueStart = index
+                valueNames = nil
                 try value(depth: depth)
-                if outermost { topLevel?.append(Member(name: name, value: valueStart..<index)) }
+                if outermost { topLevel?.append(Member(name: name, value: valueStart..<index, names: valueNames)) }
                 skipWhitespace()
                 switch next {
                 case UInt8(ascii: ",")?: index += 1; skipWhitespace()
-                case UInt8(ascii: "}")?: index += 1; return
+                case UInt8(ascii: "}")?:
+                    index += 1
+                    if depth == 2 { valueNames = names.all }
+                    return
                 default: throw violation(next == nil ? "the JSON text ends early" : "',' or '}' was expected")
                 }
             }
@@ -302,5 +316,8 @@ public enum StrictJSON {
             if list.count == 16 { set = Set(list) }
             return true
         }
+
+        /// Every name, in no particular order.
+        var all: [String] { self.set.map(Array.init) ?? list }
     }
 }

@@ -10,9 +10,9 @@ public struct Request: Sendable, Equatable {
     fileprivate var source: ParamsSource
 
     fileprivate enum ParamsSource: Sendable, Equatable {
-        /// The text of the `params` object, as the request line has it; nil when the line has
-        /// none (absent or null).
-        case text(Data?)
+        /// The text of the `params` object, as the request line has it (nil when the line has
+        /// none: absent or null), and its members' names as the strict check read them.
+        case text(Data?, names: [String])
         case value(JSONValue?)
     }
 
@@ -23,16 +23,16 @@ public struct Request: Sendable, Equatable {
         source = .value(params == .null ? nil : params)
     }
 
-    fileprivate init(id: JSONValue?, method: String, paramsText: Data?) {
+    fileprivate init(id: JSONValue?, method: String, paramsText: Data?, names: [String]) {
         self.id = id
         self.method = method
-        source = .text(paramsText)
+        source = .text(paramsText, names: names)
     }
 
     /// Whether the request has no params to decode: absent, null or `{}`.
     public var hasNoParams: Bool {
         switch source {
-        case .text(let text): return text == nil || text!.elementsEqual("{}".utf8)
+        case .text(_, let names): return names.isEmpty
         case .value(let value): return value == nil || value == .object([:])
         }
     }
@@ -41,7 +41,7 @@ public struct Request: Sendable, Equatable {
     public var params: JSONValue? {
         switch source {
         case .value(let value): return value
-        case .text(let text): return text.flatMap { try? JSONDecoder().decode(JSONValue.self, from: $0) }
+        case .text(let text, _): return text.flatMap { try? JSONDecoder().decode(JSONValue.self, from: $0) }
         }
     }
 }
@@ -166,14 +166,14 @@ public enum WireCodec {
                 id: replyID, error: .invalidRequest("Unknown member '\(Redaction.printable(unknown, limit: 64))' in the request.")))
         }
         var paramsText: Data?
-        if let params = envelope.params, bytes[params.lowerBound] != UInt8(ascii: "n") {
-            guard bytes[params.lowerBound] == UInt8(ascii: "{") else {
+        if let params = envelope.params, bytes[params.value.lowerBound] != UInt8(ascii: "n") {
+            guard params.names != nil else {
                 return .failure(RequestDecodingError(
                     id: replyID, error: .invalidParams("'params' must be an object (named parameters).", field: "params")))
             }
-            paramsText = Data(bytes[params])
+            paramsText = Data(bytes[params.value])
         }
-        return .success(Request(id: id.value, method: method, paramsText: paramsText))
+        return .success(Request(id: id.value, method: method, paramsText: paramsText, names: envelope.params?.names ?? []))
     }
 
     /// The request envelope's members, read from where the strict-JSON check found them.
@@ -182,8 +182,8 @@ public enum WireCodec {
         var id: RequestID? = RequestID(value: nil)
         var jsonrpc: String?
         var method: String?
-        /// Where the value of `params` lies, when the member is there.
-        var params: Range<Int>?
+        /// The `params` member, when it is there.
+        var params: StrictJSON.Member?
         /// The first member that is not the envelope's, in the line's order.
         var unknownMember: String?
 
@@ -198,7 +198,7 @@ public enum WireCodec {
                 switch member.name {
                 case "jsonrpc": jsonrpc = string(member.value)
                 case "method": method = string(member.value)
-                case "params": params = member.value
+                case "params": params = member
                 case "id": id = Self.id(bytes[member.value], string: string(member.value))
                 default: if unknownMember == nil { unknownMember = member.name }
                 }
@@ -249,12 +249,20 @@ public enum WireCodec {
     /// does not know, become −32602 errors that name the field.
     public static func decodeParams<P: Decodable>(_ type: P.Type, from request: Request) throws(RPCError) -> P {
         let text: Data
+        /// The fields given; nil when the params are not an object.
+        let given: [String]?
         switch request.source {
-        case .text(let given):
-            text = given ?? Data("{}".utf8)
+        case .text(let params, let names):
+            text = params ?? Data("{}".utf8)
+            given = names
         case .value(let value):
             guard let encoded = try? encodeJSON(value ?? .object([:])) else { throw .invalidParams("The parameters cannot be read.") }
             text = encoded
+            switch value {
+            case nil: given = []
+            case .object(let object)?: given = Array(object.keys)
+            default: given = nil
+            }
         }
         let decoded: Params<P>
         do {
@@ -269,12 +277,10 @@ public enum WireCodec {
         // Fields present in the text but never asked for by `P`'s decoding are rejected: a typo
         // ("audience" for "aud") must not be silently ignored by a security daemon. An explicit
         // null for a field the method does not know is still unknown; of several, the first in
-        // sorted order is named. The names are the strict reader's (a second keyed container
-        // from JSONDecoder, only to list them, cost a fifth of the decoding).
-        guard let given = (try? StrictJSON.members(of: Array(text))) ?? nil else {
-            throw .invalidParams("'params' must be an object (named parameters).", field: "params")
-        }
-        if let field = given.lazy.map(\.name).filter({ !decoded.asked.contains($0) }).min() {
+        // sorted order is named. The names given are the strict check's (a second keyed
+        // container from JSONDecoder, only to list them, cost a fifth of the decoding).
+        guard let given else { throw .invalidParams("'params' must be an object (named parameters).", field: "params") }
+        if let field = given.filter({ !decoded.asked.contains($0) }).min() {
             throw .invalidParams("Unknown parameter '\(Redaction.printable(field, limit: 64))'.", field: field)
         }
         return decoded.value
