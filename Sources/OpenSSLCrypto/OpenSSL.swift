@@ -272,7 +272,7 @@ public final class P256PrivateKey: @unchecked Sendable {
             return d2i_AutoPrivateKey(nil, &pointer, bytes.count)
         }
         guard let parsed else { throw CryptoError.drain("d2i_AutoPrivateKey") }
-        guard (try? P256PublicKey.isP256(parsed)) == true else {
+        guard P256PublicKey.isP256(parsed) else {
             EVP_PKEY_free(parsed)
             throw CryptoError(operation: "load private key", detail: "not a P-256 key")
         }
@@ -331,14 +331,14 @@ public final class P256PublicKey: @unchecked Sendable {
         guard let parsed else { throw CryptoError.drain("d2i_PUBKEY") }
         key = parsed
         self.spki = spki
-        guard try P256PublicKey.isP256(parsed) else {
+        guard P256PublicKey.isP256(parsed) else {
             throw CryptoError(operation: "load public key", detail: "not a P-256 key")
         }
     }
 
     deinit { EVP_PKEY_free(key) }
 
-    fileprivate static func isP256(_ key: OpaquePointer) throws -> Bool {
+    fileprivate static func isP256(_ key: OpaquePointer) -> Bool {
         let group = curveName(key)
         return group == "prime256v1" || group == "P-256"
     }
