@@ -6,6 +6,8 @@ import Protocol
 /// refused, or worse, read differently. For an object, the members the same pass finds (how a
 /// request line's envelope is read) must be the object's, each value's text read as Foundation
 /// reads that member, and the names given for a value that is an object its members' names.
+/// What was read is then written back by CompactJSON, which must write what JSONEncoder writes
+/// (or leave the value to it).
 enum StrictJSONFuzz {
     static func run(_ input: [UInt8]) {
         guard StrictJSON.check(input) == nil else { return }
@@ -14,6 +16,11 @@ enum StrictJSONFuzz {
             value = try JSONDecoder().decode(JSONValue.self, from: Data(input))
         } catch {
             preconditionFailure("StrictJSON accepts what JSONDecoder refuses: \(error)")
+        }
+        if let compact = try? CompactJSON.encode(value) {
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+            precondition(compact == (try? encoder.encode(value)).map(Array.init), "CompactJSON writes a value differently from JSONEncoder")
         }
         let members: [StrictJSON.Member]?
         do {

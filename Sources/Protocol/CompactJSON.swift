@@ -5,552 +5,645 @@ import FoundationEssentials
 /// writes, at a fraction of its cost. The wire's hot path (every response, notification,
 /// token's claims and audit detail) goes through it; `JSONEncoder` stays the reference.
 ///
-/// Where the cost goes in `JSONEncoder`: every value it is handed, down to each string of an
-/// array, is checked with dynamic casts against the types it encodes specially (Date, Data,
-/// URL, Decimal, string-keyed dictionaries). Here a value's static type is compared with those
-/// types instead (a pointer comparison), and a value of one of them is not encoded at all:
-/// `encode` answers nil and the caller uses `JSONEncoder` (our wire types hold none of them).
+/// How it is built, for speed: a value is written in one pass, straight into one byte buffer,
+/// as Codable hands its parts over; nothing is built in between. An object is sorted when it is
+/// complete: its members are already text, so sorting moves byte ranges (none, when the keys
+/// came in order). A container is complete when its value's `encode(to:)` returns, or when
+/// something is written to a container around it (what synthesized `encode(to:)` does).
+/// Scalars are checked against the types JSONEncoder encodes specially by their static type
+/// (a pointer comparison), not by a dynamic cast per value as JSONEncoder does.
 ///
-/// How it is built, for speed: a value becomes a small tree (objects must be sorted before they
-/// are written, and a container may still be filled after it was created). Scalars are written
-/// out at once into one byte buffer per call and the tree refers to them by range, so a string
-/// or number costs no allocation of its own, nor does an array of them; any other array or
-/// object is one box with one array. Objects keep their members in the order they were set
-/// and are sorted when written.
+/// What one pass cannot write is left to `JSONEncoder` (`encode` answers nil): a container
+/// written to after it was complete or asked for again as another kind, a key set twice, a key
+/// that needs an escape, super encoders, and the types JSONEncoder encodes by its own rules
+/// (Date, Data, URL, Decimal). Our wire types do none of this; a hand-written `encode(to:)` may.
 ///
 /// Debug builds encode every value both ways and stop at the first difference, so the whole
 /// test suite checks that the two agree.
 public enum CompactJSON {
-    /// The JSON text of `value`, or nil when it holds a type `JSONEncoder` treats specially.
+    /// The JSON text of `value`, or nil when it is one `JSONEncoder` must write (see above).
     public static func encode<T: Encodable>(_ value: T) throws -> [UInt8]? {
-        let run = Run()
-        let root: Node
+        try written(value)?.text
+    }
+
+    /// The writer that wrote `value`, or nil when it is one `JSONEncoder` must write.
+    static func written<T: Encodable>(_ value: T) throws -> Writer? {
+        let writer = Writer()
         do {
-            root = try run.node(for: value, path: .root)
-        } catch is SpecialType {
+            try writer.write(value, key: nil, topLevel: true)
+        } catch is NotInOnePass {
             return nil
         }
-        if case .empty = root {
-            throw EncodingError.invalidValue(value, .init(codingPath: [], debugDescription: "Top-level \(T.self) did not encode any values."))
+        return writer.failed ? nil : writer
+    }
+
+    /// What one pass cannot write: the value goes to `JSONEncoder`.
+    struct NotInOnePass: Error {}
+
+    /// One call of `encode`: the text so far, and the values and containers not yet complete.
+    ///
+    /// The text is a buffer of its own rather than an Array (whose `append` checks uniqueness
+    /// and capacity at each call), and the properties are not checked for exclusive access at
+    /// run time (as a class's are at each access; that was a third of the cost): a writer lives
+    /// for one call of `encode` on one thread, and no method of it reaches a property while it
+    /// holds an `inout` access to the same one.
+    final class Writer {
+        /// The text: `count` bytes at `bytes`, room for `capacity`.
+        @exclusivity(unchecked) private var bytes: UnsafeMutablePointer<UInt8>
+        @exclusivity(unchecked) private var count = 0
+        @exclusivity(unchecked) private var capacity: Int
+        /// What is not complete yet, outermost first: values whose `encode(to:)` runs, and
+        /// containers that may still be written to.
+        @exclusivity(unchecked) private var open: [Open] = []
+        /// The members of the open objects, each object's in one run.
+        @exclusivity(unchecked) private var members: [Member] = []
+        @exclusivity(unchecked) private var lastID = 0
+        /// Set where a method that cannot throw met what one pass cannot write.
+        @exclusivity(unchecked) private(set) var failed = false
+
+        struct Open {
+            enum Kind: Equatable {
+                /// A value that has asked for no container yet.
+                case undecided, object, array
+                /// A value that asked for a single-value container; whether it wrote it.
+                case single(written: Bool)
+            }
+
+            let id: Int
+            var kind: Kind
+            /// Where it sits in the container around it, for `codingPath`.
+            let key: (any CodingKey)?
+            /// A value (completed by `write` when its `encode(to:)` returns) rather than a nested
+            /// container (completed by a write around it).
+            let isValue: Bool
+            /// An object's first member in `members`.
+            var firstMember: Int
+            /// The members or elements written so far.
+            var count = 0
+            /// An object has a key that is not all ASCII.
+            var hasNonASCIIKey = false
         }
-        return run.text(of: root)
-    }
 
-    /// A type `JSONEncoder` encodes by its own rules rather than the type's `encode(to:)`.
-    struct SpecialType: Error {}
-
-    /// A value in the tree.
-    enum Node {
-        /// A value that encoded nothing: `{}` inside a container, as with JSONEncoder (at the top
-        /// level, an error).
-        case empty
-        /// A string, number, boolean or null, already written: these bytes of `Run.scalars`.
-        case scalar(Range<Int>)
-        /// An array of strings or integers, written at once (`Run.array`): these bytes of
-        /// `Run.scalars`, brackets included.
-        case scalarArray(Range<Int>)
-        case array(ArrayBox)
-        case object(ObjectBox)
-        /// What a super encoder was given, read when written: it is placed in its container
-        /// when it is created, and filled afterwards.
-        case pending(TreeEncoder)
-    }
-
-    /// An array's elements. A box, so that a container handed out earlier can still add to it.
-    final class ArrayBox {
-        var elements: [Node]
-
-        init(elements: [Node] = []) {
-            self.elements = elements
-        }
-    }
-
-    /// An object's members in the order they were set; a key may appear more than once until
-    /// `sortForWriting`.
-    final class ObjectBox {
+        /// Where a member starts (its key's opening quote) and where its key ends (the closing quote).
         struct Member {
-            var key: String
-            var value: Node
+            let start: Int
+            let keyEnd: Int
         }
-
-        var members: [Member] = []
 
         init() {
-            // Most objects are small structs: one allocation rather than three or four.
-            members.reserveCapacity(8)
+            // A `hello` response (724 bytes) fits.
+            capacity = 1024
+            bytes = .allocate(capacity: capacity)
+            open.reserveCapacity(8)
+            members.reserveCapacity(16)
         }
 
-        /// The object or array last set for `key`, for a nested container asked for again:
-        /// JSONEncoder hands back the same one, so that both fill one value.
-        func lastValue(for key: String) -> Node? {
-            members.last { $0.key == key }?.value
-        }
+        deinit { bytes.deallocate() }
 
-        /// Puts `members` as JSONEncoder writes them: sorted by the UTF-8 bytes of their keys,
-        /// one per key, with the value set last (JSONEncoder's members are a `[String: …]`, so a
-        /// key set again replaces the value and keeps the key as first spelled). In place, and
-        /// on an `inout` array rather than the box's property: one exclusivity check, not one
-        /// per element moved.
-        static func sortForWriting(_ members: inout [Member]) {
-            guard members.count > 1 else { return }
-            guard members.allSatisfy({ CompactJSON.isASCII($0.key) }) else { return sortForWritingNonASCII(&members) }
-            // Stable, so that of equal keys the one set last stays last. On ASCII, String's `<`
-            // is byte order (and compares the bytes at once).
-            members.sort { $0.key < $1.key }
-            // Equal keys are now side by side: one member each, with the last value.
-            var kept = 1
-            for index in 1..<members.count {
-                if members[index].key == members[kept - 1].key {
-                    members[kept - 1].value = members[index].value
-                } else {
-                    members[kept] = members[index]
-                    kept += 1
-                }
+        /// The text written.
+        var text: [UInt8] { Array(UnsafeBufferPointer(start: bytes, count: count)) }
+
+        /// The text written, and `terminator` after it.
+        func data(terminatedBy terminator: UInt8?) -> Data {
+            if let terminator {
+                reserve(1)
+                put(terminator)
             }
-            members.removeLast(members.count - kept)
+            return Data(bytes: bytes, count: count)
         }
 
-        /// Keys that are not all ASCII can be equal as Strings and differ in bytes ("é"
-        /// precomposed or not), which JSONEncoder's dictionary makes one member; its way, then,
-        /// for these rare objects. (String's `<` would order them as normalized scalars.)
-        private static func sortForWritingNonASCII(_ members: inout [Member]) {
-            var slots: [String: Int] = [:]
-            var unique: [Member] = []
-            for member in members {
-                if let slot = slots[member.key] {
-                    unique[slot].value = member.value
-                } else {
-                    slots[member.key] = unique.count
-                    unique.append(member)
-                }
-            }
-            members = unique
-            members.sort { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }
-        }
-    }
+        /// A container for none of the open ones: every use fails (`failed` is set already).
+        static let noContainer = 0
 
-    /// One call of `encode`: the bytes of every scalar, in the order they were encoded.
-    final class Run {
-        var scalars: [UInt8] = []
+        // MARK: Bytes
 
-        init() {
-            // A small response's scalars fit; a `hello` result's (576 bytes) take one reallocation.
-            scalars.reserveCapacity(512)
+        /// Makes room for `extra` more bytes.
+        @inline(__always)
+        private func reserve(_ extra: Int) {
+            if count + extra > capacity { grow(to: count + extra) }
         }
 
-        // MARK: Scalars
-
-        /// A scalar written by `write` at the end of `scalars`. (One access to `scalars`, which
-        /// being a class's property is checked for exclusivity at each.)
-        private func scalar(_ write: (inout [UInt8]) -> Void) -> Node {
-            .scalar(CompactJSON.appending(to: &scalars, write))
+        private func grow(to needed: Int) {
+            capacity = max(needed, capacity * 2)
+            let larger = UnsafeMutablePointer<UInt8>.allocate(capacity: capacity)
+            larger.update(from: bytes, count: count)
+            bytes.deallocate()
+            bytes = larger
         }
 
-        func string(_ text: String) -> Node { scalar { CompactJSON.appendString(text, to: &$0) } }
-        func integer(_ value: some FixedWidthInteger) -> Node { scalar { CompactJSON.appendInteger(value, to: &$0) } }
-        func boolean(_ value: Bool) -> Node { scalar { $0.append(contentsOf: value ? "true".utf8 : "false".utf8) } }
-        func null() -> Node { scalar { $0.append(contentsOf: "null".utf8) } }
-
-        /// As JSONEncoder writes a finite number: its shortest description, without a trailing
-        /// ".0". `path` is only built for the error.
-        func number<F: BinaryFloatingPoint & CustomStringConvertible>(_ value: F, path: @autoclosure () -> Path) throws -> Node {
-            guard value.isFinite else {
-                throw EncodingError.invalidValue(value, .init(codingPath: path().keys, debugDescription: "Unable to encode \(F.self).\(value) directly in JSON."))
-            }
-            var text = value.description
-            if text.hasSuffix(".0") { text.removeLast(2) }
-            return scalar { $0.append(contentsOf: text.utf8) }
+        /// Appends a byte there is room for (`reserve`).
+        @inline(__always)
+        private func put(_ byte: UInt8) {
+            bytes[count] = byte
+            count += 1
         }
 
-        /// An array of strings or integers, written at once: one node, no encoder call per
-        /// element (JSONEncoder too writes such arrays directly).
-        func array<Element>(_ elements: [Element], _ writeElement: (Element, inout [UInt8]) -> Void) -> Node {
-            .scalarArray(CompactJSON.appending(to: &scalars) { output in
-                output.append(UInt8(ascii: "["))
-                for (index, element) in elements.enumerated() {
-                    if index > 0 { output.append(UInt8(ascii: ",")) }
-                    writeElement(element, &output)
-                }
-                output.append(UInt8(ascii: "]"))
-            })
+        /// Appends bytes there is room for (`reserve`).
+        @inline(__always)
+        private func put(_ buffer: UnsafeBufferPointer<UInt8>) {
+            guard let source = buffer.baseAddress else { return }
+            (bytes + count).update(from: source, count: buffer.count)
+            count += buffer.count
         }
 
-        /// The box of the array `node` is, for a container asked for again where the array was
-        /// set, to add to it as JSONEncoder does: the same box, or a new one holding the elements
-        /// of an array written at once (found at its commas outside strings; rare, so not kept
-        /// all along). Nil when `node` is no array.
-        func arrayToAddTo(_ node: Node?) -> ArrayBox? {
-            switch node {
-            case .array(let box):
-                return box
-            case .scalarArray(let range):
-                let bytes = scalars
-                let end = range.upperBound - 1  // the "]"
-                var elements: [Node] = []
-                var start = range.lowerBound + 1
-                var inString = false, escaped = false
-                for index in start..<end {
-                    let byte = bytes[index]
-                    if escaped {
-                        escaped = false
-                    } else if byte == UInt8(ascii: "\\") {
-                        escaped = true  // only ever in a string
-                    } else if byte == UInt8(ascii: "\"") {
-                        inString.toggle()
-                    } else if byte == UInt8(ascii: ","), !inString {
-                        elements.append(.scalar(start..<index))
-                        start = index + 1
-                    }
-                }
-                if start < end { elements.append(.scalar(start..<end)) }
-                return ArrayBox(elements: elements)
-            default:
-                return nil
-            }
+        private func append(_ literal: StaticString) {
+            reserve(literal.utf8CodeUnitCount)
+            put(UnsafeBufferPointer(start: literal.utf8Start, count: literal.utf8CodeUnitCount))
         }
 
-        /// The node of any value: scalars, and arrays of them, of the types JSONEncoder writes
-        /// directly without calling their `encode(to:)`; the rest through it. `path` is built
-        /// only for a value that gets an encoder of its own (or for an error).
-        func node<T: Encodable>(for value: T, path: @autoclosure () -> Path) throws -> Node {
+        // MARK: Values
+
+        /// Writes `value`, at `key` in the container around it. Scalars, and arrays of them, of
+        /// the types JSONEncoder writes without calling their `encode(to:)` are written here;
+        /// the rest through `encode(to:)`.
+        func write<T: Encodable>(_ value: T, key: (any CodingKey)?, topLevel: Bool = false) throws {
             // Each cast follows the type test before it: it changes no bits.
             if T.self == String.self { return string(unsafeBitCast(value, to: String.self)) }
             if T.self == Int.self { return integer(unsafeBitCast(value, to: Int.self)) }
             if T.self == Int64.self { return integer(unsafeBitCast(value, to: Int64.self)) }
             if T.self == Bool.self { return boolean(unsafeBitCast(value, to: Bool.self)) }
-            if T.self == Double.self { return try number(unsafeBitCast(value, to: Double.self), path: path()) }
-            if T.self == [String].self { return array(unsafeBitCast(value, to: [String].self), CompactJSON.appendString) }
-            if T.self == [Int].self { return array(unsafeBitCast(value, to: [Int].self), CompactJSON.appendInteger) }
-            if T.self == [Int64].self { return array(unsafeBitCast(value, to: [Int64].self), CompactJSON.appendInteger) }
-            if T.self == [UInt32].self { return array(unsafeBitCast(value, to: [UInt32].self), CompactJSON.appendInteger) }
-            if T.self == Date.self || T.self == Data.self || T.self == URL.self || T.self == Decimal.self { throw SpecialType() }
-            let encoder = TreeEncoder(run: self, path: path())
-            try value.encode(to: encoder)
-            return encoder.node
-        }
-
-        // MARK: Writing
-
-        /// The JSON text of the tree `root`.
-        func text(of root: Node) -> [UInt8] {
-            var output: [UInt8] = []
-            // Keys and punctuation add about a quarter to the scalars in a typical response (the
-            // `hello` result: 576 bytes of scalars, 724 in all); more costs a reallocation.
-            output.reserveCapacity(scalars.count + scalars.count / 2 + 64)
-            Run.write(root, scalars: scalars, to: &output)
-            return output
-        }
-
-        /// Static, with the scalars passed in: read through `self`, each would be checked for
-        /// exclusivity.
-        private static func write(_ node: Node, scalars: [UInt8], to output: inout [UInt8]) {
-            switch node {
-            case .scalar(let range), .scalarArray(let range):
-                output.append(contentsOf: scalars[range])
-            case .array(let box):
-                output.append(UInt8(ascii: "["))
-                for (index, element) in box.elements.enumerated() {
-                    if index > 0 { output.append(UInt8(ascii: ",")) }
-                    write(element, scalars: scalars, to: &output)
+            if T.self == Double.self { return try number(unsafeBitCast(value, to: Double.self), key: key) }
+            if T.self == [String].self { return array(unsafeBitCast(value, to: [String].self), string) }
+            if T.self == [Int].self { return array(unsafeBitCast(value, to: [Int].self), integer) }
+            if T.self == [Int64].self { return array(unsafeBitCast(value, to: [Int64].self), integer) }
+            if T.self == [UInt32].self { return array(unsafeBitCast(value, to: [UInt32].self), integer) }
+            if T.self == Date.self || T.self == Data.self || T.self == URL.self || T.self == Decimal.self { throw NotInOnePass() }
+            let id = push(.undecided, key: key, isValue: true)
+            try value.encode(to: ValueEncoder(writer: self, id: id))
+            guard reopen(id) != nil else { throw NotInOnePass() }
+            let entry = open.removeLast()
+            switch entry.kind {
+            case .undecided, .single(written: false):
+                // Nothing encoded: `{}` inside a container, as with JSONEncoder; an error alone.
+                if topLevel {
+                    throw EncodingError.invalidValue(value, .init(codingPath: [], debugDescription: "Top-level \(T.self) did not encode any values."))
                 }
-                output.append(UInt8(ascii: "]"))
-            case .object(let box):
-                ObjectBox.sortForWriting(&box.members)
-                output.append(UInt8(ascii: "{"))
-                for (index, member) in box.members.enumerated() {
-                    if index > 0 { output.append(UInt8(ascii: ",")) }
-                    CompactJSON.appendString(member.key, to: &output)
-                    output.append(UInt8(ascii: ":"))
-                    write(member.value, scalars: scalars, to: &output)
-                }
-                output.append(UInt8(ascii: "}"))
-            case .pending(let encoder):
-                write(encoder.node, scalars: scalars, to: &output)
-            case .empty:
-                output.append(contentsOf: "{}".utf8)
+                append("{}")
+            case .object, .array, .single(written: true):
+                complete(entry)
             }
         }
-    }
 
-    /// Over the contiguous bytes when there are (always, for a native string): faster than
-    /// through the UTF8View's iterator.
-    static func isASCII(_ text: String) -> Bool {
-        text.utf8.withContiguousStorageIfAvailable { $0.allSatisfy { $0 < 0x80 } } ?? text.utf8.allSatisfy { $0 < 0x80 }
-    }
+        func boolean(_ value: Bool) { value ? append("true") : append("false") }
+        func null() { append("null") }
 
-    /// Where `write` appended to `bytes`.
-    static func appending(to bytes: inout [UInt8], _ write: (inout [UInt8]) -> Void) -> Range<Int> {
-        let start = bytes.count
-        write(&bytes)
-        return start..<bytes.count
-    }
-
-    static func appendInteger(_ value: some FixedWidthInteger, to output: inout [UInt8]) {
-        output.append(contentsOf: value.description.utf8)
-    }
-
-    /// A JSON string as JSONEncoder escapes it: quote, backslash and control characters only.
-    /// Runs of bytes that need no escape (nearly always the whole string) are copied at once.
-    static func appendString(_ text: String, to output: inout [UInt8]) {
-        output.append(UInt8(ascii: "\""))
-        var text = text  // withUTF8 is mutating (it makes a string contiguous if it is not)
-        text.withUTF8 { bytes in
-            var clean = 0, index = 0
-            while index < bytes.count {
-                // Eight bytes at a time while none of them needs an escape (a token, a key id).
-                if index + 8 <= bytes.count, !needsEscape(UnsafeRawPointer(bytes.baseAddress! + index).loadUnaligned(as: UInt64.self)) {
-                    index += 8
-                    continue
-                }
-                let byte = bytes[index]
-                if byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") {
-                    output.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[clean..<index]))
-                    appendEscape(byte, to: &output)
-                    clean = index + 1
-                }
-                index += 1
+        func integer<I: FixedWidthInteger>(_ value: I) {
+            var magnitude = UInt64(value.magnitude)
+            var digits = 1
+            var rest = magnitude
+            while rest >= 10 {
+                rest /= 10
+                digits += 1
             }
-            output.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[clean...]))
+            reserve(digits + 1)
+            if value < 0 { put(UInt8(ascii: "-")) }
+            var position = count + digits
+            repeat {
+                position -= 1
+                bytes[position] = UInt8(ascii: "0") + UInt8(magnitude % 10)
+                magnitude /= 10
+            } while magnitude > 0
+            count += digits
         }
-        output.append(UInt8(ascii: "\""))
-    }
 
-    /// Whether any of the eight bytes in `word` is a control character, a quote or a backslash
-    /// (the classic "has a zero byte" test, `(x - 0x01…) & ~x & 0x80…`, on the word as it is for
-    /// "below 0x20", and XORed with each of the two characters). Never false when one is there.
-    @inline(__always)
-    private static func needsEscape(_ word: UInt64) -> Bool {
-        let ones: UInt64 = 0x0101_0101_0101_0101, highs: UInt64 = 0x8080_8080_8080_8080
-        let quote = word ^ (ones &* UInt64(UInt8(ascii: "\""))), backslash = word ^ (ones &* UInt64(UInt8(ascii: "\\")))
-        let below0x20 = (word &- ones &* 0x20) & ~word
-        let isQuote = (quote &- ones) & ~quote
-        let isBackslash = (backslash &- ones) & ~backslash
-        return (below0x20 | isQuote | isBackslash) & highs != 0
-    }
-
-    private static func appendEscape(_ byte: UInt8, to output: inout [UInt8]) {
-        output.append(UInt8(ascii: "\\"))
-        switch byte {
-        case UInt8(ascii: "\""), UInt8(ascii: "\\"): output.append(byte)
-        case 0x08: output.append(UInt8(ascii: "b"))
-        case 0x0C: output.append(UInt8(ascii: "f"))
-        case 0x0A: output.append(UInt8(ascii: "n"))
-        case 0x0D: output.append(UInt8(ascii: "r"))
-        case 0x09: output.append(UInt8(ascii: "t"))
-        default:
-            // \u00XX, lowercase hex.
-            let hex = { (digit: UInt8) in digit < 10 ? UInt8(ascii: "0") + digit : UInt8(ascii: "a") + digit - 10 }
-            output.append(contentsOf: [UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0"), hex(byte >> 4), hex(byte & 0xF)])
-        }
-    }
-
-    /// Where a value sits, for error messages and for `encode(to:)` methods that read
-    /// `codingPath` (built only when asked for).
-    indirect enum Path {
-        case root
-        case child(Path, any CodingKey)
-
-        var keys: [any CodingKey] {
-            var keys: [any CodingKey] = []
-            var current = self
-            while case .child(let parent, let key) = current {
-                keys.append(key)
-                current = parent
+        /// As JSONEncoder writes a finite number: its shortest description, without a trailing
+        /// ".0". `key` (where it sits in the innermost open container) is only read for the error.
+        func number<F: BinaryFloatingPoint & CustomStringConvertible>(_ value: F, key: (any CodingKey)?) throws {
+            guard value.isFinite else {
+                throw EncodingError.invalidValue(value, .init(codingPath: codingPath(to: open.last?.id, then: key),
+                                                              debugDescription: "Unable to encode \(F.self).\(value) directly in JSON."))
             }
-            return keys.reversed()
+            var text = value.description
+            if text.hasSuffix(".0") { text.removeLast(2) }
+            text.withUTF8 { text in
+                reserve(text.count)
+                put(text)
+            }
         }
 
-        func appending(_ key: any CodingKey) -> Path { .child(self, key) }
+        /// A JSON string as JSONEncoder escapes it: quote, backslash and control characters only.
+        /// Runs of bytes that need no escape (nearly always the whole string) are copied at once.
+        func string(_ text: String) {
+            var text = text  // withUTF8 is mutating (it makes a string contiguous if it is not)
+            text.withUTF8 { text in
+                // Room for the text unescaped; an escape makes room for itself.
+                reserve(text.count + 2)
+                put(UInt8(ascii: "\""))
+                if Self.needsNoEscape(text) {
+                    put(text)
+                } else {
+                    var clean = 0
+                    for (index, byte) in text.enumerated() where byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") {
+                        put(UnsafeBufferPointer(rebasing: text[clean..<index]))
+                        escape(byte, room: text.count - index + 1)
+                        clean = index + 1
+                    }
+                    put(UnsafeBufferPointer(rebasing: text[clean...]))
+                }
+                put(UInt8(ascii: "\""))
+            }
+        }
+
+        /// Whether no byte of `text` is a control character, a quote or a backslash.
+        @inline(__always)
+        private static func needsNoEscape(_ text: UnsafeBufferPointer<UInt8>) -> Bool {
+            noWord(of: text, where: needsEscape)
+        }
+
+        @inline(__always)
+        private static func isASCII(_ text: UnsafeBufferPointer<UInt8>) -> Bool {
+            noWord(of: text) { $0 & 0x8080_8080_8080_8080 != 0 }
+        }
+
+        /// Whether `test` is false for each eight bytes of `text` in turn: the last eight again
+        /// for the few left over, or for a text shorter than eight, its bytes after spaces.
+        @inline(__always)
+        private static func noWord(of text: UnsafeBufferPointer<UInt8>, where test: (UInt64) -> Bool) -> Bool {
+            guard let start = text.baseAddress else { return true }
+            guard text.count >= 8 else {
+                var word: UInt64 = 0x2020_2020_2020_2020
+                for byte in text { word = word << 8 | UInt64(byte) }
+                return !test(word)
+            }
+            var index = 0
+            while index + 8 <= text.count {
+                if test(UnsafeRawPointer(start + index).loadUnaligned(as: UInt64.self)) { return false }
+                index += 8
+            }
+            return index == text.count || !test(UnsafeRawPointer(start + text.count - 8).loadUnaligned(as: UInt64.self))
+        }
+
+        /// Whether any of the eight bytes in `word` is a control character, a quote or a backslash
+        /// (the classic "has a zero byte" test, `(x - 0x01…) & ~x & 0x80…`, on the word as it is for
+        /// "below 0x20", and XORed with each of the two characters). Never false when one is there.
+        @inline(__always)
+        private static func needsEscape(_ word: UInt64) -> Bool {
+            let ones: UInt64 = 0x0101_0101_0101_0101, highs: UInt64 = 0x8080_8080_8080_8080
+            let quote = word ^ (ones &* UInt64(UInt8(ascii: "\""))), backslash = word ^ (ones &* UInt64(UInt8(ascii: "\\")))
+            let below0x20 = (word &- ones &* 0x20) & ~word
+            let isQuote = (quote &- ones) & ~quote
+            let isBackslash = (backslash &- ones) & ~backslash
+            return (below0x20 | isQuote | isBackslash) & highs != 0
+        }
+
+        /// Writes the escape of `byte`, keeping room for the `room` bytes that follow it.
+        private func escape(_ byte: UInt8, room: Int) {
+            reserve(6 + room)
+            put(UInt8(ascii: "\\"))
+            switch byte {
+            case UInt8(ascii: "\""), UInt8(ascii: "\\"): put(byte)
+            case 0x08: put(UInt8(ascii: "b"))
+            case 0x0C: put(UInt8(ascii: "f"))
+            case 0x0A: put(UInt8(ascii: "n"))
+            case 0x0D: put(UInt8(ascii: "r"))
+            case 0x09: put(UInt8(ascii: "t"))
+            default:
+                // \u00XX, lowercase hex.
+                let hex = { (digit: UInt8) in digit < 10 ? UInt8(ascii: "0") + digit : UInt8(ascii: "a") + digit - 10 }
+                for byte in [UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0"), hex(byte >> 4), hex(byte & 0xF)] { put(byte) }
+            }
+        }
+
+        /// An array of strings or integers, written at once (JSONEncoder too writes such arrays
+        /// directly).
+        private func array<Element>(_ elements: [Element], _ writeElement: (Element) -> Void) {
+            append("[")
+            for (index, element) in elements.enumerated() {
+                if index > 0 { append(",") }
+                writeElement(element)
+            }
+            append("]")
+        }
+
+        // MARK: Containers
+
+        private func push(_ kind: Open.Kind, key: (any CodingKey)?, isValue: Bool) -> Int {
+            lastID += 1
+            open.append(Open(id: lastID, kind: kind, key: key, isValue: isValue, firstMember: members.count))
+            return lastID
+        }
+
+        /// Makes the open value or container `id` the innermost one, completing the containers
+        /// inside it: its index in `open`. Nil (and `failed`) when it is complete already, or a
+        /// value inside it is still being encoded.
+        private func reopen(_ id: Int) -> Int? {
+            if let last = open.indices.last, open[last].id == id, !failed { return last }
+            guard !failed, let index = open.lastIndex(where: { $0.id == id }) else {
+                failed = true
+                return nil
+            }
+            while open.count - 1 > index {
+                guard !open[open.count - 1].isValue else {
+                    failed = true
+                    return nil
+                }
+                complete(open.removeLast())
+            }
+            return index
+        }
+
+        /// Makes the open value `id` one of `kind` (JSONEncoder hands back the same container
+        /// when asked again for the kind it is): false when it is another kind already.
+        func become(_ kind: Open.Kind, _ id: Int) -> Bool {
+            guard let index = reopen(id) else { return false }
+            if open[index].kind == kind { return true }
+            guard open[index].kind == .undecided else {
+                failed = true
+                return false
+            }
+            open[index].kind = kind
+            open[index].firstMember = members.count
+            switch kind {
+            case .object: append("{")
+            case .array: append("[")
+            case .undecided, .single: break
+            }
+            return true
+        }
+
+        /// Starts member `key` of the open object `id`: the comma before it, the key and the colon.
+        func beginMember(of id: Int, _ key: some CodingKey) throws(NotInOnePass) {
+            guard let index = reopen(id), open[index].kind == .object else { throw fail() }
+            let comma = open[index].count > 0
+            var name = key.stringValue
+            let member = name.withUTF8 { name -> Member? in
+                // A key that needs no escape is written as it is, and sorted by its bytes as
+                // JSONEncoder sorts it (an escape would change the order).
+                guard Self.needsNoEscape(name) else { return nil }
+                if !Self.isASCII(name) { open[index].hasNonASCIIKey = true }
+                reserve(name.count + 4)
+                if comma { put(UInt8(ascii: ",")) }
+                let start = count
+                put(UInt8(ascii: "\""))
+                put(name)
+                let member = Member(start: start, keyEnd: count)
+                put(UInt8(ascii: "\""))
+                put(UInt8(ascii: ":"))
+                return member
+            }
+            guard let member else { throw fail() }
+            members.append(member)
+            open[index].count += 1
+        }
+
+        /// Starts the next element of the open array `id` (after its comma): its position.
+        func beginElement(of id: Int) throws(NotInOnePass) -> Int {
+            guard let index = reopen(id), open[index].kind == .array else { throw fail() }
+            if open[index].count > 0 { append(",") }
+            open[index].count += 1
+            return open[index].count - 1
+        }
+
+        /// Starts the value of the open single-value container `id`, which takes one.
+        func beginSingle(of id: Int) throws(NotInOnePass) {
+            guard let index = reopen(id), open[index].kind == .single(written: false) else { throw fail() }
+            open[index].kind = .single(written: true)
+        }
+
+        /// Opens a container inside the innermost open one, just started (`beginMember` or
+        /// `beginElement`), at `key`: its id.
+        func openNested(_ kind: Open.Kind, key: any CodingKey) -> Int {
+            kind == .object ? append("{") : append("[")
+            return push(kind, key: key, isValue: false)
+        }
+
+        /// The elements or members written to the open container `id`.
+        func count(of id: Int) -> Int {
+            open.last { $0.id == id }?.count ?? 0
+        }
+
+        /// `codingPath` of the open value or container `id`, and `key` inside it.
+        func codingPath(to id: Int?, then key: (any CodingKey)? = nil) -> [any CodingKey] {
+            var keys = open.prefix { $0.id != id }.compactMap(\.key)
+            if let index = open.firstIndex(where: { $0.id == id }), let own = open[index].key { keys.append(own) }
+            if let key { keys.append(key) }
+            return keys
+        }
+
+        /// Gives up the one pass (the error, for the methods that throw).
+        func fail() -> NotInOnePass {
+            failed = true
+            return NotInOnePass()
+        }
+
+        /// A super encoder's value: JSONEncoder places it before it is filled, which one pass
+        /// cannot. No container.
+        func giveUp() -> Int {
+            failed = true
+            return Self.noContainer
+        }
+
+        /// Closes an object or array taken from `open`.
+        private func complete(_ container: Open) {
+            switch container.kind {
+            case .object:
+                sortMembers(from: container.firstMember, checkingSpellings: container.hasNonASCIIKey)
+                append("}")
+            case .array:
+                append("]")
+            case .undecided, .single:
+                break
+            }
+        }
+
+        // MARK: Sorting
+
+        /// Puts the members from `first` on (the last object's, all written) in the order of
+        /// their keys' bytes, and forgets them. A key set twice leaves the value to JSONEncoder
+        /// (it keeps the last value in the first one's place). Keys that are not all ASCII can be
+        /// equal as Strings and differ in bytes ("é" precomposed or not), which JSONEncoder's
+        /// dictionary makes one member: `checkingSpellings` compares them as Strings too.
+        private func sortMembers(from first: Int, checkingSpellings: Bool) {
+            defer { members.removeSubrange(first...) }
+            let memberCount = members.count - first
+            guard memberCount > 1 else { return }
+            if checkingSpellings && Set(members[first...].map { String(decoding: key(of: $0), as: UTF8.self) }).count < memberCount {
+                failed = true
+                return
+            }
+            if (first + 1..<members.count).allSatisfy({ compareKeys(members[$0 - 1], members[$0]) < 0 }) { return }
+            let base = members[first].start
+            let length = count - base
+            withUnsafeTemporaryAllocation(of: (member: Member, end: Int).self, capacity: memberCount) { spans in
+                var spans = spans
+                // Each member's bytes, up to the comma before the next, sorted by key (by
+                // insertion, as most objects are a handful of members; a large dictionary by
+                // the library's sort).
+                for index in 0..<memberCount {
+                    spans[index] = (members[first + index], index + 1 < memberCount ? members[first + index + 1].start - 1 : count)
+                }
+                if memberCount <= 16 {
+                    for index in 1..<memberCount {
+                        let span = spans[index]
+                        var slot = index
+                        while slot > 0 && compareKeys(spans[slot - 1].member, span.member) > 0 {
+                            spans[slot] = spans[slot - 1]
+                            slot -= 1
+                        }
+                        spans[slot] = span
+                    }
+                } else {
+                    spans.sort { compareKeys($0.member, $1.member) < 0 }
+                }
+                for index in 1..<memberCount where compareKeys(spans[index - 1].member, spans[index].member) == 0 {
+                    failed = true
+                    return
+                }
+                withUnsafeTemporaryAllocation(of: UInt8.self, capacity: length) { copy in
+                    _ = copy.initialize(from: UnsafeBufferPointer(start: bytes + base, count: length))
+                    count = base
+                    for (index, span) in spans.enumerated() {
+                        if index > 0 { put(UInt8(ascii: ",")) }
+                        put(UnsafeBufferPointer(rebasing: copy[(span.member.start - base)..<(span.end - base)]))
+                    }
+                }
+            }
+        }
+
+        private func key(of member: Member) -> UnsafeBufferPointer<UInt8> {
+            UnsafeBufferPointer(start: bytes + member.start + 1, count: member.keyEnd - member.start - 1)
+        }
+
+        /// The order of two keys' bytes: negative, zero or positive.
+        private func compareKeys(_ first: Member, _ second: Member) -> Int {
+            let (a, b) = (key(of: first), key(of: second))
+            for index in 0..<min(a.count, b.count) where a[index] != b[index] {
+                return Int(a[index]) - Int(b[index])
+            }
+            return a.count - b.count
+        }
     }
 }
 
 // MARK: The Encoder
 
 extension CompactJSON {
-    /// The encoder of one composite value (or of a super encoder's): `node` is what it was given.
-    final class TreeEncoder: Encoder {
-        let run: Run
-        let path: Path
-        var node = Node.empty
-        var codingPath: [any CodingKey] { path.keys }
+    /// The encoder of one value: its containers write through the `Writer`.
+    struct ValueEncoder: Encoder {
+        let writer: Writer
+        let id: Int
+        var codingPath: [any CodingKey] { writer.codingPath(to: id) }
         var userInfo: [CodingUserInfoKey: Any] { [:] }
 
-        init(run: Run, path: Path) {
-            self.run = run
-            self.path = path
-        }
-
-        /// The same object for each call, as with JSONEncoder (also one set through the
-        /// single-value container).
         func container<Key: CodingKey>(keyedBy _: Key.Type) -> KeyedEncodingContainer<Key> {
-            let box: ObjectBox
-            if case .object(let existing) = node {
-                box = existing
-            } else {
-                box = ObjectBox()
-                node = .object(box)
-            }
-            return KeyedEncodingContainer(KeyedContainer<Key>(run: run, box: box, path: path))
+            KeyedEncodingContainer(KeyedContainer<Key>(writer: writer, id: writer.become(.object, id) ? id : Writer.noContainer))
         }
 
         func unkeyedContainer() -> any UnkeyedEncodingContainer {
-            let box = run.arrayToAddTo(node) ?? ArrayBox()
-            node = .array(box)
-            return UnkeyedContainer(run: run, box: box, path: path)
+            UnkeyedContainer(writer: writer, id: writer.become(.array, id) ? id : Writer.noContainer)
         }
 
         func singleValueContainer() -> any SingleValueEncodingContainer {
-            SingleValueContainer(encoder: self)
+            SingleValueContainer(writer: writer, id: writer.become(.single(written: false), id) ? id : Writer.noContainer)
         }
     }
 
     struct KeyedContainer<Key: CodingKey>: KeyedEncodingContainerProtocol {
-        let run: Run
-        let box: ObjectBox
-        let path: Path
-        var codingPath: [any CodingKey] { path.keys }
+        let writer: Writer
+        let id: Int
+        var codingPath: [any CodingKey] { writer.codingPath(to: id) }
 
-        /// Appends; a key set again is resolved when written (`sortForWriting`).
-        private func set(_ key: Key, _ node: Node) { box.members.append(.init(key: key.stringValue, value: node)) }
-
-        mutating func encodeNil(forKey key: Key) { set(key, run.null()) }
-        mutating func encode(_ value: Bool, forKey key: Key) { set(key, run.boolean(value)) }
-        mutating func encode(_ value: String, forKey key: Key) { set(key, run.string(value)) }
-        mutating func encode(_ value: Double, forKey key: Key) throws { set(key, try run.number(value, path: path.appending(key))) }
-        mutating func encode(_ value: Float, forKey key: Key) throws { set(key, try run.number(value, path: path.appending(key))) }
-        mutating func encode(_ value: Int, forKey key: Key) { set(key, run.integer(value)) }
-        mutating func encode(_ value: Int8, forKey key: Key) { set(key, run.integer(value)) }
-        mutating func encode(_ value: Int16, forKey key: Key) { set(key, run.integer(value)) }
-        mutating func encode(_ value: Int32, forKey key: Key) { set(key, run.integer(value)) }
-        mutating func encode(_ value: Int64, forKey key: Key) { set(key, run.integer(value)) }
-        mutating func encode(_ value: UInt, forKey key: Key) { set(key, run.integer(value)) }
-        mutating func encode(_ value: UInt8, forKey key: Key) { set(key, run.integer(value)) }
-        mutating func encode(_ value: UInt16, forKey key: Key) { set(key, run.integer(value)) }
-        mutating func encode(_ value: UInt32, forKey key: Key) { set(key, run.integer(value)) }
-        mutating func encode(_ value: UInt64, forKey key: Key) { set(key, run.integer(value)) }
+        mutating func encodeNil(forKey key: Key) throws { try writer.beginMember(of: id, key); writer.null() }
+        mutating func encode(_ value: Bool, forKey key: Key) throws { try writer.beginMember(of: id, key); writer.boolean(value) }
+        mutating func encode(_ value: String, forKey key: Key) throws { try writer.beginMember(of: id, key); writer.string(value) }
+        mutating func encode(_ value: Double, forKey key: Key) throws { try writer.beginMember(of: id, key); try writer.number(value, key: key) }
+        mutating func encode(_ value: Float, forKey key: Key) throws { try writer.beginMember(of: id, key); try writer.number(value, key: key) }
+        mutating func encode(_ value: Int, forKey key: Key) throws { try writer.beginMember(of: id, key); writer.integer(value) }
+        mutating func encode(_ value: Int8, forKey key: Key) throws { try writer.beginMember(of: id, key); writer.integer(value) }
+        mutating func encode(_ value: Int16, forKey key: Key) throws { try writer.beginMember(of: id, key); writer.integer(value) }
+        mutating func encode(_ value: Int32, forKey key: Key) throws { try writer.beginMember(of: id, key); writer.integer(value) }
+        mutating func encode(_ value: Int64, forKey key: Key) throws { try writer.beginMember(of: id, key); writer.integer(value) }
+        mutating func encode(_ value: UInt, forKey key: Key) throws { try writer.beginMember(of: id, key); writer.integer(value) }
+        mutating func encode(_ value: UInt8, forKey key: Key) throws { try writer.beginMember(of: id, key); writer.integer(value) }
+        mutating func encode(_ value: UInt16, forKey key: Key) throws { try writer.beginMember(of: id, key); writer.integer(value) }
+        mutating func encode(_ value: UInt32, forKey key: Key) throws { try writer.beginMember(of: id, key); writer.integer(value) }
+        mutating func encode(_ value: UInt64, forKey key: Key) throws { try writer.beginMember(of: id, key); writer.integer(value) }
 
         mutating func encode<T: Encodable>(_ value: T, forKey key: Key) throws {
-            set(key, try run.node(for: value, path: path.appending(key)))
+            try writer.beginMember(of: id, key)
+            try writer.write(value, key: key)
         }
 
         mutating func nestedContainer<NestedKey: CodingKey>(keyedBy _: NestedKey.Type, forKey key: Key) -> KeyedEncodingContainer<NestedKey> {
-            let child: ObjectBox
-            if case .object(let existing) = box.lastValue(for: key.stringValue) {
-                child = existing
-            } else {
-                child = ObjectBox()
-                set(key, .object(child))
-            }
-            return KeyedEncodingContainer(KeyedContainer<NestedKey>(run: run, box: child, path: path.appending(key)))
+            let nested = (try? writer.beginMember(of: id, key)) != nil ? writer.openNested(.object, key: key) : Writer.noContainer
+            return KeyedEncodingContainer(KeyedContainer<NestedKey>(writer: writer, id: nested))
         }
 
         mutating func nestedUnkeyedContainer(forKey key: Key) -> any UnkeyedEncodingContainer {
-            let last = box.lastValue(for: key.stringValue)
-            let child: ArrayBox
-            if case .array(let existing) = last {
-                child = existing
-            } else {
-                child = run.arrayToAddTo(last) ?? ArrayBox()
-                set(key, .array(child))
-            }
-            return UnkeyedContainer(run: run, box: child, path: path.appending(key))
+            let nested = (try? writer.beginMember(of: id, key)) != nil ? writer.openNested(.array, key: key) : Writer.noContainer
+            return UnkeyedContainer(writer: writer, id: nested)
         }
 
-        /// Under the key "super", which `Key` need not have (JSONEncoder's own key type has it).
-        mutating func superEncoder() -> any Encoder { superEncoder(named: "super", key: SuperKey()) }
-
-        mutating func superEncoder(forKey key: Key) -> any Encoder { superEncoder(named: key.stringValue, key: key) }
-
-        private func superEncoder(named name: String, key: any CodingKey) -> any Encoder {
-            let encoder = TreeEncoder(run: run, path: path.appending(key))
-            box.members.append(.init(key: name, value: .pending(encoder)))
-            return encoder
-        }
+        mutating func superEncoder() -> any Encoder { ValueEncoder(writer: writer, id: writer.giveUp()) }
+        mutating func superEncoder(forKey _: Key) -> any Encoder { superEncoder() }
     }
 
     struct UnkeyedContainer: UnkeyedEncodingContainer {
-        let run: Run
-        let box: ArrayBox
-        let path: Path
-        var codingPath: [any CodingKey] { path.keys }
-        var count: Int { box.elements.count }
+        let writer: Writer
+        let id: Int
+        var codingPath: [any CodingKey] { writer.codingPath(to: id) }
+        var count: Int { writer.count(of: id) }
 
-        private var nextPath: Path { path.appending(IndexKey(intValue: count)) }
-        private func add(_ node: Node) { box.elements.append(node) }
-
-        mutating func encodeNil() { add(run.null()) }
-        mutating func encode(_ value: Bool) { add(run.boolean(value)) }
-        mutating func encode(_ value: String) { add(run.string(value)) }
-        mutating func encode(_ value: Double) throws { add(try run.number(value, path: nextPath)) }
-        mutating func encode(_ value: Float) throws { add(try run.number(value, path: nextPath)) }
-        mutating func encode(_ value: Int) { add(run.integer(value)) }
-        mutating func encode(_ value: Int8) { add(run.integer(value)) }
-        mutating func encode(_ value: Int16) { add(run.integer(value)) }
-        mutating func encode(_ value: Int32) { add(run.integer(value)) }
-        mutating func encode(_ value: Int64) { add(run.integer(value)) }
-        mutating func encode(_ value: UInt) { add(run.integer(value)) }
-        mutating func encode(_ value: UInt8) { add(run.integer(value)) }
-        mutating func encode(_ value: UInt16) { add(run.integer(value)) }
-        mutating func encode(_ value: UInt32) { add(run.integer(value)) }
-        mutating func encode(_ value: UInt64) { add(run.integer(value)) }
+        mutating func encodeNil() throws { _ = try writer.beginElement(of: id); writer.null() }
+        mutating func encode(_ value: Bool) throws { _ = try writer.beginElement(of: id); writer.boolean(value) }
+        mutating func encode(_ value: String) throws { _ = try writer.beginElement(of: id); writer.string(value) }
+        mutating func encode(_ value: Double) throws { try writer.number(value, key: IndexKey(intValue: try writer.beginElement(of: id))) }
+        mutating func encode(_ value: Float) throws { try writer.number(value, key: IndexKey(intValue: try writer.beginElement(of: id))) }
+        mutating func encode(_ value: Int) throws { _ = try writer.beginElement(of: id); writer.integer(value) }
+        mutating func encode(_ value: Int8) throws { _ = try writer.beginElement(of: id); writer.integer(value) }
+        mutating func encode(_ value: Int16) throws { _ = try writer.beginElement(of: id); writer.integer(value) }
+        mutating func encode(_ value: Int32) throws { _ = try writer.beginElement(of: id); writer.integer(value) }
+        mutating func encode(_ value: Int64) throws { _ = try writer.beginElement(of: id); writer.integer(value) }
+        mutating func encode(_ value: UInt) throws { _ = try writer.beginElement(of: id); writer.integer(value) }
+        mutating func encode(_ value: UInt8) throws { _ = try writer.beginElement(of: id); writer.integer(value) }
+        mutating func encode(_ value: UInt16) throws { _ = try writer.beginElement(of: id); writer.integer(value) }
+        mutating func encode(_ value: UInt32) throws { _ = try writer.beginElement(of: id); writer.integer(value) }
+        mutating func encode(_ value: UInt64) throws { _ = try writer.beginElement(of: id); writer.integer(value) }
 
         mutating func encode<T: Encodable>(_ value: T) throws {
-            add(try run.node(for: value, path: nextPath))
+            try writer.write(value, key: IndexKey(intValue: try writer.beginElement(of: id)))
         }
 
         mutating func nestedContainer<NestedKey: CodingKey>(keyedBy _: NestedKey.Type) -> KeyedEncodingContainer<NestedKey> {
-            let child = ObjectBox()
-            let childPath = nextPath
-            add(.object(child))
-            return KeyedEncodingContainer(KeyedContainer<NestedKey>(run: run, box: child, path: childPath))
+            let nested = (try? writer.beginElement(of: id)).map { writer.openNested(.object, key: IndexKey(intValue: $0)) } ?? Writer.noContainer
+            return KeyedEncodingContainer(KeyedContainer<NestedKey>(writer: writer, id: nested))
         }
 
         mutating func nestedUnkeyedContainer() -> any UnkeyedEncodingContainer {
-            let child = ArrayBox()
-            let childPath = nextPath
-            add(.array(child))
-            return UnkeyedContainer(run: run, box: child, path: childPath)
+            let nested = (try? writer.beginElement(of: id)).map { writer.openNested(.array, key: IndexKey(intValue: $0)) } ?? Writer.noContainer
+            return UnkeyedContainer(writer: writer, id: nested)
         }
 
-        mutating func superEncoder() -> any Encoder {
-            let encoder = TreeEncoder(run: run, path: nextPath)
-            add(.pending(encoder))
-            return encoder
-        }
+        mutating func superEncoder() -> any Encoder { ValueEncoder(writer: writer, id: writer.giveUp()) }
     }
 
-    /// Sets its encoder's node.
+    /// Writes its value's one value.
     struct SingleValueContainer: SingleValueEncodingContainer {
-        let encoder: TreeEncoder
-        var codingPath: [any CodingKey] { encoder.codingPath }
-        private var run: Run { encoder.run }
-        private func set(_ node: Node) { encoder.node = node }
+        let writer: Writer
+        let id: Int
+        var codingPath: [any CodingKey] { writer.codingPath(to: id) }
 
-        mutating func encodeNil() { set(run.null()) }
-        mutating func encode(_ value: Bool) { set(run.boolean(value)) }
-        mutating func encode(_ value: String) { set(run.string(value)) }
-        mutating func encode(_ value: Double) throws { set(try run.number(value, path: encoder.path)) }
-        mutating func encode(_ value: Float) throws { set(try run.number(value, path: encoder.path)) }
-        mutating func encode(_ value: Int) { set(run.integer(value)) }
-        mutating func encode(_ value: Int8) { set(run.integer(value)) }
-        mutating func encode(_ value: Int16) { set(run.integer(value)) }
-        mutating func encode(_ value: Int32) { set(run.integer(value)) }
-        mutating func encode(_ value: Int64) { set(run.integer(value)) }
-        mutating func encode(_ value: UInt) { set(run.integer(value)) }
-        mutating func encode(_ value: UInt8) { set(run.integer(value)) }
-        mutating func encode(_ value: UInt16) { set(run.integer(value)) }
-        mutating func encode(_ value: UInt32) { set(run.integer(value)) }
-        mutating func encode(_ value: UInt64) { set(run.integer(value)) }
+        mutating func encodeNil() throws { try writer.beginSingle(of: id); writer.null() }
+        mutating func encode(_ value: Bool) throws { try writer.beginSingle(of: id); writer.boolean(value) }
+        mutating func encode(_ value: String) throws { try writer.beginSingle(of: id); writer.string(value) }
+        mutating func encode(_ value: Double) throws { try writer.beginSingle(of: id); try writer.number(value, key: nil) }
+        mutating func encode(_ value: Float) throws { try writer.beginSingle(of: id); try writer.number(value, key: nil) }
+        mutating func encode(_ value: Int) throws { try writer.beginSingle(of: id); writer.integer(value) }
+        mutating func encode(_ value: Int8) throws { try writer.beginSingle(of: id); writer.integer(value) }
+        mutating func encode(_ value: Int16) throws { try writer.beginSingle(of: id); writer.integer(value) }
+        mutating func encode(_ value: Int32) throws { try writer.beginSingle(of: id); writer.integer(value) }
+        mutating func encode(_ value: Int64) throws { try writer.beginSingle(of: id); writer.integer(value) }
+        mutating func encode(_ value: UInt) throws { try writer.beginSingle(of: id); writer.integer(value) }
+        mutating func encode(_ value: UInt8) throws { try writer.beginSingle(of: id); writer.integer(value) }
+        mutating func encode(_ value: UInt16) throws { try writer.beginSingle(of: id); writer.integer(value) }
+        mutating func encode(_ value: UInt32) throws { try writer.beginSingle(of: id); writer.integer(value) }
+        mutating func encode(_ value: UInt64) throws { try writer.beginSingle(of: id); writer.integer(value) }
 
-        /// A composite value that encoded nothing is still a value here: JSONEncoder writes `{}`
+        /// A composite value that encodes nothing is still a value here: JSONEncoder writes `{}`
         /// for it, even at the top level.
         mutating func encode<T: Encodable>(_ value: T) throws {
-            let node = try run.node(for: value, path: encoder.path)
-            if case .empty = node {
-                set(.object(ObjectBox()))
-            } else {
-                set(node)
-            }
+            try writer.beginSingle(of: id)
+            try writer.write(value, key: nil)
         }
     }
 
@@ -560,16 +653,5 @@ extension CompactJSON {
         var stringValue: String { "Index \(intValue ?? 0)" }
         init(intValue: Int) { self.intValue = intValue }
         init?(stringValue _: String) { nil }
-    }
-
-    /// The key of a keyed container's `superEncoder()` in a coding path.
-    struct SuperKey: CodingKey {
-        var stringValue: String { "super" }
-        var intValue: Int? { nil }
-        init() {}
-        init?(stringValue: String) {
-            guard stringValue == "super" else { return nil }
-        }
-        init?(intValue _: Int) { nil }
     }
 }

@@ -71,17 +71,28 @@ public enum WireCodec {
     }
 
     /// Any Encodable as compact, key-sorted JSON (no trailing newline): `CompactJSON`, or
-    /// `JSONEncoder` for a value that holds a type it encodes specially.
+    /// `JSONEncoder` for a value CompactJSON leaves to it.
     public static func encodeJSON(_ value: some Encodable) throws -> Data {
-        guard let bytes = try CompactJSON.encode(value) else { return try makeEncoder().encode(value) }
+        try encode(value, asLine: false)
+    }
+
+    /// The JSON text, with a `\n` after it for a line (written into the one buffer, not
+    /// appended to a copy).
+    private static func encode(_ value: some Encodable, asLine: Bool) throws -> Data {
+        guard let writer = try CompactJSON.written(value) else {
+            var data = try makeEncoder().encode(value)
+            if asLine { data.append(UInt8(ascii: "\n")) }
+            return data
+        }
         #if DEBUG
         // Every test checks the two encoders against each other (the texts may hold secrets:
         // only where they part is said).
+        let bytes = writer.text
         let reference = [UInt8](try makeEncoder().encode(value))
         let parted = zip(bytes, reference).enumerated().first { $0.element.0 != $0.element.1 }?.offset ?? min(bytes.count, reference.count)
         assert(bytes == reference, "CompactJSON and JSONEncoder part at byte \(parted) of \(reference.count) encoding \(type(of: value))")
         #endif
-        return Data(bytes)
+        return writer.data(terminatedBy: asLine ? UInt8(ascii: "\n") : nil)
     }
 
     private struct ResponseEnvelope<R: Encodable>: Encodable {
@@ -105,29 +116,23 @@ public enum WireCodec {
 
     /// A response line (with its `\n`).
     public static func responseLine(id: JSONValue, result: some Encodable) throws -> Data {
-        line(try encodeJSON(ResponseEnvelope(id: id, result: result)))
+        try encode(ResponseEnvelope(id: id, result: result), asLine: true)
     }
 
     /// An error response line (with its `\n`). Never fails: error objects are plain data.
     public static func errorLine(id: JSONValue, error: RPCError) -> Data {
         // swiftlint:disable:next force_try — RPCError holds only strings, integers and JSONValues.
-        line(try! encodeJSON(ErrorEnvelope(id: id, error: error)))
+        try! encode(ErrorEnvelope(id: id, error: error), asLine: true)
     }
 
     /// A request line; `id == nil` makes it a notification.
     public static func requestLine(id: JSONValue?, method: String, params: some Encodable) throws -> Data {
-        line(try encodeJSON(RequestEnvelope(id: id, method: method, params: params)))
+        try encode(RequestEnvelope(id: id, method: method, params: params), asLine: true)
     }
 
     /// A daemon → client notification line.
     public static func notificationLine(method: String, params: some Encodable) throws -> Data {
         try requestLine(id: nil, method: method, params: params)
-    }
-
-    private static func line(_ data: Data) -> Data {
-        var data = data
-        data.append(UInt8(ascii: "\n"))
-        return data
     }
 
     // MARK: Decoding
