@@ -211,9 +211,9 @@ func load(_ daemon: Daemon, clients: Int, perClient: Int, method: String, params
 }
 
 /// `measure` with ssh-agent's REQUEST_IDENTITIES.
-func loadAgent(_ agent: SSHAgent, clients: Int, perClient: Int) throws -> (Double, [Double]) {
+func loadAgent(_ agent: SSHAgent, clients: Int, perClient: Int, pace: Duration? = nil) throws -> (Double, [Double]) {
     let socket = agent.socket
-    return try measure(clients: clients, perClient: perClient) {
+    return try measure(clients: clients, perClient: perClient, pace: pace) {
         let client = try SSHAgentClient(socket)
         return { try client.requestIdentities() }
     }
@@ -315,12 +315,12 @@ do {
     let agent = try SSHAgent()
     defer { agent.stop() }
     _ = try loadAgent(agent, clients: 1, perClient: 2000)  // warm-up
-    var oneClientHello: [Double] = []
+    var oneClientHello: [Double] = [], oneClientAgent: [Double] = []
     for clients in [1, 16, 64] {
         let perClient = max(500, 20000 / clients)
         let (rate, latencies) = try load(daemon, clients: clients, perClient: perClient, method: "hello")
-        let (agentRate, _) = try loadAgent(agent, clients: clients, perClient: perClient)
-        if clients == 1 { oneClientHello = latencies }
+        let (agentRate, agentLatencies) = try loadAgent(agent, clients: clients, perClient: perClient)
+        if clients == 1 { (oneClientHello, oneClientAgent) = (latencies, agentLatencies) }
         row("hello, \(clients) client\(clients == 1 ? "" : "s") (closed loop)",
             String(format: "%.0f /s, p50 %.3f ms, p99 %.3f ms", rate, percentile(latencies, 0.5), percentile(latencies, 0.99)))
         row("  ssh-agent REQUEST_IDENTITIES, \(clients) client\(clients == 1 ? "" : "s")", String(format: "%.0f /s", agentRate))
@@ -335,6 +335,10 @@ do {
     row("hello, 64 clients, each every " + String(format: "%.1f ms", gap.milliseconds),
         String(format: "%.0f /s, p50 %.3f ms, p99 %.3f ms", pacedRate, percentile(paced, 0.5), percentile(paced, 0.99)))
     row("  p99 there ÷ p50 of one client (target ≤ 4)", String(format: "%.1f", percentile(paced, 0.99) / percentile(oneClientHello, 0.5)))
+    // The yardstick: what this machine's scheduler does to 64 paced clients of a C daemon.
+    let (_, agentPaced) = try loadAgent(agent, clients: 64, perClient: 300, pace: gap)
+    row("  ssh-agent the same way: p99 ÷ its p50 of one", String(format: "%.1f (p50 %.3f ms, p99 %.3f ms)", percentile(agentPaced, 0.99) / percentile(oneClientAgent, 0.5),
+                                                          percentile(agentPaced, 0.5), percentile(agentPaced, 0.99)))
 
     let signs = try opensslSignsPerSecond()
     let (tokens1, latencies1) = try load(daemon, clients: 1, perClient: 3000, method: "auth.local", params: #"{"aud":"bench"}"#)
