@@ -307,6 +307,23 @@ struct StoreTests {
         #expect(try other.queryOne("PRAGMA wal_checkpoint(TRUNCATE)") { $0.int(0) } == 0, "a reader still holds the WAL")
     }
 
+    /// `PRAGMA synchronous` reads 2 for FULL, 1 for NORMAL.
+    @Test("each transaction commits at the durability it asks for, a read at full durability, whatever ran before")
+    func durability() async throws {
+        let directory = TemporaryDirectory()
+        let store = try Store(path: directory.path + "/d.db")
+        let level = "PRAGMA synchronous"
+        let sequence: [Store.Durability?] = [.relaxed, .relaxed, nil, .relaxed, .full, .full, .relaxed, nil]
+        for durability in sequence {
+            let seen = if let durability {
+                try await store.transaction(durability: durability) { try $0.queryOne(level) { $0.int(0) } }
+            } else {
+                try await store.read { try $0.queryOne(level) { $0.int(0) } }
+            }
+            #expect(seen == (durability == .relaxed ? 1 : 2), "\(String(describing: durability))")
+        }
+    }
+
     @Test("a failed transaction changes nothing")
     func rollback() async throws {
         let directory = TemporaryDirectory()
