@@ -168,6 +168,17 @@ public enum CompactJSON {
             if T.self == [Int64].self { return array(unsafeBitCast(value, to: [Int64].self), integer) }
             if T.self == [UInt32].self { return array(unsafeBitCast(value, to: [UInt32].self), integer) }
             if T.self == Date.self || T.self == Data.self || T.self == URL.self || T.self == Decimal.self { throw NotInOnePass() }
+            // A JSON value that is a scalar (every line's id): as `JSONValue.encode(to:)` writes it.
+            if T.self == JSONValue.self {
+                switch unsafeBitCast(value, to: JSONValue.self) {
+                case .null: return null()
+                case .bool(let value): return boolean(value)
+                case .integer(let value): return integer(value)
+                case .double(let value): return try number(value, key: key)
+                case .string(let value): return string(value)
+                case .array, .object: break
+                }
+            }
             let id = push(.undecided, key: key, isValue: true)
             try value.encode(to: ValueEncoder(writer: self, id: id))
             guard reopen(id) != nil else { throw NotInOnePass() }

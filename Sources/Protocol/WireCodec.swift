@@ -95,21 +95,24 @@ public enum WireCodec {
         return writer.data(terminatedBy: asLine ? UInt8(ascii: "\n") : nil)
     }
 
+    // The envelopes' members are declared in the order they are written (sorted), so that
+    // CompactJSON has nothing to move: the result is most of a line.
+
     private struct ResponseEnvelope<R: Encodable>: Encodable {
-        let jsonrpc = WireCodec.jsonrpcVersion
         let id: JSONValue
+        let jsonrpc = WireCodec.jsonrpcVersion
         let result: R
     }
 
     private struct ErrorEnvelope: Encodable {
-        let jsonrpc = WireCodec.jsonrpcVersion
-        let id: JSONValue
         let error: RPCError
+        let id: JSONValue
+        let jsonrpc = WireCodec.jsonrpcVersion
     }
 
     private struct RequestEnvelope<P: Encodable>: Encodable {
-        let jsonrpc = WireCodec.jsonrpcVersion
         let id: JSONValue?
+        let jsonrpc = WireCodec.jsonrpcVersion
         let method: String
         let params: P
     }
@@ -122,7 +125,7 @@ public enum WireCodec {
     /// An error response line (with its `\n`). Never fails: error objects are plain data.
     public static func errorLine(id: JSONValue, error: RPCError) -> Data {
         // swiftlint:disable:next force_try — RPCError holds only strings, integers and JSONValues.
-        try! encode(ErrorEnvelope(id: id, error: error), asLine: true)
+        try! encode(ErrorEnvelope(error: error, id: id), asLine: true)
     }
 
     /// A request line; `id == nil` makes it a notification.
