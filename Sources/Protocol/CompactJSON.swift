@@ -255,46 +255,28 @@ public enum CompactJSON {
             }
         }
 
-        /// Whether no byte of `text` is a control character, a quote or a backslash.
+        /// Whether no byte of `text` is a control character, a quote or a backslash: eight bytes
+        /// at a time, the last eight again for the few left over; a text shorter than eight, its
+        /// bytes after spaces.
         @inline(__always)
         private static func needsNoEscape(_ text: UnsafeBufferPointer<UInt8>) -> Bool {
-            noWord(of: text, where: needsEscape)
-        }
-
-        @inline(__always)
-        private static func isASCII(_ text: UnsafeBufferPointer<UInt8>) -> Bool {
-            noWord(of: text) { $0 & 0x8080_8080_8080_8080 != 0 }
-        }
-
-        /// Whether `test` is false for each eight bytes of `text` in turn: the last eight again
-        /// for the few left over, or for a text shorter than eight, its bytes after spaces.
-        @inline(__always)
-        private static func noWord(of text: UnsafeBufferPointer<UInt8>, where test: (UInt64) -> Bool) -> Bool {
-            guard let start = text.baseAddress else { return true }
             guard text.count >= 8 else {
                 var word: UInt64 = 0x2020_2020_2020_2020
                 for byte in text { word = word << 8 | UInt64(byte) }
-                return !test(word)
+                return !needsEscape(word)
             }
             var index = 0
             while index + 8 <= text.count {
-                if test(UnsafeRawPointer(start + index).loadUnaligned(as: UInt64.self)) { return false }
+                if needsEscape(ByteWords.load(text, at: index)) { return false }
                 index += 8
             }
-            return index == text.count || !test(UnsafeRawPointer(start + text.count - 8).loadUnaligned(as: UInt64.self))
+            return index == text.count || !needsEscape(ByteWords.load(text, at: text.count - 8))
         }
 
-        /// Whether any of the eight bytes in `word` is a control character, a quote or a backslash
-        /// (the classic "has a zero byte" test, `(x - 0x01…) & ~x & 0x80…`, on the word as it is for
-        /// "below 0x20", and XORed with each of the two characters). Never false when one is there.
+        /// Whether any of the eight bytes in `word` is a control character, a quote or a backslash.
         @inline(__always)
         private static func needsEscape(_ word: UInt64) -> Bool {
-            let ones: UInt64 = 0x0101_0101_0101_0101, highs: UInt64 = 0x8080_8080_8080_8080
-            let quote = word ^ (ones &* UInt64(UInt8(ascii: "\""))), backslash = word ^ (ones &* UInt64(UInt8(ascii: "\\")))
-            let below0x20 = (word &- ones &* 0x20) & ~word
-            let isQuote = (quote &- ones) & ~quote
-            let isBackslash = (backslash &- ones) & ~backslash
-            return (below0x20 | isQuote | isBackslash) & highs != 0
+            ByteWords.below(0x20, in: word) | ByteWords.equal(to: UInt8(ascii: "\""), in: word) | ByteWords.equal(to: UInt8(ascii: "\\"), in: word) != 0
         }
 
         /// Writes the escape of `byte`, keeping room for the `room` bytes that follow it.
@@ -381,7 +363,7 @@ public enum CompactJSON {
                 // A key that needs no escape is written as it is, and sorted by its bytes as
                 // JSONEncoder sorts it (an escape would change the order).
                 guard Self.needsNoEscape(name) else { return nil }
-                if !Self.isASCII(name) { open[index].hasNonASCIIKey = true }
+                if !name.isASCII { open[index].hasNonASCIIKey = true }
                 reserve(name.count + 4)
                 if comma { put(UInt8(ascii: ",")) }
                 let start = count

@@ -200,7 +200,7 @@ public enum StrictJSON {
         private func utf8String(_ bytes: ArraySlice<UInt8>) -> String? {
             var text = String(decoding: bytes, as: UTF8.self)
             let valid = bytes.withUnsafeBufferPointer { input in
-                input.reduce(0, |) < 0x80  // ASCII, as nearly every string on the wire is
+                input.isASCII  // as nearly every string on the wire is
                     || text.withUTF8 { decoded in decoded.elementsEqual(input) }
             }
             return valid ? text : nil

@@ -92,3 +92,36 @@ public enum Base32 {
         return String(decoding: output, as: UTF8.self)
     }
 }
+
+/// Tests on eight bytes at once, for the scans of the wire's hot path (framing a line, finding
+/// what a string must escape). Each answers a mask with the high bit of the bytes that match:
+/// the lowest one set is exactly the first match (borrows only run upwards), the higher ones
+/// may be false.
+enum ByteWords {
+    private static let ones: UInt64 = 0x0101_0101_0101_0101
+    static let highBits: UInt64 = 0x8080_8080_8080_8080
+
+    /// The bytes of `word` below `limit` (at most 0x80): "has a zero byte", `(x - 0x01…) & ~x`,
+    /// on `x - limit`.
+    @inline(__always)
+    static func below(_ limit: UInt8, in word: UInt64) -> UInt64 {
+        (word &- ones &* UInt64(limit)) & ~word & highBits
+    }
+
+    /// The bytes of `word` equal to `byte`: the zero bytes of `word ^ byte…`.
+    @inline(__always)
+    static func equal(to byte: UInt8, in word: UInt64) -> UInt64 {
+        below(1, in: word ^ (ones &* UInt64(byte)))
+    }
+
+    /// The eight bytes at `offset` of `bytes`, the first in the lowest bits.
+    @inline(__always)
+    static func load(_ bytes: UnsafeBufferPointer<UInt8>, at offset: Int) -> UInt64 {
+        UInt64(littleEndian: UnsafeRawPointer(bytes.baseAddress! + offset).loadUnaligned(as: UInt64.self))
+    }
+}
+
+extension UnsafeBufferPointer<UInt8> {
+    /// Whether every byte is ASCII (below 0x80).
+    var isASCII: Bool { reduce(0, |) < 0x80 }
+}

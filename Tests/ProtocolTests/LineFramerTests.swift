@@ -50,4 +50,17 @@ struct LineFramerTests {
         #expect(received.last == "partial-999")
         #expect(framer.bufferedByteCount == 0)
     }
+
+    /// The newline is looked for eight bytes at a time: every line length from 1 to 40, one
+    /// after another in one buffer (so each newline falls at every offset of a word), with
+    /// bytes beside it that differ from it in one bit.
+    @Test("a newline is found wherever it falls in an eight-byte word")
+    func newlineAtEveryOffset() throws {
+        let lines = (1...40).map { length in String((0..<length).map { Character(UnicodeScalar([0x0B, 0x0E, 0x2A, 0x8A][$0 % 4] as UInt8)) }) }
+        var framer = LineFramer(maxLineLength: 64)
+        framer.append(Array(lines.joined(separator: "\n").utf8) + [UInt8(ascii: "\n")])
+        var read: [[UInt8]] = []
+        while let line = try framer.nextLine() { read.append(line) }
+        #expect(read == lines.map { Array($0.utf8) })
+    }
 }
