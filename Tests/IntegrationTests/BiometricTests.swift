@@ -371,7 +371,7 @@ struct BiometricTests {
         let outcome = try f.client.exchange("unlock.biometric")
         #expect(outcome.reason == "biometric.failed", "\(outcome.response)")
         #expect(outcome.data?["detail"] == "fprintd stopped")
-        #expect(!f.rig.isMockRunning)
+        #expect(f.rig.mockExits(within: .seconds(5)))
         #expect(try f.status()["unavailable_reason"] == "fprintd is not running or not installed")
         #expect(try f.isLocked())
 

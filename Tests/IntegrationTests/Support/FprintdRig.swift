@@ -83,6 +83,17 @@ final class FprintdRig {
         return false
     }
 
+    /// Whether the mock, quitting on its own, has exited within `timeout`: it gives up its bus
+    /// name (which the daemon sees at once) a moment before its process ends.
+    func mockExits(within timeout: Duration) -> Bool {
+        let deadline = ContinuousClock.now + timeout
+        while isMockRunning {
+            guard ContinuousClock.now < deadline else { return false }
+            usleep(10_000)
+        }
+        return true
+    }
+
     /// Starts the bus and, unless `startMock` is false, the mock with these parameters.
     init(enrolled: [String: [String]] = [:], script: [Step] = [], device: Bool = true, startMock: Bool = true) throws {
         var template = Array("/tmp/authd-fprint-XXXXXX".utf8CString)
