@@ -415,15 +415,6 @@ private func spooledCodes(in spool: String, to phones: [String]) throws -> [Stri
     throw BenchError(description: "the spool lacks SMS to \(phones.filter { codes[$0] == nil }.count) of the numbers")
 }
 
-/// CPU seconds (user and system) process `pid` has used so far, from /proc/PID/stat.
-private func cpuSeconds(of pid: Int32) -> Double {
-    guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8), let end = stat.lastIndex(of: ")") else { return 0 }
-    // After the command name, field 3 (the state) comes first: utime (14) and stime (15) are the 12th and 13th (proc(5)).
-    let fields = stat[stat.index(after: end)...].split(separator: " ")
-    guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { return 0 }
-    return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
-}
-
 /// Sync at scale: 500 accounts, each signed in on two light devices (1,000 connections, each a
 /// machine of its own at the hub). An event sent by one device of an account is timed until the
 /// other reads it as `link.sync_event` (the send's own round trip included, as in
