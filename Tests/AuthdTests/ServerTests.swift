@@ -324,6 +324,51 @@ struct StoreTests {
         }
     }
 
+    @Test("a full WAL is copied into the database file by the checkpoint connection, not by the commit that fills it; shutdown empties it")
+    func checkpointBeside() async throws {
+        let directory = TemporaryDirectory()
+        func size(_ file: String) throws -> Int {
+            try FileManager.default.attributesOfItem(atPath: directory.path + "/" + file)[.size] as? Int ?? -1
+        }
+        func fill(_ store: Store, transactions: Int, from first: Int = 0) async throws {
+            for index in first..<first + transactions {
+                try await store.transaction(durability: .relaxed) {
+                    try $0.execute("INSERT INTO meta (key, value) VALUES (?, randomblob(4000))", [.text("k\(index)")])
+                }
+            }
+        }
+
+        // Never asked for: a commit past SQLite's own limit of 1,000 pages leaves the WAL to grow
+        // and the database file as it was.
+        let unasked = try Store(path: directory.path + "/u.db", checkpointAfter: 1_000_000)
+        let unaskedBefore = try size("u.db")
+        try await unasked.transaction(durability: .relaxed) {
+            try $0.execute("""
+                WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 1100)
+                INSERT INTO meta (key, value) SELECT 'bulk' || i, randomblob(4000) FROM n
+                """)
+        }
+        #expect(try size("u.db") == unaskedBefore, "a commit checkpointed")
+        #expect(try size("u.db-wal") > 1000 * 4096)
+        #expect(unasked.checkpointer.checkpoints == 0)
+
+        // Asked for at 16 pages (the commit itself would step in only at 64).
+        let store = try Store(path: directory.path + "/a.db", checkpointAfter: 16)
+        let before = try size("a.db")
+        try await fill(store, transactions: 10)
+        let deadline = ContinuousClock.now + .seconds(5)
+        while store.checkpointer.checkpoints == 0, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(store.checkpointer.checkpoints > 0)
+        #expect(try size("a.db") > before + 8 * 4000, "the records did not reach the database file")
+        #expect(try await store.read { try $0.queryOne("SELECT count(*) FROM meta") { $0.int(0) } } == 10)
+
+        await store.checkpoint()
+        #expect(try size("a.db-wal") == 0)
+        let checkpoints = store.checkpointer.checkpoints
+        try await fill(store, transactions: 10, from: 10)
+        #expect(store.checkpointer.checkpoints == checkpoints, "the stopped checkpoint connection ran again")
+    }
+
     @Test("a failed transaction changes nothing")
     func rollback() async throws {
         let directory = TemporaryDirectory()

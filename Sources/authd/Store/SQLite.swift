@@ -40,6 +40,8 @@ final class Database {
     /// More distinct texts than this are prepared for each use (none of authd's is built from
     /// data, but the cache stays bounded whatever a caller does).
     static let statementCacheLimit = 256
+    /// What `afterCommit` asked to be told (kept here: SQLite holds only a pointer to `self`).
+    private var committed: ((Int) -> Void)?
 
     /// Opens (creating if needed) the database at `path` with the pragmas authd relies on.
     init(path: String) throws {
@@ -116,6 +118,24 @@ final class Database {
         try withStatement(sql, values) { statement in
             try statement.step() ? try row(Row(statement: statement)) : nil
         }
+    }
+
+    /// Calls `body` after each commit with the number of pages in the WAL. This replaces
+    /// SQLite's own checkpoint at 1,000 pages, which runs inside the commit that reaches them
+    /// (`sqlite3_wal_hook` disables it): whoever registers here decides when to checkpoint.
+    func afterCommit(_ body: @escaping (Int) -> Void) {
+        committed = body
+        sqlite3_wal_hook(handle, { context, _, _, pages in
+            Unmanaged<Database>.fromOpaque(context!).takeUnretainedValue().committed?(Int(pages))
+            return SQLITE_OK
+        }, Unmanaged.passUnretained(self).toOpaque())
+    }
+
+    /// Copies the WAL's frames into the database file without waiting for a reader or writer
+    /// (`SQLITE_CHECKPOINT_PASSIVE`): as many as no reader still needs.
+    func checkpointPassively() throws {
+        let status = sqlite3_wal_checkpoint_v2(handle, nil, SQLITE_CHECKPOINT_PASSIVE, nil, nil)
+        guard status == SQLITE_OK else { throw error(status, sql: nil) }
     }
 
     var lastInsertRowID: Int64 { sqlite3_last_insert_rowid(handle) }

@@ -15,11 +15,19 @@ actor Store {
     /// instructions, twice per token when it was set and reset around every commit).
     private var durability = Durability.full
 
-    /// Opens the store and applies pending migrations atomically.
-    init(path: String) throws {
-        database = try Database(path: path)
+    /// Folds the WAL back into the database file beside the commits, not inside one.
+    nonisolated let checkpointer: Checkpointer
+
+    /// Opens the store and applies pending migrations atomically. A checkpoint is asked for
+    /// once a commit leaves `checkpointAfter` pages in the WAL.
+    init(path: String, checkpointAfter pages: Int = Checkpointer.defaultPages) throws {
+        let database = try Database(path: path)
+        self.database = database
         self.path = path
         try Migrations.apply(to: database)
+        let checkpointer = try Checkpointer(path: path, pages: pages)
+        self.checkpointer = checkpointer
+        database.afterCommit { [unowned database] walPages in checkpointer.committed(walPages: walPages, on: database) }
     }
 
     /// How hard a commit pushes to disk.
@@ -88,8 +96,10 @@ actor Store {
         try database.backup(to: destination)
     }
 
-    /// Folds the WAL back into the main file (at clean shutdown).
+    /// Folds the WAL back into the main file and empties it (at clean shutdown), once the
+    /// checkpoint connection has finished.
     func checkpoint() {
+        checkpointer.stop()
         try? database.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     }
 }

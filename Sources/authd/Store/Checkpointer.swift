@@ -1,0 +1,72 @@
+import Dispatch
+import Synchronization
+
+/// Copies the WAL back into the database file on a connection and a thread of its own.
+///
+/// SQLite's own checkpoint runs inside the commit that brings the WAL to 1,000 pages. A
+/// checkpoint syncs the WAL and then the database file, which takes milliseconds (over ten on
+/// a virtual disk), and all that time the store's queue stands still, with every call waiting
+/// for it: a token waits for its audit record. Here a commit only asks, once per `pages` more
+/// pages, and the copy and its syncs run beside the next commits.
+///
+/// The WAL starts over only when a write begins with every frame copied, and a checkpoint
+/// beside a steady flood of commits may never leave it so. At `hardLimit` pages the committing
+/// connection checkpoints itself, as SQLite would have at the first limit; most frames are
+/// copied by then.
+///
+/// Concurrency: `database` is used on `queue` only, `nextRequest` on the store's queue only
+/// (`committed` runs there); the rest are atomics. That confinement is what makes the
+/// `@unchecked Sendable` sound.
+final class Checkpointer: @unchecked Sendable {
+    /// SQLite's own limit (`wal_autocheckpoint`): about 4 MiB of WAL with 4 KiB pages.
+    static let defaultPages = 1000
+
+    /// A checkpoint is asked for each time a commit leaves this many more pages in the WAL.
+    let pages: Int
+    /// The committing connection checkpoints itself at this many (about 16 MB by default).
+    var hardLimit: Int { pages * 4 }
+
+    private let database: Database
+    /// A serial queue of its own, like the store's: a checkpoint waits for the disk.
+    private let queue = DispatchQueue(label: "authd.store.checkpoint", qos: .userInitiated)
+    private let pending = Atomic<Bool>(false)
+    private let stopped = Atomic<Bool>(false)
+    private let runs = Atomic<Int>(0)
+    /// The WAL's size at which the next checkpoint is asked for.
+    private var nextRequest: Int
+
+    /// Opens a second connection to the store at `path` (in WAL mode already).
+    init(path: String, pages: Int = defaultPages) throws {
+        database = try Database(path: path)
+        self.pages = pages
+        nextRequest = pages
+    }
+
+    /// What `Store` registers with its connection's `afterCommit`, on the store's queue.
+    func committed(walPages: Int, on connection: Database) {
+        if walPages < pages { nextRequest = pages }  // the WAL started over
+        if walPages >= hardLimit {
+            // Busy while a checkpoint runs here: the next commit tries again.
+            _ = try? connection.checkpointPassively()
+            return
+        }
+        guard walPages >= nextRequest else { return }
+        nextRequest = walPages + pages
+        guard !stopped.load(ordering: .acquiring), !pending.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        queue.async { [self] in
+            pending.store(false, ordering: .releasing)
+            guard !stopped.load(ordering: .acquiring), (try? database.checkpointPassively()) != nil else { return }
+            runs.add(1, ordering: .relaxed)
+        }
+    }
+
+    /// How many checkpoints ran on this connection.
+    var checkpoints: Int { runs.load(ordering: .relaxed) }
+
+    /// Takes no more requests and waits for a checkpoint under way (before the store's last,
+    /// truncating checkpoint at shutdown).
+    func stop() {
+        stopped.store(true, ordering: .releasing)
+        queue.sync {}
+    }
+}
