@@ -42,8 +42,14 @@ final class Checkpointer: @unchecked Sendable {
         nextRequest = pages
     }
 
-    /// What `Store` registers with its connection's `afterCommit`, on the store's queue.
-    func committed(walPages: Int, on connection: Database) {
+    /// Takes charge of checkpointing the WAL of `connection`, the store's own: it tells this
+    /// its size after each commit.
+    func watch(_ connection: Database) {
+        connection.afterCommit { [unowned connection, self] walPages in committed(walPages: walPages, on: connection) }
+    }
+
+    /// After each commit, on the store's queue.
+    private func committed(walPages: Int, on connection: Database) {
         if walPages < pages { nextRequest = pages }  // the WAL started over
         if walPages >= hardLimit {
             // Busy while a checkpoint runs here: the next commit tries again.

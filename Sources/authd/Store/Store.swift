@@ -21,13 +21,11 @@ actor Store {
     /// Opens the store and applies pending migrations atomically. A checkpoint is asked for
     /// once a commit leaves `checkpointAfter` pages in the WAL.
     init(path: String, checkpointAfter pages: Int = Checkpointer.defaultPages) throws {
-        let database = try Database(path: path)
-        self.database = database
+        database = try Database(path: path)
         self.path = path
         try Migrations.apply(to: database)
-        let checkpointer = try Checkpointer(path: path, pages: pages)
-        self.checkpointer = checkpointer
-        database.afterCommit { [unowned database] walPages in checkpointer.committed(walPages: walPages, on: database) }
+        checkpointer = try Checkpointer(path: path, pages: pages)
+        checkpointer.watch(database)
     }
 
     /// How hard a commit pushes to disk.
