@@ -40,8 +40,8 @@ final class Database {
     /// More distinct texts than this are prepared for each use (none of authd's is built from
     /// data, but the cache stays bounded whatever a caller does).
     static let statementCacheLimit = 256
-    /// What `afterCommit` asked to be told (kept here: SQLite holds only a pointer to `self`).
-    private var committed: ((Int) -> Void)?
+    /// The body `afterCommit` registered (kept here: SQLite holds only a pointer to `self`).
+    private var afterCommitBody: ((Int) -> Void)?
 
     /// Opens (creating if needed) the database at `path` with the pragmas authd relies on.
     init(path: String) throws {
@@ -124,9 +124,9 @@ final class Database {
     /// SQLite's own checkpoint at 1,000 pages, which runs inside the commit that reaches them
     /// (`sqlite3_wal_hook` disables it): whoever registers here decides when to checkpoint.
     func afterCommit(_ body: @escaping (Int) -> Void) {
-        committed = body
+        afterCommitBody = body
         sqlite3_wal_hook(handle, { context, _, _, pages in
-            Unmanaged<Database>.fromOpaque(context!).takeUnretainedValue().committed?(Int(pages))
+            Unmanaged<Database>.fromOpaque(context!).takeUnretainedValue().afterCommitBody?(Int(pages))
             return SQLITE_OK
         }, Unmanaged.passUnretained(self).toOpaque())
     }
