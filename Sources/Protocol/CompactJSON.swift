@@ -18,6 +18,9 @@ import FoundationEssentials
 /// that needs an escape, super encoders, and the types JSONEncoder encodes by its own rules
 /// (Date, Data, URL, Decimal). Our wire types do none of this; a hand-written `encode(to:)` may.
 ///
+/// The hottest results (`hello`'s, a token's) write their own members (``Writable``), which
+/// skips Codable's containers.
+///
 /// Debug builds encode every value both ways and stop at the first difference, so the whole
 /// test suite checks that the two agree.
 public enum CompactJSON {
@@ -28,9 +31,14 @@ public enum CompactJSON {
 
     /// The writer that wrote `value`, or nil when it is one `JSONEncoder` must write.
     static func written<T: Encodable>(_ value: T) throws -> Writer? {
+        try written { try $0.writeOutermost(value, key: nil, topLevel: true) }
+    }
+
+    /// The writer `body` wrote with, or nil when what it wrote is one `JSONEncoder` must write.
+    static func written(by body: (Writer) throws -> Void) throws -> Writer? {
         let writer = Writer()
         do {
-            try writer.write(value, key: nil, topLevel: true)
+            try body(writer)
         } catch is NotInOnePass {
             return nil
         }
@@ -146,9 +154,16 @@ public enum CompactJSON {
             count += buffer.count
         }
 
-        private func append(_ literal: StaticString) {
-            reserve(literal.utf8CodeUnitCount)
-            put(UnsafeBufferPointer(start: literal.utf8Start, count: literal.utf8CodeUnitCount))
+        /// Appends text that is JSON already (the fixed parts of an object whose members are
+        /// known in their sorted order).
+        func append(_ literal: StaticString) {
+            raw(UnsafeBufferPointer(start: literal.utf8Start, count: literal.utf8CodeUnitCount))
+        }
+
+        /// Appends bytes that are JSON already.
+        func raw(_ text: UnsafeBufferPointer<UInt8>) {
+            reserve(text.count)
+            put(text)
         }
 
         // MARK: Values
@@ -195,6 +210,21 @@ public enum CompactJSON {
             }
         }
 
+        /// Writes `value` as `write` does, or a `Writable` by its own members. Only the outermost
+        /// value of a text is asked whether it is one: asking is a dynamic cast, which costs
+        /// about what writing a small member does (a `Writable` writes the ones inside it).
+        func writeOutermost<T: Encodable>(_ value: T, key: (any CodingKey)?, topLevel: Bool = false) throws {
+            if let writable = value as? any Writable { return object(writable) }
+            try write(value, key: key, topLevel: topLevel)
+        }
+
+        /// A type that writes its own members.
+        func object(_ value: some Writable) {
+            var object = Object(writer: self)
+            value.write(to: &object)
+            append(object.isEmpty ? "{}" : "}")
+        }
+
         func boolean(_ value: Bool) { value ? append("true") : append("false") }
         func null() { append("null") }
 
@@ -235,24 +265,30 @@ public enum CompactJSON {
         /// A JSON string as JSONEncoder escapes it: quote, backslash and control characters only.
         /// Runs of bytes that need no escape (nearly always the whole string) are copied at once.
         func string(_ text: String) {
-            var text = text  // withUTF8 is mutating (it makes a string contiguous if it is not)
-            text.withUTF8 { text in
-                // Room for the text unescaped; an escape makes room for itself.
-                reserve(text.count + 2)
-                put(UInt8(ascii: "\""))
-                if Self.needsNoEscape(text) {
-                    put(text)
-                } else {
-                    var clean = 0
-                    for (index, byte) in text.enumerated() where byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") {
-                        put(UnsafeBufferPointer(rebasing: text[clean..<index]))
-                        escape(byte, room: text.count - index + 1)
-                        clean = index + 1
-                    }
-                    put(UnsafeBufferPointer(rebasing: text[clean...]))
-                }
-                put(UInt8(ascii: "\""))
+            // A native or small string lends its bytes as they are. Only a string that is not
+            // contiguous needs `withUTF8`, which is mutating: its copy is a retain and a release.
+            if text.utf8.withContiguousStorageIfAvailable({ quoted($0) }) == nil {
+                var text = text
+                text.withUTF8 { quoted($0) }
             }
+        }
+
+        private func quoted(_ text: UnsafeBufferPointer<UInt8>) {
+            // Room for the text unescaped; an escape makes room for itself.
+            reserve(text.count + 2)
+            put(UInt8(ascii: "\""))
+            if Self.needsNoEscape(text) {
+                put(text)
+            } else {
+                var clean = 0
+                for (index, byte) in text.enumerated() where byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") {
+                    put(UnsafeBufferPointer(rebasing: text[clean..<index]))
+                    escape(byte, room: text.count - index + 1)
+                    clean = index + 1
+                }
+                put(UnsafeBufferPointer(rebasing: text[clean...]))
+            }
+            put(UInt8(ascii: "\""))
         }
 
         /// Whether no byte of `text` is a control character, a quote or a backslash: eight bytes
@@ -299,7 +335,7 @@ public enum CompactJSON {
 
         /// An array of strings or integers, written at once (JSONEncoder too writes such arrays
         /// directly).
-        private func array<Element>(_ elements: [Element], _ writeElement: (Element) -> Void) {
+        func array<Element>(_ elements: [Element], _ writeElement: (Element) -> Void) {
             append("[")
             for (index, element) in elements.enumerated() {
                 if index > 0 { append(",") }
@@ -504,6 +540,68 @@ public enum CompactJSON {
                 return Int(a[index]) - Int(b[index])
             }
             return a.count - b.count
+        }
+    }
+}
+
+// MARK: Types that write themselves
+
+extension CompactJSON {
+    /// A wire type on the hot path that writes its members itself, without Codable's containers
+    /// (half of what encoding a `hello` cost). `encode(to:)` stays the reference: what `write`
+    /// writes must be byte for byte what JSONEncoder writes for it, and debug builds check every
+    /// line against JSONEncoder, so every test that sends one checks it.
+    protocol Writable: Encodable {
+        /// Writes the members, in the order of their keys' bytes; a nil optional is left out,
+        /// as `encodeIfPresent` leaves it.
+        func write(to object: inout Object)
+    }
+
+    /// The members of one object, as a `Writable` gives them.
+    struct Object {
+        let writer: Writer
+        private(set) var isEmpty = true
+
+        init(writer: Writer) { self.writer = writer }
+
+        /// The comma before the member (or the object's brace), its key and the colon. Keys are
+        /// the type's coding keys, plain ASCII that needs no escape (the debug check would see
+        /// one that does).
+        private mutating func key(_ key: some CodingKey) {
+            writer.append(isEmpty ? "{\"" : ",\"")
+            isEmpty = false
+            var name = key.stringValue
+            name.withUTF8 { writer.raw($0) }
+            writer.append("\":")
+        }
+
+        mutating func member(_ key: some CodingKey, _ value: String) {
+            self.key(key)
+            writer.string(value)
+        }
+
+        mutating func member(_ key: some CodingKey, _ value: String?) {
+            if let value { member(key, value) }
+        }
+
+        mutating func member(_ key: some CodingKey, _ value: some FixedWidthInteger) {
+            self.key(key)
+            writer.integer(value)
+        }
+
+        mutating func member(_ key: some CodingKey, _ value: [String]) {
+            self.key(key)
+            writer.array(value, writer.string)
+        }
+
+        mutating func member<I: FixedWidthInteger>(_ key: some CodingKey, _ value: [I]) {
+            self.key(key)
+            writer.array(value, writer.integer)
+        }
+
+        mutating func member(_ key: some CodingKey, _ value: some Writable) {
+            self.key(key)
+            writer.object(value)
         }
     }
 }

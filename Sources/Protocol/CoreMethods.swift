@@ -26,9 +26,20 @@ public enum Hello: RPCMethod {
             self.features = features
         }
 
+        // In the order of the keys' bytes, the order `write(to:)` writes them in.
         enum CodingKeys: String, CodingKey {
-            case protocolVersion = "protocol_version", daemonVersion = "daemon_version", mode, caller, features
+            case caller, daemonVersion = "daemon_version", features, mode, protocolVersion = "protocol_version"
         }
+    }
+}
+
+extension Hello.Result: CompactJSON.Writable {
+    func write(to object: inout CompactJSON.Object) {
+        object.member(CodingKeys.caller, caller)
+        object.member(CodingKeys.daemonVersion, daemonVersion)
+        object.member(CodingKeys.features, features)
+        object.member(CodingKeys.mode, mode)
+        object.member(CodingKeys.protocolVersion, protocolVersion)
     }
 }
 
@@ -46,6 +57,8 @@ public struct CallerIdentity: Codable, Sendable, Equatable {
     /// Supplementary groups of the process.
     public var groups: [UInt32]
 
+    enum CodingKeys: String, CodingKey { case exe, gid, groups, pid, uid, username }
+
     public init(uid: UInt32, gid: UInt32, pid: Int32, exe: String?, username: String?, groups: [UInt32]) {
         self.uid = uid
         self.gid = gid
@@ -53,6 +66,17 @@ public struct CallerIdentity: Codable, Sendable, Equatable {
         self.exe = exe
         self.username = username
         self.groups = groups
+    }
+}
+
+extension CallerIdentity: CompactJSON.Writable {
+    func write(to object: inout CompactJSON.Object) {
+        object.member(CodingKeys.exe, exe)
+        object.member(CodingKeys.gid, gid)
+        object.member(CodingKeys.groups, groups)
+        object.member(CodingKeys.pid, pid)
+        object.member(CodingKeys.uid, uid)
+        object.member(CodingKeys.username, username)
     }
 }
 
@@ -94,7 +118,16 @@ public struct IssuedToken: Codable, Sendable, Equatable {
         self.expiresAt = expiresAt
     }
 
-    enum CodingKeys: String, CodingKey { case token, kid, jti, expiresAt = "expires_at" }
+    enum CodingKeys: String, CodingKey { case expiresAt = "expires_at", jti, kid, token }
+}
+
+extension IssuedToken: CompactJSON.Writable {
+    func write(to object: inout CompactJSON.Object) {
+        object.member(CodingKeys.expiresAt, expiresAt)
+        object.member(CodingKeys.jti, jti)
+        object.member(CodingKeys.kid, kid)
+        object.member(CodingKeys.token, token)
+    }
 }
 
 /// `token.verify` — checks a daemon-issued token: structure, `kid`, ES256 signature, `iss`,

@@ -79,7 +79,13 @@ public enum WireCodec {
     /// The JSON text, with a `\n` after it for a line (written into the one buffer, not
     /// appended to a copy).
     private static func encode(_ value: some Encodable, asLine: Bool) throws -> Data {
-        guard let writer = try CompactJSON.written(value) else {
+        try encode(value, asLine: asLine) { try $0.writeOutermost(value, key: nil, topLevel: true) }
+    }
+
+    /// `value`'s JSON text as `body` writes it (`value` is what JSONEncoder writes instead, and
+    /// what debug builds check the text against).
+    private static func encode(_ value: some Encodable, asLine: Bool, writtenBy body: (CompactJSON.Writer) throws -> Void) throws -> Data {
+        guard let writer = try CompactJSON.written(by: body) else {
             var data = try makeEncoder().encode(value)
             if asLine { data.append(UInt8(ascii: "\n")) }
             return data
@@ -95,19 +101,24 @@ public enum WireCodec {
         return writer.data(terminatedBy: asLine ? UInt8(ascii: "\n") : nil)
     }
 
-    // The envelopes' members are declared in the order they are written (sorted), so that
-    // CompactJSON has nothing to move: the result is most of a line.
+    // The envelopes' members are declared in the order they are written (sorted). A response's
+    // envelope is written as text around its id and result (what every call pays for Codable's
+    // containers, a tenth of a `hello`, goes); the struct is what JSONEncoder writes instead.
 
     private struct ResponseEnvelope<R: Encodable>: Encodable {
         let id: JSONValue
         let jsonrpc = WireCodec.jsonrpcVersion
         let result: R
+
+        enum CodingKeys: String, CodingKey { case id, jsonrpc, result }
     }
 
     private struct ErrorEnvelope: Encodable {
         let error: RPCError
         let id: JSONValue
         let jsonrpc = WireCodec.jsonrpcVersion
+
+        enum CodingKeys: String, CodingKey { case error, id, jsonrpc }
     }
 
     private struct RequestEnvelope<P: Encodable>: Encodable {
@@ -118,14 +129,26 @@ public enum WireCodec {
     }
 
     /// A response line (with its `\n`).
-    public static func responseLine(id: JSONValue, result: some Encodable) throws -> Data {
-        try encode(ResponseEnvelope(id: id, result: result), asLine: true)
+    public static func responseLine<R: Encodable>(id: JSONValue, result: R) throws -> Data {
+        try encode(ResponseEnvelope(id: id, result: result), asLine: true) { writer in
+            writer.append(#"{"id":"#)
+            try writer.write(id, key: ResponseEnvelope<R>.CodingKeys.id)
+            writer.append(#","jsonrpc":"2.0","result":"#)
+            try writer.writeOutermost(result, key: ResponseEnvelope<R>.CodingKeys.result)
+            writer.append("}")
+        }
     }
 
     /// An error response line (with its `\n`). Never fails: error objects are plain data.
     public static func errorLine(id: JSONValue, error: RPCError) -> Data {
         // swiftlint:disable:next force_try — RPCError holds only strings, integers and JSONValues.
-        try! encode(ErrorEnvelope(error: error, id: id), asLine: true)
+        try! encode(ErrorEnvelope(error: error, id: id), asLine: true) { writer in
+            writer.append(#"{"error":"#)
+            try writer.write(error, key: ErrorEnvelope.CodingKeys.error)
+            writer.append(#","id":"#)
+            try writer.write(id, key: ErrorEnvelope.CodingKeys.id)
+            writer.append(#","jsonrpc":"2.0"}"#)
+        }
     }
 
     /// A request line; `id == nil` makes it a notification.

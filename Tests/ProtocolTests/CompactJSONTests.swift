@@ -135,6 +135,23 @@ struct CompactJSONTests {
         #expect(try CompactJSON.encode([String: Int]()) == Self.reference([String: Int]()))
     }
 
+    @Test("the hot path's results write their own members as JSONEncoder writes them, alone, nested, and in a response line")
+    func selfWritten() throws {
+        let callers = [CallerIdentity(uid: 1000, gid: 1000, pid: 42, exe: "/usr/bin/a\"b\\c/\u{1}é", username: "jürgen", groups: [4, 27, .max]),
+                       CallerIdentity(uid: 0, gid: 0, pid: .max, exe: nil, username: nil, groups: [])]
+        for caller in callers {
+            let hello = Hello.Result(protocolVersion: 1, daemonVersion: "0.1.0", mode: "user", caller: caller, features: ["auth.local", "", "é\n"])
+            let token = IssuedToken(token: "a.b.c", kid: "k\"1", jti: "j", expiresAt: "2026-11-26T00:00:00Z")
+            #expect(try CompactJSON.encode(caller) == Self.reference(caller))
+            #expect(try CompactJSON.encode(hello) == Self.reference(hello))
+            #expect(try CompactJSON.encode(token) == Self.reference(token))
+            #expect(try CompactJSON.encode([hello.caller]) == Self.reference([hello.caller]))
+            #expect(try CompactJSON.encode(["b": token, "a": token]) == Self.reference(["b": token, "a": token]))
+            let line = try WireCodec.responseLine(id: .integer(7), result: hello)
+            #expect(Array(line) == Array(#"{"id":7,"jsonrpc":"2.0","result":"#.utf8) + (try Self.reference(hello)) + Array("}\n".utf8))
+        }
+    }
+
     @Test("arrays of strings and integers, which are written at once")
     func scalarArrays() throws {
         struct Lists: Encodable {

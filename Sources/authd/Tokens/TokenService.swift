@@ -52,9 +52,10 @@ struct TokenService: Sendable {
         let azp: String?
         let nonce: String?
 
+        /// In the order of the keys' bytes, as the claims are written.
         enum CodingKeys: String, CodingKey {
-            case iss, sub, aud, iat, nbf, exp, jti, amr, azp, nonce
-            case preferredUsername = "preferred_username", phoneNumberVerified = "phone_number_verified"
+            case amr, aud, azp, exp, iat, iss, jti, nbf, nonce
+            case phoneNumberVerified = "phone_number_verified", preferredUsername = "preferred_username", sub
         }
     }
 
