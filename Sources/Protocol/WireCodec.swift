@@ -79,14 +79,14 @@ public enum WireCodec {
     /// The JSON text, with a `\n` after it for a line (written into the one buffer, not
     /// appended to a copy).
     private static func encode(_ value: some Encodable, asLine: Bool) throws -> Data {
-        try encode(value, asLine: asLine) { try $0.writeOutermost(value, key: nil, topLevel: true) }
+        try encode(asLine: asLine, { value }) { try $0.writeOutermost(value, key: nil, topLevel: true) }
     }
 
-    /// `value`'s JSON text as `body` writes it (`value` is what JSONEncoder writes instead, and
-    /// what debug builds check the text against).
-    private static func encode(_ value: some Encodable, asLine: Bool, writtenBy body: (CompactJSON.Writer) throws -> Void) throws -> Data {
+    /// The JSON text `body` writes. `reference` makes the value JSONEncoder writes instead (and
+    /// debug builds check the text against), only when it is needed.
+    private static func encode(asLine: Bool, _ reference: () -> some Encodable, writtenBy body: (CompactJSON.Writer) throws -> Void) throws -> Data {
         guard let writer = try CompactJSON.written(by: body) else {
-            var data = try makeEncoder().encode(value)
+            var data = try makeEncoder().encode(reference())
             if asLine { data.append(UInt8(ascii: "\n")) }
             return data
         }
@@ -94,9 +94,10 @@ public enum WireCodec {
         // Every test checks the two encoders against each other (the texts may hold secrets:
         // only where they part is said).
         let bytes = writer.text
-        let reference = [UInt8](try makeEncoder().encode(value))
-        let parted = zip(bytes, reference).enumerated().first { $0.element.0 != $0.element.1 }?.offset ?? min(bytes.count, reference.count)
-        assert(bytes == reference, "CompactJSON and JSONEncoder part at byte \(parted) of \(reference.count) encoding \(type(of: value))")
+        let value = reference()
+        let expected = [UInt8](try makeEncoder().encode(value))
+        let parted = zip(bytes, expected).enumerated().first { $0.element.0 != $0.element.1 }?.offset ?? min(bytes.count, expected.count)
+        assert(bytes == expected, "CompactJSON and JSONEncoder part at byte \(parted) of \(expected.count) encoding \(type(of: value))")
         #endif
         return writer.data(terminatedBy: asLine ? UInt8(ascii: "\n") : nil)
     }
@@ -109,17 +110,16 @@ public enum WireCodec {
         let id: JSONValue
         let jsonrpc = WireCodec.jsonrpcVersion
         let result: R
-
-        enum CodingKeys: String, CodingKey { case id, jsonrpc, result }
     }
 
     private struct ErrorEnvelope: Encodable {
         let error: RPCError
         let id: JSONValue
         let jsonrpc = WireCodec.jsonrpcVersion
-
-        enum CodingKeys: String, CodingKey { case error, id, jsonrpc }
     }
+
+    /// Where a value sits in a line written as text (for an error's coding path).
+    private enum LineKey: String, CodingKey { case error, id, result }
 
     private struct RequestEnvelope<P: Encodable>: Encodable {
         let id: JSONValue?
@@ -129,12 +129,12 @@ public enum WireCodec {
     }
 
     /// A response line (with its `\n`).
-    public static func responseLine<R: Encodable>(id: JSONValue, result: R) throws -> Data {
-        try encode(ResponseEnvelope(id: id, result: result), asLine: true) { writer in
+    public static func responseLine(id: JSONValue, result: some Encodable) throws -> Data {
+        try encode(asLine: true, { ResponseEnvelope(id: id, result: result) }) { writer in
             writer.append(#"{"id":"#)
-            try writer.write(id, key: ResponseEnvelope<R>.CodingKeys.id)
+            try writer.write(id, key: LineKey.id)
             writer.append(#","jsonrpc":"2.0","result":"#)
-            try writer.writeOutermost(result, key: ResponseEnvelope<R>.CodingKeys.result)
+            try writer.writeOutermost(result, key: LineKey.result)
             writer.append("}")
         }
     }
@@ -142,11 +142,11 @@ public enum WireCodec {
     /// An error response line (with its `\n`). Never fails: error objects are plain data.
     public static func errorLine(id: JSONValue, error: RPCError) -> Data {
         // swiftlint:disable:next force_try — RPCError holds only strings, integers and JSONValues.
-        try! encode(ErrorEnvelope(error: error, id: id), asLine: true) { writer in
+        try! encode(asLine: true, { ErrorEnvelope(error: error, id: id) }) { writer in
             writer.append(#"{"error":"#)
-            try writer.write(error, key: ErrorEnvelope.CodingKeys.error)
+            try writer.write(error, key: LineKey.error)
             writer.append(#","id":"#)
-            try writer.write(id, key: ErrorEnvelope.CodingKeys.id)
+            try writer.write(id, key: LineKey.id)
             writer.append(#","jsonrpc":"2.0"}"#)
         }
     }

@@ -172,7 +172,8 @@ struct MethodTable: Sendable {
             (try? WireCodec.decode(M.Result.self, from: value)).flatMap(signedIn)
         }
         let invocation: @Sendable (M.Params, M.Result) -> Invocation = { params, result in
-            let detail = (auditRequest?(params) ?? [:]).merging(audit?(params, result) ?? [:]) { _, fromResult in fromResult }
+            var detail = auditRequest?(params) ?? [:]
+            if let audit { detail.merge(audit(params, result)) { _, fromResult in fromResult } }
             return Invocation(result: result, auditDetail: detail, signedIn: signedIn(result))
         }
         // What both ways of running the handler start with: the caller's context, the typed params.
