@@ -88,7 +88,7 @@ public enum StrictJSON {
             switch next {
             case UInt8(ascii: "{")?: try object(depth: depth + 1)
             case UInt8(ascii: "[")?: try array(depth: depth + 1)
-            case UInt8(ascii: "\"")?: _ = try string()
+            case UInt8(ascii: "\"")?: try skipString()
             case UInt8(ascii: "t")?: try expect("true")
             case UInt8(ascii: "f")?: try expect("false")
             case UInt8(ascii: "n")?: try expect("null")
@@ -204,6 +204,19 @@ public enum StrictJSON {
                     || text.withUTF8 { decoded in decoded.elementsEqual(input) }
             }
             return valid ? text : nil
+        }
+
+        /// Checks a string whose text is not kept (a value's). One of printable ASCII without
+        /// escapes, nearly every one, is checked without being made a String; any other is read
+        /// as `string()` reads it, with its errors.
+        mutating func skipString() throws(Violation) {
+            var end = index + 1
+            while end < bytes.count, (0x20..<0x80).contains(bytes[end]), bytes[end] != UInt8(ascii: "\""), bytes[end] != UInt8(ascii: "\\") { end += 1 }
+            if end < bytes.count, bytes[end] == UInt8(ascii: "\"") {
+                index = end + 1
+            } else {
+                _ = try string()
+            }
         }
 
         /// A string, its escapes resolved (member names are compared as the text they mean:

@@ -106,6 +106,8 @@ struct WireCodecTests {
         let accepted = [
             "{}", "[]", " 1 ", "-0.5e+3", #""\ud83d\ude00 é""#, #"{"a":[1,{"b":null}],"c":true,"d":false}"#,
             #"{"a":1,"b":{"a":2}}"#, "\t[1,\r\n2]\n", "1.7976931348623157e308", "1e-400", "123456789012345678901234567890",
+            // Values' strings: plain ASCII is checked without being read; the rest is read.
+            #"{"a":"plain ~ text","b":"","c":"q\"\\ \u00e9","d":"é"}"#,
         ]
         for text in accepted {
             #expect(StrictJSON.check(Array(text.utf8)) == nil, "\(text)")
@@ -127,6 +129,8 @@ struct WireCodecTests {
             (#""\ud800""#, "lone surrogate"),
             (#""\udc00\ud800""#, "lone surrogate"),
             ("\"a\u{1}b\"", "control character"),
+            ("{\"a\":\"b\u{7F}\u{1}\"}", "control character"),
+            ("{\"a\":\"b", "not closed"),
             (#""\x41""#, "unknown escape"),
             ("\"abc", "not closed"),
             ("{\"a\"}", "':'"),
@@ -142,6 +146,7 @@ struct WireCodecTests {
             #expect(violation?.problem.contains(problem) == true, "\(text): \(String(describing: violation))")
         }
         #expect(StrictJSON.check([0x22, 0xFF, 0x22])?.problem == "a string is not valid UTF-8")
+        #expect(StrictJSON.check(Array(#"{"a":"b"#.utf8) + [0xFF] + Array(#""}"#.utf8))?.problem == "a string is not valid UTF-8")
         // The typed decoder for outside texts applies the same rule.
         #expect(throws: StrictJSON.Violation.self) { try WireCodec.decode(JSONValue.self, from: Data(#"{"alg":"none","alg":"ES256"}"#.utf8)) }
     }
