@@ -57,6 +57,9 @@ final class Connection: StreamingConnection, @unchecked Sendable {
     private var registered = false
     private var waitingToWrite = false
     private var readSuspended = false
+    /// What the loop was last told to watch for (`register` starts with input): most turns
+    /// change nothing, and then the loop is not asked.
+    private var watching = (read: true, write: false)
     /// A turn of this connection's is queued on the loop (`queueTurn`): at most one at a time.
     private var turnQueued = false
     private var requests: [UInt64: Task<Void, Never>] = [:]
@@ -206,10 +209,7 @@ final class Connection: StreamingConnection, @unchecked Sendable {
     /// included, wakes the connection again.
     private func readable() {
         guard !machine.isClosed, !readSuspended else { return }
-        // Not zeroed: only the bytes a read wrote are ever looked at. Taken per turn, not kept
-        // per connection, so a thousand idle connections hold no buffers.
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 * 1024, alignment: 1)
-        defer { buffer.deallocate() }
+        let buffer = loop.readBuffer
         // Bounded work per turn; the rest is picked up by a re-queued turn, after the other
         // connections on the loop had theirs.
         for _ in 0..<16 {
@@ -270,7 +270,10 @@ final class Connection: StreamingConnection, @unchecked Sendable {
     }
 
     private func applyWatch() {
-        if registered { loop.watch(channel.fd, read: !readSuspended, write: waitingToWrite) }
+        let wanted = (read: !readSuspended, write: waitingToWrite)
+        guard registered, wanted != watching else { return }
+        watching = wanted
+        loop.watch(channel.fd, read: wanted.read, write: wanted.write)
     }
 
     // MARK: Streams

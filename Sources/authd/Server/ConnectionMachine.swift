@@ -253,9 +253,9 @@ struct ConnectionMachine {
         return actions
     }
 
-    private mutating func send(_ line: some Collection<UInt8>, into actions: inout [Action]) {
+    private mutating func send(_ line: Data, into actions: inout [Action]) {
         guard state != .closed else { return }
-        outbox.append(contentsOf: line)
+        line.withUnsafeBytes { outbox.append(contentsOf: $0) }
         guard pendingOutputCount <= limits.maxPendingOutput else {
             actions += closeNow(.unreadOutput)
             return
