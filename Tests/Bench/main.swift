@@ -49,12 +49,7 @@ final class Client {
         }
         request.removeAll(keepingCapacity: true)
         request.append(contentsOf: #"{"jsonrpc":"2.0","id":"#.utf8)
-        let digits = request.count
-        var id = nextID
-        repeat {
-            request.insert(UInt8(ascii: "0") + UInt8(id % 10), at: digits)
-            id /= 10
-        } while id > 0
+        request.append(contentsOf: String(nextID).utf8)
         request.append(contentsOf: requestTail!.text)
         try connection.send(request)
         nextID += 1
