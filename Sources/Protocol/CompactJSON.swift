@@ -599,6 +599,12 @@ extension CompactJSON {
             writer.array(value, writer.integer)
         }
 
+        /// A member whose value's JSON text was written before (``Hello/Features``).
+        mutating func member(_ key: some CodingKey, text: [UInt8]) {
+            self.key(key)
+            text.withUnsafeBufferPointer(writer.raw)
+        }
+
         mutating func member(_ key: some CodingKey, _ value: some Writable) {
             self.key(key)
             writer.object(value)

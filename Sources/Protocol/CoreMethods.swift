@@ -16,9 +16,9 @@ public enum Hello: RPCMethod {
         /// Who the daemon believes is calling, read from the socket once per connection.
         public var caller: CallerIdentity
         /// Capabilities this daemon offers, e.g. `auth.local`, `admin`, `audit.follow`.
-        public var features: [String]
+        public var features: Features
 
-        public init(protocolVersion: Int, daemonVersion: String, mode: String, caller: CallerIdentity, features: [String]) {
+        public init(protocolVersion: Int, daemonVersion: String, mode: String, caller: CallerIdentity, features: Features) {
             self.protocolVersion = protocolVersion
             self.daemonVersion = daemonVersion
             self.mode = mode
@@ -33,11 +33,39 @@ public enum Hello: RPCMethod {
     }
 }
 
+extension Hello {
+    /// The capabilities a daemon offers, in the order it announces them. A daemon's list does
+    /// not change while it runs, and every client's first call asks for it, so the list's JSON
+    /// text is written once, when the list is made, and each `hello` copies it.
+    public struct Features: Codable, Sendable, Equatable, RandomAccessCollection, ExpressibleByArrayLiteral {
+        public let names: [String]
+        /// `names` as compact JSON.
+        let text: [UInt8]
+
+        public init(_ names: [String]) {
+            self.names = names
+            let writer = CompactJSON.Writer()
+            writer.array(names, writer.string)
+            text = writer.text
+        }
+
+        public init(arrayLiteral names: String...) { self.init(names) }
+
+        public init(from decoder: any Decoder) throws { self.init(try [String](from: decoder)) }
+
+        public func encode(to encoder: any Encoder) throws { try names.encode(to: encoder) }
+
+        public var startIndex: Int { names.startIndex }
+        public var endIndex: Int { names.endIndex }
+        public subscript(position: Int) -> String { names[position] }
+    }
+}
+
 extension Hello.Result: CompactJSON.Writable {
     func write(to object: inout CompactJSON.Object) {
         object.member(CodingKeys.caller, caller)
         object.member(CodingKeys.daemonVersion, daemonVersion)
-        object.member(CodingKeys.features, features)
+        object.member(CodingKeys.features, text: features.text)
         object.member(CodingKeys.mode, mode)
         object.member(CodingKeys.protocolVersion, protocolVersion)
     }

@@ -149,6 +149,18 @@ struct CompactJSONTests {
             #expect(try CompactJSON.encode(["b": token, "a": token]) == Self.reference(["b": token, "a": token]))
             let line = try WireCodec.responseLine(id: .integer(7), result: hello)
             #expect(Array(line) == Array(#"{"id":7,"jsonrpc":"2.0","result":"#.utf8) + (try Self.reference(hello)) + Array("}\n".utf8))
+            // The features' text, written once, reads back as the list it was made from.
+            guard case .response(_, .result(let result)) = try WireCodec.decodeIncoming(line) else {
+                Issue.record("not a result: \(String(decoding: line, as: UTF8.self))")
+                continue
+            }
+            #expect(try WireCodec.decode(Hello.Result.self, from: result) == hello)
+        }
+        for names in [[], ["a"], ["a\"b", "\u{7F}\u{1F}", "é"]] as [[String]] {
+            let features = Hello.Features(names)
+            #expect(Array(features) == names)
+            #expect(try CompactJSON.encode(features) == Self.reference(names))
+            #expect(try JSONDecoder().decode(Hello.Features.self, from: Data(try Self.reference(names))) == features)
         }
     }
 

@@ -5,7 +5,7 @@ extension MethodTable {
     /// the table holds by then.
     mutating func registerCoreMethods(_ services: Services) {
         announce("subscriptions", "prompts")
-        let features = features
+        let features = Hello.Features(features)
         registerImmediate(Hello.self, home: .machine, access: .anyone) { _, context in
             Hello.Result(protocolVersion: protocolVersion, daemonVersion: DaemonVersion.string,
                          mode: services.options.mode.rawValue, caller: context.caller, features: features)
