@@ -102,8 +102,6 @@ public enum CompactJSON {
             // A `hello` response (724 bytes) fits.
             capacity = 1024
             bytes = .allocate(capacity: capacity)
-            open.reserveCapacity(8)
-            members.reserveCapacity(16)
         }
 
         deinit { bytes.deallocate() }
@@ -348,6 +346,11 @@ public enum CompactJSON {
 
         private func push(_ kind: Open.Kind, key: (any CodingKey)?, isValue: Bool) -> Int {
             lastID += 1
+            // Made when first needed: a `Writable` and a scalar need neither list.
+            if open.capacity == 0 {
+                open.reserveCapacity(8)
+                members.reserveCapacity(16)
+            }
             open.append(Open(id: lastID, kind: kind, key: key, isValue: isValue, firstMember: members.count))
             return lastID
         }

@@ -164,13 +164,16 @@ public enum StrictJSON {
         /// RFC 7493 §2.2): Foundation's decoder, which reads the text next, refuses `1e400`.
         mutating func number() throws(Violation) {
             let start = index
-            try numberGrammar()
+            // Without an exponent, a number needs 309 digits to pass a double's largest: a
+            // shorter one (an id, a count) is not parsed to know it fits.
+            guard try numberGrammar() || index - start > 300 else { return }
             guard Double(String(decoding: bytes[start..<index], as: UTF8.self))?.isFinite == true else {
                 throw Violation(offset: start, problem: "a number is too large for a double")
             }
         }
 
-        mutating func numberGrammar() throws(Violation) {
+        /// Whether the number has an exponent.
+        mutating func numberGrammar() throws(Violation) -> Bool {
             func digits(_ reader: inout Reader) -> Int {
                 let start = reader.index
                 while let byte = reader.next, (0x30...0x39).contains(byte) { reader.index += 1 }
@@ -190,7 +193,9 @@ public enum StrictJSON {
                 index += 1
                 if next == UInt8(ascii: "+") || next == UInt8(ascii: "-") { index += 1 }
                 guard digits(&self) > 0 else { throw violation("an exponent needs digits") }
+                return true
             }
+            return false
         }
 
         /// `bytes` as text when they are valid UTF-8. `String(decoding:as:)` replaces each invalid

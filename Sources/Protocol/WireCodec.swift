@@ -12,8 +12,19 @@ public struct Request: Sendable, Equatable {
     fileprivate enum ParamsSource: Sendable, Equatable {
         /// The text of the `params` object, as the request line has it (nil when the line has
         /// none: absent or null), and its members' names as the strict check read them.
-        case text(Data?, names: [String])
+        case text(ParamsText?, names: [String])
         case value(JSONValue?)
+    }
+
+    /// The `params` object's text: where it lies in the request line, which the request keeps.
+    /// It is copied out only to be decoded (a request without params costs no copy).
+    fileprivate struct ParamsText: Sendable, Equatable {
+        let line: [UInt8]
+        let range: Range<Int>
+
+        var data: Data { Data(line[range]) }
+
+        static func == (lhs: Self, rhs: Self) -> Bool { lhs.line[lhs.range].elementsEqual(rhs.line[rhs.range]) }
     }
 
     /// A request built in-process (tests, internal callers).
@@ -23,7 +34,7 @@ public struct Request: Sendable, Equatable {
         source = .value(params == .null ? nil : params)
     }
 
-    fileprivate init(id: JSONValue?, method: String, paramsText: Data?, names: [String]) {
+    fileprivate init(id: JSONValue?, method: String, paramsText: ParamsText?, names: [String]) {
         self.id = id
         self.method = method
         source = .text(paramsText, names: names)
@@ -41,7 +52,7 @@ public struct Request: Sendable, Equatable {
     public var params: JSONValue? {
         switch source {
         case .value(let value): return value
-        case .text(let text, _): return text.flatMap { try? JSONDecoder().decode(JSONValue.self, from: $0) }
+        case .text(let text, _): return text.flatMap { try? JSONDecoder().decode(JSONValue.self, from: $0.data) }
         }
     }
 }
@@ -196,13 +207,13 @@ public enum WireCodec {
             return .failure(RequestDecodingError(
                 id: replyID, error: .invalidRequest("Unknown member '\(Redaction.printable(unknown, limit: 64))' in the request.")))
         }
-        var paramsText: Data?
+        var paramsText: Request.ParamsText?
         if let params = envelope.params, bytes[params.value.lowerBound] != UInt8(ascii: "n") {
             guard params.names != nil else {
                 return .failure(RequestDecodingError(
                     id: replyID, error: .invalidParams("'params' must be an object (named parameters).", field: "params")))
             }
-            paramsText = Data(bytes[params.value])
+            paramsText = Request.ParamsText(line: bytes, range: params.value)
         }
         return .success(Request(id: id.value, method: method, paramsText: paramsText, names: envelope.params?.names ?? []))
     }
@@ -284,7 +295,7 @@ public enum WireCodec {
         let given: [String]?
         switch request.source {
         case .text(let params, let names):
-            text = params ?? Data("{}".utf8)
+            text = params?.data ?? Data("{}".utf8)
             given = names
         case .value(let value):
             guard let encoded = try? encodeJSON(value ?? .object([:])) else { throw .invalidParams("The parameters cannot be read.") }
