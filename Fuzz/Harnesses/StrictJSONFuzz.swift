@@ -36,15 +36,15 @@ enum StrictJSONFuzz {
         precondition(members.count == object.count, "StrictJSON.members found \(members.count) members of \(object.count)")
         for member in members {
             let read = try? JSONDecoder().decode(JSONValue.self, from: Data(input[member.value]))
-            precondition(read != nil && object[member.name] == read, "StrictJSON.members reads member \(member.name) differently")
+            precondition(read != nil && object[member.name(in: input)] == read, "StrictJSON.members reads member \(member.name(in: input)) differently")
             if case .string(let text)? = read {
-                precondition(StrictJSON.string(at: member.value.lowerBound, in: input) == text, "StrictJSON.string reads \(member.name) differently")
+                precondition(StrictJSON.string(at: member.value.lowerBound, in: input) == text, "StrictJSON.string reads \(member.name(in: input)) differently")
             }
             if case .object(let inner)? = read {
                 precondition(member.names.map(Set.init) == Set(inner.keys) && member.names?.count == inner.count,
-                             "StrictJSON.members names the members of \(member.name) differently")
+                             "StrictJSON.members names the members of \(member.name(in: input)) differently")
             } else {
-                precondition(member.names == nil, "StrictJSON.members gives names for \(member.name), which is not an object")
+                precondition(member.names == nil, "StrictJSON.members gives names for \(member.name(in: input)), which is not an object")
             }
         }
     }

@@ -28,13 +28,48 @@ public enum StrictJSON {
         }
     }
 
-    /// A member of an object: its name, escapes resolved, and where its value's text lies.
+    /// A member of an object: its name, and where its value's text lies.
     public struct Member: Sendable, Equatable {
-        public let name: String
+        /// Where the name's bytes lie, inside its quotes.
+        let nameBytes: Range<Int>
+        /// The name, when its bytes are not plain ASCII without an escape (see ``Name``).
+        let decodedName: String?
         public let value: Range<Int>
         /// When the value is an object: its members' names, as the check read them (a request's
         /// params are checked for unknown fields without being read again).
         public let names: [String]?
+
+        /// The member's name, escapes resolved; `text` is the one the member was read from.
+        public func name(in text: [UInt8]) -> String { decodedName ?? String(decoding: text[nameBytes], as: UTF8.self) }
+
+        /// Whether the member's name is `expected`, plain ASCII.
+        public func isNamed(_ expected: StaticString, in text: [UInt8]) -> Bool {
+            guard let decodedName else { return StrictJSON.bytes(nameBytes, of: text, are: expected) }
+            return decodedName == expected.description
+        }
+    }
+
+    /// An object member's name as the check read it. Nearly every name is plain ASCII without an
+    /// escape: its bytes are its text, and names are compared by their bytes. Any other is read
+    /// as the text it means (`"\u006dethod"` is `"method"`), kept by the reader, and compared
+    /// as Strings compare (canonical equivalence, as a decoder's keys are).
+    struct Name: Sendable, Equatable {
+        /// Where its bytes lie, inside its quotes.
+        let bytes: Range<Int>
+        /// Where its text is in the reader's `decodedNames`, when it is not plain.
+        let decoded: Int?
+
+    }
+
+    /// Whether the bytes at `range` of `text` are `expected`'s.
+    static func bytes(_ range: Range<Int>, of text: [UInt8], are expected: StaticString) -> Bool {
+        text.withUnsafeBufferPointer { equal($0, range, UnsafeBufferPointer(start: expected.utf8Start, count: expected.utf8CodeUnitCount)) }
+    }
+
+    private static func equal(_ text: UnsafeBufferPointer<UInt8>, _ range: Range<Int>, _ expected: UnsafeBufferPointer<UInt8>) -> Bool {
+        guard range.count == expected.count else { return false }
+        for offset in 0..<expected.count where text[range.lowerBound + offset] != expected[offset] { return false }
+        return true
     }
 
     /// Checks `text` as ``check(_:)`` does and, in the same pass, returns the members of the
@@ -59,6 +94,11 @@ public enum StrictJSON {
         var topLevel: [Member]?
         /// The member names of the object a top-level member's value just was.
         var valueNames: [String]?
+        /// The names of the objects being read, the innermost's last: one list for the whole
+        /// text, not one per object.
+        var openNames: [Name] = []
+        /// The texts of the names that are not plain (``Name``).
+        var decodedNames: [String] = []
 
         mutating func document() throws(Violation) {
             if bytes.starts(with: [0xEF, 0xBB, 0xBF]) { throw Violation(offset: 0, problem: "a byte-order mark precedes the JSON text") }
@@ -113,15 +153,19 @@ public enum StrictJSON {
                 if depth == 2 { valueNames = [] }
                 return
             }
-            var names = MemberNames()
+            // This object's names are `openNames` from `firstName` on, or, once there are many,
+            // a set of their texts (comparing a few names costs less than hashing them).
+            let firstName = openNames.count
+            var manyNames: Set<String>?
+            defer { while openNames.count > firstName { openNames.removeLast() } }
             while true {
                 guard next == UInt8(ascii: "\"") else {
                     throw violation(next == nil ? "the JSON text ends early" : "a member name was expected (a trailing comma?)")
                 }
                 let start = index
-                let name = try string()
-                guard names.insert(name) else {
-                    throw Violation(offset: start, problem: "the member name '\(Redaction.printable(name, limit: 64))' appears twice")
+                let name = try memberName()
+                guard insert(name, from: firstName, orInto: &manyNames) else {
+                    throw Violation(offset: start, problem: "the member name '\(Redaction.printable(text(of: name), limit: 64))' appears twice")
                 }
                 skipWhitespace()
                 guard next == UInt8(ascii: ":") else { throw violation("':' was expected after a member name") }
@@ -130,13 +174,16 @@ public enum StrictJSON {
                 let valueStart = index
                 valueNames = nil
                 try value(depth: depth)
-                if outermost { topLevel?.append(Member(name: name, value: valueStart..<index, names: valueNames)) }
+                if outermost {
+                    topLevel?.append(Member(nameBytes: name.bytes, decodedName: name.decoded.map { decodedNames[$0] }, value: valueStart..<index,
+                                            names: valueNames))
+                }
                 skipWhitespace()
                 switch next {
                 case UInt8(ascii: ",")?: index += 1; skipWhitespace()
                 case UInt8(ascii: "}")?:
                     index += 1
-                    if depth == 2 { valueNames = names.all }
+                    if depth == 2 { valueNames = manyNames.map(Array.init) ?? openNames[firstName...].map(text(of:)) }
                     return
                 default: throw violation(next == nil ? "the JSON text ends early" : "',' or '}' was expected")
                 }
@@ -215,13 +262,49 @@ public enum StrictJSON {
         /// escapes, nearly every one, is checked without being made a String; any other is read
         /// as `string()` reads it, with its errors.
         mutating func skipString() throws(Violation) {
-            var end = index + 1
-            while end < bytes.count, (0x20..<0x80).contains(bytes[end]), bytes[end] != UInt8(ascii: "\""), bytes[end] != UInt8(ascii: "\\") { end += 1 }
-            if end < bytes.count, bytes[end] == UInt8(ascii: "\"") {
+            if let end = plainStringEnd() {
                 index = end + 1
             } else {
                 _ = try string()
             }
+        }
+
+        /// A member's name: a plain one as where it lies, any other read as `string()` reads it.
+        mutating func memberName() throws(Violation) -> Name {
+            let start = index + 1
+            if let end = plainStringEnd() {
+                index = end + 1
+                return Name(bytes: start..<end, decoded: nil)
+            }
+            decodedNames.append(try string())
+            return Name(bytes: start..<index - 1, decoded: decodedNames.count - 1)
+        }
+
+        func text(of name: Name) -> String {
+            name.decoded.map { decodedNames[$0] } ?? String(decoding: bytes[name.bytes], as: UTF8.self)
+        }
+
+        /// Adds `name` to the object's names (`openNames` from `first` on, or `many`); false
+        /// when the object has it already.
+        mutating func insert(_ name: Name, from first: Int, orInto many: inout Set<String>?) -> Bool {
+            if many != nil { return many!.insert(text(of: name)).inserted }
+            for index in first..<openNames.count where isSame(openNames[index], name) { return false }
+            if openNames.capacity == 0 { openNames.reserveCapacity(8) }
+            openNames.append(name)
+            if openNames.count - first == 16 { many = Set(openNames[first...].map(text(of:))) }
+            return true
+        }
+
+        func isSame(_ first: Name, _ second: Name) -> Bool {
+            guard first.decoded == nil, second.decoded == nil else { return text(of: first) == text(of: second) }
+            return bytes.withUnsafeBufferPointer { StrictJSON.equal($0, first.bytes, UnsafeBufferPointer(rebasing: $0[second.bytes])) }
+        }
+
+        /// Where the string at `index` closes, when all of it is printable ASCII without an escape.
+        func plainStringEnd() -> Int? {
+            var end = index + 1
+            while end < bytes.count, (0x20..<0x80).contains(bytes[end]), bytes[end] != UInt8(ascii: "\""), bytes[end] != UInt8(ascii: "\\") { end += 1 }
+            return end < bytes.count && bytes[end] == UInt8(ascii: "\"") ? end : nil
         }
 
         /// A string, its escapes resolved (member names are compared as the text they mean:
@@ -317,25 +400,5 @@ public enum StrictJSON {
             }
             return unit
         }
-    }
-
-    /// The names an object has used so far: a short list (most objects have a few members, and
-    /// comparing a few strings costs less than hashing them), a set once it grows.
-    private struct MemberNames {
-        private var list: [String] = []
-        private var set: Set<String>?
-
-        /// False when `name` was already there.
-        mutating func insert(_ name: String) -> Bool {
-            if set != nil { return set!.insert(name).inserted }
-            if list.contains(name) { return false }
-            if list.isEmpty { list.reserveCapacity(4) }
-            list.append(name)
-            if list.count == 16 { set = Set(list) }
-            return true
-        }
-
-        /// Every name, in no particular order.
-        var all: [String] { self.set.map(Array.init) ?? list }
     }
 }

@@ -237,12 +237,17 @@ public enum WireCodec {
                 bytes[range.lowerBound] == UInt8(ascii: "\"") ? StrictJSON.string(at: range.lowerBound, in: bytes) : nil
             }
             for member in members {
-                switch member.name {
-                case "jsonrpc": jsonrpc = string(member.value)
-                case "method": method = string(member.value)
-                case "params": params = member
-                case "id": id = Self.id(bytes[member.value], string: string(member.value))
-                default: if unknownMember == nil { unknownMember = member.name }
+                if member.isNamed("jsonrpc", in: bytes) {
+                    // As nearly every line writes it: compared as bytes, not made a String.
+                    jsonrpc = StrictJSON.bytes(member.value, of: bytes, are: #""2.0""#) ? WireCodec.jsonrpcVersion : string(member.value)
+                } else if member.isNamed("method", in: bytes) {
+                    method = string(member.value)
+                } else if member.isNamed("params", in: bytes) {
+                    params = member
+                } else if member.isNamed("id", in: bytes) {
+                    id = Self.id(bytes[member.value], string: string(member.value))
+                } else if unknownMember == nil {
+                    unknownMember = member.name(in: bytes)
                 }
             }
         }

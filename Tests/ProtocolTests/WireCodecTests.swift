@@ -105,7 +105,8 @@ struct WireCodecTests {
     func strictJSON() {
         let accepted = [
             "{}", "[]", " 1 ", "-0.5e+3", #""\ud83d\ude00 é""#, #"{"a":[1,{"b":null}],"c":true,"d":false}"#,
-            #"{"a":1,"b":{"a":2}}"#, "\t[1,\r\n2]\n", "1.7976931348623157e308", "1e-400", "123456789012345678901234567890",
+            #"{"a":1,"b":{"a":2}}"#, #"{"x":{"a":1},"y":{"a":{"a":1}},"a":3,"\u0062":4}"#,
+            "{" + (0..<40).map { #""n\#($0)":{"n\#($0)":\#($0)}"# }.joined(separator: ",") + "}", "\t[1,\r\n2]\n", "1.7976931348623157e308", "1e-400", "123456789012345678901234567890",
             // Values' strings: plain ASCII is checked without being read; the rest is read.
             #"{"a":"plain ~ text","b":"","c":"q\"\\ \u00e9","d":"é"}"#,
         ]
@@ -117,6 +118,15 @@ struct WireCodecTests {
         let refused: [(String, String)] = [
             (#"{"a":1,"a":2}"#, "appears twice"),
             (#"{"a":1,"\u0061":2}"#, "appears twice"),
+            (#"{"\u0061":1,"a":2}"#, "appears twice"),
+            (#"{"é":1,"\u00e9":2}"#, "appears twice"),
+            // Names compare as a decoder's keys do: canonically equivalent texts are one name.
+            (#"{"K":1,"\u212a":2}"#, "appears twice"),
+            (#"{"e\u0301":1,"é":2}"#, "appears twice"),
+            // Past sixteen names, an object's names are a set.
+            ("{" + (0..<20).map { #""n\#($0)":\#($0)"# }.joined(separator: ",") + #","n3":0}"#, "appears twice"),
+            ("{" + (0..<20).map { #""n\#($0)":\#($0)"# }.joined(separator: ",") + #","n\u0031\u0039":0}"#, "appears twice"),
+            (#"{"x":{"a":1,"b":{"c":1},"a":2}}"#, "appears twice"),
             ("\u{FEFF}{}", "byte-order mark"),
             (#"{"a":1,}"#, "trailing comma"),
             ("[1,]", "trailing comma"),
@@ -167,6 +177,23 @@ struct WireCodecTests {
         #expect(request.params == ["aud": "x", "nonce": "né"])
 
         #expect(!request.hasNoParams)
+
+        // Names and the version as bytes, and the same written with escapes.
+        for line in [#"{"jsonrpc":"2.0","id":1,"method":"m","params":{"a":1}}"#,
+                     #"{"\u006asonrpc":"\u0032.0","i\u0064":1,"metho\u0064":"m","par\u0061ms":{"\u0061":1}}"#] {
+            let request = try WireCodec.decodeRequest(Array(line.utf8)).get()
+            #expect(request.id == 1 && request.method == "m" && request.params == ["a": 1], "\(line)")
+        }
+        for (line, message) in [(#"{"jsonrpc":"2.00","id":1,"method":"m"}"#, "'jsonrpc' must be \"2.0\"."),
+                                (#"{"jsonrpc":2.0,"id":1,"method":"m"}"#, "'jsonrpc' must be \"2.0\"."),
+                                (#"{"jsonrpc":"2.0","id":1,"method":"m","\u00e9":1}"#, "Unknown member 'é' in the request."),
+                                (#"{"jsonrpc":"2.0","id":1,"method":"m","i":1}"#, "Unknown member 'i' in the request.")] {
+            guard case .failure(let failure) = WireCodec.decodeRequest(Array(line.utf8)) else {
+                Issue.record("expected an error: \(line)")
+                continue
+            }
+            #expect(failure.error.message == message, "\(line)")
+        }
         for params in ["", #","params":null"#, #","params":{}"#] {
             #expect(try WireCodec.decodeRequest(Array(#"{"jsonrpc":"2.0","id":1,"method":"m"\#(params)}"#.utf8)).get().hasNoParams, "\(params)")
         }
