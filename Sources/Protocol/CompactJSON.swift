@@ -211,9 +211,16 @@ public enum CompactJSON {
         /// Writes `value` as `write` does, or a `Writable` by its own members. Only the outermost
         /// value of a text is asked whether it is one: asking is a dynamic cast, which costs
         /// about what writing a small member does (a `Writable` writes the ones inside it).
+        /// The type is asked, not the value: a value cast to `any Writable` is boxed (a large
+        /// one on the heap), its type is not.
         func writeOutermost<T: Encodable>(_ value: T, key: (any CodingKey)?, topLevel: Bool = false) throws {
-            if let writable = value as? any Writable { return object(writable) }
+            if let writable = T.self as? any Writable.Type { return object(value, as: writable) }
             try write(value, key: key, topLevel: topLevel)
+        }
+
+        /// `value`, whose type `W` is, written by its own members.
+        private func object<T, W: Writable>(_ value: T, as _: W.Type) {
+            withUnsafePointer(to: value) { $0.withMemoryRebound(to: W.self, capacity: 1) { object($0.pointee) } }
         }
 
         /// A type that writes its own members.
