@@ -218,7 +218,8 @@ public enum CompactJSON {
             try write(value, key: key, topLevel: topLevel)
         }
 
-        /// `value`, whose type `W` is, written by its own members.
+        /// `value`, whose type is `W` (the cast above found it), written by its own members
+        /// without a second cast.
         private func object<T, W: Writable>(_ value: T, as _: W.Type) {
             withUnsafePointer(to: value) { $0.withMemoryRebound(to: W.self, capacity: 1) { object($0.pointee) } }
         }

@@ -58,7 +58,6 @@ public enum StrictJSON {
         let bytes: Range<Int>
         /// Where its text is in the reader's `decodedNames`, when it is not plain.
         let decoded: Int?
-
     }
 
     /// Whether the bytes at `range` of `text` are `expected`'s.
