@@ -109,6 +109,15 @@ public enum CompactJSON {
         /// The text written.
         var text: [UInt8] { Array(UnsafeBufferPointer(start: bytes, count: count)) }
 
+        /// The text written and a newline, in an array of its own.
+        func line() -> [UInt8] {
+            [UInt8](unsafeUninitializedCapacity: count + 1) { buffer, initialized in
+                buffer.baseAddress!.initialize(from: bytes, count: count)
+                buffer[count] = UInt8(ascii: "\n")
+                initialized = count + 1
+            }
+        }
+
         /// The text written, and `terminator` after it.
         func data(terminatedBy terminator: UInt8?) -> Data {
             if let terminator {

@@ -96,11 +96,26 @@ public enum WireCodec {
     /// The JSON text `body` writes. `reference` makes the value JSONEncoder writes instead (and
     /// debug builds check the text against), only when it is needed.
     private static func encode(asLine: Bool, _ reference: () -> some Encodable, writtenBy body: (CompactJSON.Writer) throws -> Void) throws -> Data {
-        guard let writer = try CompactJSON.written(by: body) else {
+        guard let writer = try written(reference, by: body) else {
             var data = try makeEncoder().encode(reference())
             if asLine { data.append(UInt8(ascii: "\n")) }
             return data
         }
+        return writer.data(terminatedBy: asLine ? UInt8(ascii: "\n") : nil)
+    }
+
+    /// The line `body` writes, as `encode(asLine: true, …)` writes it, in an array: what a
+    /// connection copies into its output (a `Data` is a storage object and a buffer besides).
+    private static func line(_ reference: () -> some Encodable, writtenBy body: (CompactJSON.Writer) throws -> Void) throws -> [UInt8] {
+        guard let writer = try written(reference, by: body) else {
+            return [UInt8](try makeEncoder().encode(reference())) + [UInt8(ascii: "\n")]
+        }
+        return writer.line()
+    }
+
+    /// The writer `body` wrote with, or nil when JSONEncoder must write `reference` instead.
+    private static func written(_ reference: () -> some Encodable, by body: (CompactJSON.Writer) throws -> Void) throws -> CompactJSON.Writer? {
+        guard let writer = try CompactJSON.written(by: body) else { return nil }
         #if DEBUG
         // Every test checks the two encoders against each other (the texts may hold secrets:
         // only where they part is said).
@@ -110,7 +125,7 @@ public enum WireCodec {
         let parted = zip(bytes, expected).enumerated().first { $0.element.0 != $0.element.1 }?.offset ?? min(bytes.count, expected.count)
         assert(bytes == expected, "CompactJSON and JSONEncoder part at byte \(parted) of \(expected.count) encoding \(type(of: value))")
         #endif
-        return writer.data(terminatedBy: asLine ? UInt8(ascii: "\n") : nil)
+        return writer
     }
 
     // The envelopes' members are declared in the order they are written (sorted). A response's
@@ -140,8 +155,8 @@ public enum WireCodec {
     }
 
     /// A response line (with its `\n`).
-    public static func responseLine(id: JSONValue, result: some Encodable) throws -> Data {
-        try encode(asLine: true, { ResponseEnvelope(id: id, result: result) }) { writer in
+    public static func responseLine(id: JSONValue, result: some Encodable) throws -> [UInt8] {
+        try line({ ResponseEnvelope(id: id, result: result) }) { writer in
             writer.append(#"{"id":"#)
             try writer.write(id, key: LineKey.id)
             writer.append(#","jsonrpc":"2.0","result":"#)
@@ -151,9 +166,9 @@ public enum WireCodec {
     }
 
     /// An error response line (with its `\n`). Never fails: error objects are plain data.
-    public static func errorLine(id: JSONValue, error: RPCError) -> Data {
+    public static func errorLine(id: JSONValue, error: RPCError) -> [UInt8] {
         // swiftlint:disable:next force_try — RPCError holds only strings, integers and JSONValues.
-        try! encode(asLine: true, { ErrorEnvelope(error: error, id: id) }) { writer in
+        try! line({ ErrorEnvelope(error: error, id: id) }) { writer in
             writer.append(#"{"error":"#)
             try writer.write(error, key: LineKey.error)
             writer.append(#","id":"#)

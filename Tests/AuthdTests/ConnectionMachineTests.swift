@@ -35,7 +35,7 @@ struct ConnectionMachineTests {
     func responses() {
         var machine = ConnectionMachine()
         _ = machine.received(Self.line(1))
-        let actions = machine.requestFinished(key: 0, line: Data("answer\n".utf8), accepted: true)
+        let actions = machine.requestFinished(key: 0, line: Array("answer\n".utf8), accepted: true)
         #expect(actions == [.flush])
         #expect(Self.output(machine) == "answer\n")
         #expect(machine.wrote(3).isEmpty)
@@ -84,7 +84,7 @@ struct ConnectionMachineTests {
         var machine = ConnectionMachine(limits: .init(readPauseOutput: 8))
         var actions = machine.received(Self.line(1))
         #expect(Self.dispatched(actions) == [0])
-        _ = machine.requestFinished(key: 0, line: Data("0123456789\n".utf8), accepted: true)
+        _ = machine.requestFinished(key: 0, line: Array("0123456789\n".utf8), accepted: true)
         actions = machine.received(Self.line(2) + Self.line(3))
         #expect(Self.dispatched(actions).isEmpty, "11 bytes unread > 8: nothing more is taken")
         #expect(actions == [.pauseReading])
@@ -145,7 +145,7 @@ struct ConnectionMachineTests {
         var machine = ConnectionMachine()
         _ = machine.received(Self.line(1) + Self.line(2))
         guard case .success(let stream) = machine.openStream(for: 0) else { Issue.record("no stream"); return }
-        _ = machine.requestFinished(key: 0, line: Data("ok\n".utf8), accepted: true)
+        _ = machine.requestFinished(key: 0, line: Array("ok\n".utf8), accepted: true)
         guard case .success(let pending) = machine.openStream(for: 1) else { Issue.record("no stream"); return }
         #expect(machine.endOfInput(peerGone: true) == [.cancelRequests([1]), .cancelStreams([stream]), .dropStreams([pending]), .close(.peerGone)])
     }
@@ -155,7 +155,7 @@ struct ConnectionMachineTests {
         var machine = ConnectionMachine()
         _ = machine.received(Self.line(1))
         #expect(machine.endOfInput(peerGone: false) == [.pauseReading])
-        let actions = machine.requestFinished(key: 0, line: Data("ok\n".utf8), accepted: true)
+        let actions = machine.requestFinished(key: 0, line: Array("ok\n".utf8), accepted: true)
         #expect(actions == [.flush])
         #expect(machine.wrote(3) == [.close(.finished)])
     }
@@ -168,7 +168,7 @@ struct ConnectionMachineTests {
         #expect(Self.dispatched(machine.received(Self.line(2))).isEmpty, "a line after it is not taken")
         #expect(machine.enqueue(Data("note\n".utf8)) == [.flush], "a notification still goes out")
         _ = machine.wrote(5)
-        #expect(machine.requestFinished(key: 0, line: Data("ok\n".utf8), accepted: true) == [.flush])
+        #expect(machine.requestFinished(key: 0, line: Array("ok\n".utf8), accepted: true) == [.flush])
         #expect(machine.wrote(3) == [.close(.finished)])
         var idle = ConnectionMachine()
         #expect(idle.closeWhenAnswered() == [.pauseReading, .close(.finished)], "with nothing in flight it closes at once")
@@ -181,8 +181,8 @@ struct ConnectionMachineTests {
         guard case .success(let accepted) = machine.openStream(for: 0), case .success(let refused) = machine.openStream(for: 1) else {
             Issue.record("no stream"); return
         }
-        #expect(machine.requestFinished(key: 0, line: Data("ok\n".utf8), accepted: true) == [.flush, .startStreams([accepted])])
-        #expect(machine.requestFinished(key: 1, line: Data("no\n".utf8), accepted: false) == [.flush, .dropStreams([refused])])
+        #expect(machine.requestFinished(key: 0, line: Array("ok\n".utf8), accepted: true) == [.flush, .startStreams([accepted])])
+        #expect(machine.requestFinished(key: 1, line: Array("no\n".utf8), accepted: false) == [.flush, .dropStreams([refused])])
         #expect(machine.cancelStream(accepted) == (true, [.cancelStreams([accepted])]))
         #expect(machine.cancelStream(accepted).found == false)
     }
@@ -200,7 +200,7 @@ struct ConnectionMachineTests {
         _ = busy.received(Self.line(1))
         #expect(busy.idleTick().isEmpty, "a request arrived since the last tick")
         #expect(busy.idleTick().isEmpty, "the request (a prompt, say) is still in flight")
-        _ = busy.requestFinished(key: 0, line: Data("ok\n".utf8), accepted: true)
+        _ = busy.requestFinished(key: 0, line: Array("ok\n".utf8), accepted: true)
         _ = busy.wrote(3)
         #expect(busy.idleTick().isEmpty, "it finished since the last tick")
         #expect(busy.idleTick() == [.close(.idle)])
@@ -216,7 +216,7 @@ struct ConnectionMachineTests {
 
         var unread = ConnectionMachine()
         _ = unread.received(Self.line(1))
-        _ = unread.requestFinished(key: 0, line: Data("answer\n".utf8), accepted: true)
+        _ = unread.requestFinished(key: 0, line: Array("answer\n".utf8), accepted: true)
         _ = unread.idleTick()
         #expect(unread.idleTick().isEmpty, "output still queued is written before the close")
         #expect(unread.wrote(7) == [.close(.idle)])
@@ -242,6 +242,6 @@ struct ConnectionMachineTests {
         #expect(Self.output(machine).contains("server.shutting_down"))
         #expect(machine.openStream(for: 0) == .failure(.shuttingDown))
         #expect(machine.cancelInFlight() == [.cancelRequests([0])])
-        #expect(machine.requestFinished(key: 0, line: Data("ok\n".utf8), accepted: true) == [.flush])
+        #expect(machine.requestFinished(key: 0, line: Array("ok\n".utf8), accepted: true) == [.flush])
     }
 }

@@ -194,12 +194,12 @@ struct ServerTests {
                                          streams: RequestStreams(connection: connection, requestKey: 99))
         let denied = await dispatcher.respond(to: Request(id: 1, method: "admin.status", params: nil), environment: context)
         #expect(!denied.succeeded)
-        #expect(String(decoding: denied.line ?? Data(), as: UTF8.self).contains("auth.forbidden"))
+        #expect(String(decoding: denied.line ?? [], as: UTF8.self).contains("auth.forbidden"))
         // What a call without params decodes to is kept per method: the refusal repeats itself.
         for params: JSONValue? in [[:], nil] {
             let invalid = await dispatcher.respond(to: Request(id: 2, method: "auth.local", params: params), environment: context)
             #expect(!invalid.succeeded)
-            #expect(String(decoding: invalid.line ?? Data(), as: UTF8.self).contains(#""field":"aud""#))
+            #expect(String(decoding: invalid.line ?? [], as: UTF8.self).contains(#""field":"aud""#))
         }
         let issued = await dispatcher.respond(to: Request(id: 3, method: "auth.local", params: ["aud": "x"]), environment: context)
         #expect(issued.succeeded)

@@ -42,14 +42,14 @@ struct WireCodecTests {
         #expect(lines.count % 2 == 0)
         for pair in stride(from: 0, to: lines.count, by: 2) {
             let incoming = try WireCodec.decodeIncoming(Array(lines[pair].utf8))
-            let encoded: Data
+            let encoded: [UInt8]
             switch incoming {
             case .response(let id, .result(let result)):
                 encoded = try WireCodec.responseLine(id: id, result: result)
             case .response(let id, .error(let error)):
                 encoded = WireCodec.errorLine(id: id, error: error)
             case .notification(let method, let params):
-                encoded = try WireCodec.notificationLine(method: method, params: params ?? .null)
+                encoded = Array(try WireCodec.notificationLine(method: method, params: params ?? .null))
             }
             #expect(String(decoding: encoded, as: UTF8.self) == lines[pair + 1] + "\n")
         }

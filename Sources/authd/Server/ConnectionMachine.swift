@@ -199,7 +199,7 @@ struct ConnectionMachine {
 
     /// A request has its response (`line`; nil for a JSON-RPC notification). `accepted` starts
     /// the streams it opened; otherwise they are dropped.
-    mutating func requestFinished(key: UInt64, line: Data?, accepted: Bool) -> [Action] {
+    mutating func requestFinished(key: UInt64, line: [UInt8]?, accepted: Bool) -> [Action] {
         guard inFlight.remove(key) != nil else { return [] }
         activeSinceIdleCheck = true
         var actions: [Action] = []
@@ -253,7 +253,7 @@ struct ConnectionMachine {
         return actions
     }
 
-    private mutating func send(_ line: Data, into actions: inout [Action]) {
+    private mutating func send(_ line: some ContiguousBytes, into actions: inout [Action]) {
         guard state != .closed else { return }
         line.withUnsafeBytes { outbox.append(contentsOf: $0) }
         guard pendingOutputCount <= limits.maxPendingOutput else {

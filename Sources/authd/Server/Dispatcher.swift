@@ -19,7 +19,7 @@ final class Dispatcher: Sendable {
 
     struct Response: Sendable {
         /// Nil for a JSON-RPC notification (no reply is sent).
-        let line: Data?
+        let line: [UInt8]?
         let succeeded: Bool
     }
 
