@@ -609,11 +609,6 @@ extension CompactJSON {
             writer.integer(value)
         }
 
-        mutating func member(_ key: some CodingKey, _ value: [String]) {
-            self.key(key)
-            writer.array(value, writer.string)
-        }
-
         mutating func member<I: FixedWidthInteger>(_ key: some CodingKey, _ value: [I]) {
             self.key(key)
             writer.array(value, writer.integer)
