@@ -240,12 +240,17 @@ struct Config: Equatable, Sendable {
     var syncRetentionSeconds = 30 * 86400
     /// Show each `notification` event on the desktop of the user authd runs as.
     var syncDesktopNotifications = false
-    /// Events (sends, read markers, dismissals) one local user or one machine may add per minute.
+    /// Events (sends, read markers, dismissals) one local user (of this machine, or of a
+    /// machine linked to the hub) may add per minute.
     var syncWritesPerMinute = 600
+    /// The same for all users of one machine together: a shared machine's many users, each
+    /// within their own limit, still cannot add without bound.
+    var syncMachineWritesPerMinute = 6000
     private static let sync = Section("sync", [
         .duration("retention", \.syncRetentionSeconds, in: 3600...(3650 * 86400)),
         .yesNo("desktop_notifications", \.syncDesktopNotifications),
         .integer("writes_per_minute", \.syncWritesPerMinute, in: 1...1_000_000),
+        .integer("machine_writes_per_minute", \.syncMachineWritesPerMinute, in: 1...10_000_000),
     ])
 
     // MARK: [presence]
