@@ -118,7 +118,12 @@ public enum LinkSignInPending: RPCMethod {
 
     public struct Params: Codable, Sendable, Equatable {
         public var flow: String
-        public init(flow: String) { self.flow = flow }
+        /// The machine's local user who asks: only the one who opened the sign-in may go on.
+        public var uid: UInt32?
+        public init(flow: String, uid: UInt32?) {
+            self.flow = flow
+            self.uid = uid
+        }
     }
 
     public struct Result: Codable, Sendable, Equatable {
@@ -160,10 +165,13 @@ public enum LinkSignInFingerprint: RPCMethod {
     public struct Params: Codable, Sendable, Equatable {
         public var flow: String
         public var matched: Bool
+        /// The machine's local user whose finger was scanned: the one who opened the sign-in.
+        public var uid: UInt32?
 
-        public init(flow: String, matched: Bool) {
+        public init(flow: String, matched: Bool, uid: UInt32?) {
             self.flow = flow
             self.matched = matched
+            self.uid = uid
         }
     }
 

@@ -90,9 +90,11 @@ struct PasswordSignInTests {
             password: Self.password, login: .id(account), device: .init(key: "laptop", name: "l"), fingerprintAccounts: [account]) else {
             Issue.record("no fingerprint step"); return
         }
-        let pending = try #require(try await fixture.directory.pendingSignIn(flow))
+        let owner = FlowOwner(machine: nil, user: nil)
+        #expect(try await fixture.directory.pendingSignIn(flow, owner: FlowOwner(machine: nil, user: 1000)) == nil, "another local user's look")
+        let pending = try #require(try await fixture.directory.pendingSignIn(flow, owner: owner))
         fixture.clock.advance(Double(SignInFlow.lifetime) + 10)
-        #expect(try await fixture.directory.pendingSignIn(flow) == nil, "expired for a new look")
+        #expect(try await fixture.directory.pendingSignIn(flow, owner: owner) == nil, "expired for a new look")
         guard case .signedIn(let signedIn) = try await fixture.directory.completeSignIn(pending, fingerMatched: true) else {
             Issue.record("the match did not sign in"); return
         }
@@ -100,5 +102,48 @@ struct PasswordSignInTests {
         await #expect(throws: RPCError.failure(.authFailed, ""), "the flow is used up") {
             try await onTheWire { try await fixture.directory.completeSignIn(pending, fingerMatched: true) }
         }
+    }
+
+    static let machineA = DeviceID(description: "AAAA-1111")
+    static let machineB = DeviceID(description: "BBBB-2222")
+
+    @Test("a flow belongs to the machine and local user that opened it", arguments: [
+        (DeviceIdentity(key: "device:AAAA-1111", name: "a", machineUser: 1000), FlowOwner(machine: machineA, user: 1000), true),
+        (DeviceIdentity(key: "device:AAAA-1111", name: "a", machineUser: 1000), FlowOwner(machine: machineA, user: 1001), false),
+        (DeviceIdentity(key: "device:AAAA-1111", name: "a", machineUser: 1000), FlowOwner(machine: machineB, user: 1000), false),
+        (DeviceIdentity(key: "device:AAAA-1111", name: "a", machineUser: 1000), FlowOwner(machine: nil, user: 1000), false),
+        (DeviceIdentity(key: "machine:xyz", name: "here", machineUser: 1000), FlowOwner(machine: nil, user: 1000), true),
+        (DeviceIdentity(key: "app-chosen", name: "here", machineUser: 1000), FlowOwner(machine: nil, user: 1000), true),
+        (DeviceIdentity(key: "app-chosen", name: "here", machineUser: 1000), FlowOwner(machine: machineA, user: 1000), false),
+        (DeviceIdentity(key: "app-chosen", name: "here", machineUser: 1000), FlowOwner(machine: nil, user: 0), false),
+    ])
+    func flowOwner(device: DeviceIdentity, asker: FlowOwner, belongs: Bool) {
+        let flow = SignInFlow.open(id: "f", account: "acc", device: device, step: .pin, now: 0)
+        #expect(flow.belongs(to: asker) == belongs)
+        #expect((FlowOwner(device: device).stored == asker.stored) == belongs, "the stored form compares as the value does")
+    }
+
+    @Test("a session is used only from its machine: a linked machine's through its link, the hub's on the hub's socket", arguments: [
+        ("device:AAAA-1111", machineA as DeviceID?, true),
+        ("device:AAAA-1111", machineB as DeviceID?, false),
+        ("device:AAAA-1111", nil as DeviceID?, false),
+        ("machine:xyz", nil as DeviceID?, true),
+        ("app-chosen", nil as DeviceID?, true),
+        ("machine:xyz", machineA as DeviceID?, false),
+    ])
+    func sessionBinding(key: String, machine: DeviceID?, permitted: Bool) {
+        #expect(SessionBinding.permits(sessionDeviceKey: key, machine: machine) == permitted)
+    }
+
+    @Test("only the link names a linked machine: device: keys from any other caller are refused")
+    func deviceKeysAreTheLinks() throws {
+        let process = CallerIdentity(uid: 1000, gid: 1000, pid: 1, exe: nil, username: nil, groups: [])
+        #expect(throws: InvalidParameter.self) {
+            try DeviceIdentity.resolve(DeviceDescription(key: "device:AAAA-1111", name: nil), caller: .local(process))
+        }
+        let forwarded = try DeviceIdentity.resolve(DeviceDescription(key: "device:BBBB", name: nil),
+                                                   caller: .forwarded(Self.machineA, ForwardedCaller(uid: 7, username: nil, exe: nil, machine: "m")))
+        #expect(forwarded.key == "device:AAAA-1111", "through the link, the machine is the link's, whatever the request says")
+        #expect(try DeviceIdentity.resolve(DeviceDescription(key: "phone-1", name: nil), caller: .local(process)).key == "phone-1")
     }
 }

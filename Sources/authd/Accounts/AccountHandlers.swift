@@ -51,8 +51,8 @@ extension MethodTable {
         }
         register(AuthLoginPIN.self, home: .account, access: .anyone, remembers: .password, audit: { params, result in
             ["flow": .string(params.flow), "account": .string(result.account.id), "session": .string(result.session.id)]
-        }) { params, _ in
-            try await login.loginPIN(params)
+        }) { params, context in
+            try await login.loginPIN(params, caller: context.caller)
         }
     }
 

@@ -51,9 +51,10 @@ struct Login: Sendable {
     static let fingerprintAccountsLimit = 16
 
     /// `auth.login.pin`: the PIN step of a sign-in the password opened.
-    func loginPIN(_ params: AuthLoginPIN.Params) async throws -> SignedIn {
+    /// Only the machine and local user that opened the flow may finish it.
+    func loginPIN(_ params: AuthLoginPIN.Params, caller: Caller) async throws -> SignedIn {
         try await CredentialPadding.padded {
-            try await directory.completeSignIn(params.flow, pin: SecretBytes(Array((params.pin ?? "").utf8)))
+            try await directory.completeSignIn(params.flow, pin: SecretBytes(Array((params.pin ?? "").utf8)), owner: FlowOwner(caller))
         }
     }
 

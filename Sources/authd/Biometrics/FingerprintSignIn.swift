@@ -34,7 +34,8 @@ struct FingerprintSignIn: Sendable {
     /// fails or the reader is unavailable, the same flow continues with the PIN if the account
     /// has one (`data.fallback = "pin"`); otherwise it ends (`"otp"`: sign in with an SMS code).
     func secondStep(_ params: AuthLoginFingerprint.Params, context: RequestContext) async throws -> SignedIn {
-        guard let pending = try await directory.pendingSignIn(params.flow), pending.flow.step == .fingerprint else { throw AccountFailure.authFailed }
+        // The flow is this local user's: the password they gave here opened it.
+        guard let pending = try await directory.pendingSignIn(params.flow, owner: FlowOwner(.local(context.caller))), pending.flow.step == .fingerprint else { throw AccountFailure.authFailed }
         do {
             guard let user = FingerprintUser.validated(try await steps.user(account: pending.flow.account)) else {
                 throw BiometricFailure.unavailable("the account's fingerprint user is not valid")

@@ -69,11 +69,12 @@ protocol AccountDirectory: Sendable {
     // MARK: Second sign-in steps
 
     /// A sign-in waiting for its second step, with what the account has now; nil when unknown,
-    /// expired, or its account is deactivated.
-    func pendingSignIn(_ id: String) async throws -> PendingSignIn?
+    /// expired, its account is deactivated, or it belongs to another caller than `owner`.
+    func pendingSignIn(_ id: String, owner: FlowOwner) async throws -> PendingSignIn?
     /// The PIN step: checks the PIN under its lock (a wrong one counts), then completes the
-    /// sign-in as `SignInFlow` decides. A flow that is not waiting for a PIN is `authFailed`.
-    func completeSignIn(_ id: String, pin: SecretBytes) async throws -> SignedIn
+    /// sign-in as `SignInFlow` decides. A flow that is not waiting for a PIN, or that `owner` did
+    /// not open, is `authFailed` (and left as it was).
+    func completeSignIn(_ id: String, pin: SecretBytes, owner: FlowOwner) async throws -> SignedIn
     /// The fingerprint step's outcome, as the machine that scanned reports it, decided as of
     /// when the pending sign-in was read (a scan takes its time; the flow must not expire under it).
     func completeSignIn(_ pending: PendingSignIn, fingerMatched: Bool) async throws -> SecondStepOutcome
@@ -148,15 +149,18 @@ protocol AccountDirectory: Sendable {
 
     /// Opens a registration ceremony for the session's account: its WebAuthn user handle
     /// (`newHandle` on first use), the name to show, and the credentials it already has.
-    func beginPasskeyRegistration(_ token: String, challenge: [UInt8], newHandle: [UInt8], timeout: Int64) async throws -> PasskeyEnrolment
-    /// Uses up a ceremony (whatever comes of it, so a challenge is answered once).
-    func consumePasskeyFlow(_ id: String, purpose: PasskeyCeremony) async throws -> PasskeyChallenge
+    /// `owner`: who may finish it.
+    func beginPasskeyRegistration(_ token: String, challenge: [UInt8], newHandle: [UInt8], owner: FlowOwner, timeout: Int64) async throws -> PasskeyEnrolment
+    /// Uses up a ceremony `owner` opened (whatever comes of it, so a challenge is answered once);
+    /// another caller's is `flowInvalid` and stays.
+    func consumePasskeyFlow(_ id: String, purpose: PasskeyCeremony, owner: FlowOwner) async throws -> PasskeyChallenge
     /// Stores a verified credential for the session's account, which must be `account`
     /// (`alreadyRegistered` when any account has it). Returns when it was registered.
     func addPasskey(_ token: String, account: String, credential: RelyingPartyVerifier.NewCredential) async throws -> Int64
     /// Opens a sign-in ceremony: with a login, the credentials of its active account, or
     /// `decoy` alone when it has none, so the answer does not tell which logins exist.
-    func beginPasskeySignIn(login: AccountKey?, challenge: [UInt8], decoy: [UInt8]?, timeout: Int64) async throws -> (flow: String, allowed: [[UInt8]])
+    func beginPasskeySignIn(login: AccountKey?, challenge: [UInt8], decoy: [UInt8]?, owner: FlowOwner,
+                            timeout: Int64) async throws -> (flow: String, allowed: [[UInt8]])
     /// A credential of an active account, as registered.
     func registeredPasskey(_ credentialID: [UInt8]) async throws -> RegisteredPasskey?
     /// Moves the credential's counter from the value checked to the one verified and signs the

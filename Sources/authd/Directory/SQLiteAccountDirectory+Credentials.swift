@@ -237,9 +237,11 @@ extension SQLiteAccountDirectory {
 
     // MARK: Second sign-in steps
 
-    /// The flow and what its account has now; nil when unknown, expired or deactivated.
-    private static func pending(in database: Database, id: String, now: Int64) throws -> (PendingSignIn, pinHash: String?, pinLockedUntil: Int64?)? {
-        try database.queryOne(
+    /// The flow and what its account has now; nil when unknown, expired, deactivated, or not
+    /// `owner`'s.
+    private static func pending(in database: Database, id: String, owner: FlowOwner, now: Int64) throws
+        -> (PendingSignIn, pinHash: String?, pinLockedUntil: Int64?)? {
+        let found = try database.queryOne(
             """
             SELECT f.id, f.account_id, f.device_key, f.device_name, f.next, f.expires_at, a.pin_hash, a.pin_locked_until, f.machine_uid
             FROM login_flows f JOIN accounts a ON a.id = f.account_id
@@ -250,20 +252,22 @@ extension SQLiteAccountDirectory {
             let flow = SignInFlow(id: row.text(0), account: row.text(1), device: device, step: step, expiresAt: row.int64(5))
             return (PendingSignIn(flow: flow, accountHasPIN: !row.isNull(6), readAt: now), row.optionalText(6), row.optionalInt64(7))
         } ?? nil
+        guard let found, found.0.flow.belongs(to: owner) else { return nil }
+        return found
     }
 
-    func pendingSignIn(_ id: String) async throws -> PendingSignIn? {
+    func pendingSignIn(_ id: String, owner: FlowOwner) async throws -> PendingSignIn? {
         let now = seconds
-        return try await store.read { try Self.pending(in: $0, id: id, now: now)?.0 }
+        return try await store.read { try Self.pending(in: $0, id: id, owner: owner, now: now)?.0 }
     }
 
-    func completeSignIn(_ id: String, pin: SecretBytes) async throws -> SignedIn {
+    func completeSignIn(_ id: String, pin: SecretBytes, owner: FlowOwner) async throws -> SignedIn {
         try await CredentialPadding.padded {
             let now = seconds
             let lockout = lockout
             // The flow is read and the attempt reserved in one change (see `Lockout`).
             let (pending, pinHash, reserved) = try await store.transaction { database -> (PendingSignIn, String, ReservedAttempt) in
-                guard let (pending, pinHash, pinLockedUntil) = try Self.pending(in: database, id: id, now: now),
+                guard let (pending, pinHash, pinLockedUntil) = try Self.pending(in: database, id: id, owner: owner, now: now),
                       pending.flow.step == .pin, let pinHash
                 else { throw AccountFailure.authFailed }
                 if let until = pinLockedUntil, now < until { throw AccountFailure.locked(until: until) }

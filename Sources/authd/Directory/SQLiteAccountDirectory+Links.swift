@@ -73,7 +73,7 @@ extension SQLiteAccountDirectory {
     /// Opens a ceremony: expired ones go, an account keeps at most `flowsPerAccount` open
     /// (the oldest give way).
     private static func newPasskeyFlow(in database: Database, purpose: PasskeyCeremony, account: String?, loginGiven: Bool, challenge: [UInt8],
-                                       now: Int64, timeout: Int64) throws -> String {
+                                       owner: FlowOwner, now: Int64, timeout: Int64) throws -> String {
         try database.execute("DELETE FROM passkey_flows WHERE expires_at <= ?", [.integer(now)])
         if let account {
             try database.execute(
@@ -81,13 +81,14 @@ extension SQLiteAccountDirectory {
                 [.text(account), .integer(Int64(RelyingParty.flowsPerAccount - 1))])
         }
         let flow = Base64URL.encode(try OpenSSL.randomBytes(16))
-        try database.execute("INSERT INTO passkey_flows (id, purpose, account_id, login_given, challenge, expires_at) VALUES (?, ?, ?, ?, ?, ?)",
-                             [.text(flow), .text(purpose.rawValue), account.map(SQLValue.text) ?? .null, .integer(loginGiven ? 1 : 0), .blob(challenge),
-                              .integer(now + timeout)])
+        try database.execute(
+            "INSERT INTO passkey_flows (id, purpose, account_id, login_given, challenge, expires_at, opened_by) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [.text(flow), .text(purpose.rawValue), account.map(SQLValue.text) ?? .null, .integer(loginGiven ? 1 : 0), .blob(challenge),
+             .integer(now + timeout), .text(owner.stored)])
         return flow
     }
 
-    func beginPasskeyRegistration(_ token: String, challenge: [UInt8], newHandle: [UInt8], timeout: Int64) async throws -> PasskeyEnrolment {
+    func beginPasskeyRegistration(_ token: String, challenge: [UInt8], newHandle: [UInt8], owner: FlowOwner, timeout: Int64) async throws -> PasskeyEnrolment {
         let now = seconds
         return try await withSession(token) { database, session in
             guard let (handle, name) = try database.queryOne("SELECT webauthn_user_id, coalesce(email, phone, id) FROM accounts WHERE id = ?",
@@ -100,19 +101,21 @@ extension SQLiteAccountDirectory {
             let registered = try database.query("SELECT credential_id FROM account_passkeys WHERE account_id = ? ORDER BY created_at",
                                                 [.text(session.accountID)]) { $0.blob(0) }
             let flow = try Self.newPasskeyFlow(in: database, purpose: .register, account: session.accountID, loginGiven: true, challenge: challenge,
-                                               now: now, timeout: timeout)
+                                               owner: owner, now: now, timeout: timeout)
             return PasskeyEnrolment(flow: flow, userHandle: userHandle, name: name, registered: registered)
         }
     }
 
-    func consumePasskeyFlow(_ id: String, purpose: PasskeyCeremony) async throws -> PasskeyChallenge {
+    /// Another caller's ceremony is refused as an unknown one, and stays for its owner.
+    func consumePasskeyFlow(_ id: String, purpose: PasskeyCeremony, owner: FlowOwner) async throws -> PasskeyChallenge {
         let now = seconds
-        let row = try await store.transaction { database in
-            let row = try database.queryOne("SELECT challenge, account_id, login_given FROM passkey_flows WHERE id = ? AND purpose = ? AND expires_at > ?",
-                                            [.text(id), .text(purpose.rawValue), .integer(now)]) {
+        let row = try await store.transaction { database -> PasskeyChallenge? in
+            let row = try database.queryOne(
+                "SELECT challenge, account_id, login_given FROM passkey_flows WHERE id = ? AND purpose = ? AND expires_at > ? AND opened_by = ?",
+                [.text(id), .text(purpose.rawValue), .integer(now), .text(owner.stored)]) {
                 PasskeyChallenge(challenge: $0.blob(0), account: $0.optionalText(1), loginGiven: $0.int(2) != 0)
             }
-            try database.execute("DELETE FROM passkey_flows WHERE id = ?", [.text(id)])
+            if row != nil { try database.execute("DELETE FROM passkey_flows WHERE id = ?", [.text(id)]) }
             return row
         }
         guard let row else { throw PasskeyFailure.flowInvalid }
@@ -142,7 +145,8 @@ extension SQLiteAccountDirectory {
         }
     }
 
-    func beginPasskeySignIn(login: AccountKey?, challenge: [UInt8], decoy: [UInt8]?, timeout: Int64) async throws -> (flow: String, allowed: [[UInt8]]) {
+    func beginPasskeySignIn(login: AccountKey?, challenge: [UInt8], decoy: [UInt8]?, owner: FlowOwner,
+                            timeout: Int64) async throws -> (flow: String, allowed: [[UInt8]]) {
         let now = seconds
         return try await store.transaction { database in
             var account: String?
@@ -158,7 +162,7 @@ extension SQLiteAccountDirectory {
                 if allowed.isEmpty, let decoy { allowed = [decoy] }
             }
             let flow = try Self.newPasskeyFlow(in: database, purpose: .login, account: account, loginGiven: login != nil, challenge: challenge,
-                                               now: now, timeout: timeout)
+                                               owner: owner, now: now, timeout: timeout)
             return (flow, allowed)
         }
     }

@@ -160,10 +160,10 @@ struct SQLiteAccountDirectory: AccountDirectory {
         ) { Row(id: $0.text(0), account: $0.text(1), device: $0.text(2), amr: $0.text(3), deviceKey: $0.text(10), created: $0.int64(4),
                 lastUsed: $0.int64(5), expires: $0.int64(6), revoked: $0.int(7) != 0, deviceRevoked: $0.int(8) != 0, deactivated: $0.int(9) != 0) }
         guard let row else { throw SessionFailure.ended }
-        // A call another machine forwards uses only that machine's own sessions: a token taken
-        // from one machine is worth nothing on another, and a machine that never signed in can
-        // do nothing but sign in.
-        if let machine = ForwardingScope.machine, row.deviceKey != DeviceIdentity.key(ofMachine: machine) {
+        // A call another machine forwards uses only that machine's own sessions, and a process
+        // on this authd's socket only this machine's: a token taken from one machine is worth
+        // nothing on another, and a machine that never signed in can do nothing but sign in.
+        guard SessionBinding.permits(sessionDeviceKey: row.deviceKey, machine: ForwardingScope.machine) else {
             throw SessionFailure.otherMachine
         }
         guard !row.deviceRevoked || row.deactivated else { throw SessionFailure.deviceRevoked }

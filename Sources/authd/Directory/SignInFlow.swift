@@ -73,3 +73,55 @@ struct SignInFlow: Sendable, Equatable {
         }
     }
 }
+
+/// Who a sign-in in several steps belongs to: the machine it was opened through (nil: the authd
+/// that holds the account, for a process on its own socket) and the local user there. Only they
+/// take its next step (the PIN, the finger, a passkey's assertion); any other caller is refused
+/// as if the flow did not exist, and the flow is left as it was for its owner.
+struct FlowOwner: Sendable, Hashable {
+    let machine: DeviceID?
+    let user: UInt32?
+
+    init(machine: DeviceID?, user: UInt32?) {
+        self.machine = machine
+        self.user = user
+    }
+
+    /// The caller that asks, as the account's home sees it.
+    init(_ caller: Caller) {
+        switch caller {
+        case .local(let process): self.init(machine: nil, user: process.uid)
+        case .forwarded(let machine, let process): self.init(machine: machine, user: process.uid)
+        case .device(let machine): self.init(machine: machine, user: nil)
+        }
+    }
+
+    /// The owner a flow recorded through the device its session will be bound to.
+    init(device: DeviceIdentity) {
+        self.init(machine: DeviceIdentity.machine(ofKey: device.key).map(DeviceID.init(description:)), user: device.machineUser)
+    }
+
+    /// How a table that keeps no device keeps the owner: `machine id|uid` (`-` for none).
+    var stored: String {
+        "\(machine?.description ?? "-")|\(user.map(String.init) ?? "-")"
+    }
+}
+
+extension SignInFlow {
+    /// Whether `owner` may take this flow's next step: the machine and local user that opened it.
+    func belongs(to owner: FlowOwner) -> Bool {
+        FlowOwner(device: device) == owner
+    }
+}
+
+/// Which sessions a caller may use (DESIGN §8): a session is bound to the machine it was made on.
+/// One made through a linked machine (its device key is `device:` and that machine's id) works
+/// only in calls that machine forwards; one made on the hub's own socket (any other key) only
+/// for callers on the hub itself. A token carried anywhere else is worth nothing.
+enum SessionBinding {
+    /// `machine`: the linked machine the call came through, nil for a process on this authd's socket.
+    static func permits(sessionDeviceKey key: String, machine: DeviceID?) -> Bool {
+        guard let machine else { return DeviceIdentity.machine(ofKey: key) == nil }
+        return key == DeviceIdentity.key(ofMachine: machine)
+    }
+}

@@ -81,17 +81,18 @@ struct HubAccountDirectory: AccountDirectory {
         try await ask(LinkSignInRemembered.self, .init(account: account, deviceID: deviceID, stamp: Base64URL.encode(stamp))).holds
     }
 
-    func pendingSignIn(_ id: String) async throws -> PendingSignIn? {
-        guard let pending = try await ask(LinkSignInPending.self, .init(flow: id)).pending,
+    /// The hub checks the machine (the link's); the local user who asks is told it to check too.
+    func pendingSignIn(_ id: String, owner: FlowOwner) async throws -> PendingSignIn? {
+        guard let pending = try await ask(LinkSignInPending.self, .init(flow: id, uid: owner.user)).pending,
               let step = SignInFlow.Step(rawValue: pending.step) else { return nil }
-        let device = DeviceIdentity(key: DeviceIdentity.key(ofMachine: machine), name: pending.deviceName, nameGiven: false)
+        let device = DeviceIdentity(key: DeviceIdentity.key(ofMachine: machine), name: pending.deviceName, nameGiven: false, machineUser: owner.user)
         let flow = SignInFlow(id: pending.flow, account: pending.account, device: device, step: step, expiresAt: pending.expiresAt)
         return PendingSignIn(flow: flow, accountHasPIN: pending.accountHasPIN, readAt: Int64(now().timeIntervalSince1970))
     }
 
     /// The hub decides on its own reading of the flow; only the finger's outcome crosses.
     func completeSignIn(_ pending: PendingSignIn, fingerMatched: Bool) async throws -> SecondStepOutcome {
-        let answer = try await ask(LinkSignInFingerprint.self, .init(flow: pending.flow.id, matched: fingerMatched))
+        let answer = try await ask(LinkSignInFingerprint.self, .init(flow: pending.flow.id, matched: fingerMatched, uid: pending.flow.device.machineUser))
         switch (answer.outcome, answer.signedIn) {
         case ("signed_in", let signedIn?): return .signedIn(signedIn)
         case ("continues_with_pin", _): return .continuesWithPIN
@@ -168,7 +169,7 @@ struct HubAccountDirectory: AccountDirectory {
     func signIn(password: SecretBytes, login: AccountKey, device: DeviceIdentity, fingerprintAccounts: Set<String>) async throws -> PasswordSignIn {
         throw refuse("sign in by password here")
     }
-    func completeSignIn(_ id: String, pin: SecretBytes) async throws -> SignedIn { throw refuse("complete a sign-in by PIN here") }
+    func completeSignIn(_ id: String, pin: SecretBytes, owner: FlowOwner) async throws -> SignedIn { throw refuse("complete a sign-in by PIN here") }
     func createSession(account: String, device: DeviceIdentity, amr: [String], federation: String?) async throws -> SignedIn {
         throw refuse("make a session without a sign-in")
     }
@@ -187,14 +188,15 @@ struct HubAccountDirectory: AccountDirectory {
     func setPIN(_ token: String, hash: String) async throws { throw refuse("change the account's settings here") }
     func removePIN(_ token: String) async throws { throw refuse("change the account's settings here") }
     func deactivate(account: String) async throws { throw refuse("deactivate an account here") }
-    func beginPasskeyRegistration(_ token: String, challenge: [UInt8], newHandle: [UInt8], timeout: Int64) async throws -> PasskeyEnrolment {
+    func beginPasskeyRegistration(_ token: String, challenge: [UInt8], newHandle: [UInt8], owner: FlowOwner, timeout: Int64) async throws -> PasskeyEnrolment {
         throw refuse("register a relying-party passkey here")
     }
-    func consumePasskeyFlow(_ id: String, purpose: PasskeyCeremony) async throws -> PasskeyChallenge { throw refuse("use a relying-party passkey here") }
+    func consumePasskeyFlow(_ id: String, purpose: PasskeyCeremony, owner: FlowOwner) async throws -> PasskeyChallenge { throw refuse("use a relying-party passkey here") }
     func addPasskey(_ token: String, account: String, credential: RelyingPartyVerifier.NewCredential) async throws -> Int64 {
         throw refuse("register a relying-party passkey here")
     }
-    func beginPasskeySignIn(login: AccountKey?, challenge: [UInt8], decoy: [UInt8]?, timeout: Int64) async throws -> (flow: String, allowed: [[UInt8]]) {
+    func beginPasskeySignIn(login: AccountKey?, challenge: [UInt8], decoy: [UInt8]?, owner: FlowOwner,
+                            timeout: Int64) async throws -> (flow: String, allowed: [[UInt8]]) {
         throw refuse("use a relying-party passkey here")
     }
     func registeredPasskey(_ credentialID: [UInt8]) async throws -> RegisteredPasskey? { throw refuse("use a relying-party passkey here") }

@@ -52,11 +52,10 @@ extension MethodTable {
             return device.live
         }
 
-        /// A second step waiting for this machine: one opened by a sign-in made through it.
-        @Sendable func pending(_ flow: String, for machine: DeviceID) async throws -> PendingSignIn? {
-            guard let pending = try await directory.pendingSignIn(flow) else { return nil }
-            guard pending.flow.device.key == DeviceIdentity.key(ofMachine: machine) else { throw MachineAccessFailure.notSignedIn }
-            return pending
+        /// A second step waiting for this machine's local user `uid`: one opened by a sign-in
+        /// that user made through it.
+        @Sendable func pending(_ flow: String, for machine: DeviceID, uid: UInt32?) async throws -> PendingSignIn? {
+            try await directory.pendingSignIn(flow, owner: FlowOwner(machine: machine, user: uid))
         }
 
         register(LinkAccount.self, home: .link, access: .anyone, audit: { _, _ in [:] }, auditRequest: { named($0.account) }) { params, machine in
@@ -87,14 +86,14 @@ extension MethodTable {
             return .init(holds: try await directory.rememberedSignInHolds(account: params.account, deviceID: params.deviceID, stamp: stamp))
         }
         register(LinkSignInPending.self, home: .link, access: .anyone, audit: { _, _ in [:] }) { params, machine in
-            guard let found = try await pending(params.flow, for: machine) else { return .init(pending: nil) }
+            guard let found = try await pending(params.flow, for: machine, uid: params.uid) else { return .init(pending: nil) }
             let flow = found.flow
             return .init(pending: .init(flow: flow.id, account: flow.account, step: flow.step.rawValue, deviceName: flow.device.name,
                                         expiresAt: flow.expiresAt, accountHasPIN: found.accountHasPIN))
         }
         register(LinkSignInFingerprint.self, home: .link, access: .anyone, audit: { _, _ in [:] }) { params, machine in
             // Decided on the hub's own reading of the flow, never on what the machine says of it.
-            guard let found = try await pending(params.flow, for: machine), found.flow.step == .fingerprint else { throw AccountFailure.authFailed }
+            guard let found = try await pending(params.flow, for: machine, uid: params.uid), found.flow.step == .fingerprint else { throw AccountFailure.authFailed }
             switch try await directory.completeSignIn(found, fingerMatched: params.matched) {
             case .signedIn(let signedIn): return .init(outcome: "signed_in", signedIn: signedIn)
             case .continuesWithPIN: return .init(outcome: "continues_with_pin", signedIn: nil)

@@ -27,15 +27,15 @@ extension MethodTable {
             try await authenticator.delete(params, uid: context.caller.uid)
         }
 
-        register(AuthPasskeyRegisterBegin.self, home: .account, access: .anyone) { params, _ in
-            try await relyingParty.registerBegin(params)
+        register(AuthPasskeyRegisterBegin.self, home: .account, access: .anyone) { params, context in
+            try await relyingParty.registerBegin(params, caller: context.caller)
         }
-        register(AuthPasskeyRegisterFinish.self, home: .account, access: .anyone, audit: { _, result in ["credential": .string(result.id)] }) { params, _ in
-            try await relyingParty.registerFinish(params)
+        register(AuthPasskeyRegisterFinish.self, home: .account, access: .anyone, audit: { _, result in ["credential": .string(result.id)] }) { params, context in
+            try await relyingParty.registerFinish(params, caller: context.caller)
         }
         register(AuthPasskeyLoginBegin.self, home: .account, access: .anyone) { params, context in
             try limiter.take(.login, caller: context.caller)
-            return try await relyingParty.loginBegin(params)
+            return try await relyingParty.loginBegin(params, caller: context.caller)
         }
         register(AuthPasskeyLoginFinish.self, home: .account, access: .anyone, remembers: .passkey, audit: { params, result in
             ["credential": .string(params.credential.id), "account": .string(result.account.id), "session": .string(result.session.id)]

@@ -40,11 +40,12 @@ struct RelyingParty: Sendable {
 
     // MARK: registration
 
-    func registerBegin(_ params: AuthPasskeyRegisterBegin.Params) async throws -> AuthPasskeyRegisterBegin.Result {
+    /// A ceremony is finished only by the machine and local user that began it (`FlowOwner`).
+    func registerBegin(_ params: AuthPasskeyRegisterBegin.Params, caller: Caller) async throws -> AuthPasskeyRegisterBegin.Result {
         let config = config.current
         let challenge = try OpenSSL.randomBytes(32)
         let enrolment = try await directory.beginPasskeyRegistration(params.session, challenge: challenge, newHandle: try OpenSSL.randomBytes(32),
-                                                                     timeout: timeout)
+                                                                     owner: FlowOwner(caller), timeout: timeout)
         return .init(flow: enrolment.flow, origin: config.passkeyOrigins[0], options: PasskeyCreationOptions(
             rp: .init(id: config.passkeyRPID, name: config.passkeyRPName),
             user: .init(id: Base64URL.encode(enrolment.userHandle), name: enrolment.name, displayName: enrolment.name),
@@ -55,7 +56,7 @@ struct RelyingParty: Sendable {
             attestation: "none"))
     }
 
-    func registerFinish(_ params: AuthPasskeyRegisterFinish.Params) async throws -> AuthPasskeyRegisterFinish.Result {
+    func registerFinish(_ params: AuthPasskeyRegisterFinish.Params, caller: Caller) async throws -> AuthPasskeyRegisterFinish.Result {
         let credential = params.credential
         let credentialID = try Self.credentialID(credential.id, credential.rawId, credential.type)
         let clientData = try PlatformAuthenticator.binary(credential.response.clientDataJSON, field: "credential.response.clientDataJSON", bytes: 1...16_384)
@@ -63,7 +64,7 @@ struct RelyingParty: Sendable {
                                                            bytes: 1...CBOR.maxInput)
         // The session must hold before the flow is used up, and the flow must be this account's.
         let account = try await directory.authenticate(params.session).accountID
-        let flow = try await directory.consumePasskeyFlow(params.flow, purpose: .register)
+        let flow = try await directory.consumePasskeyFlow(params.flow, purpose: .register, owner: FlowOwner(caller))
         guard flow.account == account else { throw PasskeyFailure.flowInvalid }
         let verified: RelyingPartyVerifier.NewCredential
         do {
@@ -78,7 +79,7 @@ struct RelyingParty: Sendable {
 
     // MARK: sign-in
 
-    func loginBegin(_ params: AuthPasskeyLoginBegin.Params) async throws -> AuthPasskeyLoginBegin.Result {
+    func loginBegin(_ params: AuthPasskeyLoginBegin.Params, caller: Caller) async throws -> AuthPasskeyLoginBegin.Result {
         let config = config.current
         let challenge = try OpenSSL.randomBytes(32)
         let login = try params.login.map { login in
@@ -89,7 +90,8 @@ struct RelyingParty: Sendable {
         // A login with no passkey gets a stand-in id derived from it, the same every time, so
         // the answer does not tell which logins have accounts or passkeys.
         let decoy = try login.map { try OpenSSL.hmacSHA256(key: decoyKey, data: Array("passkey decoy \($0.label)".utf8)) }
-        let (flow, allowed) = try await directory.beginPasskeySignIn(login: login, challenge: challenge, decoy: decoy, timeout: timeout)
+        let (flow, allowed) = try await directory.beginPasskeySignIn(login: login, challenge: challenge, decoy: decoy, owner: FlowOwner(caller),
+                                                                     timeout: timeout)
         return .init(flow: flow, origin: config.passkeyOrigins[0], options: PasskeyRequestOptions(
             challenge: Base64URL.encode(challenge), timeout: config.passkeyTimeoutSeconds * 1000, rpId: config.passkeyRPID,
             allowCredentials: login == nil ? nil : allowed.map { PasskeyDescriptor(id: Base64URL.encode($0)) }, userVerification: "required"))
@@ -107,7 +109,7 @@ struct RelyingParty: Sendable {
             try PlatformAuthenticator.binary(handle, field: "credential.response.userHandle", bytes: 1...64)
         }
         let device = try DeviceIdentity.resolve(params.device, caller: context.caller)
-        let flow = try await directory.consumePasskeyFlow(params.flow, purpose: .login)
+        let flow = try await directory.consumePasskeyFlow(params.flow, purpose: .login, owner: FlowOwner(context.caller))
 
         // WebAuthn L3 §7.2 steps 5–6: the credential is registered, to the account the sign-in
         // named (if it named one), and the user handle, when given, is that account's.

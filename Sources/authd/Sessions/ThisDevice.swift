@@ -19,6 +19,12 @@ extension DeviceIdentity {
                 }
             }
         }
+        // `device:` keys name linked machines, and only the link may name one: a process that
+        // could would bind a session to any machine, which then gets the account's events.
+        if let key = description?.key, machine(ofKey: key) != nil {
+            throw InvalidParameter("Parameter 'device.key' may not start with '\(machineKeyPrefix)': that names a machine linked to a hub.",
+                                   field: "device.key")
+        }
         var user: UInt32?
         if case .local(let process) = caller { user = process.uid }
         return DeviceIdentity(key: description?.key ?? "machine:\(machineKey)", name: description?.name ?? hostName,

@@ -553,6 +553,12 @@ enum Migrations {
             ) STRICT
             """,
         ]),
+        Migration(version: 18, sql: [
+            // Who opened a passkey ceremony (`FlowOwner.stored`: the machine it came through and
+            // the local user there): only they may finish it. Ceremonies open before this have
+            // no owner and are refused, as expired ones are (they last minutes).
+            "ALTER TABLE passkey_flows ADD COLUMN opened_by TEXT",
+        ]),
     ]
 
     static var latestVersion: Int { all.last?.version ?? 0 }
