@@ -25,7 +25,8 @@ final class Dispatcher: Sendable {
 
     func respond(to request: Request, environment: RequestEnvironment) async -> Response {
         let started = ContinuousClock.now
-        // At the hub: an account call a device forwards runs as that device's process.
+        // At the hub: an account call a device forwards runs as that device's process, through
+        // this same function (and so the same gate) once unwrapped.
         if request.method == LinkForward.name, case .device(let device) = environment.caller {
             return await serveForwarded(request, from: device, environment: environment)
         }
@@ -33,26 +34,59 @@ final class Dispatcher: Sendable {
             return reply(request, .failure(.unknownMethod(request.method)))
         }
         let caller = environment.caller
+
+        // The gate (ssh-agent's checks before its switch): every check a call must pass, before it
+        // is served here *or* forwarded to the hub. Nothing that answers or forwards may come
+        // before it, so the hub (which sees a forwarded caller) never has to repeat a check only
+        // this machine can make, such as its local user's lock.
+        if let refusal = await gate(request, entry, caller) {
+            await recordRefusal(refusal, of: request, entry, caller)
+            log(request.method, caller, .failure(refusal), started)
+            return reply(request, .failure(refusal))
+        }
+
         // A device's own machine asks its hub for what the account owns (DESIGN §8).
         if entry.home == .account, let link = services.hub.link, case .local(let peer) = caller {
             return await forward(request, entry, over: link, for: peer, started: started)
         }
-        if !isAllowed(caller, entry) {
-            let error = RPCError.forbidden(request.method)
-            if entry.audited {
-                _ = try? await services.audit.refused(
-                    .init(caller: caller, method: request.method, outcome: .denied, reason: error.reason, detail: entry.requestDetail(request)),
-                    summarizable: true)
-            }
-            log(request.method, caller, .failure(error), started)
-            return reply(request, .failure(error))
+        return await serve(request, entry, environment, started: started)
+    }
+
+    /// Who may call the method, and the local user's lock for a method that issues a token or
+    /// releases a secret (it answers `session.locked` while the lock holds, and counts the call
+    /// as activity otherwise). Nil when the call may go on.
+    private func gate(_ request: Request, _ entry: MethodTable.Entry, _ caller: Caller) async -> RPCError? {
+        guard isAllowed(caller, entry) else { return .forbidden(request.method) }
+        // The lock is the local user's: on a device, as on a standalone authd, it guards the
+        // account calls this machine forwards as much as the ones it serves.
+        guard entry.requiresUnlock, case .local(let peer) = caller else { return nil }
+        do {
+            try await services.localLock.admit(peer.uid)
+            return nil
+        } catch {
+            return wireError(error, method: request.method)
         }
+    }
+
+    /// The audit record of a refused or failed call: floods of the same refusal are counted, not
+    /// written one by one; a wrong secret and an admin's own action are always written in full.
+    private func recordRefusal(_ error: RPCError, of request: Request, _ entry: MethodTable.Entry, _ caller: Caller) async {
+        guard entry.audited, error.reason != .invalidParams else { return }
+        let summarizable = !AuditLog.countedFailures.contains(error.reason) && !(entry.access == .admin && services.isAdmin(caller))
+        _ = try? await services.audit.refused(.init(
+            caller: caller, method: request.method, outcome: error.code == .forbidden ? .denied : .error,
+            reason: error.reason, detail: entry.requestDetail(request)), summarizable: summarizable)
+    }
+
+    /// Runs a call that passed the gate on this machine: the handler, the sign-in it may make,
+    /// its audit record, and what it ended or announced.
+    private func serve(_ request: Request, _ entry: MethodTable.Entry, _ environment: RequestEnvironment,
+                       started: ContinuousClock.Instant) async -> Response {
+        let caller = environment.caller
         let outcome: Result<any Encodable & Sendable, RPCError>
         // A state change writes the call's record in its own transaction (see AuditScope).
         let scope = entry.audited ? AuditScope(caller: caller, method: request.method, now: services.now) : nil
         do {
-            // The lock is the local user's: a guarded method waits for `unlock` while it holds.
-            if entry.requiresUnlock, case .local(let peer) = caller { try await services.localLock.admit(peer.uid) }
             // Blocking work (Argon2id) is shared fairly between callers, not in arrival order; a
             // change writes its audit record in its own transaction through the scope.
             let invocation = try await WorkRequester.$key.withValue(caller.limitKey) {
@@ -78,14 +112,7 @@ final class Dispatcher: Sendable {
             // A change committed before the call failed (the lock could not remember a sign-in,
             // say) keeps its record; followers see it too.
             if let committed = scope?.committed, !committed.isEmpty { services.audit.publish(committed) }
-            if entry.audited && wire.reason != .invalidParams {
-                // Floods of the same refusal are counted, not written one by one; a wrong secret
-                // and an admin's own action are always written in full.
-                let summarizable = !AuditLog.countedFailures.contains(wire.reason) && !(entry.access == .admin && services.isAdmin(caller))
-                _ = try? await services.audit.refused(.init(
-                    caller: caller, method: request.method, outcome: wire.code == .forbidden ? .denied : .error,
-                    reason: wire.reason, detail: entry.requestDetail(request)), summarizable: summarizable)
-            }
+            await recordRefusal(wire, of: request, entry, caller)
             outcome = .failure(wire)
         }
         if let ended = scope?.endedSessions, !ended.isEmpty {
