@@ -97,7 +97,7 @@ final class Daemon: @unchecked Sendable {
         let outbox = hub.link.map { SyncOutbox(store: store, sealer: sealer, link: $0, bus: syncBus, machineName: identity.name, logger: logger, now: now) }
         let cursors = hub.link.map { SyncCursors(link: $0, bus: syncBus, logger: logger) }
         let connections = ConnectionRegistry()
-        let syncService = SyncService(log: SyncLog(store: store, now: now), directory: accounts, bus: syncBus, limiter: RateLimiter(config: holder, now: now),
+        let syncService = SyncService(log: SyncLog(store: store, now: now), directory: accounts, bus: syncBus, limiter: SyncWriteLimiter(config: holder, now: now),
                                       thisMachine: identity.id) { events in
             await hub.push(events, directory: accounts, connections: connections)
         }

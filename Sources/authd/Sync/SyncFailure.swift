@@ -8,6 +8,9 @@ enum SyncFailure: Error, Equatable, WireErrorConvertible {
     case unknownEvent(Int64)
     /// The account has no log row to allocate from (it vanished under the call).
     case unknownAccount
+    /// Writes past `[sync] writes_per_minute` (`scope` user: this local user) or
+    /// `machine_writes_per_minute` (`scope` machine: all users of the machine together).
+    case rateLimited(scope: SyncWriteLimit.Scope, retryAfter: Int64)
 
     var rpcError: RPCError {
         switch self {
@@ -17,6 +20,12 @@ enum SyncFailure: Error, Equatable, WireErrorConvertible {
             .failure(.syncUnknownEvent, "Position \(position) holds no notification of this account.", details: ["position": .integer(position)])
         case .unknownAccount:
             .failure(.sessionInvalid, "The session's account is gone.")
+        case .rateLimited(.user, let seconds):
+            .failure(.rateLimited, "Too many sync writes from your user on this machine; wait \(seconds) s.",
+                     details: ["retry_after": .integer(seconds), "scope": "user"])
+        case .rateLimited(.machine, let seconds):
+            .failure(.rateLimited, "Too many sync writes from this machine, all its users together; wait \(seconds) s.",
+                     details: ["retry_after": .integer(seconds), "scope": "machine"])
         }
     }
 }
