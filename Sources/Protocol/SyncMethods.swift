@@ -1,6 +1,33 @@
 // Sync between a person's machines (DESIGN §9): the account's event log at the hub, read and
 // written with a session token; `sync.subscribe` is the machine's local stream of it.
 
+/// The sizes every sync answer keeps to, the same at the hub and on every device: an answer a
+/// device cannot take (a line over ``LineFramer/defaultMaxLineLength``, JSON nested deeper than
+/// ``StrictJSON/maximumDepth``) would drop its whole link, for every user of that machine.
+public enum SyncLimits {
+    /// The largest body an event may carry, encoded.
+    public static let bodyBytes = 64 << 10
+    /// How deep a body's arrays and objects may nest. Far below the line's own limit, so that
+    /// every envelope an event travels in (an answer, a page of answers, a forwarded call) still
+    /// parses wherever it goes.
+    public static let bodyDepth = 64
+    /// The most the events of one answer (`sync.events`, `sync.history`, `link.sync.resume`)
+    /// take, encoded: the line limit less room for the envelope around them. A page stops
+    /// before the event that would pass it (it always holds at least one), says `more`, and the
+    /// caller goes on from its last position.
+    public static let pageBytes = LineFramer.defaultMaxLineLength - (64 << 10)
+}
+
+extension Reason {
+    /// `sync.send` of a body nested deeper than ``SyncLimits/bodyDepth``.
+    public static let syncTooDeep = Reason("sync.too_deep")
+    /// On a device: `sync.send` that could not travel to the hub as it is (the forwarded line
+    /// would be over the line limit), refused before it is queued.
+    public static let syncUnforwardable = Reason("sync.unforwardable")
+    /// An event's stored body that does not read back as JSON (``SyncEvent/withheld``).
+    public static let syncUnreadable = Reason("sync.unreadable")
+}
+
 /// One event of an account's log, as every machine sees it.
 public struct SyncEvent: Codable, Sendable, Equatable {
     /// Its place in the account's log: 1, 2, 3 … with no gaps, the same on every machine.
@@ -15,8 +42,13 @@ public struct SyncEvent: Codable, Sendable, Equatable {
     /// RFC 3339.
     public var at: String
     public var idempotencyKey: String?
+    /// Set when the stored body cannot be served (body null): `sync.too_deep` for one stored
+    /// before bodies' depth was limited, `sync.too_large`, or `sync.unreadable`. The event keeps
+    /// its place, so a reader passes it and goes on.
+    public var withheld: Reason?
 
-    public init(position: Int64, kind: String, conversation: String?, body: JSONValue, sender: SyncSender, at: String, idempotencyKey: String?) {
+    public init(position: Int64, kind: String, conversation: String?, body: JSONValue, sender: SyncSender, at: String, idempotencyKey: String?,
+                withheld: Reason? = nil) {
         self.position = position
         self.kind = kind
         self.conversation = conversation
@@ -24,9 +56,10 @@ public struct SyncEvent: Codable, Sendable, Equatable {
         self.sender = sender
         self.at = at
         self.idempotencyKey = idempotencyKey
+        self.withheld = withheld
     }
 
-    enum CodingKeys: String, CodingKey { case position, kind, conversation, body, sender, at, idempotencyKey = "idempotency_key" }
+    enum CodingKeys: String, CodingKey { case position, kind, conversation, body, sender, at, idempotencyKey = "idempotency_key", withheld }
 }
 
 /// Which machine, and which program on it, sent an event.
@@ -95,8 +128,9 @@ public enum SyncSend: RPCMethod {
 }
 
 /// `sync.events` — the account's events after `after` (exclusive), oldest first, at most
-/// `limit` (default 500, at most 1,000); with the newest position and the oldest still kept, so
-/// a reader that fell behind the retention can tell.
+/// `limit` (default 500, at most 1,000) and at most ``SyncLimits/pageBytes``; with the newest
+/// position and the oldest still kept, so a reader that fell behind the retention can tell.
+/// `more`: the page stopped at its limit, and the caller goes on after its last position.
 public enum SyncEvents: RPCMethod {
     public static let name = "sync.events"
 
@@ -121,21 +155,27 @@ public enum SyncEvents: RPCMethod {
         public var oldest: Int64
         /// Asked through a device: how far that machine has taken the log (its cursor at the hub).
         public var machineCursor: Int64?
+        /// More events follow the last one (the page stopped at its count or size). Nil from a
+        /// hub that predates it: a full page (`limit` events) then means more.
+        public var more: Bool?
 
-        public init(account: String, events: [SyncEvent], head: Int64, oldest: Int64, machineCursor: Int64? = nil) {
+        public init(account: String, events: [SyncEvent], head: Int64, oldest: Int64, machineCursor: Int64? = nil, more: Bool? = nil) {
             self.account = account
             self.events = events
             self.head = head
             self.oldest = oldest
             self.machineCursor = machineCursor
+            self.more = more
         }
 
-        enum CodingKeys: String, CodingKey { case account, events, head, oldest, machineCursor = "machine_cursor" }
+        enum CodingKeys: String, CodingKey { case account, events, head, oldest, machineCursor = "machine_cursor", more }
     }
 }
 
 /// `sync.history` — the newest events before `before` (exclusive; the newest without it), in
-/// one conversation or all, newest first, at most `limit` (default 50, at most 500).
+/// one conversation or all, newest first, at most `limit` (default 50, at most 500) and at most
+/// ``SyncLimits/pageBytes``. `more`: older events follow; the next page is before the last
+/// position of this one.
 public enum SyncHistory: RPCMethod {
     public static let name = "sync.history"
 
@@ -155,7 +195,13 @@ public enum SyncHistory: RPCMethod {
 
     public struct Result: Codable, Sendable, Equatable {
         public var events: [SyncEvent]
-        public init(events: [SyncEvent]) { self.events = events }
+        /// Older events follow (the page stopped at its count or size).
+        public var more: Bool?
+
+        public init(events: [SyncEvent], more: Bool? = nil) {
+            self.events = events
+            self.more = more
+        }
     }
 }
 
@@ -384,8 +430,10 @@ public enum LinkSyncAck: RPCMethod {
 }
 
 /// `link.sync.resume`, on a device's link: for each account the machine holds a live session
-/// of, the events after the machine's cursor (at most `limit` each, default 500): what it missed
-/// while its link was down. A machine without a cursor for an account starts from now.
+/// of, the events after the machine's cursor (at most `limit` each, default 500; all accounts'
+/// together at most ``SyncLimits/pageBytes``): what it missed while its link was down. An
+/// account with `more` has further events: the machine acknowledges what it took
+/// (`link.sync.ack`) and asks again. A machine without a cursor for an account starts from now.
 public enum LinkSyncResume: RPCMethod {
     public static let name = "link.sync.resume"
 
@@ -400,12 +448,16 @@ public enum LinkSyncResume: RPCMethod {
         public var events: [SyncEvent]
         /// As in `link.sync_event`: the machine's local users who hold a live session of it.
         public var users: [UInt32]?
+        /// More events of this account follow these (nil from a hub that predates it: a full
+        /// page then means more).
+        public var more: Bool?
 
-        public init(account: String, cursor: Int64, events: [SyncEvent], users: [UInt32]?) {
+        public init(account: String, cursor: Int64, events: [SyncEvent], users: [UInt32]?, more: Bool? = nil) {
             self.account = account
             self.cursor = cursor
             self.events = events
             self.users = users
+            self.more = more
         }
     }
 

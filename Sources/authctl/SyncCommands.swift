@@ -121,6 +121,10 @@ extension Command {
                                                                             before: before, limit: limit))
         if invocation.global.json { Output.json(history); return .ok }
         for event in history.events { Output.line(SyncText.line(event)) }
+        // A page stops at its size as well as its count: say where the next one starts.
+        if history.more == true, let last = history.events.last {
+            Output.error("more events: authctl sync history --before \(last.position)")
+        }
         return .ok
     }
 
@@ -156,10 +160,10 @@ extension Command {
 enum SyncText {
     static func line(_ event: SyncEvent) -> String {
         if let told = presence(event) { return "\(event.position) \(event.at) \(event.kind): \(told)" }
-        let what: String = switch event.body {
+        let what: String = if let withheld = event.withheld { "(body withheld: \(withheld))" } else { switch event.body {
         case .object(let members) where members["text"]?.stringValue != nil: members["text"]!.stringValue!
         default: (try? String(decoding: WireCodec.encodeJSON(event.body), as: UTF8.self)) ?? ""
-        }
+        } }
         let place = event.conversation.map { " [\($0)]" } ?? ""
         return "\(event.position) \(event.at) \(event.kind)\(place) from \(event.sender.machine): \(what)"
     }

@@ -92,4 +92,143 @@ struct SyncCoreTests {
         let positions = received.dropFirst().compactMap { $0["params"]?["event"]?["position"]?.integerValue }
         #expect(positions == Array(3...11), "\(positions)")
     }
+
+    // MARK: Sizes and depths (issue 37, items 6 and 7)
+
+    /// `depth` arrays around a number.
+    static func nested(_ depth: Int) -> JSONValue {
+        (0..<depth).reduce(JSONValue.integer(1)) { inner, _ in .array([inner]) }
+    }
+
+    struct PageCase: Sendable, CustomStringConvertible {
+        let count: Int, bytes: Int, takesOne: Bool
+        let sizes: [Int]
+        let taken: Int
+        var description: String { "\(count) events, \(bytes) bytes, takes one: \(takesOne), sizes \(sizes)" }
+    }
+
+    @Test("a page stops at its count or at its size (commas counted), always takes the first event of an answer, and a later account's page may take none",
+          arguments: [
+              PageCase(count: 10, bytes: 100, takesOne: true, sizes: [40, 40, 40], taken: 2),
+              PageCase(count: 10, bytes: 81, takesOne: true, sizes: [40, 40], taken: 2),
+              PageCase(count: 10, bytes: 80, takesOne: true, sizes: [40, 40], taken: 1),
+              PageCase(count: 2, bytes: 1000, takesOne: true, sizes: [10, 10, 10], taken: 2),
+              PageCase(count: 10, bytes: 100, takesOne: true, sizes: [500, 1], taken: 1),
+              PageCase(count: 10, bytes: 100, takesOne: false, sizes: [500, 1], taken: 0),
+              PageCase(count: 10, bytes: 0, takesOne: false, sizes: [1], taken: 0),
+          ])
+    func page(_ test: PageCase) {
+        var page = SyncPage(count: test.count, bytes: test.bytes, takesOne: test.takesOne)
+        var taken = 0
+        for size in test.sizes {
+            guard page.admit(size) else { break }
+            taken += 1
+        }
+        #expect(taken == test.taken && page.taken == taken)
+    }
+
+    @Test("a write counts against its user and its machine; a refusal names the one that ran out and spends neither; a machine's own writes count only as the machine's")
+    func writeLimit() {
+        let limit = SyncWriteLimit(perUser: 2, perMachine: 3)
+        var buckets: [String: SyncWriteLimit.Bucket] = [:]
+        func write(_ user: String?) -> SyncWriteLimit.Decision {
+            let decision = limit.take(user: user.flatMap { buckets[$0] }, counted: user != nil, machine: buckets["m"], at: 1000)
+            if case .taken(let userBucket, let machine) = decision {
+                buckets["m"] = machine
+                if let user { buckets[user] = userBucket }
+            }
+            return decision
+        }
+        #expect(write("u1").isTaken && write("u1").isTaken)
+        #expect(write("u1") == .refused(.user, retryAfter: 30), "a token refills in 60 s / 2")
+        #expect(write("u2").isTaken, "another user of the machine is not refused for u1's writes")
+        #expect(write("u2") == .refused(.machine, retryAfter: 20), "the machine's three are used")
+        #expect(write(nil) == .refused(.machine, retryAfter: 20))
+        let later = limit.take(user: buckets["u1"], counted: true, machine: buckets["m"], at: 1030)
+        #expect(later.isTaken, "after 30 s u1 has one again, and the machine one and a half")
+    }
+
+    @Test("sync.send takes a body 64 levels deep and refuses one 65 deep (sync.too_deep) before anything else")
+    func depthCheck() throws {
+        func params(_ depth: Int) -> SyncSend.Params {
+            SyncSend.Params(session: "as1.x", kind: "message", conversation: nil, body: Self.nested(depth), idempotencyKey: nil)
+        }
+        #expect(Self.nested(64).nestingDepth == 64 && JSONValue.integer(1).nestingDepth == 0 && JSONValue.object(["a": [[:]]]).nestingDepth == 3)
+        _ = try SyncService.check(params(64))
+        #expect(throws: SyncFailure.tooDeep(limit: 64)) { try SyncService.check(params(65)) }
+        #expect(throws: SyncFailure.tooDeep(limit: 64)) { try SyncService.check(params(500)) }
+        #expect(SyncFailure.tooDeep(limit: 64).rpcError.reason == .syncTooDeep)
+    }
+
+    @Test("an event stored too deep before the limit is served withheld, in its place, and every answer that carries it is written and read; the pages go on past it")
+    func storedTooDeep() async throws {
+        let fixture = try TestDirectory()
+        let account = try await fixture.register().account.id
+        let log = SyncLog(store: fixture.store, now: fixture.clock.closure)
+        _ = try await log.append(account: account, try Self.draft("before"), from: Self.origin)
+        // As the log took it before bodies' depth was limited (nothing but sync.send checks it).
+        let deep = try SyncLog.Draft(kind: "message", conversation: "chat", body: Self.nested(505), idempotencyKey: nil)
+        _ = try await log.append(account: account, deep, from: Self.origin)
+        _ = try await log.append(account: account, try Self.draft("after"), from: Self.origin)
+
+        let page = try await log.events(account: account, after: 0, limit: 10)
+        #expect(page.events.map(\.position) == [1, 2, 3] && page.more == false)
+        #expect(page.events[1].withheld == .syncTooDeep && page.events[1].body == .null)
+        #expect(page.events[0].withheld == nil && page.events[2].body == ["text": "after"])
+        // The answers as the wire has them: written, and read back by the strict reader.
+        let lines = [try WireCodec.responseLine(id: 1, result: page), try WireCodec.responseLine(id: 2, result: try await log.history(account: account, conversation: "chat", before: nil, limit: 10)),
+                     try WireCodec.responseLine(id: 3, result: LinkSyncResume.Result(accounts: try await log.catchUp([(account, 0, [])], limit: 10)))]
+        for line in lines { #expect(StrictJSON.check(line.dropLast()) == nil) }
+        #expect(try await log.history(account: account, conversation: "chat", before: nil, limit: 10).events.map(\.withheld) == [nil, .syncTooDeep, nil])
+    }
+
+    @Test("pages of sync.events, sync.history and link.sync.resume stay within the line a device takes, say more, and go on from their last position to the end")
+    func pagesBySize() async throws {
+        let fixture = try TestDirectory()
+        let first = try await fixture.register("+37251234567").account.id
+        let second = try await fixture.register("+37251234568").account.id
+        let log = SyncLog(store: fixture.store, now: fixture.clock.closure)
+        let body = JSONValue.string(String(repeating: "x", count: 60_000))
+        for account in [first, second] {
+            for _ in 0..<24 {
+                _ = try await log.append(account: account, try SyncLog.Draft(kind: "message", conversation: "big", body: body, idempotencyKey: nil), from: Self.origin)
+            }
+        }
+        func fits(_ result: some Encodable) throws -> Bool { try WireCodec.responseLine(id: 1, result: result).count - 1 <= LineFramer.defaultMaxLineLength }
+
+        var after: Int64 = 0, read: [Int64] = [], pages = 0
+        while true {
+            let page = try await log.events(account: first, after: after, limit: 1000)
+            #expect(try fits(page))
+            read += page.events.map(\.position)
+            pages += 1
+            guard page.more == true, let last = page.events.last else { break }
+            after = last.position
+        }
+        #expect(read == Array(1...24) && pages == 2)
+
+        var before: Int64? = nil, history: [Int64] = []
+        while true {
+            let page = try await log.history(account: first, conversation: "big", before: before, limit: 500)
+            #expect(try fits(page))
+            history += page.events.map(\.position)
+            guard page.more == true, let last = page.events.last else { break }
+            before = last.position
+        }
+        #expect(history == Array((1...24).reversed()))
+        #expect(try await log.events(account: first, after: 0, limit: 5).more == true, "a page full by count says more too")
+        #expect(try await log.events(account: first, after: 19, limit: 5).more == false)
+
+        // One resume answer for both accounts: within the line; the first account's page fills it,
+        // the second's waits (more) for the next answer.
+        let both = try await log.catchUp([(first, 0, [1000]), (second, 0, [1000])], limit: 500)
+        #expect(try fits(LinkSyncResume.Result(accounts: both)))
+        #expect(both[0].more == true && both[1].more == true && !both[0].events.isEmpty)
+        let next = try await log.catchUp([(first, 24, [1000]), (second, 0, [1000])], limit: 500)
+        #expect(next[0].events.isEmpty && next[0].more == false && !next[1].events.isEmpty)
+    }
+}
+
+extension SyncWriteLimit.Decision {
+    var isTaken: Bool { if case .taken = self { true } else { false } }
 }

@@ -51,13 +51,12 @@ extension MethodTable {
         }
         register(LinkSyncResume.self, home: .link, access: .anyone) { params, machine in
             let limit = try SyncService.limit(params.limit, default: 500, most: 1000)
-            var accounts: [LinkSyncResume.Account] = []
+            var cursors: [(account: String, cursor: Int64, users: [UInt32])] = []
             for (account, users) in try await directory.accounts(heldBy: machine) {
-                let cursor = try await log.cursor(account: account, machine: DeviceIdentity.key(ofMachine: machine))
-                accounts.append(.init(account: account, cursor: cursor, events: try await log.events(account: account, after: cursor, limit: limit).events,
-                                      users: users))
+                cursors.append((account, try await log.cursor(account: account, machine: DeviceIdentity.key(ofMachine: machine)), users))
             }
-            return LinkSyncResume.Result(accounts: accounts)
+            // One answer for every account, within the line the device takes.
+            return LinkSyncResume.Result(accounts: try await log.catchUp(cursors, limit: limit))
         }
     }
 }
@@ -115,7 +114,7 @@ actor SyncCursors {
                     bus.publish(event, account: account.account, users: account.users ?? [])
                     taken[account.account] = max(taken[account.account] ?? 0, event.position)
                 }
-                more = more || account.events.count == 500
+                more = more || (account.more ?? (account.events.count == 500))
             }
             await tell()
             if !more { return }

@@ -4,6 +4,10 @@ import Protocol
 enum SyncFailure: Error, Equatable, WireErrorConvertible {
     /// The body, encoded, is over `limit` bytes.
     case tooLarge(limit: Int)
+    /// The body nests arrays and objects deeper than `limit` levels.
+    case tooDeep(limit: Int)
+    /// On a device: the send would not fit one line to the hub (`limit` bytes) as it is.
+    case unforwardable(limit: Int)
     /// `sync.dismiss` of a position that holds no notification of the account.
     case unknownEvent(Int64)
     /// The account has no log row to allocate from (it vanished under the call).
@@ -16,6 +20,11 @@ enum SyncFailure: Error, Equatable, WireErrorConvertible {
         switch self {
         case .tooLarge(let limit):
             .failure(.syncTooLarge, "An event's body may be at most \(limit) bytes of JSON.", details: ["limit": .integer(Int64(limit))])
+        case .tooDeep(let limit):
+            .failure(.syncTooDeep, "An event's body may nest arrays and objects at most \(limit) levels deep.", details: ["limit": .integer(Int64(limit))])
+        case .unforwardable(let limit):
+            .failure(.syncUnforwardable, "This event would not fit one \(limit)-byte line to the hub; it was not queued.",
+                     details: ["limit": .integer(Int64(limit))])
         case .unknownEvent(let position):
             .failure(.syncUnknownEvent, "Position \(position) holds no notification of this account.", details: ["position": .integer(position)])
         case .unknownAccount:

@@ -78,7 +78,8 @@ struct SyncFollower: Sendable {
                 deliver(event, sink)
                 last = event.position
             }
-            if page.events.count < Self.page { return true }
+            // A page stops at its count or its size (`more`); a hub that predates `more` fills it.
+            if !(page.more ?? (page.events.count >= Self.page)) { return true }
         }
         return false
     }

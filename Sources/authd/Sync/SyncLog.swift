@@ -39,11 +39,49 @@ struct SyncLog: Sendable {
 
     private static let columns = "position, kind, conversation, body, machine, device_id, exe, created_at, idempotency_key"
 
-    private static func event(_ row: Row) -> SyncEvent {
-        let body = (try? WireCodec.decode(JSONValue.self, from: Data(row.text(3).utf8))) ?? .null
-        return SyncEvent(position: row.int64(0), kind: row.text(1), conversation: row.optionalText(2), body: body,
-                         sender: SyncSender(machine: row.text(4), deviceID: row.optionalText(5), exe: row.optionalText(6)),
-                         at: Timestamp.rfc3339(epochSeconds: row.int64(7)), idempotencyKey: row.optionalText(8))
+    private static func event(_ row: Row) -> SyncEvent { served(row).event }
+
+    /// A stored event as answers carry it, and its size in them, encoded. A body that no answer
+    /// could carry — stored before bodies' depth was limited, or not JSON any more — is
+    /// withheld (null, with the reason): that event's place is kept and served, so the answer
+    /// holding it, and every later one, still goes out and readers pass it.
+    private static func served(_ row: Row) -> (event: SyncEvent, bytes: Int) {
+        var event = SyncEvent(position: row.int64(0), kind: row.text(1), conversation: row.optionalText(2), body: .null,
+                              sender: SyncSender(machine: row.text(4), deviceID: row.optionalText(5), exe: row.optionalText(6)),
+                              at: Timestamp.rfc3339(epochSeconds: row.int64(7)), idempotencyKey: row.optionalText(8))
+        if let body = try? WireCodec.decode(JSONValue.self, from: Data(row.text(3).utf8)) {
+            if body.nestingDepth <= SyncLimits.bodyDepth { event.body = body } else { event.withheld = .syncTooDeep }
+        } else {
+            event.withheld = .syncUnreadable
+        }
+        if let bytes = try? WireCodec.encodeJSON(event).count, bytes <= SyncLimits.pageBytes { return (event, bytes) }
+        event.withheld = event.withheld ?? .syncTooLarge
+        event.body = .null
+        return (event, (try? WireCodec.encodeJSON(event).count) ?? 1024)
+    }
+
+    /// Fills `page` with events of the account in position order from `from` (exclusive):
+    /// upwards, or downwards (`before`), of one conversation or all; true when more follow.
+    /// Read a few rows at a time, never the whole count: 1,000 rows of 64 KiB are 64 MiB.
+    private static func fill(_ page: inout SyncPage, into events: inout [SyncEvent], account: String, from: Int64, before: Bool = false,
+                             conversation: String? = nil, in database: Database) throws -> Bool {
+        var sql = "SELECT \(columns) FROM sync_events WHERE account_id = ? AND position \(before ? "<" : ">") ?"
+        if conversation != nil { sql += " AND conversation = ?" }
+        sql += " ORDER BY position \(before ? "DESC" : "ASC") LIMIT ?"
+        var from = from
+        while true {
+            // One row past what the page may count, to know whether more follow.
+            let wanted = min(32, page.count - page.taken + 1)
+            var values: [SQLValue] = [.text(account), .integer(from)]
+            if let conversation { values.append(.text(conversation)) }
+            let rows = try database.query(sql, values + [.integer(Int64(wanted))], row: Self.served)
+            for (event, bytes) in rows {
+                guard page.admit(bytes) else { return true }
+                events.append(event)
+                from = event.position
+            }
+            if rows.count < wanted { return false }
+        }
     }
 
     /// Appends `draft` at the account's next position, or finds the event the same machine sent
@@ -87,30 +125,51 @@ struct SyncLog: Sendable {
                          at: Timestamp.rfc3339(epochSeconds: now), idempotencyKey: draft.idempotencyKey)
     }
 
-    /// The events after `after`, oldest first, with the head and the oldest position kept.
-    func events(account: String, after: Int64, limit: Int) async throws -> SyncEvents.Result {
+    /// The events after `after`, oldest first, a page of at most `limit` and `bytes`
+    /// (``SyncPage``), with the head and the oldest position kept.
+    func events(account: String, after: Int64, limit: Int, bytes: Int = SyncLimits.pageBytes) async throws -> SyncEvents.Result {
         try await store.read { database in
             let head = try database.queryOne("SELECT position FROM sync_heads WHERE account_id = ?", [.text(account)], row: { $0.int64(0) }) ?? 0
             let oldest = try database.queryOne("SELECT min(position) FROM sync_events WHERE account_id = ?", [.text(account)], row: {
                 $0.optionalInt64(0)
             }) ?? nil
-            let events = try database.query(
-                "SELECT \(Self.columns) FROM sync_events WHERE account_id = ? AND position > ? ORDER BY position LIMIT ?",
-                [.text(account), .integer(after), .integer(Int64(limit))], row: Self.event)
-            return SyncEvents.Result(account: account, events: events, head: head, oldest: oldest ?? head + 1)
+            var page = SyncPage(count: limit, bytes: bytes)
+            var events: [SyncEvent] = []
+            let more = try Self.fill(&page, into: &events, account: account, from: after, in: database)
+            return SyncEvents.Result(account: account, events: events, head: head, oldest: oldest ?? head + 1, more: more)
         }
     }
 
-    /// The newest events before `before` (all when nil), newest first.
-    func history(account: String, conversation: String?, before: Int64?, limit: Int) async throws -> [SyncEvent] {
+    /// The newest events before `before` (all when nil), newest first, a page of at most
+    /// `limit` and `bytes`.
+    func history(account: String, conversation: String?, before: Int64?, limit: Int, bytes: Int = SyncLimits.pageBytes) async throws -> SyncHistory.Result {
         try await store.read { database in
-            var sql = "SELECT \(Self.columns) FROM sync_events WHERE account_id = ? AND position < ?"
-            var values: [SQLValue] = [.text(account), .integer(before ?? .max)]
-            if let conversation {
-                sql += " AND conversation = ?"
-                values.append(.text(conversation))
+            var page = SyncPage(count: limit, bytes: bytes)
+            var events: [SyncEvent] = []
+            let more = try Self.fill(&page, into: &events, account: account, from: before ?? .max, before: true, conversation: conversation, in: database)
+            return SyncHistory.Result(events: events, more: more)
+        }
+    }
+
+    /// For each account, the events after its cursor, at most `limit` each and `bytes` all
+    /// together: one `link.sync.resume` answer. An account the budget did not reach gets none
+    /// and `more`; the machine asks again once it has taken these.
+    func catchUp(_ accounts: [(account: String, cursor: Int64, users: [UInt32])], limit: Int,
+                 bytes: Int = SyncLimits.pageBytes) async throws -> [LinkSyncResume.Account] {
+        try await store.read { database in
+            var left = bytes
+            var moved = false
+            return try accounts.map { account in
+                // Its own members (account, cursor, users) take room in the answer too.
+                let bare = LinkSyncResume.Account(account: account.account, cursor: account.cursor, events: [], users: account.users, more: true)
+                left -= (try? WireCodec.encodeJSON(bare).count) ?? 1024
+                var page = SyncPage(count: limit, bytes: left, takesOne: !moved)
+                var events: [SyncEvent] = []
+                let more = try Self.fill(&page, into: &events, account: account.account, from: account.cursor, in: database)
+                left -= page.used
+                moved = moved || !events.isEmpty
+                return LinkSyncResume.Account(account: account.account, cursor: account.cursor, events: events, users: account.users, more: more)
             }
-            return try database.query(sql + " ORDER BY position DESC LIMIT ?", values + [.integer(Int64(limit))], row: Self.event)
         }
     }
 

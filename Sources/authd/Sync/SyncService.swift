@@ -17,7 +17,7 @@ struct SyncService: Sendable {
     let pushed: @Sendable ([(account: String, event: SyncEvent)]) async -> Void
 
     /// The largest body an event may carry, encoded.
-    static let maxBodyBytes = 64 << 10
+    static let maxBodyBytes = SyncLimits.bodyBytes
     /// The kinds an app sends with `sync.send`; `read` and `dismiss` come from their own methods.
     static let sendableKinds: Set<String> = ["message", "notification"]
     /// authd's own: what happened to the account's machines and sessions, a person who added
@@ -52,6 +52,9 @@ struct SyncService: Sendable {
         }
         if let conversation = params.conversation { try checkName(conversation, field: "conversation") }
         if let key = params.idempotencyKey { try checkName(key, field: "idempotency_key") }
+        // Depth before encoding: a body that parsed at the line's own limit would be stored, and
+        // then every answer carrying it (deeper still) could not be written or read.
+        guard params.body.nestingDepth <= SyncLimits.bodyDepth else { throw SyncFailure.tooDeep(limit: SyncLimits.bodyDepth) }
         let draft = try SyncLog.Draft(kind: params.kind, conversation: params.conversation, body: params.body, idempotencyKey: params.idempotencyKey)
         guard draft.encoded.utf8.count <= maxBodyBytes else { throw SyncFailure.tooLarge(limit: maxBodyBytes) }
         return draft
@@ -81,7 +84,7 @@ struct SyncService: Sendable {
         let limit = try Self.limit(params.limit, default: 50, most: 500)
         if let conversation = params.conversation { try Self.checkName(conversation, field: "conversation") }
         let account = try await directory.authenticate(params.session).accountID
-        return SyncHistory.Result(events: try await log.history(account: account, conversation: params.conversation, before: params.before, limit: limit))
+        return try await log.history(account: account, conversation: params.conversation, before: params.before, limit: limit)
     }
 
     func read(_ params: SyncRead.Params, caller: Caller) async throws -> SyncRead.Result {
@@ -145,5 +148,16 @@ struct SyncService: Sendable {
         guard let value else { return fallback }
         guard (1...most).contains(value) else { throw InvalidParameter("Parameter 'limit' must be 1–\(most).", field: "limit") }
         return value
+    }
+}
+
+extension JSONValue {
+    /// How deep arrays and objects nest in it: 0 for a scalar, 1 for `[]` or `{"a": 1}`.
+    var nestingDepth: Int {
+        switch self {
+        case .array(let elements): 1 + (elements.lazy.map(\.nestingDepth).max() ?? 0)
+        case .object(let members): 1 + (members.values.lazy.map(\.nestingDepth).max() ?? 0)
+        case .null, .bool, .integer, .double, .string: 0
+        }
     }
 }
