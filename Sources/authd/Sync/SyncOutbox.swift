@@ -2,11 +2,16 @@ import FoundationEssentials
 import OpenSSLCrypto
 import Protocol
 
-/// On a device: `sync.send` reaches the hub at once when it can, behind anything still queued;
-/// while the hub is away it is kept in the machine's outbox — durably, before the app hears
-/// `queued` — and sent in order when the link is back. Each entry carries an idempotency key
-/// (the app's, or one made here), so an entry resent after a crash is the same event at the
+/// On a device: `sync.send` reaches the hub at once when it can, behind anything its user still
+/// has queued; while the hub is away it is kept in the machine's outbox — durably, before the app
+/// hears `queued` — and sent in order when the link is back. Each entry carries an idempotency
+/// key (the app's, or one made here), so an entry resent after a crash is the same event at the
 /// hub: nothing acknowledged to an app is lost, and nothing is stored twice.
+///
+/// The outbox is a queue per local user, sent in turns: one user's entries (refused, slowed
+/// down by the hub, or many) never hold back another's. What could never reach the hub is
+/// refused before it is queued, and an entry the hub refuses, or that can no longer be sent, is
+/// taken out and told to its sender (`sync.sent` with `error`): nothing waits for ever.
 actor SyncOutbox {
     private let store: Store
     private let sealer: Sealer
@@ -34,60 +39,121 @@ actor SyncOutbox {
         let key = try params.idempotencyKey ?? "authd-" + Base64URL.encode(OpenSSL.randomBytes(16))
         var params = params
         params.idempotencyKey = key
-        if try await isEmpty() {
+        // Refused now what no link could carry, rather than answered `queued` and kept for ever.
+        try Self.checkForwardable(params, caller: ForwardedCaller(caller, machine: machineName))
+        if try await !hasQueued(uid: caller.uid) {
             do {
                 return try await forward(params, caller: caller)
             } catch let failure as HubLinkFailure {
                 guard case .unavailable = failure else { throw failure }
             }
         }
-        // Behind what is queued (or the hub away): keep it, in order.
+        // Behind what this user has queued (or the hub away): keep it, in order.
         let id = try await queue(params, key: key, body: draft.encoded, caller: caller)
         logger.info("sync: the hub is away; an event was kept in the outbox", [("AUTHD_SYNC_OUTBOX_ID", String(id))])
         Task { await flush() }
         return SyncSend.Result(queuedAs: id)
     }
 
-    /// Sends what is queued, oldest first, until the outbox is empty or the hub is away again.
+    /// Whether `params` goes to the hub as one line it reads: within the line limit and the
+    /// depth every parser on the way takes. `sync.unforwardable` when not.
+    static func checkForwardable(_ params: SyncSend.Params, caller: ForwardedCaller) throws(SyncFailure) {
+        let limit = LineFramer.defaultMaxLineLength
+        guard let value = try? WireCodec.decode(JSONValue.self, from: WireCodec.encodeJSON(params)),
+              let line = try? WireCodec.requestLine(id: .integer(.max), method: LinkForward.name,
+                                                    params: LinkForward.Params(method: SyncSend.name, params: value, caller: caller)),
+              line.count - 1 <= limit, StrictJSON.check(line.dropLast()) == nil
+        else { throw .unforwardable(limit: limit) }
+    }
+
+    /// How one attempt to send an entry went.
+    private enum Attempt {
+        /// Out of the queue: stored at the hub (its position), or refused for good.
+        case done(Result<Int64, RPCError>)
+        /// The hub slows down this user (`user`) or the whole machine: try again after `seconds`.
+        case slowed(SyncWriteLimit.Scope, seconds: Int64)
+        /// The hub is away: everything waits for the link.
+        case away
+    }
+
+    /// Sends what is queued, each user's oldest first, the users in turns, until the outbox is
+    /// empty or the hub is away again.
     func flush() async {
         guard !flushing else { return }
         flushing = true
         defer { flushing = false }
+        // Users the hub slowed down, and until when.
+        var resting: [UInt32: ContinuousClock.Instant] = [:]
         while true {
-            let entry: Entry
+            let heads: [Head]
             do {
-                guard let oldest = try await oldest() else { return }
-                entry = oldest
+                heads = try await oldestOfEachUser()
             } catch {
                 logger.error("sync: the outbox cannot be read: \(error)")
                 return
             }
-            let outcome: Result<Int64, RPCError>
-            do {
-                let result = try await forward(entry.params, caller: entry.caller)
-                outcome = .success(result.position ?? 0)
-            } catch is HubLinkFailure {
-                return
-            } catch let error as RPCError where error.reason == .rateLimited {
-                // The hub slows this machine down: wait as it says, then go on in order.
-                let seconds = min(60, max(1, error.details["retry_after"]?.integerValue ?? 1))
-                try? await Task.sleep(for: .seconds(seconds))
+            guard !heads.isEmpty else { return }
+            let now = ContinuousClock.now
+            let ready = heads.filter { resting[$0.uid].map { $0 <= now } ?? true }
+            guard !ready.isEmpty else {
+                let wake = heads.compactMap { resting[$0.uid] }.min() ?? now
+                try? await Task.sleep(until: wake, clock: .continuous)
                 continue
-            } catch let error as RPCError {
-                // The hub refused it for good (the session ended, say): dropped, and the app told.
-                logger.warning("sync: the hub refused a queued event (\(error.reason)); it was dropped", [("AUTHD_SYNC_OUTBOX_ID", String(entry.id))])
-                outcome = .failure(error)
-            } catch {
-                logger.error("sync: sending the outbox failed: \(error)")
-                return
             }
-            do {
-                try await store.transaction { try $0.execute("DELETE FROM sync_outbox WHERE id = ?", [.integer(entry.id)]) }
-            } catch {
-                logger.error("sync: an event the hub has could not leave the outbox: \(error)")
-                return
+            turns: for head in ready {
+                switch await attempt(head) {
+                case .away:
+                    return
+                case .slowed(.user, let seconds):
+                    resting[head.uid] = .now + .seconds(seconds)
+                case .slowed(.machine, let seconds):
+                    // Every user of this machine waits alike.
+                    for other in heads { resting[other.uid] = .now + .seconds(seconds) }
+                    break turns
+                case .done(let outcome):
+                    do {
+                        try await store.transaction { try $0.execute("DELETE FROM sync_outbox WHERE id = ?", [.integer(head.id)]) }
+                    } catch {
+                        logger.error("sync: an event the hub has could not leave the outbox: \(error)")
+                        return
+                    }
+                    bus.sent(SyncBus.Sent(sessionHash: head.sessionHash, outboxID: head.id, outcome: outcome))
+                }
             }
-            bus.sent(SyncBus.Sent(sessionHash: entry.sessionHash, outboxID: entry.id, outcome: outcome))
+        }
+    }
+
+    /// Sends one entry and says what became of it.
+    private func attempt(_ head: Head) async -> Attempt {
+        let entry: Entry
+        do {
+            entry = try open(head)
+            try Self.checkForwardable(entry.params, caller: ForwardedCaller(entry.caller, machine: machineName))
+        } catch let failure as SyncFailure {
+            // Queued before such entries were refused at the door (too deep to travel, say).
+            logger.warning("sync: a queued event cannot be sent (\(failure.rpcError.reason)); it was dropped", [("AUTHD_SYNC_OUTBOX_ID", String(head.id))])
+            return .done(.failure(failure.rpcError))
+        } catch {
+            logger.error("sync: a queued event cannot be read back (\(error)); it was dropped", [("AUTHD_SYNC_OUTBOX_ID", String(head.id))])
+            return .done(.failure(.internalError))
+        }
+        do {
+            return .done(.success(try await forward(entry.params, caller: entry.caller).position ?? 0))
+        } catch is HubLinkFailure {
+            return .away
+        } catch let error as RPCError where error.reason == .rateLimited {
+            let seconds = min(60, max(1, error.details["retry_after"]?.integerValue ?? 1))
+            // A hub that predates the scope slows the machine.
+            return .slowed(error.details["scope"]?.stringValue == SyncWriteLimit.Scope.user.rawValue ? .user : .machine, seconds: seconds)
+        } catch let error as RPCError {
+            // The hub refused it for good (the session ended, say): dropped, and the app told.
+            logger.warning("sync: the hub refused a queued event (\(error.reason)); it was dropped", [("AUTHD_SYNC_OUTBOX_ID", String(entry.id))])
+            return .done(.failure(error))
+        } catch {
+            // Not the hub's answer (its result did not decode): it stored the event or not; the
+            // idempotency key makes a resend safe, but one that fails like this would fail again.
+            logger.error("sync: sending a queued event failed (\(error)); it was dropped", [("AUTHD_SYNC_OUTBOX_ID", String(entry.id))])
+            return .done(.failure(.internalError))
         }
     }
 
@@ -99,15 +165,28 @@ actor SyncOutbox {
 
     // MARK: The table
 
+    /// An entry as the table has it: enough to report on it even when it does not open.
+    private struct Head {
+        let id: Int64
+        let uid: UInt32
+        let sessionHash: [UInt8]
+        let sealed: [UInt8]
+        let username: String?
+        let exe: String?
+        let kind: String
+        let conversation: String?
+        let body: String
+        let key: String
+    }
+
     private struct Entry {
         let id: Int64
         let params: SyncSend.Params
         let caller: CallerIdentity
-        let sessionHash: [UInt8]
     }
 
-    private func isEmpty() async throws -> Bool {
-        try await store.read { try $0.queryOne("SELECT 1 FROM sync_outbox LIMIT 1", row: { _ in true }) == nil }
+    private func hasQueued(uid: UInt32) async throws -> Bool {
+        try await store.read { try $0.queryOne("SELECT 1 FROM sync_outbox WHERE uid = ? LIMIT 1", [.integer(Int64(uid))], row: { _ in true }) != nil }
     }
 
     private func queue(_ params: SyncSend.Params, key: String, body: String, caller: CallerIdentity) async throws -> Int64 {
@@ -126,23 +205,29 @@ actor SyncOutbox {
         }
     }
 
-    private func oldest() async throws -> Entry? {
-        let row = try await store.read { database in
-            try database.queryOne(
-                "SELECT id, session_sealed, session_hash, uid, username, exe, kind, conversation, body, idempotency_key FROM sync_outbox ORDER BY id LIMIT 1") {
-                (id: $0.int64(0), sealed: $0.blob(1), hash: $0.blob(2), uid: UInt32($0.int64(3)), username: $0.optionalText(4), exe: $0.optionalText(5),
-                 kind: $0.text(6), conversation: $0.optionalText(7), body: $0.text(8), key: $0.text(9))
+    /// Each user's oldest entry, the users in the order of those entries.
+    private func oldestOfEachUser() async throws -> [Head] {
+        try await store.read { database in
+            try database.query(
+                """
+                SELECT id, session_sealed, session_hash, uid, username, exe, kind, conversation, body, idempotency_key FROM sync_outbox
+                WHERE id IN (SELECT min(id) FROM sync_outbox GROUP BY uid) ORDER BY id
+                """) {
+                Head(id: $0.int64(0), uid: UInt32(truncatingIfNeeded: $0.int64(3)), sessionHash: $0.blob(2), sealed: $0.blob(1), username: $0.optionalText(4),
+                     exe: $0.optionalText(5), kind: $0.text(6), conversation: $0.optionalText(7), body: $0.text(8), key: $0.text(9))
             }
         }
-        guard let row else { return nil }
-        guard let session = try sealer.open(row.sealed, purpose: .syncOutboxSession, identity: "sync_outbox:\(row.key)") else {
+    }
+
+    private func open(_ head: Head) throws -> Entry {
+        guard let session = try sealer.open(head.sealed, purpose: .syncOutboxSession, identity: "sync_outbox:\(head.key)") else {
             throw SealedValueError()
         }
-        let body = try WireCodec.decode(JSONValue.self, from: Data(row.body.utf8))
-        let params = SyncSend.Params(session: String(decoding: session.withUnsafeBytes { Array($0) }, as: UTF8.self), kind: row.kind,
-                                     conversation: row.conversation, body: body, idempotencyKey: row.key)
-        return Entry(id: row.id, params: params, caller: CallerIdentity(uid: row.uid, gid: row.uid, pid: 0, exe: row.exe, username: row.username, groups: []),
-                     sessionHash: row.hash)
+        let body = try WireCodec.decode(JSONValue.self, from: Data(head.body.utf8))
+        let params = SyncSend.Params(session: String(decoding: session.withUnsafeBytes { Array($0) }, as: UTF8.self), kind: head.kind,
+                                     conversation: head.conversation, body: body, idempotencyKey: head.key)
+        return Entry(id: head.id, params: params,
+                     caller: CallerIdentity(uid: head.uid, gid: head.uid, pid: 0, exe: head.exe, username: head.username, groups: []))
     }
 
     /// A sealed session that does not open: the store was changed behind authd's back.
