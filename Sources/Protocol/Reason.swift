@@ -116,6 +116,9 @@ public struct Reason: OpenName {
     public static let twoFactorNotEnabled = Reason("twofactor.not_enabled")
     /// Too many failed sign-ins; `data.locked_until` says when it lifts.
     public static let accountLocked = Reason("account.locked")
+    /// Not locked by failures: checks of the same secret still in progress hold it for a moment
+    /// (one of them may be the one that locks). Retry after `data.retry_after` seconds.
+    public static let accountBusy = Reason("account.busy")
 
     /// Too many requests of this kind from the caller's user; `data.retry_after` in seconds.
     public static let rateLimited = Reason("rate.limited")

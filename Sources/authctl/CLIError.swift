@@ -16,7 +16,7 @@ enum ExitCode: Int32 {
     static func forReason(_ reason: String) -> ExitCode {
         switch reason {
         case "user.cancelled", "request.cancelled": return .cancelled
-        case "server.busy", "server.shutting_down", "daemon.unavailable", "daemon.closed": return .unavailable
+        case "server.busy", "server.shutting_down", "daemon.unavailable", "daemon.closed", "account.busy": return .unavailable
         case "pin.blocked", "account.locked", "session.locked", "card.blocked": return .lockedOrBlocked
         case "session.logged_out", "session.required", "session.expired", "session.invalid", "federation.not_signed_in", "remote.token_expired":
             return .notLoggedIn

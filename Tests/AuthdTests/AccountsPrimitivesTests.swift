@@ -191,4 +191,31 @@ struct LockoutRuleTests {
         #expect(granted == lockout.threshold)
         #expect(lockedUntil == 560)
     }
+
+    @Test("a lock that a check still in progress set refuses as busy, not locked, and counts nothing")
+    func lockSetInFlightIsBusy() {
+        let lockout = Lockout()
+        #expect(lockout.reserve(failures: 5, lockedUntil: 1060, lockSetInFlight: true, now: 1001) == .busy(lockedUntil: 1060))
+        #expect(lockout.reserve(failures: 5, lockedUntil: 1060, lockSetInFlight: false, now: 1001) == .refused(lockedUntil: 1060))
+        // A lapsed lock refuses nothing, whoever set it.
+        #expect(lockout.reserve(failures: 5, lockedUntil: 1060, lockSetInFlight: true, now: 1060) == .granted(failures: 6, locksUntil: 1180))
+    }
+
+    @Test("a lock is in flight from its record to the end of its check, for its account and factor only")
+    func locksInFlight() {
+        enum Factor: Hashable, Sendable { case password, pin }
+        let locks = LocksInFlight<Factor>()
+        let first = locks.begin(), second = locks.begin()
+        #expect(first != second)
+        #expect(!locks.isSetInFlight(account: "a", factor: .password, until: 1060))
+        locks.record(first, account: "a", factor: .password, until: 1060)
+        #expect(locks.isSetInFlight(account: "a", factor: .password, until: 1060))
+        #expect(!locks.isSetInFlight(account: "a", factor: .pin, until: 1060))
+        #expect(!locks.isSetInFlight(account: "b", factor: .password, until: 1060))
+        #expect(!locks.isSetInFlight(account: "a", factor: .password, until: 1061))
+        locks.end(second)
+        #expect(locks.isSetInFlight(account: "a", factor: .password, until: 1060))
+        locks.end(first)
+        #expect(!locks.isSetInFlight(account: "a", factor: .password, until: 1060))
+    }
 }

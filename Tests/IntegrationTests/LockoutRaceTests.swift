@@ -35,8 +35,10 @@ struct LockoutRaceTests {
 
     /// Five failures one by one lock for 60 s; a burst may lock no longer (a little slack for
     /// the time the burst itself takes).
+    /// Those refused while the fifth check still ran are told `account.busy`, the rest `account.locked`.
     static func expectLockOfFiveFailures(_ client: LineClient, _ reasons: [String]) throws {
-        #expect(reasons.allSatisfy { $0 == "auth.failed" || $0 == "account.locked" }, "\(reasons)")
+        #expect(reasons.allSatisfy { ["auth.failed", "account.locked", "account.busy"].contains($0) }, "\(reasons)")
+        #expect(reasons.contains("account.locked"), "the check that locks says so: \(reasons)")
         #expect(reasons.filter { $0 == "auth.failed" }.count <= 4, "at most the threshold checked: \(reasons)")
         let seconds = try lockSeconds(client)
         #expect(seconds > 30 && seconds <= 75, "locked for \(seconds) s, as five failures one by one lock")
@@ -77,6 +79,39 @@ struct LockoutRaceTests {
         let reasons = try Self.burst(daemon, "auth.login.pin", ["flow": flow, "pin": "111112"])
         try Self.expectLockOfFiveFailures(client, reasons)
         #expect(try client.call("auth.login.pin", ["flow": flow, "pin": "480913"]).errorReason == "account.locked")
+    }
+
+    @Test("10 right passwords at once: none is told locked; those the checks in flight hold back are told busy, and sign in on retry")
+    func rightPasswordsAtOnce() throws {
+        let daemon = try DaemonHarness(config: Self.config)
+        try daemon.start()
+        let client = try daemon.connect()
+        _ = try LoginTests.register(daemon, client, phone: Self.phone, password: Self.password)
+        let firstAnswers = Tally(), signedIn = Tally(), waits = Tally()
+        let socket = daemon.socketPath
+        let errors = onThreads(10) { _ in
+            let client = try LineClient(socketPath: socket)
+            let params: JSONValue = ["login": .string(Self.phone), "password": .string(Self.password), "device": ["key": "device-1"]]
+            var response = try client.call("auth.login", params)
+            firstAnswers.append(response.errorReason ?? "signed in")
+            // A busy refusal says when to retry; a bounded number of retries all sign in.
+            for _ in 0..<20 where response.errorReason == "account.busy" {
+                let wait = response["error"]?["data"]?["retry_after"]?.integerValue ?? 0
+                waits.append(String(wait))
+                Thread.sleep(forTimeInterval: Double(min(max(wait, 1), 5)))
+                response = try client.call("auth.login", params)
+            }
+            if response["result"]?["session"] != nil { signedIn.append("ok") } else { signedIn.append(response.errorReason ?? "?") }
+        }
+        #expect(errors.isEmpty, "\(errors)")
+        let first = firstAnswers.all
+        #expect(!first.contains("account.locked"), "a right password is never told locked: \(first)")
+        #expect(first.allSatisfy { $0 == "signed in" || $0 == "account.busy" }, "\(first)")
+        #expect(signedIn.all == Array(repeating: "ok", count: 10), "\(signedIn.all)")
+        #expect(waits.all.allSatisfy { $0 == "1" }, "a busy refusal says to retry in 1 s: \(waits.all)")
+        // Nothing is left counted or locked: a wrong password now is the first failure.
+        #expect(try client.call("auth.login", ["login": .string(Self.phone), "password": "wrong guess 123"]).errorReason == "auth.failed")
+        #expect(try client.result("admin.accounts.show", ["account": .string(Self.phone)])["locked_until"]?.stringValue == nil)
     }
 
     @Test("attempts refused during a lock do not lengthen it")

@@ -36,6 +36,9 @@ enum AccountFailure: WireErrorConvertible, Equatable {
     /// Unknown login, wrong password or PIN, deactivated account: on purpose one answer.
     case authFailed
     case locked(until: Int64)
+    /// Refused unchecked and uncounted because checks of the same secret still in progress
+    /// locked it for now (`Lockout.Reservation.busy`): not a lock that failures earned.
+    case busy
     case pinSwitchedOff
     case pinReenrolmentNeedsCode
     case noPINFactor
@@ -48,7 +51,7 @@ enum AccountFailure: WireErrorConvertible, Equatable {
     /// The refusals that sign-in pads to a fixed delay (`CredentialPadding.delay`).
     var isCredentialRefusal: Bool {
         switch self {
-        case .authFailed, .locked: true
+        case .authFailed, .locked, .busy: true
         default: false
         }
     }
@@ -93,6 +96,9 @@ enum AccountFailure: WireErrorConvertible, Equatable {
         case .locked(let until):
             .failure(.accountLocked, "Too many failed sign-ins; try again after \(Timestamp.rfc3339(epochSeconds: until)).",
                      details: ["locked_until": .string(Timestamp.rfc3339(epochSeconds: until))])
+        case .busy:
+            .failure(.accountBusy, "Other sign-ins to this account are being checked; try again in a moment.",
+                     details: ["retry_after": .integer(Lockout.busyRetryAfter)])
         case .pinSwitchedOff:
             .failure(.otpRequired, "This account's PIN was switched off after too many wrong PINs; sign in with an SMS code and set a new PIN.")
         case .pinReenrolmentNeedsCode:

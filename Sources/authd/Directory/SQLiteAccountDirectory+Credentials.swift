@@ -41,6 +41,9 @@ extension SQLiteAccountDirectory {
             let (column, value) = Self.column(login)
             let now = seconds
             let lockout = lockout
+            let locksInFlight = locksInFlight
+            let check = locksInFlight.begin()
+            defer { locksInFlight.end(check) }
             // The account is read and the attempt reserved in one change (see `Lockout`).
             let found = try await store.transaction { database -> (Candidate, ReservedAttempt)? in
                 guard let candidate = try database.queryOne(
@@ -52,7 +55,8 @@ extension SQLiteAccountDirectory {
                                   pinReenrollRequired: $0.int(4) != 0)
                     })
                 else { return nil }
-                return (candidate, try Self.reserveAttempt(in: database, account: candidate.id, factor: .password, lockout: lockout, now: now))
+                return (candidate, try Self.reserveAttempt(in: database, account: candidate.id, factor: .password, lockout: lockout,
+                                                           check: check, locksInFlight: locksInFlight, now: now))
             }
             let against: String
             if let hash = found?.0.hash { against = hash } else { against = try await decoy.hash() }
@@ -116,16 +120,22 @@ extension SQLiteAccountDirectory {
         try await CredentialPadding.padded {
             let now = seconds
             let lockout = lockout
+            let locksInFlight = locksInFlight
+            let check = locksInFlight.begin()
+            defer { locksInFlight.end(check) }
             let (hash, reserved) = try await store.transaction { database -> (String, ReservedAttempt) in
                 let (hash, lockedUntil) = try database.queryOne("SELECT \(factor.columns) FROM accounts WHERE id = ?", [.text(account)]) {
                     ($0.optionalText(0), $0.optionalInt64(2))
                 } ?? (nil, nil)
                 guard let hash else {
                     // The lock speaks first, as at sign-in, even for a factor that is gone.
-                    if let lockedUntil, now < lockedUntil { throw AccountFailure.locked(until: lockedUntil) }
+                    if let lockedUntil, now < lockedUntil {
+                        throw Self.lockRefusal(account: account, factor: factor, until: lockedUntil, locksInFlight: locksInFlight)
+                    }
                     throw factor == .password ? AccountFailure.authFailed : AccountFailure.noPINFactor
                 }
-                return (hash, try Self.reserveAttempt(in: database, account: account, factor: factor, lockout: lockout, now: now))
+                return (hash, try Self.reserveAttempt(in: database, account: account, factor: factor, lockout: lockout,
+                                                      check: check, locksInFlight: locksInFlight, now: now))
             }
             guard try await Argon2id.verifyOffPool(secret, against: hash) else { try await settleFailure(reserved) }
             try await store.transaction { try Self.withdraw(reserved, in: $0) }
@@ -133,18 +143,24 @@ extension SQLiteAccountDirectory {
     }
 
     /// In the caller's change: refuses with `locked` (counting nothing) while the factor's lock
-    /// holds; else counts the check as a failure, and locks the factor at once when the count
-    /// reaches the rule's threshold, so no check started after this one runs before the lock.
+    /// holds, or `busy` while that lock is one a check still in progress set; else counts the
+    /// check as a failure, and locks the factor at once when the count reaches the rule's
+    /// threshold, so no check started after this one runs before the lock (recorded under
+    /// `check` in `locksInFlight` until the caller ends it).
     /// A PIN whose total of failures, counting reserved checks, has reached
     /// `PINPolicy.totalFailureLimit` is refused as a wrong one while the last check is decided.
-    static func reserveAttempt(in database: Database, account: String, factor: Factor, lockout: Lockout, now: Int64) throws -> ReservedAttempt {
+    static func reserveAttempt(in database: Database, account: String, factor: Factor, lockout: Lockout,
+                               check: LocksInFlight<Factor>.Ticket, locksInFlight: LocksInFlight<Factor>, now: Int64) throws -> ReservedAttempt {
         let (failures, lockedUntil, total) = try database.queryOne(
             "SELECT \(factor.columns), pin_total_failures FROM accounts WHERE id = ?", [.text(account)]) {
             ($0.int(1), $0.optionalInt64(2), $0.int(3))
         } ?? (0, nil, 0)
-        switch lockout.reserve(failures: failures, lockedUntil: lockedUntil, now: now) {
+        let setInFlight = lockedUntil.map { locksInFlight.isSetInFlight(account: account, factor: factor, until: $0) } ?? false
+        switch lockout.reserve(failures: failures, lockedUntil: lockedUntil, lockSetInFlight: setInFlight, now: now) {
         case .refused(let until):
             throw AccountFailure.locked(until: until)
+        case .busy:
+            throw AccountFailure.busy
         case .granted(let counted, let locksUntil):
             switch factor {
             case .password:
@@ -156,8 +172,15 @@ extension SQLiteAccountDirectory {
                     "UPDATE accounts SET pin_failures = ?, pin_total_failures = pin_total_failures + 1, pin_locked_until = coalesce(?, pin_locked_until) WHERE id = ?",
                     [.integer(Int64(counted)), locksUntil.map(SQLValue.integer) ?? .null, .text(account)])
             }
+            if let locksUntil { locksInFlight.record(check, account: account, factor: factor, until: locksUntil) }
             return ReservedAttempt(account: account, factor: factor, locksUntil: locksUntil, previousLock: lockedUntil)
         }
+    }
+
+    /// A check refused under the stored lock `until` before it was reserved: `busy` while a
+    /// check in progress set the lock, else `locked`.
+    static func lockRefusal(account: String, factor: Factor, until: Int64, locksInFlight: LocksInFlight<Factor>) -> AccountFailure {
+        locksInFlight.isSetInFlight(account: account, factor: factor, until: until) ? .busy : .locked(until: until)
     }
 
     /// In the caller's change: the secret was right, so its reservation is withdrawn and the run
@@ -265,14 +288,20 @@ extension SQLiteAccountDirectory {
         try await CredentialPadding.padded {
             let now = seconds
             let lockout = lockout
+            let locksInFlight = locksInFlight
+            let check = locksInFlight.begin()
+            defer { locksInFlight.end(check) }
             // The flow is read and the attempt reserved in one change (see `Lockout`).
             let (pending, pinHash, reserved) = try await store.transaction { database -> (PendingSignIn, String, ReservedAttempt) in
                 guard let (pending, pinHash, pinLockedUntil) = try Self.pending(in: database, id: id, owner: owner, now: now),
                       pending.flow.step == .pin, let pinHash
                 else { throw AccountFailure.authFailed }
-                if let until = pinLockedUntil, now < until { throw AccountFailure.locked(until: until) }
+                if let until = pinLockedUntil, now < until {
+                    throw Self.lockRefusal(account: pending.flow.account, factor: .pin, until: until, locksInFlight: locksInFlight)
+                }
                 guard PINPolicy.isWellFormed(pin) else { throw AccountFailure.authFailed }
-                return (pending, pinHash, try Self.reserveAttempt(in: database, account: pending.flow.account, factor: .pin, lockout: lockout, now: now))
+                return (pending, pinHash, try Self.reserveAttempt(in: database, account: pending.flow.account, factor: .pin, lockout: lockout,
+                                                                  check: check, locksInFlight: locksInFlight, now: now))
             }
             var flow = pending.flow
             // Decided as of when the flow was found waiting: the Argon2id work in between must

@@ -17,6 +17,8 @@ struct SQLiteAccountDirectory: AccountDirectory {
     let now: @Sendable () -> Date
     /// The soft lock against guessing passwords and PINs.
     let lockout = Lockout()
+    /// The locks set by checks still in progress: a refusal under one is `busy`, not `locked`.
+    let locksInFlight = LocksInFlight<Factor>()
     /// A hash to verify against when an account does not exist (see `signIn(password:…)`).
     let decoy = DecoyHash()
 
