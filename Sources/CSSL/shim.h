@@ -13,5 +13,7 @@ static inline int authd_ssl_ctx_tls13_only(SSL_CTX *ctx) {
 static inline void authd_ssl_ctx_set_write_modes(SSL_CTX *ctx) {
     SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER | SSL_MODE_RELEASE_BUFFERS);
 }
+/* The key exchange groups offered and accepted, most preferred first (a colon-separated list). */
+static inline int authd_ssl_ctx_set_groups(SSL_CTX *ctx, const char *groups) { return SSL_CTX_set1_groups_list(ctx, groups) == 1; }
 static inline int authd_ssl_set_server_name(SSL *ssl, const char *name) { return SSL_set_tlsext_host_name(ssl, name) == 1; }
 #endif

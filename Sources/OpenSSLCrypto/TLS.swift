@@ -54,10 +54,16 @@ public final class TLSContext: @unchecked Sendable {
         self.trust = trust
         guard authd_ssl_ctx_tls13_only(context) == 1 else { throw CryptoError.drain("TLS 1.3 only") }
         authd_ssl_ctx_set_write_modes(context)
+        // Elliptic-curve key exchange only: the finite-field groups (ffdhe2048 and up), which
+        // OpenSSL offers and accepts by default, are slower and weaker for their size.
+        guard authd_ssl_ctx_set_groups(context, Self.groups) == 1 else { throw CryptoError.drain("the key exchange groups") }
         // Nothing resumes: every connection proves its key again, and no ticket keys to guard.
         _ = SSL_CTX_set_num_tickets(context, 0)
         _ = SSL_CTX_ctrl(context, SSL_CTRL_SET_SESS_CACHE_MODE, Int(SSL_SESS_CACHE_OFF), nil)
     }
+
+    /// The key exchange groups both sides offer and accept, in order of preference.
+    public static let groups = "X25519:P-256:P-384"
 
     deinit { SSL_CTX_free(handle) }
 
