@@ -21,6 +21,8 @@ actor SyncOutbox {
     private let logger: Logger
     private let now: @Sendable () -> Date
     private var flushing = false
+    /// Users the hub slowed down, and until when: their entries wait, nobody else's do.
+    private var resting: [UInt32: ContinuousClock.Instant] = [:]
 
     init(store: Store, sealer: Sealer, link: HubLink, bus: SyncBus, machineName: String, logger: Logger, now: @escaping @Sendable () -> Date) {
         self.store = store
@@ -82,8 +84,6 @@ actor SyncOutbox {
         guard !flushing else { return }
         flushing = true
         defer { flushing = false }
-        // Users the hub slowed down, and until when.
-        var resting: [UInt32: ContinuousClock.Instant] = [:]
         while true {
             let heads: [Head]
             do {
@@ -94,11 +94,17 @@ actor SyncOutbox {
             }
             guard !heads.isEmpty else { return }
             let now = ContinuousClock.now
-            let ready = heads.filter { resting[$0.uid].map { $0 <= now } ?? true }
+            resting = resting.filter { $0.value > now }
+            let ready = heads.filter { resting[$0.uid] == nil }
             guard !ready.isEmpty else {
+                // Come back when the first rest is over; meanwhile a send of another user (or
+                // the link coming back) starts a flush of its own rather than waiting on this one.
                 let wake = heads.compactMap { resting[$0.uid] }.min() ?? now
-                try? await Task.sleep(until: wake, clock: .continuous)
-                continue
+                Task {
+                    try? await Task.sleep(until: wake, clock: .continuous)
+                    await self.flush()
+                }
+                return
             }
             turns: for head in ready {
                 switch await attempt(head) {
