@@ -49,15 +49,26 @@ struct SyncLog: Sendable {
         var event = SyncEvent(position: row.int64(0), kind: row.text(1), conversation: row.optionalText(2), body: .null,
                               sender: SyncSender(machine: row.text(4), deviceID: row.optionalText(5), exe: row.optionalText(6)),
                               at: Timestamp.rfc3339(epochSeconds: row.int64(7)), idempotencyKey: row.optionalText(8))
-        if let body = try? WireCodec.decode(JSONValue.self, from: Data(row.text(3).utf8)) {
-            if body.nestingDepth <= SyncLimits.bodyDepth { event.body = body } else { event.withheld = .syncTooDeep }
-        } else {
+        let stored = row.text(3)
+        // Measured without the body, whose text is the stored one (the same encoder wrote it,
+        // and writes it again): a page of 64 KiB bodies is not encoded twice to be sized.
+        let bare = (try? WireCodec.encodeJSON(event).count) ?? 1024
+        guard let body = try? WireCodec.decode(JSONValue.self, from: Data(stored.utf8)) else {
             event.withheld = .syncUnreadable
+            return (event, bare + 32)
         }
-        if let bytes = try? WireCodec.encodeJSON(event).count, bytes <= SyncLimits.pageBytes { return (event, bytes) }
-        event.withheld = event.withheld ?? .syncTooLarge
-        event.body = .null
-        return (event, (try? WireCodec.encodeJSON(event).count) ?? 1024)
+        guard body.nestingDepth <= SyncLimits.bodyDepth else {
+            event.withheld = .syncTooDeep
+            return (event, bare + 32)
+        }
+        let bytes = bare - 4 + stored.utf8.count
+        guard bytes <= SyncLimits.pageBytes else {
+            // No page could carry it (stored under some older, larger limit, say).
+            event.withheld = .syncTooLarge
+            return (event, bare + 32)
+        }
+        event.body = body
+        return (event, bytes)
     }
 
     /// Fills `page` with events of the account in position order from `from` (exclusive):
