@@ -25,6 +25,17 @@ struct BlockingExecutorTests {
         return true
     }
 
+    /// Waits (without holding a thread) until `condition` holds or `seconds` pass; whether it
+    /// held. Generous for the reason `block` is, but never for ever.
+    static func wait(seconds: Int = 120, until condition: () -> Bool) async throws -> Bool {
+        let deadline = ContinuousClock.now + .seconds(seconds)
+        while !condition() {
+            if ContinuousClock.now >= deadline { return false }
+            try await Task.sleep(for: .milliseconds(1))
+        }
+        return true
+    }
+
     @Test("a pool runs everything it is given, never more than its workers at once")
     func bounded() async throws {
         let pool = BlockingPool(label: "authd.test.bounded", count: 2, work: .computing)
@@ -54,7 +65,7 @@ struct BlockingExecutorTests {
         let pool = BlockingPool(label: "authd.test.free", count: count, work: .waiting)
         let release = CancelFlag()
         let started = Occupancy()
-        let ended = try await withThrowingTaskGroup(of: Bool.self) { group in
+        let ended = try await withThrowingTaskGroup(of: Bool.self) { group -> (Bool, [Bool]) in
             for _ in 0..<count {
                 group.addTask {
                     try await pool.run {
@@ -63,11 +74,12 @@ struct BlockingExecutorTests {
                     }
                 }
             }
-            while started.most < count { try await Task.sleep(for: .milliseconds(1)) }
+            let allStarted = try await Self.wait { started.most >= count }
             release.set()
-            return try await group.reduce(into: []) { $0.append($1) }
+            return (allStarted, try await group.reduce(into: []) { $0.append($1) })
         }
-        #expect(ended == Array(repeating: true, count: count))
+        #expect(ended.0, "all \(count) workers ran at once within 120 s")
+        #expect(ended.1 == Array(repeating: true, count: count))
     }
 
     @Test("a caller cancelled while it waits for a worker leaves the line without running")
@@ -76,7 +88,11 @@ struct BlockingExecutorTests {
         let started = CancelFlag()
         let release = CancelFlag()
         let holder = Task { try await pool.run { started.set(); return Self.block(until: release) } }
-        while !started.isSet { try await Task.sleep(for: .milliseconds(1)) }
+        guard try await Self.wait(until: { started.isSet }) else {
+            release.set()
+            Issue.record("the holder did not start within 120 s")
+            return
+        }
         let ran = CancelFlag()
         let waiter = Task { try await pool.run { ran.set() } }
         waiter.cancel()
@@ -154,11 +170,11 @@ struct FairQueueTests {
                 }
             }
             // Bounded: every flood piece is queued or running before the other requester comes.
-            for _ in 0..<6000 where pool.waiting < 29 { try await Task.sleep(for: .milliseconds(10)) }
+            #expect(try await BlockingExecutorTests.wait { pool.waiting >= 29 }, "the flood waits behind its first piece")
             group.addTask {
                 try await WorkRequester.$key.withValue("uid:2") { try await pool.run { finished.append("other") } }
             }
-            for _ in 0..<6000 where pool.waiting < 30 { try await Task.sleep(for: .milliseconds(10)) }
+            #expect(try await BlockingExecutorTests.wait { pool.waiting >= 30 }, "the other requester waits too")
             gate.set()
             try await group.waitForAll()
         }

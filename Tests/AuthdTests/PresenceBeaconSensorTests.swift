@@ -28,15 +28,17 @@ struct PresenceBeaconSensorTests {
     func beacons() async throws {
         let rig = try SensorBus()
         try rig.startGeoClue()
+        _ = try rig.startNetworkManager()  // its call log counts the monitor's polls
         _ = try rig.startBlueZ()
         try rig.addRememberedDevice("AA:BB:CC:00:00:02")
         let watch = await PresenceSensorTests.Watch(rig, [Self.office])
         let (monitor, transitions) = (watch.monitor, watch.transitions)
         #expect(watch.status.reading == .reading, "\(rig.logs)")
         try PresenceSensorTests.move(rig, metres: 2000)
-        // A few polls outside: Bluetooth is left alone.
-        try await Task.sleep(for: .milliseconds(400))
+        // Two polls outside: Bluetooth is left alone.
+        try await rig.pollsPass(2)
         #expect(try rig.discovering() == false, "outside every hotspot with beacons, nothing discovers")
+        #expect(try !rig.calls(SensorBus.bluez, "/org/bluez/hci0").contains("StartDiscovery"), "\(rig.logs)")
 
         try PresenceSensorTests.move(rig, metres: 20)
         #expect(await transitions.wait(for: 1).map(\.change) == [.entered])
@@ -46,7 +48,7 @@ struct PresenceBeaconSensorTests {
         #expect(pinned.last == .init(hotspot: "hs_office", change: .pinned, time: pinned.last?.time ?? 0, point: Self.point(Self.desk)), "\(rig.logs)")
         // The hall at the same strength loses the tie to the lower address; stronger, it wins.
         let hall = try rig.addBluetoothDevice("AA:BB:CC:00:00:03", name: "hall")
-        try await Task.sleep(for: .milliseconds(400))
+        try await rig.pollsPass(2)
         #expect(transitions.all.count == 2, "a tie keeps the desk")
         try rig.setStrength(-40, of: hall)
         let moved = await transitions.wait(for: 3)
@@ -55,7 +57,7 @@ struct PresenceBeaconSensorTests {
         // the desk, the strongest one left.
         try rig.removeBluetoothDevice(desk)
         try rig.removeBluetoothDevice(hall)
-        try await Task.sleep(for: .milliseconds(400))
+        try await rig.pollsPass(2)
         #expect(transitions.all.count == 3, "gone beacons leave the point standing; the remembered kitchen never counts")
 
         try PresenceSensorTests.move(rig, metres: 2000)
@@ -74,11 +76,13 @@ struct PresenceBeaconSensorTests {
     func withoutBlueZ() async throws {
         let rig = try SensorBus()
         try rig.startGeoClue()
+        _ = try rig.startNetworkManager()  // its call log counts the monitor's polls
         let watch = await PresenceSensorTests.Watch(rig, [Self.office])
         let (monitor, transitions) = (watch.monitor, watch.transitions)
         try PresenceSensorTests.move(rig, metres: 20)
         #expect(await transitions.wait(for: 1).map(\.change) == [.entered])
-        try await Task.sleep(for: .milliseconds(400))
+        // Two polls inside, each asking for beacons where there is no BlueZ.
+        try await rig.pollsPass(2)
         #expect(monitor.status == .init(reading: .reading, inside: ["hs_office"]))
         #expect(transitions.changes == [.entered])
         await monitor.stop()

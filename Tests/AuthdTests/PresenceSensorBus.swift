@@ -150,6 +150,37 @@ final class SensorBus {
         _ = try busctl(["call", Self.bluez, "/org/bluez/hci0", "org.bluez.Adapter1", "RemoveDevice", "o", path])
     }
 
+    /// The methods a stand-in's object answered so far, in order (python-dbusmock's call log:
+    /// methods of its template, not property reads).
+    func calls(_ destination: String, _ path: String) throws -> [String] {
+        let output = try busctl(["call", destination, path, "org.freedesktop.DBus.Mock", "GetCalls"])
+        // {"type":"a(tsav)","data":[[[time, method, [arguments]], …]]}
+        guard let reply = try JSONSerialization.jsonObject(with: Data(output.utf8)) as? [String: Any],
+              let calls = (reply["data"] as? [Any])?.first as? [[Any]]
+        else { throw SensorBusError("GetCalls on \(path): unexpected output \(output.debugDescription)") }
+        return calls.compactMap { $0.count > 1 ? $0[1] as? String : nil }
+    }
+
+    /// How many polls the monitor has begun: it asks NetworkManager's GetDevices first in each
+    /// (needs `startNetworkManager`).
+    func polls() throws -> Int {
+        try calls(Self.networkManager, Self.networkManagerPath).filter { $0 == "GetDevices" }.count
+    }
+
+    /// Waits (at most 15 s) until `count` polls that began after this call have ended, that is
+    /// until the one after them has begun: what they saw has then been reported (a poll reports
+    /// before the next begins), so "nothing changed" is proven by an ordering marker, not by a
+    /// sleep. A signal sent before this call (a GeoClue2 move) may be taken only after the first
+    /// of them: ask for two to judge what such a move made the monitor do.
+    func pollsPass(_ count: Int) async throws {
+        let begun = try polls()
+        let deadline = ContinuousClock.now + .seconds(15)
+        while try polls() < begun + count + 1 {
+            guard ContinuousClock.now < deadline else { throw SensorBusError("\(count) polls did not pass within 15 s after \(begun):\n\(logs)") }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+    }
+
     /// Whether hci0 is discovering now.
     func discovering() throws -> Bool {
         let output = try busctl(["get-property", Self.bluez, "/org/bluez/hci0", "org.bluez.Adapter1", "Discovering"])

@@ -136,7 +136,11 @@ struct ServerTests {
         let requests = (1...100).map { #"{"jsonrpc":"2.0","id":\#($0),"method":"test.wait"}"# + "\n" }.joined()
         try client.send(requests.utf8)
         await InProcessServer.waitUntil { server.observations.started.load(ordering: .relaxed) >= 64 }
-        try await Task.sleep(for: .milliseconds(200))
+        #expect(server.observations.started.load(ordering: .relaxed) == ConnectionMachine.Limits().maxInFlight)
+        // The ordering marker: a turn of the connection's own, queued after every turn that took
+        // the first 64, finds no 65th taken (nothing frees a place: each waits for 60 s).
+        let connection = try #require(server.services.connections.all.first)
+        #expect(await connection.requestsInFlight() == ConnectionMachine.Limits().maxInFlight)
         #expect(server.observations.started.load(ordering: .relaxed) == ConnectionMachine.Limits().maxInFlight)
         // Another client is unaffected.
         let other = try server.connect()

@@ -42,19 +42,31 @@ struct ArgonFairnessTests {
         defer { if victim.isRunning { victim.terminate() } }
         #expect(String(decoding: output.fileHandleForReading.availableData, as: UTF8.self).hasPrefix("ready"))
 
-        let sent = Tally(), answered = Tally()
+        // Each flood connection sends its sign-in and then a `hello`: a connection's lines are
+        // taken in order, so hello's answer (at once, long before the sign-in's) is the marker
+        // that the daemon has taken the sign-in up, and it goes through the store, first come
+        // first served, before the victim's.
+        let queued = Tally(), answered = Tally()
         let socket = daemon.socketPath
         let flooding = Thread {
             _ = onThreads(flood) { _ in
                 let client = try LineClient(socketPath: socket, receiveTimeoutSeconds: 120)
-                sent.append("sent")
-                answered.append(try client.call("auth.login", ["login": "nobody@example.org", "password": "wrong guess 123"]).errorReason ?? "none")
+                try client.send(#"{"jsonrpc":"2.0","id":1,"method":"auth.login","params":{"login":"nobody@example.org","password":"wrong guess 123"}}"#
+                                + "\n" + #"{"jsonrpc":"2.0","id":2,"method":"hello"}"# + "\n")
+                while let line = try client.readJSON() {
+                    if line["id"] == 2 { queued.append(line["result"] != nil ? "queued" : "hello failed") }
+                    if line["id"] == 1 {
+                        answered.append(line.errorReason ?? "none")
+                        return
+                    }
+                }
             }
         }
         flooding.start()
         let deadline = Date().addingTimeInterval(30)
-        while sent.count < flood && Date() < deadline { usleep(1000) }
-        usleep(200_000)  // the flood reaches the daemon's queue
+        while queued.count < flood && Date() < deadline { usleep(1000) }
+        try #require(queued.count == flood, "every flood sign-in was taken up within 30 s, \(answered.count) of them answered")
+        #expect(queued.all.allSatisfy { $0 == "queued" }, "\(queued.all)")
         let answeredBefore = answered.count
         input.fileHandleForWriting.write(Data("go\n".utf8))
         let reply = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)

@@ -65,7 +65,10 @@ struct LifecycleTests {
             }
         }
         writers.start()
-        while issued.load(ordering: .relaxed) < 200 { usleep(1000) }
+        // Bounded: writers that cannot write fail the test rather than hang it.
+        let deadline = Date().addingTimeInterval(30)
+        while issued.load(ordering: .relaxed) < 200, Date() < deadline { usleep(1000) }
+        try #require(issued.load(ordering: .relaxed) >= 200, "200 tokens issued within 30 s before the kill:\n\(daemon.log)")
         try daemon.kill9()
         try daemon.start()
         let client = try daemon.connect()

@@ -301,6 +301,11 @@ final class BlueZStandIn {
         try bus.call("org.bluez", Self.adapter, "org.bluez.Adapter1", "RemoveDevice", ["o", path])
     }
 
+    /// The methods the stand-in's object at `path` answered so far, in order.
+    func calls(_ path: String) throws -> [String] {
+        try bus.call("org.bluez", path, "org.freedesktop.DBus.Mock", "GetCalls", returning: [MockCall].self).map(\.method)
+    }
+
     /// Whether some client asked hci0 to discover (and it has not stopped).
     func discovering() throws -> Bool {
         struct Value: Decodable { let data: Bool }
@@ -309,11 +314,69 @@ final class BlueZStandIn {
     }
 }
 
+/// One entry of python-dbusmock's call log, `(t time, s method, av arguments)`: the method.
+struct MockCall: Decodable {
+    let method: String
+
+    init(from decoder: any Decoder) throws {
+        var fields = try decoder.unkeyedContainer()
+        _ = try fields.decode(UInt64.self)
+        method = try fields.decode(String.self)
+    }
+}
+
+/// NetworkManager for one machine: python-dbusmock's `networkmanager` template on the bus of a
+/// `GeoClueStandIn`, with one Wi-Fi device that sees no access point. Presence asks its
+/// GetDevices first in every poll, so its call log counts the machine's polls.
+final class NetworkManagerStandIn {
+    let bus: FprintdRig
+    private let mock: pid_t
+
+    var log: String { (try? String(contentsOfFile: bus.directory + "/networkmanager.log", encoding: .utf8)) ?? "" }
+
+    init(on geoClue: GeoClueStandIn) throws {
+        bus = geoClue.bus
+        mock = try ChildProcess.spawn(["/usr/bin/python3", "-m", "dbusmock", "--template", "networkmanager"],
+                                      environment: ["DBUS_SYSTEM_BUS_ADDRESS=\(bus.address)", "PATH=/usr/bin:/bin", "PYTHONUNBUFFERED=1"],
+                                      stdout: .file(bus.directory + "/networkmanager.log"))
+        let deadline = Date().addingTimeInterval(20)
+        while try !bus.call("org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus", "NameHasOwner",
+                            ["s", "org.freedesktop.NetworkManager"], returning: Bool.self) {
+            guard Date() < deadline else { throw HarnessError("the NetworkManager stand-in did not start within 20 s:\n\(log)") }
+            usleep(50_000)
+        }
+        // 100: NM_DEVICE_STATE_ACTIVATED.
+        _ = try bus.call("org.freedesktop.NetworkManager", "/org/freedesktop/NetworkManager", "org.freedesktop.DBus.Mock", "AddWiFiDevice",
+                         ["ssi", "wlan0", "wlan0", "100"], returning: String.self)
+    }
+
+    deinit { ChildProcess.reap(mock) }
+
+    /// How many polls the machine has begun.
+    func polls() throws -> Int {
+        try bus.call("org.freedesktop.NetworkManager", "/org/freedesktop/NetworkManager", "org.freedesktop.DBus.Mock", "GetCalls",
+                     returning: [MockCall].self).filter { $0.method == "GetDevices" }.count
+    }
+
+    /// Waits until `count` polls that began after this call have ended (the one after them has
+    /// begun, and a poll reports what it saw before the next begins), at most `seconds`: the
+    /// ordering marker behind "nothing happened in those polls".
+    func pollsPass(_ count: Int, seconds: Double) throws {
+        let begun = try polls()
+        let deadline = Date().addingTimeInterval(seconds)
+        while try polls() < begun + count + 1 {
+            guard Date() < deadline else { throw HarnessError("\(count) polls did not pass within \(seconds) s after \(begun):\n\(log)") }
+            usleep(100_000)
+        }
+    }
+}
+
 extension PresenceTests {
     @Test("a beacon pins automatically only with precise beacon: with manual, A never turns to BlueZ and Bob hears only the person's own pin; with beacon, the Office's beacon appearing reaches Bob's stream as pinned at the beacon's point")
     func beaconPin() throws {
         let geoClue = try GeoClueStandIn()
         let bluez = try BlueZStandIn(on: geoClue)
+        let networkManager = try NetworkManagerStandIn(on: geoClue)
         let located = try Located(geoClue: geoClue)
         let (people, office) = (located.people, Self.office)
         let beacon = (address: "C0:FF:EE:00:00:01", latitude: 59.4371, longitude: 24.7537)
@@ -344,14 +407,18 @@ extension PresenceTests {
         _ = try located.machine(is: "reading")
         let (watchB, _) = try SyncTests.subscribe(people.b, session: people.bob, ["kinds": ["presence"]])
 
-        // Manual: the beacon is in range, yet A leaves BlueZ alone and pins nothing; after more
-        // than two of A's polls (5 s each), Alice's own pin is the next thing Bob hears.
+        // Manual: the beacon is in range, yet A leaves BlueZ alone and pins nothing: two of A's
+        // polls (5 s each) pass inside the Office, counted by A's NetworkManager (the ordering
+        // marker), and Alice's own pin is the next thing Bob hears.
         let desk = try bluez.addDevice(beacon.address)
         try geoClue.move(office.latitude, office.longitude)
         let entered = try located.nextPing(watchB)
         #expect(entered["state"] == "entered" && entered["hotspot"]?["id"] == withBeacon, "\(entered)")
-        usleep(12_000_000)
+        try networkManager.pollsPass(2, seconds: 30)
         #expect(try bluez.discovering() == false, "manual: A never asked BlueZ to discover\n\(bluez.log)")
+        // (The log also holds the test's own AddAdapter and AddDevice.)
+        let asked = try (bluez.calls("/") + bluez.calls(BlueZStandIn.adapter)).filter { !["AddAdapter", "AddDevice"].contains($0) }
+        #expect(asked.isEmpty, "manual: A never asked BlueZ anything: \(asked)")
         _ = try clientA.result("presence.pin", ["session": people.alice, "lat": .double(59.4369), "lon": .double(24.7535)])
         let ownPin = try located.nextPing(watchB)
         #expect(ownPin["state"] == "pinned" && ownPin["pinned"] == ["lat": .double(59.4369), "lon": .double(24.7535)], "\(ownPin)")

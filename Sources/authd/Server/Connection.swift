@@ -320,6 +320,13 @@ final class Connection: StreamingConnection, @unchecked Sendable {
         loop.execute { [self] in perform(machine.drain()) }
     }
 
+    /// How many of this connection's requests are in flight, as its machine counts them, read
+    /// on the loop in a turn of its own: after every turn queued before it, so what a turn in
+    /// hand would still take is counted (tests prove with it that a request was not taken).
+    func requestsInFlight() async -> Int {
+        await withCheckedContinuation { answer in loop.executeLater { [self] in answer.resume(returning: machine.requestsInFlight) } }
+    }
+
     /// Shutdown deadline passed: cancel what is still running.
     func cancelInFlight() {
         loop.execute { [self] in perform(machine.cancelInFlight()) }
