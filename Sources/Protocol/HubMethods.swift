@@ -79,15 +79,19 @@ public enum HubStatus: RPCMethod {
     public struct Hub: Codable, Sendable, Equatable {
         /// The address it listens on, `HOST:PORT` (the port the kernel chose for port 0).
         public var listen: String
+        /// Connections of other machines, newcomers included.
         public var devicesConnected: Int
+        /// Of those, connections of machines that hold no session here (they may only sign in).
+        public var newcomersConnected: Int?
 
-        public init(listen: String, devicesConnected: Int) {
+        public init(listen: String, devicesConnected: Int, newcomersConnected: Int? = nil) {
             self.listen = listen
             self.devicesConnected = devicesConnected
+            self.newcomersConnected = newcomersConnected
         }
 
         enum CodingKeys: String, CodingKey {
-            case listen, devicesConnected = "devices_connected"
+            case listen, devicesConnected = "devices_connected", newcomersConnected = "newcomers_connected"
         }
     }
 }

@@ -8,7 +8,8 @@ public struct LineFramer: Sendable {
     /// The protocol's limit: 1 MiB per line, newline excluded.
     public static let defaultMaxLineLength = 1 << 20
 
-    public let maxLineLength: Int
+    /// May be raised while lines are buffered (never lowered: a line taken stays taken).
+    public var maxLineLength: Int
     /// The most an empty framer keeps allocated for the next lines.
     static let retainedCapacity = 64 << 10
     private var buffer: [UInt8] = []

@@ -29,7 +29,9 @@ enum HubStatusText {
     static func lines(_ status: HubStatus.Result) -> [String] {
         var lines = ["role: \(status.role)", "device id: \(status.deviceID)"]
         if let link = status.link { lines.append(linkLine(link)) }
-        if let hub = status.hub { lines.append("hub: listening on \(hub.listen), \(hub.devicesConnected) device(s) connected") }
+        if let hub = status.hub {
+            lines.append("hub: listening on \(hub.listen), \(hub.devicesConnected) device(s) connected, \(hub.newcomersConnected ?? 0) not signed in")
+        }
         return lines
     }
 

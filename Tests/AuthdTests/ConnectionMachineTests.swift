@@ -100,14 +100,46 @@ struct ConnectionMachineTests {
         let alice = Caller.local(CallerIdentity(uid: 1000, gid: 1000, pid: 1, exe: "/a", username: "alice", groups: []))
         let bob = Caller.local(CallerIdentity(uid: 1001, gid: 1001, pid: 2, exe: "/b", username: "bob", groups: []))
         let half = ConnectionRegistry.bufferedPerCaller / 2
-        #expect(registry.heldChanged(of: alice, by: .init(output: half)))
-        #expect(registry.heldChanged(of: alice, by: .init(input: half)), "exactly alice's share")
-        #expect(!registry.heldChanged(of: alice, by: .init(input: 1)), "one byte of an unfinished line past alice's share")
-        #expect(registry.heldChanged(of: bob, by: .init(output: 1024)), "bob's share is his own")
-        #expect(registry.heldChanged(of: alice, by: .init(input: -half - 1, output: -half)))
+        #expect(registry.heldChanged(of: alice, standing: .local, by: .init(output: half)))
+        #expect(registry.heldChanged(of: alice, standing: .local, by: .init(input: half)), "exactly alice's share")
+        #expect(!registry.heldChanged(of: alice, standing: .local, by: .init(input: 1)), "one byte of an unfinished line past alice's share")
+        #expect(registry.heldChanged(of: bob, standing: .local, by: .init(output: 1024)), "bob's share is his own")
+        #expect(registry.heldChanged(of: alice, standing: .local, by: .init(input: -half - 1, output: -half)))
         #expect(registry.held == .init(input: 0, output: 1024))
-        #expect(registry.heldChanged(of: bob, by: .init(output: -1024)))
+        #expect(registry.heldChanged(of: bob, standing: .local, by: .init(output: -1024)))
         #expect(registry.held == .init())
+    }
+
+    @Test("strangers draw on a small pool of their own, other machines never on the local users' reserve")
+    func heldPools() {
+        let registry = ConnectionRegistry()
+        let root = Caller.local(CallerIdentity(uid: 0, gid: 0, pid: 1, exe: "/r", username: "root", groups: []))
+        let strangers = (0..<80).map { Caller.device(DeviceID(description: "stranger-\($0)")) }
+        let line = ConnectionRegistry.newcomerLineLength
+        // Strangers each holding an unfinished line fill their pool and no more.
+        var admitted = 0
+        for stranger in strangers {
+            if registry.heldChanged(of: stranger, standing: .newcomer, by: .init(input: line)) {
+                admitted += 1
+            } else {
+                _ = registry.heldChanged(of: stranger, standing: .newcomer, by: .init(input: -line))  // closed: it gives back
+            }
+        }
+        #expect(admitted == ConnectionRegistry.bufferedNewcomers / line, "the newcomers' pool holds exactly this many lines")
+        #expect(registry.held.total <= ConnectionRegistry.bufferedNewcomers + line)
+        // Signed-in machines fill theirs up to the remote share; the local reserve stays.
+        let members = (0..<20).map { Caller.device(DeviceID(description: "member-\($0)")) }
+        var remote = 0
+        for member in members {
+            while registry.heldChanged(of: member, standing: .member, by: .init(output: 1 << 20)) { remote += 1 }
+            _ = registry.heldChanged(of: member, standing: .member, by: .init(output: -(1 << 20)))
+        }
+        #expect(remote > 0)
+        let reserve = ConnectionRegistry.bufferedTotal - ConnectionRegistry.bufferedRemote
+        #expect(registry.held.total > ConnectionRegistry.bufferedRemote - (1 << 20), "the machines hold all they may")
+        #expect(registry.heldChanged(of: root, standing: .local, by: .init(input: 300 << 10, output: 2400 << 10)),
+                "root's 300 KB request and 2.4 MB answer fit in the reserve however full the machines' pools are")
+        #expect(reserve >= ConnectionRegistry.bufferedPerCaller, "the reserve holds at least one local user's whole share")
     }
 
     @Test("an unfinished line is what the connection holds; once its lines are taken it holds nothing")

@@ -116,6 +116,9 @@ func benchHub() throws -> (hub: Daemon, client: Client, port: UInt16, pki: Bench
         listen = 127.0.0.1:0
         cert_file = \(pki.directory)/hub.pem
         key_file = \(pki.directory)/hub.key
+        # Every bench device connects from 127.0.0.1 before it signs in.
+        newcomers_per_address = 100000
+        max_newcomers = 100000
         """)
     let hubClient = try Client(hub.socket)
     let status = String(decoding: try hubClient.call("hub.status"), as: UTF8.self)

@@ -34,7 +34,8 @@ extension MethodTable {
                 audit: .init(rows: audit.rows, bytes: audit.bytes, oldest: audit.oldest.map { Timestamp.rfc3339($0, milliseconds: true) },
                              purgedThrough: audit.purgedThrough, integrity: audit.integrity, retentionSeconds: bounds.retentionSeconds,
                              maxBytes: bounds.maxBytes),
-                hub: services.hub.status(devicesConnected: services.connections.deviceCount))
+                hub: services.hub.status(devicesConnected: services.connections.deviceCount,
+                                                         newcomersConnected: services.connections.newcomerCount))
         }
 
         register(AdminReload.self, home: .machine, access: .admin, audit: { _, result in

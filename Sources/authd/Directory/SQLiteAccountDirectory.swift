@@ -182,6 +182,20 @@ struct SQLiteAccountDirectory: AccountDirectory {
         (try? WireCodec.decode([String].self, from: Data(json.utf8))) ?? []
     }
 
+    /// Whether `machine` holds a live session of an active account here, on a device it has not
+    /// been removed from: a machine that signed in, as the hub's budgets count it.
+    func machineHoldsSession(_ machine: DeviceID) async throws -> Bool {
+        let now = seconds
+        return try await store.read { database in
+            try database.queryOne(
+                """
+                SELECT 1 FROM devices d JOIN sessions s ON s.device_id = d.id JOIN accounts a ON a.id = d.account_id
+                WHERE d.device_key = ? AND d.revoked_at IS NULL AND s.revoked_at IS NULL AND s.expires_at > ? AND a.deactivated_at IS NULL
+                LIMIT 1
+                """, [.text(DeviceIdentity.key(ofMachine: machine)), .integer(now)]) { _ in true } ?? false
+        }
+    }
+
     /// Runs `body` in one transaction with the live session for `token`.
     func withSession<T: Sendable>(_ token: String, _ body: @escaping @Sendable (Database, ActiveSession) throws -> T) async throws -> T {
         let now = seconds

@@ -9,7 +9,9 @@ extension MethodTable {
         register(DeviceIdentify.self, home: .machine, access: .anyone) { _, _ in
             DeviceIdentify.Result(deviceID: hub.identity.id.description, name: hub.identity.name)
         }
-        register(HubStatus.self, home: .machine, access: .anyone) { _, _ in hub.status(devicesConnected: services.connections.deviceCount) }
+        register(HubStatus.self, home: .machine, access: .anyone) { _, _ in 
+            hub.status(devicesConnected: services.connections.deviceCount, newcomersConnected: services.connections.newcomerCount)
+        }
         register(LinkPing.self, home: .link, access: .anyone) { _, _ in LinkPing.Result(idleTimeout: services.config.current.idleTimeoutSeconds) }
         register(LinkJWKS.self, home: .link, access: .anyone) { _, _ in
             LinkJWKS.Result(issuer: services.config.current.tokenIssuer, keys: services.keys.jwks(now: services.now()).keys)

@@ -6,9 +6,15 @@ import Synchronization
 
 /// The hub's TCP port: accepts other machines, runs each TLS handshake within
 /// `[hub] handshake_timeout`, and hands each device's connection to the same `Connection` the
-/// Unix socket uses, with the device id (its proven key) as the caller. Limits: at most
-/// `[hub] max_devices` device connections, at most `max_handshakes_per_address` handshakes in
-/// progress from one address, and at most `linksPerDevice` connections per device id.
+/// Unix socket uses, with the device id (its proven key) as the caller.
+///
+/// Any key can make a certificate, so a proven key is not yet anyone: a machine that holds no
+/// session here is a *newcomer*, which may only sign in — at most `newcomers_per_address`
+/// connections from one address and `max_newcomers` in all (the oldest gives way to a new one),
+/// small lines and a small memory pool of its own (`ConnectionRegistry`), and for
+/// `newcomer_timeout`, after which it is let go and, if it signed in meanwhile, comes back as
+/// a member. `max_devices` counts members: machines that hold a session. Handshakes in
+/// progress are bounded per address and in all.
 final class HubListener: Sendable {
     /// Connections one device id may hold at once (its link, and a reconnect racing the old one).
     static let linksPerDevice = 4
@@ -18,6 +24,12 @@ final class HubListener: Sendable {
     private let dispatcher: Dispatcher
     private let loop: AcceptLoop
     private let handshaking = Mutex<[String: Int]>([:])
+    private struct Newcomer {
+        let peer: String
+        let connection: Connection
+    }
+    /// Newcomers' connections in the order they came (the oldest first).
+    private let newcomers = Mutex<[(id: UInt64, newcomer: Newcomer)]>([])
     private var services: Services { dispatcher.services }
 
     /// Binds `listen` (port 0: the kernel picks one; `address` says which).
@@ -39,14 +51,14 @@ final class HubListener: Sendable {
         let peer = Syscalls.peerAddress(client)
         let (inHandshake, admitted) = handshaking.withLock { counts -> (Int, Bool) in
             let total = counts.values.reduce(0, +)
-            guard counts[peer, default: 0] < config.hubMaxHandshakesPerAddress,
-                  services.connections.deviceCount + total < config.hubMaxDevices else { return (total, false) }
+            // Before its handshake a client is no one yet: the newcomers' bound applies.
+            guard counts[peer, default: 0] < config.hubMaxHandshakesPerAddress, total < config.hubMaxNewcomers else { return (total, false) }
             counts[peer, default: 0] += 1
             return (total, true)
         }
         guard admitted else {
-            services.logger.warning("hub: refused a connection from \(peer) (limits: \(config.hubMaxDevices) devices, "
-                                    + "\(config.hubMaxHandshakesPerAddress) handshakes per address; \(inHandshake) in progress)")
+            services.logger.warning("hub: refused a connection from \(peer) (limits: \(config.hubMaxNewcomers) handshakes in all, "
+                                    + "\(config.hubMaxHandshakesPerAddress) per address; \(inHandshake) in progress)")
             Syscalls.close(client)
             return
         }
@@ -61,7 +73,8 @@ final class HubListener: Sendable {
         Handshake(fd: client, stream: stream, peer: peer, timeout: .seconds(config.hubHandshakeTimeoutSeconds)) { [self] outcome in
             finished(peer)
             switch outcome {
-            case .success(let device): serve(client, stream: stream, device: device, peer: peer)
+            case .success(let device):
+                Task { [self] in serve(client, stream: stream, device: device, peer: peer, member: await services.connections.holdsSession(device)) }
             case .failure(let reason):
                 services.logger.info("hub: a TLS handshake from \(peer) failed: \(reason)")
                 Syscalls.close(client)
@@ -76,21 +89,58 @@ final class HubListener: Sendable {
         }
     }
 
-    private func serve(_ client: Int32, stream: TLSStream, device: DeviceID, peer: String) {
+    private func serve(_ client: Int32, stream: TLSStream, device: DeviceID, peer: String, member: Bool) {
         let config = services.config.current
         let caller = Caller.device(device)
         let registry = services.connections
-        guard registry.count(of: caller) < Self.linksPerDevice else {
-            services.logger.warning("hub: device \(device) already has \(Self.linksPerDevice) connections; refused another from \(peer)")
+        func refuse(_ why: String) {
+            services.logger.warning("hub: refused device \(device) from \(peer): \(why)", [("AUTHD_CALLER_DEVICE", device.description)])
             stream.shutdown()
             Syscalls.close(client)
-            return
         }
-        let connection = Connection(id: registry.makeID(), channel: TLSChannel(fd: client, stream: stream), caller: caller, dispatcher: dispatcher,
+        guard registry.count(of: caller) < Self.linksPerDevice else {
+            return refuse("it already has \(Self.linksPerDevice) connections")
+        }
+        if member, !registry.isConnectedMember(caller), registry.memberMachineCount >= config.hubMaxDevices {
+            return refuse("\(config.hubMaxDevices) signed-in machines are connected ([hub] max_devices)")
+        }
+        let connection = Connection(id: registry.makeID(), channel: TLSChannel(fd: client, stream: stream), caller: caller,
+                                    newcomer: !member, dispatcher: dispatcher,
                                     timeouts: (config.idleTimeoutSeconds, config.promptTimeoutSeconds), registry: registry)
-        registry.add(connection)
+        if !member {
+            guard let evicted = admitNewcomer(connection, peer: peer, config: config) else {
+                return refuse("\(config.hubNewcomersPerAddress) machines that have not signed in are connected from its address ([hub] newcomers_per_address)")
+            }
+            evicted?.close()
+        }
+        registry.add(connection, standing: member ? .member : .newcomer)
         connection.start()
-        services.logger.info("hub: device \(device) connected from \(peer)", [("AUTHD_CALLER_DEVICE", device.description)])
+        if !member {
+            // A newcomer has a short time to sign in (which promotes it where it signs in); then
+            // it is let go, after what it asked is answered.
+            DispatchQueue.global(qos: .utility).asyncAfter(deadline: .now() + .seconds(config.hubNewcomerTimeoutSeconds)) { [weak connection] in
+                guard let connection, registry.standing(of: connection.id) == .newcomer else { return }
+                Task {
+                    if await registry.holdsSession(device) { registry.promote(caller) } else { connection.closeWhenAnswered() }
+                }
+            }
+        }
+        services.logger.info("hub: device \(device) connected from \(peer)\(member ? "" : " (not signed in)")", [("AUTHD_CALLER_DEVICE", device.description)])
+    }
+
+    /// Counts a newcomer in: nil when its address has its share already; otherwise the oldest
+    /// newcomer to let go to make room (`.some(nil)`: there was room).
+    private func admitNewcomer(_ connection: Connection, peer: String, config: Config) -> Connection?? {
+        let registry = services.connections
+        return newcomers.withLock { list -> Connection?? in
+            // Those that left, or signed in, no longer count.
+            list.removeAll { registry.standing(of: $0.id) != .newcomer }
+            guard list.count(where: { $0.newcomer.peer == peer }) < config.hubNewcomersPerAddress else { return nil }
+            var evicted: Connection?
+            if list.count >= config.hubMaxNewcomers { evicted = list.removeFirst().newcomer.connection }
+            list.append((connection.id, Newcomer(peer: peer, connection: connection)))
+            return .some(evicted)
+        }
     }
 }
 

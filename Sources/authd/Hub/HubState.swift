@@ -27,7 +27,7 @@ final class HubState: Sendable {
     }
 
     /// What `hub.status` and `admin.status` report.
-    func status(devicesConnected: Int) -> HubStatus.Result {
+    func status(devicesConnected: Int, newcomersConnected: Int = 0) -> HubStatus.Result {
         var result = HubStatus.Result(role: role.rawValue, deviceID: identity.id.description)
         if let link {
             let status = link.currentStatus
@@ -35,7 +35,7 @@ final class HubState: Sendable {
                                          roundTripMs: status.roundTripMs, lastError: status.lastError)
         }
         if role == .hub, let address = listenAddress {
-            result.hub = HubStatus.Hub(listen: address.description, devicesConnected: devicesConnected)
+            result.hub = HubStatus.Hub(listen: address.description, devicesConnected: devicesConnected, newcomersConnected: newcomersConnected)
         }
         return result
     }

@@ -15,6 +15,14 @@ enum Caller: Sendable, Equatable {
         if case .local = self { false } else { true }
     }
 
+    /// The other machine that asked (directly, or for a process on it); nil for a local process.
+    var machine: DeviceID? {
+        switch self {
+        case .local: nil
+        case .device(let id), .forwarded(let id, _): id
+        }
+    }
+
     /// The executable that asked, when known: the `azp` of the tokens it gets.
     var executable: String? {
         switch self {

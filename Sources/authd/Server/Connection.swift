@@ -75,9 +75,14 @@ final class Connection: StreamingConnection, @unchecked Sendable {
     /// `prompt_timeout` (see ``PromptBroker``), in seconds.
     /// `registry` counts the connection's unread output against the daemon's budget and forgets
     /// the connection when it closes.
-    init(id: UInt64, channel: any ByteChannel, caller: Caller, dispatcher: Dispatcher, timeouts: (idle: Int, prompt: Int),
-         registry: ConnectionRegistry) {
+    /// `newcomer`: a machine that has not signed in, whose lines are small until it does
+    /// (`promoted()`); the registry keeps its standing.
+    init(id: UInt64, channel: any ByteChannel, caller: Caller, newcomer: Bool = false, dispatcher: Dispatcher,
+         timeouts: (idle: Int, prompt: Int), registry: ConnectionRegistry) {
         self.id = id
+        if newcomer {
+            machine = ConnectionMachine(limits: .init(maxLineLength: ConnectionRegistry.newcomerLineLength))
+        }
         idleTimeout = .seconds(timeouts.idle)
         prompts = PromptBroker(timeout: .seconds(timeouts.prompt))
         self.channel = channel
@@ -178,7 +183,7 @@ final class Connection: StreamingConnection, @unchecked Sendable {
         guard now != reported else { return }
         let delta = ConnectionRegistry.Held(input: now.input - reported.input, output: now.output - reported.output)
         reported = now
-        if !registry.heldChanged(of: caller, by: delta) {
+        if !registry.heldChanged(of: self, by: delta) {
             perform(machine.overBudget())
             accountHeld()  // closed: it gives back all it held
         }
@@ -334,6 +339,12 @@ final class Connection: StreamingConnection, @unchecked Sendable {
 
     func close() {
         loop.execute { [self] in perform(machine.close()) }
+    }
+
+    /// The machine signed in (the registry moved it to the members): its lines may be as long
+    /// as anyone's.
+    func promoted() {
+        loop.execute { [self] in machine.raiseLineLimit(to: LineFramer.defaultMaxLineLength) }
     }
 
     /// Closes once the requests in flight are answered and written; takes no new one.

@@ -69,7 +69,7 @@ struct ConnectionMachine {
 
     private enum State: Equatable { case open, closingAfterFlush(CloseReason), closed }
 
-    let limits: Limits
+    private(set) var limits: Limits
     private var state = State.open
     private var framer: LineFramer
     private var outbox: [UInt8] = []
@@ -315,6 +315,14 @@ struct ConnectionMachine {
     }
 
     // MARK: Lifecycle
+
+    /// Lines up to `length` are taken from now on, the one being read included (a machine that
+    /// signed in is no longer held to a newcomer's short lines).
+    mutating func raiseLineLimit(to length: Int) {
+        guard length > limits.maxLineLength else { return }
+        limits.maxLineLength = length
+        framer.maxLineLength = length
+    }
 
     /// Shutdown: refuse new requests and end streams; requests in flight finish.
     mutating func drain() -> [Action] {

@@ -96,7 +96,13 @@ final class Daemon: @unchecked Sendable {
         let syncBus = SyncBus()
         let outbox = hub.link.map { SyncOutbox(store: store, sealer: sealer, link: $0, bus: syncBus, machineName: identity.name, logger: logger, now: now) }
         let cursors = hub.link.map { SyncCursors(link: $0, bus: syncBus, logger: logger) }
-        let connections = ConnectionRegistry()
+        let connections = ConnectionRegistry { [logger] machine in
+            do { return try await directory.machineHoldsSession(machine) } catch {
+                // Unknown is a newcomer: the smaller budget, never a refusal.
+                logger.warning("hub: cannot tell whether device \(machine) holds a session: \(error)")
+                return false
+            }
+        }
         let syncService = SyncService(log: SyncLog(store: store, now: now), directory: accounts, bus: syncBus, limiter: SyncWriteLimiter(config: holder, now: now),
                                       thisMachine: identity.id) { events in
             await hub.push(events, directory: accounts, connections: connections)

@@ -119,6 +119,12 @@ final class Dispatcher: Sendable {
             services.hub.tell(ended, connections: services.connections, now: services.now(), logger: logger)
         }
         if let notices = scope?.notices, !notices.isEmpty { await services.syncService.record(notices) }
+        // A machine that was a newcomer and now holds a session signed in: it becomes a member
+        // at once, where it is (see HubListener).
+        if case .success = outcome, let machine = caller.machine, services.connections.isNewcomer(.device(machine)),
+           await services.connections.holdsSession(machine) {
+            services.connections.promote(.device(machine))
+        }
         log(request.method, caller, outcome.map { _ in () }, started)
         return reply(request, outcome)
     }

@@ -206,6 +206,11 @@ struct Config: Equatable, Sendable {
     /// Device connections a hub holds at most; connections in their handshake from one address.
     var hubMaxDevices = 10_000
     var hubMaxHandshakesPerAddress = 64
+    /// Machines that hold no session (newcomers): connections at once from one address, in all,
+    /// and how long one may stay connected without signing in.
+    var hubNewcomersPerAddress = 4
+    var hubMaxNewcomers = 256
+    var hubNewcomerTimeoutSeconds = 60
     private static let hub = Section("hub", [
         Setting("listen", \.hubListen) { value throws(ValueError) in
             guard let address = HostPort(value, allowPortZero: true) else {
@@ -231,6 +236,9 @@ struct Config: Equatable, Sendable {
         .duration("handshake_timeout", \.hubHandshakeTimeoutSeconds, in: 1...120),
         .integer("max_devices", \.hubMaxDevices, in: 1...1_000_000),
         .integer("max_handshakes_per_address", \.hubMaxHandshakesPerAddress, in: 1...100_000),
+        .integer("newcomers_per_address", \.hubNewcomersPerAddress, in: 1...10_000),
+        .integer("max_newcomers", \.hubMaxNewcomers, in: 1...100_000),
+        .duration("newcomer_timeout", \.hubNewcomerTimeoutSeconds, in: 1...3600),
     ])
 
     // MARK: [sync]
@@ -293,6 +301,9 @@ struct Config: Equatable, Sendable {
         kept.hubHandshakeTimeoutSeconds = old.hubHandshakeTimeoutSeconds
         kept.hubMaxDevices = old.hubMaxDevices
         kept.hubMaxHandshakesPerAddress = old.hubMaxHandshakesPerAddress
+        kept.hubNewcomersPerAddress = old.hubNewcomersPerAddress
+        kept.hubMaxNewcomers = old.hubMaxNewcomers
+        kept.hubNewcomerTimeoutSeconds = old.hubNewcomerTimeoutSeconds
         return kept
     }
 
@@ -451,7 +462,7 @@ struct Config: Equatable, Sendable {
         func line(_ key: String) -> Int { keyLines["hub." + key] ?? 0 }
         // The keys of one role set in the file, in a fixed order so the error names the same one each time.
         func given(_ keys: [String]) -> String? { keys.first { keyLines["hub." + $0] != nil } }
-        let hubKeys = ["cert_file", "key_file", "max_devices", "max_handshakes_per_address"]
+        let hubKeys = ["cert_file", "key_file", "max_devices", "max_handshakes_per_address", "newcomers_per_address", "max_newcomers", "newcomer_timeout"]
         let deviceKeys = ["ca_file", "pin"]
         switch config.role {
         case .standalone:
