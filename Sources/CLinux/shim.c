@@ -9,6 +9,7 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <malloc.h>
 
 int authd_accept4(int fd, int flags) {
     return accept4(fd, NULL, NULL, flags);
@@ -68,4 +69,12 @@ int authd_pipe_cloexec(int fds[2]) {
 
 int authd_spawn_close_from(posix_spawn_file_actions_t *actions, int lowfd) {
     return posix_spawn_file_actions_addclosefrom_np(actions, lowfd);
+}
+
+int authd_malloc_map_from(size_t bytes) {
+    return mallopt(M_MMAP_THRESHOLD, (int)bytes);
+}
+
+int authd_malloc_trim(void) {
+    return malloc_trim(0);
 }

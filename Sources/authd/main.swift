@@ -10,6 +10,7 @@ case .exit(let message, let status):
 case .desktop(let socketPath):
     DesktopAgent.run(socketPath: socketPath)
 case .run(let options):
+    MemoryReturn.configureAllocator()
     // The main thread waits for the daemon here, not in dispatch_main as under an async top
     // level: dispatch_main ends the thread with pthread_exit, whose unwinding reads some 600 KB
     // of unwind tables into memory for good. Nothing in authd runs on the main actor.

@@ -26,4 +26,11 @@ int authd_pipe_cloexec(int fds[2]);
 /* posix_spawn_file_actions_addclosefrom_np: the child closes every descriptor from `lowfd` up,
  * so a long-lived helper never holds another thread's pipe open. */
 int authd_spawn_close_from(posix_spawn_file_actions_t *actions, int lowfd);
+/* mallopt(M_MMAP_THRESHOLD, bytes): a fixed threshold (glibc's own rises to the largest block
+ * freed, up to 32 MiB), so every block of at least `bytes` is mapped and unmapped when freed.
+ * 1 on success. */
+int authd_malloc_map_from(size_t bytes);
+
+/* malloc_trim(0): return the free memory of every arena to the system; 1 when some was. */
+int authd_malloc_trim(void);
 #endif

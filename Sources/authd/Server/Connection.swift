@@ -372,5 +372,6 @@ final class Connection: StreamingConnection, @unchecked Sendable {
         }
         channel.close()
         registry.remove(self)
+        MemoryReturn.shared.connectionClosed(remaining: registry.count)
     }
 }

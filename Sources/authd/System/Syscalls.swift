@@ -615,6 +615,22 @@ enum Syscalls {
         _ = munmap(address, bytes)
     }
 
+    /// Makes malloc map every block of at least `bytes` on its own and unmap it when it is
+    /// freed. glibc's own threshold rises to the largest mapped block freed (up to 32 MiB), after
+    /// which a flood's line buffers come from the heap and stay there once the connections are
+    /// gone. The corresponding C function is `mallopt` with `M_MMAP_THRESHOLD`.
+    @discardableResult
+    static func mapLargeAllocations(from bytes: Int) -> Bool {
+        authd_malloc_map_from(bytes) == 1
+    }
+
+    /// Returns the free memory of every malloc arena to the system; true when some was.
+    /// The corresponding C function is `malloc_trim` (with no padding kept).
+    @discardableResult
+    static func returnFreeMemory() -> Bool {
+        authd_malloc_trim() == 1
+    }
+
     /// Resident set size from /proc/self/statm.
     static func residentMemoryBytes() -> Int64 {
         guard let file = fopen("/proc/self/statm", "r") else { return -1 }
