@@ -147,3 +147,33 @@ struct PasswordSignInTests {
         #expect(try DeviceIdentity.resolve(DeviceDescription(key: "phone-1", name: nil), caller: .local(process)).key == "phone-1")
     }
 }
+
+@Suite("Maintenance announces what it changes")
+struct MaintenanceAnnouncementTests {
+    @Test("the hourly finish of an interrupted provider logout announces the sessions it ends, as a call would")
+    func interruptedLogoutIsAnnounced() async throws {
+        let fixture = try TestDirectory()
+        let account = try await fixture.register().account.id
+        let federated = try await fixture.directory.createSession(account: account, device: DeviceIdentity(key: "device:AAAA-1111", name: "a", machineUser: 1000),
+                                                                  amr: ["fed"], federation: "example")
+        let kept = try await fixture.directory.createSession(account: account, device: DeviceIdentity(key: "laptop", name: "l"), amr: ["pwd"], federation: nil)
+        fixture.clock.advance(1)
+        // The vault noted the logout, and the daemon stopped before the directory ended its sessions.
+        let loggedOutAt = fixture.now
+        try await fixture.store.transaction { database in
+            try database.execute("INSERT INTO pending_logouts (uid, provider, account_id, issuer, subject, logged_out_at) VALUES (1000, 'example', ?, 'https://idp', NULL, ?)",
+                                 [.text(account), .integer(loggedOutAt)])
+        }
+        let sealer = try Sealer(masterKey: MasterKey(secret: try OpenSSL.randomSecret(32), source: .keyFile(path: fixture.folder.path + "/master.key")))
+        let vault = TokenVault(store: fixture.store, sealer: sealer, directory: fixture.directory)
+        let (finished, announced) = try await Maintenance.finishInterruptedLogouts(vault: vault, now: fixture.clock.closure)
+        #expect(finished == 1)
+        #expect(announced.endedSessions.map(\.id) == [federated.session.id], "the ended session is announced, for the hub to tell its machine")
+        #expect(announced.endedSessions.first?.cause == .providerLogout)
+        #expect(announced.endedSessions.first?.machineUser == 1000)
+        #expect(announced.notices.contains { $0.kind == "session.ended" && $0.account == account }, "the account's log hears of it: \(announced.notices)")
+        #expect(try await fixture.directory.authenticate(kept.session.token).id == kept.session.id, "the password session is untouched")
+        let (again, nothing) = try await Maintenance.finishInterruptedLogouts(vault: vault, now: fixture.clock.closure)
+        #expect(again == 0 && nothing.isEmpty, "finished once")
+    }
+}

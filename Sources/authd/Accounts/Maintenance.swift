@@ -28,13 +28,23 @@ enum Maintenance {
         return purged
     }
 
+    /// Ends the sessions of provider logouts that were interrupted, and returns how many it
+    /// finished with what that announces (the sessions it ended, the accounts' notices), for
+    /// `Services.announce`, as a call's would be.
+    static func finishInterruptedLogouts(vault: TokenVault, now: @escaping @Sendable () -> Date) async throws -> (Int, Announcements) {
+        try await AuditScope.collecting(now: now) { try await vault.finishPendingLogouts() }
+    }
+
     /// Runs `purge` (and finishes interrupted logouts) now and every hour until cancelled.
+    /// `announce`: where what maintenance changed is announced (`Services.announce`).
     static func schedule(directory: any AccountDirectory, vault: TokenVault, audit: AuditLog, sync: SyncLog, config: ConfigHolder,
-                         spoolDirectory: String, logger: Logger, now: @escaping @Sendable () -> Date) -> Task<Void, Never> {
+                         spoolDirectory: String, logger: Logger, now: @escaping @Sendable () -> Date,
+                         announce: @escaping @Sendable (Announcements) async -> Void) -> Task<Void, Never> {
         Task {
             while !Task.isCancelled {
                 do {
-                    let finished = try await vault.finishPendingLogouts()
+                    let (finished, announcements) = try await finishInterruptedLogouts(vault: vault, now: now)
+                    await announce(announcements)
                     if finished > 0 { logger.notice("ended the sessions of \(finished) interrupted provider logout(s)") }
                 } catch {
                     logger.warning("finishing interrupted provider logouts failed: \(error)")

@@ -18,8 +18,9 @@ final class AuditScope: Sendable {
     /// The scope of the audited call this task serves; nil outside one (maintenance, start-up).
     @TaskLocal static var current: AuditScope?
 
-    let caller: Caller
-    let method: String
+    /// The call whose records the scope writes; nil for work outside any call, which only
+    /// collects what it announces (`collecting`).
+    let call: (caller: Caller, method: String)?
     private let now: @Sendable () -> Date
 
     private struct Records {
@@ -34,17 +35,30 @@ final class AuditScope: Sendable {
     private let records = Mutex(Records())
 
     init(caller: Caller, method: String, now: @escaping @Sendable () -> Date) {
-        self.caller = caller
-        self.method = method
+        call = (caller, method)
         self.now = now
+    }
+
+    private init(now: @escaping @Sendable () -> Date) {
+        call = nil
+        self.now = now
+    }
+
+    /// Runs `body`, which is not a call (maintenance), collecting what its committed
+    /// transactions announce, for the caller to hand to `Services.announce`: a change made
+    /// outside a call must not end sessions or note events silently.
+    static func collecting<T: Sendable>(now: @escaping @Sendable () -> Date, _ body: () async throws -> T) async throws -> (T, Announcements) {
+        let scope = AuditScope(now: now)
+        let value = try await $current.withValue(scope) { try await body() }
+        return (value, scope.announcements)
     }
 
     /// Appends the call's success record, with `detail`, to the transaction running on
     /// `database`, when the running task serves an audited call; does nothing otherwise.
     static func record(in database: Database, _ detail: [String: JSONValue]) throws {
-        guard let scope = current else { return }
+        guard let scope = current, let call = scope.call else { return }
         let record = try AuditLog.insert(
-            .init(caller: scope.caller, method: scope.method, outcome: .ok, reason: nil, detail: detail), at: scope.now(), into: database)
+            .init(caller: call.caller, method: call.method, outcome: .ok, reason: nil, detail: detail), at: scope.now(), into: database)
         scope.records.withLock { $0.staged.append(record) }
     }
 
@@ -77,9 +91,9 @@ final class AuditScope: Sendable {
     /// The records the call's own transactions committed.
     var committed: [AuditRecord] { records.withLock { $0.committed } }
 
-    /// The sessions the call's own transactions ended.
-    var endedSessions: [EndedSession] { records.withLock { $0.endedSessions } }
-
-    /// What the call's own transactions did that the accounts' event logs record.
-    var notices: [AccountNotice] { records.withLock { $0.notices } }
+    /// What the call's own transactions committed that is announced: the sessions they ended,
+    /// and what the accounts' event logs record.
+    var announcements: Announcements {
+        records.withLock { Announcements(endedSessions: $0.endedSessions, notices: $0.notices) }
+    }
 }

@@ -163,7 +163,9 @@ final class Daemon: @unchecked Sendable {
         }
         await presence.start(sync: syncBus)
         maintenance = Maintenance.schedule(directory: directory, vault: services.vault, audit: services.audit, sync: SyncLog(store: store, now: now),
-                                           config: holder, spoolDirectory: options.smsSpoolDirectory, logger: logger, now: now)
+                                           config: holder, spoolDirectory: options.smsSpoolDirectory, logger: logger, now: now) { [services] in
+            await services.announce($0)
+        }
         let elapsed = Date().timeIntervalSince(started)
         logger.notice("authd \(DaemonVersion.string) ready in \(options.mode.rawValue) mode on \(options.socketPath)", [
             ("AUTHD_SOCKET", options.socketPath), ("AUTHD_STATE_DIR", options.stateDirectory),

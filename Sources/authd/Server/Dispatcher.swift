@@ -115,10 +115,7 @@ final class Dispatcher: Sendable {
             await recordRefusal(wire, of: request, entry, caller)
             outcome = .failure(wire)
         }
-        if let ended = scope?.endedSessions, !ended.isEmpty {
-            services.hub.tell(ended, connections: services.connections, now: services.now(), logger: logger)
-        }
-        if let notices = scope?.notices, !notices.isEmpty { await services.syncService.record(notices) }
+        if let scope { await services.announce(scope.announcements) }
         // A machine that was a newcomer and now holds a session signed in: it becomes a member
         // at once, where it is (see HubListener).
         if case .success = outcome, let machine = caller.machine, services.connections.isNewcomer(.device(machine)),

@@ -40,14 +40,23 @@ struct Services: Sendable {
     let startedAt: Date
     let now: @Sendable () -> Date
 
-    /// Root or the admin group in system mode; the daemon's own user (or root) in user mode.
-    /// Never another machine: administration is local.
+    /// Pushes what committed changes announce, whoever made them (a call, or maintenance): a hub
+    /// tells the machines whose sessions ended, and the accounts' event logs record the notices.
+    func announce(_ announcements: Announcements) async {
+        if !announcements.endedSessions.isEmpty {
+            hub.tell(announcements.endedSessions, connections: connections, now: now(), logger: logger)
+        }
+        if !announcements.notices.isEmpty { await syncService.record(announcements.notices) }
+    }
+
     /// Whether the caller is a process of root on this machine (`Access.root`).
     func isRoot(_ caller: Caller) -> Bool {
         guard case .local(let peer) = caller else { return false }
         return peer.uid == 0
     }
 
+    /// Root or the admin group in system mode; the daemon's own user (or root) in user mode.
+    /// Never another machine: administration is local.
     func isAdmin(_ caller: Caller) -> Bool {
         guard case .local(let caller) = caller else { return false }
         if caller.uid == 0 { return true }
