@@ -17,8 +17,14 @@ struct HubAccountDirectory: AccountDirectory {
     let now: @Sendable () -> Date
 
     /// One call of a link method: its result, or the hub's error as the hub gave it.
+    /// The link's edge: the hub's refusals that capability code acts on come back as domain
+    /// errors (`MachineAccessFailure.notSignedIn`), never as wire errors matched by reason.
     private func ask<M: RPCMethod>(_: M.Type, _ params: M.Params) async throws -> M.Result {
-        try await link.call(M.self, params)
+        do {
+            return try await link.call(M.self, params)
+        } catch let error as RPCError where error.reason == .hubNotSignedIn {
+            throw MachineAccessFailure.notSignedIn
+        }
     }
 
     private func account(_ id: String) async throws -> LinkAccount.Result {
@@ -55,7 +61,7 @@ struct HubAccountDirectory: AccountDirectory {
     func lockCredentials(account: String) async throws -> LockCredentials {
         do {
             return LockCredentials(hasPassword: try await self.account(account).record.hasPassword, verifiedPhone: nil, codesRefused: Self.codesRefused)
-        } catch let error as RPCError where error.reason == .hubNotSignedIn {
+        } catch MachineAccessFailure.notSignedIn {
             return LockCredentials(hasPassword: false, verifiedPhone: nil, codesRefused: Self.codesRefused)
         } catch is HubLinkFailure {
             return LockCredentials(hasPassword: true, verifiedPhone: nil, codesRefused: Self.codesRefused)
@@ -125,7 +131,7 @@ struct HubAccountDirectory: AccountDirectory {
         do {
             return try await ask(LinkFederationLogout.self, .init(account: account, provider: provider, issuer: issuer, subject: subject,
                                                                    madeBy: madeBy)).sessionsEnded
-        } catch let error as RPCError where error.reason == .hubNotSignedIn {
+        } catch MachineAccessFailure.notSignedIn {
             return 0
         }
     }
@@ -137,7 +143,7 @@ struct HubAccountDirectory: AccountDirectory {
             return try await ask(LinkFederationEmail.self, .init(account: account, issuer: issuer, subject: subject)).email
         } catch is HubLinkFailure {
             return nil
-        } catch let error as RPCError where error.reason == .hubNotSignedIn {
+        } catch MachineAccessFailure.notSignedIn {
             return nil
         }
     }

@@ -141,7 +141,7 @@ struct PAMAuthenticator: Sendable {
         let record: AccountRecord
         do {
             record = try await directory.account([.id(account)], selector: account)
-        } catch let refusal as RPCError where refusal.reason == .hubNotSignedIn {
+        } catch MachineAccessFailure.notSignedIn {
             // A device's hub answers only while this machine is signed in to the account: the
             // sign-in is refused as for a deactivated account, not left undecided.
             throw PAMFailure.machineRemoved
