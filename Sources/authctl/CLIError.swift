@@ -21,14 +21,15 @@ enum ExitCode: Int32 {
         case "session.logged_out", "session.required", "session.expired", "session.invalid", "federation.not_signed_in", "remote.token_expired":
             return .notLoggedIn
         case "auth.failed", "pin.wrong", "otp.wrong", "otp.attempts_exhausted", "otp.expired", "otp.used", "card.can_mismatch", "biometric.no_match", "biometric.cut_off",
-             "passkey.uv_failed", "passkey.invalid":
+             "passkey.uv_failed", "passkey.invalid",
+             "token.malformed", "token.bad_signature", "token.expired", "token.not_yet_valid", "token.wrong_audience", "token.unknown_key", "token.wrong_issuer":
             return .authenticationFailed
+        case "card.timeout", "prompt.timeout", "biometric.timeout", "federation.timeout": return .timedOut
         case "rpc.invalid_params": return .usage
-        default: break
+        // Every other reason, a new one included, is a plain failure until it is listed here:
+        // a reason's exit code is decided, never inferred from its name.
+        default: return .failure
         }
-        if reason.hasPrefix("token.") { return .authenticationFailed }
-        if reason.hasSuffix(".timeout") { return .timedOut }
-        return .failure
     }
 }
 

@@ -2,6 +2,14 @@ import Foundation
 import Protocol
 
 extension Command {
+    /// Why `login --fast` could not sign in that makes the password the way on: the finger did
+    /// not do, the remembered sign-in is gone, or the person cancelled. Any other refusal (the
+    /// lock, the daemon) is reported as it is.
+    static let fastSignInFallsBack: Set<String> = [
+        Reason.biometricNoMatch, .biometricFailed, .biometricUnavailable, .biometricTimeout, .biometricNotEnabled, .biometricCutOff,
+        .rememberedInvalid, .userCancelled,
+    ].reduce(into: []) { $0.insert($1.rawValue) }
+
     static let sessionFileOption = OptionSpec(name: "session-file", value: "PATH", help: "where the session is kept (default $XDG_STATE_HOME/authctl/session)")
 
     static let login = Command(
@@ -33,7 +41,7 @@ extension Command {
             do throws(CLIError) {
                 let signedIn = try prompter.run(AuthFast.self, NoParams())
                 return try finishLogin(signedIn, invocation)
-            } catch where (error.reason ?? "").hasPrefix("biometric.") || error.reason == "auth.remembered_invalid" || error.reason == "user.cancelled" {
+            } catch where error.reason.map(Command.fastSignInFallsBack.contains) == true {
                 // The fallback the user expects: the password sign-in.
                 Output.error(error.line)
                 guard !invocation.positionals.isEmpty else { throw .usage("sign in with the password: authctl login LOGIN") }
