@@ -160,6 +160,25 @@ struct SyncCoreTests {
         #expect(SyncFailure.tooDeep(limit: 64).rpcError.reason == .syncTooDeep)
     }
 
+    @Test("the outbox refuses before queuing what no link to the hub could carry: a body deeper than a body may be, or a line over the limit")
+    func forwardable() throws {
+        let caller = ForwardedCaller(uid: 1000, username: "u", exe: "/usr/bin/app", machine: "m")
+        func params(session: String = "as1.x", body: JSONValue) -> SyncSend.Params {
+            SyncSend.Params(session: session, kind: "message", conversation: nil, body: body, idempotencyKey: "k")
+        }
+        try SyncOutbox.checkForwardable(params(body: Self.nested(64)), caller: caller)
+        try SyncOutbox.checkForwardable(params(body: .string(String(repeating: "x", count: 60_000))), caller: caller)
+        // What a device took in before the depth limit: 510 levels parse in a local line, not in a
+        // forwarded one. An entry queued then is dropped with this when its turn comes.
+        #expect(throws: SyncFailure.tooDeep(limit: 64)) { try SyncOutbox.checkForwardable(params(body: Self.nested(510)), caller: caller) }
+        // Just within, and just over, the line with the envelope.
+        let fixed = try WireCodec.encodeJSON(params(session: "", body: [:])).count + WireCodec.encodeJSON(caller).count + SyncOutbox.envelopeBytes
+        try SyncOutbox.checkForwardable(params(session: String(repeating: "s", count: LineFramer.defaultMaxLineLength - fixed), body: [:]), caller: caller)
+        #expect(throws: SyncFailure.unforwardable(limit: LineFramer.defaultMaxLineLength)) {
+            try SyncOutbox.checkForwardable(params(session: String(repeating: "s", count: LineFramer.defaultMaxLineLength - fixed + 1), body: [:]), caller: caller)
+        }
+    }
+
     @Test("an event stored too deep before the limit is served withheld, in its place, and every answer that carries it is written and read; the pages go on past it")
     func storedTooDeep() async throws {
         let fixture = try TestDirectory()

@@ -57,16 +57,21 @@ actor SyncOutbox {
         return SyncSend.Result(queuedAs: id)
     }
 
-    /// Whether `params` goes to the hub as one line it reads: within the line limit and the
-    /// depth every parser on the way takes. `sync.unforwardable` when not.
+    /// Whether `params` goes to the hub as one line it reads: nested no deeper than a body may
+    /// be (`sync.too_deep`; the envelope adds a handful of levels, far below what any parser
+    /// takes), and within the line limit with the envelope and the caller (`sync.unforwardable`).
+    /// Measured, not written out: every send passes here, and a body may be 64 KiB.
     static func checkForwardable(_ params: SyncSend.Params, caller: ForwardedCaller) throws(SyncFailure) {
+        guard params.body.nestingDepth <= SyncLimits.bodyDepth else { throw .tooDeep(limit: SyncLimits.bodyDepth) }
         let limit = LineFramer.defaultMaxLineLength
-        guard let value = try? WireCodec.decode(JSONValue.self, from: WireCodec.encodeJSON(params)),
-              let line = try? WireCodec.requestLine(id: .integer(.max), method: LinkForward.name,
-                                                    params: LinkForward.Params(method: SyncSend.name, params: value, caller: caller)),
-              line.count - 1 <= limit, StrictJSON.check(line.dropLast()) == nil
+        guard let text = try? WireCodec.encodeJSON(params).count, let who = try? WireCodec.encodeJSON(caller).count,
+              text + who + envelopeBytes <= limit
         else { throw .unforwardable(limit: limit) }
     }
+
+    /// `link.forward`'s envelope around the params and the caller: the id, the method names and
+    /// the member names, with room to spare.
+    static let envelopeBytes = 256
 
     /// How one attempt to send an entry went.
     private enum Attempt {
@@ -151,6 +156,10 @@ actor SyncOutbox {
             let seconds = min(60, max(1, error.details["retry_after"]?.integerValue ?? 1))
             // A hub that predates the scope slows the machine.
             return .slowed(error.details["scope"]?.stringValue == SyncWriteLimit.Scope.user.rawValue ? .user : .machine, seconds: seconds)
+        } catch let error as RPCError where error.code == .unavailable {
+            // The hub is shutting down or full for now: not a refusal of this entry, which is
+            // kept, acknowledged as it was, and tried again in a while.
+            return .slowed(.machine, seconds: min(60, max(1, error.details["retry_after"]?.integerValue ?? 5)))
         } catch let error as RPCError {
             // The hub refused it for good (the session ended, say): dropped, and the app told.
             logger.warning("sync: the hub refused a queued event (\(error.reason)); it was dropped", [("AUTHD_SYNC_OUTBOX_ID", String(entry.id))])
