@@ -229,7 +229,7 @@ struct MaintenanceTests {
         _ = try await directory.endSession(old.session.token)
         // Code flows (each counts an SMS when it opens) and second steps, expired and not.
         at(now - 4000)
-        try await directory.openCodeChallenge(Self.challenge("old", expiresAt: now - 90_000), policy: .init())
+        try await directory.openCodeChallenge(Self.challenge("old", expiresAt: now - 90_000), owner: FlowOwner(machine: nil, user: nil), policy: .init())
         at(now - 400)
         let live = try await directory.createSession(account: account, device: .init(key: "b", name: "b"), amr: ["otp"], federation: nil)
         let recent = try await directory.createSession(account: account, device: .init(key: "c", name: "c"), amr: ["otp"], federation: nil)
@@ -245,7 +245,7 @@ struct MaintenanceTests {
             }
         }
         at(now - 10)
-        try await directory.openCodeChallenge(Self.challenge("fresh", expiresAt: now + 60), policy: .init())
+        try await directory.openCodeChallenge(Self.challenge("fresh", expiresAt: now + 60), owner: FlowOwner(machine: nil, user: nil), policy: .init())
         _ = try await directory.endSession(recent.session.token)
         let spool = fixture.folder.path + "/sms-spool"
         try FileManager.default.createDirectory(atPath: spool, withIntermediateDirectories: true)

@@ -92,7 +92,9 @@ struct TestDirectory {
         let flow = "flow_test_\(phone.filter(\.isNumber))"
         let mac = Array("code of \(flow)".utf8)
         let challenge = OTPChallenge.start(id: flow, purpose: .registration, phone: phone, codeMAC: mac, now: now, policy: .init())
-        try await directory.openCodeChallenge(challenge, policy: .init())
-        return try await directory.register(flow: flow, codeMAC: mac, email: email, passwordHash: nil, device: DeviceIdentity(key: device, name: device))
+        let owner = FlowOwner(machine: nil, user: nil)
+        try await directory.openCodeChallenge(challenge, owner: owner, policy: .init())
+        return try await directory.register(flow: flow, codeMAC: mac, email: email, passwordHash: nil, device: DeviceIdentity(key: device, name: device),
+                                            owner: owner)
     }
 }

@@ -120,4 +120,22 @@ struct GateTests {
         #expect(fromA.errorReason != "passkey.flow_invalid", "\(fromA)")
         #expect(fromA.errorReason != nil)
     }
+
+    @Test("a registration and a sign-in by SMS code are finished only by the machine that started them, even with the right code")
+    func codeFlowsBelongToTheirOpener() throws {
+        let rig = try HubRig()
+        let (a, x) = (try rig.startDevice(), try rig.startDevice())
+        let flow = try #require(try a.connect().result("account.register.start", ["phone": "+37251234567"])["flow"])
+        let code = try RegistrationTests.spooledCode(rig.hub, to: "+37251234567")
+        let verify: JSONValue = ["flow": flow, "code": .string(code), "password": .string(Self.password)]
+        #expect(try x.connect().call("account.register.verify", verify).errorReason == "otp.unknown_flow")
+        #expect(try rig.hub.connect().call("account.register.verify", verify).errorReason == "otp.unknown_flow")
+        #expect(try x.connect().call("account.register.resend", ["flow": flow]).errorReason == "otp.unknown_flow")
+        #expect(try a.connect().result("account.register.verify", verify)["session"]?["token"]?.stringValue != nil, "A's flow was left as it was")
+
+        let otp = try #require(try a.connect().result("auth.otp.start", ["phone": "+37251234567"])["flow"])
+        let otpCode = try RegistrationTests.spooledCode(rig.hub, to: "+37251234567")
+        #expect(try x.connect().call("auth.otp.verify", ["flow": otp, "code": .string(otpCode)]).errorReason == "otp.unknown_flow")
+        #expect(try a.connect().result("auth.otp.verify", ["flow": otp, "code": .string(otpCode)])["session"]?["token"]?.stringValue != nil)
+    }
 }

@@ -14,13 +14,13 @@ extension MethodTable {
             ["flow": .string(result.flow), "phone": .string(PhoneNumber.redact(result.phone))]
         }) { params, context in
             try limiter.take(.registerStart, caller: context.caller)
-            return try await registration.start(params)
+            return try await registration.start(params, caller: context.caller)
         }
 
         register(AccountRegisterResend.self, home: .account, access: .anyone, audit: { params, _ in
             ["flow": .string(params.flow)]
-        }) { params, _ in
-            try await registration.resend(params)
+        }) { params, context in
+            try await registration.resend(params, caller: context.caller)
         }
 
         register(AccountRegisterVerify.self, home: .account, access: .anyone, remembers: .code, audit: { params, result in
@@ -34,7 +34,7 @@ extension MethodTable {
             ["flow": .string(result.flow), "phone": .string(PhoneNumber.redact(result.phone))]
         }) { params, context in
             try limiter.take(.otpStart, caller: context.caller)
-            return try await otp.start(params)
+            return try await otp.start(params, caller: context.caller)
         }
         register(AuthOTPVerify.self, home: .account, access: .anyone, remembers: .code, audit: { params, result in
             ["flow": .string(params.flow), "account": .string(result.account.id), "session": .string(result.session.id)]

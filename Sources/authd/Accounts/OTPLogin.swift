@@ -9,10 +9,11 @@ struct OTPLogin: Sendable {
     let directory: any AccountDirectory
     let codes: SMSCodes
 
-    func start(_ params: AuthOTPStart.Params) async throws -> OTPFlowInfo {
+    /// The flow is the caller's that started it (`FlowOwner`): only it may verify the code.
+    func start(_ params: AuthOTPStart.Params, caller: Caller) async throws -> OTPFlowInfo {
         let phone = try PhoneNumber.parse(params.phone, region: params.region)
         let exists = try await directory.hasActiveAccount(phone: phone.e164)
-        let (challenge, code) = try await codes.open(.login, for: phone, knowable: exists)
+        let (challenge, code) = try await codes.open(.login, for: phone, knowable: exists, owner: FlowOwner(caller))
         if exists {
             do {
                 try await codes.deliver(code: code, to: phone, flow: challenge)
@@ -29,7 +30,7 @@ struct OTPLogin: Sendable {
         let device = try DeviceIdentity.resolve(params.device, caller: caller)
         let replacementCode = try SMSCodes.newCode()
         switch try await directory.signInWithCode(flow: params.flow, codeMAC: try codes.mac(flow: params.flow, code: params.code),
-                                                  replacementMAC: try codes.mac(flow: params.flow, code: replacementCode), device: device,
+                                                  replacementMAC: try codes.mac(flow: params.flow, code: replacementCode), device: device, owner: FlowOwner(caller),
                                                   policy: codes.policy) {
         case .signedIn(let signedIn):
             return signedIn

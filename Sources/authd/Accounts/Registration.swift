@@ -10,17 +10,18 @@ struct Registration: Sendable {
     let codes: SMSCodes
     let logger: Logger
 
-    func start(_ params: AccountRegisterStart.Params) async throws -> OTPFlowInfo {
+    /// Every step of a registration is the caller's that started it (`FlowOwner`).
+    func start(_ params: AccountRegisterStart.Params, caller: Caller) async throws -> OTPFlowInfo {
         let phone = try PhoneNumber.parse(params.phone, region: params.region)
-        let (challenge, code) = try await codes.open(.registration, for: phone)
+        let (challenge, code) = try await codes.open(.registration, for: phone, owner: FlowOwner(caller))
         try await codes.deliver(code: code, to: phone, flow: challenge)
         return codes.info(challenge)
     }
 
-    func resend(_ params: AccountRegisterResend.Params) async throws -> OTPFlowInfo {
+    func resend(_ params: AccountRegisterResend.Params, caller: Caller) async throws -> OTPFlowInfo {
         let code = try SMSCodes.newCode()
         let challenge = try await directory.replaceCode(flow: params.flow, purpose: .registration, mac: try codes.mac(flow: params.flow, code: code),
-                                                        policy: codes.policy)
+                                                        owner: FlowOwner(caller), policy: codes.policy)
         try await codes.deliver(code: code, to: try PhoneNumber.parse(challenge.phone, region: nil), flow: challenge)
         return codes.info(challenge)
     }
@@ -32,14 +33,14 @@ struct Registration: Sendable {
         let email = try params.email.map(Self.normalizeEmail)
         let device = try DeviceIdentity.resolve(params.device, caller: caller)
         // An unknown flow is refused before any expensive work (Argon2id below).
-        guard let phoneHint = try await directory.registrationPhone(flow: params.flow) else { throw AccountFailure.unknownRegistration }
+        guard let phoneHint = try await directory.registrationPhone(flow: params.flow, owner: FlowOwner(caller)) else { throw AccountFailure.unknownRegistration }
         var passwordHash: String?
         if let password = params.password {
             try PasswordPolicy.check(password, hasSecondFactor: false, identifiers: [phoneHint, email ?? ""])
             passwordHash = try await Argon2id.owasp.hashOffPool(SecretBytes(Array(password.utf8)))
         }
         let signedIn = try await directory.register(flow: params.flow, codeMAC: try codes.mac(flow: params.flow, code: params.code), email: email,
-                                                    passwordHash: passwordHash, device: device)
+                                                    passwordHash: passwordHash, device: device, owner: FlowOwner(caller))
         logger.notice("account registered", [("AUTHD_ACCOUNT", signedIn.account.id)] + caller.logFields)
         return signedIn
     }

@@ -37,12 +37,13 @@ struct SMSCodes: Sendable {
     /// Opens a code flow for `phone` in the directory (the number's hourly limit applies) and
     /// returns it with its code, to be delivered. With `knowable` false (sign-in for a number
     /// without an account) the flow holds a code nobody knows, and nothing is to be sent.
-    func open(_ purpose: OTPChallenge.Purpose, for phone: PhoneNumber, knowable: Bool = true) async throws -> (OTPChallenge, code: String) {
+    /// `owner`: the caller that may take the flow's next steps.
+    func open(_ purpose: OTPChallenge.Purpose, for phone: PhoneNumber, knowable: Bool = true, owner: FlowOwner) async throws -> (OTPChallenge, code: String) {
         let code = try Self.newCode()
         let id = try Self.newFlowID()
         let mac = knowable ? try mac(flow: id, code: code) : try OpenSSL.randomBytes(32)
         let challenge = OTPChallenge.start(id: id, purpose: purpose, phone: phone.e164, codeMAC: mac, now: seconds, policy: policy)
-        try await directory.openCodeChallenge(challenge, policy: policy)
+        try await directory.openCodeChallenge(challenge, owner: owner, policy: policy)
         return (challenge, code)
     }
 

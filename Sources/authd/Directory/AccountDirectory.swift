@@ -18,28 +18,28 @@ protocol AccountDirectory: Sendable {
 
     /// Stores a new challenge and counts its SMS against the number's hourly limit; refuses with
     /// `tooManyCodesSent`, storing nothing, when the number had its share.
-    func openCodeChallenge(_ challenge: OTPChallenge, policy: OTPChallenge.Policy) async throws
+    func openCodeChallenge(_ challenge: OTPChallenge, owner: FlowOwner, policy: OTPChallenge.Policy) async throws
     /// A resend: the flow may have a new code now (`OTPChallenge.checkResend`), whose MAC replaces
     /// the old one (which stops working); the SMS counts against the number's limit.
-    func replaceCode(flow: String, purpose: OTPChallenge.Purpose, mac: [UInt8], policy: OTPChallenge.Policy) async throws -> OTPChallenge
+    func replaceCode(flow: String, purpose: OTPChallenge.Purpose, mac: [UInt8], owner: FlowOwner, policy: OTPChallenge.Policy) async throws -> OTPChallenge
     /// A code whose SMS failed never verifies, and the user may ask for another at once.
     func voidCode(flow: String, mac: [UInt8]) async throws
     /// The number a registration flow is for; nil for an unknown flow.
-    func registrationPhone(flow: String) async throws -> String?
+    func registrationPhone(flow: String, owner: FlowOwner) async throws -> String?
     /// Completes a registration: the attempt counts whatever its outcome; a right code proves
     /// the number, then makes the account (with `passwordHash` when one was chosen) and its
     /// first session. An email address another account holds keeps the flow open, uncounted.
-    func register(flow: String, codeMAC: [UInt8], email: String?, passwordHash: String?, device: DeviceIdentity) async throws -> SignedIn
+    func register(flow: String, codeMAC: [UInt8], email: String?, passwordHash: String?, device: DeviceIdentity, owner: FlowOwner) async throws -> SignedIn
     /// Whether `phone` belongs to an active account (sign-in codes are sent only then).
     func hasActiveAccount(phone: String) async throws -> Bool
     /// One attempt at a sign-in code. A wrong code brings a fresh one at once (`replacementMAC`,
     /// or an unknowable one when the number has no account), at most `policy.maxResends` times.
-    func signInWithCode(flow: String, codeMAC: [UInt8], replacementMAC: [UInt8], device: DeviceIdentity,
+    func signInWithCode(flow: String, codeMAC: [UInt8], replacementMAC: [UInt8], device: DeviceIdentity, owner: FlowOwner,
                         policy: OTPChallenge.Policy) async throws -> CodeSignIn
     /// One attempt at the code of an unlock flow, sent to `account`'s number: the same rules as
     /// a sign-in code (a wrong one counts and brings a fresh one, at most `policy.maxResends`
     /// times), but a right one makes no session; it proves the number is still the account's.
-    func confirmCode(flow: String, account: String, codeMAC: [UInt8], replacementMAC: [UInt8],
+    func confirmCode(flow: String, account: String, codeMAC: [UInt8], replacementMAC: [UInt8], owner: FlowOwner,
                      policy: OTPChallenge.Policy) async throws -> CodeConfirmation
 
     // MARK: Credentials

@@ -4,20 +4,22 @@ import Protocol
 
 /// Codes by SMS: the challenges of registration and of sign-in by code (`otp_flows`), and the
 /// send records behind each number's hourly limit (`sms_sends`). Codes are stored only as HMACs.
+/// A flow belongs to the machine and local user that opened it (`FlowOwner`): every later step
+/// finds it only for them, so another caller cannot finish it even with the code.
 extension SQLiteAccountDirectory {
-    func openCodeChallenge(_ challenge: OTPChallenge, policy: OTPChallenge.Policy) async throws {
+    func openCodeChallenge(_ challenge: OTPChallenge, owner: FlowOwner, policy: OTPChallenge.Policy) async throws {
         let now = seconds
         try await store.transaction { database in
             try Self.checkSendLimit(in: database, phone: challenge.phone, now: now, policy: policy)
-            try Self.insert(challenge, into: database)
+            try Self.insert(challenge, owner: owner, into: database)
             try database.execute("INSERT INTO sms_sends (phone, at) VALUES (?, ?)", [.text(challenge.phone), .integer(now)])
         }
     }
 
-    func replaceCode(flow: String, purpose: OTPChallenge.Purpose, mac: [UInt8], policy: OTPChallenge.Policy) async throws -> OTPChallenge {
+    func replaceCode(flow: String, purpose: OTPChallenge.Purpose, mac: [UInt8], owner: FlowOwner, policy: OTPChallenge.Policy) async throws -> OTPChallenge {
         let now = seconds
         return try await store.transaction { database -> OTPChallenge in
-            guard var challenge = try Self.load(flow, purpose: purpose, from: database) else { throw AccountFailure.unknownRegistration }
+            guard var challenge = try Self.load(flow, purpose: purpose, owner: owner, from: database) else { throw AccountFailure.unknownRegistration }
             switch challenge.checkResend(now: now, policy: policy) {
             case .allowed: break
             case .closed: throw AccountFailure.registrationFinished
@@ -40,18 +42,18 @@ extension SQLiteAccountDirectory {
         }
     }
 
-    func registrationPhone(flow: String) async throws -> String? {
-        try await store.read { try Self.load(flow, purpose: .registration, from: $0)?.phone }
+    func registrationPhone(flow: String, owner: FlowOwner) async throws -> String? {
+        try await store.read { try Self.load(flow, purpose: .registration, owner: owner, from: $0)?.phone }
     }
 
-    func register(flow: String, codeMAC: [UInt8], email: String?, passwordHash: String?, device: DeviceIdentity) async throws -> SignedIn {
+    func register(flow: String, codeMAC: [UInt8], email: String?, passwordHash: String?, device: DeviceIdentity, owner: FlowOwner) async throws -> SignedIn {
         let now = seconds
         let config = config.current
         // One transaction: the attempt is counted (and persisted) even when it fails, so a
         // refusal is an answer of the transaction, not an error that would roll it back; and a
         // code can complete exactly one flow.
         return try await store.transaction { database -> Result<SignedIn, AccountFailure> in
-            guard var challenge = try Self.load(flow, purpose: .registration, from: database) else { throw AccountFailure.unknownRegistration }
+            guard var challenge = try Self.load(flow, purpose: .registration, owner: owner, from: database) else { throw AccountFailure.unknownRegistration }
             let result = challenge.verify(codeMatches: OpenSSL.constantTimeEquals(challenge.codeMAC, codeMAC), now: now)
             try Self.update(challenge, in: database)
             switch result {
@@ -88,13 +90,14 @@ extension SQLiteAccountDirectory {
         }
     }
 
-    func signInWithCode(flow: String, codeMAC: [UInt8], replacementMAC: [UInt8], device: DeviceIdentity,
+    func signInWithCode(flow: String, codeMAC: [UInt8], replacementMAC: [UInt8], device: DeviceIdentity, owner: FlowOwner,
                         policy: OTPChallenge.Policy) async throws -> CodeSignIn {
         let now = seconds
         let config = config.current
         // As for registration: a refusal is the transaction's answer, so the attempt counts.
         return try await store.transaction { database -> Result<CodeSignIn, AccountFailure> in
-            switch try Self.attempt(flow: flow, purpose: .login, codeMAC: codeMAC, replacementMAC: replacementMAC, policy: policy, in: database, now: now) {
+            switch try Self.attempt(flow: flow, purpose: .login, owner: owner, codeMAC: codeMAC, replacementMAC: replacementMAC, policy: policy,
+                                    in: database, now: now) {
             case .accepted(let phone):
                 guard let account = try database.queryOne("SELECT id FROM accounts WHERE phone = ? AND deactivated_at IS NULL",
                                                           [.text(phone)], row: { $0.text(0) })
@@ -110,11 +113,12 @@ extension SQLiteAccountDirectory {
         }.get()
     }
 
-    func confirmCode(flow: String, account: String, codeMAC: [UInt8], replacementMAC: [UInt8],
+    func confirmCode(flow: String, account: String, codeMAC: [UInt8], replacementMAC: [UInt8], owner: FlowOwner,
                      policy: OTPChallenge.Policy) async throws -> CodeConfirmation {
         let now = seconds
         return try await store.transaction { database -> Result<CodeConfirmation, AccountFailure> in
-            switch try Self.attempt(flow: flow, purpose: .unlock, codeMAC: codeMAC, replacementMAC: replacementMAC, policy: policy, in: database, now: now) {
+            switch try Self.attempt(flow: flow, purpose: .unlock, owner: owner, codeMAC: codeMAC, replacementMAC: replacementMAC, policy: policy,
+                                    in: database, now: now) {
             case .accepted(let phone):
                 // The code proves the number, which must still be this account's.
                 guard try database.queryOne("SELECT 1 FROM accounts WHERE id = ? AND phone = ? AND deactivated_at IS NULL",
@@ -143,9 +147,9 @@ extension SQLiteAccountDirectory {
     /// number has no account), at most `policy.maxResends` times; then the flow ends. When no
     /// new code may be sent (the number's hourly limit), the flow ends too: the attempt must
     /// always be counted, never undone by an error.
-    private static func attempt(flow: String, purpose: OTPChallenge.Purpose, codeMAC: [UInt8], replacementMAC: [UInt8],
+    private static func attempt(flow: String, purpose: OTPChallenge.Purpose, owner: FlowOwner, codeMAC: [UInt8], replacementMAC: [UInt8],
                                 policy: OTPChallenge.Policy, in database: Database, now: Int64) throws -> Attempt {
-        guard var challenge = try load(flow, purpose: purpose, from: database) else { throw AccountFailure.unknownRegistration }
+        guard var challenge = try load(flow, purpose: purpose, owner: owner, from: database) else { throw AccountFailure.unknownRegistration }
         switch challenge.verify(codeMatches: OpenSSL.constantTimeEquals(challenge.codeMAC, codeMAC), now: now) {
         case .accepted:
             try update(challenge, in: database)
@@ -187,15 +191,17 @@ extension SQLiteAccountDirectory {
         }
     }
 
-    static func insert(_ challenge: OTPChallenge, into database: Database) throws {
+    static func insert(_ challenge: OTPChallenge, owner: FlowOwner, into database: Database) throws {
         try database.execute(
             """
-            INSERT INTO otp_flows (id, purpose, phone, code_mac, code_deliverable, created_at, expires_at, resend_after, resends, attempts_left, state)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            INSERT INTO otp_flows (id, purpose, phone, code_mac, code_deliverable, created_at, expires_at, resend_after, resends, attempts_left, state,
+                                   opened_by)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
             """,
             [.text(challenge.id), .text(challenge.purpose.rawValue), .text(challenge.phone), .blob(challenge.codeMAC),
              .integer(challenge.codeDeliverable ? 1 : 0), .integer(challenge.createdAt), .integer(challenge.expiresAt),
-             .integer(challenge.resendAfter), .integer(Int64(challenge.resends)), .integer(Int64(challenge.attemptsLeft)), .text(challenge.state.rawValue)])
+             .integer(challenge.resendAfter), .integer(Int64(challenge.resends)), .integer(Int64(challenge.attemptsLeft)), .text(challenge.state.rawValue),
+             .text(owner.stored)])
     }
 
     static func update(_ challenge: OTPChallenge, in database: Database) throws {
@@ -205,14 +211,15 @@ extension SQLiteAccountDirectory {
              .integer(Int64(challenge.resends)), .integer(Int64(challenge.attemptsLeft)), .text(challenge.state.rawValue), .text(challenge.id)])
     }
 
-    static func load(_ id: String, purpose: OTPChallenge.Purpose, from database: Database) throws -> OTPChallenge? {
+    /// The flow `id` if `owner` opened it; another caller's is unknown to it.
+    static func load(_ id: String, purpose: OTPChallenge.Purpose, owner: FlowOwner, from database: Database) throws -> OTPChallenge? {
         guard id.utf8.count <= 64 else { return nil }
         return try database.queryOne(
             """
             SELECT id, purpose, phone, code_mac, code_deliverable, created_at, expires_at, resend_after, resends, attempts_left, state
-            FROM otp_flows WHERE id = ? AND purpose = ?
+            FROM otp_flows WHERE id = ? AND purpose = ? AND opened_by = ?
             """,
-            [.text(id), .text(purpose.rawValue)]
+            [.text(id), .text(purpose.rawValue), .text(owner.stored)]
         ) { row in
             OTPChallenge(id: row.text(0), purpose: OTPChallenge.Purpose(rawValue: row.text(1)) ?? purpose, phone: row.text(2), codeMAC: row.blob(3),
                          codeDeliverable: row.int(4) != 0, createdAt: row.int64(5), expiresAt: row.int64(6), resendAfter: row.int64(7),

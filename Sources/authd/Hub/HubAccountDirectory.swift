@@ -154,21 +154,21 @@ struct HubAccountDirectory: AccountDirectory {
 
     // MARK: Account methods (forwarded whole by the dispatcher; never asked here)
 
-    func openCodeChallenge(_ challenge: OTPChallenge, policy: OTPChallenge.Policy) async throws { throw refuse("send a code by SMS") }
-    func replaceCode(flow: String, purpose: OTPChallenge.Purpose, mac: [UInt8], policy: OTPChallenge.Policy) async throws -> OTPChallenge {
+    func openCodeChallenge(_ challenge: OTPChallenge, owner: FlowOwner, policy: OTPChallenge.Policy) async throws { throw refuse("send a code by SMS") }
+    func replaceCode(flow: String, purpose: OTPChallenge.Purpose, mac: [UInt8], owner: FlowOwner, policy: OTPChallenge.Policy) async throws -> OTPChallenge {
         throw refuse("send a code by SMS")
     }
     func voidCode(flow: String, mac: [UInt8]) async throws { throw refuse("send a code by SMS") }
-    func registrationPhone(flow: String) async throws -> String? { throw refuse("register an account here") }
-    func register(flow: String, codeMAC: [UInt8], email: String?, passwordHash: String?, device: DeviceIdentity) async throws -> SignedIn {
+    func registrationPhone(flow: String, owner: FlowOwner) async throws -> String? { throw refuse("register an account here") }
+    func register(flow: String, codeMAC: [UInt8], email: String?, passwordHash: String?, device: DeviceIdentity, owner: FlowOwner) async throws -> SignedIn {
         throw refuse("register an account here")
     }
     func hasActiveAccount(phone: String) async throws -> Bool { throw refuse("sign in by SMS code here") }
-    func signInWithCode(flow: String, codeMAC: [UInt8], replacementMAC: [UInt8], device: DeviceIdentity,
+    func signInWithCode(flow: String, codeMAC: [UInt8], replacementMAC: [UInt8], device: DeviceIdentity, owner: FlowOwner,
                         policy: OTPChallenge.Policy) async throws -> CodeSignIn {
         throw refuse("sign in by SMS code here")
     }
-    func confirmCode(flow: String, account: String, codeMAC: [UInt8], replacementMAC: [UInt8],
+    func confirmCode(flow: String, account: String, codeMAC: [UInt8], replacementMAC: [UInt8], owner: FlowOwner,
                      policy: OTPChallenge.Policy) async throws -> CodeConfirmation {
         throw Self.codesRefused
     }

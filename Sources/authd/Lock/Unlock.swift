@@ -78,7 +78,8 @@ struct Unlocker: Sendable {
     private func withCode(to phone: String, account: String, uid: UInt32, preface: String, context: RequestContext) async throws -> LockState {
         try limiter.take(.unlockCode, caller: .local(context.caller))
         let number = try PhoneNumber.parse(phone, region: nil)
-        let (challenge, code) = try await codes.open(.unlock, for: number)
+        let owner = FlowOwner(.local(context.caller))
+        let (challenge, code) = try await codes.open(.unlock, for: number, owner: owner)
         try await deliver(code, to: number, flow: challenge)
         var message = preface + "Enter the \(SMSCodes.length)-digit code sent by SMS to \(number.redacted) to unlock authd"
         var malformed = 0
@@ -96,7 +97,7 @@ struct Unlocker: Sendable {
             let outcome: CodeConfirmation
             do {
                 outcome = try await directory.confirmCode(flow: challenge.id, account: account, codeMAC: try codes.mac(flow: challenge.id, code: answer),
-                                                          replacementMAC: try codes.mac(flow: challenge.id, code: replacement), policy: codes.policy)
+                                                          replacementMAC: try codes.mac(flow: challenge.id, code: replacement), owner: owner, policy: codes.policy)
             } catch AccountFailure.signInAttemptsExhausted {
                 throw LockFailure.codeAttemptsExhausted
             } catch AccountFailure.signInCodeExpired {

@@ -558,6 +558,8 @@ enum Migrations {
             // the local user there): only they may finish it. Ceremonies open before this have
             // no owner and are refused, as expired ones are (they last minutes).
             "ALTER TABLE passkey_flows ADD COLUMN opened_by TEXT",
+            // The same for code flows (registration, sign-in and unlock by SMS code).
+            "ALTER TABLE otp_flows ADD COLUMN opened_by TEXT",
             // At a hub: whether a machine holds a session decides, at each connection, whether it
             // is a signed-in machine or a newcomer (HubListener); looked up by its device key.
             "CREATE INDEX devices_device_key ON devices (device_key)",
