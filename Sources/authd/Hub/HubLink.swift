@@ -1,6 +1,5 @@
 import Dispatch
 import FoundationEssentials
-import Glibc
 import OpenSSLCrypto
 import Protocol
 import Synchronization
@@ -36,80 +35,89 @@ enum HubLinkFailure: Error, Equatable, WireErrorConvertible {
 /// backoff. While it is down, `call` fails at once: account methods answer `hub.unavailable`
 /// (or `hub.untrusted`) and never wait for a hub that is not there.
 ///
-/// Its own thread does all I/O (connect, handshake, `poll`); callers hand it lines through a
-/// locked outbox and wake it with a pipe, and wait for their answer as a continuation.
-final class HubLink: Sendable {
-    enum State: String, Sendable { case connecting, connected, unreachable, untrusted }
+/// Every decision is its `LinkMachine`'s (when to connect, heartbeats, which call an answer is
+/// for, what `hub.status` says); this class performs them, as `Connection` performs its
+/// `ConnectionMachine`'s: it dials, drives the TLS handshake by the socket's readiness, moves
+/// lines through the shared `LineFramer` (with the protocol's line limit) and `LineOutbox`
+/// (with a connection's output limit) over a `TLSChannel`, keeps one timer at the machine's
+/// next deadline, and hands each answer to the call waiting for it.
+///
+/// Concurrency: `machine`, `waiting`, `connection`, `attempt` and the timer's bookkeeping are
+/// touched only on `loop`'s thread (an `EventLoop` of the link's own, the kind that serves the
+/// daemon's connections); every entry point hops onto it. That confinement is what makes the
+/// `@unchecked Sendable` sound. Nothing on the loop waits: the TCP connect, which may resolve a
+/// name and waits up to `connectTimeoutMilliseconds`, runs on a global queue and hands its
+/// socket over, so a call while the link is down is answered at once.
+final class HubLink: @unchecked Sendable {
+    typealias State = LinkMachine.State
+    typealias Notice = LinkMachine.Notice
 
     struct Status: Sendable {
         var state = State.connecting
         var since = Date()
         var roundTripMs: Double?
         var lastError: String?
-        /// When the next attempt is due while down.
-        var retryAt = ContinuousClock.now
     }
 
-    /// Heartbeats while idle (more often when the hub's idle timeout is short: a third of it, at
-    /// least every 200 ms); a heartbeat unanswered for `heartbeatTimeout` drops the link.
-    static let heartbeatInterval = Duration.seconds(5)
-    static let heartbeatTimeout = Duration.seconds(10)
-    /// The longest a forwarded call waits for its answer.
-    static let callTimeout = Duration.seconds(60)
     static let connectTimeoutMilliseconds: Int32 = 3000
+    /// A hub that leaves this much of what the device sends unread is given up on, as a client
+    /// that does not read its answers is.
+    static let outputLimit = ConnectionMachine.Limits().maxPendingOutput
+    /// Lines from the hub are held to the protocol's limit, the one the hub holds the device to.
+    static let lineLimit = ConnectionMachine.Limits().maxLineLength
 
     let url: HostPort
     private let context: TLSContext
-    private let handshakeTimeout: Duration
     private let logger: Logger
-    private let status = Mutex(Status())
-    private let exchange = Mutex(Exchange())
+    private let loop: EventLoop
+    /// What `currentStatus` reads without waiting for the loop.
+    private let published = Mutex(Status())
     private let noticed = Mutex<(@Sendable (Notice) -> Void)?>(nil)
 
-    /// What the hub tells a device besides answers, and the link coming up.
-    enum Notice: Sendable {
-        case sessionsEnded(LinkSessionsEnded.Params)
-        case syncEvent(LinkSyncEvent.Params)
-        /// The link is up (again): what was pushed while it was down must be read from the hub.
-        case linked
-    }
-    private let wake: (read: Int32, write: Int32)
+    // On `loop` only.
+    private var machine: LinkMachine
+    private var waiting: [Int64: CheckedContinuation<Result<Result<JSONValue, RPCError>, HubLinkFailure>, Never>] = [:]
+    private var connection: LinkConnection?
+    /// Numbers the attempts: a dial that ends after its attempt was given up (its deadline, a
+    /// stop) is recognised, and its socket closed.
+    private var attempt = 0
+    private var timer: (any DispatchSourceTimer)?
+    private var timerDue: ContinuousClock.Instant?
+    /// `machine.status.since`, and the wall-clock time it stands for.
+    private var since: (instant: ContinuousClock.Instant, date: Date)?
 
-    private struct Exchange {
-        var nextID: Int64 = 1
-        var outbox: [UInt8] = []
-        var waiting: [Int64: CheckedContinuation<Result<JSONValue, RPCError>, Never>] = [:]
-        /// The request line of each call waiting, to send again on a rejoined link.
-        var lines: [Int64: [UInt8]] = [:]
-        var deadlines: [Int64: ContinuousClock.Instant] = [:]
-        var stopped = false
-        var connected = false
-        /// The hub unlinked this machine and closes the link on purpose: a new one is made at
-        /// once, and calls wait for it (they get the hub's answer, `device.revoked` say, not
-        /// `hub.unavailable`). Cleared when it is up, or when that one attempt fails.
-        var rejoining = false
+    /// The socket of one attempt, through its handshake and then as the link.
+    private struct LinkConnection {
+        let attempt: Int
+        let fd: Int32
+        let stream: TLSStream
+        let channel: TLSChannel
+        var handshaking = true
+        var framer = LineFramer(maxLineLength: HubLink.lineLimit)
+        var outbox = LineOutbox()
+        /// What the loop watches for (`register` starts with input).
+        var watching = (read: true, write: false)
     }
 
     init(url: HostPort, context: TLSContext, handshakeTimeoutSeconds: Int, logger: Logger) throws {
         self.url = url
         self.context = context
-        handshakeTimeout = .seconds(handshakeTimeoutSeconds)
         self.logger = logger
-        wake = try Syscalls.makeWakePipe()
+        var settings = LinkMachine.Settings()
+        settings.attemptTimeout = .milliseconds(Int(Self.connectTimeoutMilliseconds)) + .seconds(handshakeTimeoutSeconds)
+        machine = LinkMachine(settings: settings, now: .now)
+        loop = try EventLoop(label: "authd.hub-link")
     }
 
-    /// Starts the link's thread (a queue of its own on libdispatch's overcommitting pool, which
-    /// gives it a thread it may block in `poll` for as long as the daemon runs).
     func start() {
-        DispatchQueue(label: "authd.hub-link", qos: .userInitiated).async { [self] in run() }
+        loop.execute { [self] in perform(machine.start(now: .now)) }
     }
 
     func stop() {
-        exchange.withLock { $0.stopped = true }
-        Syscalls.writeOneByte(wake.write)
+        loop.execute { [self] in perform(machine.stop()) }
     }
 
-    var currentStatus: Status { status.withLock { $0 } }
+    var currentStatus: Status { published.withLock { $0 } }
 
     /// What runs for each notice (on the link's thread: hand anything slow on).
     func onNotice(_ handler: @escaping @Sendable (Notice) -> Void) {
@@ -121,35 +129,14 @@ final class HubLink: Sendable {
     /// Sends `method` with `params` and waits for the hub's answer: its result, or its error as
     /// the hub gave it. Fails at once while the link is down.
     func call(_ method: String, _ params: some Encodable & Sendable) async throws(HubLinkFailure) -> Result<JSONValue, RPCError> {
-        let rejoining = exchange.withLock { $0.rejoining }
-        let down = rejoining ? nil : status.withLock { status -> HubLinkFailure? in
-            switch status.state {
-            case .connected: return nil
-            case .untrusted: return .untrusted(status.lastError ?? "certificate mismatch")
-            case .connecting, .unreachable:
-                let left = status.retryAt - ContinuousClock.now
-                return .unavailable(retryAfter: max(1, Int(left.components.seconds) + 1), detail: status.lastError ?? "not connected yet")
+        let outcome = await withCheckedContinuation { (answer: CheckedContinuation<Result<Result<JSONValue, RPCError>, HubLinkFailure>, Never>) in
+            loop.execute { [self] in
+                let (id, actions) = machine.call(method, params, now: .now)
+                waiting[id] = answer
+                perform(actions)
             }
         }
-        if let down { throw down }
-        let outcome: Result<JSONValue, RPCError> = await withCheckedContinuation { continuation in
-            let queued = exchange.withLock { exchange -> Bool in
-                guard exchange.connected || exchange.rejoining, !exchange.stopped else { return false }
-                let id = exchange.nextID
-                exchange.nextID += 1
-                guard let line = try? WireCodec.requestLine(id: .integer(id), method: method, params: params) else { return false }
-                exchange.outbox.append(contentsOf: line)
-                exchange.lines[id] = Array(line)
-                exchange.waiting[id] = continuation
-                exchange.deadlines[id] = .now + Self.callTimeout
-                return true
-            }
-            if queued { Syscalls.writeOneByte(wake.write) } else { continuation.resume(returning: .failure(Self.dropped)) }
-        }
-        if case .failure(let error) = outcome, error.reason == Self.dropped.reason {
-            throw .unavailable(retryAfter: 1, detail: error.message)
-        }
-        return outcome
+        return try outcome.get()
     }
 
     /// A link method `M`, typed: its result, or the hub's refusal thrown as it gave it.
@@ -168,237 +155,233 @@ final class HubLink: Sendable {
         return try WireCodec.decode(M.Result.self, from: answer)
     }
 
-    /// What a call waiting when the link drops gets (turned into `hub.unavailable`).
-    private static let dropped = RPCError.failure(.hubUnavailable, "the link to the hub dropped")
+    // MARK: Performing the machine's actions (on the loop)
 
-    // MARK: The link's thread
-
-    private func run() {
-        var failures = 0
-        while !exchange.withLock({ $0.stopped }) {
-            do {
-                let fd = try Syscalls.connectTCP(host: url.host, port: url.port, timeoutMilliseconds: Self.connectTimeoutMilliseconds)
-                defer { Syscalls.close(fd) }
-                let stream = try TLSStream(context: context, fd: fd, host: url.host)
-                try handshake(stream, fd: fd)
-                failures = 0
-                connected()
-                let reason = serve(stream, fd: fd)
-                stream.shutdown()
-                if disconnected(reason, untrusted: false) { continue }
-            } catch let failure as TLSFailure {
-                if case .untrusted(let detail) = failure {
-                    disconnected("the hub's certificate is not trusted: \(detail)", untrusted: true)
-                } else {
-                    disconnected(failure.description, untrusted: false)
+    private func perform(_ actions: [LinkMachine.Action]) {
+        var queued = false
+        for action in actions {
+            switch action {
+            case .connect(let after):
+                // A later attempt needs nothing now: the timer's tick at the machine's deadline starts it.
+                if after == .zero { dial() }
+            case .send(let line):
+                if connection?.handshaking == false {
+                    connection?.outbox.append(line)
+                    queued = true
                 }
-            } catch {
-                disconnected("\(error)", untrusted: false)
+            case .answer(let id, let result):
+                waiting.removeValue(forKey: id)?.resume(returning: .success(result))
+            case .fail(let ids, let failure):
+                for id in ids { waiting.removeValue(forKey: id)?.resume(returning: .failure(failure)) }
+            case .notice(let notice):
+                announce(notice)
+            case .reportDown(let reason, let rejoining):
+                logger.warning("the link to the hub \(url) is down: \(reason)" + (rejoining ? "; linking again at once" : ""), [("AUTHD_HUB", url.description)])
+            case .close:
+                closeConnection()
             }
-            failures += 1
-            // Jittered exponential backoff: 0.5 s, 1 s, 2 s … up to 30 s, each ±25 %.
-            let base = min(30.0, 0.5 * pow(2.0, Double(min(failures - 1, 6))))
-            let delay = Duration.milliseconds(Int(base * 1000 * Double.random(in: 0.75...1.25)))
-            status.withLock { $0.retryAt = .now + delay }
-            waitForWake(upTo: delay)
         }
+        // Written once the actions are done: a failed write is then one more event, not a
+        // change under the actions still in hand.
+        if queued { flush() }
+        publish()
+        schedule()
     }
 
-    private func handshake(_ stream: TLSStream, fd: Int32) throws {
-        let deadline = ContinuousClock.now + handshakeTimeout
-        while true {
-            let progress = try stream.handshake()
-            let events: Int16
-            switch progress {
-            case .done: return
-            case .wantRead: events = Int16(POLLIN)
-            case .wantWrite: events = Int16(POLLOUT)
-            case .closed: throw TLSFailure.failed("the hub closed the connection")
-            }
-            let left = deadline - ContinuousClock.now
-            guard left > .zero else { throw TLSFailure.failed("no TLS handshake within \(handshakeTimeout)") }
-            var descriptor = pollfd(fd: fd, events: events, revents: 0)
-            _ = Glibc.poll(&descriptor, 1, Int32(left.components.seconds * 1000 + left.components.attoseconds / 1_000_000_000_000_000))
-        }
-    }
-
-    private func connected() {
-        exchange.withLock { exchange in
-            exchange.connected = true
-            exchange.rejoining = false
-        }
-        status.withLock { status in
-            status.state = .connected
-            status.since = Date()
-            status.lastError = nil
-        }
-        logger.notice("linked to the hub \(url)", [("AUTHD_HUB", url.description)])
-        noticed.withLock { $0 }?(.linked)
-    }
-
-    /// The link is down (or did not come up); true when the hub closed it after unlinking this
-    /// machine, and it is to be made again at once.
-    @discardableResult
-    private func disconnected(_ reason: String, untrusted: Bool) -> Bool {
-        let (orphans, rejoin) = exchange.withLock { exchange -> ([CheckedContinuation<Result<JSONValue, RPCError>, Never>], Bool) in
-            // Only a link that was up rejoins at once; a failed attempt falls back to the backoff.
-            exchange.rejoining = exchange.rejoining && exchange.connected && !untrusted
-            exchange.connected = false
-            if exchange.rejoining {
-                // The hub answered all it took before it closed the link and took nothing after:
-                // what is unanswered was never served, and goes again on the new link, in order.
-                exchange.outbox = exchange.lines.keys.sorted().flatMap { exchange.lines[$0] ?? [] }
-                return ([], true)
-            }
-            exchange.outbox.removeAll()
-            exchange.deadlines.removeAll()
-            exchange.lines.removeAll()
-            defer { exchange.waiting.removeAll() }
-            return (Array(exchange.waiting.values), false)
-        }
-        for orphan in orphans { orphan.resume(returning: .failure(Self.dropped)) }
-        let wasConnected = status.withLock { status -> Bool in
-            let was = status.state == .connected
-            let state: State = untrusted ? .untrusted : rejoin ? .connecting : .unreachable
-            if status.state != state { status.since = Date() }
-            status.state = state
-            status.lastError = reason
-            status.roundTripMs = nil
-            return was
-        }
-        if wasConnected || untrusted {
-            logger.warning("the link to the hub \(url) is down: \(reason)" + (rejoin ? "; linking again at once" : ""), [("AUTHD_HUB", url.description)])
-        }
-        return rejoin
-    }
-
-    /// Moves lines both ways until the link fails; returns why.
-    private func serve(_ stream: TLSStream, fd: Int32) -> String {
-        var framer = LineFramer()
-        var pendingOut: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 64 * 1024)
-        var lastHeard = ContinuousClock.now
-        // The first heartbeat goes at once: it measures the round trip and learns the hub's idle timeout.
-        var lastSent = ContinuousClock.now - .seconds(3600)
-        var interval = Self.heartbeatInterval
-        var ping: (id: Int64, sent: ContinuousClock.Instant)?
-        var wantWrite = false
-        while true {
-            if exchange.withLock({ $0.stopped }) { return "authd is stopping" }
-            // Heartbeat: ask when either way was quiet for a while (the hub closes a link that sends
-            // nothing for its idle timeout); a ping unanswered too long ends the link.
-            let now = ContinuousClock.now
-            if let ping, now - ping.sent > Self.heartbeatTimeout { return "the hub did not answer a heartbeat within \(Self.heartbeatTimeout)" }
-            if ping == nil && (now - lastHeard > interval || now - lastSent > interval) {
-                let id = exchange.withLock { exchange -> Int64 in
-                    defer { exchange.nextID += 1 }
-                    return exchange.nextID
-                }
-                if let line = try? WireCodec.requestLine(id: .integer(id), method: LinkPing.name, params: NoParams()) {
-                    pendingOut.append(contentsOf: line)
-                    ping = (id, now)
-                }
-            }
-            expireCalls(now: now)
-            pendingOut.append(contentsOf: exchange.withLock { exchange -> [UInt8] in
-                defer { exchange.outbox.removeAll(keepingCapacity: true) }
-                return exchange.outbox
-            })
-            // Write what the socket takes.
-            while !pendingOut.isEmpty {
-                let written: TLSProgress
-                do { written = try pendingOut.withUnsafeBytes { try stream.write($0) } } catch { return "\(error)" }
-                switch written {
-                case .done(let count): pendingOut.removeFirst(count); wantWrite = false; lastSent = .now
-                case .wantWrite, .wantRead: wantWrite = true
-                case .closed: return "the hub closed the link"
-                }
-                if wantWrite { break }
-            }
-            // Read everything there is.
-            reading: while true {
-                let read: TLSProgress
-                do { read = try buffer.withUnsafeMutableBytes { try stream.read(into: $0) } } catch { return "\(error)" }
-                switch read {
-                case .done(let count):
-                    lastHeard = .now
-                    framer.append(buffer[0..<count])
-                    while true {
-                        let line: [UInt8]?
-                        do { line = try framer.nextLine() } catch { return "the hub sent a line over 1 MiB" }
-                        guard let line else { break }
-                        if let answer = deliver(line, ping: ping?.id), let answered = ping {
-                            let elapsed = ContinuousClock.now - answered.sent
-                            status.withLock { $0.roundTripMs = Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15 }
-                            if let idle = answer.idleTimeout {
-                                interval = min(Self.heartbeatInterval, max(.milliseconds(200), .seconds(idle) / 3))
-                            }
-                            ping = nil
-                        }
-                    }
-                case .wantRead, .wantWrite: break reading
-                case .closed: return "the hub closed the link"
-                }
-            }
-            // Sleep until the socket or a caller has something, or the next heartbeat is due.
-            var descriptors = [pollfd(fd: fd, events: Int16(POLLIN) | (wantWrite ? Int16(POLLOUT) : 0), revents: 0),
-                               pollfd(fd: wake.read, events: Int16(POLLIN), revents: 0)]
-            let nap = min(interval, .seconds(1))
-            _ = Glibc.poll(&descriptors, 2, Int32(nap.components.seconds * 1000 + nap.components.attoseconds / 1_000_000_000_000_000))
-            if descriptors[1].revents != 0 { Syscalls.drain(wake.read) }
-        }
-    }
-
-    /// Hands a response to the call waiting for it, and what the hub tells to its handler. The
-    /// hub's answer when it answered the heartbeat `ping`.
-    private func deliver(_ line: [UInt8], ping: Int64?) -> LinkPing.Result? {
-        guard StrictJSON.check(line) == nil, let incoming = try? WireCodec.decodeIncoming(line) else { return nil }
-        if case .notification(LinkSessionsEnded.name, let params?) = incoming,
-           let ended = try? WireCodec.decode(LinkSessionsEnded.Params.self, from: params) {
+    private func announce(_ notice: Notice) {
+        switch notice {
+        case .linked:
+            logger.notice("linked to the hub \(url)", [("AUTHD_HUB", url.description)])
+        case .sessionsEnded(let ended):
             logger.notice("the hub ended \(ended.sessions.count) session(s) of this machine (\(Redaction.printable(ended.cause, limit: 32)))"
                           + (ended.unlinked ? "; it holds none now: account methods need a new sign-in" : ""), [("AUTHD_HUB", url.description)])
-            if ended.unlinked { exchange.withLock { $0.rejoining = true } }
-            noticed.withLock { $0 }?(.sessionsEnded(ended))
-            return nil
+        case .syncEvent:
+            break
         }
-        if case .notification(LinkSyncEvent.name, let params?) = incoming,
-           let pushed = try? WireCodec.decode(LinkSyncEvent.Params.self, from: params) {
-            noticed.withLock { $0 }?(.syncEvent(pushed))
-            return nil
+        noticed.withLock { $0 }?(notice)
+    }
+
+    /// Publishes what `hub.status` reads; the state's start as a wall-clock time, taken once.
+    private func publish() {
+        let status = machine.status
+        if since?.instant != status.since {
+            since = (status.since, Date().addingTimeInterval(-LinkMachine.milliseconds(ContinuousClock.now - status.since) / 1000))
         }
-        guard case .response(let id, let outcome) = incoming, case .integer(let number) = id else { return nil }
-        if number == ping {
-            if case .result(let value) = outcome, let answer = try? WireCodec.decode(LinkPing.Result.self, from: value) { return answer }
-            return LinkPing.Result(idleTimeout: nil)
+        let date = since?.date ?? Date()
+        published.withLock {
+            $0 = Status(state: status.state, since: date, roundTripMs: status.roundTrip.map(LinkMachine.milliseconds), lastError: status.lastError)
         }
-        let waiter = exchange.withLock { exchange in
-            exchange.deadlines[number] = nil
-            exchange.lines[number] = nil
-            return exchange.waiting.removeValue(forKey: number)
+    }
+
+    /// Keeps the one timer at the machine's next deadline.
+    private func schedule() {
+        let due = machine.nextDeadline
+        guard due != timerDue else { return }
+        timerDue = due
+        if timer == nil {
+            let timer = DispatchSource.makeTimerSource(queue: .global(qos: .userInitiated))
+            timer.setEventHandler { [weak self] in
+                guard let self else { return }
+                loop.execute { [self] in
+                    timerDue = nil
+                    perform(machine.tick(now: .now))
+                }
+            }
+            timer.resume()
+            self.timer = timer
+        }
+        guard let due else {
+            timer?.schedule(deadline: .distantFuture)
+            return
+        }
+        // A millisecond late rather than early: the machine decides by its own clock.
+        let left = max(0, LinkMachine.milliseconds(due - .now)) + 1
+        timer?.schedule(deadline: .now() + .microseconds(Int(left * 1000)), leeway: .milliseconds(5))
+    }
+
+    // MARK: The connection (on the loop)
+
+    /// One attempt: the TCP connect on a global queue (it may wait), then the handshake here.
+    private func dial() {
+        closeConnection()
+        attempt += 1
+        let attempt = self.attempt
+        let (url, context) = (self.url, self.context)
+        DispatchQueue.global(qos: .userInitiated).async { [self] in
+            let outcome: Result<(fd: Int32, stream: TLSStream), any Error>
+            do {
+                let fd = try Syscalls.connectTCP(host: url.host, port: url.port, timeoutMilliseconds: Self.connectTimeoutMilliseconds)
+                do {
+                    outcome = .success((fd, try TLSStream(context: context, fd: fd, host: url.host)))
+                } catch {
+                    Syscalls.close(fd)
+                    throw error
+                }
+            } catch {
+                outcome = .failure(error)
+            }
+            loop.execute { [self] in dialed(outcome, attempt: attempt) }
+        }
+    }
+
+    private func dialed(_ outcome: Result<(fd: Int32, stream: TLSStream), any Error>, attempt: Int) {
+        guard attempt == self.attempt else {
+            if case .success(let dialed) = outcome { Syscalls.close(dialed.fd) }
+            return
         }
         switch outcome {
-        case .result(let value): waiter?.resume(returning: .success(value))
-        case .error(let error): waiter?.resume(returning: .failure(error))
+        case .failure(let error):
+            attemptFailed(error)
+        case .success(let dialed):
+            do {
+                try loop.register(dialed.fd, handler: .init(readable: { [self] in readable() }, writable: { [self] in writable() }))
+            } catch {
+                Syscalls.close(dialed.fd)
+                return attemptFailed(error)
+            }
+            connection = LinkConnection(attempt: attempt, fd: dialed.fd, stream: dialed.stream, channel: TLSChannel(fd: dialed.fd, stream: dialed.stream))
+            handshake()
         }
-        return nil
     }
 
-    /// Calls past `callTimeout` fail as unavailable (the hub is up but did not answer).
-    private func expireCalls(now: ContinuousClock.Instant) {
-        let expired = exchange.withLock { exchange -> [CheckedContinuation<Result<JSONValue, RPCError>, Never>] in
-            let late = exchange.deadlines.filter { $0.value < now }.map(\.key)
-            return late.compactMap { id in
-                exchange.deadlines[id] = nil
-                exchange.lines[id] = nil
-                return exchange.waiting.removeValue(forKey: id)
+    private func attemptFailed(_ error: any Error) {
+        closeConnection()
+        if case .untrusted(let detail) = error as? TLSFailure {
+            perform(machine.untrustedCertificate(detail, now: .now))
+        } else {
+            perform(machine.connectFailed((error as? TLSFailure)?.description ?? "\(error)", now: .now))
+        }
+    }
+
+    private func handshake() {
+        guard let current = connection, current.handshaking else { return }
+        do {
+            switch try current.stream.handshake() {
+            case .done:
+                connection?.handshaking = false
+                watch(read: true, write: false)
+                perform(machine.connectSucceeded(now: .now))
+                // What came with the handshake's last flight is buffered in TLS, not the socket.
+                readable()
+            case .wantRead: watch(read: true, write: false)
+            case .wantWrite: watch(read: false, write: true)
+            case .closed: attemptFailed(TLSFailure.failed("the hub closed the connection"))
+            }
+        } catch {
+            attemptFailed(error)
+        }
+    }
+
+    private func writable() {
+        if connection?.handshaking == true { handshake() } else { flush() }
+    }
+
+    /// Reads until the channel has nothing more (TLS hands over a record at a time), and hands
+    /// the machine each line.
+    private func readable() {
+        guard let current = connection else { return }
+        if current.handshaking { return handshake() }
+        let buffer = loop.readBuffer
+        while connection?.attempt == current.attempt {
+            let result: Syscalls.IOResult
+            do { result = try current.channel.read(into: buffer) } catch { return lost("\(error)") }
+            switch result {
+            case .bytes(let count):
+                connection?.framer.append(UnsafeRawBufferPointer(rebasing: buffer[0..<count]))
+                while connection?.attempt == current.attempt {
+                    let line: [UInt8]?
+                    do { line = try connection?.framer.nextLine() } catch { return lost("the hub sent a line over \(Self.lineLimit >> 20) MiB") }
+                    guard let line else { break }
+                    perform(machine.received(line, now: .now))
+                }
+            case .wouldBlock:
+                return
+            case .endOfFile:
+                return lost("the hub closed the link")
             }
         }
-        for waiter in expired { waiter.resume(returning: .failure(.failure(.hubUnavailable, "the hub did not answer within \(Self.callTimeout)"))) }
     }
 
-    private func waitForWake(upTo delay: Duration) {
-        var descriptor = pollfd(fd: wake.read, events: Int16(POLLIN), revents: 0)
-        _ = Glibc.poll(&descriptor, 1, Int32(delay.components.seconds * 1000 + delay.components.attoseconds / 1_000_000_000_000_000))
-        Syscalls.drain(wake.read)
+    /// Writes what the socket takes; waits for it to be writable for the rest.
+    private func flush() {
+        guard let current = connection, !current.handshaking else { return }
+        if current.outbox.pendingCount > Self.outputLimit { return lost("the hub does not read what this machine sends") }
+        while let pending = connection, pending.attempt == current.attempt, pending.outbox.pendingCount > 0 {
+            let result: Syscalls.IOResult
+            do { result = try pending.outbox.withPending { try pending.channel.write($0) } } catch { return lost("\(error)") }
+            switch result {
+            case .bytes(let count):
+                _ = connection?.outbox.wrote(count)
+            case .wouldBlock:
+                return watch(read: true, write: true)
+            case .endOfFile:
+                return lost("the hub closed the link")
+            }
+        }
+        if connection?.attempt == current.attempt { watch(read: true, write: false) }
+    }
+
+    /// The link failed under the machine: the socket goes whatever the machine makes of it.
+    private func lost(_ reason: String) {
+        let actions = machine.peerClosed(reason, now: .now)
+        closeConnection()
+        perform(actions)
+    }
+
+    private func watch(read: Bool, write: Bool) {
+        guard let current = connection, current.watching != (read, write) else { return }
+        connection?.watching = (read, write)
+        loop.watch(current.fd, read: read, write: write)
+    }
+
+    /// Drops the connection or the attempt in progress (a dial still connecting is given up).
+    private func closeConnection() {
+        attempt += 1
+        guard let current = connection else { return }
+        connection = nil
+        // The loop forgets the descriptor before it is closed (its number may be reused at once).
+        loop.deregister(current.fd)
+        // A link sends close_notify; a handshake that did not finish has nothing to close.
+        if current.handshaking { Syscalls.close(current.fd) } else { current.channel.close() }
     }
 }

@@ -72,8 +72,7 @@ struct ConnectionMachine {
     private(set) var limits: Limits
     private var state = State.open
     private var framer: LineFramer
-    private var outbox: [UInt8] = []
-    private var outboxOffset = 0
+    private var outbox = LineOutbox()
     private var inFlight: Set<UInt64> = []
     private var nextKey: UInt64 = 0
     /// Streams opened by requests still running, by request key: they start after the response.
@@ -105,7 +104,7 @@ struct ConnectionMachine {
 
     var isClosed: Bool { state == .closed }
     var requestsInFlight: Int { inFlight.count }
-    var pendingOutputCount: Int { outbox.count - outboxOffset }
+    var pendingOutputCount: Int { outbox.pendingCount }
     /// Bytes of a line the client has not finished (or lines not yet taken, while paused).
     var pendingInputCount: Int { framer.bufferedByteCount }
 
@@ -255,7 +254,7 @@ struct ConnectionMachine {
 
     private mutating func send(_ line: some ContiguousBytes, into actions: inout [Action]) {
         guard state != .closed else { return }
-        line.withUnsafeBytes { outbox.append(contentsOf: $0) }
+        outbox.append(line)
         guard pendingOutputCount <= limits.maxPendingOutput else {
             actions += closeNow(.unreadOutput)
             return
@@ -265,20 +264,16 @@ struct ConnectionMachine {
 
     /// What waits to be written.
     func withPendingOutput<T>(_ body: (UnsafeRawBufferPointer) throws -> T) rethrows -> T {
-        try outbox.withUnsafeBytes { try body(UnsafeRawBufferPointer(rebasing: $0[outboxOffset...])) }
+        try outbox.withPending(body)
     }
 
     /// The transport wrote `count` bytes of `pendingOutput`.
     mutating func wrote(_ count: Int) -> [Action] {
-        outboxOffset = min(outbox.count, outboxOffset + count)
         var actions: [Action] = []
-        guard outboxOffset == outbox.count else {
+        guard outbox.wrote(count) else {
             resumeIfPossible(into: &actions)
             return actions
         }
-        // Keep a small buffer for the next lines; give a large one back.
-        outbox.removeAll(keepingCapacity: outbox.capacity <= 1 << 20)
-        outboxOffset = 0
         if case .closingAfterFlush(let reason) = state { return closeNow(reason) }
         resumeIfPossible(into: &actions)
         return actions
@@ -418,8 +413,7 @@ struct ConnectionMachine {
         if !streams.isEmpty { actions.append(.cancelStreams(streams.sorted())) }
         streams.removeAll()
         dropPendingStreams(into: &actions)
-        outbox = []
-        outboxOffset = 0
+        outbox.discard()
         actions.append(.close(reason))
         return actions
     }
