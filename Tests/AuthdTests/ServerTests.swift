@@ -53,7 +53,7 @@ private struct InProcessServer {
             connections: ConnectionRegistry(), masterKeySource: .keyFile(path: "/x"), sealer: fixture.sealer, codeKey: try OpenSSL.randomSecret(32),
             localLock: LocalLock(store: fixture.store, directory: directory, config: holder, now: fixture.clock.closure), events: events, sync: SyncBus(),
             syncService: SyncService(log: SyncLog(store: fixture.store, now: fixture.clock.closure), directory: directory, bus: SyncBus(),
-                                     limiter: RateLimiter(config: holder, now: fixture.clock.closure), thisMachine: DeviceID(description: "test")) { _ in },
+                                     limiter: SyncWriteLimiter(config: holder, now: fixture.clock.closure), thisMachine: DeviceID(description: "test")) { _ in },
             outbox: nil, presence: presence,
             vault: TokenVault(store: fixture.store, sealer: fixture.sealer, directory: directory),
             http: HTTPClient(helperPath: "/nonexistent/authd-http"),

@@ -15,8 +15,6 @@ final class RateLimiter: Sendable {
         /// A change of an account's email address, limited per account: each answer tells
         /// whether an address is taken, which must not become a way to list them.
         case emailChange = "account.profile.set"
-        /// What a caller (a local user, or a machine) adds to accounts' event logs.
-        case syncWrite = "sync.send"
         /// A lookup of another person by email address (`friends.add`), limited per account so
         /// the directory cannot be harvested.
         case friendLookup = "friends.add"
@@ -31,7 +29,6 @@ final class RateLimiter: Sendable {
             case .registerStart, .otpStart, .unlockCode: Double(config.startsPerMinute)
             case .login: Double(config.loginsPerMinute)
             case .emailChange: Double(Self.emailChangesPerHour)
-            case .syncWrite: Double(config.syncWritesPerMinute)
             case .friendLookup: Double(config.presenceLookupsPerHour)
             }
         }

@@ -25,15 +25,6 @@ struct SyncService: Sendable {
     static let authdKinds: Set<String> = ["device.linked", "device.revoked", "session.ended", "friend.added", "presence", "presence.settings"]
     static let allKinds: Set<String> = sendableKinds.union(["read", "dismiss"]).union(authdKinds)
 
-    /// A service whose writes are limited by `[sync]`'s defaults (the accounts' `RateLimiter`
-    /// no longer limits sync). Kept for callers not yet moved to ``SyncWriteLimiter`` (the
-    /// server's unit tests); nothing in the daemon uses it.
-    init(log: SyncLog, directory: any AccountDirectory, bus: SyncBus, limiter _: RateLimiter, thisMachine: DeviceID,
-         pushed: @escaping @Sendable ([(account: String, event: SyncEvent)]) async -> Void) {
-        self.init(log: log, directory: directory, bus: bus, limiter: SyncWriteLimiter(config: ConfigHolder(Config()), now: { Date() }),
-                  thisMachine: thisMachine, pushed: pushed)
-    }
-
     init(log: SyncLog, directory: any AccountDirectory, bus: SyncBus, limiter: SyncWriteLimiter, thisMachine: DeviceID,
          pushed: @escaping @Sendable ([(account: String, event: SyncEvent)]) async -> Void) {
         self.log = log
