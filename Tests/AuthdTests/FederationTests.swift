@@ -295,7 +295,7 @@ struct TokenVaultTests {
         }
         #expect(event.sessionsEnded == 1)
         #expect(try await directory.federatedEmail(account: first.account.id, issuer: Self.provider.issuer, subject: "alice") == nil, "the cached claims are gone")
-        await #expect(throws: RPCError.failure(.sessionInvalid, "")) { try await onTheWire { try await directory.authenticate(first.session.token) } }
+        await #expect(throws: RPCError.failure(.sessionInvalid, "")) { try await onTheWire { try await directory.authenticate(.local(first.session.token)) } }
         #expect(try await vault.finishPendingLogouts() == 0, "nothing is left to finish")
         // A later sign-in, then the same logout noted again (as a crash before its second step leaves it).
         fixture.clock.advance(10)
@@ -305,7 +305,7 @@ struct TokenVaultTests {
                                  [.text(first.account.id), .text(Self.provider.issuer), .integer(loggedOutAt)])
         }
         #expect(try await vault.finishPendingLogouts() == 1)
-        #expect(try await directory.authenticate(second.session.token).accountID == first.account.id, "the later sign-in's session lives")
+        #expect(try await directory.authenticate(.local(second.session.token)).accountID == first.account.id, "the later sign-in's session lives")
         #expect(try await vault.finishPendingLogouts() == 0)
     }
 }

@@ -96,8 +96,8 @@ struct SessionTests {
                 try await directory.createSession(account: first.account.id, device: .init(key: "tablet", name: "tablet"), amr: ["otp"], federation: nil)
             }
         }
-        let devices = try await directory.devices(first.session.token).devices.count
-        let sessions = try await directory.sessions(first.session.token).count
+        let devices = try await directory.devices(.local(first.session.token)).devices.count
+        let sessions = try await directory.sessions(.local(first.session.token)).count
         #expect(devices == 2)
         #expect(sessions == 3)
     }
@@ -112,14 +112,14 @@ struct SessionTests {
         // Used every 50 s it stays alive until the maximum lifetime…
         for _ in 0..<19 {
             fixture.clock.advance(50)
-            _ = try await fixture.directory.authenticate(token)
+            _ = try await fixture.directory.authenticate(.local(token))
         }
         fixture.clock.advance(50)
         await #expect(throws: RPCError.failure(.sessionExpired, "")) {
-            try await onTheWire { try await fixture.directory.authenticate(token) }
+            try await onTheWire { try await fixture.directory.authenticate(.local(token)) }
         }
         await #expect(throws: RPCError.failure(.sessionInvalid, "")) {
-            try await onTheWire { try await fixture.directory.authenticate("as1.forged") }
+            try await onTheWire { try await fixture.directory.authenticate(.local("as1.forged")) }
         }
         // …and the store has only its hash.
         let stored = try await fixture.store.read { try $0.query("SELECT token_hash FROM sessions") { $0.blob(0) } }
@@ -157,7 +157,7 @@ struct PINFactorTests {
         let account = signedIn.account.id
         // A cheap hash: the test is about counting, not hashing.
         let cheap = Argon2id(memoryKiB: 8, iterations: 1, parallelism: 1)
-        try await directory.setPIN(signedIn.session.token, hash: try cheap.hash(SecretBytes(Array("480913".utf8))))
+        try await directory.setPIN(.local(signedIn.session.token), hash: try cheap.hash(SecretBytes(Array("480913".utf8))))
         let wrong = SecretBytes(Array("111112".utf8))
         for _ in 0..<99 {
             try? await directory.confirmPIN(wrong, account: account)
@@ -165,11 +165,11 @@ struct PINFactorTests {
         }
         let token = try await directory.createSession(account: account, device: .init(key: "laptop", name: "laptop"), amr: ["pwd"], federation: nil).session.token
         #expect(try await directory.hasPIN(account: account))
-        try await directory.checkPINEnrolment(token, reauthenticationWindow: 600)
+        try await directory.checkPINEnrolment(.local(token), reauthenticationWindow: 600)
         try? await directory.confirmPIN(wrong, account: account)
         #expect(try await !directory.hasPIN(account: account))
         await #expect(throws: RPCError.failure(.otpRequired, "")) {
-            try await onTheWire { try await directory.checkPINEnrolment(token, reauthenticationWindow: 600) }
+            try await onTheWire { try await directory.checkPINEnrolment(.local(token), reauthenticationWindow: 600) }
         }
     }
 
@@ -181,7 +181,7 @@ struct PINFactorTests {
         let token = try await fixture.register().session.token
         fixture.clock.advance(601)
         await #expect(throws: RPCError.failure(.reauthRequired, "")) {
-            try await onTheWire { try await settings.enablePIN(.init(session: token, pin: "480913", confirm: "480913")) }
+            try await onTheWire { try await settings.enablePIN(.init(session: token, pin: "480913", confirm: "480913"), session: .local(token)) }
         }
     }
 }
@@ -226,7 +226,7 @@ struct MaintenanceTests {
                                              proof: FederatedProof(idToken: "", nonce: nil), device: .init(key: "a", name: "a")).signedIn
         let account = old.account.id
         at(now - 8 * 86400)
-        _ = try await directory.endSession(old.session.token)
+        _ = try await directory.endSession(.local(old.session.token))
         // Code flows (each counts an SMS when it opens) and second steps, expired and not.
         at(now - 4000)
         try await directory.openCodeChallenge(Self.challenge("old", expiresAt: now - 90_000), owner: FlowOwner(machine: nil, user: nil), policy: .init())
@@ -234,8 +234,8 @@ struct MaintenanceTests {
         let live = try await directory.createSession(account: account, device: .init(key: "b", name: "b"), amr: ["otp"], federation: nil)
         let recent = try await directory.createSession(account: account, device: .init(key: "c", name: "c"), amr: ["otp"], federation: nil)
         // Two sign-ins waiting for their PIN (a flow lives five minutes): one expired, one not.
-        try await directory.setPIN(live.session.token, hash: "x")
-        _ = try await directory.updateProfile(live.session.token, email: nil,
+        try await directory.setPIN(.local(live.session.token), hash: "x")
+        _ = try await directory.updateProfile(.local(live.session.token), email: nil,
                                               passwordHash: try await Argon2id.owasp.hashOffPool(SecretBytes(Array("correct horse".utf8))))
         for openedAt in [now - 301, now - 200] {
             at(openedAt)
@@ -246,7 +246,7 @@ struct MaintenanceTests {
         }
         at(now - 10)
         try await directory.openCodeChallenge(Self.challenge("fresh", expiresAt: now + 60), owner: FlowOwner(machine: nil, user: nil), policy: .init())
-        _ = try await directory.endSession(recent.session.token)
+        _ = try await directory.endSession(.local(recent.session.token))
         let spool = fixture.folder.path + "/sms-spool"
         try FileManager.default.createDirectory(atPath: spool, withIntermediateDirectories: true)
         _ = FileManager.default.createFile(atPath: spool + "/old.sms", contents: Data("code".utf8))

@@ -54,8 +54,8 @@ struct PasswordSignInTests {
     /// An account with `password` and, when asked, a PIN; returns its id and a session token.
     private static func account(_ fixture: TestDirectory, pin: Bool) async throws -> (String, String) {
         let signedIn = try await fixture.register()
-        _ = try await fixture.directory.updateProfile(signedIn.session.token, email: nil, passwordHash: try await Argon2id.owasp.hashOffPool(password))
-        if pin { try await fixture.directory.setPIN(signedIn.session.token, hash: try await Argon2id.owasp.hashOffPool(SecretBytes(Array("480913".utf8)))) }
+        _ = try await fixture.directory.updateProfile(.local(signedIn.session.token), email: nil, passwordHash: try await Argon2id.owasp.hashOffPool(password))
+        if pin { try await fixture.directory.setPIN(.local(signedIn.session.token), hash: try await Argon2id.owasp.hashOffPool(SecretBytes(Array("480913".utf8)))) }
         return (signedIn.account.id, signedIn.session.token)
     }
 
@@ -172,7 +172,7 @@ struct MaintenanceAnnouncementTests {
         #expect(announced.endedSessions.first?.cause == .providerLogout)
         #expect(announced.endedSessions.first?.machineUser == 1000)
         #expect(announced.notices.contains { $0.kind == "session.ended" && $0.account == account }, "the account's log hears of it: \(announced.notices)")
-        #expect(try await fixture.directory.authenticate(kept.session.token).id == kept.session.id, "the password session is untouched")
+        #expect(try await fixture.directory.authenticate(.local(kept.session.token)).id == kept.session.id, "the password session is untouched")
         let (again, nothing) = try await Maintenance.finishInterruptedLogouts(vault: vault, now: fixture.clock.closure)
         #expect(again == 0 && nothing.isEmpty, "finished once")
     }

@@ -64,20 +64,20 @@ extension MethodTable {
         register(AccountProfileSet.self, home: .account, access: .anyone, requiresUnlock: true, audit: { params, result in
             ["account": .string(result.id), "email": .bool(params.email != nil), "password": .bool(params.password != nil),
              "email_to": params.email != nil ? result.email.map { .string(AccountSettings.redacted(email: $0)) } ?? .null : .null]
-        }) { params, _ in
-            try await settings.setProfile(params)
+        }) { params, context in
+            try await settings.setProfile(params, session: context.session(params.session))
         }
-        register(AccountPasswordCheck.self, home: .account, access: .anyone, requiresUnlock: true, audit: { _, _ in [:] }) { params, _ in
-            try await settings.checkPassword(params)
+        register(AccountPasswordCheck.self, home: .account, access: .anyone, requiresUnlock: true, audit: { _, _ in [:] }) { params, context in
+            try await settings.checkPassword(params, session: context.session(params.session))
         }
-        register(TwoFactorPINEnable.self, home: .account, access: .anyone, audit: { _, _ in [:] }) { params, _ in
-            try await settings.enablePIN(params)
+        register(TwoFactorPINEnable.self, home: .account, access: .anyone, audit: { _, _ in [:] }) { params, context in
+            try await settings.enablePIN(params, session: context.session(params.session))
         }
-        register(TwoFactorPINDisable.self, home: .account, access: .anyone, audit: { _, _ in [:] }) { params, _ in
-            try await settings.disablePIN(params)
+        register(TwoFactorPINDisable.self, home: .account, access: .anyone, audit: { _, _ in [:] }) { params, context in
+            try await settings.disablePIN(params, session: context.session(params.session))
         }
-        register(AccountDeactivate.self, home: .account, access: .anyone, audit: { _, _ in [:] }) { params, _ in
-            try await settings.deactivate(params)
+        register(AccountDeactivate.self, home: .account, access: .anyone, audit: { _, _ in [:] }) { params, context in
+            try await settings.deactivate(params, session: context.session(params.session))
         }
         register(AdminAccountsList.self, home: .account, access: .admin, audit: { _, result in ["count": .integer(Int64(result.accounts.count))] }) { params, _ in
             try await admin.list(limit: params.limit)

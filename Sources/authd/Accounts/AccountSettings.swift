@@ -14,9 +14,9 @@ struct AccountSettings: Sendable {
     /// Sessions older than this must sign in again before changing security settings.
     static let reauthenticationWindow: Int64 = 600
 
-    func setProfile(_ params: AccountProfileSet.Params) async throws -> AccountInfo {
+    func setProfile(_ params: AccountProfileSet.Params, session: PresentedSession) async throws -> AccountInfo {
         let email = try params.email.map(Registration.normalizeEmail)
-        let current = try await directory.profile(params.session)
+        let current = try await directory.profile(session)
         let emailChanges = email != nil && email != current.email
         // Changing the password or the email address needs the current password: a stolen
         // session must not be enough, nor a way to guess it without the lockout. An account
@@ -35,7 +35,7 @@ struct AccountSettings: Sendable {
             try Self.checkNewPassword(password, for: current, email: email)
             newHash = try await Argon2id.owasp.hashOffPool(SecretBytes(Array(password.utf8)))
         }
-        let info = try await directory.updateProfile(params.session, email: email, passwordHash: newHash)
+        let info = try await directory.updateProfile(session, email: email, passwordHash: newHash)
         if emailChanges {
             logger.notice("email address changed by the account's owner", [
                 ("AUTHD_ACCOUNT", current.id), ("AUTHD_EMAIL_FROM", current.email.map(Self.redacted(email:)) ?? "none"),
@@ -55,8 +55,8 @@ struct AccountSettings: Sendable {
     /// `account.password.check`: changes nothing, so a client can check the current password
     /// and the new one's policy before the person types it again. The current password is
     /// checked as `setProfile` checks it: a wrong one counts toward the lockout.
-    func checkPassword(_ params: AccountPasswordCheck.Params) async throws -> AccountPasswordCheck.Result {
-        let current = try await directory.profile(params.session)
+    func checkPassword(_ params: AccountPasswordCheck.Params, session: PresentedSession) async throws -> AccountPasswordCheck.Result {
+        let current = try await directory.profile(session)
         if let old = params.currentPassword {
             try await directory.confirmPassword(SecretBytes(Array(old.utf8)), account: current.id)
         }
@@ -70,27 +70,27 @@ struct AccountSettings: Sendable {
         try PasswordPolicy.check(password, hasSecondFactor: account.hasPIN, identifiers: [account.phone ?? "", email ?? account.email ?? ""])
     }
 
-    func enablePIN(_ params: TwoFactorPINEnable.Params) async throws -> TwoFactorPINEnable.Result {
+    func enablePIN(_ params: TwoFactorPINEnable.Params, session: PresentedSession) async throws -> TwoFactorPINEnable.Result {
         try PINPolicy.check(params.pin)
         guard OpenSSL.constantTimeEquals(Array(params.pin.utf8), Array(params.confirm.utf8)) else { throw AccountFailure.pinMismatch }
-        try await directory.checkPINEnrolment(params.session, reauthenticationWindow: Self.reauthenticationWindow)
+        try await directory.checkPINEnrolment(session, reauthenticationWindow: Self.reauthenticationWindow)
         let hash = try await Argon2id.owasp.hashOffPool(SecretBytes(Array(params.pin.utf8)))
-        try await directory.setPIN(params.session, hash: hash)
+        try await directory.setPIN(session, hash: hash)
         return .init(enabled: true)
     }
 
-    func disablePIN(_ params: TwoFactorPINDisable.Params) async throws -> TwoFactorPINEnable.Result {
-        let account = try await directory.authenticate(params.session).accountID
+    func disablePIN(_ params: TwoFactorPINDisable.Params, session: PresentedSession) async throws -> TwoFactorPINEnable.Result {
+        let account = try await directory.authenticate(session).accountID
         // Both, each with its own lock and counters, as at sign-in.
         try await directory.confirmPassword(SecretBytes(Array(params.password.utf8)), account: account)
         try await directory.confirmPIN(SecretBytes(Array(params.pin.utf8)), account: account)
-        try await directory.removePIN(params.session)
+        try await directory.removePIN(session)
         return .init(enabled: false)
     }
 
     /// `account.deactivate`: confirmed with the password or the PIN.
-    func deactivate(_ params: AccountDeactivate.Params) async throws -> AccountDeactivate.Result {
-        let account = try await directory.authenticate(params.session).accountID
+    func deactivate(_ params: AccountDeactivate.Params, session: PresentedSession) async throws -> AccountDeactivate.Result {
+        let account = try await directory.authenticate(session).accountID
         if let password = params.password {
             try await directory.confirmPassword(SecretBytes(Array(password.utf8)), account: account)
         } else if let pin = params.pin {

@@ -51,8 +51,8 @@ extension MethodTable {
         register(TwoFactorFingerprintEnable.self, home: .machine, access: .anyone, audit: { _, result in ["user": .string(result.user ?? "")] }) { params, context in
             try await signIn.enableSecondStep(params, context: context)
         }
-        register(TwoFactorFingerprintDisable.self, home: .machine, access: .anyone, audit: { _, _ in [:] }) { params, _ in
-            try await signIn.disableSecondStep(params)
+        register(TwoFactorFingerprintDisable.self, home: .machine, access: .anyone, audit: { _, _ in [:] }) { params, context in
+            try await signIn.disableSecondStep(params, session: context.session(params.session))
         }
     }
 }

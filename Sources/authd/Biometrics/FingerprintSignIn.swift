@@ -54,7 +54,7 @@ struct FingerprintSignIn: Sendable {
     /// `twofactor.fingerprint.enable`: one matching scan of the caller's finger now.
     func enableSecondStep(_ params: TwoFactorFingerprintEnable.Params, context: RequestContext) async throws -> TwoFactorFingerprintEnable.Result {
         let user = try BiometricService.user(of: context.caller)
-        let session = try await directory.authenticate(params.session)
+        let session = try await directory.authenticate(context.session(params.session))
         guard session.createdAt >= Int64(now().timeIntervalSince1970) - Self.reauthenticationWindow else {
             throw AccountFailure.reauthRequired(for: "change how this account signs in")
         }
@@ -64,8 +64,8 @@ struct FingerprintSignIn: Sendable {
     }
 
     /// `twofactor.fingerprint.disable`: needs the password.
-    func disableSecondStep(_ params: TwoFactorFingerprintDisable.Params) async throws -> TwoFactorFingerprintEnable.Result {
-        let account = try await directory.authenticate(params.session).accountID
+    func disableSecondStep(_ params: TwoFactorFingerprintDisable.Params, session: PresentedSession) async throws -> TwoFactorFingerprintEnable.Result {
+        let account = try await directory.authenticate(session).accountID
         try await directory.confirmPassword(SecretBytes(Array(params.password.utf8)), account: account)
         try await steps.remove(account: account)
         return .init(enabled: false, user: nil)

@@ -92,18 +92,18 @@ protocol AccountDirectory: Sendable {
     func rememberedSignInHolds(account: String, deviceID: String, stamp: [UInt8]) async throws -> Bool
     /// The live session behind `token`, touching its idle timer (`sessionInvalid`,
     /// `sessionExpired` otherwise).
-    func authenticate(_ token: String) async throws -> ActiveSession
+    func authenticate(_ session: PresentedSession) async throws -> ActiveSession
     /// `session.get`: the session, its account and its device.
-    func describeSession(_ token: String) async throws -> SessionGet.Result
+    func describeSession(_ session: PresentedSession) async throws -> SessionGet.Result
     /// `auth.logout`: ends the session; returns its id.
-    func endSession(_ token: String) async throws -> String
-    func sessions(_ token: String) async throws -> [SessionSummary]
+    func endSession(_ session: PresentedSession) async throws -> String
+    func sessions(_ session: PresentedSession) async throws -> [SessionSummary]
     /// Ends another session of the same account (`unknownSession` otherwise).
-    func revokeSession(_ token: String, id: String) async throws
+    func revokeSession(_ session: PresentedSession, id: String) async throws
     /// The account's devices and its device limit.
-    func devices(_ token: String) async throws -> DeviceList.Result
+    func devices(_ session: PresentedSession) async throws -> DeviceList.Result
     /// Removes a device of the same account: its sessions end, its place frees.
-    func revokeDevice(_ token: String, id: String) async throws
+    func revokeDevice(_ session: PresentedSession, id: String) async throws
     /// Who holds a live session of each account: at a hub, the machines linked to it (those its
     /// events are pushed to) and, on each, the local users who signed in; and this machine's own
     /// local users (`machine` nil). One read for many accounts (a ping to a hundred friends).
@@ -115,17 +115,17 @@ protocol AccountDirectory: Sendable {
     // MARK: The account's own settings
 
     /// What a profile change needs to know about the session's account.
-    func profile(_ token: String) async throws -> AccountProfile
+    func profile(_ session: PresentedSession) async throws -> AccountProfile
     /// Sets the email address (`emailTaken` when another account holds it) and/or the password
     /// hash (which lifts a password lock), in one change.
-    func updateProfile(_ token: String, email: String?, passwordHash: String?) async throws -> AccountInfo
+    func updateProfile(_ session: PresentedSession, email: String?, passwordHash: String?) async throws -> AccountInfo
     /// Whether the session may set a PIN now: signed in within `reauthenticationWindow` (else
     /// `reauthRequired`), and after a switched-off PIN only with a session that proved the
     /// phone by SMS (`pinReenrolmentNeedsCode`).
-    func checkPINEnrolment(_ token: String, reauthenticationWindow: Int64) async throws
+    func checkPINEnrolment(_ session: PresentedSession, reauthenticationWindow: Int64) async throws
     /// Sets the PIN second factor; its counters and any re-enrolment requirement reset.
-    func setPIN(_ token: String, hash: String) async throws
-    func removePIN(_ token: String) async throws
+    func setPIN(_ session: PresentedSession, hash: String) async throws
+    func removePIN(_ session: PresentedSession) async throws
     /// Deactivates the account and ends every device and session of it.
     func deactivate(account: String) async throws
 
@@ -138,9 +138,9 @@ protocol AccountDirectory: Sendable {
     func signIn(federated identity: FederatedIdentity, proof: FederatedProof, device: DeviceIdentity) async throws -> FederatedSignInResult
     /// A logout: the sessions the provider's sign-ins made for the account up to `madeBy` end,
     /// and the cached user data of the identity goes (the link stays). Returns how many sessions
-    /// ended; running it again ends none more. For a machine linked to this hub (the
-    /// `ForwardingScope`), only that machine's sessions end: the logout was its local user's.
-    func endFederatedSessions(account: String, provider: String, issuer: String, subject: String?, madeBy: Int64) async throws -> Int
+    /// ended; running it again ends none more. For a machine linked to this hub (`machine`),
+    /// only that machine's sessions end: the logout was its local user's.
+    func endFederatedSessions(account: String, provider: String, issuer: String, subject: String?, madeBy: Int64, machine: DeviceID?) async throws -> Int
     /// The email address the provider last said the identity, linked to `account`, has (nil
     /// after a logout).
     func federatedEmail(account: String, issuer: String, subject: String) async throws -> String?
@@ -150,13 +150,13 @@ protocol AccountDirectory: Sendable {
     /// Opens a registration ceremony for the session's account: its WebAuthn user handle
     /// (`newHandle` on first use), the name to show, and the credentials it already has.
     /// `owner`: who may finish it.
-    func beginPasskeyRegistration(_ token: String, challenge: [UInt8], newHandle: [UInt8], owner: FlowOwner, timeout: Int64) async throws -> PasskeyEnrolment
+    func beginPasskeyRegistration(_ session: PresentedSession, challenge: [UInt8], newHandle: [UInt8], owner: FlowOwner, timeout: Int64) async throws -> PasskeyEnrolment
     /// Uses up a ceremony `owner` opened (whatever comes of it, so a challenge is answered once);
     /// another caller's is `flowInvalid` and stays.
     func consumePasskeyFlow(_ id: String, purpose: PasskeyCeremony, owner: FlowOwner) async throws -> PasskeyChallenge
     /// Stores a verified credential for the session's account, which must be `account`
     /// (`alreadyRegistered` when any account has it). Returns when it was registered.
-    func addPasskey(_ token: String, account: String, credential: RelyingPartyVerifier.NewCredential) async throws -> Int64
+    func addPasskey(_ session: PresentedSession, account: String, credential: RelyingPartyVerifier.NewCredential) async throws -> Int64
     /// Opens a sign-in ceremony: with a login, the credentials of its active account, or
     /// `decoy` alone when it has none, so the answer does not tell which logins exist.
     func beginPasskeySignIn(login: AccountKey?, challenge: [UInt8], decoy: [UInt8]?, owner: FlowOwner,
@@ -167,8 +167,8 @@ protocol AccountDirectory: Sendable {
     /// account in, in one change (a raced or replayed assertion finds the counter moved).
     func completePasskeySignIn(_ credentialID: [UInt8], checked: RegisteredPasskey, verified: RelyingPartyVerifier.VerifiedAssertion,
                                device: DeviceIdentity, amr: [String]) async throws -> SignedIn
-    func passkeys(_ token: String) async throws -> [AccountPasskey]
-    func removePasskey(_ token: String, id: [UInt8]) async throws
+    func passkeys(_ session: PresentedSession) async throws -> [AccountPasskey]
+    func removePasskey(_ session: PresentedSession, id: [UInt8]) async throws
 
     // MARK: Machines linked to this hub
 

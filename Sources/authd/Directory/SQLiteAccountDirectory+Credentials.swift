@@ -352,8 +352,8 @@ extension SQLiteAccountDirectory {
 
     // MARK: The account's own settings
 
-    func profile(_ token: String) async throws -> AccountProfile {
-        try await withSession(token) { database, session in
+    func profile(_ session: PresentedSession) async throws -> AccountProfile {
+        try await withSession(session) { database, session in
             guard let profile = try database.queryOne(
                 "SELECT id, phone, email, password_hash IS NOT NULL, pin_hash IS NOT NULL FROM accounts WHERE id = ?", [.text(session.accountID)],
                 row: { AccountProfile(id: $0.text(0), phone: $0.optionalText(1), email: $0.optionalText(2), hasPassword: $0.int(3) != 0, hasPIN: $0.int(4) != 0) })
@@ -362,8 +362,8 @@ extension SQLiteAccountDirectory {
         }
     }
 
-    func updateProfile(_ token: String, email: String?, passwordHash: String?) async throws -> AccountInfo {
-        try await withSession(token) { database, session in
+    func updateProfile(_ session: PresentedSession, email: String?, passwordHash: String?) async throws -> AccountInfo {
+        try await withSession(session) { database, session in
             var detail: [String: JSONValue] = ["email": .bool(email != nil), "password": .bool(passwordHash != nil)]
             if let email {
                 if try database.queryOne("SELECT 1 FROM accounts WHERE email = ? AND id != ?", [.text(email), .text(session.accountID)], row: { $0.int(0) }) != nil {
@@ -386,17 +386,17 @@ extension SQLiteAccountDirectory {
         }
     }
 
-    func checkPINEnrolment(_ token: String, reauthenticationWindow: Int64) async throws {
+    func checkPINEnrolment(_ session: PresentedSession, reauthenticationWindow: Int64) async throws {
         let now = seconds
-        try await withSession(token) { database, session in
+        try await withSession(session) { database, session in
             guard session.createdAt >= now - reauthenticationWindow else { throw AccountFailure.reauthRequired(for: "set a PIN") }
             let reenroll = try database.queryOne("SELECT pin_reenroll_required FROM accounts WHERE id = ?", [.text(session.accountID)]) { $0.int(0) != 0 } ?? false
             if reenroll && !session.amr.contains("otp") { throw AccountFailure.pinReenrolmentNeedsCode }
         }
     }
 
-    func setPIN(_ token: String, hash: String) async throws {
-        try await withSession(token) { database, session in
+    func setPIN(_ session: PresentedSession, hash: String) async throws {
+        try await withSession(session) { database, session in
             try database.execute(
                 "UPDATE accounts SET pin_hash = ?, pin_failures = 0, pin_total_failures = 0, pin_locked_until = NULL, pin_reenroll_required = 0 WHERE id = ?",
                 [.text(hash), .text(session.accountID)])
@@ -404,8 +404,8 @@ extension SQLiteAccountDirectory {
         }
     }
 
-    func removePIN(_ token: String) async throws {
-        try await withSession(token) { database, session in
+    func removePIN(_ session: PresentedSession) async throws {
+        try await withSession(session) { database, session in
             try database.execute("UPDATE accounts SET pin_hash = NULL, pin_failures = 0, pin_locked_until = NULL WHERE id = ?", [.text(session.accountID)])
             try AuditScope.record(in: database, ["account": .string(session.accountID)])
         }

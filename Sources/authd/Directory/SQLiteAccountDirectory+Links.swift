@@ -43,9 +43,9 @@ extension SQLiteAccountDirectory {
         }
     }
 
-    func endFederatedSessions(account: String, provider: String, issuer: String, subject: String?, madeBy: Int64) async throws -> Int {
+    func endFederatedSessions(account: String, provider: String, issuer: String, subject: String?, madeBy: Int64, machine: DeviceID?) async throws -> Int {
         let now = seconds
-        let machineKey: SQLValue = ForwardingScope.machine.map { .text(DeviceIdentity.key(ofMachine: $0)) } ?? .null
+        let machineKey: SQLValue = machine.map { .text(DeviceIdentity.key(ofMachine: $0)) } ?? .null
         return try await store.transaction { database in
             if let subject {
                 try database.execute("UPDATE federated_identities SET email = NULL, name = NULL WHERE issuer = ? AND subject = ? AND account_id = ?",
@@ -88,9 +88,9 @@ extension SQLiteAccountDirectory {
         return flow
     }
 
-    func beginPasskeyRegistration(_ token: String, challenge: [UInt8], newHandle: [UInt8], owner: FlowOwner, timeout: Int64) async throws -> PasskeyEnrolment {
+    func beginPasskeyRegistration(_ session: PresentedSession, challenge: [UInt8], newHandle: [UInt8], owner: FlowOwner, timeout: Int64) async throws -> PasskeyEnrolment {
         let now = seconds
-        return try await withSession(token) { database, session in
+        return try await withSession(session) { database, session in
             guard let (handle, name) = try database.queryOne("SELECT webauthn_user_id, coalesce(email, phone, id) FROM accounts WHERE id = ?",
                                                               [.text(session.accountID)], row: { ($0.optionalBlob(0), $0.text(1)) })
             else { throw PasskeyFailure.flowInvalid }
@@ -124,10 +124,10 @@ extension SQLiteAccountDirectory {
 
     /// Keeps the credential record WebAuthn L3 §7.1 step 27 asks for: the COSE key, the counter,
     /// and the flags seen at registration.
-    func addPasskey(_ token: String, account: String, credential: RelyingPartyVerifier.NewCredential) async throws -> Int64 {
+    func addPasskey(_ session: PresentedSession, account: String, credential: RelyingPartyVerifier.NewCredential) async throws -> Int64 {
         let now = seconds
         let publicKey = try credential.publicKey.encoded()
-        return try await withSession(token) { database, session in
+        return try await withSession(session) { database, session in
             guard session.accountID == account else { throw PasskeyFailure.flowInvalid }
             // WebAuthn L3 §7.1 step 26: a credential id registered to anyone is refused.
             guard try database.queryOne("SELECT 1 FROM account_passkeys WHERE credential_id = ?", [.blob(credential.id)], row: { _ in true }) == nil
@@ -202,8 +202,8 @@ extension SQLiteAccountDirectory {
         }
     }
 
-    func passkeys(_ token: String) async throws -> [AccountPasskey] {
-        try await withSession(token) { database, session in
+    func passkeys(_ session: PresentedSession) async throws -> [AccountPasskey] {
+        try await withSession(session) { database, session in
             try database.query(
                 """
                 SELECT credential_id, sign_count, backup_eligible, backup_state, created_at, last_used_at
@@ -215,8 +215,8 @@ extension SQLiteAccountDirectory {
         }
     }
 
-    func removePasskey(_ token: String, id: [UInt8]) async throws {
-        try await withSession(token) { database, session in
+    func removePasskey(_ session: PresentedSession, id: [UInt8]) async throws {
+        try await withSession(session) { database, session in
             try database.execute("DELETE FROM account_passkeys WHERE credential_id = ? AND account_id = ?", [.blob(id), .text(session.accountID)])
             guard database.changes == 1 else { throw PasskeyFailure.noSuchAccountPasskey }
             try AuditScope.record(in: database, ["account": .string(session.accountID), "credential": .string(Base64URL.encode(id))])

@@ -145,7 +145,8 @@ struct SQLiteAccountDirectory: AccountDirectory {
 
     /// The live session for `token`, touching its idle timer. Lookup is by hash, so no token
     /// comparison leaks timing.
-    static func authenticate(in database: Database, token: String, now: Int64, idle: Int64) throws -> ActiveSession {
+    static func authenticate(in database: Database, _ presented: PresentedSession, now: Int64, idle: Int64) throws -> ActiveSession {
+        let token = presented.token
         guard token.hasPrefix("as1."), token.utf8.count < 100 else { throw SessionFailure.notASessionToken }
         struct Row: Sendable {
             let id, account, device, amr, deviceKey: String
@@ -165,7 +166,7 @@ struct SQLiteAccountDirectory: AccountDirectory {
         // A call another machine forwards uses only that machine's own sessions, and a process
         // on this authd's socket only this machine's: a token taken from one machine is worth
         // nothing on another, and a machine that never signed in can do nothing but sign in.
-        guard SessionBinding.permits(sessionDeviceKey: row.deviceKey, machine: ForwardingScope.machine) else {
+        guard SessionBinding.permits(sessionDeviceKey: row.deviceKey, machine: presented.machine) else {
             throw SessionFailure.otherMachine
         }
         guard !row.deviceRevoked || row.deactivated else { throw SessionFailure.deviceRevoked }
@@ -196,12 +197,12 @@ struct SQLiteAccountDirectory: AccountDirectory {
         }
     }
 
-    /// Runs `body` in one transaction with the live session for `token`.
-    func withSession<T: Sendable>(_ token: String, _ body: @escaping @Sendable (Database, ActiveSession) throws -> T) async throws -> T {
+    /// Runs `body` in one transaction with the live session `session` presents.
+    func withSession<T: Sendable>(_ session: PresentedSession, _ body: @escaping @Sendable (Database, ActiveSession) throws -> T) async throws -> T {
         let now = seconds
         let idle = Int64(config.current.sessionIdleSeconds)
         return try await store.transaction { database in
-            try body(database, try Self.authenticate(in: database, token: token, now: now, idle: idle))
+            try body(database, try Self.authenticate(in: database, session, now: now, idle: idle))
         }
     }
 
@@ -291,12 +292,12 @@ struct SQLiteAccountDirectory: AccountDirectory {
         }
     }
 
-    func authenticate(_ token: String) async throws -> ActiveSession {
-        try await withSession(token) { _, session in session }
+    func authenticate(_ session: PresentedSession) async throws -> ActiveSession {
+        try await withSession(session) { _, session in session }
     }
 
-    func describeSession(_ token: String) async throws -> SessionGet.Result {
-        try await withSession(token) { database, session in
+    func describeSession(_ session: PresentedSession) async throws -> SessionGet.Result {
+        try await withSession(session) { database, session in
             guard let account = try Self.accountInfo(in: database, id: session.accountID),
                   let device = try database.queryOne("SELECT id, name FROM devices WHERE id = ?", [.text(session.deviceID)], row: {
                       DeviceSummary(id: $0.text(0), name: $0.text(1))
@@ -309,19 +310,19 @@ struct SQLiteAccountDirectory: AccountDirectory {
         }
     }
 
-    func endSession(_ token: String) async throws -> String {
+    func endSession(_ session: PresentedSession) async throws -> String {
         let now = seconds
-        return try await withSession(token) { database, session in
+        return try await withSession(session) { database, session in
             try Self.endSessions(in: database, where: "id = ?", [.text(session.id)], cause: .logout, now: now)
             try AuditScope.record(in: database, ["session": .string(session.id)])
             return session.id
         }
     }
 
-    func sessions(_ token: String) async throws -> [SessionSummary] {
+    func sessions(_ session: PresentedSession) async throws -> [SessionSummary] {
         let now = seconds
         let idle = Int64(config.current.sessionIdleSeconds)
-        return try await withSession(token) { database, session in
+        return try await withSession(session) { database, session in
             try database.query(
                 """
                 SELECT s.id, s.device_id, s.amr, s.created_at, s.last_used_at, s.expires_at FROM sessions s
@@ -337,9 +338,9 @@ struct SQLiteAccountDirectory: AccountDirectory {
         }
     }
 
-    func revokeSession(_ token: String, id: String) async throws {
+    func revokeSession(_ session: PresentedSession, id: String) async throws {
         let now = seconds
-        try await withSession(token) { database, session in
+        try await withSession(session) { database, session in
             let ended = try Self.endSessions(in: database, where: "id = ? AND account_id = ?", [.text(id), .text(session.accountID)],
                                              cause: .sessionRevoke, now: now)
             guard ended == 1 else { throw SessionFailure.unknownSession }
@@ -347,9 +348,9 @@ struct SQLiteAccountDirectory: AccountDirectory {
         }
     }
 
-    func devices(_ token: String) async throws -> DeviceList.Result {
+    func devices(_ session: PresentedSession) async throws -> DeviceList.Result {
         let limit = config.current.deviceLimit
-        return try await withSession(token) { database, session in
+        return try await withSession(session) { database, session in
             let devices = try database.query(
                 "SELECT id, name, first_seen, last_seen, device_key FROM devices WHERE account_id = ? AND revoked_at IS NULL ORDER BY first_seen",
                 [.text(session.accountID)]) { row in
@@ -362,9 +363,9 @@ struct SQLiteAccountDirectory: AccountDirectory {
         }
     }
 
-    func revokeDevice(_ token: String, id: String) async throws {
+    func revokeDevice(_ session: PresentedSession, id: String) async throws {
         let now = seconds
-        try await withSession(token) { database, session in
+        try await withSession(session) { database, session in
             try database.execute("UPDATE devices SET revoked_at = ? WHERE id = ? AND account_id = ? AND revoked_at IS NULL",
                                  [.integer(now), .text(id), .text(session.accountID)])
             guard database.changes == 1 else { throw SessionFailure.unknownDevice }

@@ -114,6 +114,26 @@ extension SignInFlow {
     }
 }
 
+/// A session token as a caller presented it, with the machine the call came through (nil: a
+/// process on this authd's own socket) — what `SessionBinding` decides on. Made from the call's
+/// caller, never from a request's word.
+struct PresentedSession: Sendable, Equatable {
+    let token: String
+    let machine: DeviceID?
+
+    init(_ token: String, machine: DeviceID?) {
+        self.token = token
+        self.machine = machine
+    }
+
+    init(_ token: String, from caller: Caller) {
+        self.init(token, machine: caller.machine)
+    }
+
+    /// A token a process on this machine presented (a machine method's caller).
+    static func local(_ token: String) -> PresentedSession { PresentedSession(token, machine: nil) }
+}
+
 /// Which sessions a caller may use (DESIGN §8): a session is bound to the machine it was made on.
 /// One made through a linked machine (its device key is `device:` and that machine's id) works
 /// only in calls that machine forwards; one made on the hub's own socket (any other key) only

@@ -183,7 +183,7 @@ struct FederatedSignIn: Sendable {
                                         now: seconds)
         } catch {
             do {
-                _ = try await directory.endSession(session.token)
+                _ = try await directory.endSession(.local(session.token))
             } catch {
                 logger.error("a federated sign-in's session could not be ended after its tokens could not be stored: \(error)",
                              [("AUTHD_PROVIDER", provider.name), ("AUTHD_ACCOUNT", result.signedIn.account.id), ("AUTHD_SESSION", session.id)])

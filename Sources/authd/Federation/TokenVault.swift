@@ -192,7 +192,7 @@ struct TokenVault: Sendable {
     /// Ends a logout's sessions in the directory, then forgets the note. Safe to run twice.
     private func finish(_ pending: PendingLogout) async throws -> Int {
         let ended = try await directory.endFederatedSessions(account: pending.account, provider: pending.provider, issuer: pending.issuer,
-                                                             subject: pending.subject, madeBy: pending.at)
+                                                             subject: pending.subject, madeBy: pending.at, machine: nil)
         try await store.transaction { database in
             try database.execute("DELETE FROM pending_logouts WHERE uid = ? AND provider = ? AND account_id = ? AND logged_out_at = ?",
                                  [.integer(Int64(pending.uid)), .text(pending.provider), .text(pending.account), .integer(pending.at)])
@@ -221,7 +221,7 @@ struct TokenVault: Sendable {
         var ended = 0
         if let account = entry.account {
             ended = try await directory.endFederatedSessions(account: account, provider: provider, issuer: entry.issuer, subject: entry.subject,
-                                                             madeBy: now)
+                                                             madeBy: now, machine: nil)
         }
         try await store.transaction { database in
             try database.execute("DELETE FROM remote_tokens WHERE uid = ? AND provider = ?", [.integer(Int64(uid)), .text(provider)])

@@ -107,14 +107,14 @@ struct HubAccountDirectory: AccountDirectory {
         }
     }
 
-    func authenticate(_ token: String) async throws -> ActiveSession {
-        let session = try await ask(LinkSessionAuthenticate.self, .init(session: token))
+    func authenticate(_ session: PresentedSession) async throws -> ActiveSession {
+        let session = try await ask(LinkSessionAuthenticate.self, .init(session: session.token))
         return ActiveSession(id: session.id, accountID: session.account, deviceID: session.deviceID, amr: session.amr,
                              createdAt: session.createdAt, expiresAt: session.expiresAt, idleExpiresAt: session.idleExpiresAt)
     }
 
-    func endSession(_ token: String) async throws -> String {
-        try await ask(LinkSessionEnd.self, .init(session: token)).id
+    func endSession(_ session: PresentedSession) async throws -> String {
+        try await ask(LinkSessionEnd.self, .init(session: session.token)).id
     }
 
     /// The hub validates the ID token itself, against its own provider of that name, and makes
@@ -127,7 +127,7 @@ struct HubAccountDirectory: AccountDirectory {
 
     /// Only this machine's sessions end. A machine the hub no longer counts as signed in to
     /// the account (its device removed, the account deactivated) has none left to end.
-    func endFederatedSessions(account: String, provider: String, issuer: String, subject: String?, madeBy: Int64) async throws -> Int {
+    func endFederatedSessions(account: String, provider: String, issuer: String, subject: String?, madeBy: Int64, machine: DeviceID?) async throws -> Int {
         do {
             return try await ask(LinkFederationLogout.self, .init(account: account, provider: provider, issuer: issuer, subject: subject,
                                                                    madeBy: madeBy)).sessionsEnded
@@ -179,26 +179,26 @@ struct HubAccountDirectory: AccountDirectory {
     func createSession(account: String, device: DeviceIdentity, amr: [String], federation: String?) async throws -> SignedIn {
         throw refuse("make a session without a sign-in")
     }
-    func describeSession(_ token: String) async throws -> SessionGet.Result { throw refuse("describe a session here") }
-    func sessions(_ token: String) async throws -> [SessionSummary] { throw refuse("list sessions here") }
-    func revokeSession(_ token: String, id: String) async throws { throw refuse("revoke a session here") }
-    func devices(_ token: String) async throws -> DeviceList.Result { throw refuse("list devices here") }
-    func revokeDevice(_ token: String, id: String) async throws { throw refuse("revoke a device here") }
+    func describeSession(_ session: PresentedSession) async throws -> SessionGet.Result { throw refuse("describe a session here") }
+    func sessions(_ session: PresentedSession) async throws -> [SessionSummary] { throw refuse("list sessions here") }
+    func revokeSession(_ session: PresentedSession, id: String) async throws { throw refuse("revoke a session here") }
+    func devices(_ session: PresentedSession) async throws -> DeviceList.Result { throw refuse("list devices here") }
+    func revokeDevice(_ session: PresentedSession, id: String) async throws { throw refuse("revoke a device here") }
     func sessionHolders(of accounts: Set<String>) async throws -> [String: [SessionHolder]] { throw refuse("push events to other machines") }
     func accounts(heldBy machine: DeviceID?) async throws -> [(account: String, users: [UInt32])] { throw refuse("keep other machines' sync cursors") }
-    func profile(_ token: String) async throws -> AccountProfile { throw refuse("change the account's settings here") }
-    func updateProfile(_ token: String, email: String?, passwordHash: String?) async throws -> AccountInfo {
+    func profile(_ session: PresentedSession) async throws -> AccountProfile { throw refuse("change the account's settings here") }
+    func updateProfile(_ session: PresentedSession, email: String?, passwordHash: String?) async throws -> AccountInfo {
         throw refuse("change the account's settings here")
     }
-    func checkPINEnrolment(_ token: String, reauthenticationWindow: Int64) async throws { throw refuse("change the account's settings here") }
-    func setPIN(_ token: String, hash: String) async throws { throw refuse("change the account's settings here") }
-    func removePIN(_ token: String) async throws { throw refuse("change the account's settings here") }
+    func checkPINEnrolment(_ session: PresentedSession, reauthenticationWindow: Int64) async throws { throw refuse("change the account's settings here") }
+    func setPIN(_ session: PresentedSession, hash: String) async throws { throw refuse("change the account's settings here") }
+    func removePIN(_ session: PresentedSession) async throws { throw refuse("change the account's settings here") }
     func deactivate(account: String) async throws { throw refuse("deactivate an account here") }
-    func beginPasskeyRegistration(_ token: String, challenge: [UInt8], newHandle: [UInt8], owner: FlowOwner, timeout: Int64) async throws -> PasskeyEnrolment {
+    func beginPasskeyRegistration(_ session: PresentedSession, challenge: [UInt8], newHandle: [UInt8], owner: FlowOwner, timeout: Int64) async throws -> PasskeyEnrolment {
         throw refuse("register a relying-party passkey here")
     }
     func consumePasskeyFlow(_ id: String, purpose: PasskeyCeremony, owner: FlowOwner) async throws -> PasskeyChallenge { throw refuse("use a relying-party passkey here") }
-    func addPasskey(_ token: String, account: String, credential: RelyingPartyVerifier.NewCredential) async throws -> Int64 {
+    func addPasskey(_ session: PresentedSession, account: String, credential: RelyingPartyVerifier.NewCredential) async throws -> Int64 {
         throw refuse("register a relying-party passkey here")
     }
     func beginPasskeySignIn(login: AccountKey?, challenge: [UInt8], decoy: [UInt8]?, owner: FlowOwner,
@@ -210,8 +210,8 @@ struct HubAccountDirectory: AccountDirectory {
                                device: DeviceIdentity, amr: [String]) async throws -> SignedIn {
         throw refuse("use a relying-party passkey here")
     }
-    func passkeys(_ token: String) async throws -> [AccountPasskey] { throw refuse("use a relying-party passkey here") }
-    func removePasskey(_ token: String, id: [UInt8]) async throws { throw refuse("use a relying-party passkey here") }
+    func passkeys(_ session: PresentedSession) async throws -> [AccountPasskey] { throw refuse("use a relying-party passkey here") }
+    func removePasskey(_ session: PresentedSession, id: [UInt8]) async throws { throw refuse("use a relying-party passkey here") }
     func accounts(limit: Int) async throws -> [AccountRecord] { throw refuse("administer accounts (the hub's administrator does)") }
     func unlock(_ keys: [AccountKey], selector: String) async throws -> AccountRecord { throw refuse("administer accounts (the hub's administrator does)") }
     func setDevicePolicy(_ keys: [AccountKey], selector: String, limit: Int?, policy: Config.DevicePolicy?) async throws -> AccountRecord {

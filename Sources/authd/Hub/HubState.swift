@@ -41,12 +41,6 @@ final class HubState: Sendable {
     }
 }
 
-/// The machine an account call came from over the hub link, for the checks that depend on it
-/// (a session is used only by the machine it is bound to). Set by the dispatcher for the call.
-enum ForwardingScope {
-    @TaskLocal static var machine: DeviceID?
-}
-
 /// The hub's published keys and issuer as this device last fetched them over its link:
 /// `keys.jwks` on a device publishes them beside the machine's own, so a relying party verifies
 /// both the hub's account tokens and this machine's `auth.local` tokens with one set, and

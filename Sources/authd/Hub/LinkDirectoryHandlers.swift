@@ -122,24 +122,22 @@ extension MethodTable {
                  auditRequest: { named($0.account).merging(["provider": .string(Redaction.printable($0.provider, limit: 64))]) { a, _ in a } }) {
             params, machine in
             _ = try await signedIn(machine, to: params.account)
-            let ended = try await ForwardingScope.$machine.withValue(machine) {
-                try await directory.endFederatedSessions(account: params.account, provider: params.provider, issuer: params.issuer,
-                                                         subject: params.subject, madeBy: params.madeBy)
-            }
+            let ended = try await directory.endFederatedSessions(account: params.account, provider: params.provider, issuer: params.issuer,
+                                                                 subject: params.subject, madeBy: params.madeBy, machine: machine)
             return .init(sessionsEnded: ended)
         }
         register(LinkFederationEmail.self, home: .link, access: .anyone, audit: { _, _ in [:] }, auditRequest: { named($0.account) }) { params, machine in
             _ = try await signedIn(machine, to: params.account)
             return .init(email: try await directory.federatedEmail(account: params.account, issuer: params.issuer, subject: params.subject))
         }
-        // A session is this machine's or none (`authenticate` checks it in the forwarding scope).
+        // A session is this machine's or none (`authenticate` checks its binding).
         register(LinkSessionAuthenticate.self, home: .link, access: .anyone, audit: { _, _ in [:] }) { params, machine in
-            let session = try await ForwardingScope.$machine.withValue(machine) { try await directory.authenticate(params.session) }
+            let session = try await directory.authenticate(PresentedSession(params.session, machine: machine))
             return .init(id: session.id, account: session.accountID, deviceID: session.deviceID, amr: session.amr, createdAt: session.createdAt,
                          expiresAt: session.expiresAt, idleExpiresAt: session.idleExpiresAt)
         }
         register(LinkSessionEnd.self, home: .link, access: .anyone, audit: { _, result in ["session": .string(result.id)] }) { params, machine in
-            .init(id: try await ForwardingScope.$machine.withValue(machine) { try await directory.endSession(params.session) })
+            .init(id: try await directory.endSession(PresentedSession(params.session, machine: machine)))
         }
     }
 }

@@ -42,11 +42,11 @@ extension MethodTable {
         }) { params, context in
             try await relyingParty.loginFinish(params, context: context)
         }
-        register(AuthPasskeyList.self, home: .account, access: .anyone) { params, _ in
-            try await relyingParty.list(params)
+        register(AuthPasskeyList.self, home: .account, access: .anyone) { params, context in
+            try await relyingParty.list(params, session: context.session(params.session))
         }
-        register(AuthPasskeyRemove.self, home: .account, access: .anyone, audit: { params, _ in ["credential": .string(params.id)] }) { params, _ in
-            try await relyingParty.remove(params)
+        register(AuthPasskeyRemove.self, home: .account, access: .anyone, audit: { params, _ in ["credential": .string(params.id)] }) { params, context in
+            try await relyingParty.remove(params, session: context.session(params.session))
         }
     }
 }

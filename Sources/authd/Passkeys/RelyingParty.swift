@@ -42,9 +42,10 @@ struct RelyingParty: Sendable {
 
     /// A ceremony is finished only by the machine and local user that began it (`FlowOwner`).
     func registerBegin(_ params: AuthPasskeyRegisterBegin.Params, caller: Caller) async throws -> AuthPasskeyRegisterBegin.Result {
+        let session = PresentedSession(params.session, from: caller)
         let config = config.current
         let challenge = try OpenSSL.randomBytes(32)
-        let enrolment = try await directory.beginPasskeyRegistration(params.session, challenge: challenge, newHandle: try OpenSSL.randomBytes(32),
+        let enrolment = try await directory.beginPasskeyRegistration(session, challenge: challenge, newHandle: try OpenSSL.randomBytes(32),
                                                                      owner: FlowOwner(caller), timeout: timeout)
         return .init(flow: enrolment.flow, origin: config.passkeyOrigins[0], options: PasskeyCreationOptions(
             rp: .init(id: config.passkeyRPID, name: config.passkeyRPName),
@@ -57,13 +58,14 @@ struct RelyingParty: Sendable {
     }
 
     func registerFinish(_ params: AuthPasskeyRegisterFinish.Params, caller: Caller) async throws -> AuthPasskeyRegisterFinish.Result {
+        let session = PresentedSession(params.session, from: caller)
         let credential = params.credential
         let credentialID = try Self.credentialID(credential.id, credential.rawId, credential.type)
         let clientData = try PlatformAuthenticator.binary(credential.response.clientDataJSON, field: "credential.response.clientDataJSON", bytes: 1...16_384)
         let attestation = try PlatformAuthenticator.binary(credential.response.attestationObject, field: "credential.response.attestationObject",
                                                            bytes: 1...CBOR.maxInput)
         // The session must hold before the flow is used up, and the flow must be this account's.
-        let account = try await directory.authenticate(params.session).accountID
+        let account = try await directory.authenticate(session).accountID
         let flow = try await directory.consumePasskeyFlow(params.flow, purpose: .register, owner: FlowOwner(caller))
         guard flow.account == account else { throw PasskeyFailure.flowInvalid }
         let verified: RelyingPartyVerifier.NewCredential
@@ -73,7 +75,7 @@ struct RelyingParty: Sendable {
         } catch {
             throw PasskeyFailure.invalid(error)
         }
-        let created = try await directory.addPasskey(params.session, account: account, credential: verified)
+        let created = try await directory.addPasskey(session, account: account, credential: verified)
         return .init(id: Base64URL.encode(credentialID), createdAt: Timestamp.rfc3339(epochSeconds: created))
     }
 
@@ -145,13 +147,13 @@ struct RelyingParty: Sendable {
 
     // MARK: the account's passkeys
 
-    func list(_ params: AuthPasskeyList.Params) async throws -> AuthPasskeyList.Result {
-        AuthPasskeyList.Result(passkeys: try await directory.passkeys(params.session))
+    func list(_ params: AuthPasskeyList.Params, session: PresentedSession) async throws -> AuthPasskeyList.Result {
+        AuthPasskeyList.Result(passkeys: try await directory.passkeys(session))
     }
 
-    func remove(_ params: AuthPasskeyRemove.Params) async throws -> PasskeyDelete.Result {
+    func remove(_ params: AuthPasskeyRemove.Params, session: PresentedSession) async throws -> PasskeyDelete.Result {
         let id = try PlatformAuthenticator.binary(params.id, field: "id", bytes: 1...AuthenticatorData.maxCredentialIDLength)
-        try await directory.removePasskey(params.session, id: id)
+        try await directory.removePasskey(session, id: id)
         return PasskeyDelete.Result(id: params.id, deleted: true)
     }
 }

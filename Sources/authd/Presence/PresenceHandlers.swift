@@ -11,37 +11,37 @@ extension MethodTable {
     /// The account methods, served where the account lives (a device forwards them).
     mutating func registerPresenceMethods(_ service: PresenceService) {
         announce("presence")
-        register(FriendsAdd.self, home: .account, access: .anyone, audit: { _, result in ["added": .bool(result.added)] }) { params, _ in
-            try await service.addFriend(params)
+        register(FriendsAdd.self, home: .account, access: .anyone, audit: { _, result in ["added": .bool(result.added)] }) { params, context in
+            try await service.on(behalfOf: context.caller).addFriend(params)
         }
-        register(FriendsList.self, home: .account, access: .anyone) { params, _ in try await service.friends(params) }
-        register(FriendsRemove.self, home: .account, access: .anyone, audit: { _, _ in [:] }) { params, _ in try await service.removeFriend(params) }
-        register(FriendsBlock.self, home: .account, access: .anyone, audit: { _, _ in [:] }) { params, _ in try await service.block(params) }
+        register(FriendsList.self, home: .account, access: .anyone) { params, context in try await service.on(behalfOf: context.caller).friends(params) }
+        register(FriendsRemove.self, home: .account, access: .anyone, audit: { _, _ in [:] }) { params, context in try await service.on(behalfOf: context.caller).removeFriend(params) }
+        register(FriendsBlock.self, home: .account, access: .anyone, audit: { _, _ in [:] }) { params, context in try await service.on(behalfOf: context.caller).block(params) }
 
-        register(GroupsList.self, home: .account, access: .anyone) { params, _ in try await service.groups(params) }
-        register(GroupsCreate.self, home: .account, access: .anyone, audit: { _, _ in [:] }) { params, _ in try await service.createGroup(params) }
-        register(GroupsRename.self, home: .account, access: .anyone, audit: { _, _ in [:] }) { params, _ in try await service.renameGroup(params) }
-        register(GroupsDelete.self, home: .account, access: .anyone, audit: { _, _ in [:] }) { params, _ in try await service.deleteGroup(params) }
-        register(GroupsAdd.self, home: .account, access: .anyone, audit: { _, _ in [:] }) { params, _ in try await service.setMember(params, member: true) }
-        register(GroupsRemove.self, home: .account, access: .anyone, audit: { _, _ in [:] }) { params, _ in
-            try await service.setMember(params, member: false)
+        register(GroupsList.self, home: .account, access: .anyone) { params, context in try await service.on(behalfOf: context.caller).groups(params) }
+        register(GroupsCreate.self, home: .account, access: .anyone, audit: { _, _ in [:] }) { params, context in try await service.on(behalfOf: context.caller).createGroup(params) }
+        register(GroupsRename.self, home: .account, access: .anyone, audit: { _, _ in [:] }) { params, context in try await service.on(behalfOf: context.caller).renameGroup(params) }
+        register(GroupsDelete.self, home: .account, access: .anyone, audit: { _, _ in [:] }) { params, context in try await service.on(behalfOf: context.caller).deleteGroup(params) }
+        register(GroupsAdd.self, home: .account, access: .anyone, audit: { _, _ in [:] }) { params, context in try await service.on(behalfOf: context.caller).setMember(params, member: true) }
+        register(GroupsRemove.self, home: .account, access: .anyone, audit: { _, _ in [:] }) { params, context in
+            try await service.on(behalfOf: context.caller).setMember(params, member: false)
         }
 
-        register(PresenceSettings.self, home: .account, access: .anyone, audit: { _, _ in [:] }) { params, _ in try await service.settings(params) }
-        register(PresenceOn.self, home: .account, access: .anyone, audit: { _, _ in [:] }) { params, _ in try await service.setEnabled(params, true) }
-        register(PresenceOff.self, home: .account, access: .anyone, audit: { _, _ in [:] }) { params, _ in try await service.setEnabled(params, false) }
-        register(PresenceStatus.self, home: .account, access: .anyone) { params, _ in try await service.status(params) }
-        register(PresenceNearby.self, home: .account, access: .anyone) { params, _ in try await service.nearby(params) }
-        register(PresenceAudience.self, home: .account, access: .anyone) { params, _ in try await service.audience(params) }
-        register(PresencePin.self, home: .account, access: .anyone, audit: { _, _ in [:] }) { params, _ in try await service.pin(params) }
+        register(PresenceSettings.self, home: .account, access: .anyone, audit: { _, _ in [:] }) { params, context in try await service.on(behalfOf: context.caller).settings(params) }
+        register(PresenceOn.self, home: .account, access: .anyone, audit: { _, _ in [:] }) { params, context in try await service.on(behalfOf: context.caller).setEnabled(params, true) }
+        register(PresenceOff.self, home: .account, access: .anyone, audit: { _, _ in [:] }) { params, context in try await service.on(behalfOf: context.caller).setEnabled(params, false) }
+        register(PresenceStatus.self, home: .account, access: .anyone) { params, context in try await service.on(behalfOf: context.caller).status(params) }
+        register(PresenceNearby.self, home: .account, access: .anyone) { params, context in try await service.on(behalfOf: context.caller).nearby(params) }
+        register(PresenceAudience.self, home: .account, access: .anyone) { params, context in try await service.on(behalfOf: context.caller).audience(params) }
+        register(PresencePin.self, home: .account, access: .anyone, audit: { _, _ in [:] }) { params, context in try await service.on(behalfOf: context.caller).pin(params) }
 
-        register(HotspotsList.self, home: .account, access: .anyone) { params, _ in try await service.hotspots(params) }
-        register(HotspotsAdd.self, home: .account, access: .anyone, audit: { _, result in ["hotspot": .string(result.hotspot.id)] }) { params, _ in
-            try await service.addHotspot(session: params.session, HotspotDefinition(name: params.name, circle: params.circle, bssids: params.bssids,
+        register(HotspotsList.self, home: .account, access: .anyone) { params, context in try await service.on(behalfOf: context.caller).hotspots(params) }
+        register(HotspotsAdd.self, home: .account, access: .anyone, audit: { _, result in ["hotspot": .string(result.hotspot.id)] }) { params, context in
+            try await service.on(behalfOf: context.caller).addHotspot(session: params.session, HotspotDefinition(name: params.name, circle: params.circle, bssids: params.bssids,
                                                                                      beacons: params.beacons))
         }
-        register(HotspotsRemove.self, home: .account, access: .anyone, audit: { params, _ in ["hotspot": .string(params.id)] }) { params, _ in
-            try await service.removeHotspot(session: params.session, id: params.id)
+        register(HotspotsRemove.self, home: .account, access: .anyone, audit: { params, context in ["hotspot": .string(params.id)] }) { params, context in
+            try await service.on(behalfOf: context.caller).removeHotspot(session: params.session, id: params.id)
         }
         register(AdminHotspotsList.self, home: .account, access: .admin) { _, _ in HotspotsList.Result(hotspots: try await service.book.hotspots(of: nil)) }
         register(AdminHotspotsAdd.self, home: .account, access: .admin, audit: { _, result in ["hotspot": .string(result.hotspot.id)] }) { params, _ in
@@ -54,13 +54,13 @@ extension MethodTable {
 
     /// On the machine: the person's answer to a question (ask mode), and where the machine stands.
     mutating func registerMachinePresenceMethods(_ machine: MachinePresence, directory: any AccountDirectory) {
-        register(PresenceAnswer.self, home: .machine, access: .anyone, audit: { _, result in ["told": .integer(Int64(result.told))] }) { params, _ in
-            let account = try await directory.authenticate(params.session).accountID
+        register(PresenceAnswer.self, home: .machine, access: .anyone, audit: { _, result in ["told": .integer(Int64(result.told))] }) { params, context in
+            let account = try await directory.authenticate(context.session(params.session)).accountID
             if let group = params.group { try PresenceService.checkName(group, field: "group") }
             return LinkPresenceReport.Result(told: try await machine.answer(account: account, hotspot: params.hotspot, group: params.group))
         }
-        register(PresenceMachine.self, home: .machine, access: .anyone) { params, _ in
-            await machine.state(of: try await directory.authenticate(params.session).accountID)
+        register(PresenceMachine.self, home: .machine, access: .anyone) { params, context in
+            await machine.state(of: try await directory.authenticate(context.session(params.session)).accountID)
         }
     }
 

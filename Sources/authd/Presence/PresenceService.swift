@@ -12,7 +12,21 @@ struct PresenceService: Sendable {
     /// The longest timed share: 30 days.
     static let longestShare = 30 * 86400
 
-    private func account(_ session: String) async throws -> String { try await directory.authenticate(session).accountID }
+    /// The machine whose session tokens this copy takes (nil: a process on this authd's socket);
+    /// see `on(behalfOf:)`.
+    private(set) var machine: DeviceID?
+
+    /// This service for one call: the caller's tokens are used as that caller presents them
+    /// (bound to its machine, `SessionBinding`).
+    func on(behalfOf caller: Caller) -> PresenceService {
+        var copy = self
+        copy.machine = caller.machine
+        return copy
+    }
+
+    private func account(_ session: String) async throws -> String {
+        try await directory.authenticate(PresentedSession(session, machine: machine)).accountID
+    }
 
     func addFriend(_ params: PersonParams) async throws -> FriendsAdd.Result {
         let email = try Registration.normalizeEmail(params.email)

@@ -188,10 +188,8 @@ final class Dispatcher: Sendable {
             return reply(request, .failure(.failure(.forbidden, "Only account methods are served over the hub link; \(Redaction.printable(forwarded.method, limit: 64)) is not one.")))
         }
         let inner = Request(id: request.id, method: forwarded.method, params: forwarded.params)
-        return await ForwardingScope.$machine.withValue(device) {
-            await respond(to: inner, environment: RequestEnvironment(caller: .forwarded(device, forwarded.caller), prompts: environment.prompts,
-                                                                     streams: environment.streams))
-        }
+        return await respond(to: inner, environment: RequestEnvironment(caller: .forwarded(device, forwarded.caller), prompts: environment.prompts,
+                                                                        streams: environment.streams))
     }
 
     private func reply(_ request: Request, _ outcome: Result<any Encodable & Sendable, RPCError>) -> Response {

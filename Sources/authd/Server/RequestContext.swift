@@ -10,12 +10,18 @@ struct RequestContext: Sendable {
     let prompts: PromptBroker
     /// Streams this request opens.
     let streams: RequestStreams
+
+    /// A session token in the request, as a process on this machine presents it.
+    func session(_ token: String) -> PresentedSession { .local(token) }
 }
 
 /// What the handler of an `account` method knows about its request: who asked. Account methods
 /// take their secrets as params and never prompt (a device forwards them to its hub).
 struct AccountContext: Sendable {
     let caller: Caller
+
+    /// A session token in the request, as this caller presents it (bound to its machine).
+    func session(_ token: String) -> PresentedSession { PresentedSession(token, from: caller) }
 }
 
 /// What a connection offers the request it dispatches; each method's `Home` makes its handler's

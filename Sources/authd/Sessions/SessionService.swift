@@ -8,36 +8,36 @@ struct SessionService: Sendable {
     let directory: any AccountDirectory
     let tokens: TokenService
 
-    func describe(_ token: String) async throws -> SessionGet.Result {
-        try await directory.describeSession(token)
+    func describe(_ session: PresentedSession) async throws -> SessionGet.Result {
+        try await directory.describeSession(session)
     }
 
     /// `auth.logout`: ends the session; returns its id.
-    func logout(_ token: String) async throws -> String {
-        try await directory.endSession(token)
+    func logout(_ session: PresentedSession) async throws -> String {
+        try await directory.endSession(session)
     }
 
-    func listSessions(_ token: String) async throws -> SessionList.Result {
-        SessionList.Result(sessions: try await directory.sessions(token))
+    func listSessions(_ session: PresentedSession) async throws -> SessionList.Result {
+        SessionList.Result(sessions: try await directory.sessions(session))
     }
 
-    func revokeSession(_ params: SessionItemParams) async throws -> SessionRevoke.Result {
-        try await directory.revokeSession(params.session, id: params.id)
+    func revokeSession(_ params: SessionItemParams, session: PresentedSession) async throws -> SessionRevoke.Result {
+        try await directory.revokeSession(session, id: params.id)
         return SessionRevoke.Result(revoked: true)
     }
 
-    func listDevices(_ token: String) async throws -> DeviceList.Result {
-        try await directory.devices(token)
+    func listDevices(_ session: PresentedSession) async throws -> DeviceList.Result {
+        try await directory.devices(session)
     }
 
     /// Removes a device: its sessions end at once and it no longer counts against the limit.
-    func revokeDevice(_ params: SessionItemParams) async throws -> SessionRevoke.Result {
-        try await directory.revokeDevice(params.session, id: params.id)
+    func revokeDevice(_ params: SessionItemParams, session: PresentedSession) async throws -> SessionRevoke.Result {
+        try await directory.revokeDevice(session, id: params.id)
         return SessionRevoke.Result(revoked: true)
     }
 
     func accountToken(_ params: AuthToken.Params, caller: Caller) async throws -> IssuedToken {
-        let session = try await directory.authenticate(params.session)
+        let session = try await directory.authenticate(PresentedSession(params.session, from: caller))
         return try tokens.issueAccount(accountID: session.accountID, amr: session.amr, azp: caller.executable, aud: params.aud, nonce: params.nonce)
     }
 }

@@ -12,9 +12,9 @@ extension MethodTable {
             register(SyncSend.self, home: .account, access: .anyone) { params, context in try await service.send(params, caller: context.caller) }
         }
         register(SyncEvents.self, home: .account, access: .anyone) { params, context in try await service.events(params, caller: context.caller) }
-        register(SyncHistory.self, home: .account, access: .anyone) { params, _ in try await service.history(params) }
+        register(SyncHistory.self, home: .account, access: .anyone) { params, context in try await service.history(params, caller: context.caller) }
         register(SyncRead.self, home: .account, access: .anyone) { params, context in try await service.read(params, caller: context.caller) }
-        register(SyncUnread.self, home: .account, access: .anyone) { params, _ in try await service.unread(params) }
+        register(SyncUnread.self, home: .account, access: .anyone) { params, context in try await service.unread(params, caller: context.caller) }
         register(SyncDismiss.self, home: .account, access: .anyone) { params, context in try await service.dismiss(params, caller: context.caller) }
 
         register(SyncSubscribe.self, home: .machine, access: .anyone) { params, context in

@@ -54,7 +54,7 @@ struct SyncService: Sendable {
     func send(_ params: SyncSend.Params, caller: Caller) async throws -> SyncSend.Result {
         let draft = try Self.check(params)
         try limiter.take(caller)
-        let account = try await directory.authenticate(params.session).accountID
+        let account = try await directory.authenticate(PresentedSession(params.session, from: caller)).accountID
         let (event, duplicate) = try await log.append(account: account, draft, from: origin(of: caller))
         if !duplicate { await committed(event, account: account) }
         return SyncSend.Result(position: event.position, duplicate: duplicate)
@@ -63,7 +63,7 @@ struct SyncService: Sendable {
     func events(_ params: SyncEvents.Params, caller: Caller) async throws -> SyncEvents.Result {
         let limit = try Self.limit(params.limit, default: 500, most: 1000)
         guard params.after >= 0 else { throw InvalidParameter("Parameter 'after' must be 0 or more.", field: "after") }
-        let account = try await directory.authenticate(params.session).accountID
+        let account = try await directory.authenticate(PresentedSession(params.session, from: caller)).accountID
         var result = try await log.events(account: account, after: params.after, limit: limit)
         if case .forwarded(let machine, _) = caller {
             result.machineCursor = try await log.keptCursor(account: account, machine: DeviceIdentity.key(ofMachine: machine))
@@ -71,10 +71,10 @@ struct SyncService: Sendable {
         return result
     }
 
-    func history(_ params: SyncHistory.Params) async throws -> SyncHistory.Result {
+    func history(_ params: SyncHistory.Params, caller: Caller) async throws -> SyncHistory.Result {
         let limit = try Self.limit(params.limit, default: 50, most: 500)
         if let conversation = params.conversation { try Self.checkName(conversation, field: "conversation") }
-        let account = try await directory.authenticate(params.session).accountID
+        let account = try await directory.authenticate(PresentedSession(params.session, from: caller)).accountID
         return try await log.history(account: account, conversation: params.conversation, before: params.before, limit: limit)
     }
 
@@ -82,20 +82,20 @@ struct SyncService: Sendable {
         try Self.checkName(params.conversation, field: "conversation")
         guard params.upTo > 0 else { throw InvalidParameter("Parameter 'up_to' must be a position (1 or more).", field: "up_to") }
         try limiter.take(caller)
-        let account = try await directory.authenticate(params.session).accountID
+        let account = try await directory.authenticate(PresentedSession(params.session, from: caller)).accountID
         let (marker, event) = try await log.markRead(account: account, conversation: params.conversation, upTo: params.upTo, from: origin(of: caller))
         if let event { await committed(event, account: account) }
         return SyncRead.Result(conversation: params.conversation, upTo: marker, moved: event != nil, position: event?.position)
     }
 
-    func unread(_ params: SyncUnread.Params) async throws -> SyncUnread.Result {
-        let account = try await directory.authenticate(params.session).accountID
+    func unread(_ params: SyncUnread.Params, caller: Caller) async throws -> SyncUnread.Result {
+        let account = try await directory.authenticate(PresentedSession(params.session, from: caller)).accountID
         return SyncUnread.Result(conversations: try await log.unread(account: account))
     }
 
     func dismiss(_ params: SyncDismiss.Params, caller: Caller) async throws -> SyncDismiss.Result {
         try limiter.take(caller)
-        let account = try await directory.authenticate(params.session).accountID
+        let account = try await directory.authenticate(PresentedSession(params.session, from: caller)).accountID
         let event = try await log.dismiss(account: account, position: params.position, from: origin(of: caller))
         if let event { await committed(event, account: account) }
         return SyncDismiss.Result(dismissed: event != nil, position: event?.position)
