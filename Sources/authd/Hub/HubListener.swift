@@ -70,10 +70,16 @@ final class HubListener: Sendable {
             Syscalls.close(client)
             return
         }
-        Handshake(fd: client, stream: stream, peer: peer, timeout: .seconds(config.hubHandshakeTimeoutSeconds)) { [self] outcome in
+        TLSHandshake(fd: client, stream: stream, loop: services.connections.loops.nextLoop(), timeout: .seconds(config.hubHandshakeTimeoutSeconds)) {
+            [self] outcome in
             finished(peer)
             switch outcome {
-            case .success(let device):
+            case .success:
+                guard let key = stream.peerKeySHA256 else {
+                    services.logger.info("hub: a TLS handshake from \(peer) failed: no client certificate")
+                    return Syscalls.close(client)
+                }
+                let device = DeviceID(keySHA256: key)
                 Task { [self] in serve(client, stream: stream, device: device, peer: peer, member: await services.connections.holdsSession(device)) }
             case .failure(let reason):
                 services.logger.info("hub: a TLS handshake from \(peer) failed: \(reason)")
@@ -141,103 +147,5 @@ final class HubListener: Sendable {
             list.append((connection.id, Newcomer(peer: peer, connection: connection)))
             return .some(evicted)
         }
-    }
-}
-
-/// One TLS handshake on the hub's port, driven by the socket's readiness on a queue of its own,
-/// ended by `timeout` whatever the client does (or does not) send.
-private final class Handshake: @unchecked Sendable {
-    // Sendable: every property is touched only on `queue`.
-    private let fd: Int32
-    private let stream: TLSStream
-    private let queue: DispatchQueue
-    private let timeout: Duration
-    private let done: @Sendable (Result<DeviceID, Failure>) -> Void
-    private var read: (any DispatchSourceRead)?
-    private var write: (any DispatchSourceWrite)?
-    private var writeArmed = false
-    private var timer: (any DispatchSourceTimer)?
-    private var finished = false
-    /// The outcome, once decided, waiting for both sources' cancellation to complete.
-    private var outcome: Result<DeviceID, Failure>?
-    private var sourcesOpen = 0
-
-    struct Failure: Error, CustomStringConvertible { let description: String }
-
-    init(fd: Int32, stream: TLSStream, peer: String, timeout: Duration, done: @escaping @Sendable (Result<DeviceID, Failure>) -> Void) {
-        self.fd = fd
-        self.stream = stream
-        self.timeout = timeout
-        self.done = done
-        queue = DispatchQueue(label: "authd.hub-handshake.\(peer)")
-    }
-
-    func start() {
-        queue.async { [self] in
-            let read = DispatchSource.makeReadSource(fileDescriptor: fd, queue: queue)
-            // The sources hold the handshake until `end` lets them go (nothing else does).
-            read.setEventHandler { [self] in step() }
-            read.setCancelHandler { [self] in sourceCancelled() }
-            self.read = read
-            let write = DispatchSource.makeWriteSource(fileDescriptor: fd, queue: queue)
-            write.setEventHandler { [self] in step() }
-            write.setCancelHandler { [self] in sourceCancelled() }
-            sourcesOpen = 2
-            self.write = write
-            let timer = DispatchSource.makeTimerSource(queue: queue)
-            timer.schedule(deadline: .now() + .milliseconds(Int(timeout.components.seconds * 1000)))
-            timer.setEventHandler { [self] in end(.failure(Failure(description: "no handshake within \(timeout)"))) }
-            self.timer = timer
-            read.resume()
-            timer.resume()
-            step()
-        }
-    }
-
-    private func step() {
-        guard !finished else { return }
-        do {
-            switch try stream.handshake() {
-            case .done:
-                guard let key = stream.peerKeySHA256 else { return end(.failure(Failure(description: "no client certificate"))) }
-                end(.success(DeviceID(keySHA256: key)))
-            case .wantRead:
-                disarmWrite()
-            case .wantWrite:
-                if !writeArmed { writeArmed = true; write?.resume() }
-            case .closed:
-                end(.failure(Failure(description: "the client left")))
-            }
-        } catch {
-            end(.failure(Failure(description: "\(error)")))
-        }
-    }
-
-    private func disarmWrite() {
-        if writeArmed { writeArmed = false; write?.suspend() }
-    }
-
-    /// Cancels the sources (a suspended source must be resumed to be cancelled), and reports once
-    /// both are gone. The descriptor stays open: the connection, or the refusal, owns it from
-    /// there, and may close it — which libdispatch allows only after the cancel handlers ran
-    /// (a late cancellation would otherwise unregister the next connection that gets the number).
-    private func end(_ outcome: Result<DeviceID, Failure>) {
-        guard !finished else { return }
-        finished = true
-        self.outcome = outcome
-        timer?.cancel()
-        timer = nil
-        read?.cancel()
-        if !writeArmed { write?.resume() }
-        write?.cancel()
-    }
-
-    private func sourceCancelled() {
-        sourcesOpen -= 1
-        guard sourcesOpen == 0, let outcome else { return }
-        read = nil
-        write = nil
-        self.outcome = nil
-        done(outcome)
     }
 }
