@@ -202,10 +202,11 @@ struct SyncTests {
         try HubRig.waitForLink(a, state: "unreachable")
         let waiting = try #require(try send(restarted, "m5")["outbox_id"])
         _ = try rig.startHub(port: rig.port, harness: rig.hub)
+        // m4's own sync.sent may still be on its way when A subscribes: wait for m5's.
         var sent: JSONValue?
         while sent == nil {
             guard let line = try watchA.readJSON() else { break }
-            if line["method"] == "sync.sent" { sent = line["params"] }
+            if line["method"] == "sync.sent", line["params"]?["outbox_id"] == waiting { sent = line["params"] }
         }
         #expect(sent?["outbox_id"] == waiting && sent?["position"] == 7, "\(String(describing: sent))")
     }
