@@ -152,15 +152,9 @@ actor SyncOutbox {
             return .done(.success(try await forward(entry.params, caller: entry.caller).position ?? 0))
         } catch is HubLinkFailure {
             return .away
-        } catch let error as RPCError where error.reason == .rateLimited {
-            let seconds = min(60, max(1, error.details["retry_after"]?.integerValue ?? 1))
-            // A hub that predates the scope slows the machine.
-            return .slowed(error.details["scope"]?.stringValue == SyncWriteLimit.Scope.user.rawValue ? .user : .machine, seconds: seconds)
-        } catch let error as RPCError where error.code == .unavailable {
-            // The hub is shutting down or full for now: not a refusal of this entry, which is
-            // kept, acknowledged as it was, and tried again in a while.
-            return .slowed(.machine, seconds: min(60, max(1, error.details["retry_after"]?.integerValue ?? 5)))
-        } catch let error as RPCError {
+        } catch HubSendRefusal.slowed(let scope, let seconds, _) {
+            return .slowed(scope, seconds: seconds)
+        } catch HubSendRefusal.refused(let error) {
             // The hub refused it for good (the session ended, say): dropped, and the app told.
             logger.warning("sync: the hub refused a queued event (\(error.reason)); it was dropped", [("AUTHD_SYNC_OUTBOX_ID", String(entry.id))])
             return .done(.failure(error))
@@ -174,8 +168,35 @@ actor SyncOutbox {
 
     // MARK: The hub
 
+    /// What the hub's refusal of a send means for the queue, decided here at the link's edge
+    /// once: the outbox acts on these, never on a wire error's reason. A caller whose send went
+    /// straight through gets the hub's answer as it was.
+    enum HubSendRefusal: Error, WireErrorConvertible {
+        /// Not this entry's fault: its user's or the machine's write limit, or a hub shutting
+        /// down or full for now. The entry stays and is tried again after `seconds`.
+        case slowed(SyncWriteLimit.Scope, seconds: Int64, answer: RPCError)
+        /// Refused for good (the session ended, say): the entry goes and its sender is told.
+        case refused(RPCError)
+
+        var rpcError: RPCError {
+            switch self {
+            case .slowed(_, _, let answer), .refused(let answer): answer
+            }
+        }
+    }
+
     private func forward(_ params: SyncSend.Params, caller: CallerIdentity) async throws -> SyncSend.Result {
-        try await link.forward(SyncSend.self, params, caller: ForwardedCaller(caller, machine: machineName))
+        do {
+            return try await link.forward(SyncSend.self, params, caller: ForwardedCaller(caller, machine: machineName))
+        } catch let error as RPCError where error.reason == .rateLimited {
+            // A hub that predates the scope slows the machine.
+            let scope: SyncWriteLimit.Scope = error.details["scope"]?.stringValue == SyncWriteLimit.Scope.user.rawValue ? .user : .machine
+            throw HubSendRefusal.slowed(scope, seconds: min(60, max(1, error.details["retry_after"]?.integerValue ?? 1)), answer: error)
+        } catch let error as RPCError where error.code == .unavailable {
+            throw HubSendRefusal.slowed(.machine, seconds: min(60, max(1, error.details["retry_after"]?.integerValue ?? 5)), answer: error)
+        } catch let error as RPCError {
+            throw HubSendRefusal.refused(error)
+        }
     }
 
     // MARK: The table
