@@ -145,7 +145,7 @@ run-hub: build
 	printf 'subjectAltName=IP:127.0.0.1\n' > $$dir/hub.ext && \
 	openssl x509 -req -in $$dir/hub.csr -CA $$dir/ca.pem -CAkey $$dir/ca.key -CAcreateserial -days 30 -extfile $$dir/hub.ext \
 	  -out $$dir/hub.pem 2>/dev/null || { echo "make: openssl could not make the development CA in $$dir" >&2; exit 1; }; \
-	printf '[hub]\nlisten = 127.0.0.1:0\ncert_file = %s/hub.pem\nkey_file = %s/hub.key\n' $$dir $$dir > $$dir/hub/authd.conf; \
+	printf '[hub]\nlisten = 127.0.0.1:0\ncert_file = %s/hub.pem\nkey_file = %s/hub.key\n# the walk-through leaves device C signed out: keep its link up meanwhile\nnewcomer_timeout = 1h\n' $$dir $$dir > $$dir/hub/authd.conf; \
 	pids=""; trap 'kill $$pids 2>/dev/null; wait 2>/dev/null' EXIT; trap 'exit 130' INT TERM; \
 	AUTHD_SOCKET=$$dir/hub/authd.sock AUTHD_STATE_DIR=$$dir/hub/state AUTHD_CONFIG=$$dir/hub/authd.conf \
 	  $$bin/authd --user > $$dir/hub/authd.log 2>&1 & hub=$$!; pids="$$pids $$hub"; \
