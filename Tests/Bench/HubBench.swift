@@ -117,7 +117,7 @@ func benchHub() throws -> (hub: Daemon, client: Client, port: UInt16, pki: Bench
         cert_file = \(pki.directory)/hub.pem
         key_file = \(pki.directory)/hub.key
         # Every bench device connects from 127.0.0.1 before it signs in.
-        newcomers_per_address = 100000
+        newcomers_per_address = 10000
         max_newcomers = 100000
         """)
     let hubClient = try Client(hub.socket)
