@@ -110,6 +110,7 @@ func benchHub() throws -> (hub: Daemon, client: Client, port: UInt16, pki: Bench
         logins_per_minute = 100000
         [sync]
         writes_per_minute = 1000000
+        machine_writes_per_minute = 1000000
         [presence]
         lookups_per_hour = 100000
         [hub]

@@ -77,13 +77,18 @@ final class Daemon {
             "AUTHD_SOCKET": directory + "/run/authd.sock", "AUTHD_STATE_DIR": directory + "/state",
             "AUTHD_CONFIG": directory + "/authd.conf", "NOTIFY_SOCKET": directory + "/notify.sock", "HOME": directory,
         ].merging(extra) { _, new in new }
-        process.standardError = FileHandle(forWritingAtPath: "/dev/null")
+        // Kept beside the daemon's state, so a daemon that does not start says why.
+        FileManager.default.createFile(atPath: directory + "/stderr.log", contents: nil)
+        process.standardError = FileHandle(forWritingAtPath: directory + "/stderr.log")
         let started = ContinuousClock.now
         try process.run()
         var message = [UInt8](repeating: 0, count: 1024)
         while true {
             let count = recv(notify, &message, message.count, 0)
-            guard count > 0 else { throw BenchError(description: "authd never sent READY=1") }
+            guard count > 0 else {
+                let said = (try? String(contentsOfFile: directory + "/stderr.log", encoding: .utf8)) ?? ""
+                throw BenchError(description: "authd never sent READY=1: \(said.split(separator: "\n").suffix(3).joined(separator: " / "))")
+            }
             if String(decoding: message[0..<count], as: UTF8.self).contains("READY=1") { break }
         }
         readyAfter = (ContinuousClock.now - started).milliseconds
