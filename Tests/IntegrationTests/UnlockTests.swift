@@ -27,7 +27,9 @@ struct UnlockTests {
         var sent = OTPLoginTests.spoolCount(daemon)
         try process.run()
         for answer in answers {
-            for _ in 0..<1000 where OTPLoginTests.spoolCount(daemon) == sent && process.isRunning { usleep(10_000) }
+            // Bounded, but generously: under a full parallel run the daemon's commit and spool
+            // write before the SMS can take seconds (fsync behind a hundred other tests).
+            for _ in 0..<6000 where OTPLoginTests.spoolCount(daemon) == sent && process.isRunning { usleep(10_000) }
             guard OTPLoginTests.spoolCount(daemon) > sent else { break }
             sent = OTPLoginTests.spoolCount(daemon)
             input.fileHandleForWriting.write(Data((answer(try RegistrationTests.spooledCode(daemon, to: phone)) + "\n").utf8))
@@ -76,7 +78,8 @@ struct UnlockTests {
         #expect(try daemon.authctl(["lock"]).status == 0)
         let whileLocked = try daemon.authctl(["password", "set", "--password-fd", "0"], stdin: Self.password + "\n")
         #expect(whileLocked.status == 6 && whileLocked.stderr.contains("(session.locked)"), "\(whileLocked)")
-        #expect(try Self.authctlAnsweringCodes(daemon, ["unlock", "--code-fd", "0"], answers: [{ $0 }]).status == 0)
+        let byCode = try Self.authctlAnsweringCodes(daemon, ["unlock", "--code-fd", "0"], answers: [{ $0 }])
+        #expect(byCode.status == 0, "\(byCode)\n\(daemon.log)")
 
         let weak = try daemon.authctl(["password", "set", "--password-fd", "0"], stdin: "short\n")
         #expect(weak.status == 1 && weak.stderr.contains("(password.weak)"), "\(weak)")
