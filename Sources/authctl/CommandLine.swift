@@ -143,6 +143,12 @@ enum ArgumentParser {
             default: rest.append(argument)
             }
         }
+        // An option before the command that is not a global one is a typo (`--jsn`, `--sytem`):
+        // a usage error naming the nearest, never the overview with exit 0 (a script would take
+        // the help text for its result).
+        if let first = rest.first, first.hasPrefix("-"), first != "-", first != "--" {
+            throw unknownGlobalOption(split(first).0)
+        }
         let words = Array(rest.prefix { !$0.hasPrefix("-") })
         if wantsHelp { return .help(try helpText(for: words, commands: commands)) }
         guard let command = command(words, in: commands) else {
@@ -225,6 +231,14 @@ enum ArgumentParser {
         let group = known.isEmpty ? "" : " " + known.joined(separator: " ")
         message += "\nUsage: authctl\(group) \(known.isEmpty ? "COMMAND" : "SUBCOMMAND") [ARGUMENTS]; 'authctl help\(group)' lists them"
         return .usage(message)
+    }
+
+    /// "unknown option" before any command, naming the nearest global option.
+    static func unknownGlobalOption(_ name: String) -> CLIError {
+        var message = "unknown option '\(name)'"
+        // A one-letter option is too short to guess from ('-j' is as near '-h' as anything).
+        if name.hasPrefix("--"), let guess = Suggestion.nearest(to: name, among: Set(GlobalOptions.names)) { message += "; did you mean '\(guess)'?" }
+        return .usage(message + "\nUsage: authctl [GLOBAL OPTIONS] COMMAND [ARGUMENTS]; 'authctl help' lists the commands")
     }
 
     /// "unknown option", naming the nearest option of the command (or a global one).

@@ -65,6 +65,10 @@ struct HelpTests {
         (["token", "local", "--aud", "a", "--nonse", "n"], "did you mean '--nonce'?"),
         (["login", "--paskey"], "did you mean '--passkey'?"),
         (["status", "--jsn"], "did you mean '--json'?"),
+        (["--jsn", "status"], "did you mean '--json'?"),
+        (["--sytem", "admin", "status"], "did you mean '--system'?"),
+        (["--sokcet", "/x", "status"], "did you mean '--socket'?"),
+        (["-j", "status"], "unknown option '-j'"),
     ])
     func didYouMean(_ arguments: [String], suggestion: String) throws {
         do throws(CLIError) {
