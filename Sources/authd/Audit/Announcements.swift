@@ -10,8 +10,4 @@ struct Announcements: Sendable, Equatable {
     var notices: [AccountNotice] = []
 
     var isEmpty: Bool { endedSessions.isEmpty && notices.isEmpty }
-
-    static func + (lhs: Announcements, rhs: Announcements) -> Announcements {
-        Announcements(endedSessions: lhs.endedSessions + rhs.endedSessions, notices: lhs.notices + rhs.notices)
-    }
 }

@@ -27,10 +27,9 @@ final class AuditScope: Sendable {
         /// Written in the transaction that is running, not yet committed.
         var staged: [AuditRecord] = []
         var committed: [AuditRecord] = []
-        var stagedEndings: [EndedSession] = []
-        var endedSessions: [EndedSession] = []
-        var stagedNotices: [AccountNotice] = []
-        var notices: [AccountNotice] = []
+        /// What the running transaction will announce if it commits, and what committed ones do.
+        var stagedAnnouncements = Announcements()
+        var announcements = Announcements()
     }
     private let records = Mutex(Records())
 
@@ -65,13 +64,13 @@ final class AuditScope: Sendable {
     /// The transaction running on the task's store ended `sessions` (nothing outside a scope).
     static func sessionsEnded(_ sessions: [EndedSession]) {
         guard let scope = current, !sessions.isEmpty else { return }
-        scope.records.withLock { $0.stagedEndings += sessions }
+        scope.records.withLock { $0.stagedAnnouncements.endedSessions += sessions }
     }
 
     /// The transaction running on the task's store did something the account's machines hear of
     /// in its event log (nothing outside a scope).
     static func noticed(_ notice: AccountNotice) {
-        current?.records.withLock { $0.stagedNotices.append(notice) }
+        current?.records.withLock { $0.stagedAnnouncements.notices.append(notice) }
     }
 
     /// The transaction that may have staged records ended (`Store.transaction` calls this).
@@ -79,12 +78,11 @@ final class AuditScope: Sendable {
         records.withLock { records in
             if committed {
                 records.committed += records.staged
-                records.endedSessions += records.stagedEndings
-                records.notices += records.stagedNotices
+                records.announcements.endedSessions += records.stagedAnnouncements.endedSessions
+                records.announcements.notices += records.stagedAnnouncements.notices
             }
             records.staged.removeAll()
-            records.stagedEndings.removeAll()
-            records.stagedNotices.removeAll()
+            records.stagedAnnouncements = Announcements()
         }
     }
 
@@ -93,7 +91,5 @@ final class AuditScope: Sendable {
 
     /// What the call's own transactions committed that is announced: the sessions they ended,
     /// and what the accounts' event logs record.
-    var announcements: Announcements {
-        records.withLock { Announcements(endedSessions: $0.endedSessions, notices: $0.notices) }
-    }
+    var announcements: Announcements { records.withLock { $0.announcements } }
 }
