@@ -29,7 +29,7 @@ final class HubListener: Sendable {
         let connection: Connection
     }
     /// Newcomers' connections in the order they came (the oldest first).
-    private let newcomers = Mutex<[(id: UInt64, newcomer: Newcomer)]>([])
+    private let newcomers = Mutex<[Newcomer]>([])
     private var services: Services { dispatcher.services }
 
     /// Binds `listen` (port 0: the kernel picks one; `address` says which).
@@ -70,7 +70,7 @@ final class HubListener: Sendable {
             Syscalls.close(client)
             return
         }
-        TLSHandshake(fd: client, stream: stream, loop: services.connections.loops.nextLoop(), timeout: .seconds(config.hubHandshakeTimeoutSeconds)) {
+        TLSHandshake(fd: client, stream: stream, loop: services.connections.loops.nextLoop(), timeoutSeconds: config.hubHandshakeTimeoutSeconds) {
             [self] outcome in
             finished(peer)
             switch outcome {
@@ -114,7 +114,8 @@ final class HubListener: Sendable {
                                     newcomer: !member, dispatcher: dispatcher,
                                     timeouts: (config.idleTimeoutSeconds, config.promptTimeoutSeconds), registry: registry)
         if !member {
-            guard let evicted = admitNewcomer(connection, peer: peer, config: config) else {
+            let (admitted, evicted) = admitNewcomer(connection, peer: peer, config: config)
+            guard admitted else {
                 return refuse("\(config.hubNewcomersPerAddress) machines that have not signed in are connected from its address ([hub] newcomers_per_address)")
             }
             evicted?.close()
@@ -134,18 +135,17 @@ final class HubListener: Sendable {
         services.logger.info("hub: device \(device) connected from \(peer)\(member ? "" : " (not signed in)")", [("AUTHD_CALLER_DEVICE", device.description)])
     }
 
-    /// Counts a newcomer in: nil when its address has its share already; otherwise the oldest
-    /// newcomer to let go to make room (`.some(nil)`: there was room).
-    private func admitNewcomer(_ connection: Connection, peer: String, config: Config) -> Connection?? {
+    /// Counts a newcomer in, unless its address has its share already; `evicted`: the oldest
+    /// newcomer to let go to make room, when the hub had none.
+    private func admitNewcomer(_ connection: Connection, peer: String, config: Config) -> (admitted: Bool, evicted: Connection?) {
         let registry = services.connections
-        return newcomers.withLock { list -> Connection?? in
+        return newcomers.withLock { list -> (admitted: Bool, evicted: Connection?) in
             // Those that left, or signed in, no longer count.
-            list.removeAll { registry.standing(of: $0.id) != .newcomer }
-            guard list.count(where: { $0.newcomer.peer == peer }) < config.hubNewcomersPerAddress else { return nil }
-            var evicted: Connection?
-            if list.count >= config.hubMaxNewcomers { evicted = list.removeFirst().newcomer.connection }
-            list.append((connection.id, Newcomer(peer: peer, connection: connection)))
-            return .some(evicted)
+            list.removeAll { registry.standing(of: $0.connection.id) != .newcomer }
+            guard list.count(where: { $0.peer == peer }) < config.hubNewcomersPerAddress else { return (false, nil) }
+            let evicted = list.count >= config.hubMaxNewcomers ? list.removeFirst().connection : nil
+            list.append(Newcomer(peer: peer, connection: connection))
+            return (true, evicted)
         }
     }
 }

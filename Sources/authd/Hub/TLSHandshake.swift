@@ -3,8 +3,8 @@ import FoundationEssentials
 import OpenSSLCrypto
 
 /// One TLS handshake at the hub's port, driven by its socket's readiness on one of the daemon's
-/// event loops (the loops every connection and the device's link run on), and ended by
-/// `timeout` whatever the client does or does not send. The descriptor is out of the loop
+/// event loops (the loops every connection and the device's link run on), and ended after
+/// `timeoutSeconds` (`[hub] handshake_timeout`) whatever the client does or does not send. The descriptor is out of the loop
 /// before `done` runs, so the connection that takes it over registers it afresh.
 ///
 /// Concurrency: every mutable property is touched only on `loop`'s thread (the handlers and the
@@ -15,17 +15,17 @@ final class TLSHandshake: @unchecked Sendable {
     private let fd: Int32
     private let stream: TLSStream
     private let loop: EventLoop
-    private let timeout: Duration
+    private let timeoutSeconds: Int
     private let done: @Sendable (Result<Void, Failure>) -> Void
     private var registered = false
     private var finished = false
     private var timer: (any DispatchSourceTimer)?
 
-    init(fd: Int32, stream: TLSStream, loop: EventLoop, timeout: Duration, done: @escaping @Sendable (Result<Void, Failure>) -> Void) {
+    init(fd: Int32, stream: TLSStream, loop: EventLoop, timeoutSeconds: Int, done: @escaping @Sendable (Result<Void, Failure>) -> Void) {
         self.fd = fd
         self.stream = stream
         self.loop = loop
-        self.timeout = timeout
+        self.timeoutSeconds = timeoutSeconds
         self.done = done
     }
 
@@ -39,10 +39,10 @@ final class TLSHandshake: @unchecked Sendable {
                 return end(.failure(Failure(description: "cannot watch the socket: \(error)")))
             }
             let timer = DispatchSource.makeTimerSource(queue: .global(qos: .utility))
-            timer.schedule(deadline: .now() + .milliseconds(Int(timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000)))
+            timer.schedule(deadline: .now() + .seconds(timeoutSeconds))
             timer.setEventHandler { [weak self] in
                 guard let self else { return }
-                loop.execute { [self] in end(.failure(Failure(description: "no handshake within \(timeout)"))) }
+                loop.execute { [self] in end(.failure(Failure(description: "no handshake within \(timeoutSeconds) s"))) }
             }
             self.timer = timer
             timer.resume()
