@@ -93,7 +93,7 @@ struct SyncCoreTests {
         #expect(positions == Array(3...11), "\(positions)")
     }
 
-    // MARK: Sizes and depths (issue 37, items 6 and 7)
+    // MARK: Sizes and depths of what sync answers carry
 
     /// `depth` arrays around a number.
     static func nested(_ depth: Int) -> JSONValue {

@@ -3,7 +3,7 @@ import Glibc
 import Protocol
 import Testing
 
-/// What one user, one body or one large log must not do to the others (issue 37, items 6–9):
+/// What one user, one body or one large log must not do to the others:
 /// answers paged by size as well as count, bodies limited in depth, an outbox that no entry
 /// can wedge and that keeps each user's entries apart, and a write limit per user and per
 /// machine that says which it was.
@@ -52,7 +52,7 @@ struct SyncLimitsTests {
 
     static let login: JSONValue = ["method": "auth.login", "params": ["login": "+37251234567", "password": "a long enough passphrase"]]
 
-    @Test("item 6: on a device, sync.history, sync.events and the catch-up of a log over 1 MiB come in pages under the line limit (more: true, go on from the last position) and the link stays up")
+    @Test("on a device, sync.history, sync.events and the catch-up of a log over 1 MiB come in pages under the line limit (more: true, go on from the last position) and the link stays up")
     func pagesBySize() throws {
         let (rig, a, b, clientA, clientB, onA, onB) = try SyncTests.Pair().parts
         // 24 messages of 60 KiB: 1.4 MB, over the 1 MiB line.
@@ -107,7 +107,7 @@ struct SyncLimitsTests {
         withExtendedLifetime(a) {}
     }
 
-    @Test("item 7: a body nested deeper than 64 levels is refused with sync.too_deep (64 is taken); one at the line's own limit never reaches the log, and the history stays readable")
+    @Test("a body nested deeper than 64 levels is refused with sync.too_deep (64 is taken); one at the line's own limit never reaches the log, and the history stays readable")
     func depthLimit() throws {
         let daemon = try DaemonHarness()
         try daemon.start()
@@ -123,7 +123,7 @@ struct SyncLimitsTests {
         #expect(try client.result("sync.events", ["session": session, "after": 0])["head"] == 2, "nothing refused was stored")
     }
 
-    @Test("items 8 and 9: per local user and per machine, and said which; on a device whose hub is away a body that could never travel is refused, not queued; back, the hub slows one user and the other user's queued event goes by at once")
+    @Test("writes are limited per local user and per machine, and said which; on a device whose hub is away a body that could never travel is refused, not queued; back, the hub slows one user and the other user's queued event goes by at once")
     func outboxAndLimits() throws {
         try #require(getuid() == 0, "needs root to run a client as another user")
         let rig = try HubRig(hubConfig: "[sync]\nwrites_per_minute = 3\nmachine_writes_per_minute = 5")
@@ -141,7 +141,7 @@ struct SyncLimitsTests {
         }
         func byRoot(_ text: String) throws -> JSONValue { try clientA.call("sync.send", send(onA, text)["params"]) }
 
-        // Item 9: root's fourth write is refused as root's; nobody, on the same machine, still writes
+        // Write limits: root's fourth write is refused as root's; nobody, on the same machine, still writes
         // until the machine's five are used, and that refusal names the machine.
         for n in 1...3 { #expect(try byRoot("root \(n)")["result"]?["position"] != nil) }
         let user = try byRoot("root 4")
@@ -152,7 +152,7 @@ struct SyncLimitsTests {
         #expect(others.last?.errorReason == "rate.limited" && others.last?["error"]?["data"]?["scope"] == "machine", "\(others)")
         #expect(others.last?["error"]?["message"]?.stringValue?.contains("this machine") == true)
 
-        // Item 8: the hub away, a body that no link could carry is refused before it is queued.
+        // The outbox: the hub away, a body that no link could carry is refused before it is queued.
         try rig.hub.kill9()
         try HubRig.waitForLink(a, state: "unreachable")
         let deep = try Self.answer(clientA, Self.deepSend(session: onA, depth: 510))
