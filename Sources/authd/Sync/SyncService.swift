@@ -25,16 +25,6 @@ struct SyncService: Sendable {
     static let authdKinds: Set<String> = ["device.linked", "device.revoked", "session.ended", "friend.added", "presence", "presence.settings"]
     static let allKinds: Set<String> = sendableKinds.union(["read", "dismiss"]).union(authdKinds)
 
-    init(log: SyncLog, directory: any AccountDirectory, bus: SyncBus, limiter: SyncWriteLimiter, thisMachine: DeviceID,
-         pushed: @escaping @Sendable ([(account: String, event: SyncEvent)]) async -> Void) {
-        self.log = log
-        self.directory = directory
-        self.bus = bus
-        self.limiter = limiter
-        self.thisMachine = thisMachine
-        self.pushed = pushed
-    }
-
     /// What `sync.send` refuses before anything is stored (here, or in a device's outbox); the
     /// event to store when it passes.
     static func check(_ params: SyncSend.Params) throws -> SyncLog.Draft {
