@@ -42,7 +42,7 @@ actor SyncOutbox {
         var params = params
         params.idempotencyKey = key
         // Refused now what no link could carry, rather than answered `queued` and kept for ever.
-        try Self.checkForwardable(params, caller: ForwardedCaller(caller, machine: machineName))
+        try Self.checkForwardable(params, bodyText: draft.encoded, caller: ForwardedCaller(caller, machine: machineName))
         if try await !hasQueued(uid: caller.uid) {
             do {
                 return try await forward(params, caller: caller)
@@ -60,12 +60,16 @@ actor SyncOutbox {
     /// Whether `params` goes to the hub as one line it reads: nested no deeper than a body may
     /// be (`sync.too_deep`; the envelope adds a handful of levels, far below what any parser
     /// takes), and within the line limit with the envelope and the caller (`sync.unforwardable`).
-    /// Measured, not written out: every send passes here, and a body may be 64 KiB.
-    static func checkForwardable(_ params: SyncSend.Params, caller: ForwardedCaller) throws(SyncFailure) {
+    /// Measured, not written out: every send passes here, and a body may be 64 KiB. `bodyText`:
+    /// the body as the same encoder already wrote it (to store it), so it is not written again.
+    static func checkForwardable(_ params: SyncSend.Params, bodyText: String? = nil, caller: ForwardedCaller) throws(SyncFailure) {
         guard params.body.nestingDepth <= SyncLimits.bodyDepth else { throw .tooDeep(limit: SyncLimits.bodyDepth) }
         let limit = LineFramer.defaultMaxLineLength
-        guard let text = try? WireCodec.encodeJSON(params).count, let who = try? WireCodec.encodeJSON(caller).count,
-              text + who + envelopeBytes <= limit
+        var bare = params
+        bare.body = .null
+        guard let rest = try? WireCodec.encodeJSON(bare).count, let who = try? WireCodec.encodeJSON(caller).count,
+              let body = bodyText?.utf8.count ?? (try? WireCodec.encodeJSON(params.body).count),
+              rest - "null".utf8.count + body + who + envelopeBytes <= limit
         else { throw .unforwardable(limit: limit) }
     }
 
@@ -139,7 +143,7 @@ actor SyncOutbox {
         let entry: Entry
         do {
             entry = try open(head)
-            try Self.checkForwardable(entry.params, caller: ForwardedCaller(entry.caller, machine: machineName))
+            try Self.checkForwardable(entry.params, bodyText: head.body, caller: ForwardedCaller(entry.caller, machine: machineName))
         } catch let failure as SyncFailure {
             // Queued before such entries were refused at the door (too deep to travel, say).
             logger.warning("sync: a queued event cannot be sent (\(failure.rpcError.reason)); it was dropped", [("AUTHD_SYNC_OUTBOX_ID", String(head.id))])
