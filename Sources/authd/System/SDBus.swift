@@ -16,12 +16,18 @@ struct BusError: Error, Sendable, CustomStringConvertible {
     static let unknownMethod = "org.freedesktop.DBus.Error.UnknownMethod"
     static let unknownObject = "org.freedesktop.DBus.Error.UnknownObject"
     static let noReply = "org.freedesktop.DBus.Error.NoReply"
+    static let accessDenied = "org.freedesktop.DBus.Error.AccessDenied"
+    static let invalidArgs = "org.freedesktop.DBus.Error.InvalidArgs"
+    static let limitsExceeded = "org.freedesktop.DBus.Error.LimitsExceeded"
+    static let failed = "org.freedesktop.DBus.Error.Failed"
 }
 
 /// The libsystemd sd-bus wrapper: one private connection to the system bus (honouring
 /// `DBUS_SYSTEM_BUS_ADDRESS`), to the user's session bus (`DBUS_SESSION_BUS_ADDRESS`) or to a
 /// bus at a given address, method calls with basic arguments, properties read and set, signal
-/// matches, and a bounded wait that another thread can cut short. sd-bus does no locking: a `Bus` is used by one thread at a time (inside the
+/// matches, and a bounded wait that another thread can cut short; as a service, a well-known
+/// name, an object whose method calls are answered now or later, calls whose replies come back
+/// through the wait, and unicast signals. sd-bus does no locking: a `Bus` is used by one thread at a time (inside the
 /// `FingerprintDevice` actor, the desktop notifier's queue, or the presence monitor's), and
 /// closed there.
 /// Every call blocks, the wait for as long as its deadline allows: only for actors of the
@@ -218,14 +224,163 @@ final class Bus {
     }
 }
 
+// MARK: Serving
+
+extension Bus {
+    /// Takes the well-known `name`, neither queueing for it nor taking it over. `EEXIST`: another
+    /// connection holds it. The corresponding C function is `sd_bus_request_name`.
+    func requestName(_ name: String) throws(BusError) {
+        let status = sd_bus_request_name(bus, name, 0)
+        guard status >= 0 else { throw BusError(name: "", message: "cannot take the name \(name)", errno: -status) }
+    }
+
+    /// Hands every method call to the object at `path` to `handler` while `wait` dispatches (the
+    /// standard `org.freedesktop.DBus.Peer` calls excepted, which sd-bus answers). The handler
+    /// returns true when it has answered the call or will answer it later (``reply(to:_:)``,
+    /// ``replyError(to:name:message:)``); false lets sd-bus answer that there is no such method.
+    /// Keep the object alive as long as it is served.
+    func exportObject(_ path: String, _ handler: @escaping (BusMessage) -> Bool) throws(BusError) -> BusObject {
+        let box = Unmanaged.passRetained(ObjectHandlerBox(handler))
+        var slot: OpaquePointer?
+        let status = sd_bus_add_object(bus, &slot, path, busObjectTrampoline, box.toOpaque())
+        guard status >= 0, let slot else {
+            box.release()
+            throw BusError(name: "", message: "cannot export \(path)", errno: -status)
+        }
+        return BusObject(slot: slot, box: box)
+    }
+
+    /// Answers `call` with `arguments`. Nothing is sent when the caller asked for no reply; a
+    /// caller gone meanwhile never sees it (the bus drops it).
+    func reply(to call: BusMessage, _ arguments: [Argument]) throws(BusError) {
+        var message: OpaquePointer?
+        var status = sd_bus_message_new_method_return(call.message, &message)
+        guard status >= 0, let message else { throw BusError(name: "", message: "cannot build a reply", errno: -status) }
+        defer { sd_bus_message_unref(message) }
+        for argument in arguments {
+            status = Self.append(argument, to: message)
+            guard status >= 0 else { throw BusError(name: "", message: "cannot append an argument", errno: -status) }
+        }
+        status = sd_bus_send(bus, message, nil)
+        guard status >= 0 else { throw BusError(name: "", message: "cannot send a reply", errno: -status) }
+    }
+
+    /// Answers `call` with the D-Bus error `name` (a valid error name, e.g.
+    /// `org.freedesktop.DBus.Error.AccessDenied`) and the human `message`.
+    func replyError(to call: BusMessage, name: String, message: String) throws(BusError) {
+        var error = sd_bus_error()
+        defer { sd_bus_error_free(&error) }
+        // Returns the errno the name maps to, not a failure.
+        _ = sd_bus_error_set(&error, name, message)
+        let status = sd_bus_reply_method_error(call.message, &error)
+        guard status >= 0 else { throw BusError(name: "", message: "cannot send an error reply", errno: -status) }
+    }
+
+    /// Sends signal `member` of `interface` from the object at `path` with `arguments`: to the
+    /// connection `destination` alone (a unique name) when given, else to whoever matches it.
+    func emitSignal(_ path: String, _ interface: String, _ member: String, destination: String?, arguments: [Argument]) throws(BusError) {
+        var message: OpaquePointer?
+        var status = sd_bus_message_new_signal(bus, &message, path, interface, member)
+        guard status >= 0, let message else { throw BusError(name: "", message: "cannot build a signal", errno: -status) }
+        defer { sd_bus_message_unref(message) }
+        if let destination { status = sd_bus_message_set_destination(message, destination) }
+        for argument in arguments where status >= 0 { status = Self.append(argument, to: message) }
+        if status >= 0 { status = sd_bus_send(bus, message, nil) }
+        guard status >= 0 else { throw BusError(name: "", message: "cannot send a signal", errno: -status) }
+    }
+
+    /// Calls `member` without waiting: `handler` gets the reply, or the error the peer, the bus or
+    /// the `timeout` made of it, on the thread that dispatches in `wait`. It is called once,
+    /// unless the bus is closed first.
+    func callLater(_ destination: String, _ path: String, _ interface: String, _ member: String, arguments: [Argument],
+                   timeout: Duration, _ handler: @escaping (Result<BusMessage, BusError>) -> Void) throws(BusError) {
+        var message: OpaquePointer?
+        var status = sd_bus_message_new_method_call(bus, &message, destination, path, interface, member)
+        guard status >= 0, let message else { throw BusError(name: "", message: "cannot build a call", errno: -status) }
+        defer { sd_bus_message_unref(message) }
+        for argument in arguments {
+            status = Self.append(argument, to: message)
+            guard status >= 0 else { throw BusError(name: "", message: "cannot append an argument", errno: -status) }
+        }
+        let box = Unmanaged.passRetained(ReplyHandlerBox(handler))
+        var slot: OpaquePointer?
+        status = sd_bus_call_async(bus, &slot, message, busReplyTrampoline, box.toOpaque(), Self.microseconds(timeout))
+        guard status >= 0, let slot else {
+            box.release()
+            throw BusError(name: "", message: "cannot send a call", errno: -status)
+        }
+        // The bus keeps the slot until the reply (or the timeout) has been handed over, or until
+        // the bus is freed; the box goes with it.
+        sd_bus_slot_set_destroy_callback(slot, busReplyBoxRelease)
+        sd_bus_slot_set_floating(slot, 1)
+        sd_bus_slot_unref(slot)
+    }
+}
+
+/// An exported object; dropping it stops serving it.
+final class BusObject {
+    private let slot: OpaquePointer
+    private let box: Unmanaged<ObjectHandlerBox>
+
+    fileprivate init(slot: OpaquePointer, box: Unmanaged<ObjectHandlerBox>) {
+        self.slot = slot
+        self.box = box
+    }
+
+    deinit {
+        sd_bus_slot_unref(slot)
+        box.release()
+    }
+}
+
+private final class ObjectHandlerBox {
+    let handler: (BusMessage) -> Bool
+    init(_ handler: @escaping (BusMessage) -> Bool) { self.handler = handler }
+}
+
+private final class ReplyHandlerBox {
+    let handler: (Result<BusMessage, BusError>) -> Void
+    init(_ handler: @escaping (Result<BusMessage, BusError>) -> Void) { self.handler = handler }
+}
+
+private func busObjectTrampoline(_ message: OpaquePointer?, _ userdata: UnsafeMutableRawPointer?, _: UnsafeMutablePointer<sd_bus_error>?) -> Int32 {
+    guard let message, let userdata else { return 0 }
+    return Unmanaged<ObjectHandlerBox>.fromOpaque(userdata).takeUnretainedValue().handler(BusMessage(borrowing: message)) ? 1 : 0
+}
+
+private func busReplyTrampoline(_ message: OpaquePointer?, _ userdata: UnsafeMutableRawPointer?, _: UnsafeMutablePointer<sd_bus_error>?) -> Int32 {
+    guard let message, let userdata else { return 0 }
+    let handler = Unmanaged<ReplyHandlerBox>.fromOpaque(userdata).takeUnretainedValue().handler
+    if let error = sd_bus_message_get_error(message) {
+        handler(.failure(BusError(name: error.pointee.name.map { String(cString: $0) } ?? "",
+                                  message: error.pointee.message.map { String(cString: $0) } ?? "", errno: sd_bus_message_get_errno(message))))
+    } else {
+        handler(.success(BusMessage(borrowing: message)))
+    }
+    return 1
+}
+
+private func busReplyBoxRelease(_ userdata: UnsafeMutableRawPointer?) {
+    guard let userdata else { return }
+    Unmanaged<ReplyHandlerBox>.fromOpaque(userdata).release()
+}
+
 /// A received message; reads advance through its arguments.
 final class BusMessage {
-    private let message: OpaquePointer
+    fileprivate let message: OpaquePointer
 
     init(adopting message: OpaquePointer) { self.message = message }
     /// A message borrowed from sd-bus for the duration of a callback.
     init(borrowing message: OpaquePointer) { self.message = sd_bus_message_ref(message) }
     deinit { sd_bus_message_unref(message) }
+
+    /// The unique name of the connection that sent it (set by the bus).
+    var sender: String? { sd_bus_message_get_sender(message).map { String(cString: $0) } }
+    /// The interface a call names; a call may name none.
+    var interface: String? { sd_bus_message_get_interface(message).map { String(cString: $0) } }
+    var member: String? { sd_bus_message_get_member(message).map { String(cString: $0) } }
+    /// The signature of all its arguments ("" for none).
+    var signature: String { sd_bus_message_get_signature(message, 1).map { String(cString: $0) } ?? "" }
 
     private func malformed(_ status: Int32) -> BusError { BusError(name: "", message: "unexpected message contents", errno: -status) }
 
