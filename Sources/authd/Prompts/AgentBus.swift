@@ -217,9 +217,12 @@ final class AgentBus: Sendable {
 
     private enum Phase { case ready, running, stopped }
 
-    /// Connects to the session bus (or `address` for tests), takes the name (fails if another owner holds it — say so), exports the object. `handle` runs for each call on its own task; its result becomes the reply. Calls may overlap (a card login takes up to 90 s; another app may call meanwhile).
-    /// `uid` is whose calls are served (the agent's own user); `logger` hears of refused callers
-    /// and of the bus going away.
+    /// Connects to the session bus (or `address` for tests), exports the object and takes the
+    /// name; throws ``AgentBusStartFailure`` (`nameTaken` when another connection holds it).
+    /// `handle` runs for each call on its own task, cancelled if the caller leaves the bus; its
+    /// result becomes the reply. Calls may overlap (a card login takes up to 90 s; another app
+    /// may call meanwhile). `uid` is whose calls are served (the agent's own user); `logger`
+    /// hears of refused callers and of the bus going away.
     init(address: String?, uid: UInt32 = Syscalls.effectiveUserID(), logger: Logger? = nil,
          handle: @escaping @Sendable (AgentBusCall) async -> Result<String, AgentBusFailure>) throws {
         let bus: Bus
