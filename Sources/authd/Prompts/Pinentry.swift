@@ -180,8 +180,10 @@ struct PinentryConversation {
             commands.append("OPTION ttyname=\(tty.name)")
             commands.append("OPTION ttytype=\(tty.type)")
         }
-        commands.append(Assuan.line("SETTITLE", dialog.title))
-        commands.append(Assuan.line("SETDESC", dialog.description))
+        // An empty text is not sent: pinentry then shows its default (pinentry-tty shows the
+        // title only when there is no description, and an empty one is one).
+        if !dialog.title.isEmpty { commands.append(Assuan.line("SETTITLE", dialog.title)) }
+        if !dialog.description.isEmpty { commands.append(Assuan.line("SETDESC", dialog.description)) }
         if let error = dialog.error { commands.append(Assuan.line("SETERROR", error)) }
         switch dialog.question {
         case .secret(let prompt):
