@@ -980,3 +980,109 @@ extension Syscalls {
         guard authd_raise_nofile_limit() >= 0 else { throw SystemError(call: "setrlimit(RLIMIT_NOFILE)", errno: errno) }
     }
 }
+
+// MARK: Conversing helpers (pinentry), and reading another process's /proc entries
+
+extension Syscalls {
+    /// A helper started by `spawnConversation`: the leader of a process group of its own, the
+    /// write end of its stdin and the (non-blocking) read end of its stdout.
+    struct Conversation {
+        let pid: pid_t
+        let input: Int32
+        let output: Int32
+    }
+
+    /// Starts `path` with exactly `environment`, talking to us over two pipes (its stdin and
+    /// stdout); stderr goes to /dev/null and nothing else of ours reaches it, as with every
+    /// helper. The caller closes both descriptors and reaps the process.
+    /// The corresponding C functions are `pipe2` and `posix_spawn`.
+    static func spawnConversation(_ path: String, environment: [String: String]) throws -> Conversation {
+        let toChild = try makePipe()
+        let fromChild: (read: Int32, write: Int32)
+        do { fromChild = try makePipe() } catch {
+            close(toChild.read)
+            close(toChild.write)
+            throw error
+        }
+        let pid: pid_t
+        do {
+            pid = try spawnHelper(path, arguments: [], environment: environment, stdin: toChild.read, stdout: fromChild.write)
+        } catch {
+            [toChild.read, toChild.write, fromChild.read, fromChild.write].forEach { close($0) }
+            throw error
+        }
+        close(toChild.read)
+        close(fromChild.write)
+        // Only our end: the child's stdout stays blocking, as programs expect.
+        _ = fcntl(fromChild.read, F_SETFL, O_NONBLOCK)
+        return Conversation(pid: pid, input: toChild.write, output: fromChild.read)
+    }
+
+    /// Asks the process group `leader` leads to end (SIGTERM), or `forcibly` ends it (SIGKILL).
+    /// Only while the leader is not yet reaped: after that its number may lead another group.
+    /// The corresponding C function is `kill` with a negative pid.
+    static func signalProcessGroup(_ leader: pid_t, forcibly: Bool) {
+        _ = kill(-leader, forcibly ? SIGKILL : SIGTERM)
+    }
+
+    /// Collects our child `pid` if it has ended, without waiting; true when it has (or is no
+    /// child of ours any more). The corresponding C function is `waitpid` with `WNOHANG`.
+    static func reapIfEnded(_ pid: pid_t) -> Bool {
+        var status: Int32 = 0
+        while true {
+            let result = waitpid(pid, &status, WNOHANG)
+            if result == pid { return true }
+            if result == 0 { return false }
+            if errno != EINTR { return true }
+        }
+    }
+
+    /// A directory opened to read beneath it with the `in directory:` calls below. `/proc/PID`
+    /// opened once pins the process it names: if it ends and its number is reused, reads through
+    /// the descriptor fail rather than describe the newcomer. The corresponding C function is
+    /// `open` with `O_DIRECTORY`.
+    static func openDirectory(_ path: String) throws(SystemError) -> Int32 {
+        try retryingEINTR("open(\(path))") { open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY) }
+    }
+
+    /// The directory `name` beneath `directory`, following a symbolic link (`/proc/PID/root` is
+    /// one, to the root the process sees). The corresponding C function is `openat` with `O_DIRECTORY`.
+    static func openDirectory(_ name: String, in directory: Int32) throws(SystemError) -> Int32 {
+        try retryingEINTR("openat(\(name))") { openat(directory, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY) }
+    }
+
+    /// The target of the symbolic link `name` beneath `directory` (`exe` in `/proc/PID`), or nil.
+    /// The corresponding C function is `readlinkat`.
+    static func readLink(_ name: String, in directory: Int32) -> String? {
+        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+        let count = readlinkat(directory, name, &buffer, buffer.count - 1)
+        guard count > 0 else { return nil }
+        return String(decoding: buffer.prefix(count).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
+    /// The regular file `name` beneath `directory`, read to its end: nil when there is none
+    /// (`ENOENT`). Never through a symbolic link (an absolute one would be resolved from *our*
+    /// root), never a FIFO or device, never more than `limit` bytes (procfs files say size 0,
+    /// so the size is what reading finds). The corresponding C functions are `openat` with
+    /// `O_NOFOLLOW | O_NONBLOCK`, `fstat` and `read`.
+    static func readRegularFile(_ name: String, in directory: Int32, limit: Int) throws -> [UInt8]? {
+        let fd = openat(directory, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY)
+        if fd < 0 && errno == ENOENT { return nil }
+        guard fd >= 0 else { throw SystemError(call: "openat(\(name))", errno: errno) }
+        defer { close(fd) }
+        let status = try fileStatus(fd, name: name)
+        guard status.kind == .regular else { throw FileError(description: "\(name) is not a regular file") }
+        guard status.size <= limit else { throw FileError(description: "\(name) is larger than \(limit) bytes") }
+        var bytes = [UInt8](repeating: 0, count: limit + 1)
+        var filled = 0
+        while filled < bytes.count {
+            let count = bytes.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress! + filled, $0.count - filled) }
+            if count < 0 && errno == EINTR { continue }
+            guard count >= 0 else { throw SystemError(call: "read(\(name))", errno: errno) }
+            if count == 0 { break }
+            filled += count
+        }
+        guard filled <= limit else { throw FileError(description: "\(name) is larger than \(limit) bytes") }
+        return Array(bytes.prefix(filled))
+    }
+}
