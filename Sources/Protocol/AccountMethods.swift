@@ -490,11 +490,15 @@ public enum AuthToken: RPCMethod {
         public var session: String
         public var aud: String
         public var nonce: String?
+        /// `desktop`: the person is asked on their desktop whether this program may have the
+        /// token (consent, DESIGN §12); `client` (default) asks nothing.
+        public var prompt: PromptRoute?
 
-        public init(session: String, aud: String, nonce: String? = nil) {
+        public init(session: String, aud: String, nonce: String? = nil, prompt: PromptRoute? = nil) {
             self.session = session
             self.aud = aud
             self.nonce = nonce
+            self.prompt = prompt
         }
     }
 

@@ -21,9 +21,12 @@ public enum Unlock: RPCMethod {
         public var password: String?
         /// Unlock with a code sent by SMS to the account's number, even when it has a password.
         public var sms: Bool?
-        public init(password: String? = nil, sms: Bool? = nil) {
+        /// Who asks for the password or code: `client` (default) or `desktop` (DESIGN §12).
+        public var prompt: PromptRoute?
+        public init(password: String? = nil, sms: Bool? = nil, prompt: PromptRoute? = nil) {
             self.password = password
             self.sms = sms
+            self.prompt = prompt
         }
     }
     public typealias Result = LockState

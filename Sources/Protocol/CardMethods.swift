@@ -26,8 +26,10 @@ public enum CardRead: RPCMethod {
     public static let name = "card.read"
     public struct Params: Codable, Sendable, Equatable {
         public var timeoutS: Int?
-        public init(timeoutS: Int? = nil) { self.timeoutS = timeoutS }
-        enum CodingKeys: String, CodingKey { case timeoutS = "timeout_s" }
+        /// Who asks for the CAN: `client` (default) or `desktop` (DESIGN §12).
+        public var prompt: PromptRoute?
+        public init(timeoutS: Int? = nil, prompt: PromptRoute? = nil) { self.timeoutS = timeoutS; self.prompt = prompt }
+        enum CodingKeys: String, CodingKey { case prompt, timeoutS = "timeout_s" }
     }
     public struct Result: Codable, Sendable, Equatable {
         public var surname: String
@@ -65,10 +67,12 @@ public enum CardLogin: RPCMethod {
         public var timeoutS: Int?
         /// `jwt` (default) or `web-eid`.
         public var format: String?
-        public init(aud: String, nonce: String? = nil, timeoutS: Int? = nil, format: String? = nil) {
-            self.aud = aud; self.nonce = nonce; self.timeoutS = timeoutS; self.format = format
+        /// Who asks for the CAN and PIN1: `client` (default) or `desktop` (DESIGN §12).
+        public var prompt: PromptRoute?
+        public init(aud: String, nonce: String? = nil, timeoutS: Int? = nil, format: String? = nil, prompt: PromptRoute? = nil) {
+            self.aud = aud; self.nonce = nonce; self.timeoutS = timeoutS; self.format = format; self.prompt = prompt
         }
-        enum CodingKeys: String, CodingKey { case aud, nonce, format, timeoutS = "timeout_s" }
+        enum CodingKeys: String, CodingKey { case aud, nonce, format, prompt, timeoutS = "timeout_s" }
     }
     public struct Result: Codable, Sendable, Equatable {
         public var format: String
@@ -108,10 +112,14 @@ public enum CardSign: RPCMethod {
         /// What the user is signing, in words; bound into the token.
         public var description: String
         public var timeoutS: Int?
-        public init(aud: String, hash: String? = nil, hashAlg: String? = nil, data: String? = nil, description: String, timeoutS: Int? = nil) {
+        /// Who asks for the CAN and PIN2: `client` (default) or `desktop` (DESIGN §12).
+        public var prompt: PromptRoute?
+        public init(aud: String, hash: String? = nil, hashAlg: String? = nil, data: String? = nil, description: String, timeoutS: Int? = nil,
+                    prompt: PromptRoute? = nil) {
             self.aud = aud; self.hash = hash; self.hashAlg = hashAlg; self.data = data; self.description = description; self.timeoutS = timeoutS
+            self.prompt = prompt
         }
-        enum CodingKeys: String, CodingKey { case aud, hash, data, description, hashAlg = "hash_alg", timeoutS = "timeout_s" }
+        enum CodingKeys: String, CodingKey { case aud, hash, data, description, prompt, hashAlg = "hash_alg", timeoutS = "timeout_s" }
     }
     public struct Result: Codable, Sendable, Equatable {
         /// Compact JWS (ES384, `x5c` = the signing certificate) binding hash, algorithm, description.

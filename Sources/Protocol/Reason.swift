@@ -181,6 +181,17 @@ public struct Reason: OpenName {
     /// Nobody answered a prompt within `[server] prompt_timeout` (or the card's window, or
     /// WebAuthn's `timeout`, when shorter); `data.timeout_s`.
     public static let promptTimeout = Reason("prompt.timeout")
+    /// A request asked for `prompt: desktop` and there is no desktop to ask on: no desktop agent
+    /// (`authd --desktop`) registered for the caller's user (system mode), or no pinentry to run.
+    public static let promptNoDesktop = Reason("prompt.no_desktop")
+    /// The person cancelled the desktop dialog (pinentry) that asked for a secret.
+    public static let promptCancelled = Reason("prompt.cancelled")
+    /// The prompt is answered on the person's desktop, not on the asking connection.
+    public static let promptOnDesktop = Reason("prompt.on_desktop")
+    /// The person refused to let this program have a token for this audience (or closed the question).
+    public static let consentDenied = Reason("consent.denied")
+    /// `consents.revoke` matched no remembered consent.
+    public static let consentUnknown = Reason("consent.unknown")
 
     // MARK: Lock and biometrics
     /// authd is locked for this local user (`lock`, or idle past `[lock] idle`): methods that

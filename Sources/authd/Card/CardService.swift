@@ -67,10 +67,10 @@ struct CardService: Sendable {
     /// PIN1 for a login: the saved one (released by a matching finger when the user turned
     /// that on), or asked for. A finger that fails or a reader that is unavailable is said in
     /// the PIN1 prompt, which follows.
-    private func obtainPIN1(_ context: RequestContext, window: Int, purpose: String) async throws -> (secret: SecretBytes, saved: Bool, byFinger: Bool) {
+    private func obtainPIN1(_ context: RequestContext, window: Int, purpose: String, wrong: String? = nil) async throws -> (secret: SecretBytes, saved: Bool, byFinger: Bool) {
         let uid = context.caller.uid
-        guard let saved = try await secrets.load(.pin1, uid: uid) else {
-            return (try await askPIN(.pin1, context, window: window, purpose: purpose), false, false)
+        guard wrong == nil, let saved = try await secrets.load(.pin1, uid: uid) else {
+            return (try await askPIN(.pin1, context, window: window, purpose: purpose, wrong: wrong), false, false)
         }
         let settings = try await biometrics.settings(uid)
         guard settings.pin1 == .fingerprint else { return (saved, true, false) }
@@ -98,10 +98,12 @@ struct CardService: Sendable {
 
     /// Asks for a PIN on the caller's connection, waiting at most the card's window for the
     /// answer, and checks its format.
-    private func askPIN(_ pin: EstEID.PIN, _ context: RequestContext, window: Int, purpose: String, preface: String = "") async throws -> SecretBytes {
+    /// `wrong`: what the card said of the PIN typed the last time (a desktop dialog asks again).
+    private func askPIN(_ pin: EstEID.PIN, _ context: RequestContext, window: Int, purpose: String, preface: String = "",
+                        wrong: String? = nil) async throws -> SecretBytes {
         let name = pin == .pin1 ? "PIN1" : "PIN2"
         let answer = try await context.prompts.ask(pin == .pin1 ? .pin1 : .pin2, message: preface + "Enter \(name) \(purpose)",
-                                                   within: .seconds(window))
+                                                   error: wrong, within: .seconds(window))
         var bytes = try Self.validPIN(answer, pin)
         defer { OpenSSL.wipe(&bytes) }
         return SecretBytes(bytes)
@@ -230,29 +232,35 @@ struct CardService: Sendable {
         let stamp = try stamp(context)
         return try await readers.exclusively {
             let uid = context.caller.uid
-            let pin1 = try await obtainPIN1(context, window: window, purpose: "to log in to \(Redaction.printable(params.aud, limit: 80))")
-            let pinBytes = Self.bytes(pin1.secret)
-            let signed: CardTokens.Signed
-            do {
-                signed = try await withCard(context, window: window, pin1: (pin1.secret, pin1.saved)) { card throws(CardFailure) in
-                var pin = pinBytes
-                defer { OpenSSL.wipe(&pin) }
-                let certificate = try card.certificate(authentication: true)
-                let input = try CardTokens.loginInput(format: format, certificate: certificate, params: params, stamp: stamp)
-                try card.selectApplication(for: .pin1)
-                if try card.retriesLeft(.pin1) == 0 { throw .pinBlocked }
-                try card.verify(.pin1, digits: pin)
-                let signature = try card.authenticate(digest: input.digest)
-                return CardTokens.Signed(certificate: certificate, input: input, signature: signature)
+            var wrong: String?
+            while true {
+                let pin1 = try await obtainPIN1(context, window: window, purpose: "to log in to \(Redaction.printable(params.aud, limit: 80))", wrong: wrong)
+                let pinBytes = Self.bytes(pin1.secret)
+                let signed: CardTokens.Signed
+                do {
+                    signed = try await withCard(context, window: window, pin1: (pin1.secret, pin1.saved)) { card throws(CardFailure) in
+                        var pin = pinBytes
+                        defer { OpenSSL.wipe(&pin) }
+                        let certificate = try card.certificate(authentication: true)
+                        let input = try CardTokens.loginInput(format: format, certificate: certificate, params: params, stamp: stamp)
+                        try card.selectApplication(for: .pin1)
+                        if try card.retriesLeft(.pin1) == 0 { throw .pinBlocked }
+                        try card.verify(.pin1, digits: pin)
+                        let signature = try card.authenticate(digest: input.digest)
+                        return CardTokens.Signed(certificate: certificate, input: input, signature: signature)
+                    }
+                } catch CardFailure.pinWrong(let left, let deleted) where pin1.byFinger {
+                    // The finger released a PIN1 the card refuses: no more automatic tries until a new one is saved.
+                    try await biometrics.update(uid) { $0.pin1 = $0.pin1.afterCardRefusedPIN1() }
+                    logger.notice("the card refused the fingerprint-released PIN1; fingerprint PIN1 is suspended until a new PIN1 is saved",
+                                  [("AUTHD_CALLER_UID", String(uid))])
+                    throw CardFailure.pinWrong(retriesLeft: left, savedDeleted: deleted)
+                } catch CardFailure.pinWrong(let left, _) where Self.asksAgain(context, typed: !pin1.saved, left: left) {
+                    wrong = Self.wrongPIN(.pin1, left: left)
+                    continue
                 }
-            } catch CardFailure.pinWrong(let left, let deleted) where pin1.byFinger {
-                // The finger released a PIN1 the card refuses: no more automatic tries until a new one is saved.
-                try await biometrics.update(uid) { $0.pin1 = $0.pin1.afterCardRefusedPIN1() }
-                logger.notice("the card refused the fingerprint-released PIN1; fingerprint PIN1 is suspended until a new PIN1 is saved",
-                              [("AUTHD_CALLER_UID", String(uid))])
-                throw CardFailure.pinWrong(retriesLeft: left, savedDeleted: deleted)
+                return try CardTokens.loginResult(format: format, signed)
             }
-            return try CardTokens.loginResult(format: format, signed)
         }
     }
 
@@ -260,26 +268,48 @@ struct CardService: Sendable {
         let document = try CardTokens.DocumentHash(params)
         let window = try window(params.timeoutS)
         let stamp = try stamp(context)
+        let purpose = "to sign \"\(Redaction.printable(params.description, limit: 120))\" for \(Redaction.printable(params.aud, limit: 80))"
         return try await readers.exclusively {
-            let pin2 = try await askPIN(.pin2, context, window: window, purpose: "to sign \"\(Redaction.printable(params.description, limit: 120))\" for \(Redaction.printable(params.aud, limit: 80))")
-            let pinBytes = Self.bytes(pin2)
-            let signed = try await withCard(context, window: window, pin1: nil) { card throws(CardFailure) in
-                var pin = pinBytes
-                defer { OpenSSL.wipe(&pin) }
-                let certificate = try card.certificate(authentication: false)
-                let input = try CardTokens.signatureInput(certificate: certificate, document: document, params: params, stamp: stamp)
-                try card.selectApplication(for: .pin2)
-                if try card.retriesLeft(.pin2) == 0 { throw .pinBlocked }
-                try card.setSigningEnvironment()
-                // PIN2 authorises one signature: verify before each of the two.
-                try card.verify(.pin2, digits: pin)
-                let documentSignature = try card.sign(digest: document.digest)
-                try card.verify(.pin2, digits: pin)
-                let tokenSignature = try card.sign(digest: input.digest)
-                return (CardTokens.Signed(certificate: certificate, input: input, signature: tokenSignature), documentSignature)
+            var wrong: String?
+            while true {
+                let pin2 = try await askPIN(.pin2, context, window: window, purpose: purpose, wrong: wrong)
+                let pinBytes = Self.bytes(pin2)
+                let signed: (CardTokens.Signed, [UInt8])
+                do {
+                    signed = try await withCard(context, window: window, pin1: nil) { card throws(CardFailure) in
+                        var pin = pinBytes
+                        defer { OpenSSL.wipe(&pin) }
+                        let certificate = try card.certificate(authentication: false)
+                        let input = try CardTokens.signatureInput(certificate: certificate, document: document, params: params, stamp: stamp)
+                        try card.selectApplication(for: .pin2)
+                        if try card.retriesLeft(.pin2) == 0 { throw .pinBlocked }
+                        try card.setSigningEnvironment()
+                        // PIN2 authorises one signature: verify before each of the two.
+                        try card.verify(.pin2, digits: pin)
+                        let documentSignature = try card.sign(digest: document.digest)
+                        try card.verify(.pin2, digits: pin)
+                        let tokenSignature = try card.sign(digest: input.digest)
+                        return (CardTokens.Signed(certificate: certificate, input: input, signature: tokenSignature), documentSignature)
+                    }
+                } catch CardFailure.pinWrong(let left, _) where Self.asksAgain(context, typed: true, left: left) {
+                    wrong = Self.wrongPIN(.pin2, left: left)
+                    continue
+                }
+                return try CardTokens.signResult(signed.0, documentSignature: signed.1, document: document)
             }
-            return try CardTokens.signResult(signed.0, documentSignature: signed.1, document: document)
         }
+    }
+
+    /// Whether a PIN the card refused is asked again in the same request: only when authd asks
+    /// the person itself (`prompt: desktop`, as web-eid-app does), for a PIN they typed, while
+    /// the card allows tries. On a client's connection the request fails with `pin.wrong`, and
+    /// the asking program decides.
+    private static func asksAgain(_ context: RequestContext, typed: Bool, left: Int) -> Bool {
+        context.prompts.onDesktop && typed && left > 0
+    }
+
+    private static func wrongPIN(_ pin: EstEID.PIN, left: Int) -> String {
+        "Wrong \(pin == .pin1 ? "PIN1" : "PIN2"): \(left) \(left == 1 ? "try" : "tries") left."
     }
 }
 

@@ -17,12 +17,12 @@ extension MethodTable {
         }
 
         register(PromptAnswer.self, home: .machine, access: .anyone) { params, context in
-            try context.prompts.answer(params.promptId, value: params.value)
+            try context.prompts.connection.answer(params.promptId, value: params.value)
             return Acknowledged()
         }
 
         register(PromptCancel.self, home: .machine, access: .anyone) { params, context in
-            try context.prompts.cancel(params.promptId)
+            try context.prompts.connection.cancel(params.promptId)
             return Acknowledged()
         }
     }

@@ -126,7 +126,9 @@ final class Daemon: @unchecked Sendable {
             localLock: LocalLock(store: store, directory: accounts, config: holder, now: now), events: events, sync: syncBus, syncService: syncService, outbox: outbox,
             presence: presence,
             vault: TokenVault(store: store, sealer: sealer, directory: accounts),
-            http: HTTPClient.beside(environment: ProcessInfo.processInfo.environment), hub: hub, startedAt: started, now: now)
+            http: HTTPClient.beside(environment: ProcessInfo.processInfo.environment), hub: hub,
+            desktop: Self.desktopPrompts(options: options, config: holder, store: store, notifications: desktop, now: now),
+            executable: Syscalls.executablePath(pid: Syscalls.processID()), startedAt: started, now: now)
         dispatcher = Dispatcher(table: DispatchTable.make(services), services: services)
 
         let (fd, boundPath) = try openListeningSocket()
@@ -184,6 +186,22 @@ final class Daemon: @unchecked Sendable {
             logger.warning("sms.command \(config.smsCommand) is not an executable file: every code will be sms.undeliverable")
         }
         Systemd.notify("READY=1\nSTATUS=Serving on \(options.socketPath)\nMAINPID=\(Syscalls.processID())")
+    }
+
+    /// Where `prompt: desktop` asks: the users' desktop agents, and in user mode pinentry run by
+    /// authd itself, on its own display and terminal.
+    private static func desktopPrompts(options: DaemonOptions, config: ConfigHolder, store: Store, notifications: DesktopNotifications?,
+                                       now: @escaping @Sendable () -> Date) -> DesktopPrompts {
+        let agents = AgentDesk()
+        var local: PinentryDesk?
+        if options.mode == .user {
+            let environment = ProcessInfo.processInfo.environment
+            var notes: (@Sendable (DeskNote) -> Void)?
+            if let notifications { notes = { note in notifications.progress(note) } }
+            local = PinentryDesk(config: config, environment: environment, notes: notes)
+        }
+        return DesktopPrompts(agents: agents, desk: DeskRouter(agents: agents, local: local), consents: ConsentBook(store: store, now: now),
+                              config: config, needsAgent: local == nil)
     }
 
     /// A device's link to its hub (not started yet); nil unless `[hub] url` is set. A store that

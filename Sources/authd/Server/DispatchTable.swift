@@ -67,6 +67,9 @@ enum DispatchTable {
         table.registerLinkPresenceMethods(presence, directory: directory)
         table.registerMachinePresenceMethods(services.presence, directory: directory)
 
+        // The person's desktop: prompts authd asks there, and their consents.
+        table.registerDesktopMethods(services.desktop)
+
         table.registerHubMethods(services)
         table.registerCoreMethods(services)
         return table

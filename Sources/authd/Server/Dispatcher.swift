@@ -30,6 +30,11 @@ final class Dispatcher: Sendable {
         if request.method == LinkForward.name, case .device(let device) = environment.caller {
             return await serveForwarded(request, from: device, environment: environment)
         }
+        // The desktop agent passes on a request of a program on the session bus: it runs as that
+        // program's, through this same function, once unwrapped.
+        if request.method == DesktopForward.name, case .local(let agent) = environment.caller {
+            return await serveForAgent(request, agent: agent, environment: environment)
+        }
         guard let entry = table.entries[request.method] else {
             return reply(request, .failure(.unknownMethod(request.method)))
         }
@@ -43,6 +48,21 @@ final class Dispatcher: Sendable {
             await recordRefusal(refusal, of: request, entry, caller)
             log(request.method, caller, .failure(refusal), started)
             return reply(request, .failure(refusal))
+        }
+
+        // `prompt: desktop` (DESIGN §12): authd asks the person itself, and first, for a token,
+        // whether this program may have it; here, before the call is served or forwarded, since
+        // the desktop is this machine's. No desktop: an immediate `prompt.no_desktop`.
+        var environment = environment
+        if let asks = entry.asksOnDesktop, case .local(let peer) = caller, let purpose = asks(request) {
+            do {
+                environment.desktop = try await services.desktop.session(for: peer, purpose: purpose)
+            } catch {
+                let refusal = wireError(error, method: request.method)
+                await recordRefusal(refusal, of: request, entry, caller)
+                log(request.method, caller, .failure(refusal), started)
+                return reply(request, .failure(refusal))
+            }
         }
 
         // A device's own machine asks its hub for what the account owns (DESIGN §8).
@@ -190,6 +210,39 @@ final class Dispatcher: Sendable {
         let inner = Request(id: request.id, method: forwarded.method, params: forwarded.params)
         return await respond(to: inner, environment: RequestEnvironment(caller: .forwarded(device, forwarded.caller), prompts: environment.prompts,
                                                                         streams: environment.streams))
+    }
+
+    /// The methods a desktop agent may pass on for a program on the session bus.
+    static let agentMethods: Set<String> = [CardLogin.name, CardSign.name, AuthToken.name]
+
+    /// Unwraps `desktop.forward` and serves the request as the program's, on the desktop. Only
+    /// authd's own agent (the same executable as this daemon) may call it, and only for a
+    /// process of its own user, which authd identifies itself.
+    private func serveForAgent(_ request: Request, agent: CallerIdentity, environment: RequestEnvironment) async -> Response {
+        let forwarded: DesktopForward.Params
+        do {
+            forwarded = try WireCodec.decodeParams(DesktopForward.Params.self, from: request)
+        } catch {
+            return reply(request, .failure(error))
+        }
+        guard let exe = agent.exe, exe == services.executable else {
+            return reply(request, .failure(.failure(.forbidden, "Only authd's desktop agent (authd --desktop) may pass on requests from the session bus.")))
+        }
+        guard Self.agentMethods.contains(forwarded.method) else {
+            return reply(request, .failure(.failure(.forbidden, "The desktop agent passes on only \(Self.agentMethods.sorted().joined(separator: ", ")); "
+                                                    + "\(Redaction.printable(forwarded.method, limit: 64)) is not one.")))
+        }
+        guard forwarded.pid > 0, ProgramIdentity.read(pid: forwarded.pid, expectedUID: agent.uid) != nil else {
+            return reply(request, .failure(.failure(.forbidden, "Process \(forwarded.pid) is not a process of the agent's user.")))
+        }
+        guard case .object(var fields) = forwarded.params ?? .object([:]) else {
+            return reply(request, .failure(.invalidParams("Parameter 'params' must be an object.", field: "params")))
+        }
+        fields["prompt"] = .string(PromptRoute.desktop.rawValue)
+        let program = CallerIdentity(uid: agent.uid, gid: agent.gid, pid: forwarded.pid, exe: Syscalls.executablePath(pid: forwarded.pid),
+                                     username: agent.username, groups: agent.groups)
+        return await respond(to: Request(id: request.id, method: forwarded.method, params: .object(fields)),
+                             environment: RequestEnvironment(caller: .local(program), prompts: environment.prompts, streams: environment.streams))
     }
 
     private func reply(_ request: Request, _ outcome: Result<any Encodable & Sendable, RPCError>) -> Response {

@@ -35,7 +35,8 @@ extension Home where Context == RequestContext {
     static var machine: Home {
         Home(kind: .machine) { environment in
             guard case .local(let peer) = environment.caller else { return nil }
-            return RequestContext(caller: peer, prompts: environment.prompts, streams: environment.streams)
+            return RequestContext(caller: peer, prompts: RequestPrompts(connection: environment.prompts, desktop: environment.desktop),
+                                  streams: environment.streams)
         }
     }
 }
@@ -96,6 +97,9 @@ struct MethodTable: Sendable {
         /// What the audit record of every outcome says about the request (granted, refused or
         /// failed alike), from its params; empty when they do not decode.
         let requestDetail: @Sendable (Request) -> [String: JSONValue]
+        /// For a method whose params may say `prompt: desktop` (`AsksThePerson`): what a request
+        /// that says so is for; nil for one that does not (or params that do not decode).
+        let asksOnDesktop: (@Sendable (Request) -> DeskPurpose?)?
         let invoke: @Sendable (Request, RequestEnvironment) async throws -> Invocation
         /// The same handler, run without suspending, for a method whose handler never waits
         /// (see `registerImmediate`); nil for every other method.
@@ -168,6 +172,14 @@ struct MethodTable: Sendable {
             guard let auditRequest, let params = try? WireCodec.decodeParams(M.Params.self, from: request) else { return [:] }
             return auditRequest(params)
         }
+        var asksOnDesktop: (@Sendable (Request) -> DeskPurpose?)?
+        if M.Params.self is any AsksThePerson.Type {
+            asksOnDesktop = { request in
+                guard let decoded = try? WireCodec.decodeParams(M.Params.self, from: request), let params = decoded as? any AsksThePerson,
+                      params.prompt == .desktop else { return nil }
+                return params.purpose
+            }
+        }
         let signedInFromWire: @Sendable (JSONValue) -> (account: String, device: String)? = { value in
             (try? WireCodec.decode(M.Result.self, from: value)).flatMap(signedIn)
         }
@@ -193,7 +205,7 @@ struct MethodTable: Sendable {
             }
         }
         entries[name] = Entry(home: home.kind, access: access, audited: audit != nil, requiresUnlock: requiresUnlock, remembers: remembers,
-                              signedInFromWire: signedInFromWire, forwarding: forwarding, requestDetail: requestDetail, invoke: invoke,
+                              signedInFromWire: signedInFromWire, forwarding: forwarding, requestDetail: requestDetail, asksOnDesktop: asksOnDesktop, invoke: invoke,
                               immediate: invokeNow)
     }
 

@@ -27,6 +27,8 @@ final class PromptBroker: Sendable {
         var waiting: [String: @Sendable (Outcome) -> Void] = [:]
         /// Prompts that take no answer (progress such as "present your card").
         var progressOnly: Set<String> = []
+        /// Of those, the questions the person answers on the desktop (DESIGN §12).
+        var onDesktop: Set<String> = []
     }
     private let state = Mutex(State())
     /// Where the `prompt` notifications go, and who hears how many questions wait: the
@@ -52,13 +54,14 @@ final class PromptBroker: Sendable {
 
     /// Nil when `maxWaiting` questions already wait (progress prompts are not limited: each
     /// belongs to a request that is doing something).
-    private func register(progressOnly: Bool, _ handler: @escaping @Sendable (Outcome) -> Void) -> String? {
+    private func register(progressOnly: Bool, onDesktop: Bool = false, _ handler: @escaping @Sendable (Outcome) -> Void) -> String? {
         state.withLock {
             guard progressOnly || $0.waiting.count - $0.progressOnly.count < Self.maxWaiting else { return nil }
             $0.next += 1
             let id = "p\($0.next)"
             $0.waiting[id] = handler
             if progressOnly { $0.progressOnly.insert(id) }
+            if onDesktop { $0.onDesktop.insert(id) }
             return id
         }
     }
@@ -66,6 +69,7 @@ final class PromptBroker: Sendable {
     private func take(_ id: String) -> (@Sendable (Outcome) -> Void)? {
         state.withLock {
             $0.progressOnly.remove(id)
+            $0.onDesktop.remove(id)
             return $0.waiting.removeValue(forKey: id)
         }
     }
@@ -116,9 +120,10 @@ final class PromptBroker: Sendable {
 
     /// A progress prompt that takes no answer but can be cancelled: returns its id and calls
     /// `onCancel` if the client sends `prompt.cancel` for it. Tell it with `notify`; end it with
-    /// `finish`.
-    func progress(onCancel: @escaping @Sendable () -> Void) -> String {
-        register(progressOnly: true) { outcome in
+    /// `finish`. `onDesktop`: it stands for a question the desktop asks, which `prompt.answer`
+    /// on this connection may not answer (`prompt.on_desktop`).
+    func progress(onDesktop: Bool = false, onCancel: @escaping @Sendable () -> Void) -> String {
+        register(progressOnly: true, onDesktop: onDesktop) { outcome in
             if case .cancelled = outcome { onCancel() }
         }!
     }
@@ -134,7 +139,8 @@ final class PromptBroker: Sendable {
 
     /// `prompt.answer`.
     func answer(_ id: String, value: String) throws(PromptFailure) {
-        let isProgress = state.withLock { $0.progressOnly.contains(id) }
+        let (isProgress, isOnDesktop) = state.withLock { ($0.progressOnly.contains(id), $0.onDesktop.contains(id)) }
+        if isOnDesktop { throw .onDesktop }
         if isProgress { throw .takesNoAnswer }
         guard let handler = take(id) else { throw .unknown }
         handler(.answered(value))
@@ -159,6 +165,19 @@ enum PromptFailure: WireErrorConvertible, Equatable {
     case timedOut(kind: PromptKind, seconds: Int)
     /// `PromptBroker.maxWaiting` questions already wait on this connection.
     case tooMany
+    /// `prompt: desktop` with no desktop to ask on: no agent registered for the user (`agent`),
+    /// or, in user mode, no pinentry to run.
+    case noDesktop(agent: Bool)
+    /// The pinentry program could not be run or broke off (no display, a crash).
+    case desktopFailed(PinentryFailure)
+    /// The person cancelled the desktop dialog.
+    case desktopCancelled(kind: PromptKind)
+    /// `prompt.answer` for a question the desktop asks.
+    case onDesktop
+    /// The person did not let the program have the token.
+    case consentDenied(program: String, audience: String)
+    /// authd could not read which program asks (it exited), so it asks the person nothing.
+    case unknownProgram
 
     var rpcError: RPCError {
         switch self {
@@ -167,6 +186,22 @@ enum PromptFailure: WireErrorConvertible, Equatable {
         case .takesNoAnswer: .failure(.promptUnknown, "That prompt takes no answer; it can only be cancelled.")
         case .timedOut(let kind, let seconds):
             .failure(.promptTimeout, "Nobody answered the \(kind) prompt within \(seconds) s.", details: ["timeout_s": .integer(Int64(seconds))])
+        case .noDesktop(true):
+            .failure(.promptNoDesktop, "No desktop agent is running for your user to ask on: start it in your graphical session "
+                     + "(systemctl --user enable --now authd-desktop.service, or run authd --desktop), or ask with prompt: client.")
+        case .noDesktop(false):
+            .failure(.promptNoDesktop, "No pinentry program was found to ask on the desktop: install one (apt install pinentry-gnome3) "
+                     + "or set [prompts] pinentry, or ask with prompt: client.")
+        case .desktopFailed(let failure):
+            .failure(.promptNoDesktop, "The desktop dialog could not be shown: \(failure).")
+        case .desktopCancelled(let kind):
+            .failure(.promptCancelled, "The \(Self.spoken(kind)) dialog on the desktop was cancelled.")
+        case .onDesktop:
+            .failure(.promptOnDesktop, "That question is answered in the dialog on the desktop, not on this connection.")
+        case .consentDenied(let program, let audience):
+            .failure(.consentDenied, "The person did not allow \(Redaction.printable(program, limit: 120)) a token for \(Redaction.printable(audience, limit: 120)).")
+        case .unknownProgram:
+            .failure(.consentDenied, "authd could not tell which program asks (it has exited?), so it did not ask the person.")
         case .tooMany:
             .failure(.serverBusy, "\(PromptBroker.maxWaiting) prompts already wait for an answer on this connection; answer or cancel one first.",
                      details: ["limit": .integer(Int64(PromptBroker.maxWaiting))])
@@ -176,7 +211,7 @@ enum PromptFailure: WireErrorConvertible, Equatable {
     /// A prompt kind as a person names it ("PIN2", "account PIN"), not its wire name.
     static func spoken(_ kind: PromptKind) -> String {
         let names: [PromptKind: String] = [
-            .pin1: "PIN1", .pin2: "PIN2", .can: "CAN", .pin: "account PIN", .password: "password",
+            .pin1: "PIN1", .pin2: "PIN2", .can: "CAN", .pin: "account PIN", .password: "password", .code: "code",
             .card: "ID card", .fingerprint: "fingerprint", .browser: "browser sign-in", .deviceCode: "device sign-in",
         ]
         return names[kind] ?? kind.rawValue

@@ -6,8 +6,9 @@ import Protocol
 struct RequestContext: Sendable {
     /// The peer as read once at accept.
     let caller: CallerIdentity
-    /// Prompts raised by this request, answered on its connection (DESIGN §3).
-    let prompts: PromptBroker
+    /// Prompts raised by this request, answered on its connection or on the person's desktop
+    /// (DESIGN §3, §12).
+    let prompts: RequestPrompts
     /// Streams this request opens.
     let streams: RequestStreams
 
@@ -30,6 +31,8 @@ struct RequestEnvironment: Sendable {
     let caller: Caller
     let prompts: PromptBroker
     let streams: RequestStreams
+    /// Set when the request asked for `prompt: desktop` (by the dispatcher, after consent).
+    var desktop: DesktopSession? = nil
 }
 
 /// The streams (`sync.subscribe`, `events.subscribe`, `admin.audit.tail` with follow) a request

@@ -37,6 +37,10 @@ struct Services: Sendable {
     let http: HTTPClient
     /// The machine's identity and its role among machines (standalone, hub, device).
     let hub: HubState
+    /// Where `prompt: desktop` asks the person, and what they consented to (DESIGN §12).
+    let desktop: DesktopPrompts
+    /// This daemon's own executable: the desktop agent's, which alone may use `desktop.forward`.
+    let executable: String?
     let startedAt: Date
     let now: @Sendable () -> Date
 

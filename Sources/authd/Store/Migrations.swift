@@ -565,6 +565,20 @@ enum Migrations {
             "CREATE INDEX devices_device_key ON devices (device_key)",
             "CREATE INDEX sessions_device ON sessions (device_id)",
         ]),
+        Migration(version: 19, sql: [
+            // What a local user let a program have without asking again (DESIGN §12): tokens for
+            // an audience, under `prompt: desktop`. `program` is the identity authd read
+            // (`exe:/usr/bin/foo`, `flatpak:org.example.App`, `snap:name`).
+            """
+            CREATE TABLE desktop_consents (
+                uid INTEGER NOT NULL,
+                program TEXT NOT NULL,
+                audience TEXT NOT NULL,
+                granted_at INTEGER NOT NULL,
+                PRIMARY KEY (uid, program, audience)
+            ) STRICT, WITHOUT ROWID
+            """,
+        ]),
     ]
 
     static var latestVersion: Int { all.last?.version ?? 0 }

@@ -25,6 +25,8 @@ final class DesktopNotifications: @unchecked Sendable {
         let position: Int64
     }
     private var warned = false
+    /// The desktop's id of each progress note shown (`DeskNote.id`), until it is done.
+    private var progressShown: [String: UInt32] = [:]
 
     static let service = "org.freedesktop.Notifications"
     static let path = "/org/freedesktop/Notifications"
@@ -56,6 +58,23 @@ final class DesktopNotifications: @unchecked Sendable {
             let name = Redaction.printable(question.hotspot.name, limit: 64)
             let groups = question.groups.isEmpty ? "" : " (you share with \(question.groups.map { Redaction.printable($0, limit: 64) }.joined(separator: ", ")))"
             post(summary: "You are at \(name)", body: "Tell a group? authctl presence answer \(question.hotspot.id) GROUP\(groups); or nobody: authctl presence answer \(question.hotspot.id)")
+        }
+    }
+
+    /// Progress of a request authd asks about on the desktop (present the card): shown, updated
+    /// in place, and closed when done.
+    func progress(_ note: DeskNote) {
+        queue.async { [self] in
+            do {
+                if note.done {
+                    guard let id = progressShown.removeValue(forKey: note.id), id != 0 else { return }
+                    _ = try connected().call(Self.service, Self.path, Self.service, "CloseNotification", arguments: [.uint32(id)], timeout: .seconds(2))
+                } else if progressShown[note.id] != nil || progressShown.count < 64 {
+                    progressShown[note.id] = try notify(summary: note.title, body: note.message, replacing: progressShown[note.id] ?? 0, category: "device")
+                }
+            } catch {
+                failed(error)
+            }
         }
     }
 
@@ -99,10 +118,10 @@ final class DesktopNotifications: @unchecked Sendable {
         }
     }
 
-    private func notify(summary: String, body: String) throws -> UInt32 {
+    private func notify(summary: String, body: String, replacing: UInt32 = 0, category: String = "im.received") throws -> UInt32 {
         let reply = try connected().call(Self.service, Self.path, Self.service, "Notify", arguments: [
-            .string("authd"), .uint32(0), .string(""), .string(summary), .string(body), .stringArray([]),
-            .stringVariants([("category", "im.received")]), .int32(-1),
+            .string("authd"), .uint32(replacing), .string(""), .string(summary), .string(body), .stringArray([]),
+            .stringVariants([("category", category)]), .int32(-1),
         ], timeout: .seconds(2))
         return try reply.uint32()
     }

@@ -45,6 +45,16 @@ struct Config: Equatable, Sendable {
         .choice("target", \.logTarget),
     ])
 
+    /// The pinentry program desktop prompts run (DESIGN §12); empty: `pinentry` on the PATH,
+    /// Debian's alternative, which the person chooses with update-alternatives.
+    var promptsPinentry = ""
+    /// When a program needs the person's consent for a token of an audience, under `prompt: desktop`.
+    var promptsConsent = ConsentPolicy.first
+    private static let prompts = Section("prompts", [
+        .text("pinentry", \.promptsPinentry, "must be an absolute path to a program") { $0.hasPrefix("/") && $0.utf8.count < 4096 },
+        .choice("consent", \.promptsConsent),
+    ])
+
     var tokenIssuer = "authd"
     var tokenLifetimeSeconds = 300
     private static let tokens = Section("tokens", [
@@ -308,7 +318,7 @@ struct Config: Equatable, Sendable {
     }
 
     /// Every section but `[federation.NAME]`, in the order `changes(from:)` reports their keys.
-    private static let sections = [server, log, tokens, admin, sms, accounts, card, lock, biometric, federation, passkeys, audit, hub, sync, presence, pam]
+    private static let sections = [server, log, prompts, tokens, admin, sms, accounts, card, lock, biometric, federation, passkeys, audit, hub, sync, presence, pam]
 
     /// One `[federation.NAME]` section.
     struct FederationProvider: Equatable, Sendable {
@@ -351,6 +361,8 @@ struct Config: Equatable, Sendable {
     }
 
     enum LogTarget: String, Sendable, CaseIterable { case auto, journal, stderr }
+    /// `always`: ask every time; `first`: ask once and remember an "always allow"; `never`: do not ask.
+    enum ConsentPolicy: String, Sendable, CaseIterable { case always, first, never }
     enum SMSBackend: String, Sendable, CaseIterable { case spool, command, http }
     /// What a sign-in on one device too many does: refuse it, or end the least recently used
     /// device's sessions to make room.

@@ -290,6 +290,15 @@ enum Syscalls {
         return String(decoding: buffer.prefix(count).map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
+    /// The terminal a pinentry of this process may draw on: `GPG_TTY` (as gpg-agent takes it),
+    /// else standard input's terminal; with `TERM` as its type. Nil for none.
+    static func terminal(environment: [String: String]) -> (name: String, type: String)? {
+        let type = environment["TERM"].flatMap { $0.isEmpty ? nil : $0 } ?? "dumb"
+        if let named = environment["GPG_TTY"], named.hasPrefix("/dev/") { return (named, type) }
+        guard isatty(0) == 1, let name = ttyname(0) else { return nil }
+        return (String(cString: name), type)
+    }
+
     /// Opens the shared library at `path` for the rest of the process's life and finds `symbol`
     /// in it; on failure, the dynamic linker's words. The corresponding C functions are `dlopen`
     /// (`RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE`: all of it bound now, none of it shared with

@@ -1,0 +1,224 @@
+import FoundationEssentials
+import OpenSSLCrypto
+import Protocol
+import Synchronization
+
+// Prompts/ — the intent model (DESIGN §12): authd, not the asking program, asks the person for
+// secrets and consent, through pinentry on their desktop. Desk.swift reaches a desktop,
+// DesktopSession.swift words one request's dialogs, Consents.swift remembers answers,
+// Pinentry.swift speaks Assuan, ProgramIdentity.swift reads who asks, AgentPrompter.swift is the
+// agent's side. Errors: PromptFailure (Server/Prompts.swift).
+
+/// A progress notification on the person's desktop (present the card, touch the reader).
+struct DeskNote: Sendable, Equatable {
+    let id: String
+    let kind: PromptKind
+    let title: String
+    let message: String
+    /// Closes the notification.
+    let done: Bool
+}
+
+/// A local user's desktop, where authd asks the person itself: the user's desktop agent
+/// (`authd --desktop`, registered with `desktop.register`), or in user mode pinentry run by authd.
+protocol Desk: Sendable {
+    /// Whether `uid` has a desktop to ask on now.
+    func reachable(uid: UInt32) -> Bool
+    /// Shows `dialog` to `uid` and waits for the answer. Throws `PromptFailure.noDesktop` when
+    /// there is no desktop (any more); task cancellation closes the dialog.
+    func ask(uid: UInt32, _ dialog: PinentryDialog) async throws -> PinentryAnswer
+    /// Shows or updates progress; best effort.
+    func show(uid: UInt32, _ note: DeskNote)
+}
+
+/// The desktops of this authd's users: a registered agent first, then (user mode, when
+/// `local` is set) pinentry run by authd itself.
+struct DeskRouter: Desk {
+    let agents: AgentDesk
+    let local: PinentryDesk?
+
+    func reachable(uid: UInt32) -> Bool {
+        agents.reachable(uid: uid) || (local?.reachable(uid: uid) ?? false)
+    }
+
+    func ask(uid: UInt32, _ dialog: PinentryDialog) async throws -> PinentryAnswer {
+        if agents.reachable(uid: uid) || local == nil { return try await agents.ask(uid: uid, dialog) }
+        return try await local!.ask(uid: uid, dialog)
+    }
+
+    func show(uid: UInt32, _ note: DeskNote) {
+        if agents.reachable(uid: uid) { agents.show(uid: uid, note) } else { local?.show(uid: uid, note) }
+    }
+}
+
+/// User mode: pinentry run by authd, which runs as the person, with authd's own desktop
+/// environment (DISPLAY, WAYLAND_DISPLAY, the session bus) and terminal. One dialog at a time.
+struct PinentryDesk: Desk {
+    let config: ConfigHolder
+    /// What pinentry gets of authd's environment: the desktop session's variables only.
+    let environment: [String: String]
+    let tty: (name: String, type: String)?
+    /// Where progress notes go (the session bus's notification service).
+    let notes: (@Sendable (DeskNote) -> Void)?
+    private let turn = FIFOLock()
+
+    /// `environment`: authd's own; pinentry gets its desktop session's variables only, and
+    /// draws on `GPG_TTY` or authd's terminal.
+    init(config: ConfigHolder, environment: [String: String], notes: (@Sendable (DeskNote) -> Void)?) {
+        self.config = config
+        self.environment = Pinentry.sessionEnvironment(environment)
+        self.tty = Syscalls.terminal(environment: environment)
+        self.notes = notes
+    }
+
+    private func pinentry() -> Pinentry? {
+        let configured = config.current.promptsPinentry
+        guard let path = Pinentry.resolve(configured: configured.isEmpty ? nil : configured, environment: environment) else { return nil }
+        return Pinentry(path: path, environment: environment, tty: tty)
+    }
+
+    func reachable(uid: UInt32) -> Bool { pinentry() != nil }
+
+    func ask(uid: UInt32, _ dialog: PinentryDialog) async throws -> PinentryAnswer {
+        guard let pinentry = pinentry() else { throw PromptFailure.noDesktop(agent: false) }
+        try await turn.lock()
+        defer { turn.unlock() }
+        do {
+            return try await pinentry.ask(dialog)
+        } catch let failure as PinentryFailure {
+            throw PromptFailure.desktopFailed(failure)
+        }
+    }
+
+    func show(uid: UInt32, _ note: DeskNote) { notes?(note) }
+}
+
+/// The desktop agents registered with this authd (`desktop.register`), one per local user, and
+/// the questions each has open. An agent answers only the questions it was sent, on the
+/// connection it registered on (`desktop.reply`); when that connection closes, its open
+/// questions end with `prompt.no_desktop`.
+final class AgentDesk: Desk {
+    private struct Agent {
+        let number: UInt64
+        let connection: ObjectIdentifier
+        let sink: StreamSink
+    }
+    private struct Open {
+        let uid: UInt32
+        let agent: UInt64
+        let resume: @Sendable (Result<PinentryAnswer, any Error>) -> Void
+    }
+    private struct State {
+        var agents: [UInt32: Agent] = [:]
+        var open: [String: Open] = [:]
+        var next: UInt64 = 0
+    }
+    private let state = Mutex(State())
+
+    /// The agent of `uid` from now on, replacing an earlier one (whose open questions end).
+    func register(uid: UInt32, connection: ObjectIdentifier, sink: StreamSink) -> UInt64 {
+        let (number, ended) = state.withLock { state in
+            state.next += 1
+            let replaced = state.agents[uid]?.number
+            state.agents[uid] = Agent(number: state.next, connection: connection, sink: sink)
+            return (state.next, replaced.map { Self.takeOpen(of: $0, from: &state) } ?? [])
+        }
+        for open in ended { open.resume(.failure(PromptFailure.noDesktop(agent: true))) }
+        return number
+    }
+
+    /// The agent `number` left (its connection closed).
+    func unregister(_ number: UInt64) {
+        let ended = state.withLock { state -> [Open] in
+            if let uid = state.agents.first(where: { $0.value.number == number })?.key { state.agents[uid] = nil }
+            return Self.takeOpen(of: number, from: &state)
+        }
+        for open in ended { open.resume(.failure(PromptFailure.noDesktop(agent: true))) }
+    }
+
+    private static func takeOpen(of agent: UInt64, from state: inout State) -> [Open] {
+        let ids = state.open.filter { $0.value.agent == agent }.map(\.key)
+        return ids.compactMap { state.open.removeValue(forKey: $0) }
+    }
+
+    /// `desktop.reply`: only the connection the question went to may answer it. A failure
+    /// (the agent could not show it) ends the question with that failure.
+    func reply(_ id: String, from connection: ObjectIdentifier, _ answer: Result<PinentryAnswer, PromptFailure>) throws(PromptFailure) {
+        let open = state.withLock { state -> Open? in
+            guard let open = state.open[id], state.agents[open.uid].map({ $0.number == open.agent && $0.connection == connection }) == true else { return nil }
+            return state.open.removeValue(forKey: id)
+        }
+        guard let open else { throw .unknown }
+        open.resume(answer.mapError { $0 })
+    }
+
+    func reachable(uid: UInt32) -> Bool { state.withLock { $0.agents[uid] != nil } }
+
+    func ask(uid: UInt32, _ dialog: PinentryDialog) async throws -> PinentryAnswer {
+        let id = Hex.encode((try? OpenSSL.randomBytes(16)) ?? [])
+        let sent = Mutex<StreamSink?>(nil)
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<PinentryAnswer, any Error>) in
+                let agent = state.withLock { state -> Agent? in
+                    guard let agent = state.agents[uid], !Task.isCancelled else { return nil }
+                    state.open[id] = Open(uid: uid, agent: agent.number) { continuation.resume(with: $0) }
+                    return agent
+                }
+                guard let agent else {
+                    continuation.resume(throwing: Task.isCancelled ? CancellationError() : PromptFailure.noDesktop(agent: true))
+                    return
+                }
+                sent.withLock { $0 = agent.sink }
+                agent.sink.notify(DesktopAsk.self, .init(subscription: agent.sink.name, askId: id, dialog: DesktopDialog(dialog)))
+            }
+        } onCancel: {
+            let open = state.withLock { $0.open.removeValue(forKey: id) }
+            open?.resume(.failure(CancellationError()))
+            if open != nil, let sink = sent.withLock({ $0 }) {
+                sink.notify(DesktopWithdraw.self, .init(subscription: sink.name, askId: id))
+            }
+        }
+    }
+
+    func show(uid: UInt32, _ note: DeskNote) {
+        guard let sink = state.withLock({ $0.agents[uid]?.sink }) else { return }
+        sink.notify(DesktopShow.self, .init(subscription: sink.name, showId: note.id, kind: note.kind, title: note.title, message: note.message, done: note.done))
+    }
+}
+
+extension DesktopDialog {
+    init(_ dialog: PinentryDialog) {
+        switch dialog.question {
+        case .secret(let prompt):
+            self.init(question: "secret", title: dialog.title, description: dialog.description, prompt: prompt, error: dialog.error, timeoutS: dialog.timeout)
+        case .confirm(let ok, let notOK, let cancel):
+            self.init(question: "confirm", title: dialog.title, description: dialog.description, error: dialog.error, ok: ok, notOk: notOK, cancel: cancel,
+                      timeoutS: dialog.timeout)
+        }
+    }
+
+    /// The dialog to show; nil for a question this agent does not know.
+    var pinentry: PinentryDialog? {
+        let asked: PinentryDialog.Question
+        switch question {
+        case "secret": asked = .secret(prompt: prompt ?? "")
+        case "confirm": asked = .confirm(ok: ok ?? "OK", notOK: notOk, cancel: cancel ?? "Cancel")
+        default: return nil
+        }
+        return PinentryDialog(question: asked, title: title, description: description, error: error, timeout: timeoutS)
+    }
+}
+
+extension PinentryAnswer {
+    /// `desktop.reply`'s params as an answer; nil when they do not fit together.
+    init?(_ answer: DesktopAnswer, value: String?) {
+        switch (answer, value) {
+        case (.secret, let value?): self = .secret(value)
+        case (.ok, nil): self = .ok
+        case (.notOk, nil): self = .notOK
+        case (.cancelled, nil): self = .cancelled
+        case (.timedOut, nil): self = .timedOut
+        default: return nil
+        }
+    }
+}

@@ -1,0 +1,50 @@
+import Synchronization
+import Protocol
+
+extension MethodTable {
+    /// The desktop: agents that register to ask their user's questions, their answers, and the
+    /// person's remembered consents. Machine methods; each acts for the caller's own user only.
+    mutating func registerDesktopMethods(_ desktop: DesktopPrompts) {
+        announce("prompt.desktop", "consents")
+        let agents = desktop.agents
+        register(DesktopRegister.self, home: .machine, access: .anyone, audit: { _, _ in [:] }) { _, context in
+            let uid = context.caller.uid
+            let connection = ObjectIdentifier(context.streams.connection as AnyObject)
+            let number = Mutex<UInt64?>(nil)
+            let subscription = try context.streams.open(onDrop: {}) { sink in
+                number.withLock { $0 = agents.register(uid: uid, connection: connection, sink: sink) }
+                // The agent serves until its connection closes, which cancels this stream.
+                while !Task.isCancelled { try? await Task.sleep(for: .seconds(3600)) }
+                if let registered = number.withLock({ $0 }) { agents.unregister(registered) }
+            }
+            let pinentry = desktop.config.current.promptsPinentry
+            return DesktopRegister.Result(subscription: subscription, pinentry: pinentry.isEmpty ? nil : pinentry)
+        }
+        register(DesktopReply.self, home: .machine, access: .anyone) { params, context in
+            let connection = ObjectIdentifier(context.streams.connection as AnyObject)
+            let outcome: Result<PinentryAnswer, PromptFailure>
+            if params.answer == .unavailable {
+                outcome = .failure(.noDesktop(agent: true))
+            } else if let answer = PinentryAnswer(params.answer, value: params.value) {
+                outcome = .success(answer)
+            } else {
+                throw RPCError.invalidParams(params.answer == .secret ? "answer 'secret' needs a value." : "Only answer 'secret' takes a value.", field: "value")
+            }
+            try agents.reply(params.askId, from: connection, outcome)
+            return Acknowledged()
+        }
+        register(ConsentsList.self, home: .machine, access: .anyone) { _, context in
+            ConsentsList.Result(consents: try await desktop.consents.list(uid: context.caller.uid))
+        }
+        register(ConsentsRevoke.self, home: .machine, access: .anyone, audit: { params, result in
+            ["program": .string(Redaction.printable(params.program, limit: 200)), "revoked": .integer(Int64(result.revoked))]
+        }) { params, context in
+            let revoked = try await desktop.consents.revoke(uid: context.caller.uid, program: params.program, audience: params.audience)
+            guard revoked > 0 else {
+                throw RPCError.failure(.consentUnknown, "No consent of \(Redaction.printable(params.program, limit: 200))"
+                                       + (params.audience.map { " for \(Redaction.printable($0, limit: 200))" } ?? "") + " is remembered.")
+            }
+            return ConsentsRevoke.Result(revoked: revoked)
+        }
+    }
+}

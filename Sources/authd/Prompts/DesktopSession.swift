@@ -1,0 +1,230 @@
+import FoundationEssentials
+import Protocol
+import Synchronization
+
+/// What a request that may ask on the desktop is for: what its dialogs say and what consent is
+/// keyed by.
+enum DeskPurpose: Sendable, Equatable {
+    case read
+    case login(audience: String)
+    case sign(audience: String, description: String, hash: String?)
+    case accountToken(audience: String)
+    case unlock
+
+    /// The audience a token goes to, for consent; nil for what issues none.
+    var audience: String? {
+        switch self {
+        case .login(let audience), .sign(let audience, _, _), .accountToken(let audience): audience
+        case .read, .unlock: nil
+        }
+    }
+}
+
+/// Params of a method that may have authd ask the person on the desktop (`prompt: desktop`).
+protocol AsksThePerson {
+    var prompt: PromptRoute? { get }
+    var purpose: DeskPurpose { get }
+}
+
+extension CardRead.Params: AsksThePerson { var purpose: DeskPurpose { .read } }
+extension CardLogin.Params: AsksThePerson { var purpose: DeskPurpose { .login(audience: aud) } }
+extension CardSign.Params: AsksThePerson { var purpose: DeskPurpose { .sign(audience: aud, description: description, hash: hash) } }
+extension AuthToken.Params: AsksThePerson { var purpose: DeskPurpose { .accountToken(audience: aud) } }
+extension Unlock.Params: AsksThePerson { var purpose: DeskPurpose { .unlock } }
+
+/// The words of desktop dialogs (pure). Everything that came from outside — the program's
+/// name, an audience, a document's description — goes through `Pinentry.field`, so a newline or
+/// a control character in it cannot draw a line of its own.
+enum DeskWording {
+    static let title = "authd"
+
+    static func label(_ kind: PromptKind) -> String {
+        let labels: [PromptKind: String] = [.pin1: "PIN1:", .pin2: "PIN2:", .can: "CAN:", .pin: "PIN:", .password: "Password:", .code: "Code:"]
+        return labels[kind] ?? "Answer:"
+    }
+
+    /// "Firefox (flatpak org.mozilla.firefox) asks to sign you in to https://example.com."
+    static func request(by program: ProgramIdentity, for purpose: DeskPurpose) -> String {
+        let who = Pinentry.field(program.displayName)
+        switch purpose {
+        case .read: return "\(who) asks to read your ID card."
+        case .login(let audience): return "\(who) asks to sign you in to \(Pinentry.field(audience)) with your ID card."
+        case .sign(let audience, let description, let hash):
+            var lines = ["\(who) asks for your signature for \(Pinentry.field(audience)).", "Document: \(Pinentry.field(description))"]
+            if let hash { lines.append("Hash: \(Pinentry.field(String(hash.prefix(16))))…") }
+            return lines.joined(separator: "\n")
+        case .accountToken(let audience): return "\(who) asks to sign you in to \(Pinentry.field(audience)) with your account."
+        case .unlock: return "\(who) asks to unlock authd."
+        }
+    }
+
+    /// A secret's dialog: who asks and for what, then authd's own question.
+    static func secret(_ kind: PromptKind, message: String, by program: ProgramIdentity, for purpose: DeskPurpose,
+                       retriesLeft: Int?, error: String?, timeout: Int) -> PinentryDialog {
+        var lines = [request(by: program, for: purpose), "", Pinentry.field(message)]
+        if let retriesLeft { lines.append("\(retriesLeft) \(retriesLeft == 1 ? "try" : "tries") left.") }
+        return PinentryDialog(question: .secret(prompt: label(kind)), title: title, description: lines.joined(separator: "\n"),
+                              error: error.map { Pinentry.field($0) }, timeout: timeout)
+    }
+
+    /// "Allow PROGRAM to sign you in to AUDIENCE?" with "Always allow", "Allow once" (when the
+    /// answer may be remembered) and "Deny".
+    static func consent(by program: ProgramIdentity, for purpose: DeskPurpose, remembered: Bool, timeout: Int) -> PinentryDialog {
+        let who = Pinentry.field(program.displayName)
+        let audience = Pinentry.field(purpose.audience ?? "")
+        let question = switch purpose {
+        case .sign: "Allow \(who) to ask for your signature for \(audience)?"
+        default: "Allow \(who) to sign you in to \(audience)?"
+        }
+        var lines = [question]
+        if let executable = program.executable, executable != program.displayName { lines.append("Program: \(Pinentry.field(executable))") }
+        if remembered { lines.append("\"Always allow\" is remembered; authctl consents revoke forgets it.") }
+        return PinentryDialog(question: .confirm(ok: remembered ? "Always allow" : "Allow", notOK: remembered ? "Allow once" : nil, cancel: "Deny"),
+                              title: title, description: lines.joined(separator: "\n"), timeout: timeout)
+    }
+}
+
+/// One request's desktop: who asks (read by authd) and for what, and the person's desktop.
+final class DesktopSession: Sendable {
+    let uid: UInt32
+    let program: ProgramIdentity
+    let purpose: DeskPurpose
+    let desk: any Desk
+    /// `[server] prompt_timeout`.
+    let timeout: Int
+    private let shown = Mutex<Set<String>>([])
+
+    init(uid: UInt32, program: ProgramIdentity, purpose: DeskPurpose, desk: any Desk, timeout: Int) {
+        self.uid = uid; self.program = program; self.purpose = purpose; self.desk = desk; self.timeout = timeout
+    }
+
+    /// Asks the person for a secret; throws `prompt.cancelled`, `prompt.timeout` or `prompt.no_desktop`.
+    func ask(_ kind: PromptKind, message: String, retriesLeft: Int?, error: String?, within: Duration?) async throws -> String {
+        let seconds = min(Int((within ?? .seconds(timeout)).components.seconds), timeout)
+        let dialog = DeskWording.secret(kind, message: message, by: program, for: purpose, retriesLeft: retriesLeft, error: error, timeout: seconds)
+        switch try await answer(dialog, seconds: seconds) {
+        case .secret(let value): return value
+        case .timedOut: throw PromptFailure.timedOut(kind: kind, seconds: seconds)
+        case .cancelled, .ok, .notOK: throw PromptFailure.desktopCancelled(kind: kind)
+        }
+    }
+
+    /// The person's answer, within `seconds` and a margin for the dialog to close: a desktop
+    /// that never answers ends the question as timed out.
+    private func answer(_ dialog: PinentryDialog, seconds: Int) async throws -> PinentryAnswer {
+        let desk = self.desk, uid = self.uid
+        return try await withThrowingTaskGroup(of: PinentryAnswer?.self) { group in
+            group.addTask { try await desk.ask(uid: uid, dialog) }
+            group.addTask {
+                try await Task.sleep(for: .seconds(seconds + 5))
+                return nil
+            }
+            defer { group.cancelAll() }
+            guard let first = try await group.next() else { return .timedOut }
+            return first ?? .timedOut
+        }
+    }
+
+    /// Consent for a token of `purpose.audience` (DESIGN §12): asked unless `policy` says never,
+    /// or (`first`) the person already said "always allow". Throws `consent.denied`.
+    func consent(_ policy: Config.ConsentPolicy, book: ConsentBook) async throws {
+        guard let audience = purpose.audience, policy != .never else { return }
+        let remembered = policy == .first && audience.utf8.count <= ConsentBook.maxAudienceBytes
+        if remembered, try await book.isGranted(uid: uid, program: program.key, audience: audience) { return }
+        let dialog = DeskWording.consent(by: program, for: purpose, remembered: remembered, timeout: timeout)
+        switch try await answer(dialog, seconds: timeout) {
+        case .ok:
+            if remembered { try await book.grant(uid: uid, program: program.key, audience: audience) }
+        case .notOK:
+            return
+        case .timedOut:
+            throw PromptFailure.timedOut(kind: PromptKind(rawValue: "consent"), seconds: timeout)
+        case .cancelled, .secret:
+            throw PromptFailure.consentDenied(program: program.key, audience: audience)
+        }
+    }
+
+    /// Progress on the desktop: shown once, closed at the end.
+    func show(_ id: String, kind: PromptKind, message: String) {
+        guard kind == .card || kind == .fingerprint else { return }
+        let first = shown.withLock { $0.insert(id).inserted }
+        if first { desk.show(uid: uid, DeskNote(id: id, kind: kind, title: DeskWording.title, message: message, done: false)) }
+    }
+
+    func close(_ id: String) {
+        guard let kind = shown.withLock({ $0.remove(id) == nil ? nil : PromptKind.card }) else { return }
+        desk.show(uid: uid, DeskNote(id: id, kind: kind, title: DeskWording.title, message: "", done: true))
+    }
+}
+
+/// The prompts of one request, as its handler uses them: secrets go to the asking program's
+/// connection (`prompt: client`) or to the person's desktop (`prompt: desktop`), in which case
+/// the connection hears only that the desktop asks, with no secret; progress goes to the
+/// connection, and under `desktop` to the desktop too.
+struct RequestPrompts: Sendable {
+    let connection: PromptBroker
+    let desktop: DesktopSession?
+
+    /// Whether authd asks the person itself (and so may ask again after a wrong PIN).
+    var onDesktop: Bool { desktop != nil }
+
+    /// A secret from the person. `error` says what went wrong the last time. Throws as
+    /// `PromptBroker.ask` does, and `prompt.cancelled` or `prompt.no_desktop` on the desktop.
+    func ask(_ kind: PromptKind, message: String, retriesLeft: Int? = nil, error: String? = nil, within: Duration? = nil) async throws -> String {
+        guard let desktop else {
+            return try await connection.ask(kind, message: error.map { "\($0) " + message } ?? message, retriesLeft: retriesLeft, within: within)
+        }
+        let declined = CancelFlag()
+        let question = Task { try await desktop.ask(kind, message: message, retriesLeft: retriesLeft, error: error, within: within) }
+        let id = connection.progress(onDesktop: true) {
+            declined.set()
+            question.cancel()
+        }
+        defer { connection.finish(id) }
+        connection.notify(id: id, kind: kind, message: "Answer the \(PromptFailure.spoken(kind)) question in the dialog on your desktop.", secondsLeft: nil)
+        do {
+            return try await withTaskCancellationHandler { try await question.value } onCancel: { question.cancel() }
+        } catch is CancellationError where declined.isSet {
+            throw PromptFailure.cancelled(kind: kind)
+        }
+    }
+
+    func progress(onCancel: @escaping @Sendable () -> Void) -> String {
+        connection.progress(onCancel: onCancel)
+    }
+
+    func notify(id: String, kind: PromptKind, message: String, secondsLeft: Int?, url: String? = nil, userCode: String? = nil) {
+        connection.notify(id: id, kind: kind, message: message, secondsLeft: secondsLeft, url: url, userCode: userCode)
+        desktop?.show(id, kind: kind, message: message)
+    }
+
+    func finish(_ id: String) {
+        connection.finish(id)
+        desktop?.close(id)
+    }
+}
+
+/// Desktop prompts as the dispatcher starts them: the desks, the consents, the policy.
+struct DesktopPrompts: Sendable {
+    let agents: AgentDesk
+    let desk: any Desk
+    let consents: ConsentBook
+    let config: ConfigHolder
+    /// System mode: no pinentry of authd's own (it has no desktop).
+    let needsAgent: Bool
+
+    /// The desktop of `peer`'s request for `purpose`, after the person's consent where it is
+    /// needed. Throws `prompt.no_desktop` at once when there is no desktop to ask on.
+    func session(for peer: CallerIdentity, purpose: DeskPurpose) async throws -> DesktopSession {
+        // An audience no token may carry is refused before the person is asked anything.
+        if let audience = purpose.audience { try TokenStamp.checkText(audience, field: "aud") }
+        guard desk.reachable(uid: peer.uid) else { throw PromptFailure.noDesktop(agent: needsAgent) }
+        // Read now, never claimed; a program authd cannot tell (it exited, or the pid is another
+        // user's now) is asked nothing and gets nothing.
+        guard let program = ProgramIdentity.read(pid: peer.pid, expectedUID: peer.uid) else { throw PromptFailure.unknownProgram }
+        let config = self.config.current
+        let session = DesktopSession(uid: peer.uid, program: program, purpose: purpose, desk: desk, timeout: config.promptTimeoutSeconds)
+        try await session.consent(config.promptsConsent, book: consents)
+        return session
+    }
+}
