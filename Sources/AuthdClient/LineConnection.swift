@@ -198,6 +198,13 @@ public final class LineConnection {
         if fd >= 0 { shutdown(fd, Int32(SHUT_WR)) }
     }
 
+    /// Stops both directions at once, from any thread: a read blocked in another thread returns
+    /// the end of the stream, and the daemon sees the client leave (it cancels what was asked).
+    /// The corresponding C function is `shutdown(SHUT_RDWR)`.
+    public func shutDown() {
+        if fd >= 0 { shutdown(fd, Int32(SHUT_RDWR)) }
+    }
+
     /// Closes the socket now; the daemon sees the client leave. Later sends and reads fail.
     public func close() {
         guard fd >= 0 else { return }

@@ -7,8 +7,8 @@ switch DaemonOptions.parse(Array(CommandLine.arguments.dropFirst()), environment
 case .exit(let message, let status):
     if status == 0 { print(message) } else { Syscalls.writeStderr(message + "\n") }
     Syscalls.exitProcess(status)
-case .desktop(let socketPath):
-    DesktopAgent.run(socketPath: socketPath)
+case .desktop(let socketPath, let pinentry):
+    DesktopAgent.run(socketPath: socketPath, pinentry: pinentry)
 case .run(let options):
     MemoryReturn.configureAllocator()
     // The main thread waits for the daemon here, not in dispatch_main as under an async top

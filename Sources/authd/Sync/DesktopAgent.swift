@@ -4,15 +4,35 @@ import Glibc
 import Protocol
 
 /// `authd --desktop`: runs as a person in their desktop session (the `authd-desktop.service`
-/// user unit) and shows on their desktop the notifications a system authd hands them — those of
-/// the accounts they hold a live session of on this machine (``DesktopDelivery``), and the
-/// question of presence's ask mode — through their session bus (``DesktopNotifications``). It holds no secret and opens no store: it is a
-/// client of authd like any other, known to it by its uid. While authd is away it connects again,
-/// every 1 s at first and at most every 30 s, and says so once.
+/// user unit). It asks the person authd's questions through pinentry (``AgentPrompter``), serves
+/// desktop apps on the session bus (``AgentBus``), and shows on their desktop the notifications a
+/// system authd hands them — those of the accounts they hold a live session of on this machine
+/// (``DesktopDelivery``), and the question of presence's ask mode — through their session bus
+/// (``DesktopNotifications``). It keeps no secret and opens no store: it is a client of authd
+/// like any other, known to it by its uid. While authd is away it connects again, every 1 s at
+/// first and at most every 30 s, and says so once.
 enum DesktopAgent {
-    static func run(socketPath: String) -> Never {
+    /// `org.authd.Desktop` on the session bus, for this user's apps; nil without a session bus
+    /// (a server) or when another agent holds the name, which the log says.
+    private static func serveBus(_ forwarder: AgentForwarder, logger: Logger) -> AgentBus? {
+        do {
+            let bus = try AgentBus(address: nil, logger: logger) { call in await forwarder.handle(call) }
+            bus.start()
+            logger.info("desktop: serving \(AgentBusInterface.name) on the session bus for this user's apps")
+            return bus
+        } catch {
+            logger.warning("desktop: not serving \(AgentBusInterface.name) on the session bus: \(error)")
+            return nil
+        }
+    }
+
+    static func run(socketPath: String, pinentry: String?) -> Never {
         let logger = Logger(sink: Logger.sink(for: .auto))
         let desktop = DesktopNotifications(logger: logger)
+        let environment = ProcessInfo.processInfo.environment
+        AgentPrompter(socketPath: socketPath, pinentry: pinentry, environment: environment, notifications: desktop, logger: logger).start()
+        let bus = serveBus(AgentForwarder(socketPath: socketPath, environment: environment), logger: logger)
+        defer { withExtendedLifetime(bus) {} }
         var delay: UInt32 = 1
         var toldAway = false
         while true {

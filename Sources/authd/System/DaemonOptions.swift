@@ -19,7 +19,7 @@ struct DaemonOptions: Sendable, Equatable {
     static let usage = """
         Usage: authd [--user | --system] [--socket PATH] [--state-dir DIR] [--config FILE]
                authd --check-config [--config FILE]
-               authd --desktop [--socket PATH]
+               authd --desktop [--socket PATH] [--pinentry PATH]
                authd --version | --help
 
         The authentication daemon. Runs in the foreground; logs to journald or stderr.
@@ -31,9 +31,12 @@ struct DaemonOptions: Sendable, Equatable {
           --state-dir DIR   store and key file        (env AUTHD_STATE_DIR)
           --config FILE     configuration, authd.conf(5) (env AUTHD_CONFIG)
           --check-config    validate the configuration and exit (0 valid, 1 invalid)
-          --desktop         show the system authd's notifications for this user on their
-                            desktop (run in the user's session; default socket
-                            /run/authd/authd.sock)
+          --desktop         this user's desktop agent: asks authd's questions (PIN, CAN,
+                            consent) through pinentry, serves org.authd.Desktop on the
+                            session bus, shows authd's notifications (run in the user's
+                            session; default socket /run/authd/authd.sock)
+          --pinentry PATH   the agent's pinentry (default: authd's [prompts] pinentry,
+                            else pinentry on the PATH)
           --version         print the version and exit
 
         See authd(8).
@@ -41,8 +44,9 @@ struct DaemonOptions: Sendable, Equatable {
 
     enum ParseOutcome: Equatable {
         case run(DaemonOptions)
-        /// `authd --desktop`: the desktop of the user it runs as, for the authd at `socketPath`.
-        case desktop(socketPath: String)
+        /// `authd --desktop`: the desktop of the user it runs as, for the authd at `socketPath`;
+        /// `pinentry` when given.
+        case desktop(socketPath: String, pinentry: String?)
         case exit(message: String, status: Int32)
     }
 
@@ -55,6 +59,7 @@ struct DaemonOptions: Sendable, Equatable {
         var config: String?
         var check = false
         var desktop = false
+        var pinentry: String?
         var others: [String] = []
         var remaining = arguments[...]
         while let argument = remaining.popFirst() {
@@ -70,9 +75,11 @@ struct DaemonOptions: Sendable, Equatable {
                 let value = inline ?? remaining.popFirst()
                 return value?.isEmpty == false ? value : nil
             }
-            if name != "--socket" && name != "--desktop" { others.append(name) }
+            if !["--socket", "--desktop", "--pinentry"].contains(name) { others.append(name) }
             switch name {
             case "--desktop": desktop = true
+            case "--pinentry": pinentry = value()
+                guard let pinentry, pinentry.hasPrefix("/") else { return .exit(message: "authd: --pinentry needs an absolute path\n\(usage)", status: 2) }
             case "--user": mode = .user
             case "--system": mode = .system
             case "--socket": socket = value()
@@ -89,11 +96,12 @@ struct DaemonOptions: Sendable, Equatable {
         }
         socket = socket ?? environment["AUTHD_SOCKET"]
         if desktop {
-            guard others.isEmpty else { return .exit(message: "authd: --desktop takes only --socket, not \(others[0])\n\(usage)", status: 2) }
+            guard others.isEmpty else { return .exit(message: "authd: --desktop takes only --socket and --pinentry, not \(others[0])\n\(usage)", status: 2) }
             let path = socket ?? DaemonSocket.systemPath
             guard path.hasPrefix("/") else { return .exit(message: "authd: the socket path must be absolute: \(path)", status: 2) }
-            return .desktop(socketPath: path)
+            return .desktop(socketPath: path, pinentry: pinentry)
         }
+        if pinentry != nil { return .exit(message: "authd: --pinentry is for --desktop\n\(usage)", status: 2) }
         state = state ?? environment["AUTHD_STATE_DIR"]
         config = config ?? environment["AUTHD_CONFIG"]
 
