@@ -15,8 +15,8 @@ enum ExitCode: Int32 {
     /// The exit code for a daemon error reason. Exact reasons first, then families.
     static func forReason(_ reason: String) -> ExitCode {
         switch reason {
-        case "user.cancelled", "request.cancelled": return .cancelled
-        case "server.busy", "server.shutting_down", "daemon.unavailable", "daemon.closed", "account.busy": return .unavailable
+        case "user.cancelled", "request.cancelled", "prompt.cancelled", "consent.denied": return .cancelled
+        case "server.busy", "server.shutting_down", "daemon.unavailable", "daemon.closed", "account.busy", "prompt.no_desktop": return .unavailable
         case "pin.blocked", "account.locked", "session.locked", "card.blocked": return .lockedOrBlocked
         case "session.logged_out", "session.required", "session.expired", "session.invalid", "federation.not_signed_in", "remote.token_expired":
             return .notLoggedIn

@@ -9,6 +9,11 @@ import Protocol
 extension Command {
     private static let timeoutOption = OptionSpec(name: "timeout", value: "S", help: "wait at most S seconds for the card (default 90)")
     private static let canFDOption = OptionSpec(name: "can-fd", value: "N", help: "read the CAN from file descriptor N")
+    /// `prompt: desktop`: authd asks the person through pinentry on their desktop, not authctl.
+    static let desktopOption = OptionSpec(name: "desktop", value: nil, help: "authd asks on your desktop (pinentry), not this terminal")
+
+    /// The prompt route the invocation asks for: nil (authd's default, this terminal) or desktop.
+    static func promptRoute(_ invocation: Invocation) -> PromptRoute? { invocation.flag("desktop") ? .desktop : nil }
 
     static let cardReaders = Command(
         path: ["card", "readers"], synopsis: "",
@@ -24,13 +29,13 @@ extension Command {
     }
 
     static let cardRead = Command(
-        path: ["card", "read"], synopsis: "[--timeout S] [--can-fd N]",
+        path: ["card", "read"], synopsis: "[--timeout S] [--can-fd N] [--desktop]",
         abstract: "Read the personal data file of the ID card (asks for the CAN on a contactless reader).",
-        options: [timeoutOption, canFDOption]
+        options: [timeoutOption, canFDOption, desktopOption]
     ) { invocation throws(CLIError) in
         let connection = try invocation.connect()
         var prompter = RequestPrompter(invocation: invocation, connection: connection)
-        let data = try prompter.run(CardRead.self, .init(timeoutS: try invocation.number("timeout", in: 1...600)))
+        let data = try prompter.run(CardRead.self, .init(timeoutS: try invocation.number("timeout", in: 1...600), prompt: promptRoute(invocation)))
         if invocation.global.json { Output.json(data); return .ok }
         let rows: [(String, String?)] = [
             ("surname", data.surname), ("given names", data.givenNames), ("sex", data.sex), ("citizenship", data.citizenship),
@@ -44,7 +49,7 @@ extension Command {
     }
 
     static let cardLogin = Command(
-        path: ["card", "login"], synopsis: "--aud AUD [--nonce NONCE] [--format jwt|web-eid] [--timeout S] [--pin-fd N] [--can-fd N]",
+        path: ["card", "login"], synopsis: "--aud AUD [--nonce NONCE] [--format jwt|web-eid] [--timeout S] [--pin-fd N] [--can-fd N] [--desktop]",
         abstract: """
             Get a login token signed by the ID card (PIN1) for AUD, the origin or application id it
             is meant for. Prints the JWT alone (or the Web eID token as JSON with --format web-eid).
@@ -56,6 +61,7 @@ extension Command {
             timeoutOption,
             OptionSpec(name: "pin-fd", value: "N", help: "read PIN1 from file descriptor N"),
             canFDOption,
+            desktopOption,
         ]
     ) { invocation throws(CLIError) in
         guard let aud = invocation.value("aud"), !aud.isEmpty else { throw .usage("--aud is required: the origin or app id the token is for") }
@@ -64,14 +70,15 @@ extension Command {
         let connection = try invocation.connect()
         var prompter = RequestPrompter(invocation: invocation, connection: connection)
         let result = try prompter.runAskingPINAgain(CardLogin.self, .init(aud: aud, nonce: invocation.value("nonce"),
-                                                            timeoutS: try invocation.number("timeout", in: 1...600), format: format))
+                                                            timeoutS: try invocation.number("timeout", in: 1...600), format: format,
+                                                            prompt: promptRoute(invocation)))
         if invocation.global.json { Output.json(result); return .ok }
         if let webEid = result.webEid { Output.json(webEid) } else if let token = result.token { Output.line(token) }
         return .ok
     }
 
     static let cardSign = Command(
-        path: ["card", "sign"], synopsis: "--aud AUD --description TEXT (--hash DIGEST [--hash-alg ALG] | --file PATH) [--timeout S] [--pin-fd N] [--can-fd N]",
+        path: ["card", "sign"], synopsis: "--aud AUD --description TEXT (--hash DIGEST [--hash-alg ALG] | --file PATH) [--timeout S] [--pin-fd N] [--can-fd N] [--desktop]",
         abstract: """
             Sign with the ID card's signing key (PIN2, always asked). DIGEST is hex (as sha256sum
             prints it) or base64url; ALG is SHA-256, SHA-384 or SHA-512 (default SHA-256 with
@@ -87,11 +94,13 @@ extension Command {
             timeoutOption,
             OptionSpec(name: "pin-fd", value: "N", help: "read PIN2 from file descriptor N"),
             canFDOption,
+            desktopOption,
         ]
     ) { invocation throws(CLIError) in
         guard let aud = invocation.value("aud"), !aud.isEmpty else { throw .usage("--aud is required: the origin or app id asking for the signature") }
         guard let description = invocation.value("description"), !description.isEmpty else { throw .usage("--description is required: say what is being signed") }
-        var params = CardSign.Params(aud: aud, description: description, timeoutS: try invocation.number("timeout", in: 1...600))
+        var params = CardSign.Params(aud: aud, description: description, timeoutS: try invocation.number("timeout", in: 1...600),
+                                     prompt: promptRoute(invocation))
         switch (invocation.value("hash"), invocation.value("file")) {
         case (let digest?, nil):
             let algorithm = invocation.value("hash-alg") ?? "SHA-256"

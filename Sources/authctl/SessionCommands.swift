@@ -207,17 +207,19 @@ extension Command {
     }
 
     static let tokenAccount = Command(
-        path: ["token", "account"], synopsis: "--aud AUDIENCE [--nonce NONCE]",
+        path: ["token", "account"], synopsis: "--aud AUDIENCE [--nonce NONCE] [--desktop]",
         abstract: "Print a JWT in which authd asserts your signed-in account (sub = account id), for AUDIENCE.",
         options: [
             OptionSpec(name: "aud", value: "AUDIENCE", help: "who the token is for (required)"),
             OptionSpec(name: "nonce", value: "NONCE", help: "a value to echo in the nonce claim"),
+            OptionSpec(name: "desktop", value: nil, help: "authd asks on your desktop whether authctl may have it (consent)"),
             sessionFileOption,
         ]
     ) { invocation throws(CLIError) in
         guard let audience = invocation.value("aud") else { throw .usage("--aud is required") }
         let token = try SessionFile.load(invocation)
-        let issued = try invocation.connect().call(AuthToken.self, .init(session: token, aud: audience, nonce: invocation.value("nonce")))
+        let issued = try invocation.connect().call(AuthToken.self, .init(session: token, aud: audience, nonce: invocation.value("nonce"),
+                                                                       prompt: promptRoute(invocation)))
         if invocation.global.json { Output.json(issued) } else { Output.line(issued.token) }
         return .ok
     }
