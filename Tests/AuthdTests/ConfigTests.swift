@@ -185,15 +185,19 @@ struct DaemonOptionsTests {
         }
     }
 
-    @Test("--desktop follows the system daemon's socket unless told another; it takes no other option")
+    @Test("--desktop follows the system daemon's socket unless told another; it takes no other option but --pinentry")
     func desktop() {
-        #expect(DaemonOptions.parse(["--desktop"], environment: ["HOME": "/h", "XDG_RUNTIME_DIR": "/run/user/1"]) == .desktop(socketPath: "/run/authd/authd.sock"))
-        #expect(DaemonOptions.parse(["--desktop"], environment: ["AUTHD_SOCKET": "/e.sock"]) == .desktop(socketPath: "/e.sock"))
-        #expect(DaemonOptions.parse(["--socket=/f.sock", "--desktop"], environment: ["AUTHD_SOCKET": "/e.sock"]) == .desktop(socketPath: "/f.sock"))
+        #expect(DaemonOptions.parse(["--desktop"], environment: ["HOME": "/h", "XDG_RUNTIME_DIR": "/run/user/1"])
+                    == .desktop(socketPath: "/run/authd/authd.sock", pinentry: nil))
+        #expect(DaemonOptions.parse(["--desktop"], environment: ["AUTHD_SOCKET": "/e.sock"]) == .desktop(socketPath: "/e.sock", pinentry: nil))
+        #expect(DaemonOptions.parse(["--socket=/f.sock", "--desktop"], environment: ["AUTHD_SOCKET": "/e.sock"]) == .desktop(socketPath: "/f.sock", pinentry: nil))
+        #expect(DaemonOptions.parse(["--desktop", "--pinentry", "/usr/bin/pinentry-tty"], environment: [:])
+                    == .desktop(socketPath: "/run/authd/authd.sock", pinentry: "/usr/bin/pinentry-tty"))
     }
 
     @Test("usage errors exit 2", arguments: [["--bogus"], ["--socket"], ["--socket", "relative.sock"], ["--user=x"], ["--socket=", "--system"], ["--bogus=1"],
-                                             ["--desktop", "--system"], ["--desktop", "--state-dir", "/s"], ["--desktop=1"], ["--desktop", "--socket", "rel"]])
+                                             ["--desktop", "--system"], ["--desktop", "--state-dir", "/s"], ["--desktop=1"], ["--desktop", "--socket", "rel"],
+                                             ["--desktop", "--pinentry", "rel"], ["--pinentry", "/usr/bin/pinentry"], ["--desktop", "--pinentry"]])
     func usageErrors(arguments: [String]) {
         guard case .exit(_, let status) = DaemonOptions.parse(arguments, environment: ["HOME": "/h"]) else {
             Issue.record("accepted \(arguments)")

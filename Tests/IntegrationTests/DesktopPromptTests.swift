@@ -1,0 +1,181 @@
+import Foundation
+import Glibc
+import Protocol
+import Synchronization
+import Testing
+
+/// `prompt: desktop` (DESIGN §12) at the protocol level: authd asks the person through the
+/// desktop agent registered for the caller's user, never on the asking connection, and asks for
+/// consent before it hands a program a token. The agent here is a plain client speaking the agent
+/// protocol, so that each answer is the test's to choose; PinentryPromptTests drives the real
+/// agent with pinentry.
+@Suite("Desktop prompts: the agent protocol", .serialized)
+struct DesktopPromptTests {
+    static let password = "a long enough passphrase"
+
+    /// This test process's executable: the program authd names in its dialogs.
+    static var ownExecutable: String { (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? "?" }
+
+    /// A registered agent connection: the desktop.ask notifications it receives, answered by the test.
+    final class FakeAgent {
+        let client: LineClient
+
+        init(_ daemon: DaemonHarness) throws {
+            client = try LineClient(socketPath: daemon.socketPath)
+            let registered = try client.call("desktop.register")
+            guard registered["result"]?["subscription"]?.stringValue != nil else { throw HarnessError("desktop.register failed: \(registered)") }
+        }
+
+        /// The next question authd asks (bounded by the client's receive timeout).
+        func nextAsk() throws -> JSONValue {
+            while let message = try client.readJSON() {
+                if message["method"] == "desktop.ask", let params = message["params"] { return params }
+            }
+            throw HarnessError("the agent's connection closed before a desktop.ask")
+        }
+
+        func reply(_ ask: JSONValue, _ answer: String, value: String? = nil) throws -> JSONValue {
+            var params: [String: JSONValue] = ["ask_id": ask["ask_id"]!, "answer": .string(answer)]
+            if let value { params["value"] = .string(value) }
+            return try client.call("desktop.reply", .object(params))
+        }
+    }
+
+    /// Two blocking bodies handed to two threads; each runs on one only.
+    private struct Bodies<T>: @unchecked Sendable {
+        let asking: () throws -> T
+        let agent: () throws -> Void
+    }
+
+    /// Runs `asking` (a blocking client call) on one thread and `agent` on another; both must finish.
+    static func alongside<T: Sendable>(_ asking: @escaping () throws -> T, agent: @escaping () throws -> Void) throws -> T {
+        let outcome = Mutex<T?>(nil)
+        let bodies = Bodies(asking: asking, agent: agent)
+        let errors = onThreads(2) { index in
+            if index == 0 { let value = try bodies.asking(); outcome.withLock { $0 = value } } else { try bodies.agent() }
+        }
+        if let error = errors.first { throw error }
+        return try #require(outcome.withLock { $0 })
+    }
+
+    private func signedIn(_ daemon: DaemonHarness) throws -> String {
+        let client = try daemon.connect()
+        let registered = try LoginTests.register(daemon, client, phone: "+37251234567", password: Self.password)
+        return try #require(registered["session"]?["token"]?.stringValue)
+    }
+
+    @Test("no agent registered: prompt: desktop fails at once with prompt.no_desktop, saying how to start one; client prompts still work")
+    func noDesktop() throws {
+        let daemon = try DaemonHarness()
+        try daemon.start(arguments: ["--system"])
+        let client = try daemon.connect()
+        let started = Date()
+        let refused = try client.call("card.login", ["aud": "https://rp.example", "prompt": "desktop"])
+        #expect(Date().timeIntervalSince(started) < 1, "prompt.no_desktop must not wait")
+        #expect(refused["error"]?["data"]?["reason"] == "prompt.no_desktop", "\(refused)")
+        #expect(refused["error"]?["message"]?.stringValue?.contains("authd --desktop") == true)
+        let badRoute = try client.call("card.login", ["aud": "https://rp.example", "prompt": "screen"])
+        #expect(badRoute["error"]?["data"]?["reason"] == "rpc.invalid_params")
+
+        // A user-mode authd runs pinentry itself: none to run is the same answer.
+        let user = try DaemonHarness(config: "[prompts]\npinentry = /nonexistent/pinentry\n")
+        try user.start()
+        let answer = try user.connect().call("card.read", ["prompt": "desktop"])
+        #expect(answer["error"]?["data"]?["reason"] == "prompt.no_desktop", "\(answer)")
+        #expect(answer["error"]?["message"]?.stringValue?.contains("[prompts] pinentry") == true)
+    }
+
+    @Test("consent: asked on the agent naming the program and audience, answered only on the agent's connection; always-allow is remembered, listed, revoked; deny is consent.denied")
+    func consent() throws {
+        let daemon = try DaemonHarness()
+        try daemon.start(arguments: ["--system"])
+        let session = try signedIn(daemon)
+        let agent = try FakeAgent(daemon)
+        let asker = try daemon.connect()
+        let params: JSONValue = ["session": .string(session), "aud": "https://rp.example", "prompt": "desktop"]
+
+        let asked = Mutex<JSONValue?>(nil)
+        let first = try Self.alongside({ try asker.call("auth.token", params) }) {
+            let ask = try agent.nextAsk()
+            asked.withLock { $0 = ask }
+            // Another connection of the same user cannot answer it, even knowing the id.
+            let stranger = try daemon.connect().call("desktop.reply", ["ask_id": ask["ask_id"]!, "answer": "ok"])
+            #expect(stranger["error"]?["data"]?["reason"] == "prompt.unknown", "\(stranger)")
+            #expect(try agent.reply(ask, "ok")["result"] != nil)
+        }
+        #expect(first["result"]?["token"]?.stringValue != nil, "\(first)")
+        let dialog = try #require(asked.withLock { $0 }?["dialog"])
+        #expect(dialog["question"] == "confirm")
+        let description = dialog["description"]?.stringValue ?? ""
+        #expect(description.contains("https://rp.example") && description.contains(Self.ownExecutable), "\(description)")
+        #expect(dialog["ok"] == "Always allow" && dialog["not_ok"] == "Allow once" && dialog["cancel"] == "Deny")
+
+        // Remembered: the same program and audience get their token without a question (the
+        // agent answers nothing now, so a question would fail this call).
+        #expect(try asker.call("auth.token", params)["result"]?["token"]?.stringValue != nil)
+        let listed = try asker.result("consents.list")["consents"]?.arrayValue ?? []
+        #expect(listed.count == 1, "\(listed)")
+        #expect(listed.first?["program"]?.stringValue == "exe:" + Self.ownExecutable && listed.first?["audience"] == "https://rp.example")
+
+        // Revoked: asked again, and "Deny" refuses it.
+        #expect(try asker.result("consents.revoke", ["program": .string("exe:" + Self.ownExecutable)])["revoked"] == 1)
+        #expect(try asker.call("consents.revoke", ["program": .string("exe:" + Self.ownExecutable)])["error"]?["data"]?["reason"] == "consent.unknown")
+        let denied = try Self.alongside({ try asker.call("auth.token", params) }) {
+            _ = try agent.reply(try agent.nextAsk(), "cancelled")
+        }
+        #expect(denied["error"]?["data"]?["reason"] == "consent.denied", "\(denied)")
+        #expect(try asker.result("consents.list")["consents"]?.arrayValue?.isEmpty == true)
+
+        // "Allow once" hands out this token and remembers nothing.
+        let once = try Self.alongside({ try asker.call("auth.token", params) }) {
+            _ = try agent.reply(try agent.nextAsk(), "not_ok")
+        }
+        #expect(once["result"]?["token"]?.stringValue != nil, "\(once)")
+        #expect(try asker.result("consents.list")["consents"]?.arrayValue?.isEmpty == true)
+    }
+
+    @Test("card login on the desktop: the PIN goes from the agent to the card, the asking connection sees only that the desktop asks, and cannot answer it")
+    func cardLoginThroughAgent() throws {
+        let rig = try CardRig()
+        try rig.insertCard()
+        let daemon = try DaemonHarness(config: "[prompts]\nconsent = never\n")
+        try daemon.start(arguments: ["--system"], environment: rig.environment)
+        let agent = try FakeAgent(daemon)
+        let asker = try daemon.connect()
+
+        let seen = Mutex<[[UInt8]]>([])
+        let onDesktopAnswer = Mutex<JSONValue?>(nil)
+        // The agent answers only once the asking program's own answer was refused, while the
+        // desktop's question still stands.
+        let refused = DispatchSemaphore(value: 0)
+        let response = try Self.alongside({ () throws -> JSONValue in
+            try asker.send(#"{"jsonrpc":"2.0","id":1,"method":"card.login","params":{"aud":"https://rp.example","prompt":"desktop"}}"# + "\n")
+            while let line = try asker.readLine() {
+                seen.withLock { $0.append(line) }
+                let message = try WireCodec.decode(JSONValue.self, from: Data(line))
+                if message["id"] == 1 { return message }
+                if message["id"] == 2 {
+                    onDesktopAnswer.withLock { $0 = message }
+                    refused.signal()
+                }
+                if message["method"] == "prompt", message["params"]?["kind"] == "pin1", let id = message["params"]?["prompt_id"] {
+                    #expect(message["params"]?["expects_answer"] == false)
+                    // The asking program may not answer the desktop's question.
+                    let answer = try WireCodec.requestLine(id: .integer(2), method: "prompt.answer", params: ["prompt_id": id, "value": "0000"] as JSONValue)
+                    try asker.send(answer)
+                }
+            }
+            throw HarnessError("the asking connection closed")
+        }) {
+            let ask = try agent.nextAsk()
+            #expect(ask["dialog"]?["question"] == "secret" && ask["dialog"]?["prompt"] == "PIN1:")
+            #expect(ask["dialog"]?["description"]?.stringValue?.contains("sign you in to https://rp.example") == true)
+            #expect(refused.wait(timeout: .now() + 15) == .success, "the asking connection's prompt.answer was never answered")
+            _ = try agent.reply(ask, "secret", value: "1234")
+        }
+        #expect(response["result"]?["token"]?.stringValue != nil, "\(response)")
+        #expect(onDesktopAnswer.withLock { $0 }?["error"]?["data"]?["reason"] == "prompt.on_desktop")
+        let bytes = seen.withLock { $0 }.map { String(decoding: $0, as: UTF8.self) }.joined(separator: "\n")
+        #expect(!bytes.contains("1234"), "the PIN crossed the asking connection")
+    }
+}
