@@ -435,7 +435,11 @@ enum Syscalls {
     /// Starts a helper program: `stdin` and `stdout` (or /dev/null) as given, stderr to /dev/null
     /// (a helper's output may echo what it was given, which can be a secret), no other descriptor
     /// of ours, and its own process group, so a timeout kills it and everything it started.
-    private static func spawnHelper(_ path: String, arguments: [String], environment: [String: String], stdin: Int32, stdout: Int32?) throws -> pid_t {
+    /// `newSession`: its own session too (so also its own group), for a program that may use
+    /// our terminal by name — pinentry-tty: in our session but not our terminal's foreground
+    /// group, changing the terminal's modes would stop it (SIGTTOU).
+    private static func spawnHelper(_ path: String, arguments: [String], environment: [String: String], stdin: Int32, stdout: Int32?,
+                                    newSession: Bool = false) throws -> pid_t {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
@@ -450,7 +454,8 @@ enum Syscalls {
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
         defer { posix_spawnattr_destroy(&attributes) }
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETPGROUP))
+        // POSIX_SPAWN_SETSID is glibc's 0x80, not imported into Swift.
+        posix_spawnattr_setflags(&attributes, newSession ? 0x80 : Int16(POSIX_SPAWN_SETPGROUP))
         posix_spawnattr_setpgroup(&attributes, 0)
         let argv = ([path] + arguments).map { strdup($0) } + [nil]
         let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
@@ -993,7 +998,8 @@ extension Syscalls {
 // MARK: Conversing helpers (pinentry), and reading another process's /proc entries
 
 extension Syscalls {
-    /// A helper started by `spawnConversation`: the leader of a process group of its own, the
+    /// A helper started by `spawnConversation`: the leader of a session (and so a process
+    /// group) of its own, the
     /// write end of its stdin and the (non-blocking) read end of its stdout.
     struct Conversation {
         let pid: pid_t
@@ -1015,7 +1021,7 @@ extension Syscalls {
         }
         let pid: pid_t
         do {
-            pid = try spawnHelper(path, arguments: [], environment: environment, stdin: toChild.read, stdout: fromChild.write)
+            pid = try spawnHelper(path, arguments: [], environment: environment, stdin: toChild.read, stdout: fromChild.write, newSession: true)
         } catch {
             [toChild.read, toChild.write, fromChild.read, fromChild.write].forEach { close($0) }
             throw error
