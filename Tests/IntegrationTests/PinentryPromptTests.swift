@@ -187,4 +187,60 @@ struct PinentryPromptTests {
         #expect(!lines.contains { $0.hasPrefix("Document: nothing") }, "the description drew a line of its own: \(description)")
         #expect(!description.contains("\u{1b}"), "a control character reached the dialog")
     }
+
+    @Test("a system authd asks through the user's agent running Debian's pinentry-tty on a terminal: PIN1 typed there, the token to the asking program, no PIN on its connection")
+    func realPinentryThroughAgent() throws {
+        let rig = try CardRig()
+        try rig.insertCard()
+        let daemon = try DaemonHarness(config: "[prompts]\nconsent = never\n")
+        try daemon.start(arguments: ["--system"], environment: rig.environment)
+        let agent = try TerminalSession([DaemonHarness.authdPath, "--desktop", "--socket", daemon.socketPath, "--pinentry", "/usr/bin/pinentry-tty"],
+                                        environment: ["PATH": "/usr/bin:/bin", "TERM": "xterm", "HOME": daemon.directory])
+        try agent.expect("asking authd's questions")
+        let asker = try daemon.connect()
+        let (response, lines) = try DesktopPromptTests.alongside({
+            try Self.exchange(asker, "card.login", ["aud": "https://rp.example", "nonce": "n-2", "prompt": "desktop"])
+        }) {
+            try agent.expect("sign you in to https://rp.example")
+            try agent.answerSecret("PIN1:", "1234")
+        }
+        let token = try #require(response["result"]?["token"]?.stringValue, "\(response)\n\(agent.transcript)")
+        #expect(try DaemonHarness.run(["/usr/bin/python3", Self.verifier, token, rig.caPath, "https://rp.example"]).status == 0)
+        #expect(!lines.contains("1234"), "the PIN crossed the asking connection")
+        #expect(!agent.transcript.contains("1234"), "pinentry echoed the PIN")
+        #expect(agent.transcript.contains(Self.ownExecutable), "the dialog names the asking program: \(agent.transcript)")
+    }
+
+    @Test("a desktop app on the session bus: the agent's org.authd.Desktop1.CardLogin asks consent and PIN1 on the desktop for gdbus, by its own identity, and returns the token")
+    func sessionBusCardLogin() throws {
+        let rig = try CardRig()
+        try rig.insertCard()
+        let daemon = try DaemonHarness()
+        try daemon.start(arguments: ["--system"], environment: rig.environment)
+        let desktop = try NotificationDesktop()
+        let script = try Script([["confirm": "ok"], ["pin": "1234"]])
+        let log = desktop.bus.directory + "/agent.log"
+        let agent = try ChildProcess.spawn([DaemonHarness.authdPath, "--desktop", "--socket", daemon.socketPath, "--pinentry", script.path],
+                                           environment: ["DBUS_SESSION_BUS_ADDRESS=\(desktop.address)", "PATH=/usr/bin:/bin"]
+                                               + DaemonHarness.sanitizerOptions.map { "\($0)=\($1)" },
+                                           stdout: .file(log), stderr: log)
+        defer { ChildProcess.reap(agent) }
+        let deadline = Date().addingTimeInterval(15)
+        while !((try? String(contentsOfFile: log, encoding: .utf8)) ?? "").contains("serving org.authd.Desktop") {
+            guard Date() < deadline else { throw HarnessError("the agent did not serve org.authd.Desktop within 15 s: \((try? String(contentsOfFile: log, encoding: .utf8)) ?? "")") }
+            usleep(20_000)
+        }
+        let call = try DaemonHarness.run(["/usr/bin/timeout", "60", "/usr/bin/gdbus", "call", "--address", desktop.address, "--dest", "org.authd.Desktop",
+                                          "--object-path", "/org/authd/Desktop", "--method", "org.authd.Desktop1.CardLogin", "https://rp.example", ""])
+        let token = try #require(call.stdout.split(separator: "'").dropFirst().first.map(String.init), "\(call.stdout) \(call.stderr)")
+        #expect(try DaemonHarness.run(["/usr/bin/python3", Self.verifier, token, rig.caPath, "https://rp.example"]).status == 0)
+        #expect(script.dialogs.first?["SETDESC"]?.contains("/usr/bin/gdbus") == true, "\(script.dialogs)")
+        let programs = (try daemon.connect().result("consents.list")["consents"]?.arrayValue ?? []).compactMap { $0["program"]?.stringValue }
+        #expect(programs == ["exe:/usr/bin/gdbus"])
+
+        // A refusal on the desktop reaches the app as the reason's D-Bus error.
+        let denied = try DaemonHarness.run(["/usr/bin/timeout", "60", "/usr/bin/gdbus", "call", "--address", desktop.address, "--dest", "org.authd.Desktop",
+                                            "--object-path", "/org/authd/Desktop", "--method", "org.authd.Desktop1.CardLogin", "https://other.example", ""])
+        #expect(denied.status != 0 && denied.stderr.contains("org.authd.Error.Consent.Denied"), "\(denied.stdout) \(denied.stderr)")
+    }
 }

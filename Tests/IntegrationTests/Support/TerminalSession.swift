@@ -96,6 +96,19 @@ final class TerminalSession {
         _ = bytes.withUnsafeBytes { write(master, $0.baseAddress, $0.count) }
     }
 
+    /// Waits for `question` and for the program to turn echo off (as a PIN entry does before it
+    /// reads: what is typed earlier is flushed), then types `line`.
+    func answerSecret(_ question: String, _ line: String, seconds: Double = 20) throws {
+        try expect(question, seconds: seconds)
+        let deadline = Date().addingTimeInterval(seconds)
+        var modes = termios()
+        while tcgetattr(terminal, &modes) == 0 && modes.c_lflag & tcflag_t(ECHO) != 0 {
+            guard Date() < deadline else { throw HarnessError("echo stayed on after \"\(question)\"; the terminal shows: \(transcript)") }
+            read(milliseconds: 10)
+        }
+        type(line)
+    }
+
     /// Waits for `question`, then types `line`.
     func answer(_ question: String, _ line: String) throws {
         try expect(question)
