@@ -211,17 +211,22 @@ struct PinentryPromptTests {
         #expect(agent.transcript.contains(Self.ownExecutable), "the dialog names the asking program: \(agent.transcript)")
     }
 
-    @Test("a desktop app on the session bus: the agent's org.authd.Desktop1.CardLogin asks consent and PIN1 on the desktop for gdbus, by its own identity, and returns the token")
+    @Test("a desktop app on the session bus: the agent's org.authd.Desktop1 asks consent and PIN1 on the desktop for gdbus, by its own identity, shows the card's progress as a notification, and returns the token")
     func sessionBusCardLogin() throws {
         let rig = try CardRig()
-        try rig.insertCard()
         let daemon = try DaemonHarness()
         try daemon.start(arguments: ["--system"], environment: rig.environment)
         let desktop = try NotificationDesktop()
-        let script = try Script([["confirm": "ok"], ["pin": "1234"]])
+        let script = try Script([["confirm": "ok"], ["pin": "1234"], ["confirm": "ok"], ["confirm": "cancel"]])
         let log = desktop.bus.directory + "/agent.log"
+        // The account session authctl keeps for this user, which AccountToken uses.
+        let state = desktop.bus.directory + "/state"
+        try FileManager.default.createDirectory(atPath: state + "/authctl", withIntermediateDirectories: true)
+        let client = try daemon.connect()
+        let registered = try LoginTests.register(daemon, client, phone: "+37251234567", password: DesktopPromptTests.password)
+        try (try #require(registered["session"]?["token"]?.stringValue) + "\n").write(toFile: state + "/authctl/session", atomically: true, encoding: .utf8)
         let agent = try ChildProcess.spawn([DaemonHarness.authdPath, "--desktop", "--socket", daemon.socketPath, "--pinentry", script.path],
-                                           environment: ["DBUS_SESSION_BUS_ADDRESS=\(desktop.address)", "PATH=/usr/bin:/bin"]
+                                           environment: ["DBUS_SESSION_BUS_ADDRESS=\(desktop.address)", "PATH=/usr/bin:/bin", "XDG_STATE_HOME=\(state)"]
                                                + DaemonHarness.sanitizerOptions.map { "\($0)=\($1)" },
                                            stdout: .file(log), stderr: log)
         defer { ChildProcess.reap(agent) }
@@ -230,17 +235,26 @@ struct PinentryPromptTests {
             guard Date() < deadline else { throw HarnessError("the agent did not serve org.authd.Desktop within 15 s: \((try? String(contentsOfFile: log, encoding: .utf8)) ?? "")") }
             usleep(20_000)
         }
-        let call = try DaemonHarness.run(["/usr/bin/timeout", "60", "/usr/bin/gdbus", "call", "--address", desktop.address, "--dest", "org.authd.Desktop",
-                                          "--object-path", "/org/authd/Desktop", "--method", "org.authd.Desktop1.CardLogin", "https://rp.example", ""])
+        let gdbus = ["/usr/bin/timeout", "60", "/usr/bin/gdbus", "call", "--address", desktop.address, "--dest", "org.authd.Desktop",
+                     "--object-path", "/org/authd/Desktop", "--method"]
+        // No card yet: the desktop shows "place your card" until one is there.
+        let call = try DesktopPromptTests.alongside({ try DaemonHarness.run(gdbus + ["org.authd.Desktop1.CardLogin", "https://rp.example", ""]) }) {
+            guard desktop.shows("Place your ID card", within: 30) else { throw HarnessError("no card notification: \(desktop.log)") }
+            try rig.insertCard()
+        }
         let token = try #require(call.stdout.split(separator: "'").dropFirst().first.map(String.init), "\(call.stdout) \(call.stderr)")
         #expect(try DaemonHarness.run(["/usr/bin/python3", Self.verifier, token, rig.caPath, "https://rp.example"]).status == 0)
         #expect(script.dialogs.first?["SETDESC"]?.contains("/usr/bin/gdbus") == true, "\(script.dialogs)")
-        let programs = (try daemon.connect().result("consents.list")["consents"]?.arrayValue ?? []).compactMap { $0["program"]?.stringValue }
+        let programs = (try client.result("consents.list")["consents"]?.arrayValue ?? []).compactMap { $0["program"]?.stringValue }
         #expect(programs == ["exe:/usr/bin/gdbus"])
 
+        // An account token, with the session authctl keeps, after the person's consent.
+        let account = try DaemonHarness.run(gdbus + ["org.authd.Desktop1.AccountToken", "https://shop.example", "n-3"])
+        let accountToken = try #require(account.stdout.split(separator: "'").dropFirst().first.map(String.init), "\(account.stdout) \(account.stderr)")
+        #expect(try client.result("token.verify", ["token": .string(accountToken), "aud": "https://shop.example"])["claims"]?["nonce"] == "n-3")
+
         // A refusal on the desktop reaches the app as the reason's D-Bus error.
-        let denied = try DaemonHarness.run(["/usr/bin/timeout", "60", "/usr/bin/gdbus", "call", "--address", desktop.address, "--dest", "org.authd.Desktop",
-                                            "--object-path", "/org/authd/Desktop", "--method", "org.authd.Desktop1.CardLogin", "https://other.example", ""])
+        let denied = try DaemonHarness.run(gdbus + ["org.authd.Desktop1.CardLogin", "https://other.example", ""])
         #expect(denied.status != 0 && denied.stderr.contains("org.authd.Error.Consent.Denied"), "\(denied.stdout) \(denied.stderr)")
     }
 }
