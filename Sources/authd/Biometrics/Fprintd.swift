@@ -110,7 +110,7 @@ enum Fprintd {
         func scan(deadline: UInt64, cancelFD: Int32, progress: @escaping (ScanStatus) -> Void) -> ScanOutcome {
             var final: ScanStatus?
             var gone: String?
-            let matches: [BusMatch]
+            let matches: [BusSlot]
             do throws(BusError) {
                 // Subscribed before VerifyStart: a status can arrive before its reply.
                 let status = try bus.match(sender: service, path: path, interface: deviceInterface, member: "VerifyStatus") { message in

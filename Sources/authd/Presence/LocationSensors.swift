@@ -64,7 +64,7 @@ enum GeoClue2 {
         }
 
         /// Calls `handler` with the new Location object's path on every `LocationUpdated`.
-        func locationUpdates(_ handler: @escaping (String) -> Void) throws(PresenceUnavailable) -> BusMatch {
+        func locationUpdates(_ handler: @escaping (String) -> Void) throws(PresenceUnavailable) -> BusSlot {
             do throws(BusError) {
                 return try bus.match(sender: service, path: path, interface: clientInterface, member: "LocationUpdated") { message in
                     // (o old, o new): the second is the fix.

@@ -161,7 +161,7 @@ final class PresenceMonitor: Sendable {
         var newLocation: String?
         var geoClueLeft = false
         let client: GeoClue2.Client
-        let matches: [BusMatch]
+        let matches: [BusSlot]
         do throws(PresenceUnavailable) {
             client = try GeoClue2.Client(bus: bus)
             matches = [try client.locationUpdates { newLocation = $0 }]

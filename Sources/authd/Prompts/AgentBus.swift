@@ -337,8 +337,8 @@ private final class AgentBusService: @unchecked Sendable {
     static let credentialsTimeout: Duration = .seconds(5)
 
     private var bus: Bus?
-    private var object: BusObject?
-    private var departures: BusMatch?
+    private var object: BusSlot?
+    private var departures: BusSlot?
     private var calls: [UInt64: InFlight] = [:]
     private var nextID: UInt64 = 0
     private let uid: UInt32

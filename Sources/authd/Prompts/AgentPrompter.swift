@@ -35,21 +35,7 @@ final class AgentPrompter: Sendable {
     /// Serves on a thread of its own, for good.
     func start() {
         DispatchQueue(label: "authd.desktop-prompts").async { [self] in
-            var delay: UInt32 = 1
-            var toldAway = false
-            while true {
-                do {
-                    try serve { toldAway = false; delay = 1 }
-                    logger.info("desktop: authd closed the prompt connection; connecting again")
-                } catch {
-                    if !toldAway {
-                        toldAway = true
-                        logger.warning("desktop: cannot ask authd's questions for \(socketPath): \(error); trying again until it answers")
-                    }
-                }
-                sleep(delay)
-                delay = min(delay * 2, 30)
-            }
+            DesktopAgent.keepConnected("ask authd's questions", socketPath: socketPath, logger: logger) { connected in try serve(registered: connected) }
         }
     }
 

@@ -94,14 +94,17 @@ struct PinentryDesk: Desk {
 }
 
 /// The desktop agents registered with this authd (`desktop.register`), one per local user, and
-/// the questions each has open. An agent answers only the questions it was sent, on the
-/// connection it registered on (`desktop.reply`); when that connection closes, its open
-/// questions end with `prompt.no_desktop`.
+/// the questions each has open. An agent is reachable from its registration on; what is sent to
+/// it before its stream starts (right after the registration's response) waits for the stream.
+/// An agent answers only the questions it was sent, on the connection it registered on
+/// (`desktop.reply`); when that connection closes, its open questions end with `prompt.no_desktop`.
 final class AgentDesk: Desk {
     private struct Agent {
         let number: UInt64
         let connection: ObjectIdentifier
-        let sink: StreamSink
+        /// Nil until the agent's stream starts; meanwhile `held` keeps what is sent to it.
+        var sink: StreamSink?
+        var held: [@Sendable (StreamSink) -> Void] = []
     }
     private struct Open {
         let uid: UInt32
@@ -116,18 +119,29 @@ final class AgentDesk: Desk {
     private let state = Mutex(State())
 
     /// The agent of `uid` from now on, replacing an earlier one (whose open questions end).
-    func register(uid: UInt32, connection: ObjectIdentifier, sink: StreamSink) -> UInt64 {
+    func register(uid: UInt32, connection: ObjectIdentifier) -> UInt64 {
         let (number, ended) = state.withLock { state in
             state.next += 1
             let replaced = state.agents[uid]?.number
-            state.agents[uid] = Agent(number: state.next, connection: connection, sink: sink)
+            state.agents[uid] = Agent(number: state.next, connection: connection)
             return (state.next, replaced.map { Self.takeOpen(of: $0, from: &state) } ?? [])
         }
         for open in ended { open.resume(.failure(PromptFailure.noDesktop(agent: true))) }
         return number
     }
 
-    /// The agent `number` left (its connection closed).
+    /// The agent `number`'s stream started: what was held for it goes out now, in order.
+    func activate(_ number: UInt64, sink: StreamSink) {
+        let held = state.withLock { state -> [@Sendable (StreamSink) -> Void] in
+            guard let uid = state.agents.first(where: { $0.value.number == number })?.key else { return [] }
+            state.agents[uid]?.sink = sink
+            defer { state.agents[uid]?.held = [] }
+            return state.agents[uid]?.held ?? []
+        }
+        for send in held { send(sink) }
+    }
+
+    /// The agent `number` left (its connection closed, or its stream never started).
     func unregister(_ number: UInt64) {
         let ended = state.withLock { state -> [Open] in
             if let uid = state.agents.first(where: { $0.value.number == number })?.key { state.agents[uid] = nil }
@@ -139,6 +153,19 @@ final class AgentDesk: Desk {
     private static func takeOpen(of agent: UInt64, from state: inout State) -> [Open] {
         let ids = state.open.filter { $0.value.agent == agent }.map(\.key)
         return ids.compactMap { state.open.removeValue(forKey: $0) }
+    }
+
+    /// Sends to `uid`'s agent, or holds it until its stream starts; false when it has none.
+    @discardableResult
+    private func deliver(to uid: UInt32, _ send: @escaping @Sendable (StreamSink) -> Void) -> Bool {
+        let sink = state.withLock { state -> StreamSink?? in
+            guard let agent = state.agents[uid] else { return .none }
+            if agent.sink == nil { state.agents[uid]?.held.append(send) }
+            return .some(agent.sink)
+        }
+        guard case .some(let ready) = sink else { return false }
+        if let ready { send(ready) }
+        return true
     }
 
     /// `desktop.reply`: only the connection the question went to may answer it. A failure
@@ -156,33 +183,31 @@ final class AgentDesk: Desk {
 
     func ask(uid: UInt32, _ dialog: PinentryDialog) async throws -> PinentryAnswer {
         let id = Hex.encode((try? OpenSSL.randomBytes(16)) ?? [])
-        let sent = Mutex<StreamSink?>(nil)
+        let wire = DesktopDialog(dialog)
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<PinentryAnswer, any Error>) in
-                let agent = state.withLock { state -> Agent? in
-                    guard let agent = state.agents[uid], !Task.isCancelled else { return nil }
+                let registered = state.withLock { state -> Bool in
+                    guard let agent = state.agents[uid], !Task.isCancelled else { return false }
                     state.open[id] = Open(uid: uid, agent: agent.number) { continuation.resume(with: $0) }
-                    return agent
+                    return true
                 }
-                guard let agent else {
+                guard registered else {
                     continuation.resume(throwing: Task.isCancelled ? CancellationError() : PromptFailure.noDesktop(agent: true))
                     return
                 }
-                sent.withLock { $0 = agent.sink }
-                agent.sink.notify(DesktopAsk.self, .init(subscription: agent.sink.name, askId: id, dialog: DesktopDialog(dialog)))
+                deliver(to: uid) { sink in sink.notify(DesktopAsk.self, .init(subscription: sink.name, askId: id, dialog: wire)) }
             }
         } onCancel: {
-            let open = state.withLock { $0.open.removeValue(forKey: id) }
-            open?.resume(.failure(CancellationError()))
-            if open != nil, let sink = sent.withLock({ $0 }) {
-                sink.notify(DesktopWithdraw.self, .init(subscription: sink.name, askId: id))
-            }
+            guard let open = state.withLock({ $0.open.removeValue(forKey: id) }) else { return }
+            open.resume(.failure(CancellationError()))
+            deliver(to: uid) { sink in sink.notify(DesktopWithdraw.self, .init(subscription: sink.name, askId: id)) }
         }
     }
 
     func show(uid: UInt32, _ note: DeskNote) {
-        guard let sink = state.withLock({ $0.agents[uid]?.sink }) else { return }
-        sink.notify(DesktopShow.self, .init(subscription: sink.name, showId: note.id, kind: note.kind, title: note.title, message: note.message, done: note.done))
+        deliver(to: uid) { sink in
+            sink.notify(DesktopShow.self, .init(subscription: sink.name, showId: note.id, kind: note.kind, title: note.title, message: note.message, done: note.done))
+        }
     }
 }
 

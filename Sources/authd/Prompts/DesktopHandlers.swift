@@ -1,4 +1,3 @@
-import Synchronization
 import Protocol
 
 extension MethodTable {
@@ -8,14 +7,20 @@ extension MethodTable {
         announce("prompt.desktop", "consents")
         let agents = desktop.agents
         register(DesktopRegister.self, home: .machine, access: .anyone, audit: { _, _ in [:] }) { _, context in
-            let uid = context.caller.uid
-            let connection = ObjectIdentifier(context.streams.connection as AnyObject)
-            let number = Mutex<UInt64?>(nil)
-            let subscription = try context.streams.open(onDrop: {}) { sink in
-                number.withLock { $0 = agents.register(uid: uid, connection: connection, sink: sink) }
-                // The agent serves until its connection closes, which cancels this stream.
-                while !Task.isCancelled { try? await Task.sleep(for: .seconds(3600)) }
-                if let registered = number.withLock({ $0 }) { agents.unregister(registered) }
+            // Reachable at once: a request that comes right after the response finds it, and
+            // what it is sent waits for the stream.
+            let number = agents.register(uid: context.caller.uid, connection: ObjectIdentifier(context.streams.connection as AnyObject))
+            let subscription: String
+            do {
+                subscription = try context.streams.open(onDrop: { agents.unregister(number) }) { sink in
+                    agents.activate(number, sink: sink)
+                    // The agent serves until its connection closes, which cancels this stream.
+                    while !Task.isCancelled { try? await Task.sleep(for: .seconds(3600)) }
+                    agents.unregister(number)
+                }
+            } catch {
+                agents.unregister(number)
+                throw error
             }
             let pinentry = desktop.config.current.promptsPinentry
             return DesktopRegister.Result(subscription: subscription, pinentry: pinentry.isEmpty ? nil : pinentry)

@@ -33,26 +33,37 @@ enum DesktopAgent {
         AgentPrompter(socketPath: socketPath, pinentry: pinentry, environment: environment, notifications: desktop, logger: logger).start()
         let bus = serveBus(AgentForwarder(socketPath: socketPath, environment: environment), logger: logger)
         defer { withExtendedLifetime(bus) {} }
+        keepConnected("follow authd's notifications", socketPath: socketPath, logger: logger) { connected in
+            let client = RPCClient(connection: try LineConnection(socketPath: socketPath))
+            _ = try client.call(EventsSubscribe.self, NoParams())
+            logger.info("desktop: showing authd's notifications for this user (\(socketPath))")
+            connected()
+            while let (method, params) = try client.nextNotification() {
+                guard method == EventNotification.name, let params,
+                      let event = try? WireCodec.decode(EventNotification.Params.self, from: params) else { continue }
+                if let sync = event.sync { desktop.take(sync.event, of: sync.account) }
+                if let question = event.presence { desktop.ask(question) }
+            }
+        }
+    }
+
+    /// Runs `session` (one connection to authd) for good: again at once after authd closed it,
+    /// after 1 s, 2 s, … at most 30 s while it fails, saying once that authd is away. `session`
+    /// calls `connected` once it is connected.
+    static func keepConnected(_ what: String, socketPath: String, logger: Logger, _ session: (_ connected: () -> Void) throws -> Void) -> Never {
         var delay: UInt32 = 1
         var toldAway = false
         while true {
             do {
-                let client = RPCClient(connection: try LineConnection(socketPath: socketPath))
-                _ = try client.call(EventsSubscribe.self, NoParams())
-                logger.info("desktop: showing authd's notifications for this user (\(socketPath))")
-                toldAway = false
-                delay = 1
-                while let (method, params) = try client.nextNotification() {
-                    guard method == EventNotification.name, let params,
-                          let event = try? WireCodec.decode(EventNotification.Params.self, from: params) else { continue }
-                    if let sync = event.sync { desktop.take(sync.event, of: sync.account) }
-                    if let question = event.presence { desktop.ask(question) }
+                try session {
+                    toldAway = false
+                    delay = 1
                 }
-                logger.info("desktop: authd closed the connection; connecting again")
+                logger.info("desktop: authd closed the connection to \(what); connecting again")
             } catch {
                 if !toldAway {
                     toldAway = true
-                    logger.warning("desktop: cannot follow authd at \(socketPath): \(error); trying again until it answers")
+                    logger.warning("desktop: cannot \(what) at \(socketPath): \(error); trying again until it answers")
                 }
             }
             sleep(delay)

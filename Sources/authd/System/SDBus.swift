@@ -146,7 +146,7 @@ final class Bus {
     /// Delivers matching signals to `handler` while `wait` dispatches. Keep the match alive as
     /// long as the signals are wanted.
     func match(sender: String?, path: String?, interface: String, member: String,
-               _ handler: @escaping (BusMessage) -> Void) throws(BusError) -> BusMatch {
+               _ handler: @escaping (BusMessage) -> Void) throws(BusError) -> BusSlot {
         let box = Unmanaged.passRetained(HandlerBox(handler))
         var slot: OpaquePointer?
         let status = sd_bus_match_signal(bus, &slot, sender, path, interface, member, busSignalTrampoline, box.toOpaque())
@@ -154,7 +154,7 @@ final class Bus {
             box.release()
             throw BusError(name: "", message: "cannot add a signal match", errno: -status)
         }
-        return BusMatch(slot: slot, box: box)
+        return BusSlot(slot: slot) { box.release() }
     }
 
     enum WaitEnd: Equatable { case condition, deadline, cancelled, disconnected }
@@ -239,7 +239,7 @@ extension Bus {
     /// returns true when it has answered the call or will answer it later (``reply(to:_:)``,
     /// ``replyError(to:name:message:)``); false lets sd-bus answer that there is no such method.
     /// Keep the object alive as long as it is served.
-    func exportObject(_ path: String, _ handler: @escaping (BusMessage) -> Bool) throws(BusError) -> BusObject {
+    func exportObject(_ path: String, _ handler: @escaping (BusMessage) -> Bool) throws(BusError) -> BusSlot {
         let box = Unmanaged.passRetained(ObjectHandlerBox(handler))
         var slot: OpaquePointer?
         let status = sd_bus_add_object(bus, &slot, path, busObjectTrampoline, box.toOpaque())
@@ -247,7 +247,7 @@ extension Bus {
             box.release()
             throw BusError(name: "", message: "cannot export \(path)", errno: -status)
         }
-        return BusObject(slot: slot, box: box)
+        return BusSlot(slot: slot) { box.release() }
     }
 
     /// Answers `call` with `arguments`. Nothing is sent when the caller asked for no reply; a
@@ -317,19 +317,20 @@ extension Bus {
     }
 }
 
-/// An exported object; dropping it stops serving it.
-final class BusObject {
+/// A signal match or an exported object, and the handler it calls; dropping it removes the
+/// match or stops serving the object.
+final class BusSlot {
     private let slot: OpaquePointer
-    private let box: Unmanaged<ObjectHandlerBox>
+    private let releaseHandler: () -> Void
 
-    fileprivate init(slot: OpaquePointer, box: Unmanaged<ObjectHandlerBox>) {
+    fileprivate init(slot: OpaquePointer, releaseHandler: @escaping () -> Void) {
         self.slot = slot
-        self.box = box
+        self.releaseHandler = releaseHandler
     }
 
     deinit {
         sd_bus_slot_unref(slot)
-        box.release()
+        releaseHandler()
     }
 }
 
@@ -463,22 +464,6 @@ final class BusMessage {
         }
         sd_bus_message_exit_container(message)
         return values
-    }
-}
-
-/// A signal subscription; dropping it removes the match.
-final class BusMatch {
-    private let slot: OpaquePointer
-    private let box: Unmanaged<HandlerBox>
-
-    fileprivate init(slot: OpaquePointer, box: Unmanaged<HandlerBox>) {
-        self.slot = slot
-        self.box = box
-    }
-
-    deinit {
-        sd_bus_slot_unref(slot)
-        box.release()
     }
 }
 
