@@ -108,7 +108,7 @@ struct DesktopPromptTests {
         #expect(dialog["question"] == "confirm")
         let description = dialog["description"]?.stringValue ?? ""
         #expect(description.contains("https://rp.example") && description.contains(Self.ownExecutable), "\(description)")
-        #expect(dialog["ok"] == "Always allow" && dialog["not_ok"] == "Allow once" && dialog["cancel"] == "Deny")
+        #expect(dialog["ok"] == "_Always allow" && dialog["not_ok"] == "Allow _once" && dialog["cancel"] == "_Deny")
 
         // Remembered: the same program and audience get their token without a question (the
         // agent answers nothing now, so a question would fail this call).

@@ -90,7 +90,7 @@ struct PinentryPromptTests {
 
         let dialogs = script.dialogs
         try #require(dialogs.count == 3, "\(script.commands)")
-        #expect(dialogs[0]["SETOK"] == "Always allow" && dialogs[0]["SETNOTOK"] == "Allow once" && dialogs[0]["SETCANCEL"] == "Deny")
+        #expect(dialogs[0]["SETOK"] == "_Always allow" && dialogs[0]["SETNOTOK"] == "Allow _once" && dialogs[0]["SETCANCEL"] == "_Deny")
         #expect(dialogs[0]["SETDESC"]?.contains("https://rp.example") == true && dialogs[0]["SETDESC"]?.contains(Self.ownExecutable) == true,
                 "\(dialogs[0])")
         #expect(dialogs[1]["SETPROMPT"] == "PIN1:" && dialogs[1]["SETERROR"] == nil)

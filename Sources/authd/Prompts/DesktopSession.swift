@@ -79,7 +79,8 @@ enum DeskWording {
         var lines = [question]
         if let executable = program.executable, executable != program.displayName { lines.append("Program: \(Pinentry.field(executable))") }
         if remembered { lines.append("\"Always allow\" is remembered; authctl consents revoke forgets it.") }
-        return PinentryDialog(question: .confirm(ok: remembered ? "Always allow" : "Allow", notOK: remembered ? "Allow once" : nil, cancel: "Deny"),
+        // Underscores mark each button's key (pinentry's mnemonics), one letter each.
+        return PinentryDialog(question: .confirm(ok: remembered ? "_Always allow" : "_Allow", notOK: remembered ? "Allow _once" : nil, cancel: "_Deny"),
                               title: title, description: lines.joined(separator: "\n"), timeout: timeout)
     }
 }

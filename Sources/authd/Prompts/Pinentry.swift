@@ -60,6 +60,15 @@ enum PinentryFailure: Error, Equatable {
     case failed(String)
 }
 
+extension PinentryFailure: CustomStringConvertible {
+    var description: String {
+        switch self {
+        case .notFound(let path): "no pinentry program at \(path)"
+        case .failed(let words): words
+        }
+    }
+}
+
 /// A pinentry program and the session it draws in.
 struct Pinentry: Sendable {
     /// The program (`[prompts] pinentry = PATH`, else `pinentry` found in PATH — Debian's

@@ -193,7 +193,8 @@ enum PromptFailure: WireErrorConvertible, Equatable {
             .failure(.promptNoDesktop, "No pinentry program was found to ask on the desktop: install one (apt install pinentry-gnome3) "
                      + "or set [prompts] pinentry, or ask with prompt: client.")
         case .desktopFailed(let failure):
-            .failure(.promptNoDesktop, "The desktop dialog could not be shown: \(failure).")
+            .failure(.promptNoDesktop, "The desktop dialog could not be shown (\(failure)): pinentry needs a display or a terminal; "
+                     + "on a machine without a desktop, run authd --desktop --pinentry /usr/bin/pinentry-tty in a terminal, or ask with prompt: client.")
         case .desktopCancelled(let kind):
             .failure(.promptCancelled, "The \(Self.spoken(kind)) dialog on the desktop was cancelled.")
         case .onDesktop:
