@@ -8,7 +8,7 @@ BUILD_FLAGS ?=
 
 # What building needs, and what the tests and tools need beyond that.
 BUILD_PACKAGES := pkg-config libsqlite3-dev libssl-dev libsystemd-dev libargon2-dev libphonenumber-dev libpcsclite-dev libeac-dev libcbor-dev libpsl-dev libpam0g-dev
-TEST_PACKAGES  := python3 python3-jwt python3-cryptography systemd util-linux groff-base man-db openssl socat pcscd vsmartcard-vpcd python3-dbusmock dbus-daemon python3-gi libglib2.0-bin python3-authlib python3-flask python3-fido2 python3-cbor2 pamtester libpam-wrapper pinentry-tty
+TEST_PACKAGES  := python3 python3-jwt python3-cryptography systemd util-linux groff-base man-db openssl socat pcscd vsmartcard-vpcd python3-dbusmock dbus-daemon python3-gi libglib2.0-bin python3-authlib python3-flask python3-fido2 python3-cbor2 pamtester libpam-wrapper pinentry-tty chromium
 DEBIAN_PACKAGES := $(BUILD_PACKAGES) $(TEST_PACKAGES)
 
 # PAM loads modules only from the multiarch security directory (not from under PREFIX).
@@ -216,12 +216,12 @@ install: release
 	  $(DESTDIR)$(PREFIX)/lib/sysusers.d $(DESTDIR)$(PREFIX)/lib/tmpfiles.d \
 	  $(DESTDIR)$(PREFIX)/share/bash-completion/completions $(DESTDIR)$(PREFIX)/share/doc/authd \
 	  $(DESTDIR)/etc/polkit-1/rules.d $(DESTDIR)$(PREFIX)/lib/authd
-	install -m 0755 $(BIN)/authd $(BIN)/authctl $(BIN)/authd-http $(DESTDIR)$(PREFIX)/bin/
+	install -m 0755 $(BIN)/authd $(BIN)/authctl $(BIN)/authd-http $(BIN)/authd-webeid $(DESTDIR)$(PREFIX)/bin/
 	install -m 0644 -s $(BIN)/libauthd-phonenumber.so $(DESTDIR)$(PREFIX)/lib/authd/
 	install -d $(DESTDIR)$(PAMDIR)
 	install -m 0644 -s $(BIN)/libpam_authd.so $(DESTDIR)$(PAMDIR)/pam_authd.so
 	install -m 0644 man/pam_authd.8 $(DESTDIR)$(PREFIX)/share/man/man8/
-	install -m 0644 man/authctl.1 $(DESTDIR)$(PREFIX)/share/man/man1/
+	install -m 0644 man/authctl.1 man/authd-webeid.1 $(DESTDIR)$(PREFIX)/share/man/man1/
 	install -m 0644 man/authd.conf.5 $(DESTDIR)$(PREFIX)/share/man/man5/
 	install -m 0644 man/authd-protocol.7 $(DESTDIR)$(PREFIX)/share/man/man7/
 	install -m 0644 man/authd.8 $(DESTDIR)$(PREFIX)/share/man/man8/
@@ -235,6 +235,16 @@ install: release
 	install -m 0644 systemd/authd.conf.example $(DESTDIR)$(PREFIX)/share/doc/authd/
 	install -m 0644 systemd/authd-fprintd.rules $(DESTDIR)/etc/polkit-1/rules.d/50-authd-fprintd.rules
 	$(BIN)/authctl completion bash > $(DESTDIR)$(PREFIX)/share/bash-completion/completions/authctl
+	# The Web eID native messaging host's manifests (eu.webeid) for Chromium, Chrome (and Edge's
+	# store build) and Firefox; a user's own (authctl webeid install --user) takes precedence.
+	install -d $(DESTDIR)/etc/chromium/native-messaging-hosts $(DESTDIR)/etc/opt/chrome/native-messaging-hosts \
+	  $(DESTDIR)/usr/lib/mozilla/native-messaging-hosts
+	for dir in /etc/chromium/native-messaging-hosts /etc/opt/chrome/native-messaging-hosts; do \
+	  printf '%s\n' '{"allowed_origins":["chrome-extension://ncibgoaomkmdpilpocfeponihegamlic/","chrome-extension://gnmckgbandlkacikdndelhfghdejfido/"],"description":"authd: sign in to websites with your ID card (Web eID)","name":"eu.webeid","path":"$(PREFIX)/bin/authd-webeid","type":"stdio"}' \
+	    > $(DESTDIR)$$dir/eu.webeid.json; \
+	done
+	printf '%s\n' '{"allowed_extensions":["{e68418bc-f2b0-4459-a9ea-3e72b6751b07}"],"description":"authd: sign in to websites with your ID card (Web eID)","name":"eu.webeid","path":"$(PREFIX)/bin/authd-webeid","type":"stdio"}' \
+	  > $(DESTDIR)/usr/lib/mozilla/native-messaging-hosts/eu.webeid.json
 	@if [ -z "$(DESTDIR)" ]; then case ":$$PATH:" in *":$(PREFIX)/bin:"*) ;; *) \
 	  echo "make: $(PREFIX)/bin is not on your PATH; for authctl in shells and scripts: export PATH=\"$(PREFIX)/bin:\$$PATH\"";; esac; fi
 	@echo "make: installed under $(DESTDIR)$(PREFIX). As root, for the system daemon:"
@@ -243,6 +253,9 @@ install: release
 
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/bin/authd $(DESTDIR)$(PREFIX)/bin/authctl $(DESTDIR)$(PREFIX)/bin/authd-http \
+	  $(DESTDIR)$(PREFIX)/bin/authd-webeid $(DESTDIR)$(PREFIX)/share/man/man1/authd-webeid.1 \
+	  $(DESTDIR)/etc/chromium/native-messaging-hosts/eu.webeid.json $(DESTDIR)/etc/opt/chrome/native-messaging-hosts/eu.webeid.json \
+	  $(DESTDIR)/usr/lib/mozilla/native-messaging-hosts/eu.webeid.json \
 	  $(DESTDIR)$(PREFIX)/share/man/man1/authctl.1 $(DESTDIR)$(PREFIX)/share/man/man5/authd.conf.5 \
 	  $(DESTDIR)$(PREFIX)/share/man/man7/authd-protocol.7 $(DESTDIR)$(PREFIX)/share/man/man8/authd.8 \
 	  $(DESTDIR)$(PREFIX)/lib/systemd/system/authd.service $(DESTDIR)$(PREFIX)/lib/systemd/system/authd.socket \

@@ -14,6 +14,7 @@ let package = Package(
         .executable(name: "authctl", targets: ["authctl"]),
         .executable(name: "authd-http", targets: ["authd-http"]),
         .executable(name: "authd-vcard", targets: ["authd-vcard"]),
+        .executable(name: "authd-webeid", targets: ["authd-webeid"]),
         // libpam_authd.so, installed as pam_authd.so in the multiarch security directory.
         .library(name: "pam_authd", type: .dynamic, targets: ["pam_authd"]),
         // libauthd-phonenumber.so: libphonenumber behind a C shim, which authd opens at the first
@@ -111,6 +112,10 @@ let package = Package(
         // endpoint, remote.fetch): URLSession and TLS in a short-lived process, never in authd's.
         .executableTarget(name: "authd-http", dependencies: ["Protocol", "CLinux"]),
 
+        // The Web eID native messaging host a browser starts (eu.webeid): a client of authd
+        // like authctl, on the same client library.
+        .executableTarget(name: "authd-webeid", dependencies: ["Protocol", "AuthdClient"]),
+
         // A simulator of the ID card behind vsmartcard's vpcd reader driver, for development
         // and tests, and the generator of its test CA and card profiles.
         .executableTarget(name: "authd-vcard", dependencies: ["Protocol", "SmartCard", "OpenSSLCrypto", "CLinux"]),
@@ -124,6 +129,8 @@ let package = Package(
         .testTarget(name: "AuthdTests", dependencies: ["authd", "Protocol", "AuthdClient", "OpenSSLCrypto"]),
         // authctl's own logic with no daemon: help layout, "did you mean", prompts asked again, wording.
         .testTarget(name: "AuthctlTests", dependencies: ["authctl", "Protocol"]),
+        // The Web eID host's framing, argument checks and one-command machine, with no browser or daemon.
+        .testTarget(name: "WebEIDHostTests", dependencies: ["authd-webeid", "Protocol"]),
         // The fuzz targets (Fuzz/Harnesses) replaying their committed corpora; `make fuzz` runs the
         // same code under libFuzzer, built by Fuzz/build.sh outside SwiftPM.
         .testTarget(name: "FuzzTests", dependencies: ["authd", "Protocol", "SmartCard"], path: "Fuzz",

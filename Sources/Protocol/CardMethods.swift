@@ -114,12 +114,15 @@ public enum CardSign: RPCMethod {
         public var timeoutS: Int?
         /// Who asks for the CAN and PIN2: `client` (default) or `desktop` (DESIGN §12).
         public var prompt: PromptRoute?
+        /// The signing certificate (base64 DER) the caller expects: a card with another one
+        /// signs nothing (`card.certificate_mismatch`), and PIN2 is not sent to it.
+        public var certificate: String?
         public init(aud: String, hash: String? = nil, hashAlg: String? = nil, data: String? = nil, description: String, timeoutS: Int? = nil,
-                    prompt: PromptRoute? = nil) {
+                    prompt: PromptRoute? = nil, certificate: String? = nil) {
             self.aud = aud; self.hash = hash; self.hashAlg = hashAlg; self.data = data; self.description = description; self.timeoutS = timeoutS
-            self.prompt = prompt
+            self.prompt = prompt; self.certificate = certificate
         }
-        enum CodingKeys: String, CodingKey { case aud, hash, data, description, prompt, hashAlg = "hash_alg", timeoutS = "timeout_s" }
+        enum CodingKeys: String, CodingKey { case aud, hash, data, description, prompt, certificate, hashAlg = "hash_alg", timeoutS = "timeout_s" }
     }
     public struct Result: Codable, Sendable, Equatable {
         /// Compact JWS (ES384, `x5c` = the signing certificate) binding hash, algorithm, description.
@@ -134,6 +137,33 @@ public enum CardSign: RPCMethod {
             self.token = token; self.signature = signature; self.certificate = certificate; self.hash = hash; self.hashAlg = hashAlg
         }
         enum CodingKeys: String, CodingKey { case token, signature, certificate, hash, hashAlg = "hash_alg" }
+    }
+}
+
+/// `card.certificate` — one of the card's certificates, with no PIN: the authentication
+/// certificate or the signing one. Under `prompt: desktop` the person sees whose certificate it
+/// is and for whom, and hands it over or not.
+public enum CardCertificate: RPCMethod {
+    public static let name = "card.certificate"
+    public struct Params: Codable, Sendable, Equatable {
+        /// `authentication` or `signing`.
+        public var use: String
+        /// Who the certificate is for (an origin or application id); shown and, under
+        /// `prompt: desktop`, what consent is asked for.
+        public var aud: String?
+        public var timeoutS: Int?
+        /// Who asks for the CAN and the hand-over: `client` (default) or `desktop` (DESIGN §12).
+        public var prompt: PromptRoute?
+        public init(use: String, aud: String? = nil, timeoutS: Int? = nil, prompt: PromptRoute? = nil) {
+            self.use = use; self.aud = aud; self.timeoutS = timeoutS; self.prompt = prompt
+        }
+        enum CodingKeys: String, CodingKey { case use, aud, prompt, timeoutS = "timeout_s" }
+    }
+    public struct Result: Codable, Sendable, Equatable {
+        /// The certificate, base64 DER.
+        public var certificate: String
+        public var use: String
+        public init(certificate: String, use: String) { self.certificate = certificate; self.use = use }
     }
 }
 

@@ -1,6 +1,12 @@
 // Methods every client uses: the handshake, local identity tokens, verification, the JWKS,
 // and stream control.
 
+/// authd's release, shared by the daemon and the programs built with it (the Web eID host
+/// reports it in its own version's build metadata).
+public enum AuthdRelease {
+    public static let version = "0.1.0"
+}
+
 /// `hello` — the handshake. Safe to call at any time, by anyone.
 public enum Hello: RPCMethod {
     public static let name = "hello"

@@ -172,6 +172,9 @@ public struct Reason: OpenName {
     public static let cardUnsupported = Reason("card.unsupported")
     /// The card answered with a status word or data that no correct card sends; nothing was signed.
     public static let cardError = Reason("card.error")
+    /// The card in the reader is not the one whose certificate the request names
+    /// (`card.sign`'s `certificate`), or it was swapped during the request; nothing was signed.
+    public static let cardCertificateMismatch = Reason("card.certificate_mismatch")
     /// The smart-card service (pcscd) cannot be reached.
     public static let cardServiceUnavailable = Reason("card.service_unavailable")
     /// The user declined a prompt (`prompt.cancel`, or Ctrl-D / Esc in authctl).

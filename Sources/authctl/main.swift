@@ -11,7 +11,7 @@ extension Command {
         .register, .login, .whoami, .logout, .passwordSet, .passwordChange, .twoFactor, .sessions, .devices, .tokenAccount, .accountDeactivate,
         .adminAccounts,
         .cardReaders, .cardRead, .cardLogin, .cardSign, .cardCANSet, .cardCANShow, .cardCANClear, .cardPIN1Save, .cardPIN1Clear,
-        .consentsList, .consentsRevoke,
+        .consentsList, .consentsRevoke, .webeidInstall, .webeidStatus,
         .lock, .unlock, .biometric, .cardBiometric,
         .federationLogin, .federationStatus, .federationLogout, .tokenRemote, .remoteFetch, .remoteReport401, .events,
         .passkeyList, .passkeyDelete, .passkeyRegister, .passkeyAccount,

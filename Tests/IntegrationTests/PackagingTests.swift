@@ -16,7 +16,7 @@ struct PackagingTests {
     @Test("every man page renders without groff warnings")
     func manPages() throws {
         let pages = try FileManager.default.contentsOfDirectory(atPath: Self.root + "/man").filter { $0.range(of: #"\.[1-8]$"#, options: .regularExpression) != nil }
-        #expect(Set(pages) == ["authd.8", "authctl.1", "authd.conf.5", "authd-protocol.7", "pam_authd.8"])
+        #expect(Set(pages) == ["authd.8", "authctl.1", "authd-webeid.1", "authd.conf.5", "authd-protocol.7", "pam_authd.8"])
         let result = try DaemonHarness.run(["/bin/bash", Self.root + "/man/check-man.sh"])
         #expect(result.status == 0, "\(result.stdout)\(result.stderr)")
         // man -l renders each page (the form the README and authd(8) tell people to use).

@@ -18,6 +18,9 @@ enum CardFailure: Error, Equatable, WireErrorConvertible {
     case pinWrong(retriesLeft: Int, savedDeleted: Bool)
     case pinBlocked
     case cancelled
+    /// The card's certificate is not the one the request names, or the card was swapped
+    /// between reading its certificate and signing.
+    case certificateMismatch
 
     var rpcError: RPCError {
         switch self {
@@ -52,6 +55,8 @@ enum CardFailure: Error, Equatable, WireErrorConvertible {
             .failure(.pinBlocked, "The PIN is blocked on the card.")
         case .cancelled:
             .failure(.userCancelled, "The card operation was cancelled.")
+        case .certificateMismatch:
+            .failure(.cardCertificateMismatch, "The card in the reader is not the one whose certificate was given; nothing was signed.")
         }
     }
 }

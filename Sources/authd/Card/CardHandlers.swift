@@ -23,6 +23,11 @@ extension MethodTable {
         }) { params, context in
             try await cards.sign(params, context: context)
         }
+        register(CardCertificate.self, home: .machine, access: .anyone, requiresUnlock: true, audit: { params, result in
+            ["aud": .string(Redaction.printable(params.aud ?? "", limit: 200)), "use": .string(result.use)]
+        }) { params, context in
+            try await cards.certificate(params, context: context)
+        }
         register(CardCANSet.self, home: .machine, access: .anyone, audit: { _, _ in [:] }) { params, context in
             try await cards.setCAN(params.can, uid: context.caller.uid)
             return Acknowledged()

@@ -67,10 +67,14 @@ struct CardService: Sendable {
     /// PIN1 for a login: the saved one (released by a matching finger when the user turned
     /// that on), or asked for. A finger that fails or a reader that is unavailable is said in
     /// the PIN1 prompt, which follows.
-    private func obtainPIN1(_ context: RequestContext, window: Int, purpose: String, wrong: String? = nil) async throws -> (secret: SecretBytes, saved: Bool, byFinger: Bool) {
+    /// `seen`: what a read of the card before the question showed (its holder, the tries left),
+    /// for the dialog.
+    private func obtainPIN1(_ context: RequestContext, window: Int, purpose: String, wrong: String? = nil,
+                            seen: SeenCard? = nil) async throws -> (secret: SecretBytes, saved: Bool, byFinger: Bool) {
         let uid = context.caller.uid
         guard wrong == nil, let saved = try await secrets.load(.pin1, uid: uid) else {
-            return (try await askPIN(.pin1, context, window: window, purpose: purpose, wrong: wrong), false, false)
+            return (try await askPIN(.pin1, context, window: window, purpose: purpose, preface: seen.map { DeskWording.handedOver($0.holder) + " " } ?? "",
+                                     wrong: wrong, retriesLeft: wrong == nil ? seen?.retriesLeft : nil), false, false)
         }
         let settings = try await biometrics.settings(uid)
         guard settings.pin1 == .fingerprint else { return (saved, true, false) }
@@ -100,10 +104,10 @@ struct CardService: Sendable {
     /// answer, and checks its format.
     /// `wrong`: what the card said of the PIN typed the last time (a desktop dialog asks again).
     private func askPIN(_ pin: EstEID.PIN, _ context: RequestContext, window: Int, purpose: String, preface: String = "",
-                        wrong: String? = nil) async throws -> SecretBytes {
+                        wrong: String? = nil, retriesLeft: Int? = nil) async throws -> SecretBytes {
         let name = pin == .pin1 ? "PIN1" : "PIN2"
         let answer = try await context.prompts.ask(pin == .pin1 ? .pin1 : .pin2, message: preface + "Enter \(name) \(purpose)",
-                                                   error: wrong, within: .seconds(window))
+                                                   retriesLeft: retriesLeft, error: wrong, within: .seconds(window))
         var bytes = try Self.validPIN(answer, pin)
         defer { OpenSSL.wipe(&bytes) }
         return SecretBytes(bytes)
@@ -226,6 +230,25 @@ struct CardService: Sendable {
         }
     }
 
+    /// The card as a read before a PIN question found it: its certificate (the later signing
+    /// transaction must find the same one), its holder and the PIN's tries left.
+    struct SeenCard: Sendable {
+        let certificate: [UInt8]
+        let holder: CardHolder
+        let retriesLeft: Int
+    }
+
+    /// Reads the certificate and the PIN's tries left, no PIN: what the dialog shows before it asks.
+    private func look(_ context: RequestContext, window: Int, pin: EstEID.PIN) async throws -> SeenCard {
+        let (certificate, left) = try await withCard(context, window: window, pin1: nil) { card throws(CardFailure) in
+            let certificate = try card.certificate(authentication: pin == .pin1)
+            try card.selectApplication(for: pin)
+            return (certificate, try card.retriesLeft(pin))
+        }
+        if left == 0 { throw CardFailure.pinBlocked }
+        return SeenCard(certificate: certificate, holder: CardHolder(try CardTokens.subject(certificate).1), retriesLeft: left)
+    }
+
     func login(_ params: CardLogin.Params, context: RequestContext) async throws -> CardLogin.Result {
         let format = try CardTokens.Format(params)
         let window = try window(params.timeoutS)
@@ -233,8 +256,13 @@ struct CardService: Sendable {
         return try await readers.exclusively {
             let uid = context.caller.uid
             var wrong: String?
+            // A Web eID login on the desktop shows, as web-eid-app does, whose name and personal
+            // code go to the site before PIN1 is asked: the card is read first.
+            let seen: SeenCard?
+            if case .webEID = format, context.prompts.onDesktop { seen = try await look(context, window: window, pin: .pin1) } else { seen = nil }
             while true {
-                let pin1 = try await obtainPIN1(context, window: window, purpose: "to log in to \(Redaction.printable(params.aud, limit: 80))", wrong: wrong)
+                let pin1 = try await obtainPIN1(context, window: window, purpose: "to log in to \(Redaction.printable(params.aud, limit: 80))", wrong: wrong,
+                                                seen: seen)
                 let pinBytes = Self.bytes(pin1.secret)
                 let signed: CardTokens.Signed
                 do {
@@ -242,6 +270,8 @@ struct CardService: Sendable {
                         var pin = pinBytes
                         defer { OpenSSL.wipe(&pin) }
                         let certificate = try card.certificate(authentication: true)
+                        // PIN1 goes only to the card whose holder the dialog showed.
+                        if let seen, certificate != seen.certificate { throw .certificateMismatch }
                         let input = try CardTokens.loginInput(format: format, certificate: certificate, params: params, stamp: stamp)
                         try card.selectApplication(for: .pin1)
                         if try card.retriesLeft(.pin1) == 0 { throw .pinBlocked }
@@ -266,6 +296,14 @@ struct CardService: Sendable {
 
     func sign(_ params: CardSign.Params, context: RequestContext) async throws -> CardSign.Result {
         let document = try CardTokens.DocumentHash(params)
+        var expected: [UInt8]?
+        if let given = params.certificate {
+            guard let der = Data(base64Encoded: given), !der.isEmpty else {
+                throw InvalidParameter("certificate must be the signing certificate, base64 DER", field: "certificate")
+            }
+            expected = Array(der)
+        }
+        let expectedCertificate = expected
         let window = try window(params.timeoutS)
         let stamp = try stamp(context)
         let purpose = "to sign \"\(Redaction.printable(params.description, limit: 120))\" for \(Redaction.printable(params.aud, limit: 80))"
@@ -280,6 +318,8 @@ struct CardService: Sendable {
                         var pin = pinBytes
                         defer { OpenSSL.wipe(&pin) }
                         let certificate = try card.certificate(authentication: false)
+                        // Another card than the one the caller named: PIN2 is not sent to it.
+                        if let expectedCertificate, certificate != expectedCertificate { throw .certificateMismatch }
                         let input = try CardTokens.signatureInput(certificate: certificate, document: document, params: params, stamp: stamp)
                         try card.selectApplication(for: .pin2)
                         if try card.retriesLeft(.pin2) == 0 { throw .pinBlocked }
@@ -310,6 +350,27 @@ struct CardService: Sendable {
 
     private static func wrongPIN(_ pin: EstEID.PIN, left: Int) -> String {
         "Wrong \(pin == .pin1 ? "PIN1" : "PIN2"): \(left) \(left == 1 ? "try" : "tries") left."
+    }
+}
+
+extension CardService {
+    /// One of the card's certificates, with no PIN. On the desktop the person sees whose it is
+    /// and for whom, and hands it over or not (`prompt.cancelled`).
+    func certificate(_ params: CardCertificate.Params, context: RequestContext) async throws -> CardCertificate.Result {
+        guard params.use == "signing" || params.use == "authentication" else {
+            throw InvalidParameter("use must be signing or authentication", field: "use")
+        }
+        if let aud = params.aud { try TokenStamp.checkText(aud, field: "aud") }
+        let window = try window(params.timeoutS)
+        let signing = params.use == "signing"
+        return try await readers.exclusively {
+            let certificate = try await withCard(context, window: window, pin1: nil) { card throws(CardFailure) in
+                try card.certificate(authentication: !signing)
+            }
+            let holder = CardHolder(try CardTokens.subject(certificate).1)
+            if let desktop = context.prompts.desktop { try await desktop.confirmHandOver(holder) }
+            return CardCertificate.Result(certificate: Data(certificate).base64EncodedString(), use: params.use)
+        }
     }
 }
 

@@ -19,12 +19,12 @@ enum CardTokens {
             case "jwt":
                 self = .jwt
             case "web-eid":
-                // web-eid:1.0: the origin is scheme://host[:port] with nothing after it, and the
-                // challenge nonce is 44–128 characters (base64 of at least 256 random bits).
-                guard let url = URL(string: params.aud), url.scheme == "https", let host = url.host, !host.isEmpty,
-                      url.path.isEmpty, url.query == nil, url.fragment == nil, url.user == nil,
-                      "https://\(host)\(url.port.map { ":\($0)" } ?? "")" == params.aud else {
-                    throw InvalidParameter("for web-eid, aud must be an https origin such as https://example.com", field: "aud")
+                // web-eid:1.0: the origin is https:// or wss:// host[:port] with nothing after
+                // it, and the challenge nonce is 44–128 characters (base64 of at least 256 random bits).
+                guard let url = URL(string: params.aud), let scheme = url.scheme, scheme == "https" || scheme == "wss",
+                      let host = url.host, !host.isEmpty, url.path.isEmpty, url.query == nil, url.fragment == nil, url.user == nil,
+                      "\(scheme)://\(host)\(url.port.map { ":\($0)" } ?? "")" == params.aud else {
+                    throw InvalidParameter("for web-eid, aud must be an https or wss origin such as https://example.com", field: "aud")
                 }
                 guard let nonce = params.nonce, (44...128).contains(nonce.count) else {
                     throw InvalidParameter("for web-eid, nonce must be 44–128 characters", field: "nonce")

@@ -10,11 +10,14 @@ enum DeskPurpose: Sendable, Equatable {
     case sign(audience: String, description: String, hash: String?)
     case accountToken(audience: String)
     case unlock
+    /// One of the card's certificates (no PIN), for `audience` when one is named.
+    case certificate(audience: String?, signing: Bool)
 
-    /// The audience a token goes to, for consent; nil for what issues none.
+    /// The audience a token or certificate goes to, for consent; nil for what issues none.
     var audience: String? {
         switch self {
         case .login(let audience), .sign(let audience, _, _), .accountToken(let audience): audience
+        case .certificate(let audience, _): audience
         case .read, .unlock: nil
         }
     }
@@ -31,6 +34,7 @@ extension CardLogin.Params: AsksThePerson { var purpose: DeskPurpose { .login(au
 extension CardSign.Params: AsksThePerson { var purpose: DeskPurpose { .sign(audience: aud, description: description, hash: hash) } }
 extension AuthToken.Params: AsksThePerson { var purpose: DeskPurpose { .accountToken(audience: aud) } }
 extension Unlock.Params: AsksThePerson { var purpose: DeskPurpose { .unlock } }
+extension CardCertificate.Params: AsksThePerson { var purpose: DeskPurpose { .certificate(audience: aud, signing: use == "signing") } }
 
 /// The words of desktop dialogs (pure). Everything that came from outside — the program's
 /// name, an audience, a document's description — goes through `Pinentry.field`, so a newline or
@@ -51,11 +55,30 @@ enum DeskWording {
         case .login(let audience): return "\(who) asks to sign you in to \(Pinentry.field(audience)) with your ID card."
         case .sign(let audience, let description, let hash):
             var lines = ["\(who) asks for your signature for \(Pinentry.field(audience)).", "Document: \(Pinentry.field(description))"]
-            if let hash { lines.append("Hash: \(Pinentry.field(String(hash.prefix(16))))…") }
+            // The whole hash: the person may compare it with what the signing page shows.
+            if let hash { lines.append("Hash: \(Pinentry.field(hash))") }
             return lines.joined(separator: "\n")
         case .accountToken(let audience): return "\(who) asks to sign you in to \(Pinentry.field(audience)) with your account."
         case .unlock: return "\(who) asks to unlock authd."
+        case .certificate(let audience, let signing):
+            let which = signing ? "signing" : "authentication"
+            return "\(who) asks for your ID card's \(which) certificate\(audience.map { " for \(Pinentry.field($0))" } ?? "")."
         }
+    }
+
+    /// What a login hands over, for the PIN1 question: "Your name and personal code go to the
+    /// site: MARI MAASIKAS, 47101010033."
+    static func handedOver(_ holder: CardHolder) -> String {
+        "Your name and personal code go to the site: \(Pinentry.field(holder.name, limit: 100)), \(Pinentry.field(holder.personalCode, limit: 40))."
+    }
+
+    /// The question before a certificate is handed over: whose it is, for whom; "Hand over" or "Cancel".
+    static func handOver(_ holder: CardHolder, by program: ProgramIdentity, for purpose: DeskPurpose, timeout: Int) -> PinentryDialog {
+        let lines = [request(by: program, for: purpose), "",
+                     "Certificate of \(Pinentry.field(holder.name, limit: 100)), personal code \(Pinentry.field(holder.personalCode, limit: 40)).",
+                     "Hand it over?"]
+        return PinentryDialog(question: .confirm(ok: "Hand over", notOK: nil, cancel: "Cancel"), title: title,
+                              description: lines.joined(separator: "\n"), timeout: timeout)
     }
 
     /// A secret's dialog: who asks and for what, then authd's own question.
@@ -74,6 +97,7 @@ enum DeskWording {
         let audience = Pinentry.field(purpose.audience ?? "")
         let question = switch purpose {
         case .sign: "Allow \(who) to ask for your signature for \(audience)?"
+        case .certificate: "Allow \(who) to have your ID card's certificate for \(audience)?"
         default: "Allow \(who) to sign you in to \(audience)?"
         }
         var lines = [question]
@@ -144,6 +168,19 @@ final class DesktopSession: Sendable {
             throw PromptFailure.consentDenied(program: program.key, audience: audience)
         }
     }
+
+    /// Asks the person whether `holder`'s certificate may be handed over; throws
+    /// `prompt.cancelled` when they cancel, `prompt.timeout` when nobody answers.
+    func confirmHandOver(_ holder: CardHolder) async throws {
+        let dialog = DeskWording.handOver(holder, by: program, for: purpose, timeout: timeout)
+        switch try await answer(dialog, seconds: timeout) {
+        case .ok: return
+        case .timedOut: throw PromptFailure.timedOut(kind: Self.certificateKind, seconds: timeout)
+        case .notOK, .cancelled, .secret: throw PromptFailure.desktopCancelled(kind: Self.certificateKind)
+        }
+    }
+
+    static let certificateKind = PromptKind(rawValue: "certificate")
 
     /// Progress on the desktop: shown once, closed at the end.
     func show(_ id: String, kind: PromptKind, message: String) {

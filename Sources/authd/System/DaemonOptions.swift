@@ -136,5 +136,5 @@ struct DaemonOptions: Sendable, Equatable {
 }
 
 enum DaemonVersion {
-    static let string = "0.1.0"
+    static let string = AuthdRelease.version
 }
