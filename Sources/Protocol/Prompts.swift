@@ -30,6 +30,8 @@ public struct PromptKind: OpenName {
     public static let browser = PromptKind(rawValue: "browser")
     /// Open `url` on any device and type `user_code` there.
     public static let deviceCode = PromptKind(rawValue: "device_code")
+    /// The person's desktop asks whether this program may have the token (`prompt: desktop`).
+    public static let consent = PromptKind(rawValue: "consent")
 }
 
 /// `prompt` — authd needs the user: a secret answered with `prompt.answer`, or progress (the card,

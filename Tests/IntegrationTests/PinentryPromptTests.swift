@@ -86,7 +86,7 @@ struct PinentryPromptTests {
         let verified = try DaemonHarness.run(["/usr/bin/python3", Self.verifier, token, rig.caPath, "https://rp.example"])
         #expect(verified.status == 0, "\(verified.stderr)")
         #expect(!lines.contains("9999") && !lines.contains("1234"), "a PIN crossed the asking connection")
-        #expect(lines.contains(#""kind":"pin1""#), "the asking program hears that the desktop asks")
+        #expect(lines.contains(#""kind":"consent""#) && lines.contains(#""kind":"pin1""#), "the asking program hears that the desktop asks")
 
         let dialogs = script.dialogs
         try #require(dialogs.count == 3, "\(script.commands)")

@@ -368,7 +368,9 @@ extension CardService {
                 try card.certificate(authentication: !signing)
             }
             let holder = CardHolder(try CardTokens.subject(certificate).1)
-            if let desktop = context.prompts.desktop { try await desktop.confirmHandOver(holder) }
+            if let desktop = context.prompts.desktop {
+                try await desktop.asking(DesktopSession.certificateKind, told: context.prompts.connection) { try await desktop.confirmHandOver(holder) }
+            }
             return CardCertificate.Result(certificate: Data(certificate).base64EncodedString(), use: params.use)
         }
     }

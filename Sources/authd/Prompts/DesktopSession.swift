@@ -150,20 +150,41 @@ final class DesktopSession: Sendable {
         }
     }
 
+    /// Runs `question` (a dialog on the desktop) while the asking connection hears, with no
+    /// secret, that the desktop asks `kind`; its `prompt.cancel` withdraws the dialog
+    /// (`user.cancelled`), and `prompt.answer` is refused (`prompt.on_desktop`).
+    func asking<T: Sendable>(_ kind: PromptKind, told connection: PromptBroker, _ question: @escaping @Sendable () async throws -> T) async throws -> T {
+        let declined = CancelFlag()
+        let task = Task { try await question() }
+        let id = connection.progress(onDesktop: true) {
+            declined.set()
+            task.cancel()
+        }
+        defer { connection.finish(id) }
+        connection.notify(id: id, kind: kind, message: "Answer the \(PromptFailure.spoken(kind)) question in the dialog on your desktop.", secondsLeft: nil)
+        do {
+            return try await withTaskCancellationHandler { try await task.value } onCancel: { task.cancel() }
+        } catch is CancellationError where declined.isSet {
+            throw PromptFailure.cancelled(kind: kind)
+        }
+    }
+
     /// Consent for a token of `purpose.audience` (DESIGN §12): asked unless `policy` says never,
-    /// or (`first`) the person already said "always allow". Throws `consent.denied`.
-    func consent(_ policy: Config.ConsentPolicy, book: ConsentBook) async throws {
+    /// or (`first`) the person already said "always allow"; the asking connection hears that the
+    /// desktop asks. Throws `consent.denied`.
+    func consent(_ policy: Config.ConsentPolicy, book: ConsentBook, told connection: PromptBroker) async throws {
         guard let audience = purpose.audience, policy != .never else { return }
         let remembered = policy == .first && audience.utf8.count <= ConsentBook.maxAudienceBytes
         if remembered, try await book.isGranted(uid: uid, program: program.key, audience: audience) { return }
         let dialog = DeskWording.consent(by: program, for: purpose, remembered: remembered, timeout: timeout)
-        switch try await answer(dialog, seconds: timeout) {
+        let answer: PinentryAnswer = try await asking(.consent, told: connection) { [self] in try await self.answer(dialog, seconds: timeout) }
+        switch answer {
         case .ok:
             if remembered { try await book.grant(uid: uid, program: program.key, audience: audience) }
         case .notOK:
             return
         case .timedOut:
-            throw PromptFailure.timedOut(kind: PromptKind(rawValue: "consent"), seconds: timeout)
+            throw PromptFailure.timedOut(kind: .consent, seconds: timeout)
         case .cancelled, .secret:
             throw PromptFailure.consentDenied(program: program.key, audience: audience)
         }
@@ -212,18 +233,8 @@ struct RequestPrompts: Sendable {
         guard let desktop else {
             return try await connection.ask(kind, message: error.map { "\($0) " + message } ?? message, retriesLeft: retriesLeft, within: within)
         }
-        let declined = CancelFlag()
-        let question = Task { try await desktop.ask(kind, message: message, retriesLeft: retriesLeft, error: error, within: within) }
-        let id = connection.progress(onDesktop: true) {
-            declined.set()
-            question.cancel()
-        }
-        defer { connection.finish(id) }
-        connection.notify(id: id, kind: kind, message: "Answer the \(PromptFailure.spoken(kind)) question in the dialog on your desktop.", secondsLeft: nil)
-        do {
-            return try await withTaskCancellationHandler { try await question.value } onCancel: { question.cancel() }
-        } catch is CancellationError where declined.isSet {
-            throw PromptFailure.cancelled(kind: kind)
+        return try await desktop.asking(kind, told: connection) {
+            try await desktop.ask(kind, message: message, retriesLeft: retriesLeft, error: error, within: within)
         }
     }
 
@@ -253,7 +264,7 @@ struct DesktopPrompts: Sendable {
 
     /// The desktop of `peer`'s request for `purpose`, after the person's consent where it is
     /// needed. Throws `prompt.no_desktop` at once when there is no desktop to ask on.
-    func session(for peer: CallerIdentity, purpose: DeskPurpose) async throws -> DesktopSession {
+    func session(for peer: CallerIdentity, purpose: DeskPurpose, told connection: PromptBroker) async throws -> DesktopSession {
         // An audience no token may carry is refused before the person is asked anything.
         if let audience = purpose.audience { try TokenStamp.checkText(audience, field: "aud") }
         guard desk.reachable(uid: peer.uid) else { throw PromptFailure.noDesktop(agent: needsAgent) }
@@ -262,7 +273,7 @@ struct DesktopPrompts: Sendable {
         guard let program = ProgramIdentity.read(pid: peer.pid, expectedUID: peer.uid) else { throw PromptFailure.unknownProgram }
         let config = self.config.current
         let session = DesktopSession(uid: peer.uid, program: program, purpose: purpose, desk: desk, timeout: config.promptTimeoutSeconds)
-        try await session.consent(config.promptsConsent, book: consents)
+        try await session.consent(config.promptsConsent, book: consents, told: connection)
         return session
     }
 }

@@ -56,7 +56,7 @@ final class Dispatcher: Sendable {
         var environment = environment
         if let asks = entry.asksOnDesktop, case .local(let peer) = caller, let purpose = asks(request) {
             do {
-                environment.desktop = try await services.desktop.session(for: peer, purpose: purpose)
+                environment.desktop = try await services.desktop.session(for: peer, purpose: purpose, told: environment.prompts)
             } catch {
                 let refusal = wireError(error, method: request.method)
                 await recordRefusal(refusal, of: request, entry, caller)

@@ -213,7 +213,7 @@ enum PromptFailure: WireErrorConvertible, Equatable {
     static func spoken(_ kind: PromptKind) -> String {
         let names: [PromptKind: String] = [
             .pin1: "PIN1", .pin2: "PIN2", .can: "CAN", .pin: "account PIN", .password: "password", .code: "code",
-            .card: "ID card", .fingerprint: "fingerprint", .browser: "browser sign-in", .deviceCode: "device sign-in",
+            .card: "ID card", .fingerprint: "fingerprint", .browser: "browser sign-in", .deviceCode: "device sign-in", .consent: "consent",
         ]
         return names[kind] ?? kind.rawValue
     }
