@@ -273,6 +273,14 @@ public struct Reason: OpenName {
     /// (unlock by SMS code, for one); `data.operation` names it. Nothing changed.
     public static let hubNotOnDevice = Reason("hub.not_on_device")
 
+    /// Every reason that means "this session is over: sign in again" — ended or expired, logged
+    /// out by a provider, its machine removed from the account, or a machine the hub no longer
+    /// counts as signed in. A client treats them alike on every role (authctl: exit 7, and
+    /// `logout` removes the saved session).
+    public static let sessionOver: Set<Reason> = [
+        .sessionInvalid, .sessionExpired, .sessionLoggedOut, .deviceRevoked, .hubNotSignedIn, .federationNotSignedIn, .remoteTokenExpired,
+    ]
+
     // MARK: Sync
 
     /// An event's body is over 64 KiB (`data.limit` bytes).

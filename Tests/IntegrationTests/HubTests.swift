@@ -115,6 +115,28 @@ struct HubTests {
         #expect(try clientB.result("session.get", ["session": again])["account"] != nil)
     }
 
+    @Test("a machine removed from the account: on it, whoami and token account exit 7 like any ended session, and logout removes the session file")
+    func removedMachineExitsSeven() throws {
+        let rig = try HubRig()
+        let (a, b) = (try rig.startDevice(), try rig.startDevice())
+        let onA = try rig.register(on: a)
+        let tokenA = try #require(onA["session"]?["token"])
+        let file = ["--session-file", b.directory + "/cli-session"]
+        let login = try b.authctl(["login", "+37251234567", "--password-fd", "0"] + file, stdin: "a long enough passphrase\n")
+        #expect(login.status == 0, "\(login.stderr)")
+        let machineB = try #require(try a.connect().result("device.list", ["session": tokenA])["devices"]?.arrayValue?.first { $0["current"] != true }?["id"])
+        #expect(try a.authctl(["--json", "whoami", "--session-file", a.directory + "/none"]).status == 7, "no session file at all is 7 too")
+        _ = try a.connect().result("device.revoke", ["session": tokenA, "id": machineB])
+
+        let whoami = try b.authctl(["whoami"] + file)
+        #expect(whoami.status == 7 && whoami.stderr.contains("(device.revoked)"), "\(whoami.status) \(whoami.stderr)")
+        let token = try b.authctl(["token", "account", "--aud", "org.example.bank"] + file)
+        #expect(token.status == 7, "\(token.status) \(token.stderr)")
+        let logout = try b.authctl(["logout"] + file)
+        #expect(logout.status == 0, "\(logout.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: b.directory + "/cli-session"), "logout removed the ended session's file")
+    }
+
     @Test("revocation is pushed: a session revoked from A is told to B's local user at once; removing B tells it, closes its link, and its next call is device.revoked; a deactivation is told too")
     func revocationIsPushed() throws {
         let rig = try HubRig()
