@@ -59,16 +59,23 @@ final class DaemonConnection {
         }
     }
 
-    /// Waits for the next notification (for followed streams); nil when the daemon closes.
-    func nextNotification() throws(CLIError) -> (String, JSONValue?)? {
+    /// Waits for the next notification of a followed stream. A followed stream ends only when
+    /// the person stops authctl: the daemon closing it (stopped, restarted, or the connection
+    /// lost) is a failure that says so (`daemon.closed`, exit 69).
+    func nextNotification() throws(CLIError) -> (String, JSONValue?) {
+        let next: (method: String, params: JSONValue?)?
         do {
-            return try client.nextNotification()
+            next = try client.nextNotification()
         } catch where error.code == .receiveFailed {
-            // Any failed read has always ended a followed stream like the daemon closing it.
-            return nil
+            next = nil
         } catch {
             throw CLIError(error)
         }
+        guard let next else {
+            throw CLIError(message: "authd closed the connection, which ends the stream (the daemon stopped or restarted); run the command again",
+                           reason: "daemon.closed", exitCode: .unavailable)
+        }
+        return next
     }
 }
 

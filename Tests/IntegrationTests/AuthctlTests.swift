@@ -147,6 +147,29 @@ struct AuthctlTests {
         try events.expect("Waiting for events (Ctrl-C to stop)")
     }
 
+    @Test("a followed stream (events, sync watch, admin audit --follow) that the daemon ends says so and exits 69")
+    func streamsSayWhenTheDaemonStops() throws {
+        let daemon = try DaemonHarness()
+        try daemon.start()
+        _ = try LoginTests.register(daemon, try daemon.connect(), phone: "+37251234567", password: "a long enough passphrase")
+        let file = daemon.directory + "/cli-session"
+        #expect(try daemon.authctl(["login", "+37251234567", "--password-fd", "0", "--session-file", file], stdin: "a long enough passphrase\n").status == 0)
+        _ = try daemon.authctl(["admin", "backup", daemon.directory + "/b.db"])
+        let environment = ["PATH": "/usr/bin:/bin", "HOME": daemon.directory]
+        let base = [DaemonHarness.authctlPath, "--socket", daemon.socketPath]
+        let events = try TerminalSession(base + ["events"], environment: environment)
+        let watch = try TerminalSession(base + ["sync", "watch", "--session-file", file], environment: environment)
+        let audit = try TerminalSession(base + ["admin", "audit", "--follow", "--limit", "1"], environment: environment)
+        try events.expect("Waiting for events")
+        try watch.expect("Waiting for events")
+        try audit.expect("admin.backup")
+        try daemon.terminate()
+        for stream in [events, watch, audit] {
+            #expect(try stream.finish(seconds: 10) == 69, "\(stream.transcript)")
+            #expect(stream.transcript.contains("authd closed the connection") && stream.transcript.contains("(daemon.closed)"), "\(stream.transcript)")
+        }
+    }
+
     @Test("admin commands: reload, backup, rotate, audit")
     func adminCommands() throws {
         let daemon = try DaemonHarness()

@@ -137,6 +137,23 @@ struct HubTests {
         #expect(!FileManager.default.fileExists(atPath: b.directory + "/cli-session"), "logout removed the ended session's file")
     }
 
+    @Test("sync watch on a machine removed from the account ends at once, saying why, with exit 7")
+    func watchEndsWhenTheMachineIsRemoved() throws {
+        let rig = try HubRig()
+        let (a, b) = (try rig.startDevice(), try rig.startDevice())
+        let onA = try rig.register(on: a)
+        let tokenA = try #require(onA["session"]?["token"])
+        let file = b.directory + "/cli-session"
+        #expect(try b.authctl(["login", "+37251234567", "--password-fd", "0", "--session-file", file], stdin: "a long enough passphrase\n").status == 0)
+        let watch = try TerminalSession([DaemonHarness.authctlPath, "--socket", b.socketPath, "sync", "watch", "--session-file", file],
+                                        environment: ["PATH": "/usr/bin:/bin", "HOME": b.directory])
+        try watch.expect("Waiting for events")
+        let machineB = try #require(try a.connect().result("device.list", ["session": tokenA])["devices"]?.arrayValue?.first { $0["current"] != true }?["id"])
+        _ = try a.connect().result("device.revoke", ["session": tokenA, "id": machineB])
+        #expect(try watch.finish(seconds: 10) == 7, "\(watch.transcript)")
+        #expect(watch.transcript.contains("the stream ended") && watch.transcript.contains("(device.revoked)"), "\(watch.transcript)")
+    }
+
     @Test("revocation is pushed: a session revoked from A is told to B's local user at once; removing B tells it, closes its link, and its next call is device.revoked; a deactivation is told too")
     func revocationIsPushed() throws {
         let rig = try HubRig()

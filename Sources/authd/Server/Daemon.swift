@@ -142,7 +142,10 @@ final class Daemon: @unchecked Sendable {
         }
         hub.link?.onNotice { [events = services.events, sync = services.sync, outbox, cursors, presence] notice in
             switch notice {
-            case .sessionsEnded(let ended): Task { await events.hear(ended) }
+            case .sessionsEnded(let ended):
+                Task { await events.hear(ended) }
+                // Streams of an ended session learn it from the log at once, not at the next event.
+                sync.resync()
             case .syncEvent(let pushed):
                 sync.publish(pushed.event, account: pushed.account, users: pushed.users ?? [])
                 if let cursors { Task { await cursors.took(pushed.event.position, account: pushed.account) } }

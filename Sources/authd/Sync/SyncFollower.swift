@@ -59,15 +59,21 @@ struct SyncFollower: Sendable {
         }
     }
 
-    /// Reads the log after `last` until it is read to the end. False when the stream is over
-    /// (the session ended, or it was cancelled); a transient failure waits for the next hint.
+    /// Reads the log after `last` until it is read to the end. False when the stream is over:
+    /// cancelled, or its session ended, which the subscriber is told (`sync.ended`, the reason
+    /// the log gave). A transient failure waits for the next hint.
     private func catchUp(_ last: inout Int64, _ sink: StreamSink) async -> Bool {
         while !Task.isCancelled {
             let page: SyncEvents.Result
             do {
                 page = try await source.events(SyncEvents.Params(session: session, after: last, limit: Self.page), for: caller)
             } catch {
-                return source.isTransient(error)
+                if source.isTransient(error) { return true }
+                if !Task.isCancelled, !(error is CancellationError) {
+                    let reason = (error as? RPCError) ?? (error as? any WireErrorConvertible)?.rpcError ?? .internalError
+                    sink.notify(SyncEndedNotification.self, .init(subscription: sink.name, error: reason))
+                }
+                return false
             }
             if page.oldest > last + 1 && page.head > last {
                 let to = min(page.oldest - 1, page.head)
