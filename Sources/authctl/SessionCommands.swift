@@ -49,6 +49,7 @@ extension Command {
             }
         }
         guard let login = invocation.positionals.first else { throw .usage("login needs the phone number or email (or --fast)") }
+        try requireHubLink(connection)
         let signedIn: SignedIn
         if invocation.flag("otp") {
             let flow = try connection.call(AuthOTPStart.self, .init(phone: login, region: invocation.value("region")))
@@ -84,6 +85,18 @@ extension Command {
             }
         }
         return try finishLogin(signedIn, invocation)
+    }
+
+    /// On a device, whether its hub can be reached, asked before any secret is: a password typed
+    /// for a sign-in that cannot happen is a password typed for nothing. Standalone and hub
+    /// daemons, which hold their accounts, always pass.
+    static func requireHubLink(_ connection: DaemonConnection) throws(CLIError) {
+        let status = try connection.call(HubStatus.self, NoParams())
+        guard let link = status.link, link.state != "connected" else { return }
+        let reason = link.state == "untrusted" ? Reason.hubUntrusted.rawValue : Reason.hubUnavailable.rawValue
+        throw CLIError(message: "this machine's hub \(link.url) cannot be reached (\(link.state)\(link.lastError.map { ": \($0)" } ?? ""))"
+                           + "; sign in when it is back (authctl hub status)",
+                       reason: reason, exitCode: ExitCode.forReason(reason))
     }
 
     /// The second step's question: the account's PIN, not an ID card's PIN1 or PIN2.

@@ -154,6 +154,21 @@ struct HubTests {
         #expect(watch.transcript.contains("the stream ended") && watch.transcript.contains("(device.revoked)"), "\(watch.transcript)")
     }
 
+    @Test("login on a device whose hub is away says so before asking for the password")
+    func loginChecksTheLinkFirst() throws {
+        let rig = try HubRig()
+        let device = try rig.startDevice()
+        _ = try rig.register(on: device)
+        try rig.hub.terminate()
+        let client = try device.connect()
+        let deadline = Date().addingTimeInterval(10)
+        while try client.result("hub.status")["link"]?["state"] == "connected", Date() < deadline { usleep(20_000) }
+        let login = try TerminalSession([DaemonHarness.authctlPath, "--socket", device.socketPath, "login", "+37251234567"],
+                                        environment: ["PATH": "/usr/bin:/bin", "HOME": device.directory])
+        #expect(try login.finish(seconds: 10) == 1, "\(login.transcript)")
+        #expect(login.transcript.contains("(hub.unavailable)") && !login.transcript.contains("Password"), "\(login.transcript)")
+    }
+
     @Test("revocation is pushed: a session revoked from A is told to B's local user at once; removing B tells it, closes its link, and its next call is device.revoked; a deactivation is told too")
     func revocationIsPushed() throws {
         let rig = try HubRig()
