@@ -8,7 +8,7 @@ extension Command {
         .status,
         .tokenLocal, .tokenVerify, .keysJWKS,
         .adminStatus, .adminReload, .adminBackup, .adminKeysRotate, .adminAudit, .adminSMSLast,
-        .register, .login, .whoami, .logout, .passwordSet, .passwordChange, .twoFactor, .sessions, .devices, .tokenAccount, .accountDeactivate,
+        .register, .login, .whoami, .logout, .passwordSet, .passwordChange, .twoFactor, .sessions, .devices, .tokenAccount, .accountEmail, .accountDeactivate,
         .adminAccounts,
         .cardReaders, .cardRead, .cardLogin, .cardSign, .cardCANSet, .cardCANShow, .cardCANClear, .cardPIN1Save, .cardPIN1Clear,
         .lock, .unlock, .biometric, .cardBiometric,
