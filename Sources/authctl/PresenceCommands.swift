@@ -192,7 +192,12 @@ extension Command {
                 guard let seconds = DurationText.seconds(text) else { throw .usage("--for needs a duration such as 90m, 2h or 1d") }
                 return seconds
             }
-            show(try connection.call(PresenceSettings.self, .init(session: token, groups: Array(words.dropFirst()), forSeconds: seconds)))
+            var groups = Array(words.dropFirst())
+            if groups.contains("none") {
+                guard groups == ["none"] else { throw .usage("presence share takes GROUP... or none (share with nobody), not both") }
+                groups = []
+            }
+            show(try connection.call(PresenceSettings.self, .init(session: token, groups: groups, forSeconds: seconds)))
         case "nearby":
             try single()
             let nearby = try connection.call(PresenceNearby.self, .init(session: token))
