@@ -395,6 +395,12 @@ enum Output {
         FileHandle.standardOutput.write(Data((text + "\n").utf8))
     }
 
+    /// One line per item, or `no NOUN` when there is none: every list says it the same way.
+    static func list<Item>(_ items: [Item], none noun: String, _ line: (Item) -> String) {
+        if items.isEmpty { self.line("no \(noun)") }
+        for item in items { self.line(line(item)) }
+    }
+
     static func error(_ text: String) {
         FileHandle.standardError.write(Data((text + "\n").utf8))
     }

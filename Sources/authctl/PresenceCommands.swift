@@ -104,7 +104,7 @@ extension Command {
         switch (invocation.positionals[0], invocation.positionals.count) {
         case ("list", 1):
             let list = try connection.call(HotspotsList.self, .init(session: token))
-            if invocation.global.json { Output.json(list) } else { list.hotspots.forEach { Output.line(HotspotText.line($0)) } }
+            if invocation.global.json { Output.json(list) } else { Output.list(list.hotspots, none: "hotspots", HotspotText.line) }
         case ("add", 2):
             let added = try connection.call(HotspotsAdd.self, .init(session: token, name: invocation.positionals[1], circle: try HotspotText.circle(invocation),
                                                                     bssids: HotspotText.bssids(invocation), beacons: try HotspotText.beacons(invocation)))
@@ -127,7 +127,7 @@ extension Command {
         switch (invocation.positionals[0], invocation.positionals.count) {
         case ("list", 1):
             let list = try connection.call(AdminHotspotsList.self, NoParams())
-            if invocation.global.json { Output.json(list) } else { list.hotspots.forEach { Output.line(HotspotText.line($0)) } }
+            if invocation.global.json { Output.json(list) } else { Output.list(list.hotspots, none: "shared hotspots", HotspotText.line) }
         case ("add", 2):
             let added = try connection.call(AdminHotspotsAdd.self, .init(name: invocation.positionals[1], circle: try HotspotText.circle(invocation),
                                                                          bssids: HotspotText.bssids(invocation), beacons: try HotspotText.beacons(invocation)))

@@ -281,7 +281,8 @@ extension Command {
         if action == "list" {
             guard invocation.positionals.count == 1 else { throw .usage("admin accounts list takes no ACCOUNT") }
             let limit = try invocation.number("limit")
-            for record in try connection.call(AdminAccountsList.self, .init(limit: limit)).accounts { show(record) }
+            let accounts = try connection.call(AdminAccountsList.self, .init(limit: limit)).accounts
+            if invocation.global.json || !accounts.isEmpty { accounts.forEach(show) } else { Output.line("no accounts") }
             return .ok
         }
         guard invocation.positionals.count == 2 else { throw .usage("admin accounts \(action) needs ACCOUNT") }

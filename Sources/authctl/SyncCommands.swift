@@ -141,9 +141,7 @@ extension Command {
         let token = try SessionFile.load(invocation)
         let unread = try invocation.connect().call(SyncUnread.self, .init(session: token))
         if invocation.global.json { Output.json(unread); return .ok }
-        for conversation in unread.conversations {
-            Output.line("\(conversation.conversation): \(conversation.unread) unread (read up to \(conversation.readUpTo))")
-        }
+        Output.list(unread.conversations, none: "unread messages") { "\($0.conversation): \($0.unread) unread (read up to \($0.readUpTo))" }
         return .ok
     }
 

@@ -147,6 +147,20 @@ struct AuthctlTests {
         try events.expect("Waiting for events (Ctrl-C to stop)")
     }
 
+    @Test("empty lists say so, each the same way: no accounts, no hotspots, no unread messages, no passkeys")
+    func emptyListsSaySo() throws {
+        let daemon = try DaemonHarness()
+        try daemon.start()
+        #expect(try daemon.authctl(["admin", "accounts", "list"]).stdout == "no accounts\n")
+        #expect(try daemon.authctl(["admin", "accounts", "list", "--json"]).stdout == "", "scripts get no words")
+        _ = try LoginTests.register(daemon, try daemon.connect(), phone: "+37251234567", password: "a long enough passphrase")
+        let file = ["--session-file", daemon.directory + "/cli-session"]
+        #expect(try daemon.authctl(["login", "+37251234567", "--password-fd", "0"] + file, stdin: "a long enough passphrase\n").status == 0)
+        #expect(try daemon.authctl(["hotspots", "list"] + file).stdout == "no hotspots\n")
+        #expect(try daemon.authctl(["sync", "unread"] + file).stdout == "no unread messages\n")
+        #expect(try daemon.authctl(["passkey", "account"] + file).stdout == "no passkeys\n")
+    }
+
     @Test("a followed stream (events, sync watch, admin audit --follow) that the daemon ends says so and exits 69")
     func streamsSayWhenTheDaemonStops() throws {
         let daemon = try DaemonHarness()
