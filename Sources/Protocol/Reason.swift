@@ -148,6 +148,9 @@ public struct Reason: OpenName {
     /// `admin.sms.last`: the spool holds no message (to that number); old ones are deleted
     /// after a day.
     public static let smsNoneSpooled = Reason("sms.none_spooled")
+    /// `admin.sms.last` on a device: the hub sends the account's SMS and keeps them in its own
+    /// spool; `data.hub` names it.
+    public static let smsAtHub = Reason("sms.at_hub")
 
     // MARK: ID card and prompts
     /// The CAN is not exactly 6 digits; nothing was stored and the card was not touched.

@@ -154,6 +154,16 @@ struct HubTests {
         #expect(watch.transcript.contains("the stream ended") && watch.transcript.contains("(device.revoked)"), "\(watch.transcript)")
     }
 
+    @Test("admin sms last on a device says the codes go to the hub's spool, and how to read them")
+    func smsLastOnADevice() throws {
+        let rig = try HubRig()
+        let device = try rig.startDevice()
+        _ = try device.connect().result("account.register.start", ["phone": "+37251234567"])
+        let last = try device.authctl(["admin", "sms", "last"])
+        #expect(last.status == 1 && last.stderr.contains("(sms.at_hub)") && last.stderr.contains("127.0.0.1:\(rig.port)"), "\(last)")
+        #expect(try rig.hub.authctl(["admin", "sms", "last"]).stdout.contains("+37251234567"), "the hub's spool has it")
+    }
+
     @Test("login on a device whose hub is away says so before asking for the password")
     func loginChecksTheLinkFirst() throws {
         let rig = try HubRig()
