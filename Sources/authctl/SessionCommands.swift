@@ -268,8 +268,8 @@ extension Command {
         ],
         positionals: 1...2
     ) { invocation throws(CLIError) in
+        let action = try invocation.action(of: "admin accounts", among: ["list", "show", "unlock", "deactivate", "set"])
         let connection = try invocation.connect()
-        let action = invocation.positionals[0]
         func show(_ record: AccountRecord) {
             if invocation.global.json { Output.json(record); return }
             var flags: [String] = []

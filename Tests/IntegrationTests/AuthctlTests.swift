@@ -161,6 +161,19 @@ struct AuthctlTests {
         #expect(try daemon.authctl(["passkey", "account"] + file).stdout == "no passkeys\n")
     }
 
+    @Test("a mistyped action gets the list and the nearest action, before any session or daemon is needed", arguments: [
+        (["friends", "ad", "bob@example.org"], "did you mean 'friends add'?"),
+        (["groups", "lsit"], "did you mean 'groups list'?"),
+        (["presence", "stauts"], "did you mean 'presence status'?"),
+        (["hotspots", "remve", "h1"], "did you mean 'hotspots remove'?"),
+        (["admin", "accounts", "shwo", "a"], "did you mean 'admin accounts show'?"),
+    ])
+    func actionTypos(arguments: [String], suggestion: String) throws {
+        let daemon = try DaemonHarness()
+        let result = try daemon.authctl(arguments)
+        #expect(result.status == 2 && result.stderr.contains("unknown action") && result.stderr.contains(suggestion), "\(result)")
+    }
+
     @Test("a followed stream (events, sync watch, admin audit --follow) that the daemon ends says so and exits 69")
     func streamsSayWhenTheDaemonStops() throws {
         let daemon = try DaemonHarness()
