@@ -27,6 +27,23 @@ struct PackagingTests {
         }
     }
 
+    @Test("the README's hub and device configurations are separate blocks, each valid as pasted (the files it names made real)")
+    func readmeHubConfigs() throws {
+        let readme = try String(contentsOfFile: Self.root + "/README.md", encoding: .utf8)
+        let section = try #require(readme.components(separatedBy: "## Use one account on several machines").dropFirst().first?.components(separatedBy: "\n## ").first)
+        let blocks = section.components(separatedBy: "```ini\n").dropFirst().compactMap { $0.components(separatedBy: "```").first }
+        #expect(blocks.count == 2, "\(section)")
+        #expect(blocks.contains { $0.contains("listen =") && !$0.contains("url =") } && blocks.contains { $0.contains("url =") && !$0.contains("listen =") })
+        // The paths it names hold real files: the test rig's CA, certificate and key.
+        let rig = try HubRig()
+        try FileManager.default.copyItem(atPath: rig.caFile, toPath: rig.directory + "/hub-ca.pem")
+        for block in blocks {
+            let daemon = try DaemonHarness(config: block.replacingOccurrences(of: "/etc/authd/", with: rig.directory + "/"))
+            let check = try DaemonHarness.run([DaemonHarness.authdPath, "--check-config", "--config", daemon.configPath])
+            #expect(check.status == 0, "\(block)\n\(check.stderr)")
+        }
+    }
+
     @Test("the example configuration is valid, and so is each of its settings uncommented")
     func exampleConfig() throws {
         let example = Self.root + "/systemd/authd.conf.example"
