@@ -44,6 +44,17 @@ struct PackagingTests {
         }
     }
 
+    @Test("the README's multi-machine walk-through puts the built authctl on PATH in every terminal, as make run-hub prints it")
+    func readmeHubTerminalsHavePath() throws {
+        let readme = try String(contentsOfFile: Self.root + "/README.md", encoding: .utf8)
+        let section = try #require(readme.components(separatedBy: "## Use one account on several machines").dropFirst().first?.components(separatedBy: "\n## ").first)
+        let exports = section.split(separator: "\n").filter { $0.contains("$ export ") }
+        #expect(exports.count == 3)
+        for line in exports { #expect(line.contains("export PATH=\"$BIN:$PATH\" "), "\(line)") }
+        let makefile = try String(contentsOfFile: Self.root + "/Makefile", encoding: .utf8)
+        #expect(makefile.contains(#"export PATH=\"$$bin:\$$PATH\" AUTHD_SOCKET=$$dir/device-a/authd.sock"#), "the banner prints the same line")
+    }
+
     @Test("the example configuration is valid, and so is each of its settings uncommented")
     func exampleConfig() throws {
         let example = Self.root + "/systemd/authd.conf.example"
