@@ -51,7 +51,10 @@ deps:
 build: deps check-toolchain
 	$(SWIFT) build $(BUILD_FLAGS)
 
+# A release build compiles each module whole (one long step per module): it says so first, so
+# that minutes without a new line are not taken for a hang.
 release: deps check-toolchain
+	@echo "make: building the release binaries (swift build -c release); each module is optimised whole, so a step can take minutes"
 	$(SWIFT) build -c release $(BUILD_FLAGS)
 
 # `make run` also starts a private pcscd (socket-activated, never the system's) whose vpcd reader
@@ -262,7 +265,7 @@ install: release
 	  echo "make: $(PREFIX)/bin is not on your PATH; for authctl in shells and scripts: export PATH=\"$(PREFIX)/bin:\$$PATH\"";; esac; fi
 	@echo "make: installed under $(DESTDIR)$(PREFIX). As root, for the system daemon:"
 	@echo "      systemd-sysusers; systemd-tmpfiles --create; systemctl daemon-reload; systemctl enable --now authd.socket"
-	@echo "      pam_authd.so is in $(PAMDIR); before adding it to /etc/pam.d read pam_authd(8) (keep a root shell open)."
+	@echo "      pam_authd.so is in $(DESTDIR)$(PAMDIR); before adding it to /etc/pam.d read pam_authd(8) (keep a root shell open)."
 
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/bin/authd $(DESTDIR)$(PREFIX)/bin/authctl $(DESTDIR)$(PREFIX)/bin/authd-http \

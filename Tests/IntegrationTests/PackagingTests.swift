@@ -55,6 +55,21 @@ struct PackagingTests {
         #expect(makefile.contains(#"export PATH=\"$$bin:\$$PATH\" AUTHD_SOCKET=$$dir/device-a/authd.sock"#), "the banner prints the same line")
     }
 
+    @Test("make install with DESTDIR puts everything under it and its closing words name the PAM directory there")
+    func installUnderDestdir() throws {
+        let scratch = try DaemonHarness()  // not started: a private directory, removed with it
+        let destdir = scratch.directory + "/root"
+        // The build replaced by `true` and the built (debug) binaries installed: the recipe itself runs.
+        let result = try DaemonHarness.run(["/usr/bin/make", "-s", "-C", Self.root, "install", "SWIFT=true", "DEBIAN_PACKAGES=",
+                                            "BIN=\(DaemonHarness.buildDirectory)", "DESTDIR=\(destdir)", "PREFIX=/usr/local"],
+                                           environment: ["PATH": "/usr/bin:/bin", "HOME": scratch.directory])
+        #expect(result.status == 0, "\(result.stdout)\(result.stderr)")
+        #expect(FileManager.default.fileExists(atPath: destdir + "/usr/local/bin/authctl"))
+        let hint = try #require(result.stdout.split(separator: "\n").first { $0.contains("pam_authd.so is in") }, "\(result.stdout)")
+        #expect(hint.contains("pam_authd.so is in \(destdir)/"), "\(hint)")
+        #expect(result.stdout.contains("make: building the release binaries"), "the long build says what it does first")
+    }
+
     @Test("the example configuration is valid, and so is each of its settings uncommented")
     func exampleConfig() throws {
         let example = Self.root + "/systemd/authd.conf.example"
