@@ -332,7 +332,7 @@ struct PAMTests {
         #expect(fellThrough.status == 0, "pam_permit, the next line, decided: \(fellThrough.transcript)")
     }
 
-    @Test("a daemon that never answers: PAM_AUTHINFO_UNAVAIL after the one-second bound")
+    @Test("a daemon that never answers: PAM_AUTHINFO_UNAVAIL within the one-second bound of the call")
     func daemonHung() throws {
         let directory = try DaemonHarness()
         let socket = directory.directory + "/hung.sock"
@@ -341,7 +341,7 @@ struct PAMTests {
         defer { close(listener) }
         let run = try PAMStack(socket: socket, Self.required).run(Self.user, seconds: 20)
         #expect(run.transcript.contains(Says.unavailable), "\(run.transcript)")
-        #expect(run.elapsed < 10, "bounded by connect_timeout (1 s), not by a person (took \(run.elapsed) s)")
+        #expect(run.elapsed < 1, "within connect_timeout (1 s) of pamtester's start, as pam_authd(8) promises (took \(run.elapsed) s)")
     }
 
     @Test("a socket not owned by root is refused without connecting")
