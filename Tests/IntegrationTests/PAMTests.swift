@@ -242,6 +242,26 @@ struct PAMTests {
         return (daemon, account, try PAMStack(socket: daemon.socketPath, Self.required))
     }
 
+    @Test("the README's way to try pam_authd without /etc/pam.d works as written: pamtester under libpam_wrapper, a private service file, the module and socket by path")
+    func readmeTryRecipe() throws {
+        let (daemon, _, _) = try linkedAccountStack(pin: false)
+        let readme = try String(contentsOfFile: PackagingTests.root + "/README.md", encoding: .utf8)
+        let block = try #require(readme.components(separatedBy: "To try the module before touching").dropFirst().first?
+            .components(separatedBy: "```sh\n").dropFirst().first?.components(separatedBy: "```").first)
+        // The README's paths and user, made this test's: its daemon, the module built beside it.
+        let script = block
+            .replacingOccurrences(of: "/tmp/pam-try", with: daemon.directory + "/pam-try")
+            .replacingOccurrences(of: "/run/authd/authd.sock", with: daemon.socketPath)
+            .replacingOccurrences(of: "$PWD/.build/debug/libpam_authd.so", with: PAMStack.modulePath)
+            .replacingOccurrences(of: "sudo env ", with: "env ")
+            .replacingOccurrences(of: "\"$USER\"", with: Self.user)
+        #expect(script != block && !script.contains("$PWD") && !script.contains("sudo"), "\(script)")
+        let run = try TerminalSession(["/bin/bash", "-c", script], environment: ["PATH": "/usr/bin:/bin"])
+        try run.answer("Password of the authd account of nobody:", FingerprintFixture.password)
+        #expect(try run.finish() == 0, "\(run.transcript)")
+        #expect(run.transcript.contains(Says.success), "\(run.transcript)")
+    }
+
     @Test("account: the password and then the PIN sign in; a wrong PIN fails")
     func accountPasswordAndPIN() throws {
         let (daemon, _, stack) = try linkedAccountStack(pin: true)
