@@ -186,6 +186,7 @@ run-hub: build
 	  until $$bin/authctl --socket $$dir/$$device/authd.sock hub status 2>/dev/null | grep -q ', connected since'; do \
 	    tries=$$((tries - 1)); [ $$tries -gt 0 ] || { echo "make: $$device did not link to the hub within $(RUN_WAIT) s; see $$dir/$$device/authd.log" >&2; exit 1; }; sleep 0.1; \
 	  done; \
+	  $$bin/authctl --socket $$dir/$$device/authd.sock device name $$device >/dev/null || exit 1; \
 	done; \
 	echo; \
 	echo "make: ready: a hub on 127.0.0.1:$(HUB_PORT) (TLS, development CA in $$dir) and three devices linked to it"; \

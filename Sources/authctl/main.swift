@@ -14,7 +14,7 @@ extension Command {
         .lock, .unlock, .biometric, .cardBiometric,
         .federationLogin, .federationStatus, .federationLogout, .tokenRemote, .remoteFetch, .remoteReport401, .events,
         .passkeyList, .passkeyDelete, .passkeyRegister, .passkeyAccount,
-        .deviceID, .hubStatus,
+        .deviceID, .deviceName, .hubStatus,
         .syncSend, .syncWatch, .syncRead, .syncHistory, .syncUnread, .syncDismiss,
         .friends, .groups, .hotspots, .presence, .adminHotspots,
         .pamLinkCard, .pamLinkAccount, .pamUnlink, .pamStatus,

@@ -154,6 +154,25 @@ struct HubTests {
         #expect(watch.transcript.contains("the stream ended") && watch.transcript.contains("(device.revoked)"), "\(watch.transcript)")
     }
 
+    @Test("machines have names: device name NAME names this one (kept across restarts), and the device-limit refusal lists the names")
+    func machineNames() throws {
+        let rig = try HubRig()
+        let (a, b, c) = (try rig.startDevice(), try rig.startDevice(), try rig.startDevice())
+        let named = try a.authctl(["device", "name", "laptop"])
+        #expect(named.status == 0 && named.stdout.hasPrefix("this machine is now called laptop"), "\(named)")
+        #expect(try b.authctl(["device", "name", "desktop"]).status == 0)
+        #expect(try c.authctl(["device", "name", " "]).status == 2, "an empty name is refused")
+        _ = try rig.register(on: a)
+        let login: JSONValue = ["login": "+37251234567", "password": "a long enough passphrase"]
+        _ = try b.connect().result("auth.login", login)
+        let refused = try c.connect().call("auth.login", login)
+        let message = refused["error"]?["message"]?.stringValue ?? ""
+        #expect(refused.errorReason == "device.limit_reached" && message.contains("laptop (") && message.contains("desktop ("), "\(refused)")
+        try a.terminate()
+        try a.start()
+        #expect(try a.authctl(["device", "id"]).stdout.hasSuffix("  laptop\n"), "the name is kept in the machine's store")
+    }
+
     @Test("admin sms last on a device says the codes go to the hub's spool, and how to read them")
     func smsLastOnADevice() throws {
         let rig = try HubRig()

@@ -107,6 +107,8 @@ struct MakeRunTests {
         close(fd)
         var make = try Self.startRunHub(directory: directory, runtime: scratch.directory, port: port, fresh: false, log: log)
         defer { Self.stopRunHub(make) }
+        #expect(try DaemonHarness.run([DaemonHarness.authctlPath, "--socket", directory + "/device-b/authd.sock", "device", "id"]).stdout.hasSuffix("  device-b\n"),
+                "the rig names its machines")
         var said = try String(contentsOfFile: log, encoding: .utf8)
         #expect(said.contains("starting afresh") && said.contains("127.0.0.1:\(port)") && said.contains(directory + "/stop-hub"), "\(said)")
         let hub = directory + "/hub/authd.sock", deviceA = directory + "/device-a/authd.sock"

@@ -94,7 +94,7 @@ final class Daemon: @unchecked Sendable {
         // A device's accounts are at its hub: its machine capabilities reach them over the link.
         let accounts: any AccountDirectory = hub.link.map { HubAccountDirectory(link: $0, machine: identity.id, now: now) } ?? directory
         let syncBus = SyncBus()
-        let outbox = hub.link.map { SyncOutbox(store: store, sealer: sealer, link: $0, bus: syncBus, machineName: identity.name, logger: logger, now: now) }
+        let outbox = hub.link.map { SyncOutbox(store: store, sealer: sealer, link: $0, bus: syncBus, logger: logger, now: now) }
         let cursors = hub.link.map { SyncCursors(link: $0, bus: syncBus, logger: logger) }
         let connections = ConnectionRegistry { [logger] machine in
             do { return try await directory.machineHoldsSession(machine) } catch {

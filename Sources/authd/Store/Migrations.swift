@@ -565,6 +565,10 @@ enum Migrations {
             "CREATE INDEX devices_device_key ON devices (device_key)",
             "CREATE INDEX sessions_device ON sessions (device_id)",
         ]),
+        Migration(version: 19, sql: [
+            // The name a person gave this machine (`device.name`); NULL: its host name.
+            "ALTER TABLE device_identity ADD COLUMN name TEXT",
+        ]),
     ]
 
     static var latestVersion: Int { all.last?.version ?? 0 }
