@@ -170,7 +170,9 @@ run-hub: build
 	  $$dir $$dir $$dir $$dir $$bin $$dir > $$dir/start-hub; \
 	printf '#!/bin/sh\n# Stops the hub of make run-hub alone; its devices keep running.\nkill "$$(cat %s/hub/authd.pid)" && rm -f %s/hub/authd.pid\n' $$dir $$dir > $$dir/stop-hub; \
 	chmod 0700 $$dir/start-hub $$dir/stop-hub; \
-	pids=""; trap 'kill $$pids 2>/dev/null; [ -f '$$dir'/hub/authd.pid ] && kill "$$(cat '$$dir'/hub/authd.pid)" 2>/dev/null; wait 2>/dev/null' EXIT; trap 'exit 130' INT TERM; \
+	pids=""; \
+	stop='kill $$pids 2>/dev/null; h=$$(cat '$$dir'/hub/authd.pid 2>/dev/null); [ -z "$$h" ] || kill $$h 2>/dev/null; wait 2>/dev/null; n=150; while [ -n "$$h" ] && kill -0 $$h 2>/dev/null && [ $$n -gt 0 ]; do n=$$((n - 1)); sleep 0.1; done'; \
+	trap "$$stop" EXIT; trap 'exit 130' INT TERM; \
 	$$dir/start-hub & hub=$$!; \
 	tries=$$(( $(RUN_WAIT) * 10 )); \
 	until $$bin/authctl --socket $$dir/hub/authd.sock hub status >/dev/null 2>&1; do \

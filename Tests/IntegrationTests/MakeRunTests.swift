@@ -86,13 +86,22 @@ struct MakeRunTests {
         throw HarnessError("make run-hub was not ready within 90 s: \((try? String(contentsOfFile: log, encoding: .utf8)) ?? "")")
     }
 
-    /// Stops the whole rig (SIGTERM to its session) and waits, at most 30 s, for make to end.
-    static func stopRunHub(_ pid: pid_t) {
+    /// Stops the whole rig (SIGTERM to its session) and waits, at most 30 s, for make to end;
+    /// `alsoReaping` is a process of the test's the rig stops too, reaped as soon as it ends
+    /// (whether it did).
+    @discardableResult
+    static func stopRunHub(_ pid: pid_t, alsoReaping other: pid_t? = nil) -> Bool {
         kill(-pid, SIGTERM)
         let deadline = Date().addingTimeInterval(30)
         var status: Int32 = 0
-        while waitpid(pid, &status, WNOHANG) != pid && Date() < deadline { usleep(50_000) }
+        var otherEnded = false
+        while waitpid(pid, &status, WNOHANG) != pid && Date() < deadline {
+            if let other, !otherEnded { otherEnded = waitpid(other, &status, WNOHANG) == other }
+            usleep(50_000)
+        }
         ChildProcess.reap(pid)
+        if let other, !otherEnded { otherEnded = waitpid(other, &status, WNOHANG) == other }
+        return otherEnded
     }
 
     static func linkState(_ socket: String) throws -> String? {
@@ -124,13 +133,16 @@ struct MakeRunTests {
         while try Self.linkState(deviceA) == "connected", Date() < deadline { usleep(50_000) }
         #expect(try clientA.call("auth.login", ["login": "+37251234567", "password": "a long enough passphrase"]).errorReason == "hub.unavailable")
         let restarted = try ChildProcess.spawn([directory + "/start-hub"], environment: ["PATH=/usr/bin:/bin"], stdout: .file(scratch.directory + "/start-hub.out"))
-        defer { ChildProcess.reap(restarted) }
+        var restartedEnded = false
+        defer { if !restartedEnded { ChildProcess.reap(restarted) } }
         deadline = Date().addingTimeInterval(60)
         while try Self.linkState(deviceA) != "connected", Date() < deadline { usleep(100_000) }
         #expect(try Self.linkState(deviceA) == "connected", "device A relinked to the restarted hub")
         var status: Int32 = 0
         #expect(waitpid(make, &status, WNOHANG) == 0, "the rig kept running while the hub was away")
-        Self.stopRunHub(make)
+        // Stopping the rig stops the hub too, the one started again by hand included.
+        restartedEnded = Self.stopRunHub(make, alsoReaping: restarted)
+        #expect(restartedEnded, "the restarted hub stopped with the rig")
 
         // A second run keeps the account, and says so; FRESH=1 starts afresh.
         make = try Self.startRunHub(directory: directory, runtime: scratch.directory, port: port, fresh: false, log: log)
