@@ -135,7 +135,9 @@ run: build
 # certificate for 127.0.0.1 are made in HUB_DIR (the openssl CLI), the hub listens on HUB_PORT,
 # and each device trusts the CA. The hub can be stopped and started alone (HUB_DIR/stop-hub,
 # HUB_DIR/start-hub), so the devices can be seen without it and relink when it is back. What
-# the machines hold is kept from one run to the next; FRESH=1 starts afresh.
+# the machines hold is kept from one run to the next; FRESH=1 starts afresh. On the way out the
+# rig stops the devices and whichever hub its pid file names, and waits for it; a second SIGTERM
+# (make passes its own on) does not cut that short.
 HUB_DIR  ?= $(RUN_RUNTIME_DIR)/authd-hub
 HUB_PORT ?= 17443
 FRESH    ?=
@@ -171,7 +173,7 @@ run-hub: build
 	printf '#!/bin/sh\n# Stops the hub of make run-hub alone; its devices keep running.\nkill "$$(cat %s/hub/authd.pid)" && rm -f %s/hub/authd.pid\n' $$dir $$dir > $$dir/stop-hub; \
 	chmod 0700 $$dir/start-hub $$dir/stop-hub; \
 	pids=""; \
-	stop='kill $$pids 2>/dev/null; h=$$(cat '$$dir'/hub/authd.pid 2>/dev/null); [ -z "$$h" ] || kill $$h 2>/dev/null; wait 2>/dev/null; n=150; while [ -n "$$h" ] && kill -0 $$h 2>/dev/null && [ $$n -gt 0 ]; do n=$$((n - 1)); sleep 0.1; done'; \
+	stop='trap "" INT TERM; kill $$pids 2>/dev/null; h=$$(cat '$$dir'/hub/authd.pid 2>/dev/null); [ -z "$$h" ] || kill $$h 2>/dev/null; wait 2>/dev/null; n=150; while [ -n "$$h" ] && kill -0 $$h 2>/dev/null && [ $$n -gt 0 ]; do n=$$((n - 1)); sleep 0.1; done'; \
 	trap "$$stop" EXIT; trap 'exit 130' INT TERM; \
 	$$dir/start-hub & hub=$$!; \
 	tries=$$(( $(RUN_WAIT) * 10 )); \
