@@ -27,7 +27,7 @@ final class Daemon: @unchecked Sendable {
         do {
             config = try Config.load(path: options.configPath)
         } catch {
-            Syscalls.writeStderr("authd: invalid configuration: \((error as? ConfigError)?.report ?? "\(error)")\n")
+            Syscalls.writeStderr("authd: invalid configuration: \(error.report)\n")
             return 1
         }
         if options.checkConfigOnly {
