@@ -147,6 +147,25 @@ struct AuthctlTests {
         try events.expect("Waiting for events (Ctrl-C to stop)")
     }
 
+    @Test("sync watch on a standalone daemon ends, saying why, when its session is revoked from another")
+    func watchEndsWhenTheSessionIsRevoked() throws {
+        let daemon = try DaemonHarness()
+        try daemon.start()
+        _ = try LoginTests.register(daemon, try daemon.connect(), phone: "+37251234567", password: "a long enough passphrase")
+        let (watched, other) = (daemon.directory + "/watched", daemon.directory + "/other")
+        for file in [watched, other] {
+            #expect(try daemon.authctl(["login", "+37251234567", "--password-fd", "0", "--session-file", file], stdin: "a long enough passphrase\n").status == 0)
+        }
+        let watch = try TerminalSession([DaemonHarness.authctlPath, "--socket", daemon.socketPath, "sync", "watch", "--session-file", watched],
+                                        environment: ["PATH": "/usr/bin:/bin", "HOME": daemon.directory])
+        try watch.expect("Waiting for events")
+        let id = try #require(try daemon.connect().result("session.get", ["session": .string(try String(contentsOfFile: watched, encoding: .utf8)
+            .trimmingCharacters(in: .whitespacesAndNewlines))])["id"]?.stringValue)
+        #expect(try daemon.authctl(["sessions", "revoke", id, "--session-file", other]).status == 0)
+        #expect(try watch.finish(seconds: 10) == 7, "\(watch.transcript)")
+        #expect(watch.transcript.contains("the stream ended") && watch.transcript.contains("(session.invalid)"), "\(watch.transcript)")
+    }
+
     @Test("empty lists say so, each the same way: no accounts, no hotspots, no unread messages, no passkeys")
     func emptyListsSaySo() throws {
         let daemon = try DaemonHarness()

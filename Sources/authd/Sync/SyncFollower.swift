@@ -35,6 +35,9 @@ struct SyncFollower: Sendable {
     /// Events read from the log per call while catching up.
     static let page = 500
 
+    /// authd's own kinds that end a session (or every session of a machine).
+    static let endings: Set<String> = ["session.ended", "device.revoked"]
+
     func run(after start: Int64, signals: AsyncStream<SyncBus.Signal>, sink: StreamSink) async {
         var last = start
         let mine = OpenSSL.sha256(Array(session.utf8))
@@ -46,6 +49,11 @@ struct SyncFollower: Sendable {
             case .event(let event) where event.position == last + 1:
                 deliver(event, sink)
                 last = event.position
+                // A session or a machine of the account ended: if it was this stream's, the log
+                // now refuses it, and the stream ends saying so.
+                if Self.endings.contains(event.kind) {
+                    guard await catchUp(&last, sink) else { return }
+                }
             case .event, .resync:
                 guard await catchUp(&last, sink) else { return }
             case .sent(let sent):
