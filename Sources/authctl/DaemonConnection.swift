@@ -81,7 +81,8 @@ final class DaemonConnection {
 
 extension CLIError {
     /// The ways to start a daemon, for a person who has none running.
-    static let startingTheDaemon = "To start one: 'make run' in the source tree, 'systemctl --user start authd.socket', or 'authd --user'"
+    static let startingTheDaemon =
+        "To start one: 'make run' (or 'make run-hub', a hub and its devices) in the source tree, 'systemctl --user start authd.socket', or 'authd --user'"
 
     /// A client library failure as authctl reports it.
     init(_ error: AuthdClientError) {

@@ -63,7 +63,8 @@ struct AuthctlTests {
         let result = try DaemonHarness.run([DaemonHarness.authctlPath, "--socket", "/tmp/authd-no-such-dir/authd.sock", "status"])
         #expect(result.status == 69)
         #expect(result.stderr == "authctl: cannot connect to authd at /tmp/authd-no-such-dir/authd.sock: No such file or directory; is the daemon running? "
-                + "To start one: 'make run' in the source tree, 'systemctl --user start authd.socket', or 'authd --user' (daemon.unavailable)\n")
+                + "To start one: 'make run' (or 'make run-hub', a hub and its devices) in the source tree, 'systemctl --user start authd.socket', "
+                + "or 'authd --user' (daemon.unavailable)\n")
     }
 
     @Test("--help on every command, --version, and JSON output")
