@@ -173,6 +173,22 @@ struct HubTests {
         #expect(try a.authctl(["device", "id"]).stdout.hasSuffix("  laptop\n"), "the name is kept in the machine's store")
     }
 
+    @Test("a locked device says what unlocks it, and still answers session.locked while its hub is away")
+    func lockedDeviceWithoutHub() throws {
+        let rig = try HubRig()
+        let device = try rig.startDevice()
+        _ = try rig.register(on: device)
+        let client = try device.connect()
+        _ = try client.result("lock")
+        let locked = try client.call("auth.local", ["aud": "app"])
+        #expect(locked.errorReason == "session.locked" && (locked["error"]?["message"]?.stringValue ?? "").contains("(password)"), "\(locked)")
+        try rig.hub.terminate()
+        let deadline = Date().addingTimeInterval(10)
+        while try client.result("hub.status")["link"]?["state"] == "connected", Date() < deadline { usleep(20_000) }
+        let away = try client.call("auth.local", ["aud": "app"])
+        #expect(away.errorReason == "session.locked", "never the hub's failure: \(away)")
+    }
+
     @Test("admin sms last on a device says the codes go to the hub's spool, and how to read them")
     func smsLastOnADevice() throws {
         let rig = try HubRig()

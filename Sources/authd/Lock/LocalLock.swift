@@ -81,7 +81,9 @@ final class LocalLock: Sendable {
         let now = seconds
         if try await holds(current, uid: uid, at: now) {
             if !current.locked { try await setLocked(uid, true) }  // idle: make it stick
-            throw LockFailure.locked(methods: try await unlockMethods(uid, account: account).names)
+            // What opens it, for the message; a device whose hub is away still answers
+            // session.locked (without the list), never the hub's failure.
+            throw LockFailure.locked(methods: (try? await unlockMethods(uid, account: account).names) ?? [])
         }
         let persist = entries.withLock { entries -> Bool in
             guard var entry = entries[uid] else { return false }
