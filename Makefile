@@ -51,7 +51,10 @@ deps:
 build: deps check-toolchain
 	$(SWIFT) build $(BUILD_FLAGS)
 
+# A release build compiles each module whole (one long step per module): it says so first, so
+# that minutes without a new line are not taken for a hang.
 release: deps check-toolchain
+	@echo "make: building the release binaries (swift build -c release); each module is optimised whole, so a step can take minutes"
 	$(SWIFT) build -c release $(BUILD_FLAGS)
 
 # `make run` also starts a private pcscd (socket-activated, never the system's) whose vpcd reader
@@ -128,9 +131,16 @@ run: build
 	wait $$authd
 
 # A hub and three devices on loopback, to try one account on several machines (the third
-# machine is one too many for the default limit of two): a development CA and the hub's certificate for 127.0.0.1 are made in HUB_DIR
-# (the openssl CLI), the hub listens on a port the kernel picks, and each device trusts the CA.
-HUB_DIR ?= $(RUN_RUNTIME_DIR)/authd-hub
+# machine is one too many for the default limit of two): a development CA and the hub's
+# certificate for 127.0.0.1 are made in HUB_DIR (the openssl CLI), the hub listens on HUB_PORT,
+# and each device trusts the CA. The hub can be stopped and started alone (HUB_DIR/stop-hub,
+# HUB_DIR/start-hub), so the devices can be seen without it and relink when it is back. What
+# the machines hold is kept from one run to the next; FRESH=1 starts afresh. On the way out the
+# rig stops the devices and whichever hub its pid file names, and waits for it; a second SIGTERM
+# (make passes its own on) does not cut that short.
+HUB_DIR  ?= $(RUN_RUNTIME_DIR)/authd-hub
+HUB_PORT ?= 17443
+FRESH    ?=
 
 run-hub: build
 	@bin="$(RUN_BIN)"; [ -n "$$bin" ] || bin=$$($(SWIFT) build --show-bin-path) || exit 1; \
@@ -138,34 +148,52 @@ run-hub: build
 	if $$bin/authctl --socket $$dir/hub/authd.sock status >/dev/null 2>&1; then \
 	  echo "make: a hub already answers on $$dir/hub/authd.sock; nothing was changed (Ctrl-C in its terminal stops it)." >&2; exit 1; \
 	fi; \
-	mkdir -p -m 0700 $(RUN_RUNTIME_DIR) && rm -rf $$dir && mkdir -p -m 0700 $$dir/hub $$dir/device-a $$dir/device-b $$dir/device-c || exit 1; \
-	openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 30 -subj "/CN=authd development CA" \
-	  -keyout $$dir/ca.key -out $$dir/ca.pem 2>/dev/null && \
-	openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=127.0.0.1 -keyout $$dir/hub.key -out $$dir/hub.csr 2>/dev/null && \
-	printf 'subjectAltName=IP:127.0.0.1\n' > $$dir/hub.ext && \
-	openssl x509 -req -in $$dir/hub.csr -CA $$dir/ca.pem -CAkey $$dir/ca.key -CAcreateserial -days 30 -extfile $$dir/hub.ext \
-	  -out $$dir/hub.pem 2>/dev/null || { echo "make: openssl could not make the development CA in $$dir" >&2; exit 1; }; \
-	printf '[hub]\nlisten = 127.0.0.1:0\ncert_file = %s/hub.pem\nkey_file = %s/hub.key\n# the walk-through leaves device C signed out: keep its link up meanwhile\nnewcomer_timeout = 1h\n' $$dir $$dir > $$dir/hub/authd.conf; \
-	pids=""; trap 'kill $$pids 2>/dev/null; wait 2>/dev/null' EXIT; trap 'exit 130' INT TERM; \
-	AUTHD_SOCKET=$$dir/hub/authd.sock AUTHD_STATE_DIR=$$dir/hub/state AUTHD_CONFIG=$$dir/hub/authd.conf \
-	  $$bin/authd --user > $$dir/hub/authd.log 2>&1 & hub=$$!; pids="$$pids $$hub"; \
+	if awk -v port=":$$(printf '%04X' $(HUB_PORT))" \
+	     'FNR > 1 && $$4 == "0A" && substr($$2, length($$2) - 4) == port { found = 1 } END { exit !found }' /proc/net/tcp /proc/net/tcp6 2>/dev/null; then \
+	  echo "make: TCP port $(HUB_PORT), the hub's, is in use; nothing was changed. Pick another: make run-hub HUB_PORT=17444" >&2; exit 1; \
+	fi; \
+	mkdir -p -m 0700 $(RUN_RUNTIME_DIR) || exit 1; \
+	if [ -n "$(FRESH)" ] || [ ! -f $$dir/ca.pem ]; then \
+	  echo "make: starting afresh in $$dir: no accounts, new machines"; \
+	  rm -rf $$dir && mkdir -p -m 0700 $$dir || exit 1; \
+	  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 365 -subj "/CN=authd development CA" \
+	    -keyout $$dir/ca.key -out $$dir/ca.pem 2>/dev/null && \
+	  openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=127.0.0.1 -keyout $$dir/hub.key -out $$dir/hub.csr 2>/dev/null && \
+	  printf 'subjectAltName=IP:127.0.0.1\n' > $$dir/hub.ext && \
+	  openssl x509 -req -in $$dir/hub.csr -CA $$dir/ca.pem -CAkey $$dir/ca.key -CAcreateserial -days 365 -extfile $$dir/hub.ext \
+	    -out $$dir/hub.pem 2>/dev/null || { echo "make: openssl could not make the development CA in $$dir" >&2; rm -f $$dir/ca.pem; exit 1; }; \
+	else \
+	  echo "make: keeping the accounts and machines of the last run in $$dir (make run-hub FRESH=1 starts afresh)"; \
+	fi; \
+	mkdir -p -m 0700 $$dir/hub $$dir/device-a $$dir/device-b $$dir/device-c || exit 1; \
+	printf '[hub]\nlisten = 127.0.0.1:%s\ncert_file = %s/hub.pem\nkey_file = %s/hub.key\n# the walk-through leaves device C signed out: keep its link up meanwhile\nnewcomer_timeout = 1h\n' \
+	  $(HUB_PORT) $$dir $$dir > $$dir/hub/authd.conf; \
+	printf '#!/bin/sh\n# Starts the hub of make run-hub alone (its devices relink by themselves).\necho $$$$ > %s/hub/authd.pid\nAUTHD_SOCKET=%s/hub/authd.sock AUTHD_STATE_DIR=%s/hub/state AUTHD_CONFIG=%s/hub/authd.conf exec %s/authd --user >> %s/hub/authd.log 2>&1\n' \
+	  $$dir $$dir $$dir $$dir $$bin $$dir > $$dir/start-hub; \
+	printf '#!/bin/sh\n# Stops the hub of make run-hub alone; its devices keep running.\nkill "$$(cat %s/hub/authd.pid)" && rm -f %s/hub/authd.pid\n' $$dir $$dir > $$dir/stop-hub; \
+	chmod 0700 $$dir/start-hub $$dir/stop-hub; \
+	pids=""; \
+	stop='trap "" INT TERM; kill $$pids 2>/dev/null; h=$$(cat '$$dir'/hub/authd.pid 2>/dev/null); [ -z "$$h" ] || kill $$h 2>/dev/null; wait 2>/dev/null; n=150; while [ -n "$$h" ] && kill -0 $$h 2>/dev/null && [ $$n -gt 0 ]; do n=$$((n - 1)); sleep 0.1; done'; \
+	trap "$$stop" EXIT; trap 'exit 130' INT TERM; \
+	$$dir/start-hub & hub=$$!; \
 	tries=$$(( $(RUN_WAIT) * 10 )); \
-	until port=$$($$bin/authctl --socket $$dir/hub/authd.sock hub status 2>/dev/null | sed -n 's/.*listening on 127.0.0.1:\([0-9]*\),.*/\1/p'); [ -n "$$port" ]; do \
+	until $$bin/authctl --socket $$dir/hub/authd.sock hub status >/dev/null 2>&1; do \
 	  kill -0 $$hub 2>/dev/null || { echo "make: the hub stopped before it was ready; see $$dir/hub/authd.log" >&2; exit 1; }; \
-	  tries=$$((tries - 1)); [ $$tries -gt 0 ] || { echo "make: the hub did not answer within $(RUN_WAIT) s" >&2; exit 1; }; sleep 0.1; \
+	  tries=$$((tries - 1)); [ $$tries -gt 0 ] || { echo "make: the hub did not answer within $(RUN_WAIT) s; see $$dir/hub/authd.log" >&2; exit 1; }; sleep 0.1; \
 	done; \
 	for device in device-a device-b device-c; do \
-	  printf '[hub]\nurl = 127.0.0.1:%s\nca_file = %s/ca.pem\n' $$port $$dir > $$dir/$$device/authd.conf; \
+	  printf '[hub]\nurl = 127.0.0.1:%s\nca_file = %s/ca.pem\n' $(HUB_PORT) $$dir > $$dir/$$device/authd.conf; \
 	  AUTHD_SOCKET=$$dir/$$device/authd.sock AUTHD_STATE_DIR=$$dir/$$device/state AUTHD_CONFIG=$$dir/$$device/authd.conf \
-	    $$bin/authd --user > $$dir/$$device/authd.log 2>&1 & pids="$$pids $$!"; \
+	    $$bin/authd --user >> $$dir/$$device/authd.log 2>&1 & pids="$$pids $$!"; \
 	done; \
 	for device in device-a device-b device-c; do \
 	  until $$bin/authctl --socket $$dir/$$device/authd.sock hub status 2>/dev/null | grep -q ', connected since'; do \
 	    tries=$$((tries - 1)); [ $$tries -gt 0 ] || { echo "make: $$device did not link to the hub within $(RUN_WAIT) s; see $$dir/$$device/authd.log" >&2; exit 1; }; sleep 0.1; \
 	  done; \
+	  $$bin/authctl --socket $$dir/$$device/authd.sock device name $$device >/dev/null || exit 1; \
 	done; \
 	echo; \
-	echo "make: ready: a hub on 127.0.0.1:$$port (TLS, development CA in $$dir) and three devices linked to it"; \
+	echo "make: ready: a hub on 127.0.0.1:$(HUB_PORT) (TLS, development CA in $$dir) and three devices linked to it"; \
 	echo "  hub:      $$dir/hub/authd.sock"; \
 	echo "  device A: $$dir/device-a/authd.sock"; \
 	echo "  device B: $$dir/device-b/authd.sock"; \
@@ -178,9 +206,12 @@ run-hub: build
 	echo "  B\$$ authctl login +37251234567 && authctl devices     # both machines, this one marked"; \
 	echo "  C\$$ export PATH=\"$$bin:\$$PATH\" AUTHD_SOCKET=$$dir/device-c/authd.sock XDG_STATE_HOME=$$dir/device-c/you"; \
 	echo "  C\$$ authctl login +37251234567                        # refused: two machines at most"; \
+	echo "Stop the hub alone, and start it again (the devices answer hub.unavailable meanwhile, and relink):"; \
+	echo "  $$dir/stop-hub"; \
+	echo "  $$dir/start-hub &"; \
 	echo "Ctrl-C here stops all four."; \
 	echo; \
-	wait $$hub
+	wait $$pids; echo "make: the devices stopped; see $$dir/device-*/authd.log" >&2; exit 1
 
 test: deps check-toolchain
 	$(SWIFT) build --build-tests $(BUILD_FLAGS)
@@ -249,7 +280,7 @@ install: release
 	  echo "make: $(PREFIX)/bin is not on your PATH; for authctl in shells and scripts: export PATH=\"$(PREFIX)/bin:\$$PATH\"";; esac; fi
 	@echo "make: installed under $(DESTDIR)$(PREFIX). As root, for the system daemon:"
 	@echo "      systemd-sysusers; systemd-tmpfiles --create; systemctl daemon-reload; systemctl enable --now authd.socket"
-	@echo "      pam_authd.so is in $(PAMDIR); before adding it to /etc/pam.d read pam_authd(8) (keep a root shell open)."
+	@echo "      pam_authd.so is in $(DESTDIR)$(PAMDIR); before adding it to /etc/pam.d read pam_authd(8) (keep a root shell open)."
 
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/bin/authd $(DESTDIR)$(PREFIX)/bin/authctl $(DESTDIR)$(PREFIX)/bin/authd-http \

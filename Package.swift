@@ -98,8 +98,10 @@ let package = Package(
                 // What the static FoundationEssentials and the client library's Mutex need, which
                 // -static-stdlib does not name by itself.
                 .linkedLibrary("_FoundationCollections"), .linkedLibrary("_FoundationCShims"), .linkedLibrary("swiftSynchronization"),
+                // Linked by the toolchain's lld, as authd is: GNU ld warned at every release build
+                // about a mktemp inside the static FoundationEssentials that nothing here calls.
                 .unsafeFlags([
-                "-static-stdlib", "-Xlinker", "-z", "-Xlinker", "nodelete",
+                "-static-stdlib", "-use-ld=lld", "-Xlinker", "-z", "-Xlinker", "nodelete",
                 "-Xlinker", "--version-script=\(Context.packageDirectory)/Sources/pam_authd/exports.map",
             ])]
         ),

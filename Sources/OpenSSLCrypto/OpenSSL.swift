@@ -304,7 +304,7 @@ public final class P256PrivateKey: @unchecked Sendable {
     public func signES256(_ message: some ContiguousBytes) throws -> [UInt8] {
         guard let context = EVP_MD_CTX_new() else { throw CryptoError.drain("EVP_MD_CTX_new") }
         defer { EVP_MD_CTX_free(context) }
-        guard templateLock.withLock { _ in EVP_MD_CTX_copy_ex(context, signingTemplate) } == 1 else { throw CryptoError.drain("EVP_MD_CTX_copy_ex") }
+        guard templateLock.withLock({ _ in EVP_MD_CTX_copy_ex(context, signingTemplate) }) == 1 else { throw CryptoError.drain("EVP_MD_CTX_copy_ex") }
         var der = [UInt8](repeating: 0, count: 80)
         var length = der.count
         let ok = message.withUnsafeBytes { input in

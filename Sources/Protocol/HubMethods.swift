@@ -10,7 +10,7 @@ public enum DeviceIdentify: RPCMethod {
     public struct Result: Codable, Sendable, Equatable {
         /// SHA-256 of the device key's SubjectPublicKeyInfo, base32 in groups of four.
         public var deviceID: String
-        /// The machine's name (its host name), as the hub lists it.
+        /// The machine's name (`device.name`, else its host name), as device lists show it.
         public var name: String
 
         public init(deviceID: String, name: String) {
@@ -22,6 +22,21 @@ public enum DeviceIdentify: RPCMethod {
             case deviceID = "device_id", name
         }
     }
+}
+
+/// `device.name`: names this machine in its account's device lists (and at its hub) from the
+/// next sign-in on; the host name until then. Admins only.
+public enum DeviceName: RPCMethod {
+    public static let name = "device.name"
+
+    public struct Params: Codable, Sendable, Equatable {
+        /// 1–64 printable characters.
+        public var name: String
+
+        public init(name: String) { self.name = name }
+    }
+
+    public typealias Result = DeviceIdentify.Result
 }
 
 /// `hub.status`: the machine's role and, for a device, its link to the hub; for a hub, the

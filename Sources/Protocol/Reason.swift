@@ -148,6 +148,9 @@ public struct Reason: OpenName {
     /// `admin.sms.last`: the spool holds no message (to that number); old ones are deleted
     /// after a day.
     public static let smsNoneSpooled = Reason("sms.none_spooled")
+    /// `admin.sms.last` on a device: the hub sends the account's SMS and keeps them in its own
+    /// spool; `data.hub` names it.
+    public static let smsAtHub = Reason("sms.at_hub")
 
     // MARK: ID card and prompts
     /// The CAN is not exactly 6 digits; nothing was stored and the card was not touched.
@@ -286,6 +289,14 @@ public struct Reason: OpenName {
     /// On a device: the operation needs account data this machine cannot reach through its hub
     /// (unlock by SMS code, for one); `data.operation` names it. Nothing changed.
     public static let hubNotOnDevice = Reason("hub.not_on_device")
+
+    /// Every reason that means "this session is over: sign in again" — ended or expired, logged
+    /// out by a provider, its machine removed from the account, or a machine the hub no longer
+    /// counts as signed in. A client treats them alike on every role (authctl: exit 7, and
+    /// `logout` removes the saved session).
+    public static let sessionOver: Set<Reason> = [
+        .sessionInvalid, .sessionExpired, .sessionLoggedOut, .deviceRevoked, .hubNotSignedIn, .federationNotSignedIn, .remoteTokenExpired,
+    ]
 
     // MARK: Sync
 

@@ -391,6 +391,22 @@ public enum SyncGapNotification: RPCNotification {
     }
 }
 
+/// The `sync.ended` notification: the stream is over and no more notifications follow on it,
+/// because its session is (`error`: `session.invalid`, `device.revoked`, … — sign in again).
+public enum SyncEndedNotification: RPCNotification {
+    public static let name = "sync.ended"
+
+    public struct Params: Codable, Sendable, Equatable {
+        public var subscription: String
+        public var error: RPCError
+
+        public init(subscription: String, error: RPCError) {
+            self.subscription = subscription
+            self.error = error
+        }
+    }
+}
+
 /// `link.sync_event`, a notification from the hub on a device's link: an event of an account
 /// that machine holds a session of, as soon as it is committed.
 public enum LinkSyncEvent: RPCNotification {

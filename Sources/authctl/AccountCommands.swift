@@ -79,6 +79,31 @@ extension Command {
         return .ok
     }
 
+    static let accountEmail = Command(
+        path: ["account", "email"], synopsis: "set ADDRESS [--password-fd N]",
+        abstract: """
+            Set or change the account's email address (how friends find you). Asks for the current password
+            when the account has one; an account makes only a few changes an hour.
+            """,
+        options: [
+            OptionSpec(name: "password-fd", value: "N", help: "read the current password from file descriptor N"),
+            sessionFileOption,
+        ],
+        positionals: 2...2
+    ) { invocation throws(CLIError) in
+        guard invocation.positionals[0] == "set" else { throw .usage("account email takes set ADDRESS") }
+        let address = invocation.positionals[1]
+        let token = try SessionFile.load(invocation)
+        let connection = try invocation.connect()
+        var current: String?
+        if try connection.call(AccountPasswordCheck.self, .init(session: token)).hasPassword {
+            current = try Prompt.answer(invocation, fdOption: "password-fd", question: "Current password: ", secret: true)
+        }
+        let account = try connection.call(AccountProfileSet.self, .init(session: token, email: address, currentPassword: current))
+        if invocation.global.json { Output.json(account) } else { Output.line("email set to \(account.email ?? address)") }
+        return .ok
+    }
+
     static let logout = Command(
         path: ["logout"], synopsis: "",
         abstract: "End the saved session (here and in authd).",

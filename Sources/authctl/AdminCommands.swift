@@ -90,13 +90,13 @@ extension Command {
         let json = invocation.global.json
         for record in result.records { printRecord(record, json: json) }
         guard follow else { return .ok }
-        while let (method, params) = try connection.nextNotification() {
+        while true {
+            let (method, params) = try connection.nextNotification()
             guard method == AuditRecordNotification.name, let params,
                   let notification = try? WireCodec.decode(AuditRecordNotification.Params.self, from: params)
             else { continue }
             printRecord(notification.record, json: json)
         }
-        return .ok
     }
 
     static let adminSMSLast = Command(

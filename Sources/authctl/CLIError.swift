@@ -14,12 +14,11 @@ enum ExitCode: Int32 {
 
     /// The exit code for a daemon error reason. Exact reasons first, then families.
     static func forReason(_ reason: String) -> ExitCode {
+        if Reason.sessionOver.contains(Reason(reason)) { return .notLoggedIn }
         switch reason {
         case "user.cancelled", "request.cancelled", "prompt.cancelled", "consent.denied": return .cancelled
         case "server.busy", "server.shutting_down", "daemon.unavailable", "daemon.closed", "account.busy", "prompt.no_desktop": return .unavailable
         case "pin.blocked", "account.locked", "session.locked", "card.blocked": return .lockedOrBlocked
-        case "session.logged_out", "session.required", "session.expired", "session.invalid", "federation.not_signed_in", "remote.token_expired":
-            return .notLoggedIn
         case "auth.failed", "pin.wrong", "otp.wrong", "otp.attempts_exhausted", "otp.expired", "otp.used", "card.can_mismatch", "biometric.no_match", "biometric.cut_off",
              "passkey.uv_failed", "passkey.invalid",
              "token.malformed", "token.bad_signature", "token.expired", "token.not_yet_valid", "token.wrong_audience", "token.unknown_key", "token.wrong_issuer":
@@ -35,7 +34,7 @@ enum ExitCode: Int32 {
 
 /// A failure to report as `authctl: <message> (<reason>)` with an exit code.
 struct CLIError: Error {
-    let message: String
+    var message: String
     let reason: String?
     let exitCode: ExitCode
     /// What authd says to do instead (`data.fallback`: `pin`, `otp`), when it says.

@@ -87,6 +87,16 @@ struct Invocation {
     var repeated: [String: [String]] = [:]
 
     func flag(_ name: String) -> Bool { options[name] != nil }
+
+    /// The action word (the first positional) of `command`, checked before anything is asked or
+    /// sent: an unknown one is a usage error listing `actions`, with the nearest of them.
+    func action(of command: String, among actions: [String]) throws(CLIError) -> String {
+        let word = positionals.first ?? ""
+        guard !actions.contains(word) else { return word }
+        var message = "\(command): unknown action '\(word)' (\(actions.joined(separator: ", ")))"
+        if let guess = Suggestion.nearest(to: word, among: Set(actions)) { message += "; did you mean '\(command) \(guess)'?" }
+        throw .usage(message)
+    }
     func value(_ name: String) -> String? { options[name] }
     func values(_ name: String) -> [String] { repeated[name] ?? [] }
 
@@ -393,6 +403,12 @@ enum HelpText {
 enum Output {
     static func line(_ text: String) {
         FileHandle.standardOutput.write(Data((text + "\n").utf8))
+    }
+
+    /// One line per item, or `no NOUN` when there is none: every list says it the same way.
+    static func list<Item>(_ items: [Item], none noun: String, _ line: (Item) -> String) {
+        if items.isEmpty { self.line("no \(noun)") }
+        for item in items { self.line(line(item)) }
     }
 
     static func error(_ text: String) {

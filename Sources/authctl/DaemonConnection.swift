@@ -59,22 +59,30 @@ final class DaemonConnection {
         }
     }
 
-    /// Waits for the next notification (for followed streams); nil when the daemon closes.
-    func nextNotification() throws(CLIError) -> (String, JSONValue?)? {
+    /// Waits for the next notification of a followed stream. A followed stream ends only when
+    /// the person stops authctl: the daemon closing it (stopped, restarted, or the connection
+    /// lost) is a failure that says so (`daemon.closed`, exit 69).
+    func nextNotification() throws(CLIError) -> (String, JSONValue?) {
+        let next: (method: String, params: JSONValue?)?
         do {
-            return try client.nextNotification()
+            next = try client.nextNotification()
         } catch where error.code == .receiveFailed {
-            // Any failed read has always ended a followed stream like the daemon closing it.
-            return nil
+            next = nil
         } catch {
             throw CLIError(error)
         }
+        guard let next else {
+            throw CLIError(message: "authd closed the connection, which ends the stream (the daemon stopped or restarted); run the command again",
+                           reason: "daemon.closed", exitCode: .unavailable)
+        }
+        return next
     }
 }
 
 extension CLIError {
     /// The ways to start a daemon, for a person who has none running.
-    static let startingTheDaemon = "To start one: 'make run' in the source tree, 'systemctl --user start authd.socket', or 'authd --user'"
+    static let startingTheDaemon =
+        "To start one: 'make run' (or 'make run-hub', a hub and its devices) in the source tree, 'systemctl --user start authd.socket', or 'authd --user'"
 
     /// A client library failure as authctl reports it.
     init(_ error: AuthdClientError) {

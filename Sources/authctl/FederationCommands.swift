@@ -141,7 +141,8 @@ extension Command {
         // A person at a terminal would otherwise see nothing and wonder whether it works;
         // scripts reading stderr get no line they did not ask for.
         if isatty(STDERR_FILENO) == 1 { Output.error("Waiting for events (Ctrl-C to stop)…") }
-        while let (method, params) = try connection.nextNotification() {
+        while true {
+            let (method, params) = try connection.nextNotification()
             guard method == EventNotification.name, let params,
                   let event = try? WireCodec.decode(EventNotification.Params.self, from: params) else { continue }
             if invocation.global.json { Output.json(event); continue }
@@ -159,6 +160,5 @@ extension Command {
                 Output.line(event.type)
             }
         }
-        return .ok
     }
 }

@@ -8,7 +8,17 @@ extension Command {
     ) { invocation throws(CLIError) in
         let identity = try invocation.connect().call(DeviceIdentify.self, NoParams())
         if invocation.global.json { Output.json(identity); return .ok }
-        Output.line(identity.deviceID)
+        Output.line("\(identity.deviceID)  \(identity.name)")
+        return .ok
+    }
+
+    static let deviceName = Command(
+        path: ["device", "name"], synopsis: "NAME",
+        abstract: "Name this machine in your account's device lists (its host name until you do), from the next sign-in on.",
+        positionals: 1...1
+    ) { invocation throws(CLIError) in
+        let named = try invocation.connect().call(DeviceName.self, .init(name: invocation.positionals[0]))
+        if invocation.global.json { Output.json(named) } else { Output.line("this machine is now called \(named.name) (device id \(named.deviceID))") }
         return .ok
     }
 

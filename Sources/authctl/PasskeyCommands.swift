@@ -63,7 +63,7 @@ extension Command {
         guard invocation.positionals.isEmpty else { throw .usage("passkey account takes nothing or 'remove ID'") }
         let result = try connection.call(AuthPasskeyList.self, .init(session: token))
         if invocation.global.json { Output.json(result); return .ok }
-        if result.passkeys.isEmpty { Output.line("no passkeys registered") }
+        if result.passkeys.isEmpty { Output.line("no passkeys") }
         for passkey in result.passkeys {
             Output.line("\(passkey.id)  created \(passkey.createdAt)" + (passkey.lastUsedAt.map { ", last used \($0)" } ?? ", never used"))
         }

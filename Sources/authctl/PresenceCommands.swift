@@ -13,7 +13,7 @@ extension Command {
             """,
         options: [sessionFileOption], positionals: 1...2
     ) { invocation throws(CLIError) in
-        let action = invocation.positionals[0]
+        let action = try invocation.action(of: "friends", among: ["add", "list", "remove", "block", "unblock"])
         let token = try SessionFile.load(invocation)
         let connection = try invocation.connect()
         if action == "list" {
@@ -38,7 +38,7 @@ extension Command {
         case "block", "unblock":
             let blocked = try connection.call(FriendsBlock.self, .init(session: token, email: email, blocked: action == "block"))
             if invocation.global.json { Output.json(blocked) } else { Output.line(blocked.blocked ? "blocked \(email)" : "unblocked \(email)") }
-        default: throw .usage("friends: unknown action '\(action)' (add, list, remove, block, unblock)")
+        default: preconditionFailure("an action checked above")
         }
         return .ok
     }
@@ -49,6 +49,7 @@ extension Command {
         options: [sessionFileOption], positionals: 1...3
     ) { invocation throws(CLIError) in
         let words = invocation.positionals
+        _ = try invocation.action(of: "groups", among: ["list", "create", "rename", "delete", "add", "remove"])
         let token = try SessionFile.load(invocation)
         let connection = try invocation.connect()
         func show(_ group: PresenceGroup) {
@@ -82,7 +83,7 @@ extension Command {
         case "remove":
             try arity(3, "needs NAME EMAIL")
             result = try connection.call(GroupsRemove.self, .init(session: token, name: words[1], email: words[2]))
-        default: throw .usage("groups: unknown action '\(words[0])' (list, create, rename, delete, add, remove)")
+        default: preconditionFailure("an action checked above")
         }
         if invocation.global.json { Output.json(result) } else { show(result.group) }
         return .ok
@@ -99,12 +100,13 @@ extension Command {
         options: HotspotText.options + [sessionFileOption],
         positionals: 1...2
     ) { invocation throws(CLIError) in
+        _ = try invocation.action(of: "hotspots", among: ["list", "add", "remove"])
         let token = try SessionFile.load(invocation)
         let connection = try invocation.connect()
         switch (invocation.positionals[0], invocation.positionals.count) {
         case ("list", 1):
             let list = try connection.call(HotspotsList.self, .init(session: token))
-            if invocation.global.json { Output.json(list) } else { list.hotspots.forEach { Output.line(HotspotText.line($0)) } }
+            if invocation.global.json { Output.json(list) } else { Output.list(list.hotspots, none: "hotspots", HotspotText.line) }
         case ("add", 2):
             let added = try connection.call(HotspotsAdd.self, .init(session: token, name: invocation.positionals[1], circle: try HotspotText.circle(invocation),
                                                                     bssids: HotspotText.bssids(invocation), beacons: try HotspotText.beacons(invocation)))
@@ -127,7 +129,7 @@ extension Command {
         switch (invocation.positionals[0], invocation.positionals.count) {
         case ("list", 1):
             let list = try connection.call(AdminHotspotsList.self, NoParams())
-            if invocation.global.json { Output.json(list) } else { list.hotspots.forEach { Output.line(HotspotText.line($0)) } }
+            if invocation.global.json { Output.json(list) } else { Output.list(list.hotspots, none: "shared hotspots", HotspotText.line) }
         case ("add", 2):
             let added = try connection.call(AdminHotspotsAdd.self, .init(name: invocation.positionals[1], circle: try HotspotText.circle(invocation),
                                                                          bssids: HotspotText.bssids(invocation), beacons: try HotspotText.beacons(invocation)))
@@ -155,6 +157,7 @@ extension Command {
         positionals: 1...9
     ) { invocation throws(CLIError) in
         let words = invocation.positionals
+        _ = try invocation.action(of: "presence", among: ["status", "on", "off", "mode", "precise", "share", "nearby", "audience", "pin", "answer"])
         let token = try SessionFile.load(invocation)
         let connection = try invocation.connect()
         func show(_ settings: PresenceSettingsState) {
@@ -192,7 +195,12 @@ extension Command {
                 guard let seconds = DurationText.seconds(text) else { throw .usage("--for needs a duration such as 90m, 2h or 1d") }
                 return seconds
             }
-            show(try connection.call(PresenceSettings.self, .init(session: token, groups: Array(words.dropFirst()), forSeconds: seconds)))
+            var groups = Array(words.dropFirst())
+            if groups.contains("none") {
+                guard groups == ["none"] else { throw .usage("presence share takes GROUP... or none (share with nobody), not both") }
+                groups = []
+            }
+            show(try connection.call(PresenceSettings.self, .init(session: token, groups: groups, forSeconds: seconds)))
         case "nearby":
             try single()
             let nearby = try connection.call(PresenceNearby.self, .init(session: token))
@@ -214,7 +222,7 @@ extension Command {
             guard words.count == 3, let latitude = Double(words[1]), let longitude = Double(words[2]) else { throw .usage("presence pin needs LAT LON (degrees)") }
             let pinned = try connection.call(PresencePin.self, .init(session: token, latitude: latitude, longitude: longitude))
             if invocation.global.json { Output.json(pinned) } else { Output.line("pinned in " + place(pinned)) }
-        default: throw .usage("presence: unknown action '\(words[0])' (status, on, off, mode, precise, share, nearby, audience, pin, answer)")
+        default: preconditionFailure("an action checked above")
         }
         return .ok
     }

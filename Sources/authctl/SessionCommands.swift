@@ -49,6 +49,7 @@ extension Command {
             }
         }
         guard let login = invocation.positionals.first else { throw .usage("login needs the phone number or email (or --fast)") }
+        try requireHubLink(connection)
         let signedIn: SignedIn
         if invocation.flag("otp") {
             let flow = try connection.call(AuthOTPStart.self, .init(phone: login, region: invocation.value("region")))
@@ -84,6 +85,18 @@ extension Command {
             }
         }
         return try finishLogin(signedIn, invocation)
+    }
+
+    /// On a device, whether its hub can be reached, asked before any secret is: a password typed
+    /// for a sign-in that cannot happen is a password typed for nothing. Standalone and hub
+    /// daemons, which hold their accounts, always pass.
+    static func requireHubLink(_ connection: DaemonConnection) throws(CLIError) {
+        let status = try connection.call(HubStatus.self, NoParams())
+        guard let link = status.link, link.state != "connected" else { return }
+        let reason = link.state == "untrusted" ? Reason.hubUntrusted.rawValue : Reason.hubUnavailable.rawValue
+        throw CLIError(message: "this machine's hub \(link.url) cannot be reached (\(link.state)\(link.lastError.map { ": \($0)" } ?? ""))"
+                           + "; sign in when it is back (authctl hub status)",
+                       reason: reason, exitCode: ExitCode.forReason(reason))
     }
 
     /// The second step's question: the account's PIN, not an ID card's PIN1 or PIN2.
@@ -257,8 +270,8 @@ extension Command {
         ],
         positionals: 1...2
     ) { invocation throws(CLIError) in
+        let action = try invocation.action(of: "admin accounts", among: ["list", "show", "unlock", "deactivate", "set"])
         let connection = try invocation.connect()
-        let action = invocation.positionals[0]
         func show(_ record: AccountRecord) {
             if invocation.global.json { Output.json(record); return }
             var flags: [String] = []
@@ -270,7 +283,8 @@ extension Command {
         if action == "list" {
             guard invocation.positionals.count == 1 else { throw .usage("admin accounts list takes no ACCOUNT") }
             let limit = try invocation.number("limit")
-            for record in try connection.call(AdminAccountsList.self, .init(limit: limit)).accounts { show(record) }
+            let accounts = try connection.call(AdminAccountsList.self, .init(limit: limit)).accounts
+            if invocation.global.json || !accounts.isEmpty { accounts.forEach(show) } else { Output.line("no accounts") }
             return .ok
         }
         guard invocation.positionals.count == 2 else { throw .usage("admin accounts \(action) needs ACCOUNT") }

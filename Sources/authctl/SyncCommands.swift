@@ -67,8 +67,14 @@ extension Command {
         _ = try connection.call(SyncSubscribe.self, .init(session: token, since: since, kinds: kinds.isEmpty ? nil : kinds,
                                                           conversation: invocation.value("conversation")))
         if isatty(STDERR_FILENO) == 1 { Output.error("Waiting for events (Ctrl-C to stop)…") }
-        while let (method, params) = try connection.nextNotification() {
+        while true {
+            let (method, params) = try connection.nextNotification()
             guard let params else { continue }
+            if method == SyncEndedNotification.name, let ended = try? WireCodec.decode(SyncEndedNotification.Params.self, from: params) {
+                var error = CLIError(ended.error)
+                error.message = "the stream ended: " + ended.error.message
+                throw error
+            }
             if method == SyncSentNotification.name, let sent = try? WireCodec.decode(SyncSentNotification.Params.self, from: params) {
                 if invocation.global.json { Output.json(sent) } else {
                     Output.line(sent.position.map { "(queued \(sent.outboxID) was sent as \($0))" } ?? "(queued \(sent.outboxID) was refused: \(sent.error?.message ?? "?"))")
@@ -82,7 +88,6 @@ extension Command {
             guard method == SyncEventNotification.name, let event = try? WireCodec.decode(SyncEventNotification.Params.self, from: params).event else { continue }
             if invocation.global.json { Output.json(event) } else { Output.line(SyncText.line(event)) }
         }
-        return .ok
     }
 
     static let syncRead = Command(
@@ -136,9 +141,7 @@ extension Command {
         let token = try SessionFile.load(invocation)
         let unread = try invocation.connect().call(SyncUnread.self, .init(session: token))
         if invocation.global.json { Output.json(unread); return .ok }
-        for conversation in unread.conversations {
-            Output.line("\(conversation.conversation): \(conversation.unread) unread (read up to \(conversation.readUpTo))")
-        }
+        Output.list(unread.conversations, none: "unread messages") { "\($0.conversation): \($0.unread) unread (read up to \($0.readUpTo))" }
         return .ok
     }
 

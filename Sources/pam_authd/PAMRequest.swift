@@ -9,6 +9,8 @@ struct PAMRequest {
     let handle: OpaquePointer
     let flags: Int32
     let options: ModuleOptions
+    /// When PAM called the module: authd's time to answer counts from here.
+    let called = ContinuousClock.now
 
     /// PAM_SILENT: no informational messages (secrets are still asked for).
     private var silent: Bool { UInt32(bitPattern: flags) & UInt32(PAM_SILENT) != 0 }
@@ -139,7 +141,10 @@ struct PAMRequest {
         guard info.st_mode & S_IFMT == S_IFSOCK, info.st_uid == 0 else {
             throw Unavailable(why: "\(path) is not a socket owned by root; refused")
         }
-        let bound = Duration.milliseconds(options.connectTimeoutMilliseconds)
+        // One deadline for connecting, sending and authd's hello, from the module's call.
+        let deadline = called + options.answerBound
+        func left() -> Duration { max(deadline - ContinuousClock.now, .milliseconds(1)) }
+        let bound = left()
         let connection: LineConnection
         do {
             connection = try LineConnection(socketPath: path, receiveTimeout: bound, sendTimeout: bound)
@@ -149,6 +154,7 @@ struct PAMRequest {
         guard connection.peerUserID() == 0 else { throw Unavailable(why: "the process listening on \(path) is not root's; refused") }
         let client = RPCClient(connection: connection)
         do {
+            try connection.setReceiveTimeout(left())
             let hello = try client.call(Hello.self, NoParams())
             guard hello.features.contains("pam") else { throw Unavailable(why: "this authd does not serve pam_authd (no pam feature)") }
             // From here on the waits are a person's (a PIN typed, a card found, a finger): the

@@ -6,6 +6,29 @@ import Testing
 
 @Suite("Configuration file")
 struct ConfigTests {
+    @Test("a file with several problems reports each, in order; the lines of an unknown section are not judged")
+    func everyProblem() throws {
+        do {
+            _ = try Config.parse("""
+                [server]
+                max_connections = many
+                [nosuch]
+                whatever = 1
+                [log]
+                level = loud
+                [accounts]
+                session_idle = 2h
+                session_lifetime = 1h
+                """, file: "t.conf")
+            Issue.record("accepted")
+        } catch {
+            #expect(error.line == 2 && error.reason.contains("max_connections"), "\(error.report)")
+            #expect(error.more.map(\.line) == [3, 6, 0], "\(error.report)")
+            #expect(error.report.split(separator: "\n").count == 4)
+            #expect(error.description.hasSuffix("(and 3 more problems: authd --check-config lists them)"))
+        }
+    }
+
     @Test("a full valid file")
     func valid() throws {
         let config = try Config.parse("""

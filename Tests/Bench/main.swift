@@ -78,7 +78,7 @@ final class Daemon {
             "AUTHD_CONFIG": directory + "/authd.conf", "NOTIFY_SOCKET": directory + "/notify.sock", "HOME": directory,
         ].merging(extra) { _, new in new }
         // Kept beside the daemon's state, so a daemon that does not start says why.
-        FileManager.default.createFile(atPath: directory + "/stderr.log", contents: nil)
+        _ = FileManager.default.createFile(atPath: directory + "/stderr.log", contents: nil)
         process.standardError = FileHandle(forWritingAtPath: directory + "/stderr.log")
         let started = ContinuousClock.now
         try process.run()

@@ -63,7 +63,8 @@ struct AuthctlTests {
         let result = try DaemonHarness.run([DaemonHarness.authctlPath, "--socket", "/tmp/authd-no-such-dir/authd.sock", "status"])
         #expect(result.status == 69)
         #expect(result.stderr == "authctl: cannot connect to authd at /tmp/authd-no-such-dir/authd.sock: No such file or directory; is the daemon running? "
-                + "To start one: 'make run' in the source tree, 'systemctl --user start authd.socket', or 'authd --user' (daemon.unavailable)\n")
+                + "To start one: 'make run' (or 'make run-hub', a hub and its devices) in the source tree, 'systemctl --user start authd.socket', "
+                + "or 'authd --user' (daemon.unavailable)\n")
     }
 
     @Test("--help on every command, --version, and JSON output")
@@ -145,6 +146,75 @@ struct AuthctlTests {
         let events = try TerminalSession([DaemonHarness.authctlPath, "--socket", daemon.socketPath, "events"],
                                          environment: ["PATH": "/usr/bin:/bin", "HOME": daemon.directory])
         try events.expect("Waiting for events (Ctrl-C to stop)")
+    }
+
+    @Test("sync watch on a standalone daemon ends, saying why, when its session is revoked from another")
+    func watchEndsWhenTheSessionIsRevoked() throws {
+        let daemon = try DaemonHarness()
+        try daemon.start()
+        _ = try LoginTests.register(daemon, try daemon.connect(), phone: "+37251234567", password: "a long enough passphrase")
+        let (watched, other) = (daemon.directory + "/watched", daemon.directory + "/other")
+        for file in [watched, other] {
+            #expect(try daemon.authctl(["login", "+37251234567", "--password-fd", "0", "--session-file", file], stdin: "a long enough passphrase\n").status == 0)
+        }
+        let watch = try TerminalSession([DaemonHarness.authctlPath, "--socket", daemon.socketPath, "sync", "watch", "--session-file", watched],
+                                        environment: ["PATH": "/usr/bin:/bin", "HOME": daemon.directory])
+        try watch.expect("Waiting for events")
+        let id = try #require(try daemon.connect().result("session.get", ["session": .string(try String(contentsOfFile: watched, encoding: .utf8)
+            .trimmingCharacters(in: .whitespacesAndNewlines))])["id"]?.stringValue)
+        #expect(try daemon.authctl(["sessions", "revoke", id, "--session-file", other]).status == 0)
+        #expect(try watch.finish(seconds: 10) == 7, "\(watch.transcript)")
+        #expect(watch.transcript.contains("the stream ended") && watch.transcript.contains("(session.invalid)"), "\(watch.transcript)")
+    }
+
+    @Test("empty lists say so, each the same way: no accounts, no hotspots, no unread messages, no passkeys")
+    func emptyListsSaySo() throws {
+        let daemon = try DaemonHarness()
+        try daemon.start()
+        #expect(try daemon.authctl(["admin", "accounts", "list"]).stdout == "no accounts\n")
+        #expect(try daemon.authctl(["admin", "accounts", "list", "--json"]).stdout == "", "scripts get no words")
+        _ = try LoginTests.register(daemon, try daemon.connect(), phone: "+37251234567", password: "a long enough passphrase")
+        let file = ["--session-file", daemon.directory + "/cli-session"]
+        #expect(try daemon.authctl(["login", "+37251234567", "--password-fd", "0"] + file, stdin: "a long enough passphrase\n").status == 0)
+        #expect(try daemon.authctl(["hotspots", "list"] + file).stdout == "no hotspots\n")
+        #expect(try daemon.authctl(["sync", "unread"] + file).stdout == "no unread messages\n")
+        #expect(try daemon.authctl(["passkey", "account"] + file).stdout == "no passkeys\n")
+    }
+
+    @Test("a mistyped action gets the list and the nearest action, before any session or daemon is needed", arguments: [
+        (["friends", "ad", "bob@example.org"], "did you mean 'friends add'?"),
+        (["groups", "lsit"], "did you mean 'groups list'?"),
+        (["presence", "stauts"], "did you mean 'presence status'?"),
+        (["hotspots", "remve", "h1"], "did you mean 'hotspots remove'?"),
+        (["admin", "accounts", "shwo", "a"], "did you mean 'admin accounts show'?"),
+    ])
+    func actionTypos(arguments: [String], suggestion: String) throws {
+        let daemon = try DaemonHarness()
+        let result = try daemon.authctl(arguments)
+        #expect(result.status == 2 && result.stderr.contains("unknown action") && result.stderr.contains(suggestion), "\(result)")
+    }
+
+    @Test("a followed stream (events, sync watch, admin audit --follow) that the daemon ends says so and exits 69")
+    func streamsSayWhenTheDaemonStops() throws {
+        let daemon = try DaemonHarness()
+        try daemon.start()
+        _ = try LoginTests.register(daemon, try daemon.connect(), phone: "+37251234567", password: "a long enough passphrase")
+        let file = daemon.directory + "/cli-session"
+        #expect(try daemon.authctl(["login", "+37251234567", "--password-fd", "0", "--session-file", file], stdin: "a long enough passphrase\n").status == 0)
+        _ = try daemon.authctl(["admin", "backup", daemon.directory + "/b.db"])
+        let environment = ["PATH": "/usr/bin:/bin", "HOME": daemon.directory]
+        let base = [DaemonHarness.authctlPath, "--socket", daemon.socketPath]
+        let events = try TerminalSession(base + ["events"], environment: environment)
+        let watch = try TerminalSession(base + ["sync", "watch", "--session-file", file], environment: environment)
+        let audit = try TerminalSession(base + ["admin", "audit", "--follow", "--limit", "1"], environment: environment)
+        try events.expect("Waiting for events")
+        try watch.expect("Waiting for events")
+        try audit.expect("admin.backup")
+        try daemon.terminate()
+        for stream in [events, watch, audit] {
+            #expect(try stream.finish(seconds: 10) == 69, "\(stream.transcript)")
+            #expect(stream.transcript.contains("authd closed the connection") && stream.transcript.contains("(daemon.closed)"), "\(stream.transcript)")
+        }
     }
 
     @Test("admin commands: reload, backup, rotate, audit")

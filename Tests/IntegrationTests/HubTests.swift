@@ -115,6 +115,105 @@ struct HubTests {
         #expect(try clientB.result("session.get", ["session": again])["account"] != nil)
     }
 
+    @Test("a machine removed from the account: on it, whoami and token account exit 7 like any ended session, and logout removes the session file")
+    func removedMachineExitsSeven() throws {
+        let rig = try HubRig()
+        let (a, b) = (try rig.startDevice(), try rig.startDevice())
+        let onA = try rig.register(on: a)
+        let tokenA = try #require(onA["session"]?["token"])
+        let file = ["--session-file", b.directory + "/cli-session"]
+        let login = try b.authctl(["login", "+37251234567", "--password-fd", "0"] + file, stdin: "a long enough passphrase\n")
+        #expect(login.status == 0, "\(login.stderr)")
+        let machineB = try #require(try a.connect().result("device.list", ["session": tokenA])["devices"]?.arrayValue?.first { $0["current"] != true }?["id"])
+        #expect(try a.authctl(["--json", "whoami", "--session-file", a.directory + "/none"]).status == 7, "no session file at all is 7 too")
+        _ = try a.connect().result("device.revoke", ["session": tokenA, "id": machineB])
+
+        let whoami = try b.authctl(["whoami"] + file)
+        #expect(whoami.status == 7 && whoami.stderr.contains("(device.revoked)"), "\(whoami.status) \(whoami.stderr)")
+        let token = try b.authctl(["token", "account", "--aud", "org.example.bank"] + file)
+        #expect(token.status == 7, "\(token.status) \(token.stderr)")
+        let logout = try b.authctl(["logout"] + file)
+        #expect(logout.status == 0, "\(logout.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: b.directory + "/cli-session"), "logout removed the ended session's file")
+    }
+
+    @Test("sync watch on a machine removed from the account ends at once, saying why, with exit 7")
+    func watchEndsWhenTheMachineIsRemoved() throws {
+        let rig = try HubRig()
+        let (a, b) = (try rig.startDevice(), try rig.startDevice())
+        let onA = try rig.register(on: a)
+        let tokenA = try #require(onA["session"]?["token"])
+        let file = b.directory + "/cli-session"
+        #expect(try b.authctl(["login", "+37251234567", "--password-fd", "0", "--session-file", file], stdin: "a long enough passphrase\n").status == 0)
+        let watch = try TerminalSession([DaemonHarness.authctlPath, "--socket", b.socketPath, "sync", "watch", "--session-file", file],
+                                        environment: ["PATH": "/usr/bin:/bin", "HOME": b.directory])
+        try watch.expect("Waiting for events")
+        let machineB = try #require(try a.connect().result("device.list", ["session": tokenA])["devices"]?.arrayValue?.first { $0["current"] != true }?["id"])
+        _ = try a.connect().result("device.revoke", ["session": tokenA, "id": machineB])
+        #expect(try watch.finish(seconds: 10) == 7, "\(watch.transcript)")
+        #expect(watch.transcript.contains("the stream ended") && watch.transcript.contains("(device.revoked)"), "\(watch.transcript)")
+    }
+
+    @Test("machines have names: device name NAME names this one (kept across restarts), and the device-limit refusal lists the names")
+    func machineNames() throws {
+        let rig = try HubRig()
+        let (a, b, c) = (try rig.startDevice(), try rig.startDevice(), try rig.startDevice())
+        let named = try a.authctl(["device", "name", "laptop"])
+        #expect(named.status == 0 && named.stdout.hasPrefix("this machine is now called laptop"), "\(named)")
+        #expect(try b.authctl(["device", "name", "desktop"]).status == 0)
+        #expect(try c.authctl(["device", "name", " "]).status == 2, "an empty name is refused")
+        _ = try rig.register(on: a)
+        let login: JSONValue = ["login": "+37251234567", "password": "a long enough passphrase"]
+        _ = try b.connect().result("auth.login", login)
+        let refused = try c.connect().call("auth.login", login)
+        let message = refused["error"]?["message"]?.stringValue ?? ""
+        #expect(refused.errorReason == "device.limit_reached" && message.contains("laptop (") && message.contains("desktop ("), "\(refused)")
+        try a.terminate()
+        try a.start()
+        #expect(try a.authctl(["device", "id"]).stdout.hasSuffix("  laptop\n"), "the name is kept in the machine's store")
+    }
+
+    @Test("a locked device says what unlocks it, and still answers session.locked while its hub is away")
+    func lockedDeviceWithoutHub() throws {
+        let rig = try HubRig()
+        let device = try rig.startDevice()
+        _ = try rig.register(on: device)
+        let client = try device.connect()
+        _ = try client.result("lock")
+        let locked = try client.call("auth.local", ["aud": "app"])
+        #expect(locked.errorReason == "session.locked" && (locked["error"]?["message"]?.stringValue ?? "").contains("(password)"), "\(locked)")
+        try rig.hub.terminate()
+        let deadline = Date().addingTimeInterval(10)
+        while try client.result("hub.status")["link"]?["state"] == "connected", Date() < deadline { usleep(20_000) }
+        let away = try client.call("auth.local", ["aud": "app"])
+        #expect(away.errorReason == "session.locked", "never the hub's failure: \(away)")
+    }
+
+    @Test("admin sms last on a device says the codes go to the hub's spool, and how to read them")
+    func smsLastOnADevice() throws {
+        let rig = try HubRig()
+        let device = try rig.startDevice()
+        _ = try device.connect().result("account.register.start", ["phone": "+37251234567"])
+        let last = try device.authctl(["admin", "sms", "last"])
+        #expect(last.status == 1 && last.stderr.contains("(sms.at_hub)") && last.stderr.contains("127.0.0.1:\(rig.port)"), "\(last)")
+        #expect(try rig.hub.authctl(["admin", "sms", "last"]).stdout.contains("+37251234567"), "the hub's spool has it")
+    }
+
+    @Test("login on a device whose hub is away says so before asking for the password")
+    func loginChecksTheLinkFirst() throws {
+        let rig = try HubRig()
+        let device = try rig.startDevice()
+        _ = try rig.register(on: device)
+        try rig.hub.terminate()
+        let client = try device.connect()
+        let deadline = Date().addingTimeInterval(10)
+        while try client.result("hub.status")["link"]?["state"] == "connected", Date() < deadline { usleep(20_000) }
+        let login = try TerminalSession([DaemonHarness.authctlPath, "--socket", device.socketPath, "login", "+37251234567"],
+                                        environment: ["PATH": "/usr/bin:/bin", "HOME": device.directory])
+        #expect(try login.finish(seconds: 10) == 1, "\(login.transcript)")
+        #expect(login.transcript.contains("(hub.unavailable)") && !login.transcript.contains("Password"), "\(login.transcript)")
+    }
+
     @Test("revocation is pushed: a session revoked from A is told to B's local user at once; removing B tells it, closes its link, and its next call is device.revoked; a deactivation is told too")
     func revocationIsPushed() throws {
         let rig = try HubRig()

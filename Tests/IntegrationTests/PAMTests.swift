@@ -242,6 +242,26 @@ struct PAMTests {
         return (daemon, account, try PAMStack(socket: daemon.socketPath, Self.required))
     }
 
+    @Test("the README's way to try pam_authd without /etc/pam.d works as written: pamtester under libpam_wrapper, a private service file, the module and socket by path")
+    func readmeTryRecipe() throws {
+        let (daemon, _, _) = try linkedAccountStack(pin: false)
+        let readme = try String(contentsOfFile: PackagingTests.root + "/README.md", encoding: .utf8)
+        let block = try #require(readme.components(separatedBy: "To try the module before touching").dropFirst().first?
+            .components(separatedBy: "```sh\n").dropFirst().first?.components(separatedBy: "```").first)
+        // The README's paths and user, made this test's: its daemon, the module built beside it.
+        let script = block
+            .replacingOccurrences(of: "/tmp/pam-try", with: daemon.directory + "/pam-try")
+            .replacingOccurrences(of: "/run/authd/authd.sock", with: daemon.socketPath)
+            .replacingOccurrences(of: "$PWD/.build/debug/libpam_authd.so", with: PAMStack.modulePath)
+            .replacingOccurrences(of: "sudo env ", with: "env ")
+            .replacingOccurrences(of: "\"$USER\"", with: Self.user)
+        #expect(script != block && !script.contains("$PWD") && !script.contains("sudo"), "\(script)")
+        let run = try TerminalSession(["/bin/bash", "-c", script], environment: ["PATH": "/usr/bin:/bin"])
+        try run.answer("Password of the authd account of nobody:", FingerprintFixture.password)
+        #expect(try run.finish() == 0, "\(run.transcript)")
+        #expect(run.transcript.contains(Says.success), "\(run.transcript)")
+    }
+
     @Test("account: the password and then the PIN sign in; a wrong PIN fails")
     func accountPasswordAndPIN() throws {
         let (daemon, _, stack) = try linkedAccountStack(pin: true)
@@ -332,7 +352,7 @@ struct PAMTests {
         #expect(fellThrough.status == 0, "pam_permit, the next line, decided: \(fellThrough.transcript)")
     }
 
-    @Test("a daemon that never answers: PAM_AUTHINFO_UNAVAIL after the one-second bound")
+    @Test("a daemon that never answers: PAM_AUTHINFO_UNAVAIL within the one-second bound of the call")
     func daemonHung() throws {
         let directory = try DaemonHarness()
         let socket = directory.directory + "/hung.sock"
@@ -341,7 +361,7 @@ struct PAMTests {
         defer { close(listener) }
         let run = try PAMStack(socket: socket, Self.required).run(Self.user, seconds: 20)
         #expect(run.transcript.contains(Says.unavailable), "\(run.transcript)")
-        #expect(run.elapsed < 10, "bounded by connect_timeout (1 s), not by a person (took \(run.elapsed) s)")
+        #expect(run.elapsed < 1, "within connect_timeout (1 s) of pamtester's start, as pam_authd(8) promises (took \(run.elapsed) s)")
     }
 
     @Test("a socket not owned by root is refused without connecting")

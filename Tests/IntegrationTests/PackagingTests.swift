@@ -27,6 +27,49 @@ struct PackagingTests {
         }
     }
 
+    @Test("the README's hub and device configurations are separate blocks, each valid as pasted (the files it names made real)")
+    func readmeHubConfigs() throws {
+        let readme = try String(contentsOfFile: Self.root + "/README.md", encoding: .utf8)
+        let section = try #require(readme.components(separatedBy: "## Use one account on several machines").dropFirst().first?.components(separatedBy: "\n## ").first)
+        let blocks = section.components(separatedBy: "```ini\n").dropFirst().compactMap { $0.components(separatedBy: "```").first }
+        #expect(blocks.count == 2, "\(section)")
+        #expect(blocks.contains { $0.contains("listen =") && !$0.contains("url =") } && blocks.contains { $0.contains("url =") && !$0.contains("listen =") })
+        // The paths it names hold real files: the test rig's CA, certificate and key.
+        let rig = try HubRig()
+        try FileManager.default.copyItem(atPath: rig.caFile, toPath: rig.directory + "/hub-ca.pem")
+        for block in blocks {
+            let daemon = try DaemonHarness(config: block.replacingOccurrences(of: "/etc/authd/", with: rig.directory + "/"))
+            let check = try DaemonHarness.run([DaemonHarness.authdPath, "--check-config", "--config", daemon.configPath])
+            #expect(check.status == 0, "\(block)\n\(check.stderr)")
+        }
+    }
+
+    @Test("the README's multi-machine walk-through puts the built authctl on PATH in every terminal, as make run-hub prints it")
+    func readmeHubTerminalsHavePath() throws {
+        let readme = try String(contentsOfFile: Self.root + "/README.md", encoding: .utf8)
+        let section = try #require(readme.components(separatedBy: "## Use one account on several machines").dropFirst().first?.components(separatedBy: "\n## ").first)
+        let exports = section.split(separator: "\n").filter { $0.contains("$ export ") }
+        #expect(exports.count == 3)
+        for line in exports { #expect(line.contains("export PATH=\"$BIN:$PATH\" "), "\(line)") }
+        let makefile = try String(contentsOfFile: Self.root + "/Makefile", encoding: .utf8)
+        #expect(makefile.contains(#"export PATH=\"$$bin:\$$PATH\" AUTHD_SOCKET=$$dir/device-a/authd.sock"#), "the banner prints the same line")
+    }
+
+    @Test("make install with DESTDIR puts everything under it and its closing words name the PAM directory there")
+    func installUnderDestdir() throws {
+        let scratch = try DaemonHarness()  // not started: a private directory, removed with it
+        let destdir = scratch.directory + "/root"
+        // The build replaced by `true` and the built (debug) binaries installed: the recipe itself runs.
+        let result = try DaemonHarness.run(["/usr/bin/make", "-s", "-C", Self.root, "install", "SWIFT=true", "DEBIAN_PACKAGES=",
+                                            "BIN=\(DaemonHarness.buildDirectory)", "DESTDIR=\(destdir)", "PREFIX=/usr/local"],
+                                           environment: ["PATH": "/usr/bin:/bin", "HOME": scratch.directory])
+        #expect(result.status == 0, "\(result.stdout)\(result.stderr)")
+        #expect(FileManager.default.fileExists(atPath: destdir + "/usr/local/bin/authctl"))
+        let hint = try #require(result.stdout.split(separator: "\n").first { $0.contains("pam_authd.so is in") }, "\(result.stdout)")
+        #expect(hint.contains("pam_authd.so is in \(destdir)/"), "\(hint)")
+        #expect(result.stdout.contains("make: building the release binaries"), "the long build says what it does first")
+    }
+
     @Test("the example configuration is valid, and so is each of its settings uncommented")
     func exampleConfig() throws {
         let example = Self.root + "/systemd/authd.conf.example"

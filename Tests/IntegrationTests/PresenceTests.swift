@@ -29,6 +29,20 @@ struct PresenceTests {
         }
     }
 
+    @Test("presence share none shares with nobody, and presence status names the setting that turns this machine's presence on")
+    func shareNoneAndDisabled() throws {
+        let daemon = try DaemonHarness()
+        try daemon.start()
+        _ = try LoginTests.register(daemon, try daemon.connect(), phone: "+37251234567", password: Self.password)
+        let file = ["--session-file", daemon.directory + "/cli-session"]
+        #expect(try daemon.authctl(["login", "+37251234567", "--password-fd", "0"] + file, stdin: Self.password + "\n").status == 0)
+        let none = try daemon.authctl(["presence", "share", "none"] + file)
+        #expect(none.status == 0 && none.stdout.contains("shared with nobody"), "\(none)")
+        #expect(try daemon.authctl(["presence", "share", "none", "friends"] + file).status == 2)
+        let status = try daemon.authctl(["presence", "status"] + file)
+        #expect(status.stdout.contains("this machine: disabled") && status.stdout.contains("enabled = yes in [presence]"), "\(status)")
+    }
+
     @Test("friends across machines: Alice on A adds Bob by email and Bob's stream on B hears it; an unknown address is friend.not_found; groups and sharing settings are checked field by field")
     func friendsAcrossMachines() throws {
         let people = try People()

@@ -129,7 +129,7 @@ struct SocketDiscoveryTests {
         let result = try stranger.authctl(["status"])
         #expect(result.status == 69)
         #expect(result.stderr == "authctl: cannot connect to authd: tried \(stranger.socketPath) (No such file or directory), "
-                + "/run/authd/authd.sock (No such file or directory). To start one: 'make run' in the source tree, "
+                + "/run/authd/authd.sock (No such file or directory). To start one: 'make run' (or 'make run-hub', a hub and its devices) in the source tree, "
                 + "'systemctl --user start authd.socket', or 'authd --user' (daemon.unavailable)\n")
     }
 }

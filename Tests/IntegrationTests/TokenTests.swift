@@ -7,6 +7,20 @@ import Testing
 struct TokenTests {
     static let pythonScript = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Python/verify_jwt.py").path
 
+    @Test("token verify of an ID card's token says what it is and how to check it")
+    func cardTokenIsNamed() throws {
+        let daemon = try DaemonHarness()
+        try daemon.start()
+        func part(_ json: String) -> String {
+            Data(json.utf8).base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+                .replacingOccurrences(of: "=", with: "")
+        }
+        let token = part(#"{"alg":"ES384","typ":"JWT","x5c":["MIIB"]}"#) + "." + part(#"{"sub":"PNOEE-38001085718","aud":["app"]}"#) + ".c2ln"
+        let verify = try daemon.authctl(["token", "verify", token])
+        #expect(verify.status == 5, "\(verify)")
+        #expect(verify.stderr.contains("ID card's token") && verify.stderr.contains("certificate") && verify.stderr.contains("(token.malformed)"), "\(verify.stderr)")
+    }
+
     @Test("auth.local asserts the caller's Unix identity")
     func localTokenClaims() throws {
         let daemon = try DaemonHarness()

@@ -54,7 +54,9 @@ struct UnlockTests {
         #expect(lock.status == 0 && lock.stdout == "locked\n", "\(lock)")
         let status = try daemon.authctl(["lock", "--status"])
         #expect(status.stdout.contains("unlock with: SMS code\n"), "\(status.stdout)")
-        #expect(try daemon.authctl(["token", "local", "--aud", "myapp"]).status == 6, "locked")
+        let locked = try daemon.authctl(["token", "local", "--aud", "myapp"])
+        #expect(locked.status == 6, "locked")
+        #expect(locked.stderr.contains("(a code sent by SMS)") && !locked.stderr.contains("fingerprint"), "only what opens it: \(locked.stderr)")
 
         // The first code typed wrong: authd sends a new one and asks again.
         let unlock = try Self.authctlAnsweringCodes(daemon, ["unlock", "--code-fd", "0"], answers: [Self.wrong, { $0 }])

@@ -10,6 +10,8 @@ enum AdminFailure: WireErrorConvertible, Equatable {
     case smsNotSpooled(backend: String)
     /// `admin.sms.last` found no message (to the number given, shown redacted).
     case smsNoneSpooled(redactedNumber: String?)
+    /// On a device: the hub sends the account's SMS, into its own spool.
+    case smsAtHub(hub: String)
 
     var rpcError: RPCError {
         switch self {
@@ -21,6 +23,10 @@ enum AdminFailure: WireErrorConvertible, Equatable {
         case .smsNotSpooled(let backend):
             .failure(.smsNotSpooled, "SMS are sent through the \(backend) backend, which keeps no copy; only [sms] backend = spool keeps them.",
                      details: ["backend": .string(backend)])
+        case .smsAtHub(let hub):
+            .failure(.smsAtHub, "This authd is a device of the hub \(hub): the hub sends the account's SMS (registration and sign-in codes) "
+                        + "and spools them itself. Read the newest on the hub's machine: authctl admin sms last (with the hub's --socket).",
+                     details: ["hub": .string(hub)])
         case .smsNoneSpooled(let number):
             .failure(.smsNoneSpooled, "No SMS \(number.map { "to \($0) " } ?? "")is in the spool (messages are deleted after a day).")
         }

@@ -68,7 +68,9 @@ extension MethodTable {
         register(AdminSMSLast.self, home: .machine, access: .admin, audit: { _, result in
             ["to": .string(PhoneNumber.redact(result.to))]
         }) { params, _ in
-            let backend = services.config.current.smsBackend
+            let config = services.config.current
+            if config.role == .device, let hub = config.hubURL { throw AdminFailure.smsAtHub(hub: hub.description) }
+            let backend = config.smsBackend
             guard backend == .spool else { throw AdminFailure.smsNotSpooled(backend: backend.rawValue) }
             let number = try params.number.map { try PhoneNumber.parse($0, region: nil) }
             guard let message = SpoolSMSGateway.newest(in: services.options.smsSpoolDirectory, to: number?.e164) else {

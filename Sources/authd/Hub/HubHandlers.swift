@@ -9,6 +9,9 @@ extension MethodTable {
         register(DeviceIdentify.self, home: .machine, access: .anyone) { _, _ in
             DeviceIdentify.Result(deviceID: hub.identity.id.description, name: hub.identity.name)
         }
+        register(DeviceName.self, home: .machine, access: .admin, audit: { params, _ in ["name": .string(params.name)] }) { params, _ in
+            DeviceIdentify.Result(deviceID: hub.identity.id.description, name: try await MachineName.set(params.name, store: services.store))
+        }
         register(HubStatus.self, home: .machine, access: .anyone) { _, _ in 
             hub.status(devicesConnected: services.connections.deviceCount, newcomersConnected: services.connections.newcomerCount)
         }

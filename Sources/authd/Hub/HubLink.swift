@@ -5,9 +5,9 @@ import Protocol
 import Synchronization
 
 extension ForwardedCaller {
-    /// A process of this machine, as its hub is told of it.
-    init(_ peer: CallerIdentity, machine: String) {
-        self.init(uid: peer.uid, username: peer.username, exe: peer.exe, machine: machine)
+    /// A process of this machine, as its hub is told of it: with the machine's name now.
+    init(_ peer: CallerIdentity) {
+        self.init(uid: peer.uid, username: peer.username, exe: peer.exe, machine: MachineName.current)
     }
 }
 

@@ -5,11 +5,9 @@ import Protocol
 /// subscribed (the hub checks the session is this machine's, as for any forwarded call).
 struct HubSyncSource: SyncSource {
     let link: HubLink
-    /// This machine's name, which the hub shows for what it sends.
-    let machineName: String
 
     func events(_ params: SyncEvents.Params, for caller: CallerIdentity) async throws -> SyncEvents.Result {
-        try await link.forward(SyncEvents.self, params, caller: ForwardedCaller(caller, machine: machineName))
+        try await link.forward(SyncEvents.self, params, caller: ForwardedCaller(caller))
     }
 
     func isTransient(_ error: any Error) -> Bool { error is HubLinkFailure }

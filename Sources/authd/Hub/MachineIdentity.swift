@@ -18,37 +18,39 @@ struct MachineIdentity: Sendable {
     let key: P256PrivateKey
     let certificate: X509Certificate
     let id: DeviceID
-    /// The machine's name as the hub lists it.
-    let name: String
+    /// The machine's name as its account's device lists show it (`MachineName`).
+    var name: String { MachineName.current }
 
     /// Loads the identity, making it on first start.
     static func open(store: Store, sealer: Sealer, now: Date) async throws -> MachineIdentity {
-        let name = Syscalls.hostName() ?? "unnamed"
-        if let stored = try await load(store: store, sealer: sealer, name: name) { return stored }
+        if let stored = try await load(store: store, sealer: sealer) { return stored }
         let key = try P256PrivateKey.generate()
-        let certificate = try X509Certificate.selfSigned(commonName: "authd device \(name)", key: key, serial: 1, days: 36_500)
+        let certificate = try X509Certificate.selfSigned(commonName: "authd device \(MachineName.current)", key: key, serial: 1, days: 36_500)
         let sealed = try sealer.seal(try key.derRepresentation(), purpose: .deviceKey, identity: "device_identity")
         try await store.transaction { database in
             // Two starts racing: the first one's key stays.
             try database.execute("INSERT OR IGNORE INTO device_identity (singleton, key_sealed, certificate, created_at) VALUES (1, ?, ?, ?)",
                                  [.blob(sealed), .blob(certificate.der), .integer(Int64(now.timeIntervalSince1970))])
         }
-        guard let made = try await load(store: store, sealer: sealer, name: name) else {
+        guard let made = try await load(store: store, sealer: sealer) else {
             throw MasterKeyError(description: "the device key could not be stored")
         }
         return made
     }
 
-    private static func load(store: Store, sealer: Sealer, name: String) async throws -> MachineIdentity? {
-        struct Row: Sendable { let sealed: [UInt8], certificate: [UInt8] }
+    private static func load(store: Store, sealer: Sealer) async throws -> MachineIdentity? {
+        struct Row: Sendable { let sealed: [UInt8], certificate: [UInt8], name: String? }
         guard let row = try await store.read({ database in
-            try database.queryOne("SELECT key_sealed, certificate FROM device_identity WHERE singleton = 1") { Row(sealed: $0.blob(0), certificate: $0.blob(1)) }
+            try database.queryOne("SELECT key_sealed, certificate, name FROM device_identity WHERE singleton = 1") {
+                Row(sealed: $0.blob(0), certificate: $0.blob(1), name: $0.optionalText(2))
+            }
         }) else { return nil }
+        MachineName.load(row.name)
         guard let der = try sealer.open(row.sealed, purpose: .deviceKey, identity: "device_identity") else {
             throw MasterKeyError(description: "the device key does not open with this master key")
         }
         let key = try P256PrivateKey(der: der)
         let certificate = try X509Certificate(der: row.certificate)
-        return MachineIdentity(key: key, certificate: certificate, id: DeviceID(keySHA256: OpenSSL.sha256(try certificate.publicKeyInfo)), name: name)
+        return MachineIdentity(key: key, certificate: certificate, id: DeviceID(keySHA256: OpenSSL.sha256(try certificate.publicKeyInfo)))
     }
 }

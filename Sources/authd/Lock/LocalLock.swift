@@ -77,11 +77,13 @@ final class LocalLock: Sendable {
     /// past the idle time when nothing could open the lock: it does not arm then).
     func admit(_ uid: UInt32) async throws {
         let current = try await entry(uid)
-        guard current.account != nil else { return }
+        guard let account = current.account else { return }
         let now = seconds
         if try await holds(current, uid: uid, at: now) {
             if !current.locked { try await setLocked(uid, true) }  // idle: make it stick
-            throw LockFailure.locked
+            // What opens it, for the message; a device whose hub is away still answers
+            // session.locked (without the list), never the hub's failure.
+            throw LockFailure.locked(methods: (try? await unlockMethods(uid, account: account).names) ?? [])
         }
         let persist = entries.withLock { entries -> Bool in
             guard var entry = entries[uid] else { return false }

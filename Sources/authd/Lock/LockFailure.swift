@@ -2,8 +2,9 @@ import Protocol
 
 /// Why the local lock refused. Each case is one stable wire reason.
 enum LockFailure: WireErrorConvertible, Equatable {
-    /// The caller's local user is locked: guarded methods wait for `unlock`.
-    case locked
+    /// The caller's local user is locked: guarded methods wait for `unlock`, which takes
+    /// `methods` (`UnlockMethods.names`).
+    case locked(methods: [String])
     /// `lock` with no remembered account whose password or number could open it again.
     case nothingToLockWith
     /// `lock` for a remembered account that has neither a password nor a number to send a code
@@ -26,8 +27,8 @@ enum LockFailure: WireErrorConvertible, Equatable {
 
     var rpcError: RPCError {
         switch self {
-        case .locked:
-            .failure(.sessionLocked, "authd is locked; unlock it with `authctl unlock` (fingerprint, password or a code sent by SMS).")
+        case .locked(let methods):
+            .failure(.sessionLocked, "authd is locked; unlock it with `authctl unlock`" + (Self.words(methods).map { " (\($0))." } ?? "."))
         case .nothingToLockWith:
             .failure(.lockNoAccount, "Nothing to lock with: sign in to an account first; its password, or a code sent to its number, unlocks.")
         case .noUnlockMethod:
@@ -44,5 +45,12 @@ enum LockFailure: WireErrorConvertible, Equatable {
         case .codeAttemptsExhausted: .failure(.otpAttemptsExhausted, "Too many wrong codes; run `authctl unlock` again for a new code.")
         case .codeExpired: .failure(.otpExpired, "The code has expired; run `authctl unlock` again for a new one.")
         }
+    }
+
+    /// `unlock`'s methods as a person says them: "fingerprint, password or a code sent by SMS".
+    static func words(_ methods: [String]) -> String? {
+        let said = methods.map { $0 == "sms" ? "a code sent by SMS" : $0 }
+        guard let last = said.last else { return nil }
+        return said.count == 1 ? last : said.dropLast().joined(separator: ", ") + " or " + last
     }
 }

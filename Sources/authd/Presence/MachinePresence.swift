@@ -176,7 +176,10 @@ actor MachinePresence {
 
     /// Where this machine stands for `account`.
     func state(of account: String) async -> PresenceMachine.Result {
-        guard config.current.presenceEnabled else { return .init(state: "disabled", detail: nil, inside: []) }
+        guard config.current.presenceEnabled else {
+            return .init(state: "disabled", detail: "this machine reads no position: set enabled = yes in [presence] of authd.conf, then authctl admin reload",
+                         inside: [])
+        }
         guard let held = accounts.first(where: { $0.account == account }) else {
             return .init(state: "off", detail: "this machine reads nothing for this account yet", inside: [])
         }

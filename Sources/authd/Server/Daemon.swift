@@ -27,7 +27,7 @@ final class Daemon: @unchecked Sendable {
         do {
             config = try Config.load(path: options.configPath)
         } catch {
-            Syscalls.writeStderr("authd: invalid configuration: \(error)\n")
+            Syscalls.writeStderr("authd: invalid configuration: \(error.report)\n")
             return 1
         }
         if options.checkConfigOnly {
@@ -94,7 +94,7 @@ final class Daemon: @unchecked Sendable {
         // A device's accounts are at its hub: its machine capabilities reach them over the link.
         let accounts: any AccountDirectory = hub.link.map { HubAccountDirectory(link: $0, machine: identity.id, now: now) } ?? directory
         let syncBus = SyncBus()
-        let outbox = hub.link.map { SyncOutbox(store: store, sealer: sealer, link: $0, bus: syncBus, machineName: identity.name, logger: logger, now: now) }
+        let outbox = hub.link.map { SyncOutbox(store: store, sealer: sealer, link: $0, bus: syncBus, logger: logger, now: now) }
         let cursors = hub.link.map { SyncCursors(link: $0, bus: syncBus, logger: logger) }
         let connections = ConnectionRegistry { [logger] machine in
             do { return try await directory.machineHoldsSession(machine) } catch {
@@ -144,7 +144,10 @@ final class Daemon: @unchecked Sendable {
         }
         hub.link?.onNotice { [events = services.events, sync = services.sync, outbox, cursors, presence] notice in
             switch notice {
-            case .sessionsEnded(let ended): Task { await events.hear(ended) }
+            case .sessionsEnded(let ended):
+                Task { await events.hear(ended) }
+                // Streams of an ended session learn it from the log at once, not at the next event.
+                sync.resync()
             case .syncEvent(let pushed):
                 sync.publish(pushed.event, account: pushed.account, users: pushed.users ?? [])
                 if let cursors { Task { await cursors.took(pushed.event.position, account: pushed.account) } }

@@ -56,7 +56,7 @@ enum DispatchTable {
 
         // Sync: the account's event log, and this machine's stream of it.
         let sync = services.syncService
-        let syncSource: any SyncSource = services.hub.link.map { HubSyncSource(link: $0, machineName: services.hub.identity.name) }
+        let syncSource: any SyncSource = services.hub.link.map { HubSyncSource(link: $0) }
             ?? LocalSyncSource(service: sync)
         table.registerSyncMethods(sync, source: syncSource, bus: services.sync, outbox: services.outbox)
         table.registerLinkSyncMethods(log: sync.log, directory: directory)

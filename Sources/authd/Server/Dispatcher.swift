@@ -179,7 +179,7 @@ final class Dispatcher: Sendable {
     /// authd (the lock is this machine's).
     private func forward(_ request: Request, _ entry: MethodTable.Entry, over link: HubLink, for peer: CallerIdentity,
                          started: ContinuousClock.Instant) async -> Response {
-        var caller = ForwardedCaller(peer, machine: services.hub.identity.name)
+        var caller = ForwardedCaller(peer)
         let outcome: Result<any Encodable & Sendable, RPCError>
         do {
             if let forwarding = entry.forwarding { caller = try await forwarding(caller) }

@@ -6,7 +6,7 @@ extension DeviceIdentity {
     /// The device a sign-in binds the session to. Made through a device of this hub: that machine,
     /// by its device id (whatever the request says: the limit counts machines). Otherwise the
     /// device the request names (`params.device`), or this machine: a key derived from
-    /// /etc/machine-id and the host name.
+    /// /etc/machine-id (or the host name), named by `MachineName`.
     static func resolve(_ description: DeviceDescription?, caller: Caller) throws(InvalidParameter) -> DeviceIdentity {
         if case .forwarded(let machine, let process) = caller {
             let name = process.machine.map { Redaction.printable($0, limit: 128) } ?? "device \(machine.description.prefix(9))"
@@ -27,7 +27,7 @@ extension DeviceIdentity {
         }
         var user: UInt32?
         if case .local(let process) = caller { user = process.uid }
-        return DeviceIdentity(key: description?.key ?? "machine:\(machineKey)", name: description?.name ?? hostName,
+        return DeviceIdentity(key: description?.key ?? "machine:\(machineKey)", name: description?.name ?? MachineName.current,
                               nameGiven: description?.name != nil, machineUser: user)
     }
 
@@ -44,8 +44,6 @@ extension DeviceIdentity {
     /// A hash of /etc/machine-id (never the id itself: it is meant to stay on the machine).
     private static let machineKey: String = {
         let id = (try? Syscalls.readFile("/etc/machine-id", limit: 4096)) ?? nil
-        return Base64URL.encode(OpenSSL.sha256((id ?? Array(hostName.utf8)) + Array("authd device".utf8)).prefix(12))
+        return Base64URL.encode(OpenSSL.sha256((id ?? Array((Syscalls.hostName() ?? "this computer").utf8)) + Array("authd device".utf8)).prefix(12))
     }()
-
-    private static let hostName: String = Syscalls.hostName() ?? "this computer"
 }

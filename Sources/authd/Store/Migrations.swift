@@ -566,6 +566,10 @@ enum Migrations {
             "CREATE INDEX sessions_device ON sessions (device_id)",
         ]),
         Migration(version: 19, sql: [
+            // The name a person gave this machine (`device.name`); NULL: its host name.
+            "ALTER TABLE device_identity ADD COLUMN name TEXT",
+        ]),
+        Migration(version: 20, sql: [
             // What a local user let a program have without asking again (DESIGN §12): tokens for
             // an audience, under `prompt: desktop`. `program` is the identity authd read
             // (`exe:/usr/bin/foo`, `flatpak:org.example.App`, `snap:name`).

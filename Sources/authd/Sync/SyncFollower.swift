@@ -35,6 +35,9 @@ struct SyncFollower: Sendable {
     /// Events read from the log per call while catching up.
     static let page = 500
 
+    /// authd's own kinds that end a session (or every session of a machine).
+    static let endings: Set<String> = ["session.ended", "device.revoked"]
+
     func run(after start: Int64, signals: AsyncStream<SyncBus.Signal>, sink: StreamSink) async {
         var last = start
         let mine = OpenSSL.sha256(Array(session.utf8))
@@ -46,6 +49,11 @@ struct SyncFollower: Sendable {
             case .event(let event) where event.position == last + 1:
                 deliver(event, sink)
                 last = event.position
+                // A session or a machine of the account ended: if it was this stream's, the log
+                // now refuses it, and the stream ends saying so.
+                if Self.endings.contains(event.kind) {
+                    guard await catchUp(&last, sink) else { return }
+                }
             case .event, .resync:
                 guard await catchUp(&last, sink) else { return }
             case .sent(let sent):
@@ -59,15 +67,21 @@ struct SyncFollower: Sendable {
         }
     }
 
-    /// Reads the log after `last` until it is read to the end. False when the stream is over
-    /// (the session ended, or it was cancelled); a transient failure waits for the next hint.
+    /// Reads the log after `last` until it is read to the end. False when the stream is over:
+    /// cancelled, or its session ended, which the subscriber is told (`sync.ended`, the reason
+    /// the log gave). A transient failure waits for the next hint.
     private func catchUp(_ last: inout Int64, _ sink: StreamSink) async -> Bool {
         while !Task.isCancelled {
             let page: SyncEvents.Result
             do {
                 page = try await source.events(SyncEvents.Params(session: session, after: last, limit: Self.page), for: caller)
             } catch {
-                return source.isTransient(error)
+                if source.isTransient(error) { return true }
+                if !Task.isCancelled, !(error is CancellationError) {
+                    let reason = (error as? RPCError) ?? (error as? any WireErrorConvertible)?.rpcError ?? .internalError
+                    sink.notify(SyncEndedNotification.self, .init(subscription: sink.name, error: reason))
+                }
+                return false
             }
             if page.oldest > last + 1 && page.head > last {
                 let to = min(page.oldest - 1, page.head)

@@ -17,19 +17,17 @@ actor SyncOutbox {
     private let sealer: Sealer
     private let link: HubLink
     private let bus: SyncBus
-    private let machineName: String
     private let logger: Logger
     private let now: @Sendable () -> Date
     private var flushing = false
     /// Users the hub slowed down, and until when: their entries wait, nobody else's do.
     private var resting: [UInt32: ContinuousClock.Instant] = [:]
 
-    init(store: Store, sealer: Sealer, link: HubLink, bus: SyncBus, machineName: String, logger: Logger, now: @escaping @Sendable () -> Date) {
+    init(store: Store, sealer: Sealer, link: HubLink, bus: SyncBus, logger: Logger, now: @escaping @Sendable () -> Date) {
         self.store = store
         self.sealer = sealer
         self.link = link
         self.bus = bus
-        self.machineName = machineName
         self.logger = logger
         self.now = now
     }
@@ -42,7 +40,7 @@ actor SyncOutbox {
         var params = params
         params.idempotencyKey = key
         // Refused now what no link could carry, rather than answered `queued` and kept for ever.
-        try Self.checkForwardable(params, bodyText: draft.encoded, caller: ForwardedCaller(caller, machine: machineName))
+        try Self.checkForwardable(params, bodyText: draft.encoded, caller: ForwardedCaller(caller))
         if try await !hasQueued(uid: caller.uid) {
             do {
                 return try await forward(params, caller: caller)
@@ -143,7 +141,7 @@ actor SyncOutbox {
         let entry: Entry
         do {
             entry = try open(head)
-            try Self.checkForwardable(entry.params, bodyText: head.body, caller: ForwardedCaller(entry.caller, machine: machineName))
+            try Self.checkForwardable(entry.params, bodyText: head.body, caller: ForwardedCaller(entry.caller))
         } catch let failure as SyncFailure {
             // Queued before such entries were refused at the door (too deep to travel, say).
             logger.warning("sync: a queued event cannot be sent (\(failure.rpcError.reason)); it was dropped", [("AUTHD_SYNC_OUTBOX_ID", String(head.id))])
@@ -191,7 +189,7 @@ actor SyncOutbox {
 
     private func forward(_ params: SyncSend.Params, caller: CallerIdentity) async throws -> SyncSend.Result {
         do {
-            return try await link.forward(SyncSend.self, params, caller: ForwardedCaller(caller, machine: machineName))
+            return try await link.forward(SyncSend.self, params, caller: ForwardedCaller(caller))
         } catch let error as RPCError where error.reason == .rateLimited {
             // A hub that predates the scope slows the machine.
             let scope: SyncWriteLimit.Scope = error.details["scope"]?.stringValue == SyncWriteLimit.Scope.user.rawValue ? .user : .machine

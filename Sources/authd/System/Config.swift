@@ -396,55 +396,81 @@ struct Config: Equatable, Sendable {
         var keyLines: [String: Int] = [:]
         // Split on bytes: in Swift "\r\n" is one Character, so CRLF files would not split on "\n".
         let lines = text.utf8.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false).map { String(decoding: $0, as: UTF8.self) }
+        // Every problem of the file is collected, so that one `--check-config` lists them all.
+        var problems: [ConfigError] = []
+        var skipping = false
         for (index, rawLine) in lines.enumerated() {
             let number = index + 1
             let line = trim(withoutComment(rawLine))
             if line.isEmpty { continue }
-            if line.hasPrefix("[") {
-                guard line.hasSuffix("]") else { throw ConfigError(file: file, line: number, reason: "a section header must end with ']'") }
-                let name = trim(line.dropFirst().dropLast())
-                if name.hasPrefix("federation.") {
-                    let provider = String(name.dropFirst("federation.".count))
-                    guard (1...32).contains(provider.count), provider.allSatisfy({ ($0.isASCII && ($0.isLetter || $0.isNumber)) || $0 == "-" || $0 == "_" }) else {
-                        throw ConfigError(file: file, line: number, reason: "a provider name must be 1–32 letters, digits, '-' or '_'")
+            do throws(ConfigError) {
+                if line.hasPrefix("[") {
+                    section = nil
+                    skipping = true
+                    guard line.hasSuffix("]") else { throw ConfigError(file: file, line: number, reason: "a section header must end with ']'") }
+                    let name = trim(line.dropFirst().dropLast())
+                    if name.hasPrefix("federation.") {
+                        let provider = String(name.dropFirst("federation.".count))
+                        guard (1...32).contains(provider.count), provider.allSatisfy({ ($0.isASCII && ($0.isLetter || $0.isNumber)) || $0 == "-" || $0 == "_" }) else {
+                            throw ConfigError(file: file, line: number, reason: "a provider name must be 1–32 letters, digits, '-' or '_'")
+                        }
+                        guard !config.federationProviders.contains(where: { $0.name == provider }) else {
+                            throw ConfigError(file: file, line: number, reason: "[\(name)] appears twice")
+                        }
+                        config.federationProviders.append(FederationProvider(name: provider))
+                    } else if !sections.contains(where: { $0.name == name }) {
+                        throw ConfigError(file: file, line: number, reason: "unknown section [\(Redaction.printable(name, limit: 40))]; known: \(sections.map(\.name).sorted().joined(separator: ", "))")
                     }
-                    guard !config.federationProviders.contains(where: { $0.name == provider }) else {
-                        throw ConfigError(file: file, line: number, reason: "[\(name)] appears twice")
+                    section = name
+                    skipping = false
+                    continue
+                }
+                // The lines of a refused section are not judged: its header's error says it all.
+                if skipping { continue }
+                guard let equals = line.firstIndex(of: "=") else {
+                    throw ConfigError(file: file, line: number, reason: "expected 'key = value'")
+                }
+                guard let section else { throw ConfigError(file: file, line: number, reason: "a setting must follow a [section] header") }
+                let key = trim(line[..<equals])
+                let value = trim(line[line.index(after: equals)...])
+                if section == "pam" && !pam.settings.contains(where: { $0.key == key }) {
+                    // Any other key of [pam] names a PAM service: its methods, in order.
+                    guard PAMMethod.isServiceName(key) else {
+                        throw ConfigError(file: file, line: number, reason: "'\(Redaction.printable(key, limit: 40))' in [pam] is neither a setting (\(pam.settings.map(\.key).sorted().joined(separator: ", "))) nor a PAM service name")
                     }
-                    config.federationProviders.append(FederationProvider(name: provider))
-                } else if !sections.contains(where: { $0.name == name }) {
-                    throw ConfigError(file: file, line: number, reason: "unknown section [\(Redaction.printable(name, limit: 40))]; known: \(sections.map(\.name).sorted().joined(separator: ", "))")
+                    guard keyLines.updateValue(number, forKey: "pam.\(key)") == nil else {
+                        throw ConfigError(file: file, line: number, reason: "'\(key)' is set twice in [pam]")
+                    }
+                    do {
+                        config.pamServices[key] = try PAMMethod.list(value)
+                    } catch {
+                        throw ConfigError(file: file, line: number, reason: "pam.\(key): \(error.message)")
+                    }
+                } else if section.hasPrefix("federation.") {
+                    try set(key, to: value, in: section, settings: FederationProvider.settings, of: &config.federationProviders[config.federationProviders.count - 1],
+                            file: file, line: number, keyLines: &keyLines)
+                } else {
+                    try set(key, to: value, in: section, settings: sections.first { $0.name == section }!.settings, of: &config,
+                            file: file, line: number, keyLines: &keyLines)
                 }
-                section = name
-                continue
-            }
-            guard let equals = line.firstIndex(of: "=") else {
-                throw ConfigError(file: file, line: number, reason: "expected 'key = value'")
-            }
-            guard let section else { throw ConfigError(file: file, line: number, reason: "a setting must follow a [section] header") }
-            let key = trim(line[..<equals])
-            let value = trim(line[line.index(after: equals)...])
-            if section == "pam" && !pam.settings.contains(where: { $0.key == key }) {
-                // Any other key of [pam] names a PAM service: its methods, in order.
-                guard PAMMethod.isServiceName(key) else {
-                    throw ConfigError(file: file, line: number, reason: "'\(Redaction.printable(key, limit: 40))' in [pam] is neither a setting (\(pam.settings.map(\.key).sorted().joined(separator: ", "))) nor a PAM service name")
-                }
-                guard keyLines.updateValue(number, forKey: "pam.\(key)") == nil else {
-                    throw ConfigError(file: file, line: number, reason: "'\(key)' is set twice in [pam]")
-                }
-                do {
-                    config.pamServices[key] = try PAMMethod.list(value)
-                } catch {
-                    throw ConfigError(file: file, line: number, reason: "pam.\(key): \(error.message)")
-                }
-            } else if section.hasPrefix("federation.") {
-                try set(key, to: value, in: section, settings: FederationProvider.settings, of: &config.federationProviders[config.federationProviders.count - 1],
-                        file: file, line: number, keyLines: &keyLines)
-            } else {
-                try set(key, to: value, in: section, settings: sections.first { $0.name == section }!.settings, of: &config,
-                        file: file, line: number, keyLines: &keyLines)
+            } catch {
+                problems.append(error)
             }
         }
+        do throws(ConfigError) {
+            try checkWhole(config, file: file, keyLines: keyLines)
+        } catch {
+            problems.append(error)
+        }
+        if var first = problems.first {
+            first.more = Array(problems.dropFirst())
+            throw first
+        }
+        return config
+    }
+
+    /// The settings that depend on each other, once every line is read.
+    private static func checkWhole(_ config: Config, file: String, keyLines: [String: Int]) throws(ConfigError) {
         if config.smsBackend == .command && config.smsCommand.isEmpty {
             throw ConfigError(file: file, line: keyLines["sms.backend"] ?? 0, reason: "sms.backend = command needs sms.command (the program to run)")
         }
@@ -464,7 +490,6 @@ struct Config: Equatable, Sendable {
         if config.sessionIdleSeconds > config.sessionLifetimeSeconds {
             throw ConfigError(file: file, line: 0, reason: "accounts.session_idle (\(config.sessionIdleSeconds)s) is longer than accounts.session_lifetime (\(config.sessionLifetimeSeconds)s)")
         }
-        return config
     }
 
     /// `[hub]` as a whole: one role, what it needs, and files that can be read (and a key that
@@ -727,5 +752,16 @@ struct ConfigError: Error, Equatable, CustomStringConvertible {
     let file: String
     let line: Int
     let reason: String
-    var description: String { line > 0 ? "\(file):\(line): \(reason)" : "\(file): \(reason)" }
+    /// The file's other problems, after this first one.
+    var more: [ConfigError] = []
+
+    /// The first problem, and how many more there are (one line, for logs and `admin.reload`).
+    var description: String {
+        one + (more.isEmpty ? "" : " (and \(more.count) more problem\(more.count == 1 ? "" : "s"): authd --check-config lists them)")
+    }
+
+    /// Every problem, one per line (`--check-config`).
+    var report: String { ([one] + more.map(\.one)).joined(separator: "\n") }
+
+    private var one: String { line > 0 ? "\(file):\(line): \(reason)" : "\(file): \(reason)" }
 }

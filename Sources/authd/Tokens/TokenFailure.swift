@@ -5,6 +5,8 @@ import Protocol
 enum TokenFailure: WireErrorConvertible, Equatable {
     case notCompactJWS
     case notES256
+    /// An ID card's token (ES384, the card's certificate in `x5c`): the card signed it, not authd.
+    case cardToken
     case noKeyID
     case noExpiry
     case unknownKey(kid: String)
@@ -18,6 +20,11 @@ enum TokenFailure: WireErrorConvertible, Equatable {
         switch self {
         case .notCompactJWS: .failure(.tokenMalformed, "The token is not a compact JWS with a JSON header and claims.")
         case .notES256: .failure(.tokenMalformed, "The token's algorithm is not ES256.")
+        case .cardToken:
+            .failure(.tokenMalformed,
+                     "This is an ID card's token (ES384, the card's certificate in its x5c header): the card signed it, not authd, so authd's keys "
+                        + "cannot check it. Check its signature with that certificate and the certificate against the card issuer's chain, "
+                        + "as a relying party's Web eID or JOSE library does.")
         case .noKeyID: .failure(.tokenMalformed, "The token's header has no key id (kid).")
         case .noExpiry: .failure(.tokenMalformed, "The token has no numeric exp claim.")
         case .unknownKey(let kid):

@@ -80,7 +80,7 @@ struct TokenService: Sendable {
     private func verify(_ params: TokenVerify.Params, issuer: String, at moment: Date,
                         key: (String) -> (([UInt8], [UInt8]) -> Bool)?) throws(TokenFailure) -> TokenVerify.Result {
         guard let parsed = JWS.parse(params.token) else { throw .notCompactJWS }
-        guard parsed.header["alg"] == "ES256" else { throw .notES256 }
+        guard parsed.header["alg"] == "ES256" else { throw parsed.header["x5c"] != nil ? .cardToken : .notES256 }
         guard case .string(let kid)? = parsed.header["kid"] else { throw .noKeyID }
         guard let verifies = key(kid) else { throw .unknownKey(kid: kid) }
         guard verifies(parsed.signature, parsed.signingInput) else { throw .badSignature }
