@@ -201,3 +201,39 @@ struct WebEIDHostProtocolTests {
         #expect(try Self.run(daemon, "get-signing-certificate", ["origin": .string(Self.origin)])["error"]?["code"] == "ERR_WEBEID_NATIVE_FATAL")
     }
 }
+
+/// `authctl webeid install --user`, `--remove` and `status` in a home of the test's own.
+@Suite("Web eID manifests")
+struct WebEIDManifestTests {
+    @Test("install --user writes the three manifests naming the host, status says so, --remove takes only authd's away")
+    func userManifests() throws {
+        var template = Array("/tmp/authd-webeid-home-XXXXXX".utf8CString)
+        guard let made = mkdtemp(&template) else { throw HarnessError("mkdtemp failed") }
+        let home = String(cString: made)
+        defer { try? FileManager.default.removeItem(atPath: home) }
+        let environment = ["HOME": home, "PATH": "/usr/bin:/bin"]
+        let chromium = home + "/.config/chromium/NativeMessagingHosts/eu.webeid.json"
+        let chrome = home + "/.config/google-chrome/NativeMessagingHosts/eu.webeid.json"
+        let firefox = home + "/.mozilla/native-messaging-hosts/eu.webeid.json"
+
+        let installed = try DaemonHarness.run([DaemonHarness.authctlPath, "webeid", "install", "--user"], environment: environment)
+        #expect(installed.status == 0, "\(installed.stderr)")
+        for path in [chromium, chrome, firefox] {
+            let manifest = try WireCodec.decode(JSONValue.self, from: Data(contentsOf: URL(fileURLWithPath: path)))
+            #expect(manifest["name"] == "eu.webeid" && manifest["type"] == "stdio", "\(path): \(manifest)")
+            #expect(manifest["path"]?.stringValue?.hasSuffix("/authd-webeid") == true)
+        }
+        #expect(try WireCodec.decode(JSONValue.self, from: Data(contentsOf: URL(fileURLWithPath: firefox)))["allowed_extensions"]
+                    == ["{e68418bc-f2b0-4459-a9ea-3e72b6751b07}"])
+        let status = try DaemonHarness.run([DaemonHarness.authctlPath, "--json", "webeid", "status"], environment: environment)
+        let rows = try WireCodec.decode(JSONValue.self, from: Data(status.stdout.utf8)).arrayValue ?? []
+        #expect(rows.count == 3 && rows.allSatisfy { $0["authd"] == true }, "\(status.stdout)")
+
+        // Another host's manifest (web-eid-app's) stays; authd's go.
+        try #"{"name":"eu.webeid","type":"stdio","path":"/usr/bin/web-eid","allowed_origins":[]}"#.write(toFile: chrome, atomically: true, encoding: .utf8)
+        let removed = try DaemonHarness.run([DaemonHarness.authctlPath, "webeid", "install", "--user", "--remove"], environment: environment)
+        #expect(removed.status == 0 && removed.stdout.contains("left alone"), "\(removed.stdout) \(removed.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: chromium) && !FileManager.default.fileExists(atPath: firefox))
+        #expect(FileManager.default.fileExists(atPath: chrome))
+    }
+}
