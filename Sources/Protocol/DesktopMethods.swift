@@ -49,8 +49,50 @@ public enum DesktopRegister: RPCMethod {
         public var subscription: String
         /// authd's `[prompts] pinentry`, when set: the program the agent runs unless told another.
         public var pinentry: String?
-        public init(subscription: String, pinentry: String? = nil) { self.subscription = subscription; self.pinentry = pinentry }
+        /// What names this registration in `desktop.forward`: only the agent knows it.
+        public var agentToken: String
+        public init(subscription: String, pinentry: String? = nil, agentToken: String) {
+            self.subscription = subscription; self.pinentry = pinentry; self.agentToken = agentToken
+        }
+        enum CodingKeys: String, CodingKey { case subscription, pinentry, agentToken = "agent_token" }
     }
+}
+
+/// A program as the agent reads it from /proc for authd (`desktop.identified`), when authd
+/// cannot read another user's processes itself (a system authd).
+public struct DesktopProgram: Codable, Sendable, Equatable {
+    /// `executable`, `flatpak` or `snap`.
+    public var kind: String
+    /// The executable's path, the Flatpak application id or the snap name.
+    public var name: String
+    public var executable: String?
+    public init(kind: String, name: String, executable: String?) { self.kind = kind; self.name = name; self.executable = executable }
+}
+
+/// `desktop.identify` — authd asks the agent who process `pid` (of the agent's user) is; the
+/// agent answers with `desktop.identified`.
+public enum DesktopIdentify: RPCNotification {
+    public static let name = "desktop.identify"
+    public struct Params: Codable, Sendable, Equatable {
+        public var subscription: String
+        public var askId: String
+        public var pid: Int32
+        public init(subscription: String, askId: String, pid: Int32) { self.subscription = subscription; self.askId = askId; self.pid = pid }
+        enum CodingKeys: String, CodingKey { case subscription, pid, askId = "ask_id" }
+    }
+}
+
+/// `desktop.identified` — the agent's answer to `desktop.identify`: the program, or none when
+/// the process is gone or not of the agent's user.
+public enum DesktopIdentified: RPCMethod {
+    public static let name = "desktop.identified"
+    public struct Params: Codable, Sendable, Equatable {
+        public var askId: String
+        public var program: DesktopProgram?
+        public init(askId: String, program: DesktopProgram?) { self.askId = askId; self.program = program }
+        enum CodingKeys: String, CodingKey { case program, askId = "ask_id" }
+    }
+    public typealias Result = Acknowledged
 }
 
 /// `desktop.ask` — show `dialog` and answer with `desktop.reply` for `ask_id`.
@@ -130,14 +172,20 @@ public enum DesktopReply: RPCMethod {
 /// `desktop.forward` — the desktop agent passes on a request a program made on the session bus,
 /// for that program (`pid`, as the bus vouches for it): authd reads who it is itself, asks on the
 /// desktop (`prompt: desktop` is implied) and applies the same consent. Only authd's own agent, of
-/// the same user as the program, may call it; only `card.login`, `card.sign` and `auth.token`.
+/// the same user as the program, may call it (with its registration's `agent_token`); only
+/// `card.login`, `card.sign` and `auth.token`.
 public enum DesktopForward: RPCMethod {
     public static let name = "desktop.forward"
     public struct Params: Codable, Sendable, Equatable {
+        /// `desktop.register`'s `agent_token`: that the caller is the user's registered agent.
+        public var agentToken: String
         public var pid: Int32
         public var method: String
         public var params: JSONValue?
-        public init(pid: Int32, method: String, params: JSONValue?) { self.pid = pid; self.method = method; self.params = params }
+        public init(agentToken: String, pid: Int32, method: String, params: JSONValue?) {
+            self.agentToken = agentToken; self.pid = pid; self.method = method; self.params = params
+        }
+        enum CodingKeys: String, CodingKey { case pid, method, params, agentToken = "agent_token" }
     }
     public typealias Result = JSONValue
 }

@@ -60,7 +60,7 @@ private struct InProcessServer {
             hub: HubState(role: .standalone, identity: try await MachineIdentity.open(store: fixture.store, sealer: fixture.sealer, now: Date()), link: nil),
             desktop: DesktopPrompts(agents: AgentDesk(), desk: AgentDesk(), consents: ConsentBook(store: fixture.store, now: fixture.clock.closure),
                                     config: holder, needsAgent: true),
-            executable: nil, startedAt: Date(), now: fixture.clock.closure)
+            startedAt: Date(), now: fixture.clock.closure)
         var table = DispatchTable.make(services)
         let observations = self.observations
         table.register(WaitMethod.self, home: .machine, access: .anyone) { _, _ in

@@ -19,19 +19,27 @@ struct DesktopPromptTests {
     /// A registered agent connection: the desktop.ask notifications it receives, answered by the test.
     final class FakeAgent {
         let client: LineClient
+        /// What names it in `desktop.forward`.
+        let token: String
 
         init(_ daemon: DaemonHarness) throws {
             client = try LineClient(socketPath: daemon.socketPath)
             let registered = try client.call("desktop.register")
-            guard registered["result"]?["subscription"]?.stringValue != nil else { throw HarnessError("desktop.register failed: \(registered)") }
+            guard registered["result"]?["subscription"]?.stringValue != nil, let token = registered["result"]?["agent_token"]?.stringValue else {
+                throw HarnessError("desktop.register failed: \(registered)")
+            }
+            self.token = token
         }
 
         /// The next question authd asks (bounded by the client's receive timeout).
-        func nextAsk() throws -> JSONValue {
+        func nextAsk() throws -> JSONValue { try next("desktop.ask") }
+
+        /// The params of the next `method` notification.
+        func next(_ method: String) throws -> JSONValue {
             while let message = try client.readJSON() {
-                if message["method"] == "desktop.ask", let params = message["params"] { return params }
+                if message["method"] == .string(method), let params = message["params"] { return params }
             }
-            throw HarnessError("the agent's connection closed before a desktop.ask")
+            throw HarnessError("the agent's connection closed before a \(method)")
         }
 
         func reply(_ ask: JSONValue, _ answer: String, value: String? = nil) throws -> JSONValue {
@@ -177,5 +185,65 @@ struct DesktopPromptTests {
         #expect(onDesktopAnswer.withLock { $0 }?["error"]?["data"]?["reason"] == "prompt.on_desktop")
         let bytes = seen.withLock { $0 }.map { String(decoding: $0, as: UTF8.self) }.joined(separator: "\n")
         #expect(!bytes.contains("1234"), "the PIN crossed the asking connection")
+    }
+
+    @Test("a system authd that may not read the asker's /proc has the user's agent say who asks; desktop.forward needs the agent's token")
+    func agentIdentifiesForASystemAuthd() throws {
+        // authd as another user (as the shipped unit runs it), so the kernel keeps this
+        // process's /proc/PID/exe and root from it.
+        let daemon = try DaemonHarness()
+        _ = try DaemonHarness.run(["/usr/bin/chown", "-R", "daemon:daemon", daemon.directory])
+        try daemon.start(arguments: ["--reuid=daemon", "--regid=daemon", "--clear-groups", DaemonHarness.authdPath, "--system"],
+                         executable: "/usr/bin/setpriv")
+        let session = try signedIn(daemon)
+        let agent = try FakeAgent(daemon)
+        let asker = try daemon.connect()
+        let params: JSONValue = ["session": .string(session), "aud": "https://rp.example", "prompt": "desktop"]
+
+        let asked = Mutex<JSONValue?>(nil)
+        let token = try Self.alongside({ try asker.call("auth.token", params) }) {
+            let identify = try agent.next("desktop.identify")
+            #expect(identify["pid"]?.integerValue == Int64(getpid()), "\(identify)")
+            let program: JSONValue = ["kind": "flatpak", "name": "org.example.Vouched", "executable": "/app/bin/vouched"]
+            #expect(try agent.client.call("desktop.identified", ["ask_id": identify["ask_id"]!, "program": program])["result"] != nil)
+            let ask = try agent.nextAsk()
+            asked.withLock { $0 = ask }
+            _ = try agent.reply(ask, "ok")
+        }
+        #expect(token["result"]?["token"]?.stringValue != nil, "\(token)")
+        #expect(asked.withLock { $0 }?["dialog"]?["description"]?.stringValue?.contains("org.example.Vouched") == true)
+        let listed = try asker.result("consents.list")["consents"]?.arrayValue ?? []
+        #expect(listed.first?["program"] == "flatpak:org.example.Vouched", "\(listed)")
+
+        // Not the agent's token: refused before anything runs.
+        let forged = try asker.call("desktop.forward", ["agent_token": .string(String(repeating: "0", count: 64)), "pid": .integer(Int64(getpid())),
+                                                        "method": "auth.token", "params": params])
+        #expect(forged["error"]?["data"]?["reason"] == "auth.forbidden", "\(forged)")
+        // The agent's token, on a connection of its own as the agent passes a bus call on: served
+        // as the program the agent names, whose consent is remembered (no question).
+        let forwarder = try daemon.connect()
+        let forwarded = try Self.alongside({
+            try forwarder.call("desktop.forward", ["agent_token": .string(agent.token), "pid": .integer(Int64(getpid())), "method": "auth.token", "params": params])
+        }) {
+            let identify = try agent.next("desktop.identify")
+            let program: JSONValue = ["kind": "flatpak", "name": "org.example.Vouched", "executable": "/app/bin/vouched"]
+            _ = try agent.client.call("desktop.identified", ["ask_id": identify["ask_id"]!, "program": program])
+        }
+        #expect(forwarded["result"]?["token"]?.stringValue != nil, "\(forwarded)")
+    }
+
+    @Test("consent = always offers no \"Allow once\": a NOT_CONFIRMED from the dialog is a refusal")
+    func notConfirmedIsNoConsent() throws {
+        let daemon = try DaemonHarness(config: "[prompts]\nconsent = always\n")
+        try daemon.start(arguments: ["--system"])
+        let session = try signedIn(daemon)
+        let agent = try FakeAgent(daemon)
+        let asker = try daemon.connect()
+        let refused = try Self.alongside({ try asker.call("auth.token", ["session": .string(session), "aud": "https://rp.example", "prompt": "desktop"]) }) {
+            let ask = try agent.nextAsk()
+            #expect(ask["dialog"]?["not_ok"] == nil)
+            _ = try agent.reply(ask, "not_ok")
+        }
+        #expect(refused["error"]?["data"]?["reason"] == "consent.denied", "\(refused)")
     }
 }

@@ -14,6 +14,8 @@ import Synchronization
 struct AgentForwarder: Sendable {
     let socketPath: String
     let environment: [String: String]
+    /// The agent's registration, which names it to authd as this user's agent.
+    let token: AgentToken
 
     func handle(_ call: AgentBusCall) async -> Result<String, AgentBusFailure> {
         let method: String
@@ -34,7 +36,10 @@ struct AgentForwarder: Sendable {
         } catch {
             return .failure(AgentBusFailure(reason: Reason.internal.rawValue, message: "The request could not be encoded."))
         }
-        let forwarded = DesktopForward.Params(pid: call.pid, method: method, params: params)
+        guard let agentToken = token.current else {
+            return .failure(AgentBusFailure(reason: "daemon.unavailable", message: "The desktop agent is not registered with authd at \(socketPath) yet."))
+        }
+        let forwarded = DesktopForward.Params(agentToken: agentToken, pid: call.pid, method: method, params: params)
         let open = OpenConnection()
         return await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Result<String, AgentBusFailure>, Never>) in

@@ -21,6 +21,8 @@ final class AgentPrompter: Sendable {
     let tty: (name: String, type: String)?
     let notifications: DesktopNotifications
     let logger: Logger
+    /// The registration's `agent_token` while registered, which ``AgentForwarder`` presents.
+    let token = AgentToken()
     private let turn = FIFOLock()
 
     init(socketPath: String, pinentry: String?, environment: [String: String], notifications: DesktopNotifications, logger: Logger) {
@@ -47,7 +49,11 @@ final class AgentPrompter: Sendable {
         let path = pinentry ?? registration.pinentry ?? Pinentry.resolve(configured: nil, environment: environment)
         let replies = Replies(connection: connection)
         let open = OpenDialogs()
-        defer { open.cancelAll() }
+        token.set(registration.agentToken)
+        defer {
+            token.set(nil)
+            open.cancelAll()
+        }
         logger.info("desktop: asking authd's questions for this user with \(path ?? "no pinentry (none found)") (\(socketPath))")
         registered()
         while let (method, params) = try client.nextNotification() {
@@ -63,6 +69,12 @@ final class AgentPrompter: Sendable {
             case DesktopWithdraw.name:
                 guard let withdrawn = try? WireCodec.decode(DesktopWithdraw.Params.self, from: params) else { continue }
                 open.remove(withdrawn.askId)?.cancel()
+            case DesktopIdentify.name:
+                // authd may not read this user's processes (a system authd): the agent, as the
+                // user, reads who asks, by the same rules.
+                guard let asked = try? WireCodec.decode(DesktopIdentify.Params.self, from: params) else { continue }
+                let program = ProgramIdentity.read(pid: asked.pid, expectedUID: Syscalls.effectiveUserID())
+                replies.identified(asked.askId, program.map { DesktopProgram(kind: $0.kind.rawValue, name: $0.name, executable: $0.executable) })
             case DesktopShow.name:
                 guard let note = try? WireCodec.decode(DesktopShow.Params.self, from: params) else { continue }
                 notifications.progress(DeskNote(id: note.showId, kind: note.kind, title: note.title, message: note.message, done: note.done))
@@ -116,10 +128,23 @@ private final class Replies: @unchecked Sendable {
 
     init(connection: LineConnection) { self.connection = connection }
 
+    func identified(_ askID: String, _ program: DesktopProgram?) {
+        guard let line = try? WireCodec.requestLine(id: nil, method: DesktopIdentified.name, params: DesktopIdentified.Params(askId: askID, program: program)) else { return }
+        lock.withLock { _ in try? connection.send(line) }
+    }
+
     func send(_ askID: String, _ answer: (DesktopAnswer, String?)) {
         guard var line = try? WireCodec.requestLine(id: nil, method: DesktopReply.name,
                                                     params: DesktopReply.Params(askId: askID, answer: answer.0, value: answer.1)) else { return }
         lock.withLock { _ in try? connection.send(line) }
         line.withUnsafeMutableBytes { LineConnection.wipe($0) }
     }
+}
+
+/// The agent's current `agent_token`, shared by its prompt connection (which registers) and the
+/// session-bus calls it passes on.
+final class AgentToken: Sendable {
+    private let value = Mutex<String?>(nil)
+    func set(_ token: String?) { value.withLock { $0 = token } }
+    var current: String? { value.withLock { $0 } }
 }

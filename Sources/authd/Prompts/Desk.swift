@@ -102,6 +102,8 @@ final class AgentDesk: Desk {
     private struct Agent {
         let number: UInt64
         let connection: ObjectIdentifier
+        /// `desktop.register`'s `agent_token`, which `desktop.forward` must present.
+        let token: [UInt8]
         /// Nil until the agent's stream starts; meanwhile `held` keeps what is sent to it.
         var sink: StreamSink?
         var held: [@Sendable (StreamSink) -> Void] = []
@@ -111,23 +113,37 @@ final class AgentDesk: Desk {
         let agent: UInt64
         let resume: @Sendable (Result<PinentryAnswer, any Error>) -> Void
     }
+    private struct Identifying {
+        let uid: UInt32
+        let agent: UInt64
+        let resume: @Sendable (ProgramIdentity?) -> Void
+    }
     private struct State {
         var agents: [UInt32: Agent] = [:]
         var open: [String: Open] = [:]
+        var identifying: [String: Identifying] = [:]
         var next: UInt64 = 0
     }
     private let state = Mutex(State())
 
-    /// The agent of `uid` from now on, replacing an earlier one (whose open questions end).
-    func register(uid: UInt32, connection: ObjectIdentifier) -> UInt64 {
+    /// The agent of `uid` from now on, replacing an earlier one (whose open questions end):
+    /// its number, and the token it presents in `desktop.forward`.
+    func register(uid: UInt32, connection: ObjectIdentifier) throws -> (number: UInt64, token: String) {
+        let token = try OpenSSL.randomBytes(32)
         let (number, ended) = state.withLock { state in
             state.next += 1
             let replaced = state.agents[uid]?.number
-            state.agents[uid] = Agent(number: state.next, connection: connection)
-            return (state.next, replaced.map { Self.takeOpen(of: $0, from: &state) } ?? [])
+            state.agents[uid] = Agent(number: state.next, connection: connection, token: token)
+            return (state.next, replaced.map { Self.takeOpen(of: $0, from: &state) } ?? ([], []))
         }
-        for open in ended { open.resume(.failure(PromptFailure.noDesktop(agent: true))) }
-        return number
+        Self.end(ended)
+        return (number, Hex.encode(token))
+    }
+
+    /// Whether `token` is that of `uid`'s registered agent (compared in constant time).
+    func isAgent(uid: UInt32, token: String) -> Bool {
+        guard let registered = state.withLock({ $0.agents[uid]?.token }), let presented = Hex.decode(token) else { return false }
+        return OpenSSL.constantTimeEquals(registered, presented)
     }
 
     /// The agent `number`'s stream started: what was held for it goes out now, in order.
@@ -143,16 +159,57 @@ final class AgentDesk: Desk {
 
     /// The agent `number` left (its connection closed, or its stream never started).
     func unregister(_ number: UInt64) {
-        let ended = state.withLock { state -> [Open] in
+        let ended = state.withLock { state in
             if let uid = state.agents.first(where: { $0.value.number == number })?.key { state.agents[uid] = nil }
             return Self.takeOpen(of: number, from: &state)
         }
-        for open in ended { open.resume(.failure(PromptFailure.noDesktop(agent: true))) }
+        Self.end(ended)
     }
 
-    private static func takeOpen(of agent: UInt64, from state: inout State) -> [Open] {
-        let ids = state.open.filter { $0.value.agent == agent }.map(\.key)
-        return ids.compactMap { state.open.removeValue(forKey: $0) }
+    private static func takeOpen(of agent: UInt64, from state: inout State) -> ([Open], [Identifying]) {
+        let questions = state.open.filter { $0.value.agent == agent }.map(\.key).compactMap { state.open.removeValue(forKey: $0) }
+        let identifying = state.identifying.filter { $0.value.agent == agent }.map(\.key).compactMap { state.identifying.removeValue(forKey: $0) }
+        return (questions, identifying)
+    }
+
+    private static func end(_ ended: ([Open], [Identifying])) {
+        for open in ended.0 { open.resume(.failure(PromptFailure.noDesktop(agent: true))) }
+        for identifying in ended.1 { identifying.resume(nil) }
+    }
+
+    /// Who process `pid` of `uid` is, as `uid`'s agent reads it (a system authd may not read
+    /// another user's processes); nil when it cannot tell within `limit`, or there is no agent.
+    func identify(uid: UInt32, pid: Int32, within limit: Duration = .seconds(5)) async -> ProgramIdentity? {
+        guard let id = try? Hex.encode(OpenSSL.randomBytes(16)) else { return nil }
+        let timer = Task { [weak self] in
+            try? await Task.sleep(for: limit)
+            self?.state.withLock { $0.identifying.removeValue(forKey: id) }?.resume(nil)
+        }
+        defer { timer.cancel() }
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<ProgramIdentity?, Never>) in
+                let registered = state.withLock { state -> Bool in
+                    guard let agent = state.agents[uid], !Task.isCancelled else { return false }
+                    state.identifying[id] = Identifying(uid: uid, agent: agent.number) { continuation.resume(returning: $0) }
+                    return true
+                }
+                guard registered else { return continuation.resume(returning: nil) }
+                deliver(to: uid) { sink in sink.notify(DesktopIdentify.self, .init(subscription: sink.name, askId: id, pid: pid)) }
+            }
+        } onCancel: {
+            state.withLock { $0.identifying.removeValue(forKey: id) }?.resume(nil)
+        }
+    }
+
+    /// `desktop.identified`: only the connection the question went to may answer it.
+    func identified(_ id: String, from connection: ObjectIdentifier, _ program: ProgramIdentity?) throws(PromptFailure) {
+        let waiting = state.withLock { state -> Identifying? in
+            guard let waiting = state.identifying[id],
+                  state.agents[waiting.uid].map({ $0.number == waiting.agent && $0.connection == connection }) == true else { return nil }
+            return state.identifying.removeValue(forKey: id)
+        }
+        guard let waiting else { throw .unknown }
+        waiting.resume(program)
     }
 
     /// Sends to `uid`'s agent, or holds it until its stream starts; false when it has none.
@@ -182,7 +239,7 @@ final class AgentDesk: Desk {
     func reachable(uid: UInt32) -> Bool { state.withLock { $0.agents[uid] != nil } }
 
     func ask(uid: UInt32, _ dialog: PinentryDialog) async throws -> PinentryAnswer {
-        let id = Hex.encode((try? OpenSSL.randomBytes(16)) ?? [])
+        let id = Hex.encode(try OpenSSL.randomBytes(16))
         let wire = DesktopDialog(dialog)
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<PinentryAnswer, any Error>) in

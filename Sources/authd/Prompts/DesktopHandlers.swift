@@ -9,7 +9,7 @@ extension MethodTable {
         register(DesktopRegister.self, home: .machine, access: .anyone, audit: { _, _ in [:] }) { _, context in
             // Reachable at once: a request that comes right after the response finds it, and
             // what it is sent waits for the stream.
-            let number = agents.register(uid: context.caller.uid, connection: ObjectIdentifier(context.streams.connection as AnyObject))
+            let (number, token) = try agents.register(uid: context.caller.uid, connection: ObjectIdentifier(context.streams.connection as AnyObject))
             let subscription: String
             do {
                 subscription = try context.streams.open(onDrop: { agents.unregister(number) }) { sink in
@@ -23,7 +23,7 @@ extension MethodTable {
                 throw error
             }
             let pinentry = desktop.config.current.promptsPinentry
-            return DesktopRegister.Result(subscription: subscription, pinentry: pinentry.isEmpty ? nil : pinentry)
+            return DesktopRegister.Result(subscription: subscription, pinentry: pinentry.isEmpty ? nil : pinentry, agentToken: token)
         }
         register(DesktopReply.self, home: .machine, access: .anyone) { params, context in
             let connection = ObjectIdentifier(context.streams.connection as AnyObject)
@@ -36,6 +36,17 @@ extension MethodTable {
                 throw RPCError.invalidParams(params.answer == .secret ? "answer 'secret' needs a value." : "Only answer 'secret' takes a value.", field: "value")
             }
             try agents.reply(params.askId, from: connection, outcome)
+            return Acknowledged()
+        }
+        register(DesktopIdentified.self, home: .machine, access: .anyone) { params, context in
+            let program = try params.program.map { program throws(RPCError) -> ProgramIdentity in
+                guard let kind = ProgramIdentity.Kind(rawValue: program.kind), !program.name.isEmpty, program.name.utf8.count <= 4096,
+                      (program.executable?.utf8.count ?? 0) <= 4096 else {
+                    throw RPCError.invalidParams("Parameter 'program' must name a kind (executable, flatpak, snap) and a name.", field: "program")
+                }
+                return ProgramIdentity(kind: kind, name: program.name, executable: program.executable)
+            }
+            try agents.identified(params.askId, from: ObjectIdentifier(context.streams.connection as AnyObject), program)
             return Acknowledged()
         }
         register(ConsentsList.self, home: .machine, access: .anyone) { _, context in

@@ -181,10 +181,14 @@ final class DesktopSession: Sendable {
         switch answer {
         case .ok:
             if remembered { try await book.grant(uid: uid, program: program.key, audience: audience) }
-        case .notOK:
+        case .notOK where remembered:
+            // "Allow once", offered only where the answer may be remembered. Without that button
+            // a NOT_CONFIRMED is a refusal, however a pinentry front-end words its Cancel.
             return
         case .timedOut:
             throw PromptFailure.timedOut(kind: .consent, seconds: timeout)
+        case .notOK:
+            throw PromptFailure.consentDenied(program: program.key, audience: audience)
         case .cancelled, .secret:
             throw PromptFailure.consentDenied(program: program.key, audience: audience)
         }
@@ -268,9 +272,13 @@ struct DesktopPrompts: Sendable {
         // An audience no token may carry is refused before the person is asked anything.
         if let audience = purpose.audience { try TokenStamp.checkText(audience, field: "aud") }
         guard desk.reachable(uid: peer.uid) else { throw PromptFailure.noDesktop(agent: needsAgent) }
-        // Read now, never claimed; a program authd cannot tell (it exited, or the pid is another
-        // user's now) is asked nothing and gets nothing.
-        guard let program = ProgramIdentity.read(pid: peer.pid, expectedUID: peer.uid) else { throw PromptFailure.unknownProgram }
+        // Read now, never claimed by the asking program: by authd from /proc, or, where authd
+        // may not read another user's processes (a system authd), by that user's agent. A program
+        // neither can tell (it exited, or the pid is another user's now) is asked nothing and
+        // gets nothing.
+        var identity = ProgramIdentity.read(pid: peer.pid, expectedUID: peer.uid)
+        if identity == nil { identity = await agents.identify(uid: peer.uid, pid: peer.pid) }
+        guard let program = identity else { throw PromptFailure.unknownProgram }
         let config = self.config.current
         let session = DesktopSession(uid: peer.uid, program: program, purpose: purpose, desk: desk, timeout: config.promptTimeoutSeconds)
         try await session.consent(config.promptsConsent, book: consents, told: connection)

@@ -128,7 +128,7 @@ final class Daemon: @unchecked Sendable {
             vault: TokenVault(store: store, sealer: sealer, directory: accounts),
             http: HTTPClient.beside(environment: ProcessInfo.processInfo.environment), hub: hub,
             desktop: Self.desktopPrompts(options: options, config: holder, store: store, notifications: desktop, now: now),
-            executable: Syscalls.executablePath(pid: Syscalls.processID()), startedAt: started, now: now)
+            startedAt: started, now: now)
         dispatcher = Dispatcher(table: DispatchTable.make(services), services: services)
 
         let (fd, boundPath) = try openListeningSocket()

@@ -216,8 +216,8 @@ final class Dispatcher: Sendable {
     static let agentMethods: Set<String> = [CardLogin.name, CardSign.name, AuthToken.name]
 
     /// Unwraps `desktop.forward` and serves the request as the program's, on the desktop. Only
-    /// authd's own agent (the same executable as this daemon) may call it, and only for a
-    /// process of its own user, which authd identifies itself.
+    /// the caller's user's registered agent (its `agent_token`) may call it; who the program is
+    /// authd reads itself, or has that agent read, with its uid checked.
     private func serveForAgent(_ request: Request, agent: CallerIdentity, environment: RequestEnvironment) async -> Response {
         let forwarded: DesktopForward.Params
         do {
@@ -225,15 +225,15 @@ final class Dispatcher: Sendable {
         } catch {
             return reply(request, .failure(error))
         }
-        guard let exe = agent.exe, exe == services.executable else {
-            return reply(request, .failure(.failure(.forbidden, "Only authd's desktop agent (authd --desktop) may pass on requests from the session bus.")))
+        guard services.desktop.agents.isAgent(uid: agent.uid, token: forwarded.agentToken) else {
+            return reply(request, .failure(.failure(.forbidden, "Only the desktop agent registered for this user (authd --desktop) may pass on requests from the session bus.")))
         }
         guard Self.agentMethods.contains(forwarded.method) else {
             return reply(request, .failure(.failure(.forbidden, "The desktop agent passes on only \(Self.agentMethods.sorted().joined(separator: ", ")); "
                                                     + "\(Redaction.printable(forwarded.method, limit: 64)) is not one.")))
         }
-        guard forwarded.pid > 0, ProgramIdentity.read(pid: forwarded.pid, expectedUID: agent.uid) != nil else {
-            return reply(request, .failure(.failure(.forbidden, "Process \(forwarded.pid) is not a process of the agent's user.")))
+        guard forwarded.pid > 0 else {
+            return reply(request, .failure(.invalidParams("Parameter 'pid' must be a process id.", field: "pid")))
         }
         guard case .object(var fields) = forwarded.params ?? .object([:]) else {
             return reply(request, .failure(.invalidParams("Parameter 'params' must be an object.", field: "params")))

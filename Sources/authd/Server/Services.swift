@@ -39,8 +39,6 @@ struct Services: Sendable {
     let hub: HubState
     /// Where `prompt: desktop` asks the person, and what they consented to (DESIGN §12).
     let desktop: DesktopPrompts
-    /// This daemon's own executable: the desktop agent's, which alone may use `desktop.forward`.
-    let executable: String?
     let startedAt: Date
     let now: @Sendable () -> Date
 

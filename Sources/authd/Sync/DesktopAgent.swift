@@ -30,8 +30,9 @@ enum DesktopAgent {
         let logger = Logger(sink: Logger.sink(for: .auto))
         let desktop = DesktopNotifications(logger: logger)
         let environment = ProcessInfo.processInfo.environment
-        AgentPrompter(socketPath: socketPath, pinentry: pinentry, environment: environment, notifications: desktop, logger: logger).start()
-        let bus = serveBus(AgentForwarder(socketPath: socketPath, environment: environment), logger: logger)
+        let prompter = AgentPrompter(socketPath: socketPath, pinentry: pinentry, environment: environment, notifications: desktop, logger: logger)
+        prompter.start()
+        let bus = serveBus(AgentForwarder(socketPath: socketPath, environment: environment, token: prompter.token), logger: logger)
         defer { withExtendedLifetime(bus) {} }
         keepConnected("follow authd's notifications", socketPath: socketPath, logger: logger) { connected in
             let client = RPCClient(connection: try LineConnection(socketPath: socketPath))
