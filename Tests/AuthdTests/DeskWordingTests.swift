@@ -1,34 +1,31 @@
-import Testing
 @testable import authd
+import Testing
 
-/// What desktop dialogs say (pure): who asks, for which origin, and what is handed over.
+/// What desktop dialogs say, with hostile text in every field that comes from outside.
 @Suite("Desktop dialog wording")
 struct DeskWordingTests {
-    static let host = ProgramIdentity(kind: .executable, name: "/usr/bin/authd-webeid", executable: "/usr/bin/authd-webeid")
-    static let holder = CardHolder(personalCode: "38001085718", name: "JAAK-KRISTJAN JÕEORG")
+    static let hostileProgram = ProgramIdentity(kind: .executable, name: "/usr/bin/" + String(repeating: "\u{3000}", count: 300) + "bank", executable: nil)
 
-    @Test("a certificate hand-over names the origin, which certificate, whose; OK is \"Hand over\"")
-    func handOver() {
-        let dialog = DeskWording.handOver(Self.holder, by: Self.host, for: .certificate(audience: "https://rp.example", signing: true), timeout: 30)
-        #expect(dialog.description.contains("asks for your ID card's signing certificate for https://rp.example."))
-        #expect(dialog.description.contains("JAAK-KRISTJAN JÕEORG, personal code 38001085718"))
-        #expect(dialog.question == .confirm(ok: "Hand over", notOK: nil, cancel: "Cancel"))
+    @Test("padding, blank letters and stacked marks are escaped, and each field is cut in bytes: the fixed lines always fit Assuan's 1000-byte line")
+    func hostileFieldsFit() {
+        let description = "Contract.pdf" + String(repeating: "\u{2800}", count: 400) + "Hash: 0000" + String(repeating: "e\u{301}\u{301}\u{301}\u{301}\u{301}", count: 100)
+        let purpose = DeskPurpose.sign(audience: String(repeating: "\u{3164}", count: 256), description: description, hash: String(repeating: "A", count: 86))
+        let dialog = DeskWording.secret(.pin2, message: "Enter PIN2 to sign \"\(description)\"", by: Self.hostileProgram, for: purpose,
+                                        retriesLeft: 2, error: nil, timeout: 60)
+        let line = Assuan.line("SETDESC", dialog.description)
+        #expect(line.utf8.count <= Assuan.lineLimit, "\(line.utf8.count) bytes")
+        #expect(!line.hasSuffix("…"), "the line itself was cut: fixed lines lost")
+        #expect(dialog.description.contains("\nHash: AAAA") && dialog.description.hasSuffix("2 tries left."))
+        for invisible in ["\u{3000}", "\u{2800}", "\u{3164}"] { #expect(!dialog.description.contains(invisible)) }
+        #expect(Pinentry.field("e\u{301}\u{301}\u{301}\u{301}\u{301}").contains("\\u{301}"), "marks past the third are shown")
     }
 
-    @Test("consent for a certificate is asked for the origin; a login's PIN1 question says what the site gets")
-    func consentAndLogin() {
-        let consent = DeskWording.consent(by: Self.host, for: .certificate(audience: "https://rp.example", signing: true), remembered: true, timeout: 30)
-        #expect(consent.description.hasPrefix("Allow /usr/bin/authd-webeid to have your ID card's certificate for https://rp.example?"))
-        #expect(DeskWording.handedOver(Self.holder) == "Your name and personal code go to the site: JAAK-KRISTJAN JÕEORG, 38001085718.")
-        #expect(DeskPurpose.certificate(audience: nil, signing: false).audience == nil)
-    }
-
-    @Test("a signature's dialog shows the whole hash, escaped")
-    func wholeHash() {
-        let hash = String(repeating: "Ab9_-", count: 12) + "xyz"
-        let text = DeskWording.request(by: Self.host, for: .sign(audience: "https://rp.example", description: "Loan", hash: hash))
-        #expect(text.contains("Hash: \(hash)") && !text.contains("…"))
-        let hostile = DeskWording.handedOver(CardHolder(personalCode: "1\n2", name: "A\u{1b}[2J"))
-        #expect(!hostile.contains("\n") && !hostile.contains("\u{1b}"))
+    @Test("the consent question keeps its buttons' keys apart, and offers Allow once only where an answer is remembered")
+    func consentButtons() {
+        let remembered = DeskWording.consent(by: Self.hostileProgram, for: .login(audience: "https://rp.example"), remembered: true, timeout: 60)
+        #expect(remembered.question == .confirm(ok: "_Always allow", notOK: "Allow _once", cancel: "_Deny"))
+        let always = DeskWording.consent(by: Self.hostileProgram, for: .login(audience: "https://rp.example"), remembered: false, timeout: 60)
+        #expect(always.question == .confirm(ok: "_Allow", notOK: nil, cancel: "_Deny"))
+        #expect(Assuan.line("SETDESC", remembered.description).utf8.count <= Assuan.lineLimit)
     }
 }

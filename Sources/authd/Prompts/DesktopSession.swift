@@ -56,7 +56,7 @@ enum DeskWording {
         case .sign(let audience, let description, let hash):
             var lines = ["\(who) asks for your signature for \(Pinentry.field(audience)).", "Document: \(Pinentry.field(description))"]
             // The whole hash: the person may compare it with what the signing page shows.
-            if let hash { lines.append("Hash: \(Pinentry.field(hash))") }
+            if let hash { lines.append("Hash: \(Pinentry.field(hash, limit: 100))") }
             return lines.joined(separator: "\n")
         case .accountToken(let audience): return "\(who) asks to sign you in to \(Pinentry.field(audience)) with your account."
         case .unlock: return "\(who) asks to unlock authd."
@@ -84,7 +84,7 @@ enum DeskWording {
     /// A secret's dialog: who asks and for what, then authd's own question.
     static func secret(_ kind: PromptKind, message: String, by program: ProgramIdentity, for purpose: DeskPurpose,
                        retriesLeft: Int?, error: String?, timeout: Int) -> PinentryDialog {
-        var lines = [request(by: program, for: purpose), "", Pinentry.field(message)]
+        var lines = [request(by: program, for: purpose), "", Pinentry.field(message, limit: 300)]
         if let retriesLeft { lines.append("\(retriesLeft) \(retriesLeft == 1 ? "try" : "tries") left.") }
         return PinentryDialog(question: .secret(prompt: label(kind)), title: title, description: lines.joined(separator: "\n"),
                               error: error.map { Pinentry.field($0) }, timeout: timeout)

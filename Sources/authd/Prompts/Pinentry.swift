@@ -120,24 +120,32 @@ struct Pinentry: Sendable {
 
     /// `untrusted` (an audience, a program's name, a document's description: anything from
     /// outside) made safe to place inside one line of a dialog: control characters (C0, DEL,
-    /// C1), line and paragraph separators and format characters (bidirectional overrides and
-    /// isolates, zero-width ones) become a visible `\u{XXXX}`, so none can start a line, reorder
-    /// what surrounds it or hide; more than `limit` characters are cut, marked with "…".
-    static func field(_ untrusted: String, limit: Int = 200) -> String {
+    /// C1), line and paragraph separators, format characters (bidirectional overrides and
+    /// isolates, zero-width ones), private-use and unassigned code points, spaces other than
+    /// U+0020, blank-looking letters (U+2800, the Hangul fillers) and combining marks past the
+    /// third of one character become a visible `\u{XXXX}`, so none can start a line, reorder,
+    /// pad or hide what surrounds it. At most `limit` UTF-8 bytes, cut between characters and
+    /// marked with "…", so that the fixed lines of a dialog always fit its 1000-byte line.
+    static func field(_ untrusted: String, limit: Int = 160) -> String {
         var safe = ""
-        for (count, character) in untrusted.enumerated() {
-            if count == limit { return safe + "…" }
-            for scalar in character.unicodeScalars {
-                switch scalar.properties.generalCategory {
-                case .control, .format, .lineSeparator, .paragraphSeparator, .privateUse:
-                    safe += "\\u{" + String(scalar.value, radix: 16, uppercase: true) + "}"
-                default:
-                    safe.unicodeScalars.append(scalar)
+        for character in untrusted {
+            var piece = ""
+            for (index, scalar) in character.unicodeScalars.enumerated() {
+                let visible = switch scalar.properties.generalCategory {
+                case .control, .format, .lineSeparator, .paragraphSeparator, .privateUse, .unassigned, .surrogate: false
+                case .spaceSeparator: scalar == " "
+                default: index < 4 && !blankLetters.contains(scalar.value)
                 }
+                if visible { piece.unicodeScalars.append(scalar) } else { piece += "\\u{" + String(scalar.value, radix: 16, uppercase: true) + "}" }
             }
+            if safe.utf8.count + piece.utf8.count > limit { return safe + "…" }
+            safe += piece
         }
         return safe
     }
+
+    /// Letters that draw nothing: the Braille blank and the Hangul fillers.
+    private static let blankLetters: Set<UInt32> = [0x2800, 0x115F, 0x1160, 0x3164, 0xFFA0]
 
     /// Runs one pinentry process for one dialog and returns the person's answer. Task
     /// cancellation kills pinentry (SIGTERM, then SIGKILL after `terminationGrace`) and throws
