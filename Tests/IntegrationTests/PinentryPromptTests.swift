@@ -257,4 +257,20 @@ struct PinentryPromptTests {
         let denied = try DaemonHarness.run(gdbus + ["org.authd.Desktop1.CardLogin", "https://other.example", ""])
         #expect(denied.status != 0 && denied.stderr.contains("org.authd.Error.Consent.Denied"), "\(denied.stdout) \(denied.stderr)")
     }
+
+    @Test("a website's login on the desktop always asks PIN1, showing whose name goes to the site, even with PIN1 saved")
+    func webEIDLoginIgnoresSavedPIN1() throws {
+        let rig = try CardRig()
+        try rig.insertCard()
+        let script = try Script([["pin": "1234"]])
+        let daemon = try DaemonHarness(config: "[prompts]\npinentry = \(script.path)\nconsent = never\n")
+        try daemon.start(environment: rig.environment)
+        let client = try daemon.connect()
+        _ = try client.result("card.pin1.save", ["pin": "1234"])
+        let login = try client.call("card.login", ["aud": "https://rp.example", "nonce": .string(String(repeating: "n", count: 44)), "format": "web-eid",
+                                                   "prompt": "desktop"])
+        #expect(login["result"]?["format"] == "web-eid", "\(login)")
+        #expect(script.dialogs.count == 1 && script.dialogs.first?["SETPROMPT"] == "PIN1:", "\(script.commands)")
+        #expect(script.dialogs.first?["SETDESC"]?.contains("go to the site") == true)
+    }
 }

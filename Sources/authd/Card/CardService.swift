@@ -72,7 +72,9 @@ struct CardService: Sendable {
     private func obtainPIN1(_ context: RequestContext, window: Int, purpose: String, wrong: String? = nil,
                             seen: SeenCard? = nil) async throws -> (secret: SecretBytes, saved: Bool, byFinger: Bool) {
         let uid = context.caller.uid
-        guard wrong == nil, let saved = try await secrets.load(.pin1, uid: uid) else {
+        // A card read first for a website (`seen`) is shown to the person, who types PIN1 to
+        // hand it over, as with web-eid-app: a saved PIN1 would sign them in without a word.
+        guard wrong == nil, seen == nil, let saved = try await secrets.load(.pin1, uid: uid) else {
             return (try await askPIN(.pin1, context, window: window, purpose: purpose, preface: seen.map { DeskWording.handedOver($0.holder) + " " } ?? "",
                                      wrong: wrong, retriesLeft: wrong == nil ? seen?.retriesLeft : nil), false, false)
         }

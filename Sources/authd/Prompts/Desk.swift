@@ -146,15 +146,19 @@ final class AgentDesk: Desk {
         return OpenSSL.constantTimeEquals(registered, presented)
     }
 
-    /// The agent `number`'s stream started: what was held for it goes out now, in order.
+    /// The agent `number`'s stream started: what was held for it goes out now, in order, and
+    /// only then does anything go to it directly (a withdrawal never overtakes its question).
     func activate(_ number: UInt64, sink: StreamSink) {
-        let held = state.withLock { state -> [@Sendable (StreamSink) -> Void] in
-            guard let uid = state.agents.first(where: { $0.value.number == number })?.key else { return [] }
-            state.agents[uid]?.sink = sink
-            defer { state.agents[uid]?.held = [] }
-            return state.agents[uid]?.held ?? []
+        while true {
+            let held = state.withLock { state -> [@Sendable (StreamSink) -> Void] in
+                guard let uid = state.agents.first(where: { $0.value.number == number })?.key, let held = state.agents[uid]?.held else { return [] }
+                if held.isEmpty { state.agents[uid]?.sink = sink }
+                state.agents[uid]?.held = []
+                return held
+            }
+            if held.isEmpty { return }
+            for send in held { send(sink) }
         }
-        for send in held { send(sink) }
     }
 
     /// The agent `number` left (its connection closed, or its stream never started).
