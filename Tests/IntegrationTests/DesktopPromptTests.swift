@@ -190,46 +190,49 @@ struct DesktopPromptTests {
     @Test("a system authd that may not read the asker's /proc has the user's agent say who asks; desktop.forward needs the agent's token")
     func agentIdentifiesForASystemAuthd() throws {
         // authd as another user (as the shipped unit runs it), so the kernel keeps this
-        // process's /proc/PID/exe and root from it.
+        // process's /proc/PID/exe and root from it. It needs no account, card or phone library
+        // here: who asks, and the consent, come before the handler (which then finds no pcscd).
         let daemon = try DaemonHarness()
         _ = try DaemonHarness.run(["/usr/bin/chown", "-R", "daemon:daemon", daemon.directory])
         try daemon.start(arguments: ["--reuid=daemon", "--regid=daemon", "--clear-groups", DaemonHarness.authdPath, "--system"],
-                         executable: "/usr/bin/setpriv")
-        let session = try signedIn(daemon)
+                         environment: ["PCSCLITE_CSOCK_NAME": daemon.directory + "/no-pcscd.comm"], executable: "/usr/bin/setpriv")
         let agent = try FakeAgent(daemon)
         let asker = try daemon.connect()
-        let params: JSONValue = ["session": .string(session), "aud": "https://rp.example", "prompt": "desktop"]
+        let params: JSONValue = ["aud": "https://rp.example", "prompt": "desktop", "timeout_s": 1]
+        let vouched: JSONValue = ["kind": "flatpak", "name": "org.example.Vouched", "executable": "/app/bin/vouched"]
 
         let asked = Mutex<JSONValue?>(nil)
-        let token = try Self.alongside({ try asker.call("auth.token", params) }) {
+        let login = try Self.alongside({ try asker.call("card.login", params) }) {
             let identify = try agent.next("desktop.identify")
             #expect(identify["pid"]?.integerValue == Int64(getpid()), "\(identify)")
-            let program: JSONValue = ["kind": "flatpak", "name": "org.example.Vouched", "executable": "/app/bin/vouched"]
-            #expect(try agent.client.call("desktop.identified", ["ask_id": identify["ask_id"]!, "program": program])["result"] != nil)
+            #expect(try agent.client.call("desktop.identified", ["ask_id": identify["ask_id"]!, "program": vouched])["result"] != nil)
             let ask = try agent.nextAsk()
             asked.withLock { $0 = ask }
             _ = try agent.reply(ask, "ok")
+            _ = try agent.reply(try agent.nextAsk(), "secret", value: "1234")
         }
-        #expect(token["result"]?["token"]?.stringValue != nil, "\(token)")
+        #expect(login["error"]?["data"]?["reason"] == "card.service_unavailable", "past the desktop, the card: \(login)")
         #expect(asked.withLock { $0 }?["dialog"]?["description"]?.stringValue?.contains("org.example.Vouched") == true)
         let listed = try asker.result("consents.list")["consents"]?.arrayValue ?? []
         #expect(listed.first?["program"] == "flatpak:org.example.Vouched", "\(listed)")
 
         // Not the agent's token: refused before anything runs.
         let forged = try asker.call("desktop.forward", ["agent_token": .string(String(repeating: "0", count: 64)), "pid": .integer(Int64(getpid())),
-                                                        "method": "auth.token", "params": params])
+                                                        "method": "card.login", "params": params])
         #expect(forged["error"]?["data"]?["reason"] == "auth.forbidden", "\(forged)")
-        // The agent's token, on a connection of its own as the agent passes a bus call on: served
-        // as the program the agent names, whose consent is remembered (no question).
+        // The agent's token, on a connection of its own as the agent passes a bus call on: run
+        // as the program the agent names, whose consent is remembered (no question), up to the card.
         let forwarder = try daemon.connect()
         let forwarded = try Self.alongside({
-            try forwarder.call("desktop.forward", ["agent_token": .string(agent.token), "pid": .integer(Int64(getpid())), "method": "auth.token", "params": params])
+            try forwarder.call("desktop.forward", ["agent_token": .string(agent.token), "pid": .integer(Int64(getpid())), "method": "card.login", "params": params])
         }) {
             let identify = try agent.next("desktop.identify")
-            let program: JSONValue = ["kind": "flatpak", "name": "org.example.Vouched", "executable": "/app/bin/vouched"]
-            _ = try agent.client.call("desktop.identified", ["ask_id": identify["ask_id"]!, "program": program])
+            _ = try agent.client.call("desktop.identified", ["ask_id": identify["ask_id"]!, "program": vouched])
+            let pin = try agent.nextAsk()
+            #expect(pin["dialog"]?["prompt"] == "PIN1:", "no consent question: it is remembered")
+            _ = try agent.reply(pin, "secret", value: "1234")
         }
-        #expect(forwarded["result"]?["token"]?.stringValue != nil, "\(forwarded)")
+        #expect(forwarded["error"]?["data"]?["reason"] == "card.service_unavailable", "\(forwarded)")
     }
 
     @Test("consent = always offers no \"Allow once\": a NOT_CONFIRMED from the dialog is a refusal")
