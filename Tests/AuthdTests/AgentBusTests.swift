@@ -376,21 +376,10 @@ final class PrivateSessionBus {
         daemon.standardInput = daemonInput
         daemon.standardOutput = output
         try daemon.run()
-        var line: [UInt8] = []
-        let deadline = Date().addingTimeInterval(10)
-        let fd = output.fileHandleForReading.fileDescriptor
-        while !line.contains(0x0a), Date() < deadline {
-            var poller = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-            guard poll(&poller, 1, 200) > 0 else { continue }
-            var buffer = [UInt8](repeating: 0, count: 256)
-            let count = read(fd, &buffer, buffer.count)
-            if count <= 0 { break }
-            line += buffer[0..<count]
-        }
-        address = String(decoding: line.prefix { $0 != 0x0a }, as: UTF8.self)
+        address = printedBusAddress(output)
         guard address.hasPrefix("unix:") else {
             stop()
-            throw SensorBusError("dbus-daemon printed no address: \(String(decoding: line, as: UTF8.self))")
+            throw SensorBusError("dbus-daemon printed no address: \(address)")
         }
     }
 

@@ -54,22 +54,10 @@ final class SensorBus {
         bus.standardInput = busInput
         bus.standardOutput = output
         try bus.run()
-        // The address line, within 10 s.
-        var line: [UInt8] = []
-        let deadline = Date().addingTimeInterval(10)
-        let fd = output.fileHandleForReading.fileDescriptor
-        while !line.contains(0x0a), Date() < deadline {
-            var poller = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-            guard poll(&poller, 1, 200) > 0 else { continue }
-            var buffer = [UInt8](repeating: 0, count: 256)
-            let count = read(fd, &buffer, buffer.count)
-            if count <= 0 { break }
-            line += buffer[0..<count]
-        }
-        address = String(decoding: line.prefix { $0 != 0x0a }, as: UTF8.self)
+        address = printedBusAddress(output)
         guard address.hasPrefix("unix:") else {
             stop()
-            throw SensorBusError("dbus-daemon printed no address: \(String(decoding: line, as: UTF8.self))")
+            throw SensorBusError("dbus-daemon printed no address: \(address)")
         }
     }
 
@@ -290,4 +278,20 @@ private struct BusctlValues<Value: Decodable>: Decodable {
 struct SensorBusError: Error, CustomStringConvertible {
     let description: String
     init(_ description: String) { self.description = description }
+}
+
+/// The first line a `dbus-daemon --print-address` writes to `output` (its address), within 10 s.
+func printedBusAddress(_ output: Pipe) -> String {
+    var line: [UInt8] = []
+    let deadline = Date().addingTimeInterval(10)
+    let fd = output.fileHandleForReading.fileDescriptor
+    while !line.contains(0x0a), Date() < deadline {
+        var poller = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        guard poll(&poller, 1, 200) > 0 else { continue }
+        var buffer = [UInt8](repeating: 0, count: 256)
+        let count = read(fd, &buffer, buffer.count)
+        if count <= 0 { break }
+        line += buffer[0..<count]
+    }
+    return String(decoding: line.prefix { $0 != 0x0a }, as: UTF8.self)
 }
