@@ -121,21 +121,31 @@ final class Bus {
         try call(destination, path, interface, member, arguments: arguments.map(Argument.string), timeout: timeout)
     }
 
-    /// Calls `member` with `arguments` and returns the reply. `timeout` bounds the wait.
-    func call(_ destination: String, _ path: String, _ interface: String, _ member: String, arguments: [Argument],
-              timeout: Duration) throws(BusError) -> BusMessage {
+    /// A method call message with `arguments`, which the caller unreferences.
+    private func methodCall(_ destination: String, _ path: String, _ interface: String, _ member: String,
+                            _ arguments: [Argument]) throws(BusError) -> OpaquePointer {
         var message: OpaquePointer?
         var status = sd_bus_message_new_method_call(bus, &message, destination, path, interface, member)
         guard status >= 0, let message else { throw BusError(name: "", message: "cannot build a call", errno: -status) }
-        defer { sd_bus_message_unref(message) }
         for argument in arguments {
             status = Self.append(argument, to: message)
-            guard status >= 0 else { throw BusError(name: "", message: "cannot append an argument", errno: -status) }
+            guard status >= 0 else {
+                sd_bus_message_unref(message)
+                throw BusError(name: "", message: "cannot append an argument", errno: -status)
+            }
         }
+        return message
+    }
+
+    /// Calls `member` with `arguments` and returns the reply. `timeout` bounds the wait.
+    func call(_ destination: String, _ path: String, _ interface: String, _ member: String, arguments: [Argument],
+              timeout: Duration) throws(BusError) -> BusMessage {
+        let message = try methodCall(destination, path, interface, member, arguments)
+        defer { sd_bus_message_unref(message) }
         var error = sd_bus_error()
         defer { sd_bus_error_free(&error) }
         var reply: OpaquePointer?
-        status = sd_bus_call(bus, message, Self.microseconds(timeout), &error, &reply)
+        let status = sd_bus_call(bus, message, Self.microseconds(timeout), &error, &reply)
         guard status >= 0, let reply else {
             throw BusError(name: error.name.map { String(cString: $0) } ?? "", message: error.message.map { String(cString: $0) } ?? "",
                            errno: -status)
@@ -294,17 +304,11 @@ extension Bus {
     /// unless the bus is closed first.
     func callLater(_ destination: String, _ path: String, _ interface: String, _ member: String, arguments: [Argument],
                    timeout: Duration, _ handler: @escaping (Result<BusMessage, BusError>) -> Void) throws(BusError) {
-        var message: OpaquePointer?
-        var status = sd_bus_message_new_method_call(bus, &message, destination, path, interface, member)
-        guard status >= 0, let message else { throw BusError(name: "", message: "cannot build a call", errno: -status) }
+        let message = try methodCall(destination, path, interface, member, arguments)
         defer { sd_bus_message_unref(message) }
-        for argument in arguments {
-            status = Self.append(argument, to: message)
-            guard status >= 0 else { throw BusError(name: "", message: "cannot append an argument", errno: -status) }
-        }
         let box = Unmanaged.passRetained(ReplyHandlerBox(handler))
         var slot: OpaquePointer?
-        status = sd_bus_call_async(bus, &slot, message, busReplyTrampoline, box.toOpaque(), Self.microseconds(timeout))
+        let status = sd_bus_call_async(bus, &slot, message, busReplyTrampoline, box.toOpaque(), Self.microseconds(timeout))
         guard status >= 0, let slot else {
             box.release()
             throw BusError(name: "", message: "cannot send a call", errno: -status)
