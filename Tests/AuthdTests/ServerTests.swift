@@ -58,8 +58,8 @@ private struct InProcessServer {
             vault: TokenVault(store: fixture.store, sealer: fixture.sealer, directory: directory),
             http: HTTPClient(helperPath: "/nonexistent/authd-http"),
             hub: HubState(role: .standalone, identity: try await MachineIdentity.open(store: fixture.store, sealer: fixture.sealer, now: Date()), link: nil),
-            desktop: DesktopPrompts(agents: AgentDesk(), desk: AgentDesk(), consents: ConsentBook(store: fixture.store, now: fixture.clock.closure),
-                                    config: holder, needsAgent: true),
+            desktop: DesktopPrompts(desk: DeskRouter(agents: AgentDesk(), local: nil), consents: ConsentBook(store: fixture.store, now: fixture.clock.closure),
+                                    config: holder),
             startedAt: Date(), now: fixture.clock.closure)
         var table = DispatchTable.make(services)
         let observations = self.observations

@@ -61,11 +61,9 @@ final class AgentPrompter: Sendable {
             switch method {
             case DesktopAsk.name:
                 guard let ask = try? WireCodec.decode(DesktopAsk.Params.self, from: params) else { continue }
-                open.add(ask.askId, Task { [self] in
-                    let answer = await show(ask.dialog, with: path)
-                    _ = open.remove(ask.askId)
-                    if let answer { replies.send(ask.askId, answer) }
-                })
+                open.start(ask.askId) { [self] in
+                    if let answer = await show(ask.dialog, with: path) { replies.send(ask.askId, answer) }
+                }
             case DesktopWithdraw.name:
                 guard let withdrawn = try? WireCodec.decode(DesktopWithdraw.Params.self, from: params) else { continue }
                 open.remove(withdrawn.askId)?.cancel()
@@ -114,7 +112,17 @@ final class AgentPrompter: Sendable {
 private final class OpenDialogs: Sendable {
     private let tasks = Mutex<[String: Task<Void, Never>]>([:])
 
-    func add(_ id: String, _ task: Task<Void, Never>) { tasks.withLock { $0[id] = task } }
+    /// Runs `dialog` as `id` until it ends or is withdrawn. Started under the lock, so that
+    /// the task's own removal at its end always comes after it was added.
+    func start(_ id: String, _ dialog: @escaping @Sendable () async -> Void) {
+        tasks.withLock { tasks in
+            tasks[id] = Task { [self] in
+                await dialog()
+                _ = remove(id)
+            }
+        }
+    }
+
     func remove(_ id: String) -> Task<Void, Never>? { tasks.withLock { $0.removeValue(forKey: id) } }
     func cancelAll() { tasks.withLock { for task in $0.values { task.cancel() }; $0 = [:] } }
 }

@@ -42,8 +42,8 @@ struct DeskRouter: Desk {
     }
 
     func ask(uid: UInt32, _ dialog: PinentryDialog) async throws -> PinentryAnswer {
-        if agents.reachable(uid: uid) || local == nil { return try await agents.ask(uid: uid, dialog) }
-        return try await local!.ask(uid: uid, dialog)
+        guard let local, !agents.reachable(uid: uid) else { return try await agents.ask(uid: uid, dialog) }
+        return try await local.ask(uid: uid, dialog)
     }
 
     func show(uid: UInt32, _ note: DeskNote) {
@@ -108,21 +108,35 @@ final class AgentDesk: Desk {
         var sink: StreamSink?
         var held: [@Sendable (StreamSink) -> Void] = []
     }
-    private struct Open {
+    /// A question sent to agent number `agent` of `uid`, waiting for its answer.
+    private struct Waiting<Answer> {
         let uid: UInt32
         let agent: UInt64
-        let resume: @Sendable (Result<PinentryAnswer, any Error>) -> Void
+        let resume: @Sendable (Answer) -> Void
     }
-    private struct Identifying {
-        let uid: UInt32
-        let agent: UInt64
-        let resume: @Sendable (ProgramIdentity?) -> Void
-    }
+    private typealias Open = Waiting<Result<PinentryAnswer, any Error>>
+    private typealias Identifying = Waiting<ProgramIdentity?>
     private struct State {
         var agents: [UInt32: Agent] = [:]
         var open: [String: Open] = [:]
         var identifying: [String: Identifying] = [:]
         var next: UInt64 = 0
+
+        func uid(ofAgent number: UInt64) -> UInt32? { agents.first { $0.value.number == number }?.key }
+
+        /// Takes the question `id` of `waiting` for its answer, if it went to the agent that is
+        /// registered on `connection`: no other connection may answer it.
+        mutating func answer<Answer>(_ id: String, in waiting: WritableKeyPath<State, [String: Waiting<Answer>]>,
+                                     from connection: ObjectIdentifier) -> Waiting<Answer>? {
+            guard let question = self[keyPath: waiting][id],
+                  let agent = agents[question.uid], agent.number == question.agent, agent.connection == connection else { return nil }
+            return self[keyPath: waiting].removeValue(forKey: id)
+        }
+
+        /// Takes every question of agent `number` of `waiting`.
+        mutating func take<Answer>(_ waiting: WritableKeyPath<State, [String: Waiting<Answer>]>, of number: UInt64) -> [Waiting<Answer>] {
+            self[keyPath: waiting].filter { $0.value.agent == number }.map(\.key).compactMap { self[keyPath: waiting].removeValue(forKey: $0) }
+        }
     }
     private let state = Mutex(State())
 
@@ -151,7 +165,7 @@ final class AgentDesk: Desk {
     func activate(_ number: UInt64, sink: StreamSink) {
         while true {
             let held = state.withLock { state -> [@Sendable (StreamSink) -> Void] in
-                guard let uid = state.agents.first(where: { $0.value.number == number })?.key, let held = state.agents[uid]?.held else { return [] }
+                guard let uid = state.uid(ofAgent: number), let held = state.agents[uid]?.held else { return [] }
                 if held.isEmpty { state.agents[uid]?.sink = sink }
                 state.agents[uid]?.held = []
                 return held
@@ -164,16 +178,14 @@ final class AgentDesk: Desk {
     /// The agent `number` left (its connection closed, or its stream never started).
     func unregister(_ number: UInt64) {
         let ended = state.withLock { state in
-            if let uid = state.agents.first(where: { $0.value.number == number })?.key { state.agents[uid] = nil }
+            if let uid = state.uid(ofAgent: number) { state.agents[uid] = nil }
             return Self.takeOpen(of: number, from: &state)
         }
         Self.end(ended)
     }
 
     private static func takeOpen(of agent: UInt64, from state: inout State) -> ([Open], [Identifying]) {
-        let questions = state.open.filter { $0.value.agent == agent }.map(\.key).compactMap { state.open.removeValue(forKey: $0) }
-        let identifying = state.identifying.filter { $0.value.agent == agent }.map(\.key).compactMap { state.identifying.removeValue(forKey: $0) }
-        return (questions, identifying)
+        (state.take(\.open, of: agent), state.take(\.identifying, of: agent))
     }
 
     private static func end(_ ended: ([Open], [Identifying])) {
@@ -207,12 +219,7 @@ final class AgentDesk: Desk {
 
     /// `desktop.identified`: only the connection the question went to may answer it.
     func identified(_ id: String, from connection: ObjectIdentifier, _ program: ProgramIdentity?) throws(PromptFailure) {
-        let waiting = state.withLock { state -> Identifying? in
-            guard let waiting = state.identifying[id],
-                  state.agents[waiting.uid].map({ $0.number == waiting.agent && $0.connection == connection }) == true else { return nil }
-            return state.identifying.removeValue(forKey: id)
-        }
-        guard let waiting else { throw .unknown }
+        guard let waiting = state.withLock({ $0.answer(id, in: \.identifying, from: connection) }) else { throw .unknown }
         waiting.resume(program)
     }
 
@@ -232,11 +239,7 @@ final class AgentDesk: Desk {
     /// `desktop.reply`: only the connection the question went to may answer it. A failure
     /// (the agent could not show it) ends the question with that failure.
     func reply(_ id: String, from connection: ObjectIdentifier, _ answer: Result<PinentryAnswer, PromptFailure>) throws(PromptFailure) {
-        let open = state.withLock { state -> Open? in
-            guard let open = state.open[id], state.agents[open.uid].map({ $0.number == open.agent && $0.connection == connection }) == true else { return nil }
-            return state.open.removeValue(forKey: id)
-        }
-        guard let open else { throw .unknown }
+        guard let open = state.withLock({ $0.answer(id, in: \.open, from: connection) }) else { throw .unknown }
         open.resume(answer.mapError { $0 })
     }
 

@@ -117,7 +117,8 @@ final class DesktopSession: Sendable {
     let desk: any Desk
     /// `[server] prompt_timeout`.
     let timeout: Int
-    private let shown = Mutex<Set<String>>([])
+    /// The progress notes shown on the desktop, by id.
+    private let shown = Mutex<[String: PromptKind]>([:])
 
     init(uid: UInt32, program: ProgramIdentity, purpose: DeskPurpose, desk: any Desk, timeout: Int) {
         self.uid = uid; self.program = program; self.purpose = purpose; self.desk = desk; self.timeout = timeout
@@ -187,9 +188,7 @@ final class DesktopSession: Sendable {
             return
         case .timedOut:
             throw PromptFailure.timedOut(kind: .consent, seconds: timeout)
-        case .notOK:
-            throw PromptFailure.consentDenied(program: program.key, audience: audience)
-        case .cancelled, .secret:
+        case .notOK, .cancelled, .secret:
             throw PromptFailure.consentDenied(program: program.key, audience: audience)
         }
     }
@@ -210,12 +209,12 @@ final class DesktopSession: Sendable {
     /// Progress on the desktop: shown once, closed at the end.
     func show(_ id: String, kind: PromptKind, message: String) {
         guard kind == .card || kind == .fingerprint else { return }
-        let first = shown.withLock { $0.insert(id).inserted }
+        let first = shown.withLock { $0.updateValue(kind, forKey: id) == nil }
         if first { desk.show(uid: uid, DeskNote(id: id, kind: kind, title: DeskWording.title, message: message, done: false)) }
     }
 
     func close(_ id: String) {
-        guard let kind = shown.withLock({ $0.remove(id) == nil ? nil : PromptKind.card }) else { return }
+        guard let kind = shown.withLock({ $0.removeValue(forKey: id) }) else { return }
         desk.show(uid: uid, DeskNote(id: id, kind: kind, title: DeskWording.title, message: "", done: true))
     }
 }
@@ -259,12 +258,13 @@ struct RequestPrompts: Sendable {
 
 /// Desktop prompts as the dispatcher starts them: the desks, the consents, the policy.
 struct DesktopPrompts: Sendable {
-    let agents: AgentDesk
-    let desk: any Desk
+    let desk: DeskRouter
     let consents: ConsentBook
     let config: ConfigHolder
+
+    var agents: AgentDesk { desk.agents }
     /// System mode: no pinentry of authd's own (it has no desktop).
-    let needsAgent: Bool
+    private var needsAgent: Bool { desk.local == nil }
 
     /// The desktop of `peer`'s request for `purpose`, after the person's consent where it is
     /// needed. Throws `prompt.no_desktop` at once when there is no desktop to ask on.

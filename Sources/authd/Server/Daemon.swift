@@ -195,7 +195,6 @@ final class Daemon: @unchecked Sendable {
     /// authd itself, on its own display and terminal.
     private static func desktopPrompts(options: DaemonOptions, config: ConfigHolder, store: Store, notifications: DesktopNotifications?,
                                        now: @escaping @Sendable () -> Date) -> DesktopPrompts {
-        let agents = AgentDesk()
         var local: PinentryDesk?
         if options.mode == .user {
             let environment = ProcessInfo.processInfo.environment
@@ -203,8 +202,7 @@ final class Daemon: @unchecked Sendable {
             if let notifications { notes = { note in notifications.progress(note) } }
             local = PinentryDesk(config: config, environment: environment, notes: notes)
         }
-        return DesktopPrompts(agents: agents, desk: DeskRouter(agents: agents, local: local), consents: ConsentBook(store: store, now: now),
-                              config: config, needsAgent: local == nil)
+        return DesktopPrompts(desk: DeskRouter(agents: AgentDesk(), local: local), consents: ConsentBook(store: store, now: now), config: config)
     }
 
     /// A device's link to its hub (not started yet); nil unless `[hub] url` is set. A store that
