@@ -146,9 +146,7 @@ enum SessionFile {
     static func path(_ invocation: Invocation) -> String {
         if let explicit = invocation.value("session-file") { return explicit }
         let environment = ProcessInfo.processInfo.environment
-        let state = environment["XDG_STATE_HOME"].flatMap { $0.hasPrefix("/") ? $0 : nil }
-            ?? (environment["HOME"] ?? NSHomeDirectory()) + "/.local/state"
-        return state + "/authctl/session"
+        return UserState.authctlSession(environment: environment, home: environment["HOME"] ?? NSHomeDirectory())
     }
 
     static func save(_ token: String, invocation: Invocation) throws(CLIError) {

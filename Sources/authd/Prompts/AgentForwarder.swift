@@ -83,8 +83,8 @@ struct AgentForwarder: Sendable {
 
     /// The session authctl keeps for this user, when there is one.
     private func sessionToken() -> String? {
-        let state = environment["XDG_STATE_HOME"].flatMap { $0.hasPrefix("/") ? $0 : nil } ?? (environment["HOME"] ?? "/nonexistent") + "/.local/state"
-        let fd = open(state + "/authctl/session", O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+        let path = UserState.authctlSession(environment: environment, home: environment["HOME"] ?? Syscalls.homeDirectory() ?? "/nonexistent")
+        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
         guard fd >= 0 else { return nil }
         defer { close(fd) }
         var buffer = [UInt8](repeating: 0, count: 4096)

@@ -113,7 +113,7 @@ struct DaemonOptions: Sendable, Equatable {
             config = config ?? "/etc/authd/authd.conf"
         case .user:
             socket = socket ?? DaemonSocket.userPath(environment: environment, userID: userID)
-            state = state ?? (environment["XDG_STATE_HOME"].flatMap { $0.hasPrefix("/") ? $0 : nil } ?? home + "/.local/state") + "/authd"
+            state = state ?? UserState.directory(environment: environment, home: home) + "/authd"
             config = config ?? (environment["XDG_CONFIG_HOME"].flatMap { $0.hasPrefix("/") ? $0 : nil } ?? home + "/.config") + "/authd/authd.conf"
         }
         for (name, path) in [("socket", socket!), ("state directory", state!), ("config", config!)] where !path.hasPrefix("/") {
