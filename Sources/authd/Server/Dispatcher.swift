@@ -45,9 +45,7 @@ final class Dispatcher: Sendable {
         // before it, so the hub (which sees a forwarded caller) never has to repeat a check only
         // this machine can make, such as its local user's lock.
         if let refusal = await gate(request, entry, caller) {
-            await recordRefusal(refusal, of: request, entry, caller)
-            log(request.method, caller, .failure(refusal), started)
-            return reply(request, .failure(refusal))
+            return await refuse(request, entry, caller, refusal, started: started)
         }
 
         // `prompt: desktop` (DESIGN §12): authd asks the person itself, and first, for a token,
@@ -58,10 +56,7 @@ final class Dispatcher: Sendable {
             do {
                 environment.desktop = try await services.desktop.session(for: peer, purpose: purpose, told: environment.prompts)
             } catch {
-                let refusal = wireError(error, method: request.method)
-                await recordRefusal(refusal, of: request, entry, caller)
-                log(request.method, caller, .failure(refusal), started)
-                return reply(request, .failure(refusal))
+                return await refuse(request, entry, caller, wireError(error, method: request.method), started: started)
             }
         }
 
@@ -86,6 +81,14 @@ final class Dispatcher: Sendable {
         } catch {
             return wireError(error, method: request.method)
         }
+    }
+
+    /// Answers a call refused before it was served or forwarded, with its audit record.
+    private func refuse(_ request: Request, _ entry: MethodTable.Entry, _ caller: Caller, _ refusal: RPCError,
+                        started: ContinuousClock.Instant) async -> Response {
+        await recordRefusal(refusal, of: request, entry, caller)
+        log(request.method, caller, .failure(refusal), started)
+        return reply(request, .failure(refusal))
     }
 
     /// The audit record of a refused or failed call: floods of the same refusal are counted, not
