@@ -284,10 +284,7 @@ enum Syscalls {
 
     /// The target of `/proc/PID/exe`, or nil when it cannot be read.
     static func executablePath(pid: Int32) -> String? {
-        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
-        let count = readlink("/proc/\(pid)/exe", &buffer, buffer.count - 1)
-        guard count > 0 else { return nil }
-        return String(decoding: buffer.prefix(count).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        readLink("/proc/\(pid)/exe", in: AT_FDCWD)
     }
 
     /// The terminal a pinentry of this process may draw on: `GPG_TTY` (as gpg-agent takes it),
@@ -416,20 +413,26 @@ enum Syscalls {
         if fd < 0 && errno == ENOENT { return nil }
         guard fd >= 0 else { throw SystemError(call: "open(\(path))", errno: errno) }
         defer { Glibc.close(fd) }
-        var info = stat()
-        guard fstat(fd, &info) == 0 else { throw SystemError(call: "fstat(\(path))", errno: errno) }
-        guard info.st_mode & S_IFMT == S_IFREG else { throw FileError(description: "\(path) is not a regular file") }
-        guard Int(info.st_size) <= limit else { throw FileError(description: "\(path) is larger than \(limit) bytes") }
-        var bytes = [UInt8](repeating: 0, count: Int(info.st_size))
-        var offset = 0
-        while offset < bytes.count {
-            let count = bytes.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress! + offset, $0.count - offset) }
+        return try readRegularFile(fd, name: path, limit: limit)
+    }
+
+    /// The rest of the regular file open as `fd`, at most `limit` bytes. procfs files say size
+    /// 0, so the size is what reading finds.
+    private static func readRegularFile(_ fd: Int32, name: String, limit: Int) throws -> [UInt8] {
+        let status = try fileStatus(fd, name: name)
+        guard status.kind == .regular else { throw FileError(description: "\(name) is not a regular file") }
+        guard status.size <= limit else { throw FileError(description: "\(name) is larger than \(limit) bytes") }
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(Int(status.size) + 1)
+        var chunk = [UInt8](repeating: 0, count: 4096)
+        while bytes.count <= limit {
+            let count = chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress!, $0.count) }
             if count < 0 && errno == EINTR { continue }
-            guard count >= 0 else { throw SystemError(call: "read(\(path))", errno: errno) }
-            if count == 0 { break }
-            offset += count
+            guard count >= 0 else { throw SystemError(call: "read(\(name))", errno: errno) }
+            if count == 0 { return bytes }
+            bytes += chunk.prefix(count)
         }
-        return Array(bytes.prefix(offset))
+        throw FileError(description: "\(name) is larger than \(limit) bytes")
     }
 
     /// Starts a helper program: `stdin` and `stdout` (or /dev/null) as given, stderr to /dev/null
@@ -1066,7 +1069,8 @@ extension Syscalls {
         try retryingEINTR("openat(\(name))") { openat(directory, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY) }
     }
 
-    /// The target of the symbolic link `name` beneath `directory` (`exe` in `/proc/PID`), or nil.
+    /// The target of the symbolic link `name` beneath `directory` (`exe` in `/proc/PID`; an
+    /// absolute `name` with `AT_FDCWD`), or nil.
     /// The corresponding C function is `readlinkat`.
     static func readLink(_ name: String, in directory: Int32) -> String? {
         var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
@@ -1085,19 +1089,6 @@ extension Syscalls {
         if fd < 0 && errno == ENOENT { return nil }
         guard fd >= 0 else { throw SystemError(call: "openat(\(name))", errno: errno) }
         defer { close(fd) }
-        let status = try fileStatus(fd, name: name)
-        guard status.kind == .regular else { throw FileError(description: "\(name) is not a regular file") }
-        guard status.size <= limit else { throw FileError(description: "\(name) is larger than \(limit) bytes") }
-        var bytes = [UInt8](repeating: 0, count: limit + 1)
-        var filled = 0
-        while filled < bytes.count {
-            let count = bytes.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress! + filled, $0.count - filled) }
-            if count < 0 && errno == EINTR { continue }
-            guard count >= 0 else { throw SystemError(call: "read(\(name))", errno: errno) }
-            if count == 0 { break }
-            filled += count
-        }
-        guard filled <= limit else { throw FileError(description: "\(name) is larger than \(limit) bytes") }
-        return Array(bytes.prefix(filled))
+        return try readRegularFile(fd, name: name, limit: limit)
     }
 }
