@@ -236,8 +236,11 @@ final class AgentBusTests {
         defer { service.stop() }
         let burst = try bus.startApp(["call", bus.address, "CardLogin", "ss", #"["slow", ""]"#, "5"])
         #expect(handler.waitFor(count: 4))
-        // The fifth was refused at once, so its four siblings are all that run.
-        Thread.sleep(forTimeInterval: 0.2)
+        // The fifth was refused at once (the app says so as it happens), so its four siblings
+        // are all that run.
+        let deadline = Date().addingTimeInterval(30)
+        while !burst.started.output.contains(#""refused""#), Date() < deadline { usleep(10_000) }
+        #expect(burst.started.output.contains("LimitsExceeded"), "\(burst.started.output)")
         #expect(handler.calls.count == 4)
         handler.release()
         let results = try burst.finish().results
@@ -471,7 +474,7 @@ final class PrivateSessionBus {
 
         func finish() throws -> AppResult {
             let run = started.finish()
-            guard let result = try? JSONDecoder().decode(AppResult.self, from: Data(run.output.utf8)) else {
+            guard let last = run.output.split(separator: "\n").last, let result = try? JSONDecoder().decode(AppResult.self, from: Data(last.utf8)) else {
                 throw SensorBusError("agent_bus_client.py: status \(run.status), output \(run.output.debugDescription), errors \(run.errors)")
             }
             return result

@@ -3,8 +3,9 @@
 
   agent_bus_client.py call ADDRESS METHOD SIGNATURE ARGS_JSON [COUNT]
       Calls METHOD of org.authd.Desktop1 (COUNT times at once, from one connection) with
-      ARGS_JSON as SIGNATURE, and prints one JSON object: its pid and unique name, each call's
-      reply or D-Bus error, and the Progress signals that reached it.
+      ARGS_JSON as SIGNATURE; prints {"refused": ERROR-NAME} as each call fails, then, last,
+      one JSON object: its pid and unique name, each call's reply or D-Bus error, and the
+      Progress signals that reached it.
   agent_bus_client.py listen ADDRESS
       Listens for Progress signals from anyone; prints {"ready": NAME} once its match is in
       place, then, at a line (or the end) on stdin, {"signals": [...]}.
@@ -65,6 +66,8 @@ def call(address, method, signature, arguments, count):
                 # The message arrives as "GDBus.Error:NAME: MESSAGE".
                 message = error.message.removeprefix("GDBus.Error:%s: " % name)
                 results[index] = {"error": {"name": name, "message": message}}
+                # Said at once, as a line of its own: a test may wait for a refusal.
+                print(json.dumps({"refused": name}), flush=True)
             left[0] -= 1
             if left[0] == 0:
                 loop.quit()
