@@ -290,14 +290,8 @@ public final class P256PrivateKey: @unchecked Sendable {
     }
 
     /// The public half.
-    public var publicKey: P256PublicKey {
-        get throws {
-            var pointer: UnsafeMutablePointer<UInt8>?
-            let length = i2d_PUBKEY(key, &pointer)
-            guard length > 0, let pointer else { throw CryptoError.drain("i2d_PUBKEY") }
-            defer { authd_openssl_free(pointer) }
-            return try P256PublicKey(spki: Array(UnsafeBufferPointer(start: pointer, count: Int(length))))
-        }
+    public func publicKey() throws -> P256PublicKey {
+        try P256PublicKey(spki: try subjectPublicKeyInfo(key))
     }
 
     /// ECDSA-SHA-256 over `message`, as the 64-byte `r ‖ s` that JWS (RFC 7518 §3.4) requires.
@@ -495,6 +489,15 @@ public final class JWKPublicKey: @unchecked Sendable {
         guard EVP_DigestVerifyInit(context, nil, EVP_sha256(), nil, key) == 1 else { return false }
         return EVP_DigestVerify(context, signature, signature.count, message, message.count) == 1
     }
+}
+
+/// The SubjectPublicKeyInfo DER of a key's public half (`i2d_PUBKEY`).
+func subjectPublicKeyInfo(_ key: OpaquePointer) throws -> [UInt8] {
+    var pointer: UnsafeMutablePointer<UInt8>?
+    let length = i2d_PUBKEY(key, &pointer)
+    guard length > 0, let pointer else { throw CryptoError.drain("i2d_PUBKEY") }
+    defer { authd_openssl_free(pointer) }
+    return Array(UnsafeBufferPointer(start: pointer, count: Int(length)))
 }
 
 /// The curve of an EC key as OpenSSL names it (`prime256v1`, `secp384r1`); nil for other keys.

@@ -203,7 +203,7 @@ struct RelyingPartyVerifierTests {
     @Test("an authenticator's data and client data, built here, verify; the client data serialises as §5.8.1.1 asks")
     func authenticatorSide() throws {
         let key = try P256PrivateKey.generate()
-        let (x, y) = try key.publicKey.coordinates()
+        let (x, y) = try key.publicKey().coordinates()
         let publicKey = try ES256PublicKey(x: x, y: y)
         let challenge = Array(repeating: UInt8(7), count: 32)
         let clientData = CollectedClientData.serialize(type: "webauthn.get", challenge: challenge, origin: "https://a\"b.example")

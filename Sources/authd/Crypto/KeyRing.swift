@@ -114,7 +114,7 @@ final class KeyRing: Sendable {
 
         init(sealer: Sealer, now: Date) throws {
             let key = try P256PrivateKey.generate()
-            let publicKey = try key.publicKey
+            let publicKey = try key.publicKey()
             let (x, y) = try publicKey.coordinates()
             kid = KeyRing.thumbprint(x: x, y: y)
             spki = publicKey.spki

@@ -79,7 +79,7 @@ struct PlatformAuthenticator: Sendable {
                                           timeoutMilliseconds: options.timeout, context: context)
 
         let key = try P256PrivateKey.generate()
-        let spki = try key.publicKey.spki
+        let spki = try key.publicKey().spki
         // i2d_PUBKEY of a P-256 key: a 27-byte header, then the uncompressed point 04 ‖ x ‖ y.
         guard spki.count == 91, spki[26] == 0x04 else { throw CryptoError(operation: "passkey key", detail: "unexpected public key encoding") }
         let publicKey = try ES256PublicKey(x: Array(spki[27..<59]), y: Array(spki[59..<91]))
