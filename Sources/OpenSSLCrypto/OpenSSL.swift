@@ -234,7 +234,8 @@ public final class P256PrivateKey: @unchecked Sendable {
     private let signingTemplate: OpaquePointer
     private let templateLock = Mutex(())
 
-    private init(key: OpaquePointer) throws {
+    /// Takes ownership of `key`, an EC key on P-256.
+    init(key: OpaquePointer) throws {
         self.key = key
         guard let template = EVP_MD_CTX_new() else {
             EVP_PKEY_free(key)
@@ -311,8 +312,8 @@ public final class P256PrivateKey: @unchecked Sendable {
 
 /// A P-256 public key (`EVP_PKEY` holding only the public point).
 public final class P256PublicKey: @unchecked Sendable {
-    // Sendable: immutable after init; verification uses a fresh EVP_MD_CTX per call.
-    private let key: OpaquePointer
+    // Sendable: immutable after init; verification and key agreement use a fresh context per call.
+    let key: OpaquePointer
     /// The SubjectPublicKeyInfo DER, as stored.
     public let spki: [UInt8]
 
@@ -332,7 +333,7 @@ public final class P256PublicKey: @unchecked Sendable {
 
     deinit { EVP_PKEY_free(key) }
 
-    fileprivate static func isP256(_ key: OpaquePointer) -> Bool {
+    static func isP256(_ key: OpaquePointer) -> Bool {
         let group = curveName(key)
         return group == "prime256v1" || group == "P-256"
     }
@@ -460,7 +461,10 @@ public final class JWKPublicKey: @unchecked Sendable {
 
     deinit { EVP_PKEY_free(key) }
 
-    private static func fromData(type: String, _ build: (OpaquePointer) -> Bool) throws -> OpaquePointer {
+    /// A key of `type` from the parameters `build` pushes; `selection` is what they hold (the
+    /// public key by default, or the key pair).
+    static func fromData(type: String, selection: Int32 = authd_evp_pkey_public_key_selection(),
+                         _ build: (OpaquePointer) -> Bool) throws -> OpaquePointer {
         guard let builder = OSSL_PARAM_BLD_new() else { throw CryptoError.drain("OSSL_PARAM_BLD_new") }
         defer { OSSL_PARAM_BLD_free(builder) }
         guard build(builder), let params = OSSL_PARAM_BLD_to_param(builder) else { throw CryptoError.drain("OSSL_PARAM_BLD_to_param") }
@@ -469,7 +473,7 @@ public final class JWKPublicKey: @unchecked Sendable {
         defer { EVP_PKEY_CTX_free(context) }
         var key: OpaquePointer?
         guard EVP_PKEY_fromdata_init(context) == 1,
-              EVP_PKEY_fromdata(context, &key, authd_evp_pkey_public_key_selection(), params) == 1, let key
+              EVP_PKEY_fromdata(context, &key, selection, params) == 1, let key
         else { throw CryptoError.drain("EVP_PKEY_fromdata(\(type))") }
         return key
     }
