@@ -387,3 +387,111 @@ struct E2EETests {
         #expect(E2EEFailure.badDeviceKey(deviceID: "AAAA-BBBB").rpcError.details["device_id"] == "AAAA-BBBB")
     }
 }
+
+extension E2EETests {
+    /// authd against Debian's python3-jwcrypto (Tests/IntegrationTests/Python/jose_peer.py),
+    /// which shares no code with it: each reads what the other writes, for this one profile.
+    @Suite("E2EE interop with python3-jwcrypto")
+    struct JWCrypto {
+        static let peer = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("IntegrationTests/Python/jose_peer.py").path
+
+        let directory = TemporaryDirectory()
+        let plaintext = Array(#"{"text":"naïve café ☕","to":"conversation-1"}"#.utf8)
+
+        struct Run {
+            let status: Int32
+            let output: [UInt8]
+            let errors: String
+        }
+
+        /// Runs the peer with `input` on stdin; its output goes to files (never a full pipe), and
+        /// it is killed if it has not finished within 20 s.
+        func peer(_ arguments: [String], input: [UInt8]) throws -> Run {
+            let name = UUID().uuidString
+            let inputPath = directory.path + "/\(name).in", outputPath = directory.path + "/\(name).out", errorPath = directory.path + "/\(name).err"
+            for (path, contents) in [(inputPath, Data(input)), (outputPath, Data()), (errorPath, Data())] {
+                guard FileManager.default.createFile(atPath: path, contents: contents) else { throw CocoaError(.fileWriteUnknown) }
+            }
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+            process.arguments = [Self.peer] + arguments
+            process.environment = ["PATH": "/usr/bin:/bin"]
+            process.standardInput = try FileHandle(forReadingFrom: URL(fileURLWithPath: inputPath))
+            process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: outputPath))
+            process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: errorPath))
+            let finished = DispatchSemaphore(value: 0)
+            process.terminationHandler = { _ in finished.signal() }
+            try process.run()
+            if finished.wait(timeout: .now() + 20) == .timedOut {
+                kill(process.processIdentifier, SIGKILL)
+                process.waitUntilExit()
+                Issue.record("jose_peer.py \(arguments.first ?? "") did not finish within 20 s")
+            }
+            return Run(status: process.terminationStatus, output: Array(try Data(contentsOf: URL(fileURLWithPath: outputPath))),
+                       errors: (try? String(contentsOfFile: errorPath, encoding: .utf8)) ?? "")
+        }
+
+        /// A key written for the peer: the private key as DER (RFC 5915), the public as SPKI.
+        func write(_ key: P256PrivateKey, name: String) throws -> (privatePath: String, publicPath: String) {
+            let privatePath = directory.path + "/\(name).key.der", publicPath = directory.path + "/\(name).pub.der"
+            _ = FileManager.default.createFile(atPath: privatePath, contents: Data(try key.derRepresentation().withUnsafeBytes { Array($0) }),
+                                               attributes: [.posixPermissions: 0o600])
+            _ = FileManager.default.createFile(atPath: publicPath, contents: Data(try key.publicKey().spki))
+            return (privatePath, publicPath)
+        }
+
+        @Test("jwcrypto decrypts authd's JWE as each of three recipients, and verifies the sender's envelope", arguments: 0..<3)
+        func jwcryptoReadsAuthd(index: Int) throws {
+            let devices = try (0..<3).map { try Device("DEVICE-\($0)") }
+            let sender = try P256PrivateKey.generate()
+            let jwe = try JWE.encrypt(plaintext, to: devices.map { try $0.recipient })
+            let envelope = try SignedEnvelope.sign(jwe: jwe, kid: "SENDER", key: sender)
+            let files = try write(devices[index].key, name: devices[index].kid)
+            let signer = try write(sender, name: "sender")
+
+            let bare = try peer(["decrypt", "--key", files.privatePath, "--kid", devices[index].kid], input: Array(jwe.utf8))
+            #expect(bare.status == 0, "\(bare.errors)")
+            #expect(bare.output == plaintext)
+            let signed = try peer(["decrypt", "--key", files.privatePath, "--kid", devices[index].kid, "--signer", signer.publicPath],
+                                  input: Array(envelope.utf8))
+            #expect(signed.status == 0, "\(signed.errors)")
+            #expect(signed.output == plaintext)
+            if index == 0 {
+                // Another signer's key, and a tampered JWE, are refused there too.
+                let stranger = try write(try P256PrivateKey.generate(), name: "stranger")
+                let wrongSigner = try peer(["decrypt", "--key", files.privatePath, "--kid", devices[0].kid, "--signer", stranger.publicPath],
+                                           input: Array(envelope.utf8))
+                #expect(wrongSigner.status == 1 && wrongSigner.output.isEmpty)
+                var top = try members(jwe)
+                top["ciphertext"] = try flipped(top["ciphertext"])
+                let tampered = try peer(["decrypt", "--key", files.privatePath, "--kid", devices[0].kid], input: Array(try text(top).utf8))
+                #expect(tampered.status == 1 && tampered.output.isEmpty)
+            }
+        }
+
+        @Test("authd decrypts jwcrypto's JWE, flattened (one recipient) and general (two), and refuses it tampered", arguments: [1, 2])
+        func authdReadsJWCrypto(count: Int) throws {
+            let devices = try (0..<count).map { try Device("DEVICE-\($0)") }
+            var arguments = ["encrypt"]
+            for device in devices {
+                arguments += ["--to", try write(device.key, name: device.kid).publicPath, "--kid", device.kid]
+            }
+            let run = try peer(arguments, input: plaintext)
+            #expect(run.status == 0, "\(run.errors)")
+            let serialization = String(decoding: run.output, as: UTF8.self)
+            let top = try members(serialization)
+            #expect(count == 1 ? top["recipients"] == nil && top["header"] != nil : top["recipients"]?.arrayValue?.count == count)
+            #expect(JWE.recipientIDs(serialization) == devices.map(\.kid))
+            for device in devices {
+                #expect(outcome(serialization, as: device) == .success(plaintext))
+            }
+            #expect(outcome(serialization, as: try Device("STRANGER")) == .failure(.notARecipient))
+            for part in ["ciphertext", "tag", "iv"] {
+                var changed = top
+                changed[part] = try flipped(top[part])
+                #expect(outcome(try text(changed), as: devices[0]) == .failure(.tampered), "\(part)")
+            }
+        }
+    }
+}
