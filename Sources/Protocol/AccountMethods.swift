@@ -569,9 +569,12 @@ public struct AccountRecord: Codable, Sendable, Equatable {
     /// The account's own device limit and policy, when set (else the `[accounts]` settings apply).
     public var deviceLimit: Int?
     public var devicePolicy: String?
+    /// Whether its messages and notifications are end-to-end encrypted between its devices.
+    public var e2ee: E2EEMode?
 
     public init(id: String, phone: String?, email: String?, createdAt: String, deactivatedAt: String?, lockedUntil: String?,
-                hasPassword: Bool, hasPIN: Bool, activeDevices: Int, deviceLimit: Int? = nil, devicePolicy: String? = nil) {
+                hasPassword: Bool, hasPIN: Bool, activeDevices: Int, deviceLimit: Int? = nil, devicePolicy: String? = nil, e2ee: E2EEMode? = nil) {
+        self.e2ee = e2ee
         self.deviceLimit = deviceLimit
         self.devicePolicy = devicePolicy
         self.id = id
@@ -588,7 +591,7 @@ public struct AccountRecord: Codable, Sendable, Equatable {
     enum CodingKeys: String, CodingKey {
         case id, phone, email, createdAt = "created_at", deactivatedAt = "deactivated_at", lockedUntil = "locked_until"
         case hasPassword = "has_password", hasPIN = "has_pin", activeDevices = "active_devices"
-        case deviceLimit = "device_limit", devicePolicy = "device_policy"
+        case deviceLimit = "device_limit", devicePolicy = "device_policy", e2ee
     }
 }
 

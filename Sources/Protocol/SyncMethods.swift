@@ -7,6 +7,9 @@
 public enum SyncLimits {
     /// The largest body an event may carry, encoded.
     public static let bodyBytes = 64 << 10
+    /// The largest end-to-end encrypted body (``SyncEvent/sealed``) a hub stores: a body of
+    /// ``bodyBytes`` encrypted and signed (base64 twice) for as many devices as an account may have.
+    public static let sealedBytes = 512 << 10
     /// How deep a body's arrays and objects may nest. Far below the line's own limit, so that
     /// every envelope an event travels in (an answer, a page of answers, a forwarded call) still
     /// parses wherever it goes.
@@ -42,13 +45,22 @@ public struct SyncEvent: Codable, Sendable, Equatable {
     /// RFC 3339.
     public var at: String
     public var idempotencyKey: String?
-    /// Set when the stored body cannot be served (body null): `sync.too_deep` for one stored
-    /// before bodies' depth was limited, `sync.too_large`, or `sync.unreadable`. The event keeps
-    /// its place, so a reader passes it and goes on.
+    /// Set when the body cannot be served (body null): `sync.too_deep` for one stored before
+    /// bodies' depth was limited, `sync.too_large`, `sync.unreadable`; on a device, an
+    /// end-to-end encrypted body that does not open here (`e2ee.not_a_recipient`,
+    /// `e2ee.tampered`, `e2ee.bad_signature`, `e2ee.unknown_sender`, `e2ee.malformed`). The
+    /// event keeps its place, so a reader passes it and goes on.
     public var withheld: Reason?
+    /// As a hub holds and relays an end-to-end encrypted body (body null): the sending
+    /// device's signature (compact JWS, ES256) over a JWE to every device of the account. A
+    /// device opens it before its apps see the event, and apps never see this member there.
+    public var sealed: String?
+    /// On a device: true when the body was end-to-end encrypted, and this machine checked the
+    /// sending device's signature and decrypted it.
+    public var encrypted: Bool?
 
     public init(position: Int64, kind: String, conversation: String?, body: JSONValue, sender: SyncSender, at: String, idempotencyKey: String?,
-                withheld: Reason? = nil) {
+                withheld: Reason? = nil, sealed: String? = nil, encrypted: Bool? = nil) {
         self.position = position
         self.kind = kind
         self.conversation = conversation
@@ -57,9 +69,13 @@ public struct SyncEvent: Codable, Sendable, Equatable {
         self.at = at
         self.idempotencyKey = idempotencyKey
         self.withheld = withheld
+        self.sealed = sealed
+        self.encrypted = encrypted
     }
 
-    enum CodingKeys: String, CodingKey { case position, kind, conversation, body, sender, at, idempotencyKey = "idempotency_key", withheld }
+    enum CodingKeys: String, CodingKey {
+        case position, kind, conversation, body, sender, at, idempotencyKey = "idempotency_key", withheld, sealed, encrypted
+    }
 }
 
 /// Which machine, and which program on it, sent an event.
@@ -93,16 +109,20 @@ public enum SyncSend: RPCMethod {
         public var conversation: String?
         public var body: JSONValue
         public var idempotencyKey: String?
+        /// Set by authd on a device, never by an app: the body end-to-end encrypted to the
+        /// account's devices and signed by this device (``SyncEvent/sealed``); `body` is null.
+        public var sealed: String?
 
-        public init(session: String, kind: String, conversation: String?, body: JSONValue, idempotencyKey: String?) {
+        public init(session: String, kind: String, conversation: String?, body: JSONValue, idempotencyKey: String?, sealed: String? = nil) {
             self.session = session
             self.kind = kind
             self.conversation = conversation
             self.body = body
             self.idempotencyKey = idempotencyKey
+            self.sealed = sealed
         }
 
-        enum CodingKeys: String, CodingKey { case session, kind, conversation, body, idempotencyKey = "idempotency_key" }
+        enum CodingKeys: String, CodingKey { case session, kind, conversation, body, idempotencyKey = "idempotency_key", sealed }
     }
 
     public struct Result: Codable, Sendable, Equatable {
@@ -197,10 +217,13 @@ public enum SyncHistory: RPCMethod {
         public var events: [SyncEvent]
         /// Older events follow (the page stopped at its count or size).
         public var more: Bool?
+        /// The session's account (whose devices' keys open its end-to-end encrypted events).
+        public var account: String?
 
-        public init(events: [SyncEvent], more: Bool? = nil) {
+        public init(events: [SyncEvent], more: Bool? = nil, account: String? = nil) {
             self.events = events
             self.more = more
+            self.account = account
         }
     }
 }
