@@ -107,6 +107,7 @@ enum SealPurpose: String, CaseIterable, Sendable {
     case remoteRefreshToken = "remote-refresh-token"
     case passkeyKey = "passkey-key"
     case deviceKey = "device-key"
+    case deviceAgreementKey = "device-agreement-key"
     case syncOutboxSession = "sync-outbox-session"
 }
 

@@ -583,6 +583,25 @@ enum Migrations {
             ) STRICT, WITHOUT ROWID
             """,
         ]),
+        Migration(version: 21, sql: [
+            // End-to-end encrypted sync. At a hub: whether an account's bodies are encrypted
+            // between its devices (accounts made from now on: required; those before: off until
+            // an admin turns it on), each linked machine's key-agreement key as it signed it, and
+            // an event's encrypted body (`body` is then null).
+            "ALTER TABLE accounts ADD COLUMN e2ee TEXT NOT NULL DEFAULT 'required' CHECK (e2ee IN ('required', 'off'))",
+            "UPDATE accounts SET e2ee = 'off'",
+            """
+            CREATE TABLE device_e2ee_keys (
+                device_id TEXT PRIMARY KEY,
+                spki BLOB NOT NULL,
+                statement TEXT NOT NULL,
+                published_at INTEGER NOT NULL
+            ) STRICT
+            """,
+            "ALTER TABLE sync_events ADD COLUMN sealed TEXT",
+            // On every machine: its own key-agreement key, sealed beside its device key.
+            "ALTER TABLE device_identity ADD COLUMN agreement_key_sealed BLOB",
+        ]),
     ]
 
     static var latestVersion: Int { all.last?.version ?? 0 }
