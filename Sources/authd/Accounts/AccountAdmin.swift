@@ -42,6 +42,10 @@ struct AccountAdmin: Sendable {
         return try await directory.setDevicePolicy(Self.keys(params.account), selector: params.account, limit: params.deviceLimit, policy: policy)
     }
 
+    func setE2EE(_ params: AdminAccountsE2EE.Params) async throws -> AccountRecord {
+        try await directory.setE2EE(Self.keys(params.account), selector: params.account, mode: params.e2ee)
+    }
+
     func deactivate(_ selector: String) async throws -> AccountRecord {
         try await directory.deactivate(Self.keys(selector), selector: selector)
     }

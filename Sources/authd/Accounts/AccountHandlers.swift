@@ -94,6 +94,11 @@ extension MethodTable {
         }) { params, _ in
             try await admin.set(params)
         }
+        register(AdminAccountsE2EE.self, home: .account, access: .admin, audit: { params, result in
+            ["account": .string(result.id), "e2ee": .string(params.e2ee.rawValue)]
+        }) { params, _ in
+            try await admin.setE2EE(params)
+        }
         register(AdminAccountsDeactivate.self, home: .account, access: .admin, audit: { _, result in ["account": .string(result.id)] }) { params, _ in
             try await admin.deactivate(params.account)
         }

@@ -185,6 +185,8 @@ protocol AccountDirectory: Sendable {
     /// Lifts the password and PIN locks.
     func unlock(_ keys: [AccountKey], selector: String) async throws -> AccountRecord
     func setDevicePolicy(_ keys: [AccountKey], selector: String, limit: Int?, policy: Config.DevicePolicy?) async throws -> AccountRecord
+    /// Whether the account's messages and notifications are end-to-end encrypted.
+    func setE2EE(_ keys: [AccountKey], selector: String, mode: E2EEMode) async throws -> AccountRecord
     func deactivate(_ keys: [AccountKey], selector: String) async throws -> AccountRecord
     /// Deletes what has expired for good: finished code flows and their send records, abandoned
     /// second steps, session rows that ended long ago. Accounts and devices stay.

@@ -7,7 +7,7 @@ extension SQLiteAccountDirectory {
         SELECT a.id, a.phone, a.email, a.created_at, a.deactivated_at, max(coalesce(a.locked_until, 0), coalesce(a.pin_locked_until, 0)),
                a.password_hash IS NOT NULL, a.pin_hash IS NOT NULL,
                (SELECT count(*) FROM devices d WHERE d.account_id = a.id AND d.revoked_at IS NULL),
-               a.device_limit, a.device_policy
+               a.device_limit, a.device_policy, a.e2ee
         FROM accounts a
         """
 
@@ -22,7 +22,7 @@ extension SQLiteAccountDirectory {
             deactivatedAt: row.optionalInt64(4).map { Timestamp.rfc3339(epochSeconds: $0) },
             lockedUntil: locked > now ? Timestamp.rfc3339(epochSeconds: locked) : nil,
             hasPassword: row.int(6) != 0, hasPIN: row.int(7) != 0, activeDevices: row.int(8),
-            deviceLimit: row.optionalInt64(9).map(Int.init), devicePolicy: row.optionalText(10))
+            deviceLimit: row.optionalInt64(9).map(Int.init), devicePolicy: row.optionalText(10), e2ee: E2EEMode(rawValue: row.text(11)))
     }
 
     /// The first account any of `keys` names.
@@ -71,6 +71,13 @@ extension SQLiteAccountDirectory {
             try AuditScope.record(in: database, [
                 "account": .string(id), "device_limit": limit.map { .integer(Int64($0)) } ?? .null, "device_policy": policy.map { .string($0.rawValue) } ?? .null,
             ])
+        }
+    }
+
+    func setE2EE(_ keys: [AccountKey], selector: String, mode: E2EEMode) async throws -> AccountRecord {
+        try await administer(keys, selector: selector) { database, id, _ in
+            try DeviceKeyBook.setMode(mode, account: id, in: database)
+            try AuditScope.record(in: database, ["account": .string(id), "e2ee": .string(mode.rawValue)])
         }
     }
 

@@ -217,6 +217,9 @@ struct HubAccountDirectory: AccountDirectory {
     func setDevicePolicy(_ keys: [AccountKey], selector: String, limit: Int?, policy: Config.DevicePolicy?) async throws -> AccountRecord {
         throw refuse("administer accounts (the hub's administrator does)")
     }
+    func setE2EE(_ keys: [AccountKey], selector: String, mode: E2EEMode) async throws -> AccountRecord {
+        throw refuse("administer accounts (the hub's administrator does)")
+    }
     func deactivate(_ keys: [AccountKey], selector: String) async throws -> AccountRecord {
         throw refuse("administer accounts (the hub's administrator does)")
     }

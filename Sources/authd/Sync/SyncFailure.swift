@@ -15,6 +15,12 @@ enum SyncFailure: Error, Equatable, WireErrorConvertible {
     /// Writes past `[sync] writes_per_minute` (`scope` user: this local user) or
     /// `machine_writes_per_minute` (`scope` machine: all users of the machine together).
     case rateLimited(scope: SyncWriteLimit.Scope, retryAfter: Int64)
+    /// At a hub: a plain-text `message` or `notification` for an account whose sync is
+    /// end-to-end encrypted.
+    case e2eeRequired
+    /// At a hub: an encrypted send whose recipients are not the account's devices now, or for an
+    /// account whose sync is not encrypted.
+    case recipientsChanged
 
     var rpcError: RPCError {
         switch self {
@@ -29,6 +35,11 @@ enum SyncFailure: Error, Equatable, WireErrorConvertible {
             .failure(.syncUnknownEvent, "Position \(position) holds no notification of this account.", details: ["position": .integer(position)])
         case .unknownAccount:
             .failure(.sessionInvalid, "The session's account is gone.")
+        case .e2eeRequired:
+            .failure(.syncE2EERequired,
+                     "This account's messages and notifications are end-to-end encrypted between its devices: send them from a device linked to this hub, which encrypts them.")
+        case .recipientsChanged:
+            .failure(.syncRecipientsChanged, "The account's devices changed since this event was encrypted; it was not stored.")
         case .rateLimited(.user, let seconds):
             .failure(.rateLimited, "Too many sync writes from your user on this machine; wait \(seconds) s.",
                      details: ["retry_after": .integer(seconds), "scope": "user"])

@@ -27,17 +27,20 @@ struct SyncLog: Sendable {
         let body: JSONValue
         let encoded: String
         let idempotencyKey: String?
+        /// An end-to-end encrypted body, as the sending device signed it (`body` null).
+        let sealed: String?
 
-        init(kind: String, conversation: String?, body: JSONValue, idempotencyKey: String?) throws {
+        init(kind: String, conversation: String?, body: JSONValue, idempotencyKey: String?, sealed: String? = nil) throws {
             self.kind = kind
             self.conversation = conversation
             self.body = body
             encoded = String(decoding: try WireCodec.encodeJSON(body), as: UTF8.self)
             self.idempotencyKey = idempotencyKey
+            self.sealed = sealed
         }
     }
 
-    private static let columns = "position, kind, conversation, body, machine, device_id, exe, created_at, idempotency_key"
+    private static let columns = "position, kind, conversation, body, machine, device_id, exe, created_at, idempotency_key, sealed"
 
     private static func event(_ row: Row) -> SyncEvent { served(row).event }
 
@@ -49,10 +52,19 @@ struct SyncLog: Sendable {
         var event = SyncEvent(position: row.int64(0), kind: row.text(1), conversation: row.optionalText(2), body: .null,
                               sender: SyncSender(machine: row.text(4), deviceID: row.optionalText(5), exe: row.optionalText(6)),
                               at: Timestamp.rfc3339(epochSeconds: row.int64(7)), idempotencyKey: row.optionalText(8))
+        let bare = (try? WireCodec.encodeJSON(event).count) ?? 1024
+        if let sealed = row.optionalText(9) {
+            // Relayed as the sender signed it: the hub cannot read it, and does not try.
+            guard bare + sealed.utf8.count + 16 <= SyncLimits.pageBytes else {
+                event.withheld = .syncTooLarge
+                return (event, bare + 32)
+            }
+            event.sealed = sealed
+            return (event, bare + sealed.utf8.count + 16)
+        }
         let stored = row.text(3)
         // Measured without the body, whose text is the stored one (the same encoder wrote it,
         // and writes it again): a page of 64 KiB bodies is not encoded twice to be sized.
-        let bare = (try? WireCodec.encodeJSON(event).count) ?? 1024
         guard let body = try? WireCodec.decode(JSONValue.self, from: Data(stored.utf8)) else {
             event.withheld = .syncUnreadable
             return (event, bare + 32)
@@ -126,14 +138,15 @@ struct SyncLog: Sendable {
         else { throw SyncFailure.unknownAccount }
         try database.execute(
             """
-            INSERT INTO sync_events (account_id, position, kind, conversation, body, device_key, machine, device_id, exe, idempotency_key, created_at)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            INSERT INTO sync_events (account_id, position, kind, conversation, body, device_key, machine, device_id, exe, idempotency_key, created_at, sealed)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
             """,
             [.text(account), .integer(position), .text(draft.kind), draft.conversation.map(SQLValue.text) ?? .null, .text(draft.encoded),
              .text(origin.deviceKey), .text(origin.sender.machine), origin.sender.deviceID.map(SQLValue.text) ?? .null,
-             origin.sender.exe.map(SQLValue.text) ?? .null, draft.idempotencyKey.map(SQLValue.text) ?? .null, .integer(now)])
+             origin.sender.exe.map(SQLValue.text) ?? .null, draft.idempotencyKey.map(SQLValue.text) ?? .null, .integer(now),
+             draft.sealed.map(SQLValue.text) ?? .null])
         return SyncEvent(position: position, kind: draft.kind, conversation: draft.conversation, body: draft.body, sender: origin.sender,
-                         at: Timestamp.rfc3339(epochSeconds: now), idempotencyKey: draft.idempotencyKey)
+                         at: Timestamp.rfc3339(epochSeconds: now), idempotencyKey: draft.idempotencyKey, sealed: draft.sealed)
     }
 
     /// The events after `after`, oldest first, a page of at most `limit` and `bytes`
@@ -158,7 +171,7 @@ struct SyncLog: Sendable {
             var page = SyncPage(count: limit, bytes: bytes)
             var events: [SyncEvent] = []
             let more = try Self.fill(&page, into: &events, account: account, from: before ?? .max, before: true, conversation: conversation, in: database)
-            return SyncHistory.Result(events: events, more: more)
+            return SyncHistory.Result(events: events, more: more, account: account)
         }
     }
 

@@ -1,4 +1,5 @@
 import FoundationEssentials
+import OpenSSLCrypto
 import Protocol
 
 /// The sync account methods at the authd that keeps the account (a hub, or a standalone authd):
@@ -13,6 +14,10 @@ struct SyncService: Sendable {
     let limiter: SyncWriteLimiter
     /// This machine's device id (the sender of what its own processes send).
     let thisMachine: DeviceID
+    /// At a hub: the linked machines' keys and each account's setting, which decide whether a
+    /// send must be end-to-end encrypted, and to whom. Nil elsewhere (a standalone authd keeps
+    /// its log on the only machine that reads it).
+    let keyBook: DeviceKeyBook?
     /// At a hub: sends committed events to the linked machines holding their accounts.
     let pushed: @Sendable ([(account: String, event: SyncEvent)]) async -> Void
 
@@ -36,7 +41,12 @@ struct SyncService: Sendable {
         // Depth before encoding: a body that parsed at the line's own limit would be stored, and
         // then every answer carrying it (deeper still) could not be written or read.
         guard params.body.nestingDepth <= SyncLimits.bodyDepth else { throw SyncFailure.tooDeep(limit: SyncLimits.bodyDepth) }
-        let draft = try SyncLog.Draft(kind: params.kind, conversation: params.conversation, body: params.body, idempotencyKey: params.idempotencyKey)
+        if let sealed = params.sealed {
+            guard params.body == .null else { throw InvalidParameter("Parameter 'body' must be null when 'sealed' is given.", field: "body") }
+            guard sealed.utf8.count <= SyncLimits.sealedBytes else { throw SyncFailure.tooLarge(limit: SyncLimits.sealedBytes) }
+        }
+        let draft = try SyncLog.Draft(kind: params.kind, conversation: params.conversation, body: params.body, idempotencyKey: params.idempotencyKey,
+                                      sealed: params.sealed)
         guard draft.encoded.utf8.count <= maxBodyBytes else { throw SyncFailure.tooLarge(limit: maxBodyBytes) }
         return draft
     }
@@ -45,6 +55,7 @@ struct SyncService: Sendable {
         let draft = try Self.check(params)
         try limiter.take(caller)
         let account = try await directory.authenticate(PresentedSession(params.session, from: caller)).accountID
+        try await checkEncryption(draft, account: account, caller: caller)
         let (event, duplicate) = try await log.append(account: account, draft, from: origin(of: caller))
         if !duplicate { await committed(event, account: account) }
         return SyncSend.Result(position: event.position, duplicate: duplicate)
@@ -89,6 +100,32 @@ struct SyncService: Sendable {
         let event = try await log.dismiss(account: account, position: params.position, from: origin(of: caller))
         if let event { await committed(event, account: account) }
         return SyncDismiss.Result(dismissed: event != nil, position: event?.position)
+    }
+
+    /// At a hub, for an account whose sync is end-to-end encrypted: a `message` or
+    /// `notification` must come sealed by the device that forwards it (its signature checked
+    /// here against the key it published), to exactly the account's devices as they are now.
+    /// Everywhere else a sealed body is refused: nothing would open it.
+    private func checkEncryption(_ draft: SyncLog.Draft, account: String, caller: Caller) async throws {
+        guard let keyBook else {
+            if draft.sealed != nil { throw InvalidParameter("Parameter 'sealed' is taken only by a hub.", field: "sealed") }
+            return
+        }
+        let (mode, devices) = try await keyBook.recipients(account: account)
+        guard let sealed = draft.sealed else {
+            if mode == .required && Self.sendableKinds.contains(draft.kind) { throw SyncFailure.e2eeRequired }
+            return
+        }
+        guard case .forwarded(let machine, _) = caller else {
+            throw InvalidParameter("Parameter 'sealed' is set by authd on a device linked to this hub, never by an app.", field: "sealed")
+        }
+        // Not for this account (any more), or the sender's own key is not published yet.
+        guard mode == .required, let spki = devices[machine.description] else { throw SyncFailure.recipientsChanged }
+        guard SignedEnvelope.signer(of: sealed) == machine.description else { throw E2EEFailure.badSignature }
+        let jwe = try SignedEnvelope.open(sealed, signerKey: try P256PublicKey(spki: spki))
+        guard let recipients = JWE.recipientIDs(jwe), recipients.count == devices.count, Set(recipients) == Set(devices.keys) else {
+            throw SyncFailure.recipientsChanged
+        }
     }
 
     /// Appends what a call did to accounts (a machine linked or removed, a session ended) to
