@@ -5,9 +5,20 @@ import Protocol
 /// subscribed (the hub checks the session is this machine's, as for any forwarded call).
 struct HubSyncSource: SyncSource {
     let link: HubLink
+    /// Opens what the hub relays sealed, before a subscriber sees it.
+    let cipher: SyncCipher
 
     func events(_ params: SyncEvents.Params, for caller: CallerIdentity) async throws -> SyncEvents.Result {
-        try await link.forward(SyncEvents.self, params, caller: ForwardedCaller(caller))
+        var result = try await link.forward(SyncEvents.self, params, caller: ForwardedCaller(caller))
+        result.events = await cipher.open(result.events, account: result.account)
+        return result
+    }
+
+    /// `sync.history` as the hub answers it, sealed bodies opened here.
+    func history(_ params: SyncHistory.Params, for caller: CallerIdentity) async throws -> SyncHistory.Result {
+        var result = try await link.forward(SyncHistory.self, params, caller: ForwardedCaller(caller))
+        if let account = result.account { result.events = await cipher.open(result.events, account: account) }
+        return result
     }
 
     func isTransient(_ error: any Error) -> Bool { error is HubLinkFailure }
@@ -41,7 +52,16 @@ extension HubState {
 
 extension MethodTable {
     /// At a hub: each linked machine's cursor of the logs of the accounts it holds.
-    mutating func registerLinkSyncMethods(log: SyncLog, directory: any AccountDirectory) {
+    mutating func registerLinkSyncMethods(log: SyncLog, keyBook: DeviceKeyBook, directory: any AccountDirectory) {
+        register(LinkE2EEPublish.self, home: .link, access: .anyone) { params, machine in
+            guard let spki = Base64URL.decode(params.spki) else { throw InvalidParameter("Parameter 'spki' must be base64url.", field: "spki") }
+            try await keyBook.publish(machine: machine, spki: spki, statement: params.statement)
+            return Acknowledged()
+        }
+        register(LinkE2EEKeys.self, home: .link, access: .anyone) { params, machine in
+            _ = try await directory.signedInDevice(of: machine, account: params.account)
+            return try await keyBook.keys(account: params.account)
+        }
         register(LinkSyncAck.self, home: .link, access: .anyone) { params, machine in
             _ = try await directory.signedInDevice(of: machine, account: params.account)
             try await log.acknowledge(account: params.account, machine: DeviceIdentity.key(ofMachine: machine), position: params.position)
@@ -64,14 +84,16 @@ extension MethodTable {
 /// the link returns and handed to this machine's bus (whose readers drop what they already had).
 actor SyncCursors {
     private let link: HubLink
+    private let cipher: SyncCipher
     private let bus: SyncBus
     private let logger: Logger
     private var taken: [String: Int64] = [:]
     private var told: [String: Int64] = [:]
     private var telling = false
 
-    init(link: HubLink, bus: SyncBus, logger: Logger) {
+    init(link: HubLink, cipher: SyncCipher, bus: SyncBus, logger: Logger) {
         self.link = link
+        self.cipher = cipher
         self.bus = bus
         self.logger = logger
     }
@@ -108,7 +130,7 @@ actor SyncCursors {
             var more = false
             for account in missed.accounts {
                 told[account.account] = max(told[account.account] ?? 0, account.cursor)
-                for event in account.events {
+                for event in await cipher.open(account.events, account: account.account) {
                     bus.publish(event, account: account.account, users: account.users ?? [])
                     taken[account.account] = max(taken[account.account] ?? 0, event.position)
                 }

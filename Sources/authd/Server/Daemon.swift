@@ -94,8 +94,9 @@ final class Daemon: @unchecked Sendable {
         // A device's accounts are at its hub: its machine capabilities reach them over the link.
         let accounts: any AccountDirectory = hub.link.map { HubAccountDirectory(link: $0, machine: identity.id, now: now) } ?? directory
         let syncBus = SyncBus()
-        let outbox = hub.link.map { SyncOutbox(store: store, sealer: sealer, link: $0, bus: syncBus, logger: logger, now: now) }
-        let cursors = hub.link.map { SyncCursors(link: $0, bus: syncBus, logger: logger) }
+        let cipher = hub.link.map { SyncCipher(identity: identity, link: $0, directory: accounts, logger: logger) }
+        let outbox = hub.link.flatMap { link in cipher.map { SyncOutbox(store: store, sealer: sealer, link: link, cipher: $0, bus: syncBus, logger: logger, now: now) } }
+        let cursors = hub.link.flatMap { link in cipher.map { SyncCursors(link: link, cipher: $0, bus: syncBus, logger: logger) } }
         let connections = ConnectionRegistry { [logger] machine in
             do { return try await directory.machineHoldsSession(machine) } catch {
                 // Unknown is a newcomer: the smaller budget, never a refusal.
@@ -104,7 +105,7 @@ final class Daemon: @unchecked Sendable {
             }
         }
         let syncService = SyncService(log: SyncLog(store: store, now: now), directory: accounts, bus: syncBus, limiter: SyncWriteLimiter(config: holder, now: now),
-                                      thisMachine: identity.id) { events in
+                                      thisMachine: identity.id, keyBook: config.role == .hub ? DeviceKeyBook(store: store, now: now) : nil) { events in
             await hub.push(events, directory: accounts, connections: connections)
         }
         let events = EventBus()
@@ -123,7 +124,7 @@ final class Daemon: @unchecked Sendable {
             options: options, config: holder, reloader: ConfigReloader(path: options.configPath, holder: holder, logger: logger),
             logger: logger, store: store, directory: accounts, keys: keys, audit: AuditLog(store: store, now: now, bounds: { AuditLog.Bounds(holder.current) }), connections: connections,
             masterKeySource: masterKey.source, sealer: sealer, codeKey: try KeyDerivation.key(masterKey, label: "otp-code"),
-            localLock: LocalLock(store: store, directory: accounts, config: holder, now: now), events: events, sync: syncBus, syncService: syncService, outbox: outbox,
+            localLock: LocalLock(store: store, directory: accounts, config: holder, now: now), events: events, sync: syncBus, syncService: syncService, outbox: outbox, cipher: cipher,
             presence: presence,
             vault: TokenVault(store: store, sealer: sealer, directory: accounts),
             http: HTTPClient.beside(environment: ProcessInfo.processInfo.environment), hub: hub,
@@ -142,18 +143,31 @@ final class Daemon: @unchecked Sendable {
             self.hubListener = hubListener
             logger.notice("hub: serving devices on \(hubListener.address) (TLS 1.3), device id \(identity.id)", [("AUTHD_HUB_LISTEN", hubListener.address.description)])
         }
-        hub.link?.onNotice { [events = services.events, sync = services.sync, outbox, cursors, presence] notice in
+        // What the hub pushes is opened in the order it came (opening may wait for the account's
+        // keys), then handed to this machine's subscribers.
+        let (pushedEvents, pushing) = AsyncStream.makeStream(of: LinkSyncEvent.Params.self, bufferingPolicy: .bufferingNewest(SyncBus.bufferedSignals))
+        if let cipher {
+            Task { [sync = services.sync, cursors] in
+                for await pushed in pushedEvents {
+                    sync.publish(await cipher.open(pushed.event, account: pushed.account), account: pushed.account, users: pushed.users ?? [])
+                    await cursors?.took(pushed.event.position, account: pushed.account)
+                }
+            }
+        }
+        hub.link?.onNotice { [events = services.events, sync = services.sync, outbox, cursors, cipher, presence, logger] notice in
             switch notice {
             case .sessionsEnded(let ended):
                 Task { await events.hear(ended) }
                 // Streams of an ended session learn it from the log at once, not at the next event.
                 sync.resync()
             case .syncEvent(let pushed):
-                sync.publish(pushed.event, account: pushed.account, users: pushed.users ?? [])
-                if let cursors { Task { await cursors.took(pushed.event.position, account: pushed.account) } }
+                pushing.yield(pushed)
             case .linked:
                 sync.resync()
                 Task {
+                    do { try await cipher?.publish() } catch {
+                        logger.warning("sync: this machine's encryption key could not be told to the hub (\(error)); it is told again before the next send")
+                    }
                     await cursors?.resume()
                     await outbox?.flush()
                     await presence.reload()

@@ -56,10 +56,9 @@ enum DispatchTable {
 
         // Sync: the account's event log, and this machine's stream of it.
         let sync = services.syncService
-        let syncSource: any SyncSource = services.hub.link.map { HubSyncSource(link: $0) }
-            ?? LocalSyncSource(service: sync)
-        table.registerSyncMethods(sync, source: syncSource, bus: services.sync, outbox: services.outbox)
-        table.registerLinkSyncMethods(log: sync.log, directory: directory)
+        let hubSource = services.hub.link.flatMap { link in services.cipher.map { HubSyncSource(link: link, cipher: $0) } }
+        table.registerSyncMethods(sync, source: hubSource ?? LocalSyncSource(service: sync), hub: hubSource, bus: services.sync, outbox: services.outbox)
+        table.registerLinkSyncMethods(log: sync.log, keyBook: DeviceKeyBook(store: services.store, now: services.now), directory: directory)
 
         // Friends, groups, hotspots and presence.
         let presence = PresenceBook(store: services.store, config: services.config, now: services.now)

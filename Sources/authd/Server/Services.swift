@@ -29,6 +29,8 @@ struct Services: Sendable {
     let syncService: SyncService
     /// On a device: what apps sent while the hub was away.
     let outbox: SyncOutbox?
+    /// On a device: seals what its apps send and opens what the hub relays (DESIGN §13).
+    let cipher: SyncCipher?
     /// Where this machine is, for the accounts signed in on it (`[presence] enabled`).
     let presence: MachinePresence
     /// Remote tokens of federated sign-ins, per local user.

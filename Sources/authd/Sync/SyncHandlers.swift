@@ -4,15 +4,22 @@ extension MethodTable {
     /// The account's log (account methods, served where the account lives) and this machine's
     /// stream of it (`sync.subscribe`, read from `source`). On a device `sync.send` is the
     /// machine's: through its `outbox`, which forwards it or keeps it while the hub is away.
-    mutating func registerSyncMethods(_ service: SyncService, source: any SyncSource, bus: SyncBus, outbox: SyncOutbox?) {
+    /// On a device (`hub` set) the events an app reads come through the hub's log and its
+    /// sealed bodies are opened here (``SyncCipher``).
+    mutating func registerSyncMethods(_ service: SyncService, source: any SyncSource, hub: HubSyncSource?, bus: SyncBus, outbox: SyncOutbox?) {
         announce("sync")
         if let outbox {
             register(SyncSend.self, home: .machine, access: .anyone) { params, context in try await outbox.send(params, caller: context.caller) }
         } else {
             register(SyncSend.self, home: .account, access: .anyone) { params, context in try await service.send(params, caller: context.caller) }
         }
-        register(SyncEvents.self, home: .account, access: .anyone) { params, context in try await service.events(params, caller: context.caller) }
-        register(SyncHistory.self, home: .account, access: .anyone) { params, context in try await service.history(params, caller: context.caller) }
+        if let hub {
+            register(SyncEvents.self, home: .machine, access: .anyone) { params, context in try await hub.events(params, for: context.caller) }
+            register(SyncHistory.self, home: .machine, access: .anyone) { params, context in try await hub.history(params, for: context.caller) }
+        } else {
+            register(SyncEvents.self, home: .account, access: .anyone) { params, context in try await service.events(params, caller: context.caller) }
+            register(SyncHistory.self, home: .account, access: .anyone) { params, context in try await service.history(params, caller: context.caller) }
+        }
         register(SyncRead.self, home: .account, access: .anyone) { params, context in try await service.read(params, caller: context.caller) }
         register(SyncUnread.self, home: .account, access: .anyone) { params, context in try await service.unread(params, caller: context.caller) }
         register(SyncDismiss.self, home: .account, access: .anyone) { params, context in try await service.dismiss(params, caller: context.caller) }

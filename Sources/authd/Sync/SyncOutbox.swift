@@ -16,6 +16,8 @@ actor SyncOutbox {
     private let store: Store
     private let sealer: Sealer
     private let link: HubLink
+    /// Seals what goes to the hub (DESIGN §13).
+    private let cipher: SyncCipher
     private let bus: SyncBus
     private let logger: Logger
     private let now: @Sendable () -> Date
@@ -23,10 +25,11 @@ actor SyncOutbox {
     /// Users the hub slowed down, and until when: their entries wait, nobody else's do.
     private var resting: [UInt32: ContinuousClock.Instant] = [:]
 
-    init(store: Store, sealer: Sealer, link: HubLink, bus: SyncBus, logger: Logger, now: @escaping @Sendable () -> Date) {
+    init(store: Store, sealer: Sealer, link: HubLink, cipher: SyncCipher, bus: SyncBus, logger: Logger, now: @escaping @Sendable () -> Date) {
         self.store = store
         self.sealer = sealer
         self.link = link
+        self.cipher = cipher
         self.bus = bus
         self.logger = logger
         self.now = now
@@ -156,6 +159,10 @@ actor SyncOutbox {
             return .away
         } catch HubSendRefusal.slowed(let scope, let seconds, _) {
             return .slowed(scope, seconds: seconds)
+        } catch let failure as E2EEFailure {
+            // The hub gave a key its device did not sign: this machine encrypts to none of them.
+            logger.warning("sync: a queued event was not sent (\(failure.reason)); it was dropped", [("AUTHD_SYNC_OUTBOX_ID", String(entry.id))])
+            return .done(.failure(failure.rpcError))
         } catch HubSendRefusal.refused(let error) {
             // The hub refused it for good (the session ended, say): dropped, and the app told.
             logger.warning("sync: the hub refused a queued event (\(error.reason)); it was dropped", [("AUTHD_SYNC_OUTBOX_ID", String(entry.id))])
@@ -187,9 +194,15 @@ actor SyncOutbox {
         }
     }
 
+    /// Sealed (``SyncCipher``) and sent; sealed again once, with the account's keys read anew,
+    /// when the hub says the account's devices changed meanwhile.
     private func forward(_ params: SyncSend.Params, caller: CallerIdentity) async throws -> SyncSend.Result {
         do {
-            return try await link.forward(SyncSend.self, params, caller: ForwardedCaller(caller))
+            do {
+                return try await link.forward(SyncSend.self, try await cipher.seal(params, caller: caller), caller: ForwardedCaller(caller))
+            } catch let error as RPCError where error.reason == .syncRecipientsChanged || error.reason == .syncE2EERequired {
+                return try await link.forward(SyncSend.self, try await cipher.seal(params, caller: caller, reread: true), caller: ForwardedCaller(caller))
+            }
         } catch let error as RPCError where error.reason == .rateLimited {
             // A hub that predates the scope slows the machine.
             let scope: SyncWriteLimit.Scope = error.details["scope"]?.stringValue == SyncWriteLimit.Scope.user.rawValue ? .user : .machine
