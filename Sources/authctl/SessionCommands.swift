@@ -261,16 +261,17 @@ extension Command {
     }
 
     static let adminAccounts = Command(
-        path: ["admin", "accounts"], synopsis: "list [--limit N] | show|unlock|deactivate ACCOUNT | set ACCOUNT [--device-limit N] [--device-policy P]",
+        path: ["admin", "accounts"],
+        synopsis: "list [--limit N] | show|unlock|deactivate ACCOUNT | set ACCOUNT [--device-limit N] [--device-policy P] | e2ee ACCOUNT required|off",
         abstract: "Accounts for admins: ACCOUNT is an account id, a phone number or an email address.",
         options: [
             OptionSpec(name: "limit", value: "N", help: "how many to list (1–1000, default 100)"),
             OptionSpec(name: "device-limit", value: "N", help: "set: the account's device limit (omit for the global one)"),
             OptionSpec(name: "device-policy", value: "P", help: "set: deny or replace_oldest (omit for the global one)"),
         ],
-        positionals: 1...2
+        positionals: 1...3
     ) { invocation throws(CLIError) in
-        let action = try invocation.action(of: "admin accounts", among: ["list", "show", "unlock", "deactivate", "set"])
+        let action = try invocation.action(of: "admin accounts", among: ["list", "show", "unlock", "deactivate", "set", "e2ee"])
         let connection = try invocation.connect()
         func show(_ record: AccountRecord) {
             if invocation.global.json { Output.json(record); return }
@@ -278,6 +279,7 @@ extension Command {
             if record.deactivatedAt != nil { flags.append("deactivated") }
             if let locked = record.lockedUntil { flags.append("locked until \(locked)") }
             if record.hasPIN { flags.append("PIN") }
+            if let e2ee = record.e2ee { flags.append(e2ee == .required ? "end-to-end encrypted" : "not end-to-end encrypted") }
             Output.line("\(record.id)  \(record.phone ?? "-")  \(record.email ?? "-")  devices \(record.activeDevices)  created \(record.createdAt)\(flags.isEmpty ? "" : "  [" + flags.joined(separator: ", ") + "]")")
         }
         if action == "list" {
@@ -285,6 +287,13 @@ extension Command {
             let limit = try invocation.number("limit")
             let accounts = try connection.call(AdminAccountsList.self, .init(limit: limit)).accounts
             if invocation.global.json || !accounts.isEmpty { accounts.forEach(show) } else { Output.line("no accounts") }
+            return .ok
+        }
+        if action == "e2ee" {
+            guard invocation.positionals.count == 3, let mode = E2EEMode(rawValue: invocation.positionals[2]) else {
+                throw .usage("admin accounts e2ee needs ACCOUNT and required or off")
+            }
+            show(try connection.call(AdminAccountsE2EE.self, .init(account: invocation.positionals[1], e2ee: mode)))
             return .ok
         }
         guard invocation.positionals.count == 2 else { throw .usage("admin accounts \(action) needs ACCOUNT") }
@@ -296,7 +305,7 @@ extension Command {
         case "set":
             let limit = try invocation.number("device-limit")
             show(try connection.call(AdminAccountsSet.self, .init(account: selector.account, deviceLimit: limit, devicePolicy: invocation.value("device-policy"))))
-        default: throw .usage("admin accounts takes list, show, unlock, deactivate or set")
+        default: throw .usage("admin accounts takes list, show, unlock, deactivate, set or e2ee")
         }
         return .ok
     }

@@ -163,7 +163,8 @@ extension Command {
 enum SyncText {
     static func line(_ event: SyncEvent) -> String {
         if let told = presence(event) { return "\(event.position) \(event.at) \(event.kind): \(told)" }
-        let what: String = if let withheld = event.withheld { "(body withheld: \(withheld))" } else { switch event.body {
+        let what: String = if let withheld = event.withheld { "(body withheld: \(withheld))" }
+            else if event.sealed != nil { "(end-to-end encrypted to the account's devices; not readable here)" } else { switch event.body {
         case .object(let members) where members["text"]?.stringValue != nil: members["text"]!.stringValue!
         default: (try? String(decoding: WireCodec.encodeJSON(event.body), as: UTF8.self)) ?? ""
         } }
@@ -175,6 +176,9 @@ enum SyncText {
     private static func presence(_ event: SyncEvent) -> String? {
         let who = event.body["email"]?.stringValue ?? event.body["account"]?.stringValue ?? "someone"
         switch event.kind {
+        case "device.linked":
+            let name = event.body["name"]?.stringValue ?? "unnamed"
+            return "a new device \(name)\(event.body["device_id"]?.stringValue.map { " (id \($0))" } ?? "") was added to your account"
         case "friend.added": return "\(who) added you as a friend"
         case "presence":
             let hotspot = event.body["hotspot"]?["name"]?.stringValue ?? "a hotspot"

@@ -45,7 +45,8 @@ final class DesktopNotifications: @unchecked Sendable {
         }
     }
 
-    /// Shows a `notification`, closes what a `dismiss` names; other kinds are not for the desktop.
+    /// Shows a `notification` and a new device of the account (`device.linked`), closes what a
+    /// `dismiss` names; other kinds are not for the desktop.
     func take(_ event: SyncEvent, of account: String) {
         guard Self.kinds.contains(event.kind) else { return }
         queue.async { [self] in show(event, of: account) }
@@ -79,15 +80,15 @@ final class DesktopNotifications: @unchecked Sendable {
     }
 
     /// The kinds the desktop hears of.
-    static let kinds: Set<String> = ["notification", "dismiss"]
+    static let kinds: Set<String> = ["notification", "dismiss", "device.linked"]
 
     private func show(_ event: SyncEvent, of account: String) {
         do {
-            if event.kind == "notification" {
+            if event.kind == "notification" || event.kind == "device.linked" {
                 let key = Shown(account: account, position: event.position)
                 guard shown[key] == nil else { return }
-                let (summary, body) = Self.text(of: event)
-                let reply = try notify(summary: summary, body: body)
+                let (summary, body) = event.kind == "notification" ? Self.text(of: event) : Self.newDevice(event)
+                let reply = try notify(summary: summary, body: body, category: event.kind == "notification" ? "im.received" : "device.added")
                 shown[key] = reply
                 if shown.count > Self.remembered, let oldest = shown.keys.min(by: { $0.position < $1.position }) { shown[oldest] = nil }
             } else if case .integer(let position)? = event.body["position"], let id = shown[Shown(account: account, position: position)], id != 0 {
@@ -131,6 +132,16 @@ final class DesktopNotifications: @unchecked Sendable {
         let opened = try Bus.openSession()
         bus = opened
         return opened
+    }
+
+    /// A device added to the account: every machine of it says so, since whoever added it
+    /// reads from then on what the account's machines send each other.
+    static func newDevice(_ event: SyncEvent) -> (summary: String, body: String) {
+        let name = event.body["name"]?.stringValue.map { Redaction.printable($0, limit: 64) } ?? "unnamed"
+        let id = event.body["device_id"]?.stringValue.map { Redaction.printable($0, limit: 80) }
+        let row = event.body["device"]?.stringValue.map { Redaction.printable($0, limit: 64) } ?? "?"
+        return ("A new device was added to your account",
+                "A new device \(name)\(id.map { " (id \($0))" } ?? "") was added to your account. Not yours? authctl devices revoke \(row)")
     }
 
     /// The notification's title and text as the sender gave them (`title`, `text`), and which
