@@ -94,18 +94,7 @@ extension PasskeyFixture {
         try client.result("passkey.list", rpID.map { ["rp_id": .string($0)] } ?? [:])["passkeys"]?.arrayValue ?? []
     }
 
-    /// The rows of a query on authd's SQLite file, read by Python's sqlite3, columns joined by '|'.
-    func storeRows(_ sql: String, readOnly: Bool = true) throws -> [String] {
-        let script = """
-            import sqlite3, sys
-            c = sqlite3.connect('file:' + sys.argv[1] + ('?mode=ro' if sys.argv[3] == 'ro' else ''), uri=True)
-            for row in c.execute(sys.argv[2]): print('|'.join(str(v) for v in row))
-            c.commit()
-            """
-        let result = try DaemonHarness.run(["/usr/bin/python3", "-c", script, daemon.stateDirectory + "/authd.db", sql, readOnly ? "ro" : "rw"])
-        guard result.status == 0 else { throw HarnessError("sqlite3: \(result.stderr)") }
-        return result.stdout.split(separator: "\n").map(String.init)
-    }
+    func storeRows(_ sql: String, readOnly: Bool = true) throws -> [String] { try daemon.storeRows(sql, readOnly: readOnly) }
 }
 
 /// authd as this machine's platform authenticator (`passkey.*`): user verification by finger or

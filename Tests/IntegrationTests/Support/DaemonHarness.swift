@@ -173,3 +173,19 @@ final class DaemonHarness {
                              stderr: String(decoding: stderrData, as: UTF8.self))
     }
 }
+
+extension DaemonHarness {
+    /// The rows of a query on authd's SQLite file, read (or, `readOnly` false, written) by
+    /// Python's sqlite3 beside the running daemon, columns joined by '|'.
+    func storeRows(_ sql: String, readOnly: Bool = true) throws -> [String] {
+        let script = """
+            import sqlite3, sys
+            c = sqlite3.connect('file:' + sys.argv[1] + ('?mode=ro' if sys.argv[3] == 'ro' else ''), uri=True, timeout=10)
+            for row in c.execute(sys.argv[2]): print('|'.join(str(v) for v in row))
+            c.commit()
+            """
+        let result = try DaemonHarness.run(["/usr/bin/python3", "-c", script, stateDirectory + "/authd.db", sql, readOnly ? "ro" : "rw"])
+        guard result.status == 0 else { throw HarnessError("sqlite3: \(result.stderr)") }
+        return result.stdout.split(separator: "\n").map(String.init)
+    }
+}
