@@ -301,9 +301,16 @@ public enum StrictJSON {
 
         /// Where the string at `index` closes, when all of it is printable ASCII without an escape.
         func plainStringEnd() -> Int? {
-            var end = index + 1
-            while end < bytes.count, (0x20..<0x80).contains(bytes[end]), bytes[end] != UInt8(ascii: "\""), bytes[end] != UInt8(ascii: "\\") { end += 1 }
-            return end < bytes.count && bytes[end] == UInt8(ascii: "\"") ? end : nil
+            // On the buffer, with plain comparisons: a 64 KiB string is read here byte by byte.
+            bytes.withUnsafeBufferPointer { buffer in
+                var end = index + 1
+                while end < buffer.count {
+                    let byte = buffer[end]
+                    guard byte >= 0x20, byte < 0x80, byte != UInt8(ascii: "\""), byte != UInt8(ascii: "\\") else { break }
+                    end += 1
+                }
+                return end < buffer.count && buffer[end] == UInt8(ascii: "\"") ? end : nil
+            }
         }
 
         /// A string, its escapes resolved (member names are compared as the text they mean:

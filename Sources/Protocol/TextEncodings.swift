@@ -23,20 +23,30 @@ public enum Base64URL {
 
     /// Strict decoding: only the URL-safe alphabet, no padding, no whitespace.
     public static func decode(_ text: some StringProtocol) -> [UInt8]? {
-        var standard: [UInt8] = []
-        standard.reserveCapacity(text.utf8.count + 3)
-        for byte in text.utf8 {
-            switch byte {
-            case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"):
-                standard.append(byte)
-            case UInt8(ascii: "-"): standard.append(UInt8(ascii: "+"))
-            case UInt8(ascii: "_"): standard.append(UInt8(ascii: "/"))
-            default: return nil
+        var text = String(text)
+        // On the contiguous bytes, written into a buffer of the padded size: a JWE's parts are
+        // tens of kilobytes.
+        return text.withUTF8 { utf8 -> [UInt8]? in
+            guard utf8.count % 4 != 1 else { return nil }
+            var valid = true
+            var padded = Data(count: (utf8.count + 3) / 4 * 4)
+            padded.withUnsafeMutableBytes { out in
+                for index in 0..<utf8.count {
+                    let byte = utf8[index]
+                    switch byte {
+                    case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"): out[index] = byte
+                    case UInt8(ascii: "-"): out[index] = UInt8(ascii: "+")
+                    case UInt8(ascii: "_"): out[index] = UInt8(ascii: "/")
+                    default:
+                        valid = false
+                        return
+                    }
+                }
+                for index in utf8.count..<out.count { out[index] = UInt8(ascii: "=") }
             }
+            guard valid else { return nil }
+            return Data(base64Encoded: padded).map(Array.init)
         }
-        guard standard.count % 4 != 1 else { return nil }
-        while standard.count % 4 != 0 { standard.append(UInt8(ascii: "=")) }
-        return Data(base64Encoded: Data(standard)).map(Array.init)
     }
 }
 
