@@ -68,10 +68,13 @@ let package = Package(
         // messaging over OpenPACE (whose API speaks OpenSSL's BUF_MEM, reached through CEAC):
         // shared by the daemon and the virtual card. No I/O.
         .target(name: "SmartCard", dependencies: ["CEAC", "OpenSSLCrypto"]),
+        // The JOSE profile of end-to-end encrypted sync (JWE ECDH-ES+A256KW/A256GCM, signed
+        // envelopes, published device keys), on OpenSSLCrypto: authd's, and the bench's light devices'.
+        .target(name: "JOSE", dependencies: ["Protocol", "OpenSSLCrypto"]),
 
         .executableTarget(
             name: "authd",
-            dependencies: ["Protocol", "AuthdClient", "SmartCard", "OpenSSLCrypto", "CSQLite", "CSystemd", "CLinux", "CArgon2", "CPhoneNumberAPI", "CPCSC", "CCBOR", "CPSL"],
+            dependencies: ["Protocol", "AuthdClient", "SmartCard", "OpenSSLCrypto", "JOSE", "CSQLite", "CSystemd", "CLinux", "CArgon2", "CPhoneNumberAPI", "CPCSC", "CCBOR", "CPSL"],
             // A release build carries its Swift runtime and Foundation inside, as the PAM module
             // does: the daemon maps about 3 MB fewer library pages at rest (`make bench`, idle
             // RSS) and calls the runtime without going through the dynamic linker's tables. It is
@@ -128,7 +131,7 @@ let package = Package(
         // The client library against a peer on a socketpair: framing, ids, timeouts, refusals.
         .testTarget(name: "AuthdClientTests", dependencies: ["AuthdClient", "Protocol"]),
         .testTarget(name: "OpenSSLCryptoTests", dependencies: ["OpenSSLCrypto", "Protocol"]),
-        .testTarget(name: "AuthdTests", dependencies: ["authd", "Protocol", "AuthdClient", "OpenSSLCrypto"]),
+        .testTarget(name: "AuthdTests", dependencies: ["authd", "Protocol", "AuthdClient", "OpenSSLCrypto", "JOSE"]),
         // authctl's own logic with no daemon: help layout, "did you mean", prompts asked again, wording.
         .testTarget(name: "AuthctlTests", dependencies: ["authctl", "Protocol"]),
         // The Web eID host's framing, argument checks and one-command machine, with no browser or daemon.
@@ -140,7 +143,7 @@ let package = Package(
         .testTarget(name: "IntegrationTests", dependencies: ["Protocol", "AuthdClient", "CLinux"], exclude: ["Python", "Hosts"]),
 
         // `make bench`: drives a release build of the real daemon over its socket.
-        .executableTarget(name: "authd-bench", dependencies: ["Protocol", "AuthdClient", "CLinux", "CArgon2", "CPCSC", "OpenSSLCrypto"], path: "Tests/Bench"),
+        .executableTarget(name: "authd-bench", dependencies: ["Protocol", "AuthdClient", "CLinux", "CArgon2", "CPCSC", "OpenSSLCrypto", "JOSE"], path: "Tests/Bench"),
     ],
     swiftLanguageModes: [.v6]
 )

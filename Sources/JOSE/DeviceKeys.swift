@@ -7,10 +7,16 @@ import Protocol
 /// The hub relays these but cannot make one: the device id is the SHA-256 of the signing
 /// key, so a key the hub substitutes fails either the id or the signature, and a sender checks
 /// both (``verified()``) before it encrypts to a device.
-struct PublishedDeviceKey: Sendable, Equatable {
-    let deviceID: String          // DeviceID.description form
-    let signingKeySPKI: [UInt8]   // the device key (its SHA-256 is the device id)
-    let statement: String         // the compact JWS above
+public struct PublishedDeviceKey: Sendable, Equatable {
+    public let deviceID: String   // as DeviceIDText writes it
+    public let signingKeySPKI: [UInt8]   // the device key (its SHA-256 is the device id)
+    public let statement: String         // the compact JWS above
+
+    public init(deviceID: String, signingKeySPKI: [UInt8], statement: String) {
+        self.deviceID = deviceID
+        self.signingKeySPKI = signingKeySPKI
+        self.statement = statement
+    }
 
     /// The JWS `typ` of a published key.
     static let type = "authd-e2ee-key"
@@ -19,10 +25,10 @@ struct PublishedDeviceKey: Sendable, Equatable {
 
     /// Signs `agreementKey` as `deviceID`'s with its device key; throws ``E2EEFailure/badDeviceKey(deviceID:)``
     /// when `deviceID` is not `signingKey`'s.
-    static func make(deviceID: String, signingKey: P256PrivateKey, agreementKey: P256PublicKey) throws -> PublishedDeviceKey {
+    public static func make(deviceID: String, signingKey: P256PrivateKey, agreementKey: P256PublicKey) throws -> PublishedDeviceKey {
         let spki = try signingKey.publicKey().spki
-        guard DeviceID(keySHA256: OpenSSL.sha256(spki)).description == deviceID else { throw E2EEFailure.badDeviceKey(deviceID: deviceID) }
-        var jwk = try JOSE.p256Members(agreementKey)
+        guard DeviceIDText.of(keySHA256: OpenSSL.sha256(spki)) == deviceID else { throw E2EEFailure.badDeviceKey(deviceID: deviceID) }
+        var jwk = try JOSEParts.p256Members(agreementKey)
         jwk["use"] = "enc"
         jwk["alg"] = .string(JWE.keyAgreement)
         jwk["kid"] = .string(deviceID)
@@ -33,18 +39,18 @@ struct PublishedDeviceKey: Sendable, Equatable {
 
     /// Checks SHA-256(spki) is deviceID, the JWS verifies with that spki, kid/device_id match;
     /// returns (signing key, agreement key). Throws .badDeviceKey(deviceID:) otherwise.
-    func verified() throws(E2EEFailure) -> (signing: P256PublicKey, agreement: P256PublicKey) {
+    public func verified() throws(E2EEFailure) -> (signing: P256PublicKey, agreement: P256PublicKey) {
         let refused = E2EEFailure.badDeviceKey(deviceID: deviceID)
-        guard DeviceID(keySHA256: OpenSSL.sha256(signingKeySPKI)).description == deviceID,
+        guard DeviceIDText.of(keySHA256: OpenSSL.sha256(signingKeySPKI)) == deviceID,
               let signing = try? P256PublicKey(spki: signingKeySPKI),
               let jws = CompactJWS(statement, limit: Self.maximumStatementBytes, allowedHeader: ["alg", "kid", "typ"]),
               jws.header["kid"] == .string(deviceID), jws.header["typ"] == .string(Self.type),
               jws.verifies(with: signing),
-              let payload = JOSE.object(jws.payload), Set(payload.keys) == ["device_id", "jwk"],
+              let payload = JOSEParts.object(jws.payload), Set(payload.keys) == ["device_id", "jwk"],
               payload["device_id"] == .string(deviceID),
               case .object(let jwk)? = payload["jwk"], Set(jwk.keys) == ["kty", "crv", "x", "y", "use", "alg", "kid"],
               jwk["use"] == "enc", jwk["alg"] == .string(JWE.keyAgreement), jwk["kid"] == .string(deviceID),
-              let (x, y) = JOSE.p256Coordinates(jwk),
+              let (x, y) = JOSEParts.p256Coordinates(jwk),
               let agreement = try? P256PublicKey(x: x, y: y)
         else { throw refused }
         return (signing, agreement)

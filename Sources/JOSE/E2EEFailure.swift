@@ -2,7 +2,7 @@ import Protocol
 
 /// Why an end-to-end encrypted event or a device's published key was refused (DESIGN §13).
 /// Messages say which check failed and never carry key material, plaintext or ciphertext.
-enum E2EEFailure: Error, Equatable, Sendable, WireErrorConvertible {
+public enum E2EEFailure: Error, Equatable, Sendable {
     /// Not a JWE or signed envelope of authd's profile (shape, sizes, algorithms, limits).
     case malformed
     /// No recipient has this device's key id.
@@ -19,7 +19,7 @@ enum E2EEFailure: Error, Equatable, Sendable, WireErrorConvertible {
     case tooLarge(limit: Int)
 
     /// The wire reason, one per case.
-    var reason: Reason {
+    public var reason: Reason {
         switch self {
         case .malformed: .e2eeMalformed
         case .notARecipient: .e2eeNotARecipient
@@ -32,7 +32,7 @@ enum E2EEFailure: Error, Equatable, Sendable, WireErrorConvertible {
     }
 
     /// One sentence for people and logs.
-    var message: String {
+    public var message: String {
         switch self {
         case .malformed: "The encrypted event is not a JWE of authd's profile (ECDH-ES+A256KW, A256GCM, P-256)."
         case .notARecipient: "The encrypted event was not encrypted to this device."
@@ -45,7 +45,7 @@ enum E2EEFailure: Error, Equatable, Sendable, WireErrorConvertible {
         }
     }
 
-    var rpcError: RPCError {
+    public var rpcError: RPCError {
         switch self {
         case .badDeviceKey(let deviceID): .failure(reason, message, details: ["device_id": .string(deviceID)])
         case .tooLarge(let limit): .failure(reason, message, details: ["limit": .integer(Int64(limit))])

@@ -6,13 +6,38 @@ import Protocol
 /// strict check (unique member names, bounded depth, valid UTF-8) before it is decoded, and
 /// every base64url part must be in its one canonical form, so that one JWE or JWS has one
 /// spelling and two readers cannot see different values in it.
-enum JOSE {
+enum JOSEParts {
     /// The JSON object `bytes` hold, or nil.
     static func object(_ bytes: [UInt8]) -> [String: JSONValue]? {
         guard StrictJSON.check(bytes) == nil,
               case .object(let members)? = try? JSONDecoder().decode(JSONValue.self, from: Data(bytes))
         else { return nil }
         return members
+    }
+
+    /// The dot-separated parts of a compact serialisation, at most `maxParts` (the last takes
+    /// the rest), found on its UTF-8 bytes (a `String` split walks grapheme clusters).
+    static func parts(_ text: String, maxParts: Int) -> [Substring] {
+        var text = text
+        // The offsets of the dots, found on the contiguous UTF-8 bytes.
+        let dots: [Int] = text.withUTF8 { bytes in
+            var dots: [Int] = []
+            var offset = 0
+            while offset < bytes.count, dots.count < maxParts - 1 {
+                if bytes[offset] == UInt8(ascii: ".") { dots.append(offset) }
+                offset += 1
+            }
+            return dots
+        }
+        var parts: [Substring] = []
+        var start = text.utf8.startIndex
+        for dot in dots {
+            let end = text.utf8.index(text.utf8.startIndex, offsetBy: dot)
+            parts.append(text[start..<end])
+            start = text.utf8.index(after: end)
+        }
+        parts.append(text[start...])
+        return parts
     }
 
     /// The bytes of a base64url string value, when it is canonical (no padding, no stray bits)
@@ -23,10 +48,29 @@ enum JOSE {
     }
 
     static func bytes(_ text: some StringProtocol, count: Int? = nil) -> [UInt8]? {
-        guard let decoded = Base64URL.decode(text), count.map({ $0 == decoded.count }) ?? true,
-              Base64URL.encode(decoded).utf8.elementsEqual(text.utf8)
-        else { return nil }
+        guard let decoded = Base64URL.decode(text), count.map({ $0 == decoded.count }) ?? true, hasNoStrayBits(text) else { return nil }
         return decoded
+    }
+
+    /// Whether the last character of unpadded base64url `text` leaves the bits past the data
+    /// zero (RFC 4648 §3.5): two characters of a last group carry 8 bits and four spare, three
+    /// carry 16 and two spare. Such text is the one spelling of its bytes (decoding already
+    /// refused padding, other alphabets and a lone last character).
+    private static func hasNoStrayBits(_ text: some StringProtocol) -> Bool {
+        let spare: UInt8 = switch text.utf8.count % 4 {
+        case 2: 0x0F
+        case 3: 0x03
+        default: 0
+        }
+        guard spare != 0, let last = text.utf8.reversed().first else { return true }
+        let value: UInt8 = switch last {
+        case UInt8(ascii: "A")...UInt8(ascii: "Z"): last - UInt8(ascii: "A")
+        case UInt8(ascii: "a")...UInt8(ascii: "z"): last - UInt8(ascii: "a") + 26
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): last - UInt8(ascii: "0") + 52
+        case UInt8(ascii: "-"): 62
+        default: 63
+        }
+        return value & spare == 0
     }
 
     /// A P-256 public key as a JWK's members (`kty`, `crv`, `x`, `y`); the point is not yet
@@ -64,11 +108,11 @@ struct CompactJWS {
     /// signature 64 bytes.
     init?(_ text: String, limit: Int, allowedHeader: Set<String>) {
         guard text.utf8.count <= limit else { return nil }
-        let parts = text.split(separator: ".", maxSplits: 3, omittingEmptySubsequences: false)
+        let parts = JOSEParts.parts(text, maxParts: 4)
         guard parts.count == 3,
-              let headerBytes = JOSE.bytes(parts[0]), let header = JOSE.object(headerBytes),
+              let headerBytes = JOSEParts.bytes(parts[0]), let header = JOSEParts.object(headerBytes),
               header["alg"] == "ES256", Set(header.keys).isSubset(of: allowedHeader),
-              let payload = JOSE.bytes(parts[1]), let signature = JOSE.bytes(parts[2], count: 64)
+              let payload = JOSEParts.bytes(parts[1]), let signature = JOSEParts.bytes(parts[2], count: 64)
         else { return nil }
         self.header = header
         self.payload = payload

@@ -12,17 +12,22 @@ import Protocol
 /// flattened syntax (one recipient, no `recipients` array) is read as one recipient.
 /// Anything else — another algorithm or curve, `zip`, `crit`, a part of the wrong size, more
 /// than ``maximumSerializationBytes`` — is refused as malformed, before any key is used.
-enum JWE {
-    struct Recipient: Sendable {
-        let kid: String
-        let key: P256PublicKey
+public enum JWE {
+    public struct Recipient: Sendable {
+        public let kid: String
+        public let key: P256PublicKey
+
+        public init(kid: String, key: P256PublicKey) {
+            self.kid = kid
+            self.key = key
+        }
     }
 
     /// The largest serialisation read or written: a sync line's limit.
-    static let maximumSerializationBytes = 1 << 20
+    public static let maximumSerializationBytes = 1 << 20
 
-    static let keyAgreement = "ECDH-ES+A256KW"
-    static let contentEncryption = "A256GCM"
+    public static let keyAgreement = "ECDH-ES+A256KW"
+    public static let contentEncryption = "A256GCM"
     /// `{"enc":"A256GCM"}`, the protected header every JWE of ours has; its base64url text is
     /// the content's associated data.
     static let protectedHeader = Base64URL.encode(Array(#"{"enc":"A256GCM"}"#.utf8))
@@ -32,7 +37,7 @@ enum JWE {
     /// Returns the serialisation as compact JSON text (members: protected, recipients, iv, ciphertext, tag).
     /// Throws ``E2EEFailure/malformed`` for no recipients or two with one kid, and
     /// ``E2EEFailure/tooLarge(limit:)`` when the result would pass ``maximumSerializationBytes``.
-    static func encrypt(_ plaintext: [UInt8], to recipients: [Recipient]) throws -> String {
+    public static func encrypt(_ plaintext: [UInt8], to recipients: [Recipient]) throws -> String {
         guard !recipients.isEmpty, Set(recipients.map(\.kid)).count == recipients.count, !recipients.contains(where: \.kid.isEmpty) else {
             throw E2EEFailure.malformed
         }
@@ -47,17 +52,17 @@ enum JWE {
             let keyEncryptionKey = try deriveKeyEncryptionKey(secret: try ephemeral.sharedSecret(with: recipient.key), apu: [], apv: [])
             let encryptedKey = try AESKeyWrap.wrap(contentKey, kek: keyEncryptionKey)
             var header: [String: JSONValue] = ["alg": .string(keyAgreement), "kid": .string(recipient.kid)]
-            header["epk"] = .object(try JOSE.p256Members(try ephemeral.publicKey()))
+            header["epk"] = .object(try JOSEParts.p256Members(try ephemeral.publicKey()))
             wrapped.append(Serialized.Recipient(encryptedKey: Base64URL.encode(encryptedKey), header: header))
         }
-        let text = try JOSE.text(Serialized(ciphertext: Base64URL.encode(ciphertext), iv: Base64URL.encode(iv), protected: protectedHeader,
+        let text = try JOSEParts.text(Serialized(ciphertext: Base64URL.encode(ciphertext), iv: Base64URL.encode(iv), protected: protectedHeader,
                                             recipients: wrapped, tag: Base64URL.encode(tag)))
         guard text.utf8.count <= maximumSerializationBytes else { throw E2EEFailure.tooLarge(limit: maximumSerializationBytes) }
         return text
     }
 
     /// Decrypts as recipient `kid` holding `key`.
-    static func decrypt(_ serialization: String, kid: String, key: P256PrivateKey) throws(E2EEFailure) -> [UInt8] {
+    public static func decrypt(_ serialization: String, kid: String, key: P256PrivateKey) throws(E2EEFailure) -> [UInt8] {
         guard let parsed = Parsed(serialization) else { throw .malformed }
         guard let recipient = parsed.recipients.first(where: { $0.kid == kid }) else { throw .notARecipient }
         let contentKey: SecretBytes?
@@ -84,7 +89,7 @@ enum JWE {
     /// The recipients' kids, in order, without decrypting (what the hub checks); nil when not a well-formed JWE of this profile.
     /// (Every check but one that needs no key: whether each `epk` is on the curve is left to
     /// the recipient, which refuses it as malformed.)
-    static func recipientIDs(_ serialization: String) -> [String]? {
+    public static func recipientIDs(_ serialization: String) -> [String]? {
         Parsed(serialization)?.recipients.map(\.kid)
     }
 
@@ -135,12 +140,12 @@ enum JWE {
 
         init?(_ serialization: String) {
             let text = Array(serialization.utf8)
-            guard text.count <= JWE.maximumSerializationBytes, let top = JOSE.object(text),
+            guard text.count <= JWE.maximumSerializationBytes, let top = JOSEParts.object(text),
                   case .string(let protectedText)? = top["protected"],
-                  let protectedBytes = JOSE.bytes(protectedText), let protected = JOSE.object(protectedBytes),
-                  let iv = JOSE.bytes(top["iv"], count: AESGCM.nonceLength),
-                  let ciphertext = JOSE.bytes(top["ciphertext"]),
-                  let tag = JOSE.bytes(top["tag"], count: AESGCM.tagLength)
+                  let protectedBytes = JOSEParts.bytes(protectedText), let protected = JOSEParts.object(protectedBytes),
+                  let iv = JOSEParts.bytes(top["iv"], count: AESGCM.nonceLength),
+                  let ciphertext = JOSEParts.bytes(top["ciphertext"]),
+                  let tag = JOSEParts.bytes(top["tag"], count: AESGCM.tagLength)
             else { return nil }
             var shared = protected
             if let unprotected = top["unprotected"] {
@@ -149,7 +154,7 @@ enum JWE {
             }
             var associatedData = Array(protectedText.utf8)
             if let aad = top["aad"] {
-                guard case .string(let aadText) = aad, JOSE.bytes(aadText) != nil else { return nil }
+                guard case .string(let aadText) = aad, JOSEParts.bytes(aadText) != nil else { return nil }
                 associatedData += Array(".\(aadText)".utf8)
             }
             // The general syntax's recipients, or the flattened syntax's one.
@@ -187,8 +192,8 @@ enum JWE {
             guard header["alg"] == .string(JWE.keyAgreement), header["enc"] == .string(JWE.contentEncryption),
                   header["zip"] == nil, header["crit"] == nil,
                   case .string(let kid)? = header["kid"], !kid.isEmpty,
-                  case .object(let epk)? = header["epk"], let point = JOSE.p256Coordinates(epk),
-                  let encryptedKey = JOSE.bytes(members["encrypted_key"], count: 40)
+                  case .object(let epk)? = header["epk"], let point = JOSEParts.p256Coordinates(epk),
+                  let encryptedKey = JOSEParts.bytes(members["encrypted_key"], count: 40)
             else { return nil }
             var party: [[UInt8]] = []
             for name in ["apu", "apv"] {
@@ -196,7 +201,7 @@ enum JWE {
                     party.append([])
                     continue
                 }
-                guard let bytes = JOSE.bytes(value) else { return nil }
+                guard let bytes = JOSEParts.bytes(value) else { return nil }
                 party.append(bytes)
             }
             return Recipient(kid: kid, epk: point, encryptedKey: encryptedKey, apu: party[0], apv: party[1])

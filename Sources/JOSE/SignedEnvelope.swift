@@ -6,7 +6,7 @@ import Protocol
 ///
 /// The signature is what tells a device which of the account's devices wrote an event: the
 /// JWE alone says only that someone who knew the recipients' public keys did.
-enum SignedEnvelope {
+public enum SignedEnvelope {
     /// The JWS content type of a JWE in JSON serialisation (RFC 7515 §4.1.10, RFC 7516 §9).
     static let contentType = "jose+json"
     /// The header members of the profile, and no others (`crit` least of all).
@@ -15,17 +15,24 @@ enum SignedEnvelope {
     /// the header and signature.
     static let maximumBytes = (JWE.maximumSerializationBytes / 3 + 1) * 4 + 4096
 
-    static func sign(jwe: String, kid: String, key: P256PrivateKey) throws -> String {
+    public static func sign(jwe: String, kid: String, key: P256PrivateKey) throws -> String {
         try CompactJWS.sign(header: ["alg": "ES256", "kid": .string(kid), "cty": .string(contentType)], payload: Array(jwe.utf8), key: key)
     }
 
     /// The kid, unverified (to find the sender's key). nil when not a compact JWS of this profile.
-    static func signer(of compact: String) -> String? {
-        parse(compact)?.kid
+    public static func signer(of compact: String) -> String? {
+        // The header and the signature's shape: the payload (the whole JWE) is read once, by `open`.
+        let parts = JOSEParts.parts(compact, maxParts: 4)
+        guard compact.utf8.count <= maximumBytes, parts.count == 3, JOSEParts.bytes(parts[2], count: 64) != nil,
+              let bytes = JOSEParts.bytes(parts[0]), let header = JOSEParts.object(bytes),
+              header["alg"] == "ES256", Set(header.keys).isSubset(of: headerMembers), header["cty"] == .string(contentType),
+              case .string(let kid)? = header["kid"], !kid.isEmpty
+        else { return nil }
+        return kid
     }
 
     /// Verifies with the sender's device key and returns the JWE serialisation.
-    static func open(_ compact: String, signerKey: P256PublicKey) throws(E2EEFailure) -> String {
+    public static func open(_ compact: String, signerKey: P256PublicKey) throws(E2EEFailure) -> String {
         guard let (jws, _) = parse(compact) else { throw .malformed }
         guard jws.verifies(with: signerKey) else { throw .badSignature }
         guard let jwe = String(validating: jws.payload, as: UTF8.self) else { throw .malformed }

@@ -2,6 +2,15 @@ import FoundationEssentials
 
 // The machine's identity and its place among machines (DESIGN §8): standalone, hub or device.
 
+/// A device id as people read and compare it: SHA-256 of the device key's
+/// SubjectPublicKeyInfo, base32 (RFC 4648, no padding) in thirteen groups of four.
+public enum DeviceIDText {
+    public static func of(keySHA256 digest: [UInt8]) -> String {
+        let text = Array(Base32.encode(digest))
+        return stride(from: 0, to: text.count, by: 4).map { String(text[$0..<min($0 + 4, text.count)]) }.joined(separator: "-")
+    }
+}
+
 /// `device.id`: this machine's device id, the one its hub shows, so a person can compare them.
 public enum DeviceIdentify: RPCMethod {
     public static let name = "device.id"

@@ -4,6 +4,7 @@ import OpenSSLCrypto
 import Protocol
 import Testing
 @testable import authd
+@testable import JOSE
 
 /// A device as the tests make them: a key-agreement key and its kid.
 private struct Device {

@@ -1,7 +1,9 @@
-// E2EE/ — end-to-end encrypted sync (DESIGN §13). JWE and SignedEnvelope are the format (RFC
-// 7516/7518, 7515, built on OpenSSLCrypto); PublishedDeviceKey is a machine's signed key; the
-// DeviceKeyBook is the hub's directory of those keys; SyncCipher, on a device, seals what its apps
-// send and opens what the hub relays. Errors: E2EEFailure.
+// E2EE/ — end-to-end encrypted sync (DESIGN §13). The format is the JOSE module's (JWE and
+// SignedEnvelope, RFC 7516/7518 and 7515 on OpenSSLCrypto; PublishedDeviceKey, a machine's signed
+// key; E2EEFailure); here the DeviceKeyBook is the hub's directory of those keys, and SyncCipher,
+// on a device, seals what its apps send and opens what the hub relays.
+
+import JOSE
 
 import FoundationEssentials
 import OpenSSLCrypto

@@ -3,11 +3,9 @@ import OpenSSLCrypto
 import Protocol
 
 extension DeviceID {
-    /// The printable form of a device key's identity: SHA-256 of its SubjectPublicKeyInfo, base32
-    /// (RFC 4648, no padding) in thirteen groups of four, as people read and compare it.
+    /// The printable form of a device key's identity (``DeviceIDText``).
     init(keySHA256 digest: [UInt8]) {
-        let text = Array(Base32.encode(digest))
-        description = stride(from: 0, to: text.count, by: 4).map { String(text[$0..<min($0 + 4, text.count)]) }.joined(separator: "-")
+        description = DeviceIDText.of(keySHA256: digest)
     }
 }
 

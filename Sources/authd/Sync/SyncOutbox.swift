@@ -1,4 +1,5 @@
 import FoundationEssentials
+import JOSE
 import OpenSSLCrypto
 import Protocol
 
