@@ -12,19 +12,7 @@ extension P256PublicKey {
     /// bits of the private key (the invalid-curve attack).
     public convenience init(x: [UInt8], y: [UInt8]) throws {
         guard x.count == 32, y.count == 32 else { throw CryptoError(operation: "load EC key", detail: "P-256 coordinates must be 32 bytes") }
-        // The builder keeps a pointer to the point until OSSL_PARAM_BLD_to_param, inside fromData.
-        let point = UnsafeMutableBufferPointer<UInt8>.allocate(capacity: 65)
-        defer { point.deallocate() }
-        _ = point.initialize(from: [0x04] + x + y)
-        let key = try JWKPublicKey.fromData(type: "EC") { authd_param_push_p256_public($0, point.baseAddress, point.count) == 1 }
-        defer { EVP_PKEY_free(key) }
-        guard let check = EVP_PKEY_CTX_new_from_pkey(nil, key, nil) else { throw CryptoError.drain("EVP_PKEY_CTX_new_from_pkey") }
-        defer { EVP_PKEY_CTX_free(check) }
-        guard EVP_PKEY_public_check(check) == 1 else {
-            ERR_clear_error()
-            throw CryptoError(operation: "load EC key", detail: "the point is not on P-256")
-        }
-        try self.init(spki: try subjectPublicKeyInfo(key))
+        try self.init(point: [0x04] + x + y, checked: true)
     }
 }
 
@@ -61,8 +49,11 @@ extension P256PrivateKey {
         guard let context = EVP_PKEY_CTX_new_from_pkey(nil, key, nil) else { throw CryptoError.drain("EVP_PKEY_CTX_new_from_pkey") }
         defer { EVP_PKEY_CTX_free(context) }
         var length = 0
+        // Not validated again here: every P256PublicKey's point was checked on the curve when it
+        // was made (from coordinates, or decoded from DER, which refuses a point off it), and
+        // the full check multiplies by the group order, the cost of the derivation itself.
         guard EVP_PKEY_derive_init(context) == 1,
-              EVP_PKEY_derive_set_peer_ex(context, peer.key, 1) == 1,
+              EVP_PKEY_derive_set_peer_ex(context, peer.key, 0) == 1,
               EVP_PKEY_derive(context, nil, &length) == 1, length == 32
         else { throw CryptoError.drain("ECDH setup") }
         return try SecretBytes(count: 32) { out in
@@ -76,12 +67,18 @@ extension P256PrivateKey {
 
 /// The Concat KDF of NIST SP 800-56A §5.8.1 (RFC 7518 §4.6.2), OpenSSL's single-step KDF.
 public enum ConcatKDF {
+    /// SSKDF, looked up among the providers once (a fetch takes their locks); an `EVP_KDF` is
+    /// shared by the contexts made from it, on any thread.
+    private final class Fetched: @unchecked Sendable {
+        let kdf = EVP_KDF_fetch(nil, "SSKDF", nil)
+    }
+    private static let fetched = Fetched()
+
     /// `length` bytes from the shared secret and the `otherInfo` the caller assembled
     /// (AlgorithmID ‖ PartyUInfo ‖ PartyVInfo ‖ SuppPubInfo ‖ SuppPrivInfo), with SHA-256.
     public static func sha256(secret: SecretBytes, otherInfo: [UInt8], length: Int) throws -> SecretBytes {
         guard length > 0, secret.count > 0 else { throw CryptoError(operation: "Concat KDF", detail: "an empty secret or output") }
-        guard let kdf = EVP_KDF_fetch(nil, "SSKDF", nil) else { throw CryptoError.drain("EVP_KDF_fetch(SSKDF)") }
-        defer { EVP_KDF_free(kdf) }
+        guard let kdf = fetched.kdf else { throw CryptoError.drain("EVP_KDF_fetch(SSKDF)") }
         // The context copies the secret and wipes its copy when freed.
         guard let context = EVP_KDF_CTX_new(kdf) else { throw CryptoError.drain("EVP_KDF_CTX_new") }
         defer { EVP_KDF_CTX_free(context) }

@@ -227,30 +227,25 @@ public enum AESGCM {
 /// this type is Sendable.
 public final class P256PrivateKey: @unchecked Sendable {
     let key: OpaquePointer
-    /// A signing context set up once (`EVP_DigestSignInit` with SHA-256 and this key), which
-    /// each signature copies: setting one up looks up the algorithms in OpenSSL's provider
-    /// tables every time and cost about a fifth of a signature. Copied under `templateLock`, so
-    /// no two threads read it at once.
-    private let signingTemplate: OpaquePointer
-    private let templateLock = Mutex(())
+    /// A signing context set up at the first signature (`EVP_DigestSignInit` with SHA-256 and
+    /// this key), which each signature copies: setting one up looks up the algorithms in
+    /// OpenSSL's provider tables every time and cost about a fifth of a signature. A key that
+    /// never signs (an ephemeral ECDH key) never makes one. Made and copied under the lock, so no
+    /// two threads touch it at once.
+    private let signingTemplate = Mutex(SigningTemplate())
+
+    /// The template's `EVP_MD_CTX`, touched only under the lock.
+    private struct SigningTemplate: @unchecked Sendable {
+        var context: OpaquePointer?
+    }
 
     /// Takes ownership of `key`, an EC key on P-256.
     init(key: OpaquePointer) throws {
         self.key = key
-        guard let template = EVP_MD_CTX_new() else {
-            EVP_PKEY_free(key)
-            throw CryptoError.drain("EVP_MD_CTX_new")
-        }
-        guard EVP_DigestSignInit(template, nil, EVP_sha256(), nil, key) == 1 else {
-            EVP_MD_CTX_free(template)
-            EVP_PKEY_free(key)
-            throw CryptoError.drain("EVP_DigestSignInit")
-        }
-        signingTemplate = template
     }
 
     deinit {
-        EVP_MD_CTX_free(signingTemplate)
+        signingTemplate.withLock { template in if let context = template.context { EVP_MD_CTX_free(context) } }
         EVP_PKEY_free(key)
     }
 
@@ -290,16 +285,29 @@ public final class P256PrivateKey: @unchecked Sendable {
         }
     }
 
-    /// The public half.
+    /// The public half: the key's own point in a key of its own (no DER encoder or decoder,
+    /// which OpenSSL 3 looks up among all its providers each time).
     public func publicKey() throws -> P256PublicKey {
-        try P256PublicKey(spki: try subjectPublicKeyInfo(key))
+        let point = try P256PublicKey.encodedPoint(of: key)
+        return try P256PublicKey(point: point, checked: false)
     }
 
     /// ECDSA-SHA-256 over `message`, as the 64-byte `r ‖ s` that JWS (RFC 7518 §3.4) requires.
     public func signES256(_ message: some ContiguousBytes) throws -> [UInt8] {
         guard let context = EVP_MD_CTX_new() else { throw CryptoError.drain("EVP_MD_CTX_new") }
         defer { EVP_MD_CTX_free(context) }
-        guard templateLock.withLock({ _ in EVP_MD_CTX_copy_ex(context, signingTemplate) }) == 1 else { throw CryptoError.drain("EVP_MD_CTX_copy_ex") }
+        let copied = signingTemplate.withLock { template -> Int32 in
+            if template.context == nil {
+                guard let made = EVP_MD_CTX_new() else { return 0 }
+                guard EVP_DigestSignInit(made, nil, EVP_sha256(), nil, key) == 1 else {
+                    EVP_MD_CTX_free(made)
+                    return 0
+                }
+                template.context = made
+            }
+            return EVP_MD_CTX_copy_ex(context, template.context)
+        }
+        guard copied == 1 else { throw CryptoError.drain("EVP_DigestSignInit") }
         var der = [UInt8](repeating: 0, count: 80)
         var length = der.count
         let ok = message.withUnsafeBytes { input in
@@ -331,6 +339,54 @@ public final class P256PublicKey: @unchecked Sendable {
         }
     }
 
+    /// Takes ownership of `key`, a P-256 public key whose SubjectPublicKeyInfo is `spki`.
+    private init(owning key: OpaquePointer, spki: [UInt8]) {
+        self.key = key
+        self.spki = spki
+    }
+
+    /// The key of an uncompressed P-256 point (`04 ‖ x ‖ y`). `checked`: refuse a point that is
+    /// not on the curve (`EVP_PKEY_public_check_quick`: P-256 has cofactor 1, so on the curve
+    /// is in the group) — for points from outside. Its SubjectPublicKeyInfo is the fixed
+    /// P-256 prefix and the point (RFC 5480), written here rather than by OpenSSL's encoder.
+    convenience init(point: [UInt8], checked: Bool) throws {
+        guard point.count == 65, point[0] == 0x04 else { throw CryptoError(operation: "load EC key", detail: "not an uncompressed P-256 point") }
+        // The builder keeps a pointer to the point until OSSL_PARAM_BLD_to_param, inside fromData.
+        let buffer = UnsafeMutableBufferPointer<UInt8>.allocate(capacity: 65)
+        defer { buffer.deallocate() }
+        _ = buffer.initialize(from: point)
+        let key = try JWKPublicKey.fromData(type: "EC") { authd_param_push_p256_public($0, buffer.baseAddress, buffer.count) == 1 }
+        if checked {
+            guard let check = EVP_PKEY_CTX_new_from_pkey(nil, key, nil) else {
+                EVP_PKEY_free(key)
+                throw CryptoError.drain("EVP_PKEY_CTX_new_from_pkey")
+            }
+            defer { EVP_PKEY_CTX_free(check) }
+            guard EVP_PKEY_public_check_quick(check) == 1 else {
+                ERR_clear_error()
+                EVP_PKEY_free(key)
+                throw CryptoError(operation: "load EC key", detail: "the point is not on P-256")
+            }
+        }
+        self.init(owning: key, spki: Self.spkiPrefix + point)
+    }
+
+    /// SEQUENCE { SEQUENCE { id-ecPublicKey, prime256v1 }, BIT STRING (65 bytes) }, up to the point.
+    static let spkiPrefix: [UInt8] = [
+        0x30, 0x59, 0x30, 0x13, 0x06, 0x07, 0x2A, 0x86, 0x48, 0xCE, 0x3D, 0x02, 0x01, 0x06, 0x08, 0x2A, 0x86, 0x48, 0xCE, 0x3D, 0x03, 0x01, 0x07,
+        0x03, 0x42, 0x00,
+    ]
+
+    /// The uncompressed public point of an EC key.
+    static func encodedPoint(of key: OpaquePointer) throws -> [UInt8] {
+        var point = [UInt8](repeating: 0, count: 65)
+        var length = 0
+        guard EVP_PKEY_get_octet_string_param(key, "encoded-pub-key", &point, point.count, &length) == 1,
+              length == 65, point[0] == 0x04
+        else { throw CryptoError.drain("read EC public point") }
+        return point
+    }
+
     deinit { EVP_PKEY_free(key) }
 
     static func isP256(_ key: OpaquePointer) -> Bool {
@@ -340,11 +396,7 @@ public final class P256PublicKey: @unchecked Sendable {
 
     /// The affine coordinates (32 bytes each), for a JWK.
     public func coordinates() throws -> (x: [UInt8], y: [UInt8]) {
-        var point = [UInt8](repeating: 0, count: 65)
-        var length = 0
-        guard EVP_PKEY_get_octet_string_param(key, "encoded-pub-key", &point, point.count, &length) == 1,
-              length == 65, point[0] == 0x04
-        else { throw CryptoError.drain("read EC public point") }
+        let point = try Self.encodedPoint(of: key)
         return (Array(point[1...32]), Array(point[33...64]))
     }
 
