@@ -40,9 +40,9 @@ struct DeviceKeyBook: Sendable {
             let devices = try database.query(
                 """
                 SELECT k.device_id, d.name, k.spki, k.statement, d.revoked_at IS NOT NULL
-                FROM devices d JOIN device_e2ee_keys k ON d.device_key = 'device:' || k.device_id
+                FROM devices d JOIN device_e2ee_keys k ON d.device_key = ? || k.device_id
                 WHERE d.account_id = ? ORDER BY d.first_seen, k.device_id
-                """, [.text(account)]) {
+                """, [.text(DeviceIdentity.machineKeyPrefix), .text(account)]) {
                 LinkE2EEKeys.Device(deviceID: $0.text(0), name: $0.text(1), spki: Base64URL.encode($0.blob(2)), statement: $0.text(3), revoked: $0.int(4) != 0)
             }
             return LinkE2EEKeys.Result(account: account, e2ee: mode, devices: devices)
@@ -57,19 +57,12 @@ struct DeviceKeyBook: Sendable {
             var devices: [String: [UInt8]] = [:]
             for (id, spki) in try database.query(
                 """
-                SELECT k.device_id, k.spki FROM devices d JOIN device_e2ee_keys k ON d.device_key = 'device:' || k.device_id
+                SELECT k.device_id, k.spki FROM devices d JOIN device_e2ee_keys k ON d.device_key = ? || k.device_id
                 WHERE d.account_id = ? AND d.revoked_at IS NULL
-                """, [.text(account)], row: { ($0.text(0), $0.blob(1)) }) {
+                """, [.text(DeviceIdentity.machineKeyPrefix), .text(account)], row: { ($0.text(0), $0.blob(1)) }) {
                 devices[id] = spki
             }
             return (mode, devices)
-        }
-    }
-
-    /// The key `machine` signs with, when it published one.
-    func signingKey(of machine: DeviceID) async throws -> [UInt8]? {
-        try await store.read { database in
-            try database.queryOne("SELECT spki FROM device_e2ee_keys WHERE device_id = ?", [.text(machine.description)], row: { $0.blob(0) })
         }
     }
 

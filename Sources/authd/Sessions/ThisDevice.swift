@@ -32,7 +32,7 @@ extension DeviceIdentity {
     }
 
     /// How a machine linked to this hub is keyed among an account's devices: `device:` and its id.
-    private static let machineKeyPrefix = "device:"
+    static let machineKeyPrefix = "device:"
 
     static func key(ofMachine machine: DeviceID) -> String { machineKeyPrefix + machine.description }
 
