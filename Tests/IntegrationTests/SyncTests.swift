@@ -224,7 +224,7 @@ struct SyncTests {
         #expect(try client.result("sync.events", ["session": session, "after": 0])["head"] == 6, "the refused one stored nothing (1: the registration's device.linked)")
     }
 
-    @Test("desktop notifications: a notification sent on B appears on A's desktop (python-dbusmock's notification daemon on a private session bus) with B's name, and B's dismissal closes it there; B, with no session bus, says so once and syncs as ever")
+    @Test("desktop notifications: B joining the account, and a notification sent on B, appear on A's desktop (python-dbusmock's notification daemon on a private session bus) with B's name, and B's dismissal closes it there; B, with no session bus, says so once and syncs as ever")
     func desktopNotifications() throws {
         let rig = try HubRig()
         let desktop = try NotificationDesktop()  // A's session bus
@@ -235,9 +235,13 @@ struct SyncTests {
         _ = try rig.register(on: a)
         let onB = try #require(try clientB.result("auth.login", ["login": "+37251234567", "password": "a long enough passphrase"])["session"]?["token"])
 
+        // B joining the account is said on A's desktop, with B's device id.
+        let idB = try #require(try clientB.result("device.id")["device_id"]?.stringValue)
+        #expect(desktop.shows(idB), "A said a new device was added: \(desktop.log)")
+        #expect(desktop.log.contains("A new device was added to your account"))
         let sent = try clientB.result("sync.send", ["session": onB, "kind": "notification", "conversation": "home",
                                                     "body": ["title": "Door", "text": "someone at the door"]])
-        #expect(desktop.shows("Notify"), "A showed it")
+        #expect(desktop.shows("Door"), "A showed it")
         let shown = desktop.log
         #expect(shown.contains("Door") && shown.contains("someone at the door") && shown.contains("from "), "title, text and the sending machine: \(shown)")
         _ = try clientB.result("sync.dismiss", ["session": onB, "position": sent["position"]!])
