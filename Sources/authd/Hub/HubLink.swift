@@ -72,7 +72,7 @@ final class HubLink: @unchecked Sendable {
     private let loop: EventLoop
     /// What `currentStatus` reads without waiting for the loop.
     private let published = Mutex(Status())
-    private let noticed = Mutex<(@Sendable (Notice) -> Void)?>(nil)
+    private let noticed = Mutex<Callback<Notice>?>(nil)
 
     // On `loop` only.
     private var machine: LinkMachine
@@ -121,7 +121,7 @@ final class HubLink: @unchecked Sendable {
 
     /// What runs for each notice (on the link's thread: hand anything slow on).
     func onNotice(_ handler: @escaping @Sendable (Notice) -> Void) {
-        noticed.withLock { $0 = handler }
+        noticed.withLock { $0 = Callback(handler) }
     }
 
     // MARK: Calls
@@ -198,7 +198,7 @@ final class HubLink: @unchecked Sendable {
         case .syncEvent:
             break
         }
-        noticed.withLock { $0 }?(notice)
+        noticed.withLock { $0 }?.call(notice)
     }
 
     /// Publishes what `hub.status` reads; the state's start as a wall-clock time, taken once.

@@ -33,7 +33,7 @@ final class PromptBroker: Sendable {
     private let state = Mutex(State())
     /// Where the `prompt` notifications go, and who hears how many questions wait: the
     /// connection, set once by `connect`.
-    private let output = Mutex<(line: @Sendable (Data) -> Void, waiting: @Sendable (Int) -> Void)?>(nil)
+    private let output = Mutex<(line: Callback<Data>, waiting: Callback<Int>)?>(nil)
     private let timeout: Duration
 
     /// `timeout`: `[server] prompt_timeout`, the longest any question waits.
@@ -42,14 +42,14 @@ final class PromptBroker: Sendable {
     /// Sends this broker's prompts through `output` and tells `waiting` how many questions wait
     /// for an answer whenever that number changes (the connection's, as it is made).
     func connect(_ output: @escaping @Sendable (Data) -> Void, waiting: @escaping @Sendable (Int) -> Void) {
-        self.output.withLock { $0 = (output, waiting) }
+        self.output.withLock { $0 = (Callback(output), Callback(waiting)) }
     }
 
     private var questionsWaiting: Int { state.withLock { $0.waiting.count - $0.progressOnly.count } }
 
     private func reportWaiting() {
         let count = questionsWaiting
-        output.withLock { $0 }?.waiting(count)
+        output.withLock { $0 }?.waiting.call(count)
     }
 
     /// Nil when `maxWaiting` questions already wait (progress prompts are not limited: each
@@ -76,7 +76,7 @@ final class PromptBroker: Sendable {
 
     private func send(_ params: PromptNotification.Params) {
         guard let line = try? WireCodec.notificationLine(method: PromptNotification.name, params: params) else { return }
-        output.withLock { $0 }?.line(line)
+        output.withLock { $0 }?.line.call(line)
     }
 
     /// Sends a prompt and waits for its answer, at most `[server] prompt_timeout` or `within`
