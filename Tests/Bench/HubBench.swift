@@ -1,7 +1,9 @@
 import Foundation
 import CLinux
 import Glibc
+import JOSE
 import OpenSSLCrypto
+import Protocol
 import Synchronization
 
 // The hub's figures: a forwarded account call next to the same call on a standalone authd, TLS
@@ -130,6 +132,14 @@ func benchHub() throws -> (hub: Daemon, client: Client, port: UInt16, pki: Bench
     return (hub, hubClient, port, pki)
 }
 
+/// `authd-bench BIN sync`: sync through one hub between two devices, alone.
+func syncOnlyFigures() throws {
+    let (hub, _, port, pki) = try benchHub()
+    defer { try? FileManager.default.removeItem(atPath: pki.directory) }
+    defer { hub.stop() }
+    try syncFigures(hub: hub, port: port, pki: pki)
+}
+
 /// `authd-bench BIN presence`: the presence figures alone.
 func presenceOnlyFigures() throws {
     let (hub, hubClient, port, pki) = try benchHub()
@@ -178,6 +188,7 @@ func hubFigures() throws {
     row("session.get on a standalone authd", String(format: "p50 %.3f ms, p99 %.3f ms", percentile(local, 0.5), percentile(local, 0.99)))
     row("session.get device → hub → device", String(format: "p50 %.3f ms, p99 %.3f ms", percentile(forwarded, 0.5), percentile(forwarded, 0.99)))
 
+    try e2eeCryptoFigures()
     try syncFigures(hub: hub, port: port, pki: pki)
     try presenceFigures(hub: hub, hubClient: hubClient, port: port, pki: pki)
 
@@ -256,23 +267,33 @@ private func syncFigures(hub: Daemon, port: UInt16, pki: BenchPKI) throws {
         }
         throw BenchError(description: "the subscriber's stream closed")
     }
-    for index in 0..<100 { try send(clientA, index); try receive() }
-    var latencies: [Double] = []
-    for index in 0..<1000 {
-        let started = ContinuousClock.now
-        try send(clientA, index)
-        try receive()
-        latencies.append((ContinuousClock.now - started).milliseconds)
-    }
-    latencies.sort()
-    row("sync: sent on A → at B's subscriber (2 devices)", String(format: "p50 %.2f ms, p99 %.2f ms (target p99 ≤ 50 ms)", percentile(latencies, 0.5), percentile(latencies, 0.99)))
+    // The same loops with the account's end-to-end encryption on (as every new account) and
+    // off, one after the other in this run.
+    let admin = try Client(hub.socket)
+    for encrypted in [true, false] {
+        try admin.call("admin.accounts.e2ee", #"{"account":"\#(phone)","e2ee":"\#(encrypted ? "required" : "off")"}"#)
+        let mode = encrypted ? "end-to-end encrypted" : "not encrypted"
+        for index in 0..<100 { try send(clientA, index); try receive() }
+        var latencies: [Double] = []
+        for index in 0..<1000 {
+            let started = ContinuousClock.now
+            try send(clientA, index)
+            try receive()
+            latencies.append((ContinuousClock.now - started).milliseconds)
+        }
+        latencies.sort()
+        row("sync: sent on A → at B's subscriber (2 devices)", String(format: "p50 %.2f ms, p99 %.2f ms, %@ (target p99 ≤ 50 ms)",
+                                                                       percentile(latencies, 0.5), percentile(latencies, 0.99), mode))
 
-    // Sustained: four senders on A, everything read at B.
-    let total = 4000
-    let flowStarted = ContinuousClock.now
-    senders(4, each: total / 4, offset: 0).forEach { $0.start() }
-    for _ in 0..<total { try receive() }
-    row("sync: events/s through one hub, A → B", String(format: "%.0f/s (%d events, 4 senders)", Double(total) / (ContinuousClock.now - flowStarted).milliseconds * 1000, total))
+        // Sustained: four senders on A, everything read at B.
+        let total = 4000
+        let flowStarted = ContinuousClock.now
+        senders(4, each: total / 4, offset: encrypted ? 0 : 500_000).forEach { $0.start() }
+        for _ in 0..<total { try receive() }
+        row("sync: events/s through one hub, A → B", String(format: "%.0f/s (%d events, 4 senders), %@",
+                                                              Double(total) / (ContinuousClock.now - flowStarted).milliseconds * 1000, total, mode))
+    }
+    try admin.call("admin.accounts.e2ee", #"{"account":"\#(phone)","e2ee":"required"}"#)
 
     // Catch-up: 10,000 events sent while no one on B followed, then read from position 0 on.
     let before = String(decoding: try clientB.call("sync.events", #"{"session":"\#(tokenB)","after":0,"limit":1}"#), as: UTF8.self)
@@ -286,7 +307,7 @@ private func syncFigures(hub: Daemon, port: UInt16, pki: BenchPKI) throws {
         if let now = text.firstMatch(of: /"head":([0-9]+)/).flatMap({ Int($0.output.1) }), now >= head + missed { sentAll = true; break }
         usleep(20_000)
     }
-    guard sentAll else { throw BenchError(description: "the 10,000 events were not all sent") }
+    guard sentAll else { throw BenchError(description: "the 10,000 events were not all sent; device A \(a.state); device B \(b.state)") }
     let catchUpStarted = ContinuousClock.now
     try late.call("sync.subscribe", #"{"session":"\#(tokenB)","since":\#(head)}"#)
     var caught = 0
@@ -295,6 +316,36 @@ private func syncFigures(hub: Daemon, port: UInt16, pki: BenchPKI) throws {
     }
     row("sync: catch-up of 10,000 missed events at B", String(format: "%.0f ms (%.0f events/s)", (ContinuousClock.now - catchUpStarted).milliseconds,
                                                               Double(caught) / (ContinuousClock.now - catchUpStarted).milliseconds * 1000))
+}
+
+/// What end-to-end encryption costs one event, as a device does it (the JOSE module authd uses):
+/// sealing (one JWE to every device of the account, signed by the sender) and opening (the
+/// signature checked, this device's key unwrapped, the content decrypted), for an account of 2
+/// and of 10 devices; a body of a typical chat message.
+func e2eeCryptoFigures() throws {
+    let body = Array(#"{"kind":"message","conversation":"family","idempotency_key":"authd-0123456789abcdefghijkl","body":{"text":"dinner at 7? I'll bring the salad and something to drink"}}"#.utf8)
+    let sender = try P256PrivateKey.generate()
+    for count in [2, 10] {
+        let agreements = try (0..<count).map { _ in try P256PrivateKey.generate() }
+        let recipients = try agreements.enumerated().map { JWE.Recipient(kid: "device-\($0.offset)", key: try $0.element.publicKey()) }
+        let signer = try sender.publicKey()
+        var sealTimes: [Double] = [], openTimes: [Double] = []
+        var sealed = ""
+        for _ in 0..<1000 {
+            let started = ContinuousClock.now
+            sealed = try SignedEnvelope.sign(jwe: try JWE.encrypt(body, to: recipients), kid: "device-0", key: sender)
+            sealTimes.append((ContinuousClock.now - started).milliseconds * 1000)
+            let opening = ContinuousClock.now
+            let plaintext = try JWE.decrypt(try SignedEnvelope.open(sealed, signerKey: signer), kid: "device-1", key: agreements[1])
+            openTimes.append((ContinuousClock.now - opening).milliseconds * 1000)
+            guard plaintext == body else { throw BenchError(description: "an opened event differs from what was sealed") }
+        }
+        sealTimes.sort()
+        openTimes.sort()
+        row("e2ee: seal one event, account of \(count) devices", String(format: "p50 %.0f µs, p99 %.0f µs (%d B of JSON → %d B sealed)",
+                                                                          percentile(sealTimes, 0.5), percentile(sealTimes, 0.99), body.count, sealed.utf8.count))
+        row("e2ee: open one event there", String(format: "p50 %.0f µs, p99 %.0f µs", percentile(openTimes, 0.5), percentile(openTimes, 0.99)))
+    }
 }
 
 // MARK: Sync at 1,000 devices
@@ -307,6 +358,11 @@ private func syncFigures(hub: Daemon, port: UInt16, pki: BenchPKI) throws {
 private final class LightDevice {
     let held: HeldDevice
     var fd: Int32 { held.fd }
+    /// Its device key (the TLS key), device id and key-agreement key: it seals and opens
+    /// events as a device's authd does.
+    let key: P256PrivateKey
+    let id: String
+    let agreement: P256PrivateKey
     private var inbox: [UInt8] = []
     /// Bytes `SSL_write` was given and has not taken yet: OpenSSL wants a retry with the very
     /// same buffer, so it is not appended to while it waits; `queued` collects the rest.
@@ -315,7 +371,21 @@ private final class LightDevice {
     private var nextID = 1
     var wantsWrite: Bool { !writing.isEmpty || !queued.isEmpty }
 
-    init(port: UInt16, context: TLSContext) throws { held = try HeldDevice(port: port, context: context) }
+    init(port: UInt16, context: TLSContext, key: P256PrivateKey) throws {
+        held = try HeldDevice(port: port, context: context)
+        self.key = key
+        id = DeviceIDText.of(keySHA256: OpenSSL.sha256(try key.publicKey().spki))
+        agreement = try P256PrivateKey.generate()
+    }
+
+    /// Tells the hub its key-agreement key, signed by its device key (`link.e2ee.publish`).
+    func publish() throws {
+        let statement = try PublishedDeviceKey.make(deviceID: id, signingKey: key, agreementKey: try agreement.publicKey()).statement
+        let params = #"{"spki":"\#(Base64URL.encode(try key.publicKey().spki))","statement":"\#(statement)"}"#
+        queued += #"{"jsonrpc":"2.0","id":\#(nextID),"method":"link.e2ee.publish","params":\#(params)}\#n"#.utf8
+        nextID += 1
+        try flush()
+    }
 
     /// close_notify before `held` closes the socket, so the hub ends the connection at once.
     deinit { held.stream.shutdown() }
@@ -385,6 +455,7 @@ private struct LightDevicePoller {
 }
 
 private let syncEventMethod = Array(#""method":"link.sync_event""#.utf8)
+private let sealedKey = Array(#""sealed":""#.utf8)
 private let benchSendKey = Array(#""bench_send":"#.utf8)
 
 /// The `bench_send` number in an event's body, read off the raw line (no JSON decoding in
@@ -437,7 +508,7 @@ private func syncFiguresAtScale(hub: Daemon, hubClient: Client, port: UInt16, pk
         let key = try P256PrivateKey.generate()
         let certificate = try X509Certificate.selfSigned(commonName: "light device \(index)", key: key, serial: 10_000 + index, days: 2)
         let context = try TLSContext.client(certificate: certificate, key: key, trust: .certificateAuthority(file: pki.directory + "/ca.pem"))
-        devices.append(try LightDevice(port: port, context: context))
+        devices.append(try LightDevice(port: port, context: context, key: key))
     }
 
     // The accounts, at the hub's own socket: every start first (no hashing), the codes from the
@@ -477,8 +548,20 @@ private func syncFiguresAtScale(hub: Daemon, hubClient: Client, port: UInt16, pk
     }
     if let failed = failure.withLock({ $0 }) { throw BenchError(description: "registration: \(failed)") }
 
-    // Sign-ins, eight in flight (setup: Argon2id bounds it, not the link).
+    // Each device's key-agreement key, published as a device's authd does when its link comes up.
     var poller = LightDevicePoller(devices)
+    for device in devices { try device.publish() }
+    var published = 0
+    let publishDeadline = ContinuousClock.now + .seconds(60)
+    while published < devices.count {
+        guard ContinuousClock.now < publishDeadline else { throw BenchError(description: "only \(published) of \(devices.count) keys published in 60 s") }
+        try poller.poll(devices, milliseconds: 100) { _, line in
+            guard line.firstRange(of: Array(#""result""#.utf8)) != nil else { throw BenchError(description: "link.e2ee.publish: " + String(decoding: line, as: UTF8.self)) }
+            published += 1
+        }
+    }
+
+    // Sign-ins, eight in flight (setup: Argon2id bounds it, not the link).
     var tokens = [String](repeating: "", count: devices.count)
     var nextLogin = 0, signedIn = 0
     func signIn() throws {
@@ -506,7 +589,9 @@ private func syncFiguresAtScale(hub: Daemon, hubClient: Client, port: UInt16, pk
     /// B (2k + 1) reads it. Returns each send's latency (ms), the time to the last delivery at a
     /// B, and every `link.sync_event` of these sends read at any device (the hub pushes to the
     /// sender's machine too) once the rest have arrived or 2 s have passed.
-    func sends(_ total: Int, window: Int, first: Int) throws -> (latencies: [Double], elapsed: Duration, deliveries: Int) {
+    /// `encrypted`: A seals each event to A and B and signs it, and the device that reads it
+    /// checks the signature and decrypts it first, as their authd would.
+    func sends(_ total: Int, window: Int, first: Int, encrypted: Bool) throws -> (latencies: [Double], elapsed: Duration, deliveries: Int) {
         var pending: [Int: (started: ContinuousClock.Instant, receiver: Int)] = [:]
         var latencies: [Double] = []
         var sent = 0, deliveries = 0
@@ -514,12 +599,28 @@ private func syncFiguresAtScale(hub: Daemon, hubClient: Client, port: UInt16, pk
             let number = first + sent
             let account = number % accounts
             pending[number] = (ContinuousClock.now, 2 * account + 1)
-            try devices[2 * account].forward(
-                "sync.send", #"{"session":"\#(tokens[2 * account])","kind":"message","conversation":"bench","body":{"bench_send":\#(number)}}"#)
+            let body = #"{"bench_send":\#(number)}"#
+            if encrypted {
+                let (a, b) = (devices[2 * account], devices[2 * account + 1])
+                let inner = #"{"kind":"message","conversation":"bench","idempotency_key":"bench-\#(number)","body":\#(body)}"#
+                let jwe = try JWE.encrypt(Array(inner.utf8), to: [JWE.Recipient(kid: a.id, key: try a.agreement.publicKey()),
+                                                                  JWE.Recipient(kid: b.id, key: try b.agreement.publicKey())])
+                let sealed = try SignedEnvelope.sign(jwe: jwe, kid: a.id, key: a.key)
+                try a.forward("sync.send", #"{"session":"\#(tokens[2 * account])","kind":"message","conversation":"bench","idempotency_key":"bench-\#(number)","body":null,"sealed":"\#(sealed)"}"#)
+            } else {
+                try devices[2 * account].forward("sync.send", #"{"session":"\#(tokens[2 * account])","kind":"message","conversation":"bench","body":\#(body)}"#)
+            }
             sent += 1
         }
+        /// The event's body as the device reads it: opened first when it is sealed.
+        func readable(_ index: Int, _ line: [UInt8]) throws -> [UInt8] {
+            guard encrypted, let start = line.firstRange(of: sealedKey)?.upperBound, let end = line[start...].firstIndex(of: UInt8(ascii: "\"")) else { return line }
+            let sender = devices[index & ~1]
+            let jwe = try SignedEnvelope.open(String(decoding: line[start..<end], as: UTF8.self), signerKey: try sender.key.publicKey())
+            return try JWE.decrypt(jwe, kid: devices[index].id, key: devices[index].agreement)
+        }
         func handle(_ index: Int, _ line: [UInt8]) throws {
-            guard let number = benchSend(in: line), line.firstRange(of: syncEventMethod) != nil else {
+            guard line.firstRange(of: syncEventMethod) != nil, let number = benchSend(in: try readable(index, line)) else {
                 // Not an event: the answer to a send, which matters only when it is an error.
                 if line.firstRange(of: Array(#""error":"#.utf8)) != nil { throw BenchError(description: "sync.send: " + String(decoding: line, as: UTF8.self)) }
                 return
@@ -545,22 +646,31 @@ private func syncFiguresAtScale(hub: Daemon, hubClient: Client, port: UInt16, pk
         return (latencies.sorted(), elapsed, deliveries)
     }
 
-    // One send in flight: the hub commits ~150–200 events a second here, so even four in
-    // flight would queue at the hub and time the queue, not commit → delivery.
-    _ = try sends(accounts, window: 1, first: 0)  // warm-up: every account once
-    let latency = try sends(2000, window: 1, first: accounts)
-    row("sync at 1,000 devices: sent on A → at B", String(format: "p50 %.2f ms, p99 %.2f ms (target p99 ≤ 50 ms; 2,000 sends over 500 accounts, 1 in flight)",
-                                                          percentile(latency.latencies, 0.5), percentile(latency.latencies, 0.99)))
-    // The CPU both sides used says whose limit the rate is (the two share this machine's cores).
-    let flowTotal = 3000
-    let (hubBefore, benchBefore, flowStarted) = (cpuSeconds(of: hub.process.processIdentifier), cpuSeconds(of: getpid()), ContinuousClock.now)
-    let flow = try sends(flowTotal, window: 64, first: accounts + 2000)
-    let flowSeconds = (ContinuousClock.now - flowStarted).milliseconds / 1000
-    let (hubCPU, benchCPU) = ((cpuSeconds(of: hub.process.processIdentifier) - hubBefore) / flowSeconds, (cpuSeconds(of: getpid()) - benchBefore) / flowSeconds)
-    row("sync at 1,000 devices: events/s through one hub", String(format: "%.0f/s (%d events, 64 in flight; %d of %d deliveries incl. the senders' machines; "
-                                                                   + "CPU: hub %.0f%%, bench %.0f%% of a core)",
-                                                                   Double(flowTotal) / flow.elapsed.milliseconds * 1000, flowTotal, flow.deliveries, 2 * flowTotal,
-                                                                   hubCPU * 100, benchCPU * 100))
+    // Encrypted (as every new account), then with every account's encryption turned off.
+    var first = 0
+    for encrypted in [true, false] {
+        if !encrypted {
+            for phone in phones { try hubClient.call("admin.accounts.e2ee", #"{"account":"\#(phone)","e2ee":"off"}"#) }
+        }
+        let mode = encrypted ? "end-to-end encrypted" : "not encrypted"
+        // One send in flight: the hub commits ~150–200 events a second here, so even four in
+        // flight would queue at the hub and time the queue, not commit → delivery.
+        _ = try sends(accounts, window: 1, first: first, encrypted: encrypted)  // warm-up: every account once
+        let latency = try sends(2000, window: 1, first: first + accounts, encrypted: encrypted)
+        row("sync at 1,000 devices: sent on A → at B", String(format: "p50 %.2f ms, p99 %.2f ms, %@ (target p99 ≤ 50 ms; 2,000 sends over 500 accounts, 1 in flight)",
+                                                              percentile(latency.latencies, 0.5), percentile(latency.latencies, 0.99), mode))
+        // The CPU both sides used says whose limit the rate is (the two share this machine's cores).
+        let flowTotal = 3000
+        let (hubBefore, benchBefore, flowStarted) = (cpuSeconds(of: hub.process.processIdentifier), cpuSeconds(of: getpid()), ContinuousClock.now)
+        let flow = try sends(flowTotal, window: 64, first: first + accounts + 2000, encrypted: encrypted)
+        let flowSeconds = (ContinuousClock.now - flowStarted).milliseconds / 1000
+        let (hubCPU, benchCPU) = ((cpuSeconds(of: hub.process.processIdentifier) - hubBefore) / flowSeconds, (cpuSeconds(of: getpid()) - benchBefore) / flowSeconds)
+        row("sync at 1,000 devices: events/s through one hub", String(format: "%.0f/s, %@ (%d events, 64 in flight; %d of %d deliveries incl. the senders' machines; "
+                                                                       + "CPU: hub %.0f%%, bench %.0f%% of a core)",
+                                                                       Double(flowTotal) / flow.elapsed.milliseconds * 1000, mode, flowTotal, flow.deliveries, 2 * flowTotal,
+                                                                       hubCPU * 100, benchCPU * 100))
+        first += accounts + 2000 + flowTotal
+    }
     let status = String(decoding: try hubClient.call("hub.status"), as: UTF8.self)
     let connected = status.firstMatch(of: /"devices_connected":([0-9]+)/).flatMap { Int($0.output.1) } ?? 0
     row("hub RSS with 1,000 signed-in light devices", String(format: "%.1f MB, %.1f MB after the sends (%d device connections)",

@@ -7,7 +7,7 @@ import Protocol
 import Synchronization
 
 // authd-bench: drives a release build of the real daemon over its socket and prints figures.
-// Usage: authd-bench BIN_DIR [core|card|biometric|federation|passkey|pam|hub|presence]   (make bench passes
+// Usage: authd-bench BIN_DIR [core|card|biometric|federation|passkey|pam|hub|presence|e2ee|sync]   (make bench passes
 // the release build directory; one of those names runs only its figures; `core`: start, hello and
 // auth.local, memory after sign-ins)
 
@@ -51,9 +51,13 @@ final class Client {
         request.append(contentsOf: #"{"jsonrpc":"2.0","id":"#.utf8)
         request.append(contentsOf: String(nextID).utf8)
         request.append(contentsOf: requestTail!.text)
-        try connection.send(request)
+        do {
+            try connection.send(request)
+        } catch {
+            throw BenchError(description: "\(error) (sending \(method))")
+        }
         nextID += 1
-        guard let line = try connection.readLine() else { throw BenchError(description: "the daemon closed the connection") }
+        guard let line = try connection.readLine() else { throw BenchError(description: "the daemon closed the connection (answering \(method))") }
         return line
     }
 }
@@ -93,6 +97,12 @@ final class Daemon {
         }
         readyAfter = (ContinuousClock.now - started).milliseconds
         close(notify)
+    }
+
+    /// Whether it still runs, and the last lines it wrote: what a failed figure says of it.
+    var state: String {
+        let said = (try? String(contentsOfFile: directory + "/stderr.log", encoding: .utf8)) ?? ""
+        return (process.isRunning ? "running" : "exited (\(process.terminationStatus))") + ": " + said.split(separator: "\n").suffix(5).joined(separator: " / ")
     }
 
     func stop() {
@@ -317,6 +327,8 @@ do {
     case "passkey": try passkeyFigures(); exit(0)
     case "hub": try hubFigures(); exit(0)
     case "presence": try presenceOnlyFigures(); exit(0)
+    case "e2ee": try e2eeCryptoFigures(); exit(0)
+    case "sync": try syncOnlyFigures(); exit(0)
     case "pam": try pamFigures(); exit(0)
     default: break
     }
