@@ -151,74 +151,21 @@ public enum AESGCM {
     public static let nonceLength = 12
     public static let tagLength = 16
 
-    /// Encrypts `plaintext` under a 32-byte `key`, binding `associatedData`.
+    /// Encrypts `plaintext` under a 32-byte `key`, binding `associatedData`, with a fresh random
+    /// nonce (``seal(_:key:iv:associatedData:)``, laid out as one box).
     public static func seal(_ plaintext: some ContiguousBytes, key: SecretBytes, associatedData: [UInt8]) throws -> [UInt8] {
         precondition(key.count == 32)
         let nonce = try OpenSSL.randomBytes(nonceLength)
-        guard let context = EVP_CIPHER_CTX_new() else { throw CryptoError.drain("EVP_CIPHER_CTX_new") }
-        defer { EVP_CIPHER_CTX_free(context) }
-        return try plaintext.withUnsafeBytes { input -> [UInt8] in
-            var out = [UInt8](repeating: 0, count: nonceLength + input.count + tagLength)
-            out.replaceSubrange(0..<nonceLength, with: nonce)
-            var length: Int32 = 0
-            let ok = key.withUnsafeBytes { keyBytes in
-                EVP_EncryptInit_ex(context, EVP_aes_256_gcm(), nil, keyBytes.baseAddress?.assumingMemoryBound(to: UInt8.self), nonce) == 1
-            }
-            guard ok,
-                  EVP_EncryptUpdate(context, nil, &length, associatedData, Int32(associatedData.count)) == 1
-            else { throw CryptoError.drain("AES-GCM init") }
-            try out.withUnsafeMutableBufferPointer { buffer in
-                let cipher = buffer.baseAddress! + nonceLength
-                if input.count > 0 {
-                    guard EVP_EncryptUpdate(context, cipher, &length, input.baseAddress?.assumingMemoryBound(to: UInt8.self), Int32(input.count)) == 1
-                    else { throw CryptoError.drain("AES-GCM encrypt") }
-                }
-                var finalLength: Int32 = 0
-                guard EVP_EncryptFinal_ex(context, cipher + Int(length), &finalLength) == 1,
-                      EVP_CIPHER_CTX_ctrl(context, EVP_CTRL_GCM_GET_TAG, Int32(tagLength), cipher + input.count) == 1
-                else { throw CryptoError.drain("AES-GCM finish") }
-            }
-            return out
-        }
+        let (ciphertext, tag) = try seal(plaintext, key: key, iv: nonce, associatedData: associatedData)
+        return nonce + ciphertext + tag
     }
 
     /// Decrypts and authenticates; `nil` when the box was tampered with, moved to another row
     /// (different associated data) or sealed under another key.
     public static func open(_ box: [UInt8], key: SecretBytes, associatedData: [UInt8]) throws -> SecretBytes? {
         guard box.count >= nonceLength + tagLength else { return nil }
-        guard let context = EVP_CIPHER_CTX_new() else { throw CryptoError.drain("EVP_CIPHER_CTX_new") }
-        defer { EVP_CIPHER_CTX_free(context) }
-        let cipherLength = box.count - nonceLength - tagLength
-        var length: Int32 = 0
-        let initialized = box.withUnsafeBufferPointer { boxBytes in
-            key.withUnsafeBytes { keyBytes in
-                EVP_DecryptInit_ex(context, EVP_aes_256_gcm(), nil, keyBytes.baseAddress?.assumingMemoryBound(to: UInt8.self), boxBytes.baseAddress) == 1
-            }
-        }
-        guard initialized,
-              EVP_DecryptUpdate(context, nil, &length, associatedData, Int32(associatedData.count)) == 1
-        else { throw CryptoError.drain("AES-GCM init") }
-        var authentic = false
-        let secret = try SecretBytes(count: cipherLength) { out in
-            try box.withUnsafeBufferPointer { boxBytes in
-                let cipher = boxBytes.baseAddress! + nonceLength
-                let plain = out.baseAddress?.assumingMemoryBound(to: UInt8.self)
-                if cipherLength > 0 {
-                    guard EVP_DecryptUpdate(context, plain, &length, cipher, Int32(cipherLength)) == 1
-                    else { throw CryptoError.drain("AES-GCM decrypt") }
-                }
-                let tag = UnsafeMutableRawPointer(mutating: cipher + cipherLength)
-                guard EVP_CIPHER_CTX_ctrl(context, EVP_CTRL_GCM_SET_TAG, Int32(tagLength), tag) == 1
-                else { throw CryptoError.drain("AES-GCM tag") }
-                var finalLength: Int32 = 0
-                var scratch = [UInt8](repeating: 0, count: 16)
-                authentic = scratch.withUnsafeMutableBufferPointer { scratch in
-                    EVP_DecryptFinal_ex(context, plain.map { $0 + Int(length) } ?? scratch.baseAddress, &finalLength) == 1
-                }
-                ERR_clear_error()
-            }
-        }
-        return authentic ? secret : nil
+        return try open(ciphertext: Array(box[nonceLength..<(box.count - tagLength)]), tag: Array(box.suffix(tagLength)), key: key,
+                        iv: Array(box.prefix(nonceLength)), associatedData: associatedData)
     }
 }
 
