@@ -12,17 +12,6 @@ struct WebEIDBrowserTests {
     static let rigScript = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Python/webeid_browser_rig.py").path
     static let chromium = "/usr/bin/chromium"
 
-    /// Waits for `pid` to exit, at most `timeout`; its status, or nil when it is still running.
-    static func waitForExit(_ pid: pid_t, within timeout: Duration) -> Int32? {
-        let deadline = ContinuousClock.now + timeout
-        while ContinuousClock.now < deadline {
-            var status: Int32 = 0
-            if waitpid(pid, &status, WNOHANG) == pid { return (status >> 8) & 0xff }
-            usleep(20_000)
-        }
-        return nil
-    }
-
     @Test("Chromium starts authd-webeid for the page; the page gets a web-eid:1.0 token for its own origin that a relying party accepts",
           .enabled(if: FileManager.default.isExecutableFile(atPath: chromium), "make test installs chromium"))
     func loginInChromium() throws {
@@ -66,7 +55,7 @@ struct WebEIDBrowserTests {
             kill(-browser, SIGKILL)
             ChildProcess.reap(browser)
         }
-        let served = Self.waitForExit(server, within: .seconds(120))
+        let served = ChildProcess.waitForExit(server, within: .seconds(120))
         let log = (try? String(contentsOfFile: directory + "/chromium.log", encoding: .utf8)) ?? ""
         try #require(served == 0, "the page posted no result; chromium said:\n\(log.suffix(3000))\npinentry: \(script.commands)")
         let result = try WireCodec.decode(JSONValue.self, from: try Data(contentsOf: URL(fileURLWithPath: directory + "/result.json")))

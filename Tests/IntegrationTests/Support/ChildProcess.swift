@@ -42,6 +42,18 @@ enum ChildProcess {
         return pid
     }
 
+    /// Waits for `pid` to exit, at most `timeout`: its exit status (128 + the signal for one
+    /// killed by a signal), or nil while it still runs.
+    static func waitForExit(_ pid: pid_t, within timeout: Duration) -> Int32? {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            var status: Int32 = 0
+            if waitpid(pid, &status, WNOHANG) == pid { return (status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f) }
+            usleep(10_000)
+        }
+        return nil
+    }
+
     /// SIGKILL and wait. Also reaps a process that already exited (the mock after "MOCK: quit").
     static func reap(_ pid: pid_t) {
         kill(pid, SIGKILL)

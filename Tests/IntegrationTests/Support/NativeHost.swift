@@ -73,15 +73,8 @@ final class NativeHost {
     /// The exit status, waiting at most `timeout`.
     func waitForExit(within timeout: Duration = .seconds(10)) throws -> Int32 {
         if let exitStatus { return exitStatus }
-        let deadline = ContinuousClock.now + timeout
-        while ContinuousClock.now < deadline {
-            var status: Int32 = 0
-            if waitpid(pid, &status, WNOHANG) == pid {
-                exitStatus = (status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
-                return exitStatus!
-            }
-            usleep(10_000)
-        }
-        throw HarnessError("the host did not exit within \(timeout)")
+        guard let status = ChildProcess.waitForExit(pid, within: timeout) else { throw HarnessError("the host did not exit within \(timeout)") }
+        exitStatus = status
+        return status
     }
 }
