@@ -73,9 +73,9 @@ final class SyncCipher: Sendable {
     /// `params` as it goes to the hub: a `message` or `notification` of an account whose sync is
     /// encrypted is sealed (`body` null); anything else as it is. `reread`: read the account's
     /// keys from the hub first (the hub said they changed).
-    func seal(_ params: SyncSend.Params, caller: CallerIdentity, reread: Bool = false) async throws -> SyncSend.Params {
+    func seal(_ params: SyncSend.Params, reread: Bool = false) async throws -> SyncSend.Params {
         guard SyncService.sendableKinds.contains(params.kind), params.sealed == nil else { return params }
-        let account = try await account(ofSession: params.session, caller: caller)
+        let account = try await account(ofSession: params.session)
         let keys = try await keys(of: account, reread: reread)
         guard keys.mode == .required else { return params }
         if !state.withLock({ $0.published }) { try await publish() }
@@ -153,7 +153,7 @@ final class SyncCipher: Sendable {
 
     // MARK: The account's keys
 
-    private func account(ofSession token: String, caller: CallerIdentity) async throws -> String {
+    private func account(ofSession token: String) async throws -> String {
         let hash = OpenSSL.sha256(Array(token.utf8))
         if let known = state.withLock({ $0.accounts[hash] }) { return known }
         let account = try await directory.authenticate(PresentedSession(token, machine: nil)).accountID

@@ -57,7 +57,7 @@ enum DispatchTable {
         // Sync: the account's event log, and this machine's stream of it.
         let sync = services.syncService
         let hubSource = services.hub.link.flatMap { link in services.cipher.map { HubSyncSource(link: link, cipher: $0) } }
-        table.registerSyncMethods(sync, source: hubSource ?? LocalSyncSource(service: sync), hub: hubSource, bus: services.sync, outbox: services.outbox)
+        table.registerSyncMethods(sync, hub: hubSource, bus: services.sync, outbox: services.outbox)
         table.registerLinkSyncMethods(log: sync.log, keyBook: DeviceKeyBook(store: services.store, now: services.now), directory: directory)
 
         // Friends, groups, hotspots and presence.

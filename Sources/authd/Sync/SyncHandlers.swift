@@ -2,12 +2,13 @@ import Protocol
 
 extension MethodTable {
     /// The account's log (account methods, served where the account lives) and this machine's
-    /// stream of it (`sync.subscribe`, read from `source`). On a device `sync.send` is the
-    /// machine's: through its `outbox`, which forwards it or keeps it while the hub is away.
-    /// On a device (`hub` set) the events an app reads come through the hub's log and its
-    /// sealed bodies are opened here (``SyncCipher``).
-    mutating func registerSyncMethods(_ service: SyncService, source: any SyncSource, hub: HubSyncSource?, bus: SyncBus, outbox: SyncOutbox?) {
+    /// stream of it (`sync.subscribe`). On a device (`hub` set) the events an app reads or
+    /// follows come through the hub's log, their sealed bodies opened here (``SyncCipher``), and
+    /// `sync.send` is the machine's: through its `outbox`, which forwards it or keeps it while
+    /// the hub is away.
+    mutating func registerSyncMethods(_ service: SyncService, hub: HubSyncSource?, bus: SyncBus, outbox: SyncOutbox?) {
         announce("sync")
+        let source: any SyncSource = hub ?? LocalSyncSource(service: service)
         if let outbox {
             register(SyncSend.self, home: .machine, access: .anyone) { params, context in try await outbox.send(params, caller: context.caller) }
         } else {

@@ -200,9 +200,9 @@ actor SyncOutbox {
     private func forward(_ params: SyncSend.Params, caller: CallerIdentity) async throws -> SyncSend.Result {
         do {
             do {
-                return try await link.forward(SyncSend.self, try await cipher.seal(params, caller: caller), caller: ForwardedCaller(caller))
+                return try await link.forward(SyncSend.self, try await cipher.seal(params), caller: ForwardedCaller(caller))
             } catch let error as RPCError where error.reason == .syncRecipientsChanged || error.reason == .syncE2EERequired {
-                return try await link.forward(SyncSend.self, try await cipher.seal(params, caller: caller, reread: true), caller: ForwardedCaller(caller))
+                return try await link.forward(SyncSend.self, try await cipher.seal(params, reread: true), caller: ForwardedCaller(caller))
             }
         } catch let error as RPCError where error.reason == .rateLimited {
             // A hub that predates the scope slows the machine.
