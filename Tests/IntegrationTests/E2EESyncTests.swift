@@ -27,7 +27,7 @@ struct E2EESyncTests {
         let row = try #require(try hub.storeRows("SELECT e.sealed, hex(k.spki), k.device_id FROM sync_events e JOIN device_e2ee_keys k ON k.device_id = e.device_id WHERE e.position = \(position)").first)
         let parts = row.split(separator: "|").map(String.init)
         let script = """
-            import sys, json
+            import base64, sys, json
             from cryptography.hazmat.primitives.serialization import load_der_public_key, Encoding, PublicFormat
             from jwcrypto import jwk, jws
             sealed, spki = sys.argv[1], bytes.fromhex(sys.argv[2])
@@ -37,7 +37,7 @@ struct E2EESyncTests {
             token.verify(key, alg='ES256')
             jwe = json.loads(token.payload)
             print(json.dumps({'signer': token.jose_header['kid'], 'recipients': [r['header']['kid'] for r in jwe['recipients']],
-                              'enc': json.loads(__import__('base64').urlsafe_b64decode(jwe['protected'] + '=' * (-len(jwe['protected']) % 4)))['enc'],
+                              'enc': json.loads(base64.urlsafe_b64decode(jwe['protected'] + '=' * (-len(jwe['protected']) % 4)))['enc'],
                               'alg': sorted({r['header']['alg'] for r in jwe['recipients']})}))
             """
         let result = try DaemonHarness.run(["/usr/bin/python3", "-c", script, parts[0], parts[1]])
