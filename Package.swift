@@ -32,6 +32,7 @@ let package = Package(
         .systemLibrary(name: "CCBOR", pkgConfig: "libcbor", providers: [.apt(["libcbor-dev"])]),
         .systemLibrary(name: "CPSL", pkgConfig: "libpsl", providers: [.apt(["libpsl-dev"])]),
         .systemLibrary(name: "CPAM", pkgConfig: "pam", providers: [.apt(["libpam0g-dev"])]),
+        .systemLibrary(name: "CPostgreSQL", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
         // libphonenumber is C++: a tiny C shim keeps its types out of Swift. CPhoneNumber is the
         // shim, built only into libauthd-phonenumber.so; CPhoneNumberAPI is its header alone,
         // which authd imports.
@@ -74,7 +75,7 @@ let package = Package(
 
         .executableTarget(
             name: "authd",
-            dependencies: ["Protocol", "AuthdClient", "SmartCard", "OpenSSLCrypto", "JOSE", "CSQLite", "CSystemd", "CLinux", "CArgon2", "CPhoneNumberAPI", "CPCSC", "CCBOR", "CPSL"],
+            dependencies: ["Protocol", "AuthdClient", "SmartCard", "OpenSSLCrypto", "JOSE", "CSQLite", "CSystemd", "CLinux", "CArgon2", "CPhoneNumberAPI", "CPCSC", "CCBOR", "CPSL", "CPostgreSQL"],
             // A release build carries its Swift runtime and Foundation inside, as the PAM module
             // does: the daemon maps about 3 MB fewer library pages at rest (`make bench`, idle
             // RSS) and calls the runtime without going through the dynamic linker's tables. It is

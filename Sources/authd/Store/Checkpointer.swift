@@ -26,7 +26,7 @@ final class Checkpointer: @unchecked Sendable {
     /// The committing connection checkpoints itself at this many (about 16 MB by default).
     var hardLimit: Int { pages * 4 }
 
-    private let database: Database
+    private let database: SQLiteConnection
     /// A serial queue of its own, like the store's: a checkpoint waits for the disk.
     private let queue = DispatchQueue(label: "authd.store.checkpoint", qos: .userInitiated)
     private let pending = Atomic<Bool>(false)
@@ -37,19 +37,19 @@ final class Checkpointer: @unchecked Sendable {
 
     /// Opens a second connection to the store at `path` (in WAL mode already).
     init(path: String, pages: Int = defaultPages) throws {
-        database = try Database(path: path)
+        database = try SQLiteConnection(path: path)
         self.pages = pages
         nextRequest = pages
     }
 
     /// Takes charge of checkpointing the WAL of `connection`, the store's own: it tells this
     /// its size after each commit.
-    func watch(_ connection: Database) {
+    func watch(_ connection: SQLiteConnection) {
         connection.afterCommit { [unowned connection, self] walPages in committed(walPages: walPages, on: connection) }
     }
 
     /// After each commit, on the store's queue.
-    private func committed(walPages: Int, on connection: Database) {
+    private func committed(walPages: Int, on connection: SQLiteConnection) {
         if walPages < pages { nextRequest = pages }  // the WAL started over
         if walPages >= hardLimit {
             // Busy while a checkpoint runs here: the next commit tries again.

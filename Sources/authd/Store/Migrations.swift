@@ -608,8 +608,9 @@ enum Migrations {
 
     struct TooNew: Error, CustomStringConvertible {
         let found: Int
+        var known = Migrations.latestVersion
         var description: String {
-            "the store has schema version \(found), newer than this authd knows (\(Migrations.latestVersion)); refusing to touch it"
+            "the store has schema version \(found), newer than this authd knows (\(known)); refusing to touch it: upgrade this authd"
         }
     }
 

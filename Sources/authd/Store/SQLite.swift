@@ -1,10 +1,10 @@
 import CSQLite
 import FoundationEssentials
 
-// The only file that calls libsqlite3. `Database` owns a connection and keeps each statement it
-// prepares for the next use of the same SQL; `Statement` owns a prepared statement and finalizes
-// it in `deinit`. Neither is Sendable: both live inside the `Store` actor, which runs on its own
-// serial queue.
+// The only file that calls libsqlite3 (`Row` reads a column through `Statement.column…`).
+// `SQLiteConnection` owns a connection and keeps each statement it prepares for the next use of
+// the same SQL; `Statement` owns a prepared statement and finalizes it in `deinit`. Neither is
+// Sendable: both live inside the `Store` actor, which runs on its own serial queue.
 
 /// A SQLite failure. Bound values are never part of the message (they may be secrets).
 struct SQLiteError: Error, CustomStringConvertible {
@@ -20,16 +20,10 @@ struct SQLiteError: Error, CustomStringConvertible {
     var isConstraintViolation: Bool { code & 0xff == SQLITE_CONSTRAINT }
 }
 
-/// A value bound to or read from a statement.
-enum SQLValue: Equatable {
-    case null
-    case integer(Int64)
-    case real(Double)
-    case text(String)
-    case blob([UInt8])
-}
+final class SQLiteConnection {
+    static let dialect = SQLDialect(name: "sqlite", greatest: "max", least: "min", noLimit: "LIMIT -1", forUpdate: "",
+                                    jsonText: { column, key in "json_extract(\(column), '$.\(key)')" })
 
-final class Database {
     fileprivate let handle: OpaquePointer
     let path: String
     /// Prepared statements by their SQL, reset and ready. SQLite parses and plans a statement in
@@ -108,7 +102,7 @@ final class Database {
     func query<T>(_ sql: String, _ values: [SQLValue] = [], row: (Row) throws -> T) throws -> [T] {
         try withStatement(sql, values) { statement in
             var results: [T] = []
-            while try statement.step() { results.append(try row(Row(statement: statement))) }
+            while try statement.step() { results.append(try row(Row(sqlite: statement))) }
             return results
         }
     }
@@ -116,7 +110,7 @@ final class Database {
     /// The first row of a query, if any.
     func queryOne<T>(_ sql: String, _ values: [SQLValue] = [], row: (Row) throws -> T) throws -> T? {
         try withStatement(sql, values) { statement in
-            try statement.step() ? try row(Row(statement: statement)) : nil
+            try statement.step() ? try row(Row(sqlite: statement)) : nil
         }
     }
 
@@ -126,7 +120,7 @@ final class Database {
     func afterCommit(_ body: @escaping (Int) -> Void) {
         afterCommitBody = body
         sqlite3_wal_hook(handle, { context, _, _, pages in
-            Unmanaged<Database>.fromOpaque(context!).takeUnretainedValue().afterCommitBody?(Int(pages))
+            Unmanaged<SQLiteConnection>.fromOpaque(context!).takeUnretainedValue().afterCommitBody?(Int(pages))
             return SQLITE_OK
         }, Unmanaged.passUnretained(self).toOpaque())
     }
@@ -138,7 +132,6 @@ final class Database {
         guard status == SQLITE_OK else { throw error(status, sql: nil) }
     }
 
-    var lastInsertRowID: Int64 { sqlite3_last_insert_rowid(handle) }
     var changes: Int { Int(sqlite3_changes(handle)) }
 
     /// Runs `body` in a `BEGIN IMMEDIATE` transaction: committed if it returns, rolled back if it
@@ -222,28 +215,18 @@ final class Statement {
         }
     }
 
-    fileprivate var raw: OpaquePointer { statement }
-}
-
-/// The current row of a statement. Valid only inside the row closure.
-struct Row {
-    fileprivate let statement: Statement
-
-    func isNull(_ column: Int32) -> Bool { sqlite3_column_type(statement.raw, column) == SQLITE_NULL }
-    func int64(_ column: Int32) -> Int64 { sqlite3_column_int64(statement.raw, column) }
-    func int(_ column: Int32) -> Int { Int(sqlite3_column_int64(statement.raw, column)) }
+    // The current row's columns, for `Row`.
+    func isNull(_ column: Int32) -> Bool { sqlite3_column_type(statement, column) == SQLITE_NULL }
+    func int64(_ column: Int32) -> Int64 { sqlite3_column_int64(statement, column) }
+    func double(_ column: Int32) -> Double { sqlite3_column_double(statement, column) }
     func text(_ column: Int32) -> String {
-        guard let pointer = sqlite3_column_text(statement.raw, column) else { return "" }
+        guard let pointer = sqlite3_column_text(statement, column) else { return "" }
         return String(cString: pointer)
     }
-    func optionalText(_ column: Int32) -> String? { isNull(column) ? nil : text(column) }
-    func optionalInt64(_ column: Int32) -> Int64? { isNull(column) ? nil : int64(column) }
-    func double(_ column: Int32) -> Double { sqlite3_column_double(statement.raw, column) }
-    func optionalDouble(_ column: Int32) -> Double? { isNull(column) ? nil : double(column) }
     func blob(_ column: Int32) -> [UInt8] {
-        let count = Int(sqlite3_column_bytes(statement.raw, column))
-        guard count > 0, let pointer = sqlite3_column_blob(statement.raw, column) else { return [] }
+        let count = Int(sqlite3_column_bytes(statement, column))
+        guard count > 0, let pointer = sqlite3_column_blob(statement, column) else { return [] }
         return Array(UnsafeRawBufferPointer(start: pointer, count: count))
     }
-    func optionalBlob(_ column: Int32) -> [UInt8]? { isNull(column) ? nil : blob(column) }
 }
+

@@ -1,32 +1,53 @@
 import FoundationEssentials
+import Glibc
 
-/// The daemon's SQLite store. Every query runs inside this actor, on its own serial queue
-/// (`BlockingExecutor`: blocking SQLite calls never occupy the cooperative pool, DESIGN §5).
-/// Capabilities add their queries as extensions in their own folders.
+/// A store: the daemon's own SQLite file, or a hub's account database on PostgreSQL. Every
+/// query runs inside this actor, on its own serial queue (`BlockingExecutor`: blocking SQLite
+/// and libpq calls never occupy the cooperative pool, DESIGN §5). Capabilities add their
+/// queries as extensions in their own folders.
 actor Store {
     private let executor = BlockingExecutor(label: "authd.store")
     nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
 
     let database: Database
+    /// The SQLite file's path, or the PostgreSQL connection string (which holds no password).
     nonisolated let path: String
+    nonisolated let dialect: SQLDialect
     /// The connection's `synchronous` level now. It changes only where a transaction asks for
     /// another one, so group commits one after another set nothing: SQLite applies a `PRAGMA
     /// synchronous` when it prepares it, so each run of one prepares it again (about 7,000
     /// instructions, twice per token when it was set and reset around every commit).
     private var durability = Durability.full
 
-    /// Folds the WAL back into the database file beside the commits, not inside one.
-    nonisolated let checkpointer: Checkpointer
+    /// Folds the WAL back into the database file beside the commits, not inside one (SQLite).
+    nonisolated let checkpointer: Checkpointer?
 
-    /// Opens the store and applies pending migrations atomically. A checkpoint is asked for
-    /// once a commit leaves `checkpointAfter` pages in the WAL.
+    /// Opens the SQLite store and applies pending migrations atomically. A checkpoint is asked
+    /// for once a commit leaves `checkpointAfter` pages in the WAL.
     init(path: String, checkpointAfter pages: Int = Checkpointer.defaultPages) throws {
-        database = try Database(path: path)
+        let connection = try SQLiteConnection(path: path)
+        database = Database(.sqlite(connection))
         self.path = path
+        dialect = SQLiteConnection.dialect
         try Migrations.apply(to: database)
-        checkpointer = try Checkpointer(path: path, pages: pages)
-        checkpointer.watch(database)
+        let checkpointer = try Checkpointer(path: path, pages: pages)
+        checkpointer.watch(connection)
+        self.checkpointer = checkpointer
     }
+
+    /// Connects to the account database on PostgreSQL and applies its pending migrations.
+    init(postgresql connectionString: String, statementTimeoutMilliseconds: Int = 10_000) throws {
+        database = Database(.postgresql(try PostgreSQLConnection(connectionString: connectionString,
+                                                                 statementTimeoutMilliseconds: statementTimeoutMilliseconds)))
+        path = connectionString
+        dialect = PostgreSQLConnection.dialect
+        try PostgreSQLSchema.apply(to: database)
+        checkpointer = nil
+    }
+
+    /// How often a transaction the server rolled back to keep transactions serializable is run
+    /// again before its caller hears of it (PostgreSQL; SQLite's one writer never needs it).
+    static let serializationAttempts = 16
 
     /// How hard a commit pushes to disk.
     enum Durability {
@@ -42,13 +63,26 @@ actor Store {
     func transaction<T: Sendable>(durability: Durability = .full, _ body: (Database) throws -> T) throws -> T {
         try use(durability)
         let scope = AuditScope.current
-        do {
-            let result = try database.transaction { try body(database) }
-            scope?.transactionEnded(committed: true)
-            return result
-        } catch {
-            scope?.transactionEnded(committed: false)
-            throw error
+        var attempt = 1
+        while true {
+            do {
+                let result = try database.transaction {
+                    if durability == .relaxed, case .postgresql = database.engine {
+                        try database.execute("SET LOCAL synchronous_commit = off")
+                    }
+                    return try body(database)
+                }
+                scope?.transactionEnded(committed: true)
+                return result
+            } catch let error as PostgreSQLError where error.isRetryable && attempt < Self.serializationAttempts {
+                // Nothing of it committed: what it staged goes, and it runs again from the start.
+                scope?.transactionEnded(committed: false)
+                attempt += 1
+                usleep(UInt32.random(in: 100...(1_000 * UInt32(min(attempt, 8)))))
+            } catch {
+                scope?.transactionEnded(committed: false)
+                throw error
+            }
         }
     }
 
@@ -67,7 +101,7 @@ actor Store {
     }
 
     private func use(_ level: Durability) throws {
-        guard level != durability else { return }
+        guard level != durability, case .sqlite = database.engine else { return }
         try database.execute(level == .full ? "PRAGMA synchronous = FULL" : "PRAGMA synchronous = NORMAL")
         durability = level
     }
@@ -82,6 +116,10 @@ actor Store {
     }
 
     func health() throws -> Health {
+        if case .postgresql = database.engine {
+            let size = try database.queryOne("SELECT pg_database_size(current_database())") { $0.int64(0) } ?? 0
+            return Health(integrity: "ok", schemaVersion: try PostgreSQLSchema.version(of: database), sizeBytes: size, journalMode: "postgresql")
+        }
         let problems = try database.query("PRAGMA integrity_check") { $0.text(0) }
         let version = try database.queryOne("PRAGMA user_version") { $0.int(0) } ?? 0
         let pages = try database.queryOne("PRAGMA page_count") { $0.int64(0) } ?? 0
@@ -91,12 +129,19 @@ actor Store {
     }
 
     func backup(to destination: String) throws {
-        try database.backup(to: destination)
+        guard let sqlite = database.sqlite else { throw NotSQLite() }
+        try sqlite.backup(to: destination)
+    }
+
+    /// What only a SQLite store does was asked of a PostgreSQL one.
+    struct NotSQLite: Error, CustomStringConvertible {
+        var description: String { "the account database is on PostgreSQL: back it up with PostgreSQL's own tools (pg_dump, pg_basebackup)" }
     }
 
     /// Folds the WAL back into the main file and empties it (at clean shutdown), once the
     /// checkpoint connection has finished.
     func checkpoint() {
+        guard let checkpointer else { return }
         checkpointer.stop()
         try? database.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     }

@@ -245,15 +245,14 @@ actor SyncOutbox {
         let sealed = try sealer.seal(SecretBytes(Array(params.session.utf8)), purpose: .syncOutboxSession, identity: "sync_outbox:\(key)")
         let now = Int64(now().timeIntervalSince1970)
         return try await store.transaction { database in
-            try database.execute(
+            try database.queryOne(
                 """
                 INSERT INTO sync_outbox (session_sealed, session_hash, uid, username, exe, kind, conversation, body, idempotency_key, queued_at)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id
                 """,
                 [.blob(sealed), .blob(OpenSSL.sha256(Array(params.session.utf8))), .integer(Int64(caller.uid)), caller.username.map(SQLValue.text) ?? .null,
                  caller.exe.map(SQLValue.text) ?? .null, .text(params.kind), params.conversation.map(SQLValue.text) ?? .null,
-                 .text(body), .text(key), .integer(now)])
-            return database.lastInsertRowID
+                 .text(body), .text(key), .integer(now)]) { $0.int64(0) } ?? 0
         }
     }
 

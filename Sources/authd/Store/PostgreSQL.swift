@@ -1,0 +1,354 @@
+import CPostgreSQL
+import FoundationEssentials
+import Glibc
+
+// The only file that calls libpq. `PostgreSQLConnection` owns one session connection to the
+// account database of a hub on PostgreSQL (`[hub] database`): it prepares each SQL text once
+// per connection, binds values as libpq parameters (never spliced into the text), reads results
+// in text form, and connects again by itself after the server went away. `PostgreSQLResult`
+// owns a result and clears it in `deinit`. Neither is Sendable: each lives inside the `Store`
+// actor (or the hub's listener) that runs it on its own serial queue.
+
+/// A PostgreSQL failure. Bound values and the server's DETAIL field (which quotes key values)
+/// are never part of it: they may be secrets.
+struct PostgreSQLError: Error, CustomStringConvertible {
+    /// The five-character SQLSTATE; empty when libpq failed before the server answered.
+    let sqlstate: String
+    let message: String
+    let sql: String?
+
+    var description: String {
+        "PostgreSQL error" + (sqlstate.isEmpty ? "" : " \(sqlstate)") + ": \(message)" + (sql.map { " in `\($0)`" } ?? "")
+    }
+
+    /// The server rolled the transaction back to keep it serializable (40001), or to break a
+    /// deadlock (40P01): running it again is safe and is what the server asks for.
+    var isRetryable: Bool { sqlstate == "40001" || sqlstate == "40P01" }
+    /// The database cannot be reached or went away: no answer about the statement is known.
+    var isUnavailable: Bool { sqlstate.isEmpty || sqlstate.hasPrefix("08") || ["57P01", "57P02", "57P03"].contains(sqlstate) }
+    /// The statement ran past `statement_timeout` or `lock_timeout`.
+    var isTimeout: Bool { sqlstate == "57014" || sqlstate == "55P03" }
+    /// A key, `UNIQUE`, `CHECK` or foreign key refused the change (class 23).
+    var isConstraintViolation: Bool { sqlstate.hasPrefix("23") }
+}
+
+final class PostgreSQLConnection {
+    static let dialect = SQLDialect(name: "postgresql", greatest: "greatest", least: "least", noLimit: "LIMIT ALL", forUpdate: " FOR UPDATE",
+                                    jsonText: { column, key in "(\(column)::jsonb ->> '\(key)')" })
+
+    /// After a failed connection attempt, statements fail at once for this long rather than
+    /// each waiting for a connect timeout on the store's queue.
+    static let reconnectPause = Duration.milliseconds(500)
+
+    private let connectionString: String
+    private let statementTimeoutMilliseconds: Int
+    private var handle: OpaquePointer?
+    private var lastFailedAttempt: ContinuousClock.Instant?
+    /// Prepared statements by SQL text and parameter types; names are per connection.
+    private var statements: [String: String] = [:]
+    /// `?` placeholders rewritten as `$1…`, by SQL text.
+    private var translated: [String: String] = [:]
+    private(set) var changes = 0
+    /// authd's SQL is a fixed set of texts; the caches stay bounded whatever a caller does.
+    static let statementCacheLimit = 512
+    /// Connections made so far (the first and every reconnection).
+    private(set) var connections = 0
+
+    /// Connects to `connectionString` (a `postgresql://` URI or a libpq keyword string; the
+    /// password comes from `PGPASSFILE` or the file the URI's `passfile` names, never from here).
+    init(connectionString: String, statementTimeoutMilliseconds: Int = 10_000) throws {
+        self.connectionString = connectionString
+        self.statementTimeoutMilliseconds = statementTimeoutMilliseconds
+        try connect()
+    }
+
+    deinit { PQfinish(handle) }
+
+    var isConnected: Bool { handle.map { PQstatus($0) == CONNECTION_OK } ?? false }
+
+    /// The server's version (e.g. 150018), 0 while not connected.
+    var serverVersion: Int { handle.map { Int(PQserverVersion($0)) } ?? 0 }
+
+    /// The socket of the connection, for waiting on notifications; -1 while not connected.
+    var socket: Int32 { handle.map { PQsocket($0) } ?? -1 }
+
+    private func connect() throws {
+        PQfinish(handle)
+        handle = nil
+        statements.removeAll()
+        // Defaults first: what the configured string says wins (`expand_dbname`).
+        let keywords = ["connect_timeout", "application_name", "dbname"]
+        let values = ["5", "authd", connectionString]
+        let connection = withCStrings(keywords) { keywords in
+            withCStrings(values) { values in PQconnectdbParams(keywords, values, 1) }
+        }
+        guard let connection, PQstatus(connection) == CONNECTION_OK else {
+            let message = connection.map { Self.firstLine(PQerrorMessage($0)) } ?? "out of memory"
+            PQfinish(connection)
+            lastFailedAttempt = .now
+            throw PostgreSQLError(sqlstate: "", message: "cannot connect: \(message)", sql: nil)
+        }
+        handle = connection
+        connections += 1
+        lastFailedAttempt = nil
+        do {
+            try simple("SET statement_timeout = \(statementTimeoutMilliseconds)")
+            try simple("SET client_min_messages = warning")
+            try simple("SET TIME ZONE 'UTC'")
+        } catch {
+            PQfinish(handle)
+            handle = nil
+            lastFailedAttempt = .now
+            throw error
+        }
+    }
+
+    /// A connection to use now: this one, or a new one if the server went away (not inside a
+    /// transaction: a transaction whose connection broke has failed, and says so).
+    private func connected() throws -> OpaquePointer {
+        if let handle, PQstatus(handle) == CONNECTION_OK { return handle }
+        if let last = lastFailedAttempt, ContinuousClock.now - last < Self.reconnectPause {
+            throw PostgreSQLError(sqlstate: "", message: "the database is unreachable", sql: nil)
+        }
+        try connect()
+        return handle!
+    }
+
+    /// Runs `sql` (no parameters, no rows) with the simple protocol: session settings, BEGIN, COMMIT.
+    func simple(_ sql: String) throws {
+        let connection = try connected()
+        let result = PostgreSQLResult(PQexec(connection, sql))
+        try check(result, sql: sql, connection: connection)
+    }
+
+    private func check(_ result: PostgreSQLResult, sql: String, connection: OpaquePointer) throws {
+        switch PQresultStatus(result.raw) {
+        case PGRES_COMMAND_OK, PGRES_TUPLES_OK:
+            return
+        default:
+            let state = PQresultErrorField(result.raw, Int32(UInt8(ascii: "C"))).map { String(cString: $0) } ?? ""
+            let primary = PQresultErrorField(result.raw, Int32(UInt8(ascii: "M"))).map { String(cString: $0) }
+            let message = primary ?? Self.firstLine(PQerrorMessage(connection))
+            throw PostgreSQLError(sqlstate: PQstatus(connection) == CONNECTION_OK ? state : (state.isEmpty ? "08006" : state), message: message, sql: sql)
+        }
+    }
+
+    private static func firstLine(_ text: UnsafePointer<CChar>?) -> String {
+        guard let text else { return "unknown error" }
+        return String(cString: text).split(separator: "\n").first.map(String.init) ?? "unknown error"
+    }
+
+    /// `?` → `$n`, outside quoted text and identifiers.
+    private func postgresText(_ sql: String) -> String {
+        if let done = translated[sql] { return done }
+        var out = ""
+        var number = 0
+        var quote: Character?
+        for character in sql {
+            if let open = quote {
+                if character == open { quote = nil }
+                out.append(character)
+            } else if character == "'" || character == "\"" {
+                quote = character
+                out.append(character)
+            } else if character == "?" {
+                number += 1
+                out += "$\(number)"
+            } else {
+                out.append(character)
+            }
+        }
+        if translated.count < Self.statementCacheLimit { translated[sql] = out }
+        return out
+    }
+
+    /// The statement's result, its parameters bound. A text is sent with no type (the server
+    /// takes the column's), an integer as int8, a real as float8, bytes as bytea in binary form.
+    private func run(_ sql: String, _ values: [SQLValue]) throws -> PostgreSQLResult {
+        let connection = try connected()
+        var types: [Oid] = []
+        var formats: [Int32] = []
+        var buffers: [[UInt8]?] = []
+        types.reserveCapacity(values.count)
+        for value in values {
+            switch value {
+            case .null: types.append(0); formats.append(0); buffers.append(nil)
+            case .integer(let v): types.append(20); formats.append(0); buffers.append(Array(String(v).utf8) + [0])
+            case .real(let v): types.append(701); formats.append(0); buffers.append(Array("\(v)".utf8) + [0])
+            case .text(let v): types.append(0); formats.append(0); buffers.append(Array(v.utf8) + [0])
+            case .blob(let v): types.append(17); formats.append(1); buffers.append(v)
+            }
+        }
+        defer { for index in buffers.indices { buffers[index]?.withUnsafeMutableBytes { $0.initializeMemory(as: UInt8.self, repeating: 0) } } }
+        let key = types.isEmpty ? sql : sql + "\u{0}" + types.map(String.init).joined(separator: ",")
+        let name: String
+        if let known = statements[key] {
+            name = known
+        } else {
+            // Past the cache's bound, the unnamed statement, which the next one replaces.
+            name = statements.count < Self.statementCacheLimit ? "authd_\(statements.count)" : ""
+            let prepared = PostgreSQLResult(PQprepare(connection, name, postgresText(sql), Int32(types.count), types))
+            try check(prepared, sql: sql, connection: connection)
+            if !name.isEmpty { statements[key] = name }
+        }
+        let lengths = buffers.map { Int32($0?.count ?? 0) }
+        let result = withBuffers(buffers) { pointers in
+            PostgreSQLResult(PQexecPrepared(connection, name, Int32(values.count), pointers, lengths, formats, 0))
+        }
+        try check(result, sql: sql, connection: connection)
+        changes = Int(String(cString: PQcmdTuples(result.raw))) ?? 0
+        return result
+    }
+
+    func execute(_ sql: String, _ values: [SQLValue] = []) throws {
+        _ = try run(sql, values)
+    }
+
+    func query<T>(_ sql: String, _ values: [SQLValue] = [], row: (Row) throws -> T) throws -> [T] {
+        let result = try run(sql, values)
+        let count = PQntuples(result.raw)
+        var rows: [T] = []
+        rows.reserveCapacity(Int(count))
+        for index in 0..<count { rows.append(try row(Row(postgresql: result, row: index))) }
+        return rows
+    }
+
+    func queryOne<T>(_ sql: String, _ values: [SQLValue] = [], row: (Row) throws -> T) throws -> T? {
+        let result = try run(sql, values)
+        return PQntuples(result.raw) > 0 ? try row(Row(postgresql: result, row: 0)) : nil
+    }
+
+    var cachedStatementCount: Int { statements.count }
+
+    /// Runs `body` in a `SERIALIZABLE` transaction: committed if it returns, rolled back if it
+    /// throws. The outcome is the same as if transactions ran one at a time, as on SQLite's one
+    /// writer; a transaction the server aborts to keep it so fails with `isRetryable`, and
+    /// `Store.transaction` runs it again.
+    func transaction<T>(_ body: () throws -> T) throws -> T {
+        try simple("BEGIN ISOLATION LEVEL SERIALIZABLE")
+        do {
+            let result = try body()
+            try simple("COMMIT")
+            return result
+        } catch {
+            if isConnected { try? simple("ROLLBACK") }
+            throw error
+        }
+    }
+
+    /// Notifications that arrived on this connection (after `LISTEN`), read without waiting.
+    func notifications() throws -> [(channel: String, payload: String)] {
+        let connection = try connected()
+        guard PQconsumeInput(connection) == 1 else {
+            throw PostgreSQLError(sqlstate: "08006", message: Self.firstLine(PQerrorMessage(connection)), sql: nil)
+        }
+        var received: [(String, String)] = []
+        while let notice = PQnotifies(connection) {
+            received.append((String(cString: notice.pointee.relname), String(cString: notice.pointee.extra)))
+            PQfreemem(notice)
+        }
+        return received
+    }
+
+    /// The keywords `connectionString` sets, as libpq parses it (its error, which never quotes
+    /// a value, when it cannot).
+    static func parameters(of connectionString: String) -> Result<[String: String], PostgreSQLError> {
+        var error: UnsafeMutablePointer<CChar>?
+        guard let options = PQconninfoParse(connectionString, &error) else {
+            let message = error.map { firstLine($0) } ?? "out of memory"
+            PQfreemem(error)
+            return .failure(PostgreSQLError(sqlstate: "", message: message, sql: nil))
+        }
+        defer { PQconninfoFree(options) }
+        var set: [String: String] = [:]
+        var option = options
+        while let keyword = option.pointee.keyword {
+            if let value = option.pointee.val { set[String(cString: keyword)] = String(cString: value) }
+            option += 1
+        }
+        return .success(set)
+    }
+
+    /// Drops the connection (tests, shutdown).
+    func close() {
+        PQfinish(handle)
+        handle = nil
+        statements.removeAll()
+    }
+}
+
+/// A libpq result, cleared when it goes. Rows are read in text form.
+final class PostgreSQLResult {
+    let raw: OpaquePointer?
+
+    init(_ raw: OpaquePointer?) { self.raw = raw }
+    deinit { PQclear(raw) }
+
+    func isNull(_ row: Int32, _ column: Int32) -> Bool { PQgetisnull(raw, row, column) == 1 }
+
+    /// An integer, or a boolean as 1 or 0 (`x IS NOT NULL` is a boolean here, an integer in SQLite).
+    func int64(_ row: Int32, _ column: Int32) -> Int64 {
+        guard let value = PQgetvalue(raw, row, column) else { return 0 }
+        switch value.pointee {
+        case CChar(UInt8(ascii: "t")): return 1
+        case CChar(UInt8(ascii: "f")): return 0
+        default: return strtoll(value, nil, 10)
+        }
+    }
+
+    func double(_ row: Int32, _ column: Int32) -> Double {
+        guard let value = PQgetvalue(raw, row, column) else { return 0 }
+        return strtod(value, nil)
+    }
+
+    func text(_ row: Int32, _ column: Int32) -> String {
+        guard let value = PQgetvalue(raw, row, column) else { return "" }
+        return String(cString: value)
+    }
+
+    /// bytea in its text form, `\x` and hex digits.
+    func blob(_ row: Int32, _ column: Int32) -> [UInt8] {
+        guard let value = PQgetvalue(raw, row, column) else { return [] }
+        let count = Int(PQgetlength(raw, row, column))
+        return UnsafeRawBufferPointer(start: value, count: count).withMemoryRebound(to: UInt8.self) { text in
+            guard count >= 2, text[0] == UInt8(ascii: "\\"), text[1] == UInt8(ascii: "x") else { return Array(text) }
+            func nibble(_ c: UInt8) -> UInt8 { c <= UInt8(ascii: "9") ? c &- UInt8(ascii: "0") : (c | 0x20) &- UInt8(ascii: "a") &+ 10 }
+            var bytes: [UInt8] = []
+            bytes.reserveCapacity((count - 2) / 2)
+            var index = 2
+            while index + 1 < count {
+                bytes.append(nibble(text[index]) << 4 | nibble(text[index + 1]))
+                index += 2
+            }
+            return bytes
+        }
+    }
+}
+
+/// Calls `body` with C strings for `strings`, NULL-terminated, alive for the call.
+private func withCStrings<T>(_ strings: [String], _ body: (UnsafePointer<UnsafePointer<CChar>?>) -> T) -> T {
+    let copies = strings.map { strdup($0) }
+    defer { copies.forEach { free($0) } }
+    let pointers = copies.map { UnsafePointer($0) } + [nil]
+    return pointers.withUnsafeBufferPointer { body($0.baseAddress!) }
+}
+
+/// Calls `body` with a pointer per buffer (NULL for SQL NULL), alive for the call.
+private func withBuffers<T>(_ buffers: [[UInt8]?], _ body: (UnsafePointer<UnsafePointer<CChar>?>?) -> T) -> T {
+    var pointers: [UnsafePointer<CChar>?] = []
+    var allocations: [UnsafeMutablePointer<UInt8>] = []
+    for buffer in buffers {
+        guard let buffer else { pointers.append(nil); continue }
+        let copy = UnsafeMutablePointer<UInt8>.allocate(capacity: max(buffer.count, 1))
+        copy.initialize(from: buffer, count: buffer.count)
+        allocations.append(copy)
+        pointers.append(UnsafeRawPointer(copy).assumingMemoryBound(to: CChar.self))
+    }
+    defer {
+        for (allocation, buffer) in zip(allocations, buffers.compactMap { $0 }) {
+            allocation.update(repeating: 0, count: buffer.count)
+            allocation.deallocate()
+        }
+    }
+    return pointers.withUnsafeBufferPointer { body($0.baseAddress) }
+}
