@@ -27,6 +27,8 @@ actor AuditLog {
     }
 
     private let store: Store
+    /// The engine of the store the log is in (`AuditScope`).
+    nonisolated let home: String
     private let now: @Sendable () -> Date
     /// Records waiting for the next group commit, and whether one is under way. Under a lock
     /// rather than actor state: a writer hands its record over without hopping onto this
@@ -68,6 +70,7 @@ actor AuditLog {
     init(store: Store, now: @escaping @Sendable () -> Date, bounds: @escaping @Sendable () -> Bounds = { Bounds() },
          summaryWindow: Duration = .seconds(60), summaryMaxCount: Int = 10_000) {
         self.store = store
+        home = store.dialect.name
         self.now = now
         self.bounds = bounds
         self.summaryWindow = summaryWindow
@@ -115,17 +118,24 @@ actor AuditLog {
 
     /// Inserts one record in the transaction running on `database`, as committed at `time`
     /// (whole milliseconds, so a followed record and the same record read back are identical).
-    static func insert(_ entry: Entry, at time: Date, into database: Database) throws -> AuditRecord {
+    /// Its id is the next after the newest record's, or after `floor` (what a purge deleted up
+    /// to): ids run without a gap on both engines, which a PostgreSQL sequence would not promise
+    /// (a rolled-back transaction consumes its values), and concurrent writers on several hub
+    /// replicas are serialized by the transaction, as on SQLite's one writer.
+    static func insert(_ entry: Entry, at time: Date, into database: Database, after floor: Int64 = 0) throws -> AuditRecord {
         let milliseconds = Int64((time.timeIntervalSince1970 * 1000).rounded())
         let detail = String(decoding: (try? WireCodec.encodeJSON(entry.detail)) ?? Data("{}".utf8), as: UTF8.self)
-        try database.execute(
-            "INSERT INTO audit (at_ms, uid, pid, exe, method, outcome, reason, detail) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", [
-                .integer(milliseconds), .integer(Int64(entry.caller.audited.uid)), .integer(Int64(entry.caller.audited.pid)),
+        let id = try database.queryOne(
+            """
+            INSERT INTO audit (id, at_ms, uid, pid, exe, method, outcome, reason, detail)
+            VALUES ((SELECT \(database.dialect.greatest)(coalesce(max(id), 0), ?) + 1 FROM audit), ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id
+            """, [
+                .integer(floor), .integer(milliseconds), .integer(Int64(entry.caller.audited.uid)), .integer(Int64(entry.caller.audited.pid)),
                 entry.caller.audited.exe.map { .text($0) } ?? .null, .text(entry.method), .text(entry.outcome.rawValue),
                 entry.reason.map { .text($0.rawValue) } ?? .null, .text(detail),
-            ])
+            ]) { $0.int64(0) } ?? 0
         return AuditRecord(
-            id: database.lastInsertRowID, time: Timestamp.rfc3339(epochMilliseconds: milliseconds),
+            id: id, time: Timestamp.rfc3339(epochMilliseconds: milliseconds),
             caller: entry.caller.audited, method: entry.method, outcome: entry.outcome.rawValue, reason: entry.reason?.rawValue,
             detail: entry.detail)
     }
@@ -158,7 +168,7 @@ actor AuditLog {
     func tail(limit: Int) async throws -> [AuditRecord] {
         try await store.read { database in
             try database.query(
-                "SELECT id, at_ms, uid, pid, exe, method, outcome, reason, detail FROM (SELECT * FROM audit ORDER BY id DESC LIMIT ?) ORDER BY id",
+                "SELECT id, at_ms, uid, pid, exe, method, outcome, reason, detail FROM (SELECT * FROM audit ORDER BY id DESC LIMIT ?) AS newest ORDER BY id",
                 [.integer(Int64(limit))]
             ) { row in
                 let detail = (try? WireCodec.decode([String: JSONValue].self, from: Data(row.text(8).utf8))) ?? [:]
@@ -362,7 +372,7 @@ actor AuditLog {
     /// The last id the newest purge deleted, as its record says.
     private static func purgedThrough(in database: Database) throws -> Int64 {
         try database.queryOne(
-            "SELECT json_extract(detail, '$.through_id') FROM audit WHERE method = ? ORDER BY id DESC LIMIT 1", [.text(purgeMethod)]
+            "SELECT \(database.dialect.jsonText("detail", "through_id")) FROM audit WHERE method = ? ORDER BY id DESC LIMIT 1", [.text(purgeMethod)]
         ) { $0.optionalInt64(0) }.flatMap { $0 } ?? 0
     }
 
@@ -400,7 +410,7 @@ actor AuditLog {
                 let excess = kept - bounds.maxBytes / 10 * 9
                 purge.throughID = try database.queryOne(
                     """
-                    SELECT id FROM (SELECT id, sum(\(Self.storedBytesSQL)) OVER (ORDER BY id) AS running FROM audit WHERE id > ?)
+                    SELECT id FROM (SELECT id, sum(\(Self.storedBytesSQL)) OVER (ORDER BY id) AS running FROM audit WHERE id > ?) AS prefix
                     WHERE running >= ? ORDER BY id LIMIT 1
                     """, [.integer(purge.throughID), .integer(excess)]) { $0.int64(0) } ?? purge.throughID
                 purge.why.append("max_size")
@@ -420,7 +430,7 @@ actor AuditLog {
                 "through_id": .integer(purge.throughID), "rows": .integer(Int64(rows)), "bytes": .integer(bytes),
                 "first_at": stamp(from), "last_at": stamp(to), "why": .array(purge.why.map { .string($0) }),
                 "retention_s": .integer(Int64(bounds.retentionSeconds)), "max_size": .integer(bounds.maxBytes),
-            ]), at: time, into: database)
+            ]), at: time, into: database, after: purge.throughID)
             return (purge, record)
         }
         if let record {

@@ -3,16 +3,18 @@ import Protocol
 
 /// The admin view of accounts, and the hourly purge of what has expired for good.
 extension SQLiteAccountDirectory {
-    private static let recordColumns = """
-        SELECT a.id, a.phone, a.email, a.created_at, a.deactivated_at, max(coalesce(a.locked_until, 0), coalesce(a.pin_locked_until, 0)),
+    private static func recordColumns(_ dialect: SQLDialect) -> String {
+        """
+        SELECT a.id, a.phone, a.email, a.created_at, a.deactivated_at, \(dialect.greatest)(coalesce(a.locked_until, 0), coalesce(a.pin_locked_until, 0)),
                a.password_hash IS NOT NULL, a.pin_hash IS NOT NULL,
                (SELECT count(*) FROM devices d WHERE d.account_id = a.id AND d.revoked_at IS NULL),
                a.device_limit, a.device_policy, a.e2ee
         FROM accounts a
         """
+    }
 
     private static func record(in database: Database, id: String, now: Int64) throws -> AccountRecord? {
-        try database.queryOne(recordColumns + " WHERE a.id = ?", [.text(id)]) { record($0, now: now) }
+        try database.queryOne(recordColumns(database.dialect) + " WHERE a.id = ?", [.text(id)]) { record($0, now: now) }
     }
 
     private static func record(_ row: Row, now: Int64) -> AccountRecord {
@@ -49,7 +51,7 @@ extension SQLiteAccountDirectory {
     func accounts(limit: Int) async throws -> [AccountRecord] {
         let now = seconds
         return try await store.read { database in
-            try database.query(Self.recordColumns + " ORDER BY a.created_at DESC, a.id LIMIT ?", [.integer(Int64(limit))]) { Self.record($0, now: now) }
+            try database.query(Self.recordColumns(database.dialect) + " ORDER BY a.created_at DESC, a.id LIMIT ?", [.integer(Int64(limit))]) { Self.record($0, now: now) }
         }
     }
 

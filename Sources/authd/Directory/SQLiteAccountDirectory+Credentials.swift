@@ -191,7 +191,7 @@ extension SQLiteAccountDirectory {
             try database.execute("UPDATE accounts SET failed_logins = 0, locked_until = NULL WHERE id = ?", [.text(reserved.account)])
         case .pin:
             try database.execute(
-                "UPDATE accounts SET pin_failures = 0, pin_locked_until = NULL, pin_total_failures = max(0, pin_total_failures - 1) WHERE id = ?",
+                "UPDATE accounts SET pin_failures = 0, pin_locked_until = NULL, pin_total_failures = \(database.dialect.greatest)(0, pin_total_failures - 1) WHERE id = ?",
                 [.text(reserved.account)])
         }
     }
@@ -202,9 +202,9 @@ extension SQLiteAccountDirectory {
     static func release(_ reserved: ReservedAttempt, in database: Database) throws {
         let (failures, total, lock) = reserved.factor == .password
             ? ("failed_logins", "failed_logins", "locked_until") : ("pin_failures", "pin_total_failures", "pin_locked_until")
-        try database.execute("UPDATE accounts SET \(failures) = max(0, \(failures) - 1) WHERE id = ?", [.text(reserved.account)])
+        try database.execute("UPDATE accounts SET \(failures) = \(database.dialect.greatest)(0, \(failures) - 1) WHERE id = ?", [.text(reserved.account)])
         if total != failures {
-            try database.execute("UPDATE accounts SET \(total) = max(0, \(total) - 1) WHERE id = ?", [.text(reserved.account)])
+            try database.execute("UPDATE accounts SET \(total) = \(database.dialect.greatest)(0, \(total) - 1) WHERE id = ?", [.text(reserved.account)])
         }
         if let locksUntil = reserved.locksUntil {
             try database.execute("UPDATE accounts SET \(lock) = ? WHERE id = ? AND \(lock) = ?",

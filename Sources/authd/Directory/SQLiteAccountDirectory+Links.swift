@@ -55,7 +55,7 @@ extension SQLiteAccountDirectory {
                 in: database,
                 where: """
                     account_id = ? AND federation = ? AND expires_at > ? AND created_at <= ?
-                    AND (? IS NULL OR device_id IN (SELECT id FROM devices WHERE account_id = ? AND device_key = ?))
+                    AND (CAST(? AS TEXT) IS NULL OR device_id IN (SELECT id FROM devices WHERE account_id = ? AND device_key = ?))
                     """,
                 [.text(account), .text(provider), .integer(now), .integer(madeBy), machineKey, .text(account), machineKey], cause: .providerLogout, now: now)
         }
@@ -77,7 +77,7 @@ extension SQLiteAccountDirectory {
         try database.execute("DELETE FROM passkey_flows WHERE expires_at <= ?", [.integer(now)])
         if let account {
             try database.execute(
-                "DELETE FROM passkey_flows WHERE id IN (SELECT id FROM passkey_flows WHERE account_id = ? ORDER BY expires_at DESC LIMIT -1 OFFSET ?)",
+                "DELETE FROM passkey_flows WHERE id IN (SELECT id FROM passkey_flows WHERE account_id = ? ORDER BY expires_at DESC \(database.dialect.noLimit) OFFSET ?)",
                 [.text(account), .integer(Int64(RelyingParty.flowsPerAccount - 1))])
         }
         let flow = Base64URL.encode(try OpenSSL.randomBytes(16))

@@ -27,7 +27,7 @@ struct DeviceKeyBook: Sendable {
                 """
                 INSERT INTO device_e2ee_keys (device_id, spki, statement, published_at) VALUES (?, ?, ?, ?)
                 ON CONFLICT (device_id) DO UPDATE SET spki = excluded.spki, statement = excluded.statement, published_at = excluded.published_at
-                WHERE statement != excluded.statement
+                WHERE device_e2ee_keys.statement != excluded.statement
                 """, [.text(machine.description), .blob(spki), .text(statement), .integer(now)])
         }
     }

@@ -189,7 +189,7 @@ struct PresenceBook: Sendable {
             // Names are unique among the hotspots one person sees: their own and the shared ones
             // (a shared one among all of them).
             let clash = try database.queryOne(
-                "SELECT 1 FROM presence_hotspots WHERE name = ? AND (account_id IS NULL OR ? IS NULL OR account_id = ?)",
+                "SELECT 1 FROM presence_hotspots WHERE name = ? AND (account_id IS NULL OR CAST(? AS TEXT) IS NULL OR account_id = ?)",
                 [.text(definition.name), account.map(SQLValue.text) ?? .null, account.map(SQLValue.text) ?? .null]) { _ in true }
             guard clash == nil else { throw PresenceFailure.hotspotExists }
             let hotspot = Hotspot(id: try Self.newID("hs_"), name: definition.name, circle: definition.circle, bssids: definition.bssids,
@@ -214,7 +214,7 @@ struct PresenceBook: Sendable {
     /// out without a ping (the place is gone, not left).
     func removeHotspot(_ account: String?, id: String) async throws {
         try await store.transaction { database in
-            try database.execute("DELETE FROM presence_hotspots WHERE id = ? AND account_id IS ?", [.text(id), account.map(SQLValue.text) ?? .null])
+            try database.execute("DELETE FROM presence_hotspots WHERE id = ? AND account_id IS NOT DISTINCT FROM ?", [.text(id), account.map(SQLValue.text) ?? .null])
             guard database.changes > 0 else { throw PresenceFailure.hotspotNotFound }
             try AuditScope.record(in: database, ["hotspot": .string(id), "account": account.map(JSONValue.string) ?? .null])
         }

@@ -133,7 +133,7 @@ struct SyncLog: Sendable {
     /// Allocates the next position under the store's one writer, in the inserting transaction.
     private static func insert(_ draft: Draft, account: String, origin: Origin, now: Int64, in database: Database) throws -> SyncEvent {
         guard let position = try database.queryOne(
-            "INSERT INTO sync_heads (account_id, position) VALUES (?, 1) ON CONFLICT (account_id) DO UPDATE SET position = position + 1 RETURNING position",
+            "INSERT INTO sync_heads (account_id, position) VALUES (?, 1) ON CONFLICT (account_id) DO UPDATE SET position = sync_heads.position + 1 RETURNING position",
             [.text(account)], row: { $0.int64(0) })
         else { throw SyncFailure.unknownAccount }
         try database.execute(
@@ -226,7 +226,7 @@ struct SyncLog: Sendable {
                        sum(CASE WHEN e.position > coalesce(m.up_to, 0) THEN 1 ELSE 0 END)
                 FROM sync_events e LEFT JOIN sync_read_markers m ON m.account_id = e.account_id AND m.conversation = e.conversation
                 WHERE e.account_id = ? AND e.kind = 'message' AND e.conversation IS NOT NULL
-                GROUP BY e.conversation ORDER BY e.conversation
+                GROUP BY e.conversation, m.up_to ORDER BY e.conversation
                 """, [.text(account)]) { SyncUnread.Conversation(conversation: $0.text(0), unread: Int($0.int64(2)), readUpTo: $0.int64(1)) }
         }
     }
@@ -257,8 +257,8 @@ struct SyncLog: Sendable {
             try database.execute(
                 """
                 INSERT INTO sync_cursors (account_id, device_key, position)
-                VALUES (?, ?, min(?, coalesce((SELECT position FROM sync_heads WHERE account_id = ?), 0)))
-                ON CONFLICT (account_id, device_key) DO UPDATE SET position = max(position, excluded.position)
+                VALUES (?, ?, \(database.dialect.least)(?, coalesce((SELECT position FROM sync_heads WHERE account_id = ?), 0)))
+                ON CONFLICT (account_id, device_key) DO UPDATE SET position = \(database.dialect.greatest)(sync_cursors.position, excluded.position)
                 """, [.text(account), .text(deviceKey), .integer(position), .text(account)])
         }
     }
