@@ -169,7 +169,8 @@ public enum AdminReload: RPCMethod {
 }
 
 /// `admin.backup` — a consistent copy of the store through SQLite's online backup API, written
-/// to a new file (never overwriting one) with mode 0600.
+/// to a new file (never overwriting one) with mode 0600. On a hub whose account data is in
+/// PostgreSQL the copy holds the machine's own store only, and `account_data` says so.
 public enum AdminBackup: RPCMethod {
     public static let name = "admin.backup"
 
@@ -182,10 +183,18 @@ public enum AdminBackup: RPCMethod {
     public struct Result: Codable, Sendable, Equatable {
         public var path: String
         public var bytes: Int64
+        /// Where the account data is when it is not in the copy (PostgreSQL), and how it is backed up.
+        public var accountData: String?
 
-        public init(path: String, bytes: Int64) {
+        public init(path: String, bytes: Int64, accountData: String? = nil) {
             self.path = path
             self.bytes = bytes
+            self.accountData = accountData
+        }
+
+        enum CodingKeys: String, CodingKey {
+            case path, bytes
+            case accountData = "account_data"
         }
     }
 }

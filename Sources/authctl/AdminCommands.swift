@@ -59,6 +59,7 @@ extension Command {
         let result = try invocation.connect().call(AdminBackup.self, .init(path: path))
         if invocation.global.json { Output.json(result); return .ok }
         Output.line("backup written to \(result.path) (\(result.bytes) bytes)")
+        if let note = result.accountData { Output.line(note) }
         return .ok
     }
 

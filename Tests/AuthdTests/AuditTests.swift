@@ -110,7 +110,7 @@ struct AuditTests {
     @Test("a state change's record is written in its transaction; a failed transaction writes neither")
     func recordInTheChangesTransaction() async throws {
         let fixture = try await TestKeys()
-        let scope = AuditScope(caller: Self.caller, method: "admin.keys.rotate", now: fixture.clock.closure)
+        let scope = AuditScope(caller: Self.caller, method: "admin.keys.rotate", auditHome: "sqlite", now: fixture.clock.closure)
         struct Refused: Error {}
         await #expect(throws: Refused.self) {
             try await AuditScope.$current.withValue(scope) {

@@ -52,7 +52,11 @@ extension MethodTable {
         register(AdminBackup.self, home: .machine, access: .admin, audit: { params, result in
             ["path": .string(params.path), "bytes": .integer(result.bytes)]
         }) { params, _ in
-            try await Backup.write(store: services.store, to: params.path)
+            var result = try await Backup.write(store: services.store, to: params.path)
+            if services.accountStore !== services.store {
+                result.accountData = "Account data is in PostgreSQL (hub.database), not in this copy: back it up with PostgreSQL's own tools (pg_dump, pg_basebackup, or the replicas and archives the database already has)."
+            }
+            return result
         }
 
         register(AdminKeysRotate.self, home: .machine, access: .admin, audit: { _, result in

@@ -21,6 +21,10 @@ final class AuditScope: Sendable {
     /// The call whose records the scope writes; nil for work outside any call, which only
     /// collects what it announces (`collecting`).
     let call: (caller: Caller, method: String)?
+    /// The engine of the store the audit log is in (`SQLDialect.name`). A hub whose account data
+    /// is on PostgreSQL keeps its audit log there, beside the account changes it records; a
+    /// change to the machine's own SQLite store is then recorded after the fact, as a refusal is.
+    private let auditHome: String
     private let now: @Sendable () -> Date
 
     private struct Records {
@@ -33,13 +37,15 @@ final class AuditScope: Sendable {
     }
     private let records = Mutex(Records())
 
-    init(caller: Caller, method: String, now: @escaping @Sendable () -> Date) {
+    init(caller: Caller, method: String, auditHome: String, now: @escaping @Sendable () -> Date) {
         call = (caller, method)
+        self.auditHome = auditHome
         self.now = now
     }
 
     private init(now: @escaping @Sendable () -> Date) {
         call = nil
+        auditHome = ""
         self.now = now
     }
 
@@ -55,7 +61,7 @@ final class AuditScope: Sendable {
     /// Appends the call's success record, with `detail`, to the transaction running on
     /// `database`, when the running task serves an audited call; does nothing otherwise.
     static func record(in database: Database, _ detail: [String: JSONValue]) throws {
-        guard let scope = current, let call = scope.call else { return }
+        guard let scope = current, let call = scope.call, database.dialect.name == scope.auditHome else { return }
         let record = try AuditLog.insert(
             .init(caller: call.caller, method: call.method, outcome: .ok, reason: nil, detail: detail), at: scope.now(), into: database)
         scope.records.withLock { $0.staged.append(record) }

@@ -85,10 +85,13 @@ final class Daemon: @unchecked Sendable {
         let masterKey = try MasterKey.load(environment: ProcessInfo.processInfo.environment, keyFilePath: options.keyFilePath)
         let sealer = try Sealer(masterKey: masterKey)
         let store = try Store(path: options.databasePath)
+        // Account data: in the same SQLite file, or in the PostgreSQL database several hub
+        // replicas share (`[hub] database`). What the machine owns stays in `store` (DESIGN §8).
+        let accountStore = config.hubDatabase.isEmpty ? store : try Self.accountDatabase(config.hubDatabase, logger: logger)
         let now: @Sendable () -> Date = { Date() }
         let keys = try await KeyRing.open(store: store, sealer: sealer, now: now())
         let holder = ConfigHolder(config, file: options.configPath)
-        let directory = SQLiteAccountDirectory(store: store, config: holder, logger: logger, now: now)
+        let directory = SQLiteAccountDirectory(store: accountStore, config: holder, logger: logger, now: now)
         let identity = try await MachineIdentity.open(store: store, sealer: sealer, now: now())
         let hub = HubState(role: config.role, identity: identity, link: try await Self.hubLink(config, identity: identity, directory: directory, logger: logger))
         // A device's accounts are at its hub: its machine capabilities reach them over the link.
@@ -104,14 +107,14 @@ final class Daemon: @unchecked Sendable {
                 return false
             }
         }
-        let syncService = SyncService(log: SyncLog(store: store, now: now), directory: accounts, bus: syncBus, limiter: SyncWriteLimiter(config: holder, now: now),
-                                      thisMachine: identity.id, keyBook: config.role == .hub ? DeviceKeyBook(store: store, now: now) : nil) { events in
+        let syncService = SyncService(log: SyncLog(store: accountStore, now: now), directory: accounts, bus: syncBus, limiter: SyncWriteLimiter(config: holder, now: now),
+                                      thisMachine: identity.id, keyBook: config.role == .hub ? DeviceKeyBook(store: accountStore, now: now) : nil) { events in
             await hub.push(events, directory: accounts, connections: connections)
         }
         let events = EventBus()
         let desktop = options.mode == .user ? DesktopNotifications(logger: logger) : nil
         let presenceHome: any PresenceHome = if let link = hub.link { HubPresenceHome(link: link) } else {
-            LocalPresenceHome(book: PresenceBook(store: store, config: holder, now: now), directory: accounts)
+            LocalPresenceHome(book: PresenceBook(store: accountStore, config: holder, now: now), directory: accounts)
         }
         var askOnDesktop: (@Sendable (PresenceAskEvent) -> Void)?
         if let desktop {
@@ -122,7 +125,7 @@ final class Daemon: @unchecked Sendable {
             events: events, config: holder, logger: logger, desktop: askOnDesktop)
         services = Services(
             options: options, config: holder, reloader: ConfigReloader(path: options.configPath, holder: holder, logger: logger),
-            logger: logger, store: store, directory: accounts, keys: keys, audit: AuditLog(store: store, now: now, bounds: { AuditLog.Bounds(holder.current) }), connections: connections,
+            logger: logger, store: store, accountStore: accountStore, directory: accounts, keys: keys, audit: AuditLog(store: accountStore, now: now, bounds: { AuditLog.Bounds(holder.current) }), connections: connections,
             masterKeySource: masterKey.source, sealer: sealer, codeKey: try KeyDerivation.key(masterKey, label: "otp-code"),
             localLock: LocalLock(store: store, directory: accounts, config: holder, now: now), events: events, sync: syncBus, syncService: syncService, outbox: outbox, cipher: cipher,
             presence: presence,
@@ -181,7 +184,7 @@ final class Daemon: @unchecked Sendable {
             DesktopDelivery(directory: accounts, events: services.events, logger: logger).start(sync: syncBus, config: holder)
         }
         await presence.start(sync: syncBus)
-        maintenance = Maintenance.schedule(directory: directory, vault: services.vault, audit: services.audit, sync: SyncLog(store: store, now: now),
+        maintenance = Maintenance.schedule(directory: directory, vault: services.vault, audit: services.audit, sync: SyncLog(store: accountStore, now: now),
                                            config: holder, spoolDirectory: options.smsSpoolDirectory, logger: logger, now: now) { [services] in
             await services.announce($0)
         }
@@ -207,6 +210,18 @@ final class Daemon: @unchecked Sendable {
 
     /// Where `prompt: desktop` asks: the users' desktop agents, and in user mode pinentry run by
     /// authd itself, on its own display and terminal.
+    /// Connects to the account database on PostgreSQL, bringing its schema up to date; a
+    /// database whose schema is newer than this authd refuses it.
+    private static func accountDatabase(_ connectionString: String, logger: Logger) throws -> Store {
+        do {
+            let store = try Store(postgresql: connectionString)
+            logger.notice("account data is in PostgreSQL (\(store.dialect.name), schema \(PostgreSQLSchema.latestVersion))")
+            return store
+        } catch {
+            throw HubRoleError(description: "the account database in hub.database: \(error)")
+        }
+    }
+
     private static func desktopPrompts(options: DaemonOptions, config: ConfigHolder, store: Store, notifications: DesktopNotifications?,
                                        now: @escaping @Sendable () -> Date) -> DesktopPrompts {
         var local: PinentryDesk?

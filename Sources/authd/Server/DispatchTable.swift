@@ -58,10 +58,10 @@ enum DispatchTable {
         let sync = services.syncService
         let hubSource = services.hub.link.flatMap { link in services.cipher.map { HubSyncSource(link: link, cipher: $0) } }
         table.registerSyncMethods(sync, hub: hubSource, bus: services.sync, outbox: services.outbox)
-        table.registerLinkSyncMethods(log: sync.log, keyBook: DeviceKeyBook(store: services.store, now: services.now), directory: directory)
+        table.registerLinkSyncMethods(log: sync.log, keyBook: DeviceKeyBook(store: services.accountStore, now: services.now), directory: directory)
 
         // Friends, groups, hotspots and presence.
-        let presence = PresenceBook(store: services.store, config: services.config, now: services.now)
+        let presence = PresenceBook(store: services.accountStore, config: services.config, now: services.now)
         table.registerPresenceMethods(PresenceService(book: presence, directory: directory, limiter: limiter))
         table.registerLinkPresenceMethods(presence, directory: directory)
         table.registerMachinePresenceMethods(services.presence, directory: directory)

@@ -108,7 +108,7 @@ final class Dispatcher: Sendable {
         let caller = environment.caller
         let outcome: Result<any Encodable & Sendable, RPCError>
         // A state change writes the call's record in its own transaction (see AuditScope).
-        let scope = entry.audited ? AuditScope(caller: caller, method: request.method, now: services.now) : nil
+        let scope = entry.audited ? AuditScope(caller: caller, method: request.method, auditHome: services.audit.home, now: services.now) : nil
         do {
             // Blocking work (Argon2id) is shared fairly between callers, not in arrival order; a
             // change writes its audit record in its own transaction through the scope.

@@ -9,6 +9,9 @@ struct Services: Sendable {
     let reloader: ConfigReloader
     let logger: Logger
     let store: Store
+    /// The store of account data where it lives here: `store` itself, or the account database on
+    /// PostgreSQL that several hub replicas share (`[hub] database`).
+    let accountStore: Store
     /// Where account data lives (DESIGN §8): this authd's own store, or for a device its hub
     /// (`HubAccountDirectory`).
     let directory: any AccountDirectory

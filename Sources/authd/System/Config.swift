@@ -221,6 +221,9 @@ struct Config: Equatable, Sendable {
     var hubNewcomersPerAddress = 4
     var hubMaxNewcomers = 256
     var hubNewcomerTimeoutSeconds = 60
+    /// The account database on PostgreSQL (a `postgresql://` URI or a libpq keyword string);
+    /// empty: account data stays in this authd's own SQLite store. Holds no password.
+    var hubDatabase = ""
     private static let hub = Section("hub", [
         Setting("listen", \.hubListen) { value throws(ValueError) in
             guard let address = HostPort(value, allowPortZero: true) else {
@@ -249,6 +252,10 @@ struct Config: Equatable, Sendable {
         .integer("newcomers_per_address", \.hubNewcomersPerAddress, in: 1...10_000),
         .integer("max_newcomers", \.hubMaxNewcomers, in: 1...100_000),
         .duration("newcomer_timeout", \.hubNewcomerTimeoutSeconds, in: 1...3600),
+        Setting("database", \.hubDatabase) { value throws(ValueError) in
+            try PostgreSQLTarget.check(value)
+            return value
+        },
     ])
 
     // MARK: [sync]
@@ -314,6 +321,7 @@ struct Config: Equatable, Sendable {
         kept.hubNewcomersPerAddress = old.hubNewcomersPerAddress
         kept.hubMaxNewcomers = old.hubMaxNewcomers
         kept.hubNewcomerTimeoutSeconds = old.hubNewcomerTimeoutSeconds
+        kept.hubDatabase = old.hubDatabase
         return kept
     }
 
@@ -499,7 +507,7 @@ struct Config: Equatable, Sendable {
         func line(_ key: String) -> Int { keyLines["hub." + key] ?? 0 }
         // The keys of one role set in the file, in a fixed order so the error names the same one each time.
         func given(_ keys: [String]) -> String? { keys.first { keyLines["hub." + $0] != nil } }
-        let hubKeys = ["cert_file", "key_file", "max_devices", "max_handshakes_per_address", "newcomers_per_address", "max_newcomers", "newcomer_timeout"]
+        let hubKeys = ["database", "cert_file", "key_file", "max_devices", "max_handshakes_per_address", "newcomers_per_address", "max_newcomers", "newcomer_timeout"]
         let deviceKeys = ["ca_file", "pin"]
         switch config.role {
         case .standalone:
