@@ -38,7 +38,15 @@ struct AdminTests {
             db = sqlite3.connect(sys.argv[1])
             print(db.execute("PRAGMA integrity_check").fetchone()[0], db.execute("SELECT count(*) FROM signing_keys").fetchone()[0], db.execute("SELECT count(*) FROM audit WHERE method = 'auth.local'").fetchone()[0])
             """, path])
-        #expect(check.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "ok 1 1")
+        if daemon.accountDatabase == nil {
+            #expect(check.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "ok 1 1")
+            #expect(result["account_data"] == nil)
+        } else {
+            // The audit log is with the account data, in PostgreSQL, which the copy does not hold and says so.
+            #expect(check.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "ok 1 0")
+            #expect(result["account_data"]?.stringValue?.contains("pg_dump") == true)
+            #expect(try daemon.storeRows("SELECT count(*) FROM audit WHERE method = 'auth.local'") == ["1"])
+        }
         let again = try client.call("admin.backup", ["path": .string(path)])
         #expect(again.errorReason == "admin.backup_failed")
         #expect(try client.call("admin.backup", ["path": "relative.db"]).errorReason == "rpc.invalid_params")

@@ -13,11 +13,25 @@ struct E2EESyncTests {
     /// Whether `needle` is anywhere in the hub's store: its database, WAL and shared memory.
     static func hubFilesContain(_ hub: DaemonHarness, _ needle: String) throws -> Bool {
         let bytes = Array(needle.utf8)
-        for name in ["authd.db", "authd.db-wal", "authd.db-shm"] {
-            guard let data = FileManager.default.contents(atPath: hub.stateDirectory + "/" + name) else { continue }
+        for path in try files(of: hub) {
+            guard let data = FileManager.default.contents(atPath: path) else { continue }
             if Array(data).firstRange(of: bytes) != nil { return true }
         }
         return false
+    }
+
+    /// Where the hub's account data is on disk: its SQLite files, or on PostgreSQL (after a
+    /// checkpoint writes every page out) its database's files and the cluster's WAL.
+    static func files(of hub: DaemonHarness) throws -> [String] {
+        guard let database = hub.accountDatabase else {
+            return ["authd.db", "authd.db-wal", "authd.db-shm"].map { hub.stateDirectory + "/" + $0 }
+        }
+        let cluster = try PostgreSQLCluster.shared.get()
+        try cluster.psql("CHECKPOINT")
+        let oid = try #require(try cluster.psql("SELECT oid FROM pg_database WHERE datname = '\(database.name)'").first)
+        return ["/data/base/\(oid)", "/data/pg_wal"].flatMap { folder in
+            ((try? FileManager.default.contentsOfDirectory(atPath: cluster.directory + folder)) ?? []).map { cluster.directory + folder + "/" + $0 }
+        }
     }
 
     /// The sealed value the hub keeps at `position`, and the device ids it is encrypted to and
@@ -133,8 +147,15 @@ struct E2EESyncTests {
         let (rig, _, b, clientA, clientB, onA, onB) = pair.parts
         let idB = try Self.deviceID(b)
 
-        // The hub swaps B's key statement for one B did not sign (A's own).
-        let genuine = try #require(try rig.hub.storeRows("SELECT statement FROM device_e2ee_keys WHERE device_id = '\(idB)'").first)
+        // The hub swaps B's key statement for one B did not sign (A's own). B publishes its key
+        // as its link comes up, beside the sign-in: wait (bounded) until the hub holds it.
+        let deadline = ContinuousClock.now + .seconds(15)
+        var published: String?
+        while published == nil, ContinuousClock.now < deadline {
+            published = try rig.hub.storeRows("SELECT statement FROM device_e2ee_keys WHERE device_id = '\(idB)'").first
+            if published == nil { usleep(20_000) }
+        }
+        let genuine = try #require(published, "B published no key")
         _ = try rig.hub.storeRows("UPDATE device_e2ee_keys SET statement = (SELECT statement FROM device_e2ee_keys WHERE device_id != '\(idB)') WHERE device_id = '\(idB)'",
                                   readOnly: false)
         let refused = try clientA.call("sync.send", ["session": onA, "kind": "message", "conversation": "c", "body": ["text": "to a forged key"]])

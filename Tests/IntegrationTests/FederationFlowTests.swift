@@ -59,10 +59,7 @@ final class FederationFixture {
     }
     /// One value from the daemon's SQLite file, read by Python's sqlite3 (read-only, beside the daemon's WAL).
     func storeQuery(_ sql: String) throws -> String {
-        let script = "import sqlite3,sys; c=sqlite3.connect('file:'+sys.argv[1]+'?mode=ro', uri=True); print(c.execute(sys.argv[2]).fetchone()[0])"
-        let result = try DaemonHarness.run(["/usr/bin/python3", "-c", script, daemon.stateDirectory + "/authd.db", sql])
-        guard result.status == 0 else { throw HarnessError("sqlite3: \(result.stderr)") }
-        return result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        try daemon.storeRows(sql).first ?? ""
     }
 
     func state() throws -> JSONValue? { try client.result("federation.status")["providers"]?.arrayValue?.first }

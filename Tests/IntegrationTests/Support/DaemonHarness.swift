@@ -68,9 +68,33 @@ final class DaemonHarness {
         ["TSAN_OPTIONS", "ASAN_OPTIONS", "LSAN_OPTIONS", "UBSAN_OPTIONS"].contains(name)
     }
 
+    /// The PostgreSQL database this daemon keeps its account data in, when the suite runs on
+    /// PostgreSQL (`PostgreSQLCluster.isSelected`): made at its first start, kept across restarts.
+    private(set) var accountDatabase: (name: String, connection: String)?
+
+    /// On the PostgreSQL pass, a standalone authd or a hub whose configuration names no account
+    /// database gets a fresh one of the suite's cluster (`[hub] database`); a device has none.
+    private func placeAccountData() throws {
+        guard PostgreSQLCluster.isSelected else { return }
+        let text = (try? String(contentsOfFile: configPath, encoding: .utf8)) ?? ""
+        let lines = text.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+        func key(_ line: String) -> String { line.split(separator: "=").first.map { $0.trimmingCharacters(in: .whitespaces) } ?? "" }
+        guard !lines.contains(where: { ["url", "database"].contains(key($0)) }) else { return }
+        if accountDatabase == nil { accountDatabase = try PostgreSQLCluster.shared.get().createDatabase() }
+        let setting = "database = \(accountDatabase!.connection)"
+        var placed = lines
+        if let section = lines.firstIndex(where: { $0.trimmingCharacters(in: .whitespaces) == "[hub]" }) {
+            placed.insert(setting, at: section + 1)
+        } else {
+            placed += ["", "[hub]", setting, ""]
+        }
+        try placed.joined(separator: "\n").write(toFile: configPath, atomically: true, encoding: .utf8)
+    }
+
     /// Starts authd and waits for READY=1 on the notify socket.
     func start(arguments: [String] = [], environment extra: [String: String] = [:], executable: String? = nil, waitForReady: Bool = true) throws {
         precondition(process == nil || !process!.isRunning, "already running")
+        try placeAccountData()
         let process = Process()
         process.executableURL = URL(fileURLWithPath: executable ?? Self.authdPath)
         process.arguments = arguments
@@ -175,9 +199,20 @@ final class DaemonHarness {
 }
 
 extension DaemonHarness {
-    /// The rows of a query on authd's SQLite file, read (or, `readOnly` false, written) by
-    /// Python's sqlite3 beside the running daemon, columns joined by '|'.
+    /// The tables of account data, which live in PostgreSQL when the daemon's are there.
+    static let accountTables = ["accounts", "devices", "sessions", "login_flows", "otp_flows", "sms_sends", "federated_identities", "account_passkeys",
+                                "passkey_flows", "sync_heads", "sync_events", "sync_read_markers", "sync_cursors", "device_e2ee_keys", "audit"]
+
+    /// The rows of a query on authd's store, columns joined by '|': on its SQLite file, read (or,
+    /// `readOnly` false, written) by Python's sqlite3 beside the running daemon; or, for a query
+    /// of account tables when the daemon's account data is in PostgreSQL, by psql (`hex(x)`
+    /// becomes PostgreSQL's spelling of it).
     func storeRows(_ sql: String, readOnly: Bool = true) throws -> [String] {
+        let words = Set(sql.split(whereSeparator: { !$0.isLetter && $0 != "_" }).map { $0.lowercased() })
+        if let database = accountDatabase, !words.isDisjoint(with: Self.accountTables + ["presence"]) || words.contains(where: { $0.hasPrefix("presence_") }) {
+            let postgres = sql.replacingOccurrences(of: #"hex\(([a-z_.]+)\)"#, with: "upper(encode($1, 'hex'))", options: .regularExpression)
+            return try PostgreSQLCluster.shared.get().psql(postgres, database: database.name)
+        }
         let script = """
             import sqlite3, sys
             c = sqlite3.connect('file:' + sys.argv[1] + ('?mode=ro' if sys.argv[3] == 'ro' else ''), uri=True, timeout=10)

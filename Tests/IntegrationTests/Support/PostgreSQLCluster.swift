@@ -1,0 +1,119 @@
+import CLinux
+import Foundation
+import Glibc
+
+/// A private PostgreSQL cluster from Debian's `postgresql` package, never the machine's own:
+/// `initdb` into a temporary directory and a server that listens on a Unix socket in it only
+/// (`listen_addresses=''`). PostgreSQL refuses to run as root, and CI runs as root: then the
+/// cluster runs as `nobody` (setpriv). One cluster per test process, started at its first use;
+/// each test takes a fresh database in it (`createDatabase`).
+///
+/// The server is stopped when the test process ends, however it ends: its supervising shell
+/// waits for the end of a pipe only this process holds open, then stops the server at once.
+final class PostgreSQLCluster: @unchecked Sendable {
+    let directory: String
+    /// The directory of the Unix socket (`host=` in a connection string).
+    var socketDirectory: String { directory }
+    static let user = "authd"
+    private let keepAlive: Int32
+    private let supervisor: pid_t
+    private let counter = NSLock()
+    private var databases = 0
+
+    /// The suite's cluster; the error says why there is none (PostgreSQL not installed…).
+    static let shared: Result<PostgreSQLCluster, any Error> = Result { try PostgreSQLCluster() }
+
+    /// Whether the integration tests run their account tests on PostgreSQL
+    /// (`AUTHD_TEST_ACCOUNT_STORE=postgresql`, which `make test` sets for its second pass).
+    static var isSelected: Bool { ProcessInfo.processInfo.environment["AUTHD_TEST_ACCOUNT_STORE"] == "postgresql" }
+
+    /// Debian's server binaries (`/usr/lib/postgresql/VERSION/bin`), the newest installed.
+    static func binaries() throws -> String {
+        let root = "/usr/lib/postgresql"
+        let versions = ((try? FileManager.default.contentsOfDirectory(atPath: root)) ?? []).compactMap(Int.init).sorted()
+        guard let newest = versions.last else { throw HarnessError("PostgreSQL is not installed (no \(root)/VERSION): apt-get install postgresql") }
+        return "\(root)/\(newest)/bin"
+    }
+
+    private init() throws {
+        let bin = try Self.binaries()
+        var template = Array("/tmp/authd-pg-XXXXXX".utf8CString)
+        guard let made = mkdtemp(&template) else { throw HarnessError("mkdtemp failed") }
+        directory = String(cString: made)
+        let asRoot = geteuid() == 0
+        let runAs: [String] = asRoot ? ["/usr/bin/setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"] : []
+        if asRoot { chown(directory, 65534, 65534) }
+        chmod(directory, 0o755)
+        let data = directory + "/data"
+        let initdb = try DaemonHarness.run(runAs + ["\(bin)/initdb", "-D", data, "-U", Self.user, "--auth=trust", "--no-sync", "-E", "UTF8", "--locale=C.UTF-8"],
+                                           environment: ["PATH": "/usr/bin:/bin", "LC_ALL": "C.UTF-8"])
+        guard initdb.status == 0 else { throw HarnessError("initdb failed: \(initdb.stderr)") }
+        var pipeFDs: [Int32] = [0, 0]
+        guard pipe(&pipeFDs) == 0 else { throw HarnessError("pipe failed") }
+        for fd in pipeFDs { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
+        keepAlive = pipeFDs[1]
+        let options = Self.serverOptions(directory)
+        let script = """
+            "$1/pg_ctl" -D "$2/data" -l "$2/server.log" -o "$3" -w -t 30 start >/dev/null || exit 1
+            cat >/dev/null
+            "$1/pg_ctl" -D "$2/data" -m immediate stop >/dev/null 2>&1
+            """
+        supervisor = try ChildProcess.spawn(runAs + ["/bin/sh", "-c", script, "sh", bin, directory, options],
+                                            environment: ["PATH=/usr/bin:/bin", "LC_ALL=C.UTF-8"], stdin: pipeFDs[0], stdout: .file(directory + "/supervisor.log"))
+        Glibc.close(pipeFDs[0])
+        let deadline = ContinuousClock.now + .seconds(30)
+        while true {
+            let ready = try DaemonHarness.run(["\(bin)/pg_isready", "-q", "-h", directory, "-U", Self.user, "-d", "postgres"], environment: ["PATH": "/usr/bin:/bin"])
+            if ready.status == 0 { break }
+            if ChildProcess.waitForExit(supervisor, within: .zero) != nil || ContinuousClock.now > deadline {
+                let log = (try? String(contentsOfFile: directory + "/server.log", encoding: .utf8)) ?? ""
+                throw HarnessError("the test PostgreSQL cluster did not start: \(log.suffix(2000))")
+            }
+            usleep(50_000)
+        }
+    }
+
+    /// Runs SQL on database `database` with psql; the rows, columns joined by '|'.
+    @discardableResult
+    func psql(_ sql: String, database: String = "postgres") throws -> [String] {
+        let bin = try Self.binaries()
+        let result = try DaemonHarness.run(["\(bin)/psql", "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-h", directory, "-U", Self.user, "-d", database, "-c", sql],
+                                           environment: ["PATH": "/usr/bin:/bin"])
+        guard result.status == 0 else { throw HarnessError("psql: \(result.stderr)") }
+        return result.stdout.split(separator: "\n").map(String.init)
+    }
+
+    /// A new, empty database; its libpq connection string.
+    func createDatabase() throws -> (name: String, connection: String) {
+        let number = counter.withLock { databases += 1; return databases }
+        let name = "authd_\(getpid())_\(number)"
+        try psql("CREATE DATABASE \(name)")
+        return (name, connectionString(database: name))
+    }
+
+    func connectionString(database: String) -> String {
+        "host=\(directory) user=\(Self.user) dbname=\(database)"
+    }
+
+    /// Stops the server at once (`-m immediate`: as if it crashed) or cleanly (`fast`), and starts it again.
+    func stop(mode: String = "fast") throws {
+        let bin = try Self.binaries()
+        let result = try DaemonHarness.run(runAs + ["\(bin)/pg_ctl", "-D", directory + "/data", "-m", mode, "-w", "stop"], environment: ["PATH": "/usr/bin:/bin"])
+        guard result.status == 0 else { throw HarnessError("pg_ctl stop: \(result.stderr)") }
+    }
+
+    func start() throws {
+        let bin = try Self.binaries()
+        let options = Self.serverOptions(directory)
+        let result = try DaemonHarness.run(runAs + ["\(bin)/pg_ctl", "-D", directory + "/data", "-l", directory + "/server.log", "-o", options, "-w", "-t", "30", "start"],
+                                           environment: ["PATH": "/usr/bin:/bin"])
+        guard result.status == 0 else { throw HarnessError("pg_ctl start: \(result.stderr)") }
+    }
+
+    /// A Unix socket in `directory` only. fsync off: a test cluster lives as long as its test process.
+    private static func serverOptions(_ directory: String) -> String {
+        "-c listen_addresses= -k \(directory) -c fsync=off -c full_page_writes=off -c max_connections=200"
+    }
+
+    private var runAs: [String] { geteuid() == 0 ? ["/usr/bin/setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"] : [] }
+}
