@@ -230,7 +230,7 @@ final class Daemon: @unchecked Sendable {
         }
         let trust: TLSTrust = config.hubPin.isEmpty ? .certificateAuthority(file: config.hubCAFile) : .pinnedKey(sha256: config.hubPin)
         let context = try TLSContext.client(certificate: identity.certificate, key: identity.key, trust: trust)
-        return try HubLink(url: url, context: context, handshakeTimeoutSeconds: config.hubHandshakeTimeoutSeconds, logger: logger)
+        return try HubLink(addresses: [url], context: context, handshakeTimeoutSeconds: config.hubHandshakeTimeoutSeconds, logger: logger)
     }
 
     /// The listening socket: from systemd socket activation, or bound here.
