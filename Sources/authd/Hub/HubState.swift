@@ -32,7 +32,8 @@ final class HubState: Sendable {
         if let link {
             let status = link.currentStatus
             result.link = HubStatus.Link(url: status.url.description, state: status.state.rawValue, since: Timestamp.rfc3339(status.since),
-                                         roundTripMs: status.roundTripMs, lastError: status.lastError)
+                                         roundTripMs: status.roundTripMs, lastError: status.lastError,
+                                         urls: link.addresses.map(\.description))
         }
         if role == .hub, let address = listenAddress {
             result.hub = HubStatus.Hub(listen: address.description, devicesConnected: devicesConnected, newcomersConnected: newcomersConnected)
