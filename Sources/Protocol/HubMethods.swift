@@ -76,7 +76,8 @@ public enum HubStatus: RPCMethod {
     }
 
     public struct Link: Codable, Sendable, Equatable {
-        /// The hub, `HOST:PORT`.
+        /// The hub's address `state` is about, `HOST:PORT`: the one the link is on (connected),
+        /// the one being tried (connecting), or the one whose attempt failed last (otherwise).
         public var url: String
         /// `connected`, `connecting`, `unreachable` or `untrusted`.
         public var state: String
@@ -84,19 +85,23 @@ public enum HubStatus: RPCMethod {
         public var since: String
         /// The last heartbeat's round trip, in milliseconds, while connected.
         public var roundTripMs: Double?
-        /// Why the link went down or could not come up, in words.
+        /// Why the link went down or could not come up, in words: the failure at `url`.
         public var lastError: String?
+        /// Every address of the hub the device is configured with, in the order the link tries
+        /// them (the first is the preferred one); `url` is one of them.
+        public var urls: [String]?
 
-        public init(url: String, state: String, since: String, roundTripMs: Double? = nil, lastError: String? = nil) {
+        public init(url: String, state: String, since: String, roundTripMs: Double? = nil, lastError: String? = nil, urls: [String]? = nil) {
             self.url = url
             self.state = state
             self.since = since
             self.roundTripMs = roundTripMs
             self.lastError = lastError
+            self.urls = urls
         }
 
         enum CodingKeys: String, CodingKey {
-            case url, state, since, roundTripMs = "round_trip_ms", lastError = "last_error"
+            case url, state, since, roundTripMs = "round_trip_ms", lastError = "last_error", urls
         }
     }
 

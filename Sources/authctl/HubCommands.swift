@@ -48,11 +48,18 @@ enum HubStatusText {
     static func linkLine(_ link: HubStatus.Link) -> String {
         switch link.state {
         case "connected":
-            return "hub: \(link.url), connected since \(link.since)" + (link.roundTripMs.map { String(format: ", round trip %.1f ms", $0) } ?? "")
+            return "hub: \(address(link)), connected since \(link.since)" + (link.roundTripMs.map { String(format: ", round trip %.1f ms", $0) } ?? "")
         case "connecting":
-            return "hub: \(link.url), connecting"
+            return "hub: \(address(link)), connecting"
         default:
-            return "hub: \(link.url), \(link.state) since \(link.since)" + (link.lastError.map { " (\($0))" } ?? "")
+            return "hub: \(address(link)), \(link.state) since \(link.since)" + (link.lastError.map { " (\($0))" } ?? "")
         }
+    }
+
+    /// The address the link's state is about, and all of the hub's when it has several:
+    /// `hub2.example.org:7443 (of hub1.example.org:7443, hub2.example.org:7443)`.
+    static func address(_ link: HubStatus.Link) -> String {
+        guard let all = link.urls, all.count > 1 else { return link.url }
+        return "\(link.url) (of \(all.joined(separator: ", ")))"
     }
 }

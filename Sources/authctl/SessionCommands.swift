@@ -94,7 +94,7 @@ extension Command {
         let status = try connection.call(HubStatus.self, NoParams())
         guard let link = status.link, link.state != "connected" else { return }
         let reason = link.state == "untrusted" ? Reason.hubUntrusted.rawValue : Reason.hubUnavailable.rawValue
-        throw CLIError(message: "this machine's hub \(link.url) cannot be reached (\(link.state)\(link.lastError.map { ": \($0)" } ?? ""))"
+        throw CLIError(message: "this machine's hub \(HubStatusText.address(link)) cannot be reached (\(link.state)\(link.lastError.map { ": \($0)" } ?? ""))"
                            + "; sign in when it is back (authctl hub status)",
                        reason: reason, exitCode: ExitCode.forReason(reason))
     }

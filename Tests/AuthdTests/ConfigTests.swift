@@ -121,6 +121,46 @@ struct ConfigTests {
         }
     }
 
+    /// A device's `[hub]` with `url` as given, and a pinned key (so that no file is read).
+    private static func device(url: String) throws(ConfigError) -> Config {
+        try Config.parse("[hub]\nurl = \(url)\npin = sha256//\(Data(repeating: 7, count: 32).base64EncodedString())\n", file: "/etc/authd/authd.conf")
+    }
+
+    private static let sixteen = (1...16).map { "hub\($0).example.org:7443" }
+
+    @Test("hub.url takes the hub's address, or several separated by commas, kept in the order given", arguments: [
+        ("hub.example.org:7443", ["hub.example.org:7443"]),
+        ("hub1.example.org:7443, hub2.example.org:7443", ["hub1.example.org:7443", "hub2.example.org:7443"]),
+        ("[::1]:7443,127.0.0.1:7444 ,\thub.example.org:1", ["[::1]:7443", "127.0.0.1:7444", "hub.example.org:1"]),
+        ("hub.example.org:7443, hub.example.org:7444", ["hub.example.org:7443", "hub.example.org:7444"]),
+        (sixteen.joined(separator: ", "), sixteen),
+    ])
+    func hubURLs(value: String, addresses: [String]) throws {
+        let config = try Self.device(url: value)
+        #expect(config.hubURLs.map(\.description) == addresses)
+        #expect(config.role == .device)
+    }
+
+    @Test("a bad hub.url names the line, what it must be and what was read", arguments: [
+        ("", "hub.url: must be the hub's HOST:PORT", "not ''"),
+        ("hub.example.org", "hub.url: must be the hub's HOST:PORT", "not 'hub.example.org'"),
+        ("a.example:1, ", "hub.url: must be the hub's HOST:PORT", "not ''"),
+        ("a.example:1,,b.example:2", "hub.url: must be the hub's HOST:PORT", "not ''"),
+        ("a.example:1 b.example:2", "hub.url: must be the hub's HOST:PORT", "not 'a.example:1 b.example:2'"),
+        ("a.example:1, b.example:0", "hub.url: must be the hub's HOST:PORT", "not 'b.example:0'"),
+        ("a.example:1, b.example:2, A.Example:1", "hub.url: names", "'A.Example:1' twice"),
+        ((sixteen + ["hub17.example.org:7443"]).joined(separator: ","), "hub.url: lists 17 addresses", "at most 16"),
+    ])
+    func badHubURLs(value: String, problem: String, shown: String) {
+        do {
+            _ = try Self.device(url: value)
+            Issue.record("accepted: \(value)")
+        } catch {
+            #expect(error.description.hasPrefix("/etc/authd/authd.conf:2: \(problem)"), "\(error)")
+            #expect(error.reason.contains(shown), "\(error.reason)")
+        }
+    }
+
     @Test("durations", arguments: [("90", 90), ("90s", 90), ("5m", 300), ("1h", 3600), ("0s", 0)])
     func durations(text: String, seconds: Int) throws {
         #expect(try Config.duration(text, in: 0...3600) == seconds)

@@ -11,9 +11,14 @@ struct LinkMachineTests {
 
     private static func at(_ milliseconds: Int) -> ContinuousClock.Instant { t0 + .milliseconds(milliseconds) }
 
-    /// A machine whose backoff is varied by exactly `factor`.
-    private static func machine(jitter factor: Double = 1) -> LinkMachine {
-        LinkMachine(now: t0, jitter: { range in
+    /// The hub's addresses, in the order a device lists them.
+    private static let a = HostPort(host: "hub1.example.org", port: 7443)
+    private static let b = HostPort(host: "hub2.example.org", port: 7443)
+    private static let c = HostPort(host: "192.0.2.7", port: 7443)
+
+    /// A machine of a hub at `addresses` whose backoff is varied by exactly `factor`.
+    private static func machine(jitter factor: Double = 1, addresses: [HostPort] = [a]) -> LinkMachine {
+        LinkMachine(addresses: addresses, now: t0, jitter: { range in
             precondition(range == 0.75...1.25, "a quarter either way")
             return factor
         })
@@ -52,7 +57,7 @@ struct LinkMachineTests {
     }
 
     private static func delay(_ actions: [LinkMachine.Action]) -> Duration? {
-        actions.lazy.compactMap { if case .connect(let after) = $0 { after } else { nil } }.first
+        actions.lazy.compactMap { if case .connect(_, let after) = $0 { after } else { nil } }.first
     }
 
     // MARK: Attempts and backoff
@@ -60,12 +65,12 @@ struct LinkMachineTests {
     @Test("the first attempt goes at once; a connected link sends a heartbeat at once and reports it is linked")
     func startAndLink() {
         var machine = Self.machine()
-        #expect(machine.start(now: Self.t0) == [.connect(after: .zero)])
+        #expect(machine.start(now: Self.t0) == [.connect(Self.a, after: .zero)])
         #expect(machine.start(now: Self.t0).isEmpty, "started once")
-        #expect(machine.status == .init(state: .connecting, since: Self.t0))
+        #expect(machine.status == .init(state: .connecting, address: Self.a, since: Self.t0))
         let actions = machine.connectSucceeded(now: Self.at(40))
         #expect(actions == [.send(Self.request(1, LinkPing.name)), .notice(.linked)])
-        #expect(machine.status == .init(state: .connected, since: Self.at(40)))
+        #expect(machine.status == .init(state: .connected, address: Self.a, since: Self.at(40)))
         #expect(machine.connectSucceeded(now: Self.at(50)).isEmpty, "no attempt is under way")
     }
 
@@ -87,7 +92,7 @@ struct LinkMachineTests {
         var now = Self.t0
         var actions = machine.start(now: now)
         for _ in 0..<failures {
-            #expect(actions.last == .connect(after: .zero))
+            #expect(actions.last == .connect(Self.a, after: .zero))
             actions = machine.connectFailed("connection refused", now: now)
             guard let delay = Self.delay(actions) else { Issue.record("no next attempt: \(actions)"); return }
             #expect(machine.tick(now: now + delay - .milliseconds(1)).isEmpty, "not before its time")
@@ -95,7 +100,7 @@ struct LinkMachineTests {
             now = now + delay
             actions = machine.tick(now: now)
         }
-        #expect(actions == [.connect(after: .zero)])
+        #expect(actions == [.connect(Self.a, after: .zero)])
         #expect(machine.status.state == .unreachable)
         #expect(machine.status.since == Self.t0, "unreachable since the first failure")
         _ = machine.connectFailed("connection refused", now: now)
@@ -119,7 +124,7 @@ struct LinkMachineTests {
         }
         _ = machine.connectSucceeded(now: Self.at(60_000))
         let actions = machine.peerClosed("the hub closed the link", now: Self.at(61_000))
-        #expect(actions == [.close("the hub closed the link"), .reportDown("the hub closed the link", rejoining: false), .connect(after: .milliseconds(500))])
+        #expect(actions == [.close("the hub closed the link"), .reportDown(Self.a, "the hub closed the link", next: nil), .connect(Self.a, after: .milliseconds(500))])
     }
 
     @Test("an attempt that takes too long is given up and backs off")
@@ -129,7 +134,7 @@ struct LinkMachineTests {
         #expect(machine.nextDeadline == Self.at(13_000))
         #expect(machine.tick(now: Self.at(12_999)).isEmpty)
         let actions = machine.tick(now: Self.at(13_000))
-        #expect(actions == [.close("no link within 13 s"), .connect(after: .milliseconds(500))], "no warning: it never was up")
+        #expect(actions == [.close("no link within 13 s"), .connect(Self.a, after: .milliseconds(500))], "no warning: it never was up")
         #expect(machine.status.state == .unreachable)
         #expect(machine.status.lastError == "no link within 13 s")
     }
@@ -140,13 +145,181 @@ struct LinkMachineTests {
         _ = machine.start(now: Self.t0)
         let actions = machine.untrustedCertificate("certificate verify failed", now: Self.at(10))
         let reason = "the hub's certificate is not trusted: certificate verify failed"
-        #expect(actions == [.reportDown(reason, rejoining: false), .connect(after: .milliseconds(500))])
-        #expect(machine.status == .init(state: .untrusted, since: Self.at(10), lastError: reason))
+        #expect(actions == [.reportDown(Self.a, reason, next: nil), .connect(Self.a, after: .milliseconds(500))])
+        #expect(machine.status == .init(state: .untrusted, address: Self.a, since: Self.at(10), lastError: reason))
         #expect(machine.call("account.get", NoParams(), now: Self.at(20)).actions == [.fail([1], .untrusted(reason))])
-        #expect(machine.tick(now: Self.at(510)) == [.connect(after: .zero)])
+        #expect(machine.tick(now: Self.at(510)) == [.connect(Self.a, after: .zero)])
         #expect(machine.status.state == .untrusted, "still untrusted while the next attempt runs")
         _ = machine.connectSucceeded(now: Self.at(600))
-        #expect(machine.status == .init(state: .connected, since: Self.at(600)))
+        #expect(machine.status == .init(state: .connected, address: Self.a, since: Self.at(600)))
+    }
+
+    // MARK: Several addresses
+
+    /// What one attempt finds.
+    enum Outcome: Sendable {
+        case refused, untrusted, timeout, linked
+    }
+
+    /// Plays `outcomes` against a machine of `count` addresses: for each attempt, which address
+    /// it went to and how long after the attempt before it (0: at once).
+    private static func attempts(_ outcomes: [Outcome], count: Int, jitter factor: Double = 1) -> [(address: Int, afterMs: Int)] {
+        let addresses = [a, b, c, HostPort(host: "hub4.example.org", port: 7443)].prefix(count)
+        var machine = machine(jitter: factor, addresses: Array(addresses))
+        var now = t0
+        var actions = machine.start(now: now)
+        var tried: [(address: Int, afterMs: Int)] = []
+        for outcome in outcomes {
+            guard let connect = actions.last, case .connect(let address, let after) = connect,
+                  let index = addresses.firstIndex(of: address) else {
+                Issue.record("no attempt after \(tried): \(actions)")
+                return tried
+            }
+            tried.append((index, Int(LinkMachine.milliseconds(after))))
+            if after > .zero {
+                #expect(machine.nextDeadline == now + after)
+                #expect(machine.tick(now: now + after - .milliseconds(1)).isEmpty, "not before its time")
+                now = now + after
+                #expect(machine.tick(now: now) == [.connect(address, after: .zero)])
+            }
+            switch outcome {
+            case .refused: actions = machine.connectFailed("connection refused", now: now)
+            case .untrusted: actions = machine.untrustedCertificate("certificate verify failed", now: now)
+            case .timeout:
+                now = now + .seconds(13)
+                actions = machine.tick(now: now)
+            case .linked:
+                actions = machine.connectSucceeded(now: now)
+                #expect(machine.status.state == .connected && machine.status.address == address)
+            }
+        }
+        return tried
+    }
+
+    /// Each row: the addresses listed, what successive attempts find, and where each attempt
+    /// went and after how long.
+    @Test("a round tries the addresses in order, the next at once when one fails; only a round in which all failed waits, doubling, and the next round starts from the first", arguments: [
+        (1, [Outcome.refused, .refused, .linked], [(0, 0), (0, 500), (0, 1000)]),
+        (2, [.linked], [(0, 0)]),
+        (2, [.refused, .linked], [(0, 0), (1, 0)]),
+        (2, [.refused, .refused, .refused, .linked], [(0, 0), (1, 0), (0, 500), (1, 0)]),
+        (3, [.refused, .refused, .refused, .refused, .refused, .refused, .linked], [(0, 0), (1, 0), (2, 0), (0, 500), (1, 0), (2, 0), (0, 1000)]),
+        (3, [.timeout, .untrusted, .linked], [(0, 0), (1, 0), (2, 0)]),
+        (3, [.untrusted, .timeout, .refused, .linked], [(0, 0), (1, 0), (2, 0), (0, 500)]),
+        (4, [.refused, .refused, .refused, .refused, .refused, .linked], [(0, 0), (1, 0), (2, 0), (3, 0), (0, 500), (1, 0)]),
+    ] as [(Int, [Outcome], [(Int, Int)])])
+    func rounds(count: Int, outcomes: [Outcome], expected: [(Int, Int)]) {
+        let tried = Self.attempts(outcomes, count: count)
+        #expect(tried.map(\.address) == expected.map(\.0), "the addresses tried")
+        #expect(tried.map(\.afterMs) == expected.map(\.1), "the waits before them")
+    }
+
+    @Test("jitter varies only the wait between rounds, never the step to the next address", arguments: [0.75, 1.25])
+    func jitterOnlyBetweenRounds(factor: Double) {
+        let tried = Self.attempts([.refused, .refused, .refused, .refused, .refused, .refused, .linked], count: 3, jitter: factor)
+        #expect(tried.map(\.afterMs) == [0, 0, 0, Int(500 * factor), 0, 0, Int(1000 * factor)])
+    }
+
+    @Test("with the real random source, each wait between rounds stays within a quarter of its base and varies", arguments: [1, 2, 4, 7, 12])
+    func realJitter(rounds: Int) {
+        let base = min(30_000.0, 500.0 * Double(1 << (rounds - 1)))
+        var seen = Set<Int>()
+        for _ in 0..<200 {
+            var machine = LinkMachine(addresses: [Self.a, Self.b], now: Self.t0)
+            var actions = machine.start(now: Self.t0)
+            for round in 1...rounds {
+                _ = machine.connectFailed("connection refused", now: Self.t0)
+                actions = machine.connectFailed("connection refused", now: Self.t0)
+                if round < rounds { _ = machine.tick(now: Self.at(60_000)) }
+            }
+            guard let delay = Self.delay(actions) else { Issue.record("no next round: \(actions)"); return }
+            let milliseconds = LinkMachine.milliseconds(delay)
+            #expect(milliseconds >= base * 0.75 && milliseconds <= base * 1.25, "\(milliseconds) ms for a base of \(base) ms")
+            #expect(actions.last == .connect(Self.a, after: delay), "the next round starts from the first address")
+            seen.insert(Int(milliseconds))
+        }
+        #expect(seen.count > 10, "the waits vary: \(seen.sorted())")
+    }
+
+    @Test("a link lost at any address starts again from the first, after the first backoff: the backoff resets once a round links")
+    func lostLinkStartsFromTheFirst() {
+        var machine = Self.machine(addresses: [Self.a, Self.b, Self.c])
+        _ = machine.start(now: Self.t0)
+        // Two failed rounds (0.5 s, then 1 s), then b answers.
+        for round in 0..<2 {
+            _ = machine.connectFailed("connection refused", now: Self.t0)
+            _ = machine.connectFailed("connection refused", now: Self.t0)
+            #expect(Self.delay(machine.connectFailed("connection refused", now: Self.t0)) == .milliseconds(500 << round))
+            _ = machine.tick(now: Self.at(60_000))
+        }
+        #expect(machine.connectFailed("connection refused", now: Self.at(60_000)) == [.connect(Self.b, after: .zero)])
+        _ = machine.connectSucceeded(now: Self.at(60_010))
+        #expect(machine.status.address == Self.b)
+        let actions = machine.peerClosed("the hub closed the link", now: Self.at(61_000))
+        #expect(actions == [.close("the hub closed the link"), .reportDown(Self.b, "the hub closed the link", next: nil), .connect(Self.a, after: .milliseconds(500))])
+        #expect(machine.status == .init(state: .unreachable, address: Self.b, since: Self.at(61_000), lastError: "the hub closed the link"))
+        #expect(machine.tick(now: Self.at(61_500)) == [.connect(Self.a, after: .zero)])
+        // The preferred address is back: the link goes there.
+        _ = machine.connectSucceeded(now: Self.at(61_510))
+        #expect(machine.status == .init(state: .connected, address: Self.a, since: Self.at(61_510)))
+    }
+
+    /// The status after each step of: start, a refused, b untrusted, c linked, the link lost.
+    @Test("the status names the address being tried, the one that failed last (with its error), or the one the link is on")
+    func statusNamesTheAddress() {
+        var machine = Self.machine(addresses: [Self.a, Self.b, Self.c])
+        _ = machine.start(now: Self.t0)
+        #expect(machine.status == .init(state: .connecting, address: Self.a, since: Self.t0))
+        _ = machine.connectFailed("connection refused", now: Self.at(10))
+        #expect(machine.status == .init(state: .unreachable, address: Self.a, since: Self.at(10), lastError: "connection refused"))
+        let untrusted = machine.untrustedCertificate("certificate verify failed", now: Self.at(20))
+        let reason = "the hub's certificate is not trusted: certificate verify failed"
+        #expect(untrusted == [.reportDown(Self.b, reason, next: Self.c), .connect(Self.c, after: .zero)], "never accepted silently, and the next is tried")
+        #expect(machine.status == .init(state: .untrusted, address: Self.b, since: Self.at(20), lastError: reason))
+        #expect(machine.call("account.get", NoParams(), now: Self.at(25)).actions == [.fail([1], .untrusted(reason))])
+        _ = machine.connectSucceeded(now: Self.at(30))
+        #expect(machine.status == .init(state: .connected, address: Self.c, since: Self.at(30)))
+        _ = machine.peerClosed("the hub closed the link", now: Self.at(40))
+        #expect(machine.status == .init(state: .unreachable, address: Self.c, since: Self.at(40), lastError: "the hub closed the link"))
+        _ = machine.tick(now: Self.at(540))
+        #expect(machine.status.address == Self.c, "still the address that failed, while the first is tried again")
+    }
+
+    @Test("an attempt that takes too long at one address is dropped and the next is tried at once")
+    func attemptTimeoutHandsOver() {
+        var machine = Self.machine(addresses: [Self.a, Self.b])
+        _ = machine.start(now: Self.t0)
+        #expect(machine.tick(now: Self.at(13_000)) == [.close("no link within 13 s"), .connect(Self.b, after: .zero)])
+        #expect(machine.nextDeadline == Self.at(26_000), "the next address has an attempt's whole time")
+        #expect(machine.tick(now: Self.at(26_000)) == [.close("no link within 13 s"), .connect(Self.a, after: .milliseconds(500))])
+    }
+
+    @Test("unlinked by the hub, the link is made again from the first address; its calls wait through the round, and fail only when all of it failed", arguments: [true, false])
+    func rejoinRound(secondAnswers: Bool) {
+        var machine = Self.machine(addresses: [Self.a, Self.b])
+        _ = machine.start(now: Self.t0)
+        _ = machine.connectFailed("connection refused", now: Self.t0)
+        _ = machine.connectSucceeded(now: Self.t0)
+        #expect(machine.status.address == Self.b)
+        _ = machine.received(Self.response(1), now: Self.at(1))
+        _ = machine.call("a.b", NoParams(), now: Self.at(2))
+        _ = machine.received(Self.notification(Self.ended(unlinked: true)), now: Self.at(3))
+        #expect(machine.peerClosed("the hub closed the link", now: Self.at(5))
+                == [.close("the hub closed the link"), .reportDown(Self.b, "the hub closed the link", next: Self.a), .connect(Self.a, after: .zero)])
+        #expect(machine.status == .init(state: .connecting, address: Self.a, since: Self.at(5), lastError: "the hub closed the link"))
+        #expect(machine.connectFailed("connection refused", now: Self.at(6)) == [.connect(Self.b, after: .zero)], "the call still waits")
+        #expect(machine.rejoining)
+        #expect(machine.call("c.d", NoParams(), now: Self.at(7)).actions.isEmpty, "a call made meanwhile waits too")
+        if secondAnswers {
+            #expect(machine.connectSucceeded(now: Self.at(8)) == [
+                .send(Self.request(4, LinkPing.name)), .send(Self.request(2, "a.b")), .send(Self.request(3, "c.d")), .notice(.linked),
+            ])
+            #expect(machine.status == .init(state: .connected, address: Self.b, since: Self.at(8)))
+        } else {
+            #expect(machine.connectFailed("connection refused", now: Self.at(8))
+                    == [.fail([2, 3], .unavailable(retryAfter: 1, detail: LinkMachine.dropped)), .connect(Self.a, after: .milliseconds(500))])
+            #expect(!machine.rejoining)
+        }
     }
 
     // MARK: Heartbeats
@@ -198,8 +371,8 @@ struct LinkMachineTests {
         }
         let reason = "the hub did not answer a heartbeat within 10 s"
         #expect(actions == [.close(reason), .fail([2], .unavailable(retryAfter: 1, detail: LinkMachine.dropped)),
-                            .reportDown(reason, rejoining: false), .connect(after: .milliseconds(500))])
-        #expect(machine.status == .init(state: .unreachable, since: Self.at(10_000), lastError: reason))
+                            .reportDown(Self.a, reason, next: nil), .connect(Self.a, after: .milliseconds(500))])
+        #expect(machine.status == .init(state: .unreachable, address: Self.a, since: Self.at(10_000), lastError: reason))
     }
 
     // MARK: Calls
@@ -264,7 +437,7 @@ struct LinkMachineTests {
         _ = machine.call("c.d", NoParams(), now: Self.at(2))
         let actions = machine.peerClosed("the hub closed the link", now: Self.at(3))
         #expect(actions == [.close("the hub closed the link"), .fail([2, 3], .unavailable(retryAfter: 1, detail: LinkMachine.dropped)),
-                            .reportDown("the hub closed the link", rejoining: false), .connect(after: .milliseconds(500))])
+                            .reportDown(Self.a, "the hub closed the link", next: nil), .connect(Self.a, after: .milliseconds(500))])
         #expect(machine.peerClosed("again", now: Self.at(4)).isEmpty, "down once")
     }
 
@@ -278,7 +451,7 @@ struct LinkMachineTests {
         #expect(machine.received(Self.notification(Self.ended(unlinked: true)), now: Self.at(3)) == [.notice(.sessionsEnded(Self.ended(unlinked: true)))])
         _ = machine.call("c.d", NoParams(), now: Self.at(4))
         let actions = machine.peerClosed("the hub closed the link", now: Self.at(5))
-        #expect(actions == [.close("the hub closed the link"), .reportDown("the hub closed the link", rejoining: true), .connect(after: .zero)])
+        #expect(actions == [.close("the hub closed the link"), .reportDown(Self.a, "the hub closed the link", next: Self.a), .connect(Self.a, after: .zero)])
         #expect(machine.status.state == .connecting)
         // A call while the new link is being made waits for it.
         #expect(machine.call("e.f", NoParams(), now: Self.at(6)).actions.isEmpty)
@@ -295,7 +468,7 @@ struct LinkMachineTests {
         _ = machine.received(Self.notification(Self.ended(unlinked: true)), now: Self.at(3))
         _ = machine.peerClosed("the hub closed the link", now: Self.at(5))
         let actions = machine.connectFailed("connection refused", now: Self.at(6))
-        #expect(actions == [.fail([2], .unavailable(retryAfter: 1, detail: LinkMachine.dropped)), .connect(after: .milliseconds(500))])
+        #expect(actions == [.fail([2], .unavailable(retryAfter: 1, detail: LinkMachine.dropped)), .connect(Self.a, after: .milliseconds(500))])
         #expect(machine.status.state == .unreachable)
         #expect(!machine.rejoining)
     }

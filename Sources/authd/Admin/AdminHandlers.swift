@@ -73,7 +73,7 @@ extension MethodTable {
             ["to": .string(PhoneNumber.redact(result.to))]
         }) { params, _ in
             let config = services.config.current
-            if config.role == .device, let hub = config.hubURL { throw AdminFailure.smsAtHub(hub: hub.description) }
+            if config.role == .device { throw AdminFailure.smsAtHub(hub: config.hubURLs.map(\.description).joined(separator: ", ")) }
             let backend = config.smsBackend
             guard backend == .spool else { throw AdminFailure.smsNotSpooled(backend: backend.rawValue) }
             let number = try params.number.map { try PhoneNumber.parse($0, region: nil) }

@@ -31,3 +31,30 @@ struct HostPort: Equatable, Sendable, CustomStringConvertible {
 
     var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
 }
+
+extension HostPort {
+    /// Addresses `[hub] url` takes at most: the replicas of one hub, not a directory of hubs.
+    static let mostHubAddresses = 16
+
+    /// `[hub] url`: the hub's `HOST:PORT`, or several separated by commas (replicas of one hub,
+    /// in the order a device tries them); none twice, at most ``mostHubAddresses``.
+    static func hubAddresses(_ value: String) throws(Config.ValueError) -> [HostPort] {
+        let example = "such as hub.example.org:7443, or several separated by commas (hub1.example.org:7443, hub2.example.org:7443)"
+        var addresses: [HostPort] = []
+        for item in value.split(separator: ",", omittingEmptySubsequences: false) {
+            let text = String(item.drop(while: { $0 == " " || $0 == "\t" }).reversed().drop(while: { $0 == " " || $0 == "\t" }).reversed())
+            guard let address = HostPort(text, allowPortZero: false) else {
+                throw Config.ValueError(message: "must be the hub's HOST:PORT, \(example), not \(Config.shown(text))")
+            }
+            // Names are not case-sensitive: Hub.example.org is hub.example.org.
+            guard !addresses.contains(where: { $0.host.lowercased() == address.host.lowercased() && $0.port == address.port }) else {
+                throw Config.ValueError(message: "names \(Config.shown(text)) twice")
+            }
+            addresses.append(address)
+        }
+        guard addresses.count <= mostHubAddresses else {
+            throw Config.ValueError(message: "lists \(addresses.count) addresses; at most \(mostHubAddresses)")
+        }
+        return addresses
+    }
+}

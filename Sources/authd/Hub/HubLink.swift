@@ -31,12 +31,13 @@ enum HubLinkFailure: Error, Equatable, WireErrorConvertible {
 }
 
 /// A device's one link to its hub (DESIGN §8): a persistent TLS connection carrying forwarded
-/// account calls, multiplexed by id, with heartbeats; it reconnects by itself with jittered
-/// backoff. While it is down, `call` fails at once: account methods answer `hub.unavailable`
-/// (or `hub.untrusted`) and never wait for a hub that is not there.
+/// account calls, multiplexed by id, with heartbeats; it reconnects by itself, trying the hub's
+/// addresses in order and waiting with jittered backoff after a round in which none answered.
+/// While it is down, `call` fails at once: account methods answer `hub.unavailable` (or
+/// `hub.untrusted`) and never wait for a hub that is not there.
 ///
-/// Every decision is its `LinkMachine`'s (when to connect, heartbeats, which call an answer is
-/// for, what `hub.status` says); this class performs them, as `Connection` performs its
+/// Every decision is its `LinkMachine`'s (where and when to connect, heartbeats, which call an
+/// answer is for, what `hub.status` says); this class performs them, as `Connection` performs its
 /// `ConnectionMachine`'s: it dials, drives the TLS handshake by the socket's readiness, moves
 /// lines through the shared `LineFramer` (with the protocol's line limit) and `LineOutbox`
 /// (with a connection's output limit) over a `TLSChannel`, keeps one timer at the machine's
@@ -54,6 +55,8 @@ final class HubLink: @unchecked Sendable {
 
     struct Status: Sendable {
         var state = State.connecting
+        /// The address the link is on, is being tried, or failed last (see `LinkMachine.Status`).
+        var url: HostPort
         var since = Date()
         var roundTripMs: Double?
         var lastError: String?
@@ -66,12 +69,13 @@ final class HubLink: @unchecked Sendable {
     /// Lines from the hub are held to the protocol's limit, the one the hub holds the device to.
     static let lineLimit = ConnectionMachine.Limits().maxLineLength
 
-    let url: HostPort
+    /// The hub's addresses, in the order the link tries them.
+    let addresses: [HostPort]
     private let context: TLSContext
     private let logger: Logger
     private let loop: EventLoop
     /// What `currentStatus` reads without waiting for the loop.
-    private let published = Mutex(Status())
+    private let published: Mutex<Status>
     private let noticed = Mutex<Callback<Notice>?>(nil)
 
     // On `loop` only.
@@ -89,6 +93,7 @@ final class HubLink: @unchecked Sendable {
     /// The socket of one attempt, through its handshake and then as the link.
     private struct LinkConnection {
         let attempt: Int
+        let address: HostPort
         let fd: Int32
         let stream: TLSStream
         let channel: TLSChannel
@@ -99,13 +104,15 @@ final class HubLink: @unchecked Sendable {
         var watching = (read: true, write: false)
     }
 
-    init(url: HostPort, context: TLSContext, handshakeTimeoutSeconds: Int, logger: Logger) throws {
-        self.url = url
+    /// `addresses`: at least one, the preferred first.
+    init(addresses: [HostPort], context: TLSContext, handshakeTimeoutSeconds: Int, logger: Logger) throws {
+        self.addresses = addresses
         self.context = context
         self.logger = logger
         var settings = LinkMachine.Settings()
         settings.attemptTimeout = .milliseconds(Int(Self.connectTimeoutMilliseconds)) + .seconds(handshakeTimeoutSeconds)
-        machine = LinkMachine(settings: settings, now: .now)
+        machine = LinkMachine(addresses: addresses, settings: settings, now: .now)
+        published = Mutex(Status(url: machine.status.address))
         loop = try EventLoop(label: "authd.hub-link")
     }
 
@@ -161,9 +168,9 @@ final class HubLink: @unchecked Sendable {
         var queued = false
         for action in actions {
             switch action {
-            case .connect(let after):
+            case .connect(let address, let after):
                 // A later attempt needs nothing now: the timer's tick at the machine's deadline starts it.
-                if after == .zero { dial() }
+                if after == .zero { dial(address) }
             case .send(let line):
                 if connection?.handshaking == false {
                     connection?.outbox.append(line)
@@ -175,8 +182,9 @@ final class HubLink: @unchecked Sendable {
                 for id in ids { waiting.removeValue(forKey: id)?.resume(returning: .failure(failure)) }
             case .notice(let notice):
                 announce(notice)
-            case .reportDown(let reason, let rejoining):
-                logger.warning("the link to the hub \(url) is down: \(reason)" + (rejoining ? "; linking again at once" : ""), [("AUTHD_HUB", url.description)])
+            case .reportDown(let address, let reason, let next):
+                let then = next.map { $0 == address ? "; linking again at once" : "; linking to \($0) at once" } ?? ""
+                logger.warning("the link to the hub \(address) is down: \(reason)" + then, [("AUTHD_HUB", address.description)])
             case .close:
                 closeConnection()
             }
@@ -189,6 +197,8 @@ final class HubLink: @unchecked Sendable {
     }
 
     private func announce(_ notice: Notice) {
+        // The link is up when the machine gives notice: its status names the address it is on.
+        let url = machine.status.address
         switch notice {
         case .linked:
             logger.notice("linked to the hub \(url)", [("AUTHD_HUB", url.description)])
@@ -209,7 +219,8 @@ final class HubLink: @unchecked Sendable {
         }
         let date = since?.date ?? Date()
         published.withLock {
-            $0 = Status(state: status.state, since: date, roundTripMs: status.roundTrip.map(LinkMachine.milliseconds), lastError: status.lastError)
+            $0 = Status(state: status.state, url: status.address, since: date, roundTripMs: status.roundTrip.map(LinkMachine.milliseconds),
+                        lastError: status.lastError)
         }
     }
 
@@ -241,12 +252,12 @@ final class HubLink: @unchecked Sendable {
 
     // MARK: The connection (on the loop)
 
-    /// One attempt: the TCP connect on a global queue (it may wait), then the handshake here.
-    private func dial() {
+    /// One attempt at `url`: the TCP connect on a global queue (it may wait), then the handshake here.
+    private func dial(_ url: HostPort) {
         closeConnection()
         attempt += 1
         let attempt = self.attempt
-        let (url, context) = (self.url, self.context)
+        let context = self.context
         DispatchQueue.global(qos: .userInitiated).async { [self] in
             let outcome: Result<(fd: Int32, stream: TLSStream), any Error>
             do {
@@ -260,36 +271,40 @@ final class HubLink: @unchecked Sendable {
             } catch {
                 outcome = .failure(error)
             }
-            loop.execute { [self] in dialed(outcome, attempt: attempt) }
+            loop.execute { [self] in dialed(outcome, attempt: attempt, address: url) }
         }
     }
 
-    private func dialed(_ outcome: Result<(fd: Int32, stream: TLSStream), any Error>, attempt: Int) {
+    private func dialed(_ outcome: Result<(fd: Int32, stream: TLSStream), any Error>, attempt: Int, address: HostPort) {
         guard attempt == self.attempt else {
             if case .success(let dialed) = outcome { Syscalls.close(dialed.fd) }
             return
         }
         switch outcome {
         case .failure(let error):
-            attemptFailed(error)
+            attemptFailed(error, address: address)
         case .success(let dialed):
             do {
                 try loop.register(dialed.fd, handler: .init(readable: { [self] in readable() }, writable: { [self] in writable() }))
             } catch {
                 Syscalls.close(dialed.fd)
-                return attemptFailed(error)
+                return attemptFailed(error, address: address)
             }
-            connection = LinkConnection(attempt: attempt, fd: dialed.fd, stream: dialed.stream, channel: TLSChannel(fd: dialed.fd, stream: dialed.stream))
+            connection = LinkConnection(attempt: attempt, address: address, fd: dialed.fd, stream: dialed.stream,
+                                        channel: TLSChannel(fd: dialed.fd, stream: dialed.stream))
             handshake()
         }
     }
 
-    private func attemptFailed(_ error: any Error) {
+    private func attemptFailed(_ error: any Error, address: HostPort) {
         closeConnection()
         if case .untrusted(let detail) = error as? TLSFailure {
             perform(machine.untrustedCertificate(detail, now: .now))
         } else {
-            perform(machine.connectFailed((error as? TLSFailure)?.description ?? "\(error)", now: .now))
+            let reason = (error as? TLSFailure)?.description ?? "\(error)"
+            // Not a warning: the machine tries the next address, or waits; `hub.status` has it.
+            logger.debug("no link to the hub \(address): \(reason)", [("AUTHD_HUB", address.description)])
+            perform(machine.connectFailed(reason, now: .now))
         }
     }
 
@@ -305,10 +320,10 @@ final class HubLink: @unchecked Sendable {
                 readable()
             case .wantRead: watch(read: true, write: false)
             case .wantWrite: watch(read: false, write: true)
-            case .closed: attemptFailed(TLSFailure.failed("the hub closed the connection"))
+            case .closed: attemptFailed(TLSFailure.failed("the hub closed the connection"), address: current.address)
             }
         } catch {
-            attemptFailed(error)
+            attemptFailed(error, address: current.address)
         }
     }
 

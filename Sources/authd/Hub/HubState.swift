@@ -31,8 +31,9 @@ final class HubState: Sendable {
         var result = HubStatus.Result(role: role.rawValue, deviceID: identity.id.description)
         if let link {
             let status = link.currentStatus
-            result.link = HubStatus.Link(url: link.url.description, state: status.state.rawValue, since: Timestamp.rfc3339(status.since),
-                                         roundTripMs: status.roundTripMs, lastError: status.lastError)
+            result.link = HubStatus.Link(url: status.url.description, state: status.state.rawValue, since: Timestamp.rfc3339(status.since),
+                                         roundTripMs: status.roundTripMs, lastError: status.lastError,
+                                         urls: link.addresses.map(\.description))
         }
         if role == .hub, let address = listenAddress {
             result.hub = HubStatus.Hub(listen: address.description, devicesConnected: devicesConnected, newcomersConnected: newcomersConnected)

@@ -4,9 +4,16 @@ import Protocol
 /// The device's end of the hub link (DESIGN §8) with no I/O, in the shape of
 /// `ConnectionMachine`: the transport (`HubLink`) tells it what happened — an attempt that
 /// failed or succeeded, a line from the hub, a timer, a call — and performs the actions it
-/// returns. Every decision about the link lives here once: when to connect and how long to
-/// back off, when to send a heartbeat and when a silent hub is given up on, which call an
-/// answer belongs to, when calls fail at once, and what `hub.status` reports.
+/// returns. Every decision about the link lives here once: which of the hub's addresses to
+/// connect to, when, and how long to back off, when to send a heartbeat and when a silent hub is
+/// given up on, which call an answer belongs to, when calls fail at once, and what `hub.status`
+/// reports.
+///
+/// The hub may have several addresses (replicas of one hub on one database, with one
+/// certificate). A round tries them in order, from the first: an attempt that fails hands over
+/// to the next address at once, and only a round in which every address failed waits out the
+/// backoff before the next. A link that was up and is lost starts its next round from the
+/// first address again, so a device returns to the preferred address when it can.
 ///
 /// Time comes in with each event (`now`) and randomness through `jitter`, so a table of
 /// events and instants tests it exactly.
@@ -22,8 +29,9 @@ struct LinkMachine {
         var callTimeout = Duration.seconds(60)
         /// The longest one attempt may take: the TCP connect and the TLS handshake.
         var attemptTimeout = Duration.seconds(13)
-        /// Backoff after failed attempts: doubling from `firstBackoff` up to `longestBackoff`,
-        /// each varied by `jitter` either way so that devices do not return all at once.
+        /// Backoff after failed rounds (and after a lost link): doubling from `firstBackoff` up
+        /// to `longestBackoff`, each varied by `jitter` either way so that devices do not return
+        /// all at once.
         var firstBackoff = Duration.milliseconds(500)
         var longestBackoff = Duration.seconds(30)
         var jitter = 0.25
@@ -34,6 +42,10 @@ struct LinkMachine {
 
     struct Status: Sendable, Equatable {
         var state = State.connecting
+        /// The address `state` is about: the one the link is on (connected), the one being tried
+        /// (connecting), or the one whose attempt failed last (unreachable, untrusted), which
+        /// `lastError` is about.
+        var address: HostPort
         /// When `state` last changed.
         var since: ContinuousClock.Instant
         var roundTrip: Duration?
@@ -49,9 +61,10 @@ struct LinkMachine {
     }
 
     enum Action: Sendable, Equatable {
-        /// Connect (TCP, then the TLS handshake) after `after`; `.zero` is now. A later delay
-        /// needs nothing but the timer: `tick` at ``nextDeadline`` answers `.connect(after: .zero)`.
-        case connect(after: Duration)
+        /// Connect (TCP, then the TLS handshake) to this address after `after`; `.zero` is now.
+        /// A later delay needs nothing but the timer: `tick` at ``nextDeadline`` answers
+        /// `.connect(address, after: .zero)`.
+        case connect(HostPort, after: Duration)
         /// Write this line (a request, with its `\n`) to the hub.
         case send([UInt8])
         /// The hub answered call `id`.
@@ -59,9 +72,11 @@ struct LinkMachine {
         /// These calls get no answer from the hub.
         case fail([Int64], HubLinkFailure)
         case notice(Notice)
-        /// The link went down (or an attempt found an untrusted hub): worth a warning.
-        /// `rejoining`: it is being made again at once.
-        case reportDown(String, rejoining: Bool)
+        /// The link at this address went down (or an attempt there found an untrusted hub):
+        /// worth a warning. `next`: the address a new attempt goes to at once (the first, after
+        /// the hub unlinked this machine; the next of the round, after an untrusted one); nil
+        /// when the next round waits for the backoff.
+        case reportDown(HostPort, String, next: HostPort?)
         /// Drop the connection, or the attempt in progress, for this reason.
         case close(String)
     }
@@ -97,14 +112,18 @@ struct LinkMachine {
     }
 
     let settings: Settings
+    /// The hub's addresses, in the order a round tries them; the first is the preferred one.
+    let addresses: [HostPort]
     private let jitter: @Sendable (ClosedRange<Double>) -> Double
     private var phase = Phase.idle
     private(set) var status: Status
-    /// Attempts that failed in a row: the backoff doubles with each.
+    /// Which of `addresses` the attempt under way, or the link, is at.
+    private var current = 0
+    /// Rounds that failed in a row (a lost link counts as one): the backoff doubles with each.
     private var failures = 0
     /// The hub unlinked this machine and closes the link on purpose: a new one is made at once,
     /// and calls wait for it (they get the hub's answer, `device.revoked` say, not
-    /// `hub.unavailable`). Cleared when it is up, or when that one attempt fails.
+    /// `hub.unavailable`). Cleared when it is up, or when that one round of attempts fails.
     private(set) var rejoining = false
     private var nextID: Int64 = 1
     private var calls: [Int64: Call] = [:]
@@ -112,12 +131,15 @@ struct LinkMachine {
     /// What a call waiting when the link drops is told.
     static let dropped = "the link to the hub dropped"
 
-    /// `jitter` picks the factor a backoff is varied by, from the range it is given.
-    init(settings: Settings = Settings(), now: ContinuousClock.Instant,
+    /// `addresses`: at least one. `jitter` picks the factor a backoff is varied by, from the
+    /// range it is given.
+    init(addresses: [HostPort], settings: Settings = Settings(), now: ContinuousClock.Instant,
          jitter: @escaping @Sendable (ClosedRange<Double>) -> Double = { Double.random(in: $0) }) {
+        precondition(!addresses.isEmpty, "a link needs at least one address of the hub")
+        self.addresses = addresses
         self.settings = settings
         self.jitter = jitter
-        status = Status(since: now)
+        status = Status(address: addresses[0], since: now)
     }
 
     var isUp: Bool { if case .up = phase { true } else { false } }
@@ -143,10 +165,10 @@ struct LinkMachine {
 
     // MARK: Attempts
 
-    /// The daemon starts: the first attempt goes at once.
+    /// The daemon starts: the first attempt goes at once, to the first address.
     mutating func start(now: ContinuousClock.Instant) -> [Action] {
         guard phase == .idle else { return [] }
-        return dial(now: now)
+        return dial(0, now: now)
     }
 
     /// The TCP connection is made and the hub proved its certificate: the link is up. The first
@@ -157,6 +179,7 @@ struct LinkMachine {
         failures = 0
         rejoining = false
         phase = .up(Up(lastHeard: now, lastSent: now, interval: settings.heartbeatInterval, ping: nil))
+        status.address = addresses[current]
         enter(.connected, now: now)
         status.lastError = nil
         var actions = sendPing(now: now)
@@ -167,7 +190,8 @@ struct LinkMachine {
         return actions
     }
 
-    /// The attempt failed (no TCP connection, a failed handshake, the hub closed it first).
+    /// The attempt under way failed (no TCP connection, a failed handshake, the hub closed it
+    /// first).
     mutating func connectFailed(_ reason: String, now: ContinuousClock.Instant) -> [Action] {
         guard case .dialing = phase else { return [] }
         return down(reason, untrusted: false, close: false, now: now)
@@ -248,7 +272,7 @@ struct LinkMachine {
         case .idle, .stopped:
             break
         case .waiting(let until):
-            if now >= until { actions += dial(now: now) }
+            if now >= until { actions += dial(0, now: now) }
         case .dialing(let deadline):
             if now >= deadline {
                 actions += down("no link within \(Self.words(settings.attemptTimeout))", untrusted: false, close: true, now: now)
@@ -313,9 +337,12 @@ struct LinkMachine {
 
     // MARK: Transitions
 
-    private mutating func dial(now: ContinuousClock.Instant) -> [Action] {
+    /// An attempt at `addresses[index]`, now; the status names it until it has an outcome.
+    private mutating func dial(_ index: Int, now: ContinuousClock.Instant) -> [Action] {
+        current = index
         phase = .dialing(deadline: now + settings.attemptTimeout)
-        return [.connect(after: .zero)]
+        if status.state == .connecting { status.address = addresses[index] }
+        return [.connect(addresses[index], after: .zero)]
     }
 
     private mutating func send(_ line: [UInt8], now: ContinuousClock.Instant) -> [Action] {
@@ -335,33 +362,42 @@ struct LinkMachine {
         return send(Array(line), now: now)
     }
 
-    /// The link is down, or an attempt failed. Only a link that was up, and that the hub closed
-    /// after unlinking this machine, is made again at once (the hub answered all it took before
-    /// it closed the link and took nothing after: what is unanswered was never served, and goes
-    /// again on the new link). Otherwise the calls waiting fail and the next attempt waits.
+    /// The link is down, or an attempt failed. An attempt that failed hands over to the next
+    /// address of its round at once. A link that was up, and that the hub closed after unlinking
+    /// this machine, is made again at once from the first address (the hub answered all it took
+    /// before it closed the link and took nothing after: what is unanswered was never served,
+    /// and goes again on the new link; its calls wait through that round). Otherwise the calls
+    /// waiting fail, and the next round, from the first address, waits for the backoff.
     private mutating func down(_ reason: String, untrusted: Bool, close: Bool, now: ContinuousClock.Instant) -> [Action] {
         let wasUp = isUp
+        let address = addresses[current]
+        let rest = !wasUp && current + 1 < addresses.count ? current + 1 : nil
         var actions: [Action] = close ? [.close(reason)] : []
-        rejoining = rejoining && wasUp && !untrusted
+        rejoining = rejoining && (wasUp || rest != nil)
         status.lastError = reason
         status.roundTrip = nil
-        if rejoining {
+        if wasUp && rejoining {
             enter(.connecting, now: now)
-            actions.append(.reportDown(reason, rejoining: true))
-            return actions + dial(now: now)
+            actions.append(.reportDown(address, reason, next: addresses[0]))
+            return actions + dial(0, now: now)
+        }
+        status.address = address
+        enter(untrusted ? .untrusted : .unreachable, now: now)
+        if let rest {
+            if untrusted { actions.append(.reportDown(address, reason, next: addresses[rest])) }
+            return actions + dial(rest, now: now)
         }
         actions += failAll(.unavailable(retryAfter: 1, detail: Self.dropped))
-        enter(untrusted ? .untrusted : .unreachable, now: now)
-        if wasUp || untrusted { actions.append(.reportDown(reason, rejoining: false)) }
+        if wasUp || untrusted { actions.append(.reportDown(address, reason, next: nil)) }
         failures += 1
         let delay = backoff(failures: failures)
         phase = .waiting(until: now + delay)
-        actions.append(.connect(after: delay))
+        actions.append(.connect(addresses[0], after: delay))
         return actions
     }
 
-    /// 0.5 s, 1 s, 2 s … up to 30 s after the first, second, third … failure in a row, each
-    /// varied by `jitter` either way.
+    /// 0.5 s, 1 s, 2 s … up to 30 s after the first, second, third … failed round (or lost
+    /// link) in a row, each varied by `jitter` either way.
     private func backoff(failures: Int) -> Duration {
         let doubled = settings.firstBackoff * (1 << min(max(failures - 1, 0), 16))
         let base = min(settings.longestBackoff, doubled)

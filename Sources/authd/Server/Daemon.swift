@@ -237,15 +237,16 @@ final class Daemon: @unchecked Sendable {
     /// A device's link to its hub (not started yet); nil unless `[hub] url` is set. A store that
     /// already holds accounts cannot become a device: they would be cut off from every call.
     private static func hubLink(_ config: Config, identity: MachineIdentity, directory: SQLiteAccountDirectory, logger: Logger) async throws -> HubLink? {
-        guard let url = config.hubURL else { return nil }
+        guard !config.hubURLs.isEmpty else { return nil }
         let held = try await directory.accounts(limit: 1_000_000).count
         guard held == 0 else {
-            throw HubRoleError(description: "this authd's store holds \(held) account(s), and hub.url in the configuration would make it a device of \(url): "
+            let hub = config.hubURLs.map(\.description).joined(separator: ", ")
+            throw HubRoleError(description: "this authd's store holds \(held) account(s), and hub.url in the configuration would make it a device of \(hub): "
                                + "their data would no longer be reachable. Remove hub.url to keep serving them here, or move them to the hub first")
         }
         let trust: TLSTrust = config.hubPin.isEmpty ? .certificateAuthority(file: config.hubCAFile) : .pinnedKey(sha256: config.hubPin)
         let context = try TLSContext.client(certificate: identity.certificate, key: identity.key, trust: trust)
-        return try HubLink(url: url, context: context, handshakeTimeoutSeconds: config.hubHandshakeTimeoutSeconds, logger: logger)
+        return try HubLink(addresses: config.hubURLs, context: context, handshakeTimeoutSeconds: config.hubHandshakeTimeoutSeconds, logger: logger)
     }
 
     /// The listening socket: from systemd socket activation, or bound here.

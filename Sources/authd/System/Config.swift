@@ -207,7 +207,9 @@ struct Config: Equatable, Sendable {
     var hubListen: HostPort?
     var hubCertFile = ""
     var hubKeyFile = ""
-    var hubURL: HostPort?
+    /// The hub's addresses, in the order the link tries them (replicas of one hub, with one
+    /// certificate and one `ca_file` or `pin`); empty: not a device.
+    var hubURLs: [HostPort] = []
     var hubCAFile = ""
     /// SHA-256 of the hub key's SubjectPublicKeyInfo, trusted instead of a CA.
     var hubPin: [UInt8] = []
@@ -233,12 +235,7 @@ struct Config: Equatable, Sendable {
         },
         .text("cert_file", \.hubCertFile, "must be an absolute path to the hub's PEM certificate chain") { $0.hasPrefix("/") },
         .text("key_file", \.hubKeyFile, "must be an absolute path to the hub's PEM private key") { $0.hasPrefix("/") },
-        Setting("url", \.hubURL) { value throws(ValueError) in
-            guard let address = HostPort(value, allowPortZero: false) else {
-                throw ValueError(message: "must be the hub's HOST:PORT, such as hub.example.org:7443, not \(shown(value))")
-            }
-            return address
-        },
+        Setting("url", \.hubURLs) { value throws(ValueError) in try HostPort.hubAddresses(value) },
         .text("ca_file", \.hubCAFile, "must be an absolute path to the PEM certificates of the CA that issued the hub's") { $0.hasPrefix("/") },
         Setting("pin", \.hubPin) { value throws(ValueError) in
             guard value.hasPrefix("sha256//"), let digest = Data(base64Encoded: String(value.dropFirst(8))).map(Array.init), digest.count == 32 else {
@@ -304,7 +301,7 @@ struct Config: Equatable, Sendable {
 
     /// What `[hub]` makes this authd.
     enum Role: String, Sendable { case standalone, hub, device }
-    var role: Role { hubListen != nil ? .hub : hubURL != nil ? .device : .standalone }
+    var role: Role { hubListen != nil ? .hub : !hubURLs.isEmpty ? .device : .standalone }
 
     /// This configuration with `old`'s `[hub]`: the role and its link are set up at start only.
     func keepingHub(of old: Config) -> Config {
@@ -312,7 +309,7 @@ struct Config: Equatable, Sendable {
         kept.hubListen = old.hubListen
         kept.hubCertFile = old.hubCertFile
         kept.hubKeyFile = old.hubKeyFile
-        kept.hubURL = old.hubURL
+        kept.hubURLs = old.hubURLs
         kept.hubCAFile = old.hubCAFile
         kept.hubPin = old.hubPin
         kept.hubHandshakeTimeoutSeconds = old.hubHandshakeTimeoutSeconds
@@ -516,7 +513,7 @@ struct Config: Equatable, Sendable {
                 throw ConfigError(file: file, line: line(key), reason: "hub.\(key) is set, but neither hub.listen (to be a hub) nor hub.url (to be a device of one)")
             }
         case .hub:
-            if config.hubURL != nil {
+            if !config.hubURLs.isEmpty {
                 throw ConfigError(file: file, line: line("url"), reason: "hub.listen and hub.url are both set: an authd is a hub or a device, not both")
             }
             if let key = given(deviceKeys) {

@@ -69,11 +69,13 @@ final class HubRig {
 
     /// Starts a device of the hub trusting `trust` (default: this rig's CA); with `waitForLink`,
     /// waits (at most 15 s) until its link is up.
+    /// `url`: the device's `[hub] url` (default: this rig's hub).
     /// `environment`: more variables for the device (the fprintd stand-in's bus, say).
-    func startDevice(trust: String? = nil, waitForLink: Bool = true, extra: String = "", arguments: [String] = [], environment: [String: String] = [:]) throws -> DaemonHarness {
+    func startDevice(trust: String? = nil, url: String? = nil, waitForLink: Bool = true, extra: String = "", arguments: [String] = [],
+                     environment: [String: String] = [:]) throws -> DaemonHarness {
         let device = try DaemonHarness(config: """
             [hub]
-            url = 127.0.0.1:\(port)
+            url = \(url ?? "127.0.0.1:\(port)")
             \(trust ?? "ca_file = \(caFile)")
             \(extra)
             """)
@@ -94,16 +96,32 @@ final class HubRig {
         return try client.result("account.register.verify", .object(params))
     }
 
-    /// Waits until `device`'s link reports `state`, at most `seconds`.
-    static func waitForLink(_ device: DaemonHarness, state: String, seconds: Double = 15) throws {
+    /// Waits until `device`'s link reports `state` (at `url`, when given), at most `seconds`.
+    static func waitForLink(_ device: DaemonHarness, state: String, url: String? = nil, seconds: Double = 15) throws {
         let client = try device.connect()
         let deadline = Date().addingTimeInterval(seconds)
         var last: JSONValue = .null
         while Date() < deadline {
             last = try client.result("hub.status")
-            if last["link"]?["state"]?.stringValue == state { return }
+            if last["link"]?["state"]?.stringValue == state && (url == nil || last["link"]?["url"]?.stringValue == url) { return }
             usleep(50_000)
         }
-        throw HarnessError("the link did not become \(state) within \(seconds) s: \(last)\n\(device.log)")
+        throw HarnessError("the link did not become \(state)\(url.map { " at \($0)" } ?? "") within \(seconds) s: \(last)\n\(device.log)")
+    }
+
+    /// A loopback port where nothing listens: bound by the kernel's choice, then closed.
+    static func deadPort() throws -> UInt16 {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw HarnessError("socket failed: \(errno)") }
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = in_addr_t(0x7F00_0001).bigEndian
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
+        }
+        guard bound else { throw HarnessError("bind to a free loopback port failed: \(errno)") }
+        return UInt16(bigEndian: address.sin_port)
     }
 }
