@@ -27,6 +27,9 @@ public enum AdminStatus: RPCMethod {
         public var audit: AuditSize?
         /// The machine's role among machines and its link or listener (as `hub.status`).
         public var hub: HubStatus.Result?
+        /// Where account data is when it is not in `store`: the PostgreSQL database of a hub
+        /// (`[hub] database`); absent otherwise.
+        public var accountStore: AccountStore?
 
         public init(daemonVersion: String, protocolVersion: Int, mode: String, pid: Int32, startedAt: String,
                     uptimeSeconds: Int64, paths: Paths, connections: Int, openFileDescriptors: Int,
@@ -55,6 +58,55 @@ public enum AdminStatus: RPCMethod {
             case startedAt = "started_at", uptimeSeconds = "uptime_s", paths, connections
             case openFileDescriptors = "open_fds", residentMemoryBytes = "rss_bytes", unreadOutputBytes = "unread_output_bytes"
             case unfinishedInputBytes = "unfinished_input_bytes", keys, store, audit, hub
+            case accountStore = "account_store"
+        }
+    }
+
+    /// A hub's account database on PostgreSQL, as this replica sees it now.
+    public struct AccountStore: Codable, Sendable, Equatable {
+        /// `postgresql`.
+        public var engine: String
+        /// The server's version (e.g. `15.18`); absent while it cannot be reached.
+        public var serverVersion: String?
+        /// One round trip (`SELECT 1`) in milliseconds; absent while the database cannot be reached.
+        public var roundTripMs: Double?
+        public var schemaVersion: Int?
+        /// `ok`, or why the database cannot be used now.
+        public var state: String
+        /// The replicas on the database that said they were alive in the last minute.
+        public var replicas: [Replica]
+
+        public struct Replica: Codable, Sendable, Equatable {
+            public var id: String
+            /// Host name and listening address.
+            public var name: String
+            public var seenAt: String
+            /// This replica (the one answering).
+            public var this: Bool
+
+            public init(id: String, name: String, seenAt: String, this: Bool) {
+                self.id = id
+                self.name = name
+                self.seenAt = seenAt
+                self.this = this
+            }
+
+            enum CodingKeys: String, CodingKey {
+                case id, name, seenAt = "seen_at", this
+            }
+        }
+
+        public init(engine: String, serverVersion: String?, roundTripMs: Double?, schemaVersion: Int?, state: String, replicas: [Replica]) {
+            self.engine = engine
+            self.serverVersion = serverVersion
+            self.roundTripMs = roundTripMs
+            self.schemaVersion = schemaVersion
+            self.state = state
+            self.replicas = replicas
+        }
+
+        enum CodingKeys: String, CodingKey {
+            case engine, serverVersion = "server_version", roundTripMs = "round_trip_ms", schemaVersion = "schema_version", state, replicas
         }
     }
 

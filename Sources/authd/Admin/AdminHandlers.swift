@@ -14,7 +14,9 @@ extension MethodTable {
             let now = services.now()
             let current = services.keys.current.kid
             let held = services.connections.held
-            return AdminStatus.Result(
+            let accountStore = services.accountStore === services.store ? nil
+                : await services.accountStore.postgresqlStatus(now: Int64(now.timeIntervalSince1970))
+            var result = AdminStatus.Result(
                 daemonVersion: DaemonVersion.string, protocolVersion: protocolVersion, mode: services.options.mode.rawValue,
                 pid: Syscalls.processID(), startedAt: Timestamp.rfc3339(services.startedAt),
                 uptimeSeconds: Int64(now.timeIntervalSince(services.startedAt)),
@@ -36,6 +38,8 @@ extension MethodTable {
                              maxBytes: bounds.maxBytes),
                 hub: services.hub.status(devicesConnected: services.connections.deviceCount,
                                                          newcomersConnected: services.connections.newcomerCount))
+            result.accountStore = accountStore
+            return result
         }
 
         register(AdminReload.self, home: .machine, access: .admin, audit: { _, result in

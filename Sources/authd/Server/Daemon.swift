@@ -14,6 +14,8 @@ final class Daemon: @unchecked Sendable {
     private var listener: Listener!
     private var hubListener: HubListener?
     private var maintenance: Task<Void, Never>?
+    /// A hub replica's ear for the commits of the others on the same PostgreSQL database.
+    private var replicas: HubReplicas?
 
     private init(options: DaemonOptions, logger: Logger) {
         self.options = options
@@ -184,6 +186,12 @@ final class Daemon: @unchecked Sendable {
             DesktopDelivery(directory: accounts, events: services.events, logger: logger).start(sync: syncBus, config: holder)
         }
         await presence.start(sync: syncBus)
+        if config.role == .hub, !config.hubDatabase.isEmpty {
+            let replicas = HubReplicas(connectionString: config.hubDatabase,
+                                       name: "\(Syscalls.hostName() ?? "hub") \(config.hubListen.map(\.description) ?? "")", logger: logger)
+            replicas.start(log: syncService.log) { await syncService.committedElsewhere($0) }
+            self.replicas = replicas
+        }
         maintenance = Maintenance.schedule(directory: directory, vault: services.vault, audit: services.audit, sync: SyncLog(store: accountStore, now: now),
                                            config: holder, spoolDirectory: options.smsSpoolDirectory, logger: logger, now: now) { [services] in
             await services.announce($0)
@@ -308,6 +316,7 @@ final class Daemon: @unchecked Sendable {
         }
         // Counted refusals are written before the store closes.
         await services.audit.closeFloods(all: true)
+        replicas?.stop()
         await services.store.checkpoint()
         logger.notice("stopped")
     }

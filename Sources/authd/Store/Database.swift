@@ -29,6 +29,9 @@ struct SQLDialect: Sendable {
     let forUpdate: String
     /// The text of member `key` of the JSON object in text column `column`.
     let jsonText: @Sendable (_ column: String, _ key: String) -> String
+    /// Whether other processes write the same tables (several hub replicas on PostgreSQL), so
+    /// that a commit wakes them up (`HubReplicas`).
+    let shared: Bool
 }
 
 /// A store connection. Not Sendable: it lives inside its `Store` actor.

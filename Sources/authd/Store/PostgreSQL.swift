@@ -34,7 +34,7 @@ struct PostgreSQLError: Error, CustomStringConvertible {
 
 final class PostgreSQLConnection {
     static let dialect = SQLDialect(name: "postgresql", greatest: "greatest", least: "least", noLimit: "LIMIT ALL", forUpdate: " FOR UPDATE",
-                                    jsonText: { column, key in "(\(column)::jsonb ->> '\(key)')" })
+                                    jsonText: { column, key in "(\(column)::jsonb ->> '\(key)')" }, shared: true)
 
     /// After a failed connection attempt, statements fail at once for this long rather than
     /// each waiting for a connect timeout on the store's queue.
@@ -88,6 +88,9 @@ final class PostgreSQLConnection {
             lastFailedAttempt = .now
             throw PostgreSQLError(sqlstate: "", message: "cannot connect: \(message)", sql: nil)
         }
+        // libpq prints what the server says outside a statement (a shutdown's FATAL, a WARNING)
+        // on stderr; a statement's own error comes back with its result. Nothing goes to stderr.
+        PQsetNoticeProcessor(connection, { _, _ in }, nil)
         handle = connection
         connections += 1
         lastFailedAttempt = nil
@@ -236,9 +239,12 @@ final class PostgreSQLConnection {
         }
     }
 
-    /// Notifications that arrived on this connection (after `LISTEN`), read without waiting.
+    /// Notifications that arrived on this connection (after `LISTEN`), read without waiting. A
+    /// connection that broke is not made again here: its `LISTEN` would be gone with it.
     func notifications() throws -> [(channel: String, payload: String)] {
-        let connection = try connected()
+        guard let connection = handle, PQstatus(connection) == CONNECTION_OK else {
+            throw PostgreSQLError(sqlstate: "08006", message: "the connection is closed", sql: nil)
+        }
         guard PQconsumeInput(connection) == 1 else {
             throw PostgreSQLError(sqlstate: "08006", message: Self.firstLine(PQerrorMessage(connection)), sql: nil)
         }

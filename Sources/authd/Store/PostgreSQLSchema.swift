@@ -274,6 +274,15 @@ enum PostgreSQLSchema {
                 published_at BIGINT NOT NULL
             )
             """,
+            // The hub replicas on this database, each as it last said it was alive (`admin status`).
+            """
+            CREATE TABLE hub_replicas (
+                id ctext PRIMARY KEY,
+                name ctext NOT NULL,
+                started_at BIGINT NOT NULL,
+                seen_at BIGINT NOT NULL
+            )
+            """,
         ]),
     ]
 

@@ -22,7 +22,7 @@ struct SQLiteError: Error, CustomStringConvertible {
 
 final class SQLiteConnection {
     static let dialect = SQLDialect(name: "sqlite", greatest: "max", least: "min", noLimit: "LIMIT -1", forUpdate: "",
-                                    jsonText: { column, key in "json_extract(\(column), '$.\(key)')" })
+                                    jsonText: { column, key in "json_extract(\(column), '$.\(key)')" }, shared: false)
 
     fileprivate let handle: OpaquePointer
     let path: String

@@ -1,5 +1,6 @@
 import FoundationEssentials
 import Glibc
+import Protocol
 
 /// A store: the daemon's own SQLite file, or a hub's account database on PostgreSQL. Every
 /// query runs inside this actor, on its own serial queue (`BlockingExecutor`: blocking SQLite
@@ -144,5 +145,27 @@ actor Store {
         guard let checkpointer else { return }
         checkpointer.stop()
         try? database.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    }
+}
+
+extension Store {
+    /// The account database on PostgreSQL as `admin status` shows it: its version, one round
+    /// trip, its schema and the replicas seen in the last minute; nil for a SQLite store.
+    func postgresqlStatus(now: Int64) -> AdminStatus.AccountStore? {
+        guard case .postgresql = database.engine else { return nil }
+        do {
+            let started = ContinuousClock.now
+            _ = try database.queryOne("SELECT 1") { $0.int(0) }
+            let elapsed = ContinuousClock.now - started
+            let version = try database.queryOne("SHOW server_version") { $0.text(0) }?.split(separator: " ").first.map(String.init)
+            let replicas = try database.query("SELECT id, name, seen_at FROM hub_replicas WHERE seen_at >= ? ORDER BY name, id", [.integer(now - 60)]) {
+                AdminStatus.AccountStore.Replica(id: $0.text(0), name: $0.text(1), seenAt: Timestamp.rfc3339(epochSeconds: $0.int64(2)),
+                                                 this: $0.text(0) == HubReplicas.replica)
+            }
+            return AdminStatus.AccountStore(engine: dialect.name, serverVersion: version, roundTripMs: elapsed.seconds * 1000,
+                                            schemaVersion: try PostgreSQLSchema.version(of: database), state: "ok", replicas: replicas)
+        } catch {
+            return AdminStatus.AccountStore(engine: dialect.name, serverVersion: nil, roundTripMs: nil, schemaVersion: nil, state: "\(error)", replicas: [])
+        }
     }
 }

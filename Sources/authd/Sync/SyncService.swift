@@ -146,6 +146,12 @@ struct SyncService: Sendable {
         await pushed([(account, event)])
     }
 
+    /// Hands on events another hub replica committed, read back from the log.
+    func committedElsewhere(_ events: [(account: String, event: SyncEvent)]) async {
+        for (account, event) in events { bus.publish(event, account: account) }
+        await pushed(events)
+    }
+
     /// The machine an event comes from: another machine of the hub for a forwarded call, else this one.
     private func origin(of caller: Caller) throws -> SyncLog.Origin {
         let device = try DeviceIdentity.resolve(nil, caller: caller)

@@ -23,6 +23,9 @@ final class PostgreSQLCluster: @unchecked Sendable {
     /// The suite's cluster; the error says why there is none (PostgreSQL not installed…).
     static let shared: Result<PostgreSQLCluster, any Error> = Result { try PostgreSQLCluster() }
 
+    /// A cluster of the caller's own, for a test that stops and starts it.
+    static func makePrivate() throws -> PostgreSQLCluster { try PostgreSQLCluster() }
+
     /// Whether the integration tests run their account tests on PostgreSQL
     /// (`AUTHD_TEST_ACCOUNT_STORE=postgresql`, which `make test` sets for its second pass).
     static var isSelected: Bool { ProcessInfo.processInfo.environment["AUTHD_TEST_ACCOUNT_STORE"] == "postgresql" }
@@ -95,19 +98,29 @@ final class PostgreSQLCluster: @unchecked Sendable {
         "host=\(directory) user=\(Self.user) dbname=\(database)"
     }
 
-    /// Stops the server at once (`-m immediate`: as if it crashed) or cleanly (`fast`), and starts it again.
+    /// Stops the server: `fast` rolls back what runs and disconnects everyone, `immediate` is
+    /// as if it crashed.
     func stop(mode: String = "fast") throws {
-        let bin = try Self.binaries()
-        let result = try DaemonHarness.run(runAs + ["\(bin)/pg_ctl", "-D", directory + "/data", "-m", mode, "-w", "stop"], environment: ["PATH": "/usr/bin:/bin"])
-        guard result.status == 0 else { throw HarnessError("pg_ctl stop: \(result.stderr)") }
+        try pgctl(["-D", directory + "/data", "-m", mode, "-w", "stop"])
     }
 
+    /// Starts the server again.
     func start() throws {
-        let bin = try Self.binaries()
-        let options = Self.serverOptions(directory)
-        let result = try DaemonHarness.run(runAs + ["\(bin)/pg_ctl", "-D", directory + "/data", "-l", directory + "/server.log", "-o", options, "-w", "-t", "30", "start"],
-                                           environment: ["PATH": "/usr/bin:/bin"])
-        guard result.status == 0 else { throw HarnessError("pg_ctl start: \(result.stderr)") }
+        try pgctl(["-D", directory + "/data", "-l", directory + "/server.log", "-o", Self.serverOptions(directory), "-w", "-t", "30", "start"])
+    }
+
+    /// pg_ctl, spawned with no descriptor of ours (the server it starts would hold a pipe open
+    /// for as long as it runs), its output in the cluster's directory; at most 60 s.
+    private func pgctl(_ arguments: [String]) throws {
+        let pid = try ChildProcess.spawn(runAs + ["\(try Self.binaries())/pg_ctl"] + arguments, environment: ["PATH=/usr/bin:/bin", "LC_ALL=C.UTF-8"],
+                                         stdout: .file(directory + "/pg_ctl.log"))
+        guard let status = ChildProcess.waitForExit(pid, within: .seconds(60)) else {
+            ChildProcess.reap(pid)
+            throw HarnessError("pg_ctl \(arguments.last ?? "") did not finish within 60 s")
+        }
+        guard status == 0 else {
+            throw HarnessError("pg_ctl \(arguments.last ?? "") failed: \((try? String(contentsOfFile: directory + "/pg_ctl.log", encoding: .utf8)) ?? "")")
+        }
     }
 
     /// A Unix socket in `directory` only. fsync off: a test cluster lives as long as its test process.

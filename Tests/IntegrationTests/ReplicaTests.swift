@@ -1,0 +1,160 @@
+import Foundation
+import Glibc
+import Protocol
+import Synchronization
+import Testing
+
+/// Two hub replicas on one PostgreSQL database (a private cluster, see PostgreSQLCluster): real
+/// authd processes over TLS on loopback with one certificate and one master key, devices linked
+/// to one replica or the other.
+struct Replicas {
+    let rig: HubRig
+    let cluster: PostgreSQLCluster
+    let first: DaemonHarness, second: DaemonHarness
+    let firstAddress: String, secondAddress: String
+
+    /// `cluster`: the suite's, or a private one for a test that stops it.
+    init(cluster given: PostgreSQLCluster? = nil) throws {
+        cluster = try given ?? PostgreSQLCluster.shared.get()
+        let database = try cluster.createDatabase()
+        rig = try HubRig(hubConfig: "database = \(database.connection)")
+        first = rig.hub
+        firstAddress = "127.0.0.1:\(rig.port)"
+        // The same master key: a one-time code one replica made is checked by the other.
+        second = try DaemonHarness()
+        try FileManager.default.createDirectory(atPath: second.stateDirectory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        try FileManager.default.copyItem(atPath: first.stateDirectory + "/master.key", toPath: second.stateDirectory + "/master.key")
+        _ = try rig.startHub(port: 0, extra: "database = \(database.connection)", harness: second)
+        secondAddress = "127.0.0.1:\(rig.port)"
+    }
+
+    func device(_ urls: String...) throws -> DaemonHarness {
+        let device = try rig.startDevice(url: urls.joined(separator: ", "), waitForLink: false)
+        try HubRig.waitForLink(device, state: "connected", url: urls[0])
+        return device
+    }
+}
+
+@Suite("Hub replicas on one PostgreSQL database")
+struct ReplicaTests {
+    static let password = "a long enough passphrase"
+
+    @Test("a message committed through one replica reaches a machine linked to the other at once; 64 senders through both make one gap-free order on every machine; two machines signing in at once through different replicas get one place; admin status names the database and both replicas")
+    func deliveryAcrossReplicas() throws {
+        let replicas = try Replicas()
+        let a = try replicas.device(replicas.firstAddress)
+        let b = try replicas.device(replicas.secondAddress)
+        let c = try replicas.device(replicas.firstAddress)
+        let onA = try #require(try replicas.rig.register(on: a)["session"]?["token"])
+
+        // B (through the second replica) and C (through the first) sign in at once; the account
+        // holds two places and A has one.
+        let outcomes = Mutex<[JSONValue?]>([nil, nil])
+        let sockets = [b.socketPath, c.socketPath]
+        let failures = onThreads(2) { index in
+            let answer = try LineClient(socketPath: sockets[index]).call("auth.login", ["login": "+37251234567", "password": .string(Self.password)])
+            outcomes.withLock { $0[index] = answer }
+        }
+        #expect(failures.isEmpty, "\(failures)")
+        let answers = outcomes.withLock { $0 }
+        let won = answers.filter { $0?["result"]?["session"]?["token"] != nil }.count
+        let refused = answers.filter { $0?.errorReason == "device.limit_reached" }.count
+        #expect(won == 1 && refused == 1, "one place, two machines at once through two replicas: \(answers)")
+        var onB = answers[0]?["result"]?["session"]?["token"]
+        if onB == nil {
+            // C won: A frees C's place so that B, on the other replica, can sign in.
+            let clientA = try a.connect()
+            let devices = try clientA.result("device.list", ["session": onA])["devices"]?.arrayValue ?? []
+            let rowC = try #require(devices.first { $0["device_id"]?.stringValue == (try? c.connect().result("device.id")["device_id"]?.stringValue) }?["id"])
+            _ = try clientA.result("device.revoke", ["session": onA, "id": rowC])
+            onB = try b.connect().result("auth.login", ["login": "+37251234567", "password": .string(Self.password)])["session"]?["token"]
+        }
+        let sessionB = try #require(onB)
+
+        let (watchA, _) = try SyncTests.subscribe(a, session: onA)
+        let (watchB, _) = try SyncTests.subscribe(b, session: sessionB)
+        let sent = try a.connect().result("sync.send", ["session": onA, "kind": "message", "conversation": "family", "body": ["text": "across"]])
+        let onBSide = try SyncTests.next(watchB)["params"]?["event"]
+        #expect(onBSide?["position"] == sent["position"] && onBSide?["body"]?["text"] == "across", "\(String(describing: onBSide))")
+        _ = try SyncTests.next(watchA)
+
+        // 32 senders on each machine, each through its own replica, two messages each.
+        let senders = [(a.socketPath, onA), (b.socketPath, sessionB)]
+        let sendFailures = onThreads(64) { n in
+            let (socket, session) = senders[n % 2]
+            let client = try LineClient(socketPath: socket)
+            for i in 0..<2 {
+                _ = try client.result("sync.send", ["session": session, "kind": "message", "conversation": "burst", "body": ["n": .integer(Int64(n * 2 + i))]])
+            }
+        }
+        #expect(sendFailures.isEmpty, "\(sendFailures)")
+        let firstPosition = (sent["position"]?.integerValue ?? 0) + 1
+        let seenA = try (0..<128).map { _ in try SyncTests.next(watchA)["params"]?["event"]?["position"]?.integerValue ?? -1 }
+        let seenB = try (0..<128).map { _ in try SyncTests.next(watchB)["params"]?["event"]?["position"]?.integerValue ?? -1 }
+        #expect(seenA == Array(firstPosition..<(firstPosition + 128)), "gap-free, in order, once")
+        #expect(seenA == seenB, "the same order on both machines")
+
+        // Each replica says where its account data is, and sees the other.
+        for hub in [replicas.first, replicas.second] {
+            let status = try hub.connect().result("admin.status")
+            let store = try #require(status["account_store"], "\(status)")
+            #expect(store["engine"] == "postgresql" && store["schema_version"]?.integerValue ?? 0 >= 21, "\(store)")
+            #expect((store["server_version"]?.stringValue ?? "").hasPrefix("1"), "\(store)")
+            #expect(store["replicas"]?.arrayValue?.count == 2, "both replicas are seen: \(store)")
+        }
+    }
+
+    @Test("PostgreSQL restarted while a machine sends through one replica, then that replica killed: every position a sender was told reaches the machine on the other replica once, in order; the first machine fails over and goes on")
+    func restartAndFailover() throws {
+        let cluster = try PostgreSQLCluster.makePrivate()
+        let replicas = try Replicas(cluster: cluster)
+        let a = try replicas.device(replicas.firstAddress, replicas.secondAddress)
+        let b = try replicas.device(replicas.secondAddress)
+        let onA = try #require(try replicas.rig.register(on: a)["session"]?["token"])
+        let onB = try #require(try b.connect().result("auth.login", ["login": "+37251234567", "password": .string(Self.password)])["session"]?["token"])
+        let (watchB, opened) = try SyncTests.subscribe(b, session: onB)
+        var expected: [Int64] = []
+        let clientA = try a.connect()
+        func send(_ text: String) throws -> JSONValue {
+            try clientA.call("sync.send", ["session": onA, "kind": "message", "conversation": "c", "body": ["text": .string(text)]])
+        }
+        for i in 0..<5 { expected.append(try #require(try send("before \(i)")["result"]?["position"]?.integerValue)) }
+
+        // A fast shutdown of PostgreSQL while A sends: each send gets a position or an error.
+        let stopper = Thread { try? cluster.stop(mode: "fast") }
+        stopper.start()
+        var refusals: [JSONValue] = []
+        for i in 0..<3000 where refusals.count < 3 {
+            let answer = try send("during \(i)")
+            if let position = answer["result"]?["position"]?.integerValue { expected.append(position) } else { refusals.append(answer) }
+        }
+        #expect(!refusals.isEmpty, "the database went away while A was sending")
+        #expect(refusals.allSatisfy { $0.errorReason == "hub.unavailable" }, "a clear reason: \(refusals)")
+        try cluster.start()
+        // Back: the replicas reconnect by themselves.
+        let back = Date().addingTimeInterval(20)
+        var resumed: Int64?
+        while resumed == nil, Date() < back {
+            resumed = try send("after restart")["result"]?["position"]?.integerValue
+            if resumed == nil { usleep(50_000) }
+        }
+        expected.append(try #require(resumed, "sends succeed again once PostgreSQL is back"))
+
+        // The first replica dies: A moves to the second and goes on.
+        try replicas.first.kill9()
+        try HubRig.waitForLink(a, state: "connected", url: replicas.secondAddress, seconds: 20)
+        for i in 0..<5 { expected.append(try #require(try send("after failover \(i)")["result"]?["position"]?.integerValue)) }
+
+        // A refused send may still have committed (its answer lost with the connection): B may
+        // see more than A was told, never less, never twice, never out of order.
+        let start = opened["head"]?.integerValue ?? 0
+        var seen: [Int64] = []
+        while seen.last ?? 0 < expected.last! {
+            let event = try SyncTests.next(watchB)
+            guard let position = event["params"]?["event"]?["position"]?.integerValue, event["params"]?["event"]?["kind"] == "message" else { continue }
+            seen.append(position)
+        }
+        #expect(Set(expected).isSubset(of: Set(seen)), "every position A was told reaches B (from \(start)): missing \(Set(expected).subtracting(seen).sorted())")
+        #expect(seen == seen.sorted() && Set(seen).count == seen.count, "once, in order: \(seen)")
+    }
+}
