@@ -217,10 +217,18 @@ run-hub: build
 # daemons synchronously, which holds the threads of the test process's cooperative pool (two on a
 # two-core machine) for minutes, and in-process async code under test (the pinentry client, the
 # agent's bus service) would wait for a thread past its deadlines.
+# The suites about account data (accounts, sessions, device limits, sync, presence, the
+# audit log), which `make test` runs a second time with every daemon's account data in
+# PostgreSQL: a private cluster the tests start (initdb in a temporary directory, Unix socket
+# only, as nobody when run as root), a fresh database per daemon.
+ACCOUNT_SUITES := IntegrationTests\.(LoginTests|RegistrationTests|EmailChangeTests|LockoutRaceTests|ConcurrencyTests|AuditLogTests|AdminTests|TokenTests|PasskeyTests|FederationFlowTests|HubTests|HubDirectoryTests|HubFailoverTests|SyncTests|SyncLimitsTests|E2EESyncTests|PresenceTests)
+
 test: deps check-toolchain
 	$(SWIFT) build --build-tests $(BUILD_FLAGS)
 	$(SWIFT) test --skip-build $(BUILD_FLAGS) --skip IntegrationTests
 	$(SWIFT) test --skip-build $(BUILD_FLAGS) --filter IntegrationTests
+	@echo "make: the account suites again, with account data in PostgreSQL"
+	AUTHD_TEST_ACCOUNT_STORE=postgresql $(SWIFT) test --skip-build $(BUILD_FLAGS) --filter '$(ACCOUNT_SUITES)'
 
 # `make fuzz`: a libFuzzer binary per parser that reads outside input (Fuzz/build.sh, with
 # -sanitize=fuzzer,address, outside SwiftPM's build), each run in turn in one process for
