@@ -21,6 +21,17 @@ extension Command {
                     + "unread answers: \(status.unreadOutputBytes / 1024) KiB"
                     + (status.unfinishedInputBytes.map { ", unfinished lines: \($0 / 1024) KiB" } ?? ""))
         Output.line("store:       integrity \(status.store.integrity), schema \(status.store.schemaVersion), \(status.store.sizeBytes) bytes, journal \(status.store.journalMode)")
+        if let accounts = status.accountStore {
+            if accounts.state == "ok" {
+                let roundTrip = accounts.roundTripMs.map { String(format: "%.2f ms", $0) } ?? "?"
+                Output.line("accounts:    \(accounts.engine) \(accounts.serverVersion ?? "?"), schema \(accounts.schemaVersion.map(String.init) ?? "?"), round trip \(roundTrip)")
+            } else {
+                Output.line("accounts:    \(accounts.engine), unreachable: \(accounts.state)")
+            }
+            for replica in accounts.replicas {
+                Output.line("replica:     \(replica.name) (\(replica.id))\(replica.this ? ", this one" : ""), seen \(replica.seenAt)")
+            }
+        }
         if let audit = status.audit {
             Output.line("audit:       integrity \(audit.integrity), \(audit.rows) records, \(audit.bytes) of \(audit.maxBytes) bytes, "
                         + "oldest \(audit.oldest ?? "none"), kept \(audit.retentionSeconds / 86400) days"
@@ -33,7 +44,7 @@ extension Command {
         for key in status.keys {
             Output.line("key:         \(key.kid) \(key.alg) \(key.status), created \(key.createdAt)\(key.publishedUntil.map { ", published until \($0)" } ?? "")")
         }
-        return status.store.integrity == "ok" && (status.audit?.integrity ?? "ok") == "ok" ? .ok : .failure
+        return status.store.integrity == "ok" && (status.audit?.integrity ?? "ok") == "ok" && (status.accountStore?.state ?? "ok") == "ok" ? .ok : .failure
     }
 
     static let adminReload = Command(

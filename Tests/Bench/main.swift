@@ -329,6 +329,7 @@ do {
     case "presence": try presenceOnlyFigures(); exit(0)
     case "e2ee": try e2eeCryptoFigures(); exit(0)
     case "sync": try syncOnlyFigures(); exit(0)
+    case "postgresql": try postgresqlFigures(); exit(0)
     case "pam": try pamFigures(); exit(0)
     default: break
     }
@@ -490,6 +491,7 @@ do {
     // pcsc-lite reads PCSCLITE_CSOCK_NAME once per process, and the card figures above already
     // spoke to their own pcscd: the PAM figures, which replay APDUs to another one, get a process.
     try figuresInChild("pam")
+    try postgresqlFigures()
 
     var held: [Client] = []
     for _ in 0..<1000 { held.append(try Client(daemon.socket)) }

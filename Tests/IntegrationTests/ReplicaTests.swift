@@ -13,18 +13,19 @@ struct Replicas {
     let first: DaemonHarness, second: DaemonHarness
     let firstAddress: String, secondAddress: String
 
-    /// `cluster`: the suite's, or a private one for a test that stops it.
-    init(cluster given: PostgreSQLCluster? = nil) throws {
+    /// `cluster`: the suite's, or a private one for a test that stops it. `extra`: more
+    /// sections of both replicas' configuration.
+    init(cluster given: PostgreSQLCluster? = nil, extra: String = "") throws {
         cluster = try given ?? PostgreSQLCluster.shared.get()
         let database = try cluster.createDatabase()
-        rig = try HubRig(hubConfig: "database = \(database.connection)")
+        rig = try HubRig(hubConfig: "database = \(database.connection)\n\(extra)")
         first = rig.hub
         firstAddress = "127.0.0.1:\(rig.port)"
         // The same master key: a one-time code one replica made is checked by the other.
         second = try DaemonHarness()
         try FileManager.default.createDirectory(atPath: second.stateDirectory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         try FileManager.default.copyItem(atPath: first.stateDirectory + "/master.key", toPath: second.stateDirectory + "/master.key")
-        _ = try rig.startHub(port: 0, extra: "database = \(database.connection)", harness: second)
+        _ = try rig.startHub(port: 0, extra: "database = \(database.connection)\n\(extra)", harness: second)
         secondAddress = "127.0.0.1:\(rig.port)"
     }
 
@@ -94,6 +95,21 @@ struct ReplicaTests {
         #expect(seenA == Array(firstPosition..<(firstPosition + 128)), "gap-free, in order, once")
         #expect(seenA == seenB, "the same order on both machines")
 
+        // One JWKS: an account token one replica signs verifies at the other, which lists its key.
+        let atFirst = try replicas.first.connect()
+        let hubSession = try #require(try LoginTests.register(replicas.first, atFirst, phone: "+37251230000", password: Self.password)["session"]?["token"])
+        let token = try #require(try atFirst.result("auth.token", ["session": hubSession, "aud": "app.example"])["token"])
+        let kid = try #require(try atFirst.result("keys.jwks")["keys"]?.arrayValue?.first?["kid"])
+        let atSecond = try replicas.second.connect()
+        var verified: JSONValue?
+        let published = Date().addingTimeInterval(10)
+        while verified == nil, Date() < published {
+            verified = try atSecond.call("token.verify", ["token": token])["result"]?["claims"]
+            if verified == nil { usleep(50_000) }
+        }
+        #expect(verified?["aud"] == "app.example", "a token from the first replica verifies at the second")
+        #expect(try atSecond.result("keys.jwks")["keys"]?.arrayValue?.contains { $0["kid"] == kid } == true, "the second lists the first's key")
+
         // Each replica says where its account data is, and sees the other.
         for hub in [replicas.first, replicas.second] {
             let status = try hub.connect().result("admin.status")
@@ -101,6 +117,25 @@ struct ReplicaTests {
             #expect(store["engine"] == "postgresql" && store["schema_version"]?.integerValue ?? 0 >= 21, "\(store)")
             #expect((store["server_version"]?.stringValue ?? "").hasPrefix("1"), "\(store)")
             #expect(store["replicas"]?.arrayValue?.count == 2, "both replicas are seen: \(store)")
+        }
+    }
+
+    @Test("40 wrong passwords at once through two replicas: at most five are checked, the lock is that of five, the right one is refused on both")
+    func lockoutAcrossReplicas() throws {
+        let replicas = try Replicas(extra: LockoutRaceTests.config)
+        let client = try replicas.first.connect()
+        _ = try LoginTests.register(replicas.first, client, phone: LockoutRaceTests.phone, password: LockoutRaceTests.password)
+        let reasons = Tally()
+        let sockets = [replicas.first.socketPath, replicas.second.socketPath]
+        let errors = onThreads(LockoutRaceTests.attempts) { index in
+            let attempt = try LineClient(socketPath: sockets[index % 2])
+            reasons.append(try attempt.call("auth.login", ["login": .string(LockoutRaceTests.phone), "password": "wrong guess 123"]).errorReason ?? "none")
+        }
+        #expect(errors.isEmpty, "\(errors)")
+        try LockoutRaceTests.expectLockOfFiveFailures(client, reasons.all)
+        for hub in [replicas.first, replicas.second] {
+            let right = try hub.connect().call("auth.login", ["login": .string(LockoutRaceTests.phone), "password": .string(LockoutRaceTests.password)])
+            #expect(right.errorReason == "account.locked", "\(right)")
         }
     }
 

@@ -31,11 +31,16 @@ final class KeyRing: Sendable {
     private struct State: Sendable {
         var current: SigningKey
         var published: [PublishedKey]
+        /// The keys the other replicas of this hub publish (`HubReplicas`): verified and listed
+        /// in the JWKS as this replica's own are, so a relying party trusts one JWKS.
+        var peers: [PublishedKey] = []
     }
 
     private let store: Store
     private let sealer: Sealer
     private let state: Mutex<State>
+    /// Told after each rotation (a hub replica publishes its new key to the others).
+    private let rotated = Mutex<Callback<Void>?>(nil)
 
     /// How long a retired key stays published: the longest token lifetime plus clock skew.
     static let retiredKeyOverlapSeconds = Int64(Config.maximumTokenLifetimeSeconds + 300)
@@ -137,13 +142,32 @@ final class KeyRing: Sendable {
 
     var current: SigningKey { state.withLock { $0.current } }
 
-    /// The public key for `kid` if it is still published at `now`.
+    /// The public key for `kid` if it is still published at `now` (here, or by another replica).
     func publishedKey(kid: String, now: Date) -> PublishedKey? {
-        state.withLock { $0.published.first { $0.kid == kid && Self.isPublished($0, at: now) } }
+        state.withLock { state in (state.published + state.peers).first { $0.kid == kid && Self.isPublished($0, at: now) } }
     }
 
     func jwks(now: Date) -> JWKSet {
-        JWKSet(keys: state.withLock { $0.published.filter { Self.isPublished($0, at: now) }.map(\.jwk) })
+        JWKSet(keys: state.withLock { state in (state.published + state.peers).filter { Self.isPublished($0, at: now) }.map(\.jwk) })
+    }
+
+    /// Calls `body` after each rotation.
+    func onRotation(_ body: @escaping @Sendable () -> Void) {
+        rotated.withLock { $0 = Callback { body() } }
+    }
+
+    /// The other replicas' published keys, as they stand now.
+    func setPeers(_ peers: [PublishedKey]) {
+        state.withLock { state in state.peers = peers.filter { peer in !state.published.contains { $0.kid == peer.kid } } }
+    }
+
+    /// A published key from its public half, as another replica publishes it.
+    static func published(kid: String, spki: [UInt8], createdAt: Int64, publishedUntil: Int64?) throws -> PublishedKey {
+        let publicKey = try P256PublicKey(spki: spki)
+        let (x, y) = try publicKey.coordinates()
+        guard thumbprint(x: x, y: y) == kid else { throw MasterKeyError(description: "a replica's key \(kid) is not the key its id names") }
+        return PublishedKey(kid: kid, alg: "ES256", publicKey: publicKey, jwk: JWK(x: Base64URL.encode(x), y: Base64URL.encode(y), kid: kid),
+                            createdAt: createdAt, retiredAt: nil, publishedUntil: publishedUntil)
     }
 
     func keys(now: Date) -> [PublishedKey] {
@@ -178,8 +202,12 @@ final class KeyRing: Sendable {
             try AuditScope.record(in: database, ["kid": .string(generated.kid), "previous_kid": previous.map { .string($0) } ?? .null])
             return previous
         }
-        let reloaded = try await Self.load(store: store, sealer: sealer)
-        state.withLock { $0 = reloaded }
+        var reloaded = try await Self.load(store: store, sealer: sealer)
+        state.withLock { state in
+            reloaded.peers = state.peers
+            state = reloaded
+        }
+        rotated.withLock { $0 }?.call(())
         return Rotation(kid: generated.kid, previousKid: previous, previousPublishedUntil: previous == nil ? nil : until)
     }
 }

@@ -15,8 +15,15 @@ import Synchronization
 /// replica's listener was disconnected is lost, so when the listener connects again the replica
 /// reads every account it has heard of from the last position it had (a machine drops what it
 /// already took). Every 20 seconds the replica notes in `hub_replicas` that it is alive.
+///
+/// The replicas also share the public halves of their token-signing keys (`hub_signing_keys`):
+/// each publishes its own, refreshed at every heartbeat (a key stays trusted for as long as a
+/// token it signed can live after its replica last said so), and verifies and lists the
+/// others' as its own, so a relying party trusts one JWKS whichever replica it asks. A replica
+/// that makes a new key says so on `authd_keys`, and the others read the keys again at once.
 final class HubReplicas: Sendable {
     static let channel = "authd_sync"
+    static let keysChannel = "authd_keys"
     /// This process, among the replicas: random, new at every start.
     static let replica = "r" + (0..<8).map { _ in String(UInt8.random(in: 0...255), radix: 16) }.joined()
 
@@ -34,6 +41,9 @@ final class HubReplicas: Sendable {
 
     private let connectionString: String
     private let name: String
+    private let keys: KeyRing
+    /// Set when this replica's keys changed (a rotation): published at the next turn of the loop.
+    private let keysChanged = Atomic<Bool>(false)
     private let logger: Logger
     private let queue = DispatchQueue(label: "authd.hub.replicas")
     private let stopped = Atomic<Bool>(false)
@@ -41,9 +51,10 @@ final class HubReplicas: Sendable {
     private let hear: AsyncStream<Heard>.Continuation
     static let heartbeatSeconds: Int64 = 20
 
-    init(connectionString: String, name: String, logger: Logger) {
+    init(connectionString: String, name: String, keys: KeyRing, logger: Logger) {
         self.connectionString = connectionString
         self.name = name
+        self.keys = keys
         self.logger = logger
         (heard, hear) = AsyncStream.makeStream(of: Heard.self, bufferingPolicy: .unbounded)
     }
@@ -97,6 +108,47 @@ final class HubReplicas: Sendable {
         }
     }
 
+    /// This replica's keys changed (a rotation): publish them, and tell the others.
+    func keysRotated() {
+        keysChanged.store(true, ordering: .releasing)
+    }
+
+    /// Writes this replica's published keys (a current key as published for a token's lifetime
+    /// from now), drops what no longer is, and reads the others'.
+    private func publishKeys(on connection: PostgreSQLConnection, now: Int64, announce: Bool) {
+        do {
+            try connection.transaction {
+                for key in keys.keys(now: Date(timeIntervalSince1970: TimeInterval(now))) {
+                    try connection.execute(
+                        """
+                        INSERT INTO hub_signing_keys (kid, replica, public_spki, created_at, published_until) VALUES (?, ?, ?, ?, ?)
+                        ON CONFLICT (kid) DO UPDATE SET replica = excluded.replica, published_until = excluded.published_until
+                        """, [.text(key.kid), .text(Self.replica), .blob(key.publicKey.spki), .integer(key.createdAt),
+                               .integer(key.publishedUntil ?? now + KeyRing.retiredKeyOverlapSeconds)])
+                }
+                try connection.execute("DELETE FROM hub_signing_keys WHERE published_until <= ?", [.integer(now)])
+                if announce { try connection.execute("SELECT pg_notify(?, ?)", [.text(Self.keysChannel), .text(Self.replica)]) }
+            }
+        } catch {
+            logger.warning("hub replicas: cannot publish this replica's signing keys: \(error)")
+        }
+        readPeerKeys(on: connection, now: now)
+    }
+
+    private func readPeerKeys(on connection: PostgreSQLConnection, now: Int64) {
+        do {
+            let own = Set(keys.keys(now: Date(timeIntervalSince1970: TimeInterval(now))).map(\.kid))
+            let peers = try connection.query(
+                "SELECT kid, public_spki, created_at, published_until FROM hub_signing_keys WHERE published_until > ? ORDER BY created_at", [.integer(now)]
+            ) { row in (kid: row.text(0), spki: row.blob(1), created: row.int64(2), until: row.optionalInt64(3)) }
+            keys.setPeers(try peers.filter { !own.contains($0.kid) }.map {
+                try KeyRing.published(kid: $0.kid, spki: $0.spki, createdAt: $0.created, publishedUntil: $0.until)
+            })
+        } catch {
+            logger.warning("hub replicas: cannot read the other replicas' signing keys: \(error)")
+        }
+    }
+
     func stop() {
         stopped.store(true, ordering: .releasing)
         hear.finish()
@@ -114,6 +166,7 @@ final class HubReplicas: Sendable {
                 do {
                     let made = try PostgreSQLConnection(connectionString: connectionString, statementTimeoutMilliseconds: 5_000)
                     try made.simple("LISTEN \(Self.channel)")
+                    try made.simple("LISTEN \(Self.keysChannel)")
                     connection = made
                     if connectedBefore {
                         logger.notice("hub replicas: listening again; reading what other replicas committed meanwhile")
@@ -132,13 +185,15 @@ final class HubReplicas: Sendable {
             }
             guard let listening = connection else { continue }
             let now = Int64(Date().timeIntervalSince1970)
-            if now - lastHeartbeat >= Self.heartbeatSeconds {
+            let rotated = keysChanged.exchange(false, ordering: .acquiringAndReleasing)
+            if now - lastHeartbeat >= Self.heartbeatSeconds || rotated {
                 try? listening.execute(
                     """
                     INSERT INTO hub_replicas (id, name, started_at, seen_at) VALUES (?, ?, ?, ?)
                     ON CONFLICT (id) DO UPDATE SET seen_at = excluded.seen_at
                     """, [.text(Self.replica), .text(name), .integer(started), .integer(now)])
                 try? listening.execute("DELETE FROM hub_replicas WHERE seen_at < ?", [.integer(now - 86_400)])
+                publishKeys(on: listening, now: now, announce: rotated || lastHeartbeat == 0)
                 lastHeartbeat = now
             }
             var wait = pollfd(fd: listening.socket, events: Int16(POLLIN), revents: 0)
@@ -146,7 +201,9 @@ final class HubReplicas: Sendable {
             do {
                 var others: [(String, Int64)] = []
                 var own: [(String, Int64)] = []
-                for (channel, payload) in try listening.notifications() where channel == Self.channel {
+                let heard = try listening.notifications()
+                if heard.contains(where: { $0.channel == Self.keysChannel && $0.payload != Self.replica }) { readPeerKeys(on: listening, now: now) }
+                for (channel, payload) in heard where channel == Self.channel {
                     let parts = payload.split(separator: " ")
                     guard parts.count == 3, let position = Int64(parts[2]) else { continue }
                     if parts[0] == Self.replica { own.append((String(parts[1]), position)) } else { others.append((String(parts[1]), position)) }

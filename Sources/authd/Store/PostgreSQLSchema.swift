@@ -274,6 +274,17 @@ enum PostgreSQLSchema {
                 published_at BIGINT NOT NULL
             )
             """,
+            // The public halves of every replica's token-signing keys: one JWKS for the hub. The
+            // private halves stay sealed in each replica's own store.
+            """
+            CREATE TABLE hub_signing_keys (
+                kid ctext PRIMARY KEY,
+                replica ctext NOT NULL,
+                public_spki BYTEA NOT NULL,
+                created_at BIGINT NOT NULL,
+                published_until BIGINT
+            )
+            """,
             // The hub replicas on this database, each as it last said it was alive (`admin status`).
             """
             CREATE TABLE hub_replicas (
