@@ -106,7 +106,19 @@ private final class HeldDevice {
 /// A hub for the benchmarks, on a loopback port the kernel picks, with a test CA.
 func benchHub() throws -> (hub: Daemon, client: Client, port: UInt16, pki: BenchPKI) {
     let pki = try BenchPKI()
-    let hub = try Daemon(config: """
+    let hub = try Daemon(config: benchHubConfig(pki))
+    let hubClient = try Client(hub.socket)
+    let status = String(decoding: try hubClient.call("hub.status"), as: UTF8.self)
+    guard let port = status.firstMatch(of: /"listen":"127\.0\.0\.1:([0-9]+)"/).flatMap({ UInt16($0.output.1) }) else {
+        hub.stop()
+        throw BenchError(description: "the hub reports no port: \(status)")
+    }
+    return (hub, hubClient, port, pki)
+}
+
+/// A bench hub's configuration: limits out of the way, `extra` lines in `[hub]`.
+func benchHubConfig(_ pki: BenchPKI, extra: String = "") -> String {
+    """
         [accounts]
         starts_per_minute = 100000
         logins_per_minute = 100000
@@ -122,14 +134,8 @@ func benchHub() throws -> (hub: Daemon, client: Client, port: UInt16, pki: Bench
         # Every bench device connects from 127.0.0.1 before it signs in.
         newcomers_per_address = 10000
         max_newcomers = 100000
-        """)
-    let hubClient = try Client(hub.socket)
-    let status = String(decoding: try hubClient.call("hub.status"), as: UTF8.self)
-    guard let port = status.firstMatch(of: /"listen":"127\.0\.0\.1:([0-9]+)"/).flatMap({ UInt16($0.output.1) }) else {
-        hub.stop()
-        throw BenchError(description: "the hub reports no port: \(status)")
-    }
-    return (hub, hubClient, port, pki)
+        \(extra)
+        """
 }
 
 /// `authd-bench BIN sync`: sync through one hub between two devices, alone.

@@ -49,6 +49,9 @@ final class PostgreSQLConnection {
     /// `?` placeholders rewritten as `$1…`, by SQL text.
     private var translated: [String: String] = [:]
     private(set) var changes = 0
+    /// Inside `transaction`: a broken connection fails the rest of it rather than being made
+    /// again (a statement on a new connection would run, and commit, outside the transaction).
+    private var inTransaction = false
     /// authd's SQL is a fixed set of texts; the caches stay bounded whatever a caller does.
     static let statementCacheLimit = 512
     /// Connections made so far (the first and every reconnection).
@@ -110,6 +113,7 @@ final class PostgreSQLConnection {
     /// transaction: a transaction whose connection broke has failed, and says so).
     private func connected() throws -> OpaquePointer {
         if let handle, PQstatus(handle) == CONNECTION_OK { return handle }
+        if inTransaction { throw PostgreSQLError(sqlstate: "08006", message: "the connection broke during the transaction", sql: nil) }
         if let last = lastFailedAttempt, ContinuousClock.now - last < Self.reconnectPause {
             throw PostgreSQLError(sqlstate: "", message: "the database is unreachable", sql: nil)
         }
@@ -229,9 +233,17 @@ final class PostgreSQLConnection {
     /// `Store.transaction` runs it again.
     func transaction<T>(_ body: () throws -> T) throws -> T {
         try simple("BEGIN ISOLATION LEVEL SERIALIZABLE")
+        inTransaction = true
+        defer { inTransaction = false }
         do {
             let result = try body()
-            try simple("COMMIT")
+            // A transaction a failed statement aborted answers COMMIT with ROLLBACK, not an error.
+            let connection = try connected()
+            let committed = PostgreSQLResult(PQexec(connection, "COMMIT"))
+            try check(committed, sql: "COMMIT", connection: connection)
+            guard String(cString: PQcmdStatus(committed.raw)) == "COMMIT" else {
+                throw PostgreSQLError(sqlstate: "25P02", message: "the transaction was aborted by an earlier statement and rolled back", sql: nil)
+            }
             return result
         } catch {
             if isConnected { try? simple("ROLLBACK") }
