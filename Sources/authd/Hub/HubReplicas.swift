@@ -25,7 +25,7 @@ final class HubReplicas: Sendable {
     static let channel = "authd_sync"
     static let keysChannel = "authd_keys"
     /// This process, among the replicas: random, new at every start.
-    static let replica = "r" + (0..<8).map { _ in String(UInt8.random(in: 0...255), radix: 16) }.joined()
+    static let replica = "r" + (0..<8).map { _ in UInt8.random(in: 0...255) }.map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined()
 
     static func wakeUp(account: String, position: Int64) -> String { "\(replica) \(account) \(position)" }
 
