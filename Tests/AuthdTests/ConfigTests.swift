@@ -161,6 +161,29 @@ struct ConfigTests {
         }
     }
 
+    @Test("hub.database takes a postgresql:// URI or a libpq keyword string as libpq reads it")
+    func hubDatabase() throws {
+        for value in ["postgresql://authd@db.example.org/authd?sslmode=verify-full", "host=/run/postgresql dbname=authd"] {
+            #expect(try Config.parse("[hub]\ndatabase = \(value)\n", file: "/etc/authd/authd.conf").hubDatabase == value)
+        }
+    }
+
+    @Test("a bad hub.database is refused with the line and never shows a password it holds", arguments: [
+        ("host=db dbname=authd password=hunter2-secret", "must not hold a password"),
+        ("postgresql://authd:hunter2-secret@db/authd", "must not hold a password"),
+        ("authd", "must be a postgresql:// URI or a libpq keyword string"),
+        ("host=db nonsense_keyword=1", "is not a connection string libpq can read"),
+    ])
+    func badHubDatabase(value: String, problem: String) {
+        do {
+            _ = try Config.parse("[hub]\ndatabase = \(value)\n", file: "/etc/authd/authd.conf")
+            Issue.record("accepted: \(value)")
+        } catch {
+            #expect(error.description.hasPrefix("/etc/authd/authd.conf:2: hub.database: \(problem)"), "\(error)")
+            #expect(!error.description.contains("hunter2"), "the password is not shown: \(error)")
+        }
+    }
+
     @Test("durations", arguments: [("90", 90), ("90s", 90), ("5m", 300), ("1h", 3600), ("0s", 0)])
     func durations(text: String, seconds: Int) throws {
         #expect(try Config.duration(text, in: 0...3600) == seconds)

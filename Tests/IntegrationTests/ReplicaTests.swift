@@ -120,6 +120,22 @@ struct ReplicaTests {
         }
     }
 
+    @Test("a replica older than the database's schema refuses to start and says which versions; the schema is made once and kept across restarts")
+    func newerSchemaRefused() throws {
+        let cluster = try PostgreSQLCluster.shared.get()
+        let database = try cluster.createDatabase()
+        let hub = try DaemonHarness(config: "[hub]\ndatabase = \(database.connection)\n")
+        try hub.start()
+        try hub.terminate()
+        try hub.start()
+        #expect(try cluster.psql("SELECT version FROM schema_version", database: database.name) == ["21"])
+        try hub.terminate()
+        try cluster.psql("UPDATE schema_version SET version = 99", database: database.name)
+        #expect(throws: HarnessError.self) { try hub.start() }
+        #expect(hub.log.contains("schema version 99, newer than this authd knows (21)"), "\(hub.log)")
+        #expect(try cluster.psql("SELECT version FROM schema_version", database: database.name) == ["99"], "nothing was touched")
+    }
+
     @Test("40 wrong passwords at once through two replicas: at most five are checked, the lock is that of five, the right one is refused on both")
     func lockoutAcrossReplicas() throws {
         let replicas = try Replicas(extra: LockoutRaceTests.config)
