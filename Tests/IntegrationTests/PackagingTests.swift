@@ -44,6 +44,18 @@ struct PackagingTests {
         }
     }
 
+    @Test("the README's replica configuration is valid as pasted (the files it names made real), and says where the account data goes")
+    func readmeReplicaConfig() throws {
+        let readme = try String(contentsOfFile: Self.root + "/README.md", encoding: .utf8)
+        let section = try #require(readme.components(separatedBy: "## Run several hubs on PostgreSQL").dropFirst().first?.components(separatedBy: "\n## ").first)
+        let block = try #require(section.components(separatedBy: "```ini\n").dropFirst().first?.components(separatedBy: "```").first)
+        #expect(block.contains("listen =") && block.contains("database = "), "\(block)")
+        let rig = try HubRig()
+        let daemon = try DaemonHarness(config: block.replacingOccurrences(of: "/etc/authd/", with: rig.directory + "/"))
+        let check = try DaemonHarness.run([DaemonHarness.authdPath, "--check-config", "--config", daemon.configPath])
+        #expect(check.status == 0, "\(block)\n\(check.stderr)")
+    }
+
     @Test("the README's multi-machine walk-through puts the built authctl on PATH in every terminal, as make run-hub prints it")
     func readmeHubTerminalsHavePath() throws {
         let readme = try String(contentsOfFile: Self.root + "/README.md", encoding: .utf8)
