@@ -136,6 +136,18 @@ struct ReplicaTests {
         #expect(try cluster.psql("SELECT version FROM schema_version", database: database.name) == ["99"], "nothing was touched")
     }
 
+    @Test("an authd whose own store holds accounts refuses hub.database, saying how many, rather than leave them behind")
+    func accountsBlockTheMove() throws {
+        let standalone = try DaemonHarness()
+        try standalone.start()
+        _ = try LoginTests.register(standalone, standalone.connect(), phone: "+37251234567", password: Self.password)
+        try standalone.terminate()
+        let database = try PostgreSQLCluster.shared.get().createDatabase()
+        try "[hub]\ndatabase = \(database.connection)\n".write(toFile: standalone.configPath, atomically: true, encoding: .utf8)
+        #expect(throws: HarnessError.self) { try standalone.start() }
+        #expect(standalone.log.contains("holds 1 account(s)") && standalone.log.contains("hub.database"), "\(standalone.log)")
+    }
+
     @Test("40 wrong passwords at once through two replicas: at most five are checked, the lock is that of five, the right one is refused on both")
     func lockoutAcrossReplicas() throws {
         let replicas = try Replicas(extra: LockoutRaceTests.config)

@@ -87,12 +87,13 @@ final class Daemon: @unchecked Sendable {
         let masterKey = try MasterKey.load(environment: ProcessInfo.processInfo.environment, keyFilePath: options.keyFilePath)
         let sealer = try Sealer(masterKey: masterKey)
         let store = try Store(path: options.databasePath)
-        // Account data: in the same SQLite file, or in the PostgreSQL database several hub
-        // replicas share (`[hub] database`). What the machine owns stays in `store` (DESIGN §8).
-        let accountStore = config.hubDatabase.isEmpty ? store : try Self.accountDatabase(config.hubDatabase, logger: logger)
         let now: @Sendable () -> Date = { Date() }
         let keys = try await KeyRing.open(store: store, sealer: sealer, now: now())
         let holder = ConfigHolder(config, file: options.configPath)
+        // Account data: in the same SQLite file, or in the PostgreSQL database several hub
+        // replicas share (`[hub] database`). What the machine owns stays in `store` (DESIGN §8).
+        let accountStore = config.hubDatabase.isEmpty ? store
+            : try await Self.accountDatabase(config.hubDatabase, leaving: SQLiteAccountDirectory(store: store, config: holder, logger: logger, now: now), logger: logger)
         let directory = SQLiteAccountDirectory(store: accountStore, config: holder, logger: logger, now: now)
         let identity = try await MachineIdentity.open(store: store, sealer: sealer, now: now())
         let hub = HubState(role: config.role, identity: identity, link: try await Self.hubLink(config, identity: identity, directory: directory, logger: logger))
@@ -220,8 +221,14 @@ final class Daemon: @unchecked Sendable {
     /// Where `prompt: desktop` asks: the users' desktop agents, and in user mode pinentry run by
     /// authd itself, on its own display and terminal.
     /// Connects to the account database on PostgreSQL, bringing its schema up to date; a
-    /// database whose schema is newer than this authd refuses it.
-    private static func accountDatabase(_ connectionString: String, logger: Logger) throws -> Store {
+    /// database whose schema is newer than this authd refuses it. A SQLite store that holds
+    /// accounts refuses it too: they would be left behind, no longer served.
+    private static func accountDatabase(_ connectionString: String, leaving local: SQLiteAccountDirectory, logger: Logger) async throws -> Store {
+        let held = try await local.accounts(limit: 1_000_000).count
+        guard held == 0 else {
+            throw HubRoleError(description: "this authd's store holds \(held) account(s), and hub.database in the configuration would keep account data "
+                               + "in PostgreSQL instead: they would no longer be served. Remove hub.database to keep serving them here")
+        }
         do {
             let store = try Store(postgresql: connectionString)
             logger.notice("account data is in PostgreSQL (\(store.dialect.name), schema \(PostgreSQLSchema.latestVersion))")
