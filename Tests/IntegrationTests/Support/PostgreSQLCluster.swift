@@ -1,6 +1,7 @@
 import CLinux
 import Foundation
 import Glibc
+import Synchronization
 
 /// A private PostgreSQL cluster from Debian's `postgresql` package, never the machine's own:
 /// `initdb` into a temporary directory and a server that listens on a Unix socket in it only
@@ -48,8 +49,8 @@ final class PostgreSQLCluster: @unchecked Sendable {
         if asRoot { chown(directory, 65534, 65534) }
         chmod(directory, 0o755)
         let data = directory + "/data"
-        let initdb = try DaemonHarness.run(runAs + ["\(bin)/initdb", "-D", data, "-U", Self.user, "--auth=trust", "--no-sync", "-E", "UTF8", "--locale=C.UTF-8"],
-                                           environment: ["PATH": "/usr/bin:/bin", "LC_ALL": "C.UTF-8"])
+        let initdb = try Self.run(runAs + ["\(bin)/initdb", "-D", data, "-U", Self.user, "--auth=trust", "--no-sync", "-E", "UTF8", "--locale=C.UTF-8"],
+                                  in: directory)
         guard initdb.status == 0 else { throw HarnessError("initdb failed: \(initdb.stderr)") }
         var pipeFDs: [Int32] = [0, 0]
         guard pipe(&pipeFDs) == 0 else { throw HarnessError("pipe failed") }
@@ -66,7 +67,7 @@ final class PostgreSQLCluster: @unchecked Sendable {
         Glibc.close(pipeFDs[0])
         let deadline = ContinuousClock.now + .seconds(30)
         while true {
-            let ready = try DaemonHarness.run(["\(bin)/pg_isready", "-q", "-h", directory, "-U", Self.user, "-d", "postgres"], environment: ["PATH": "/usr/bin:/bin"])
+            let ready = try Self.run(["\(bin)/pg_isready", "-q", "-h", directory, "-U", Self.user, "-d", "postgres"], in: directory)
             if ready.status == 0 { break }
             if ChildProcess.waitForExit(supervisor, within: .zero) != nil || ContinuousClock.now > deadline {
                 let log = (try? String(contentsOfFile: directory + "/server.log", encoding: .utf8)) ?? ""
@@ -80,10 +81,26 @@ final class PostgreSQLCluster: @unchecked Sendable {
     @discardableResult
     func psql(_ sql: String, database: String = "postgres") throws -> [String] {
         let bin = try Self.binaries()
-        let result = try DaemonHarness.run(["\(bin)/psql", "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-h", directory, "-U", Self.user, "-d", database, "-c", sql],
-                                           environment: ["PATH": "/usr/bin:/bin"])
+        let result = try Self.run(["\(bin)/psql", "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-h", directory, "-U", Self.user, "-d", database, "-c", sql],
+                                  in: directory)
         guard result.status == 0 else { throw HarnessError("psql: \(result.stderr)") }
         return result.stdout.split(separator: "\n").map(String.init)
+    }
+
+    /// Runs a PostgreSQL program (posix_spawn, not Foundation's Process: one fewer user of
+    /// Foundation's process launching beside the suite's other threads), its output through
+    /// files in `directory`, for at most 60 s.
+    private static let runs = Mutex(0)
+    private static func run(_ command: [String], in directory: String) throws -> (status: Int32, stdout: String, stderr: String) {
+        let number = runs.withLock { $0 += 1; return $0 }
+        let (out, err) = (directory + "/run-\(getpid())-\(number).out", directory + "/run-\(getpid())-\(number).err")
+        defer { unlink(out); unlink(err) }
+        let pid = try ChildProcess.spawn(command, environment: ["PATH=/usr/bin:/bin", "LC_ALL=C.UTF-8"], stdout: .file(out), stderr: err)
+        guard let status = ChildProcess.waitForExit(pid, within: .seconds(60)) else {
+            ChildProcess.reap(pid)
+            throw HarnessError("\(command.first ?? "") did not finish within 60 s")
+        }
+        return (status, (try? String(contentsOfFile: out, encoding: .utf8)) ?? "", (try? String(contentsOfFile: err, encoding: .utf8)) ?? "")
     }
 
     /// A new, empty database; its libpq connection string.
