@@ -14,8 +14,7 @@ extension MethodTable {
             let now = services.now()
             let current = services.keys.current.kid
             let held = services.connections.held
-            let accountStore = services.accountStore === services.store ? nil
-                : await services.accountStore.postgresqlStatus(now: Int64(now.timeIntervalSince1970))
+            let accountStore = await services.accountStore.postgresqlStatus(now: Int64(now.timeIntervalSince1970))
             var result = AdminStatus.Result(
                 daemonVersion: DaemonVersion.string, protocolVersion: protocolVersion, mode: services.options.mode.rawValue,
                 pid: Syscalls.processID(), startedAt: Timestamp.rfc3339(services.startedAt),

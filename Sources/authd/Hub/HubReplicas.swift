@@ -149,6 +149,13 @@ final class HubReplicas: Sendable {
         }
     }
 
+    /// The replicas that said they were alive in the last minute, this one marked.
+    static func seen(in database: Database, now: Int64) throws -> [AdminStatus.AccountStore.Replica] {
+        try database.query("SELECT id, name, seen_at FROM hub_replicas WHERE seen_at >= ? ORDER BY name, id", [.integer(now - 60)]) {
+            AdminStatus.AccountStore.Replica(id: $0.text(0), name: $0.text(1), seenAt: Timestamp.rfc3339(epochSeconds: $0.int64(2)), this: $0.text(0) == replica)
+        }
+    }
+
     func stop() {
         stopped.store(true, ordering: .releasing)
         hear.finish()

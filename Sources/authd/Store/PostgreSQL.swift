@@ -28,8 +28,6 @@ struct PostgreSQLError: Error, CustomStringConvertible {
     var isUnavailable: Bool { sqlstate.isEmpty || sqlstate.hasPrefix("08") || ["57P01", "57P02", "57P03"].contains(sqlstate) }
     /// The statement ran past `statement_timeout` or `lock_timeout`.
     var isTimeout: Bool { sqlstate == "57014" || sqlstate == "55P03" }
-    /// A key, `UNIQUE`, `CHECK` or foreign key refused the change (class 23).
-    var isConstraintViolation: Bool { sqlstate.hasPrefix("23") }
 }
 
 final class PostgreSQLConnection {
@@ -54,8 +52,6 @@ final class PostgreSQLConnection {
     private var inTransaction = false
     /// authd's SQL is a fixed set of texts; the caches stay bounded whatever a caller does.
     static let statementCacheLimit = 512
-    /// Connections made so far (the first and every reconnection).
-    private(set) var connections = 0
 
     /// Connects to `connectionString` (a `postgresql://` URI or a libpq keyword string; the
     /// password comes from `PGPASSFILE` or the file the URI's `passfile` names, never from here).
@@ -68,9 +64,6 @@ final class PostgreSQLConnection {
     deinit { PQfinish(handle) }
 
     var isConnected: Bool { handle.map { PQstatus($0) == CONNECTION_OK } ?? false }
-
-    /// The server's version (e.g. 150018), 0 while not connected.
-    var serverVersion: Int { handle.map { Int(PQserverVersion($0)) } ?? 0 }
 
     /// The socket of the connection, for waiting on notifications; -1 while not connected.
     var socket: Int32 { handle.map { PQsocket($0) } ?? -1 }
@@ -95,7 +88,6 @@ final class PostgreSQLConnection {
         // on stderr; a statement's own error comes back with its result. Nothing goes to stderr.
         PQsetNoticeProcessor(connection, { _, _ in }, nil)
         handle = connection
-        connections += 1
         lastFailedAttempt = nil
         do {
             try simple("SET statement_timeout = \(statementTimeoutMilliseconds)")
@@ -173,20 +165,8 @@ final class PostgreSQLConnection {
     /// takes the column's), an integer as int8, a real as float8, bytes as bytea in binary form.
     private func run(_ sql: String, _ values: [SQLValue]) throws -> PostgreSQLResult {
         let connection = try connected()
-        var types: [Oid] = []
-        var formats: [Int32] = []
-        var buffers: [[UInt8]?] = []
-        types.reserveCapacity(values.count)
-        for value in values {
-            switch value {
-            case .null: types.append(0); formats.append(0); buffers.append(nil)
-            case .integer(let v): types.append(20); formats.append(0); buffers.append(Array(String(v).utf8) + [0])
-            case .real(let v): types.append(701); formats.append(0); buffers.append(Array("\(v)".utf8) + [0])
-            case .text(let v): types.append(0); formats.append(0); buffers.append(Array(v.utf8) + [0])
-            case .blob(let v): types.append(17); formats.append(1); buffers.append(v)
-            }
-        }
-        defer { for index in buffers.indices { buffers[index]?.withUnsafeMutableBytes { $0.initializeMemory(as: UInt8.self, repeating: 0) } } }
+        let parameters = Parameters(values)
+        let types = parameters.types
         let key = types.isEmpty ? sql : sql + "\u{0}" + types.map(String.init).joined(separator: ",")
         let name: String
         if let known = statements[key] {
@@ -198,10 +178,7 @@ final class PostgreSQLConnection {
             try check(prepared, sql: sql, connection: connection)
             if !name.isEmpty { statements[key] = name }
         }
-        let lengths = buffers.map { Int32($0?.count ?? 0) }
-        let result = withBuffers(buffers) { pointers in
-            PostgreSQLResult(PQexecPrepared(connection, name, Int32(values.count), pointers, lengths, formats, 0))
-        }
+        let result = PostgreSQLResult(PQexecPrepared(connection, name, Int32(values.count), parameters.pointers, parameters.lengths, parameters.formats, 0))
         try check(result, sql: sql, connection: connection)
         changes = Int(String(cString: PQcmdTuples(result.raw))) ?? 0
         return result
@@ -351,22 +328,60 @@ private func withCStrings<T>(_ strings: [String], _ body: (UnsafePointer<UnsafeP
     return pointers.withUnsafeBufferPointer { body($0.baseAddress!) }
 }
 
-/// Calls `body` with a pointer per buffer (NULL for SQL NULL), alive for the call.
-private func withBuffers<T>(_ buffers: [[UInt8]?], _ body: (UnsafePointer<UnsafePointer<CChar>?>?) -> T) -> T {
-    var pointers: [UnsafePointer<CChar>?] = []
-    var allocations: [UnsafeMutablePointer<UInt8>] = []
-    for buffer in buffers {
-        guard let buffer else { pointers.append(nil); continue }
-        let copy = UnsafeMutablePointer<UInt8>.allocate(capacity: max(buffer.count, 1))
-        copy.initialize(from: buffer, count: buffer.count)
-        allocations.append(copy)
-        pointers.append(UnsafeRawPointer(copy).assumingMemoryBound(to: CChar.self))
+/// A statement's parameters as libpq takes them: each value copied once into memory of its own
+/// (NUL-terminated text, or bytea's bytes in binary form; NULL for SQL NULL), zeroed and freed
+/// when the statement is done with them (a value may be a secret's hash).
+private final class Parameters {
+    private(set) var types: [Oid] = []
+    private(set) var formats: [Int32] = []
+    private(set) var lengths: [Int32] = []
+    private(set) var pointers: [UnsafePointer<CChar>?] = []
+    private var allocations: [UnsafeMutableRawBufferPointer] = []
+
+    init(_ values: [SQLValue]) {
+        for value in values {
+            switch value {
+            case .null: add(type: 0, format: 0, bytes: nil)
+            case .integer(let v): add(type: 20, format: 0, text: String(v))
+            case .real(let v): add(type: 701, format: 0, text: "\(v)")
+            case .text(let v): add(type: 0, format: 0, text: v)
+            case .blob(let v): v.withUnsafeBytes { add(type: 17, format: 1, bytes: $0) }
+            }
+        }
     }
-    defer {
-        for (allocation, buffer) in zip(allocations, buffers.compactMap { $0 }) {
-            allocation.update(repeating: 0, count: buffer.count)
+
+    deinit {
+        for allocation in allocations {
+            allocation.initializeMemory(as: UInt8.self, repeating: 0)
             allocation.deallocate()
         }
     }
-    return pointers.withUnsafeBufferPointer { body($0.baseAddress) }
+
+    private func add(type: Oid, format: Int32, text: String) {
+        var text = text
+        text.withUTF8 { utf8 in
+            let copy = UnsafeMutableRawBufferPointer.allocate(byteCount: utf8.count + 1, alignment: 1)
+            copy.copyMemory(from: UnsafeRawBufferPointer(utf8))
+            copy[utf8.count] = 0
+            keep(copy, type: type, format: format, length: utf8.count)
+        }
+    }
+
+    private func add(type: Oid, format: Int32, bytes: UnsafeRawBufferPointer?) {
+        guard let bytes else {
+            types.append(type); formats.append(format); lengths.append(0); pointers.append(nil)
+            return
+        }
+        let copy = UnsafeMutableRawBufferPointer.allocate(byteCount: max(bytes.count, 1), alignment: 1)
+        copy.copyMemory(from: bytes)
+        keep(copy, type: type, format: format, length: bytes.count)
+    }
+
+    private func keep(_ copy: UnsafeMutableRawBufferPointer, type: Oid, format: Int32, length: Int) {
+        allocations.append(copy)
+        types.append(type)
+        formats.append(format)
+        lengths.append(Int32(length))
+        pointers.append(UnsafePointer(copy.baseAddress!.assumingMemoryBound(to: CChar.self)))
+    }
 }

@@ -52,10 +52,12 @@ actor Store {
 
     /// How hard a commit pushes to disk.
     enum Durability {
-        /// `synchronous = FULL`: the commit survives power loss. For credentials and keys.
+        /// `synchronous = FULL` (PostgreSQL: `synchronous_commit = on`): the commit survives
+        /// power loss. For credentials and keys.
         case full
-        /// `synchronous = NORMAL` (WAL): survives a crash or kill -9 of the daemon, may lose the
-        /// last commits on power loss, never corrupts. For the audit log's group commits.
+        /// `synchronous = NORMAL` (WAL; PostgreSQL: `synchronous_commit = off`): survives a crash
+        /// or kill -9 of the daemon, may lose the last commits on power loss (or the database
+        /// server's crash), never corrupts. For the audit log's group commits.
         case relaxed
     }
 
@@ -67,12 +69,7 @@ actor Store {
         var attempt = 1
         while true {
             do {
-                let result = try database.transaction {
-                    if durability == .relaxed, case .postgresql = database.engine {
-                        try database.execute("SET LOCAL synchronous_commit = off")
-                    }
-                    return try body(database)
-                }
+                let result = try database.transaction { try body(database) }
                 scope?.transactionEnded(committed: true)
                 return result
             } catch let error as PostgreSQLError where error.isRetryable && attempt < Self.serializationAttempts {
@@ -101,9 +98,14 @@ actor Store {
         return try body(database)
     }
 
+    /// A session setting on either engine. A PostgreSQL connection made again starts at its
+    /// default (`on`, full), which errs on the durable side until the next change asks again.
     private func use(_ level: Durability) throws {
-        guard level != durability, case .sqlite = database.engine else { return }
-        try database.execute(level == .full ? "PRAGMA synchronous = FULL" : "PRAGMA synchronous = NORMAL")
+        guard level != durability else { return }
+        switch database.engine {
+        case .sqlite: try database.execute(level == .full ? "PRAGMA synchronous = FULL" : "PRAGMA synchronous = NORMAL")
+        case .postgresql: try database.execute(level == .full ? "SET synchronous_commit = on" : "SET synchronous_commit = off")
+        }
         durability = level
     }
 
@@ -158,10 +160,7 @@ extension Store {
             _ = try database.queryOne("SELECT 1") { $0.int(0) }
             let elapsed = ContinuousClock.now - started
             let version = try database.queryOne("SHOW server_version") { $0.text(0) }?.split(separator: " ").first.map(String.init)
-            let replicas = try database.query("SELECT id, name, seen_at FROM hub_replicas WHERE seen_at >= ? ORDER BY name, id", [.integer(now - 60)]) {
-                AdminStatus.AccountStore.Replica(id: $0.text(0), name: $0.text(1), seenAt: Timestamp.rfc3339(epochSeconds: $0.int64(2)),
-                                                 this: $0.text(0) == HubReplicas.replica)
-            }
+            let replicas = try HubReplicas.seen(in: database, now: now)
             return AdminStatus.AccountStore(engine: dialect.name, serverVersion: version, roundTripMs: elapsed.seconds * 1000,
                                             schemaVersion: try PostgreSQLSchema.version(of: database), state: "ok", replicas: replicas)
         } catch {

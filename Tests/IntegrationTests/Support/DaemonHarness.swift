@@ -209,7 +209,7 @@ extension DaemonHarness {
     /// becomes PostgreSQL's spelling of it).
     func storeRows(_ sql: String, readOnly: Bool = true) throws -> [String] {
         let words = Set(sql.split(whereSeparator: { !$0.isLetter && !$0.isNumber && $0 != "_" }).map { $0.lowercased() })
-        if let database = accountDatabase, !words.isDisjoint(with: Self.accountTables + ["presence"]) || words.contains(where: { $0.hasPrefix("presence_") }) {
+        if let database = accountDatabase, !words.isDisjoint(with: Self.accountTables) || words.contains(where: { $0.hasPrefix("presence_") }) {
             let postgres = sql.replacingOccurrences(of: #"hex\(([a-z_.]+)\)"#, with: "upper(encode($1, 'hex'))", options: .regularExpression)
             return try PostgreSQLCluster.shared.get().psql(postgres, database: database.name)
         }
