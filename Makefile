@@ -8,7 +8,7 @@ BUILD_FLAGS ?=
 
 # What building needs, and what the tests and tools need beyond that.
 BUILD_PACKAGES := pkg-config libsqlite3-dev libssl-dev libsystemd-dev libargon2-dev libphonenumber-dev libpcsclite-dev libeac-dev libcbor-dev libpsl-dev libpam0g-dev libpq-dev
-TEST_PACKAGES  := postgresql python3 python3-jwt python3-jwcrypto python3-cryptography systemd util-linux groff-base man-db openssl socat pcscd vsmartcard-vpcd python3-dbusmock dbus-daemon python3-gi libglib2.0-bin python3-authlib python3-flask python3-fido2 python3-cbor2 pamtester libpam-wrapper pinentry-tty chromium
+TEST_PACKAGES  := gdb procps postgresql python3 python3-jwt python3-jwcrypto python3-cryptography systemd util-linux groff-base man-db openssl socat pcscd vsmartcard-vpcd python3-dbusmock dbus-daemon python3-gi libglib2.0-bin python3-authlib python3-flask python3-fido2 python3-cbor2 pamtester libpam-wrapper pinentry-tty chromium
 DEBIAN_PACKAGES := $(BUILD_PACKAGES) $(TEST_PACKAGES)
 
 # PAM loads modules only from the multiarch security directory (not from under PREFIX).
@@ -223,12 +223,15 @@ run-hub: build
 # only, as nobody when run as root), a fresh database per daemon.
 ACCOUNT_SUITES := IntegrationTests\.(LoginTests|RegistrationTests|EmailChangeTests|LockoutRaceTests|ConcurrencyTests|AuditLogTests|AdminTests|TokenTests|PasskeyTests|FederationFlowTests|HubTests|HubDirectoryTests|HubFailoverTests|SyncTests|SyncLimitsTests|E2EESyncTests|PresenceTests)
 
+# Each pass has a deadline (Tests/with-deadline), several times what it takes: past it, the
+# threads of the test process, the processes left and the tests that did not end are printed,
+# and the run fails.
 test: deps check-toolchain
 	$(SWIFT) build --build-tests $(BUILD_FLAGS)
-	$(SWIFT) test --skip-build $(BUILD_FLAGS) --skip IntegrationTests
-	$(SWIFT) test --skip-build $(BUILD_FLAGS) --filter IntegrationTests
+	Tests/with-deadline 600 $(SWIFT) test --skip-build $(BUILD_FLAGS) --skip IntegrationTests
+	Tests/with-deadline 1500 $(SWIFT) test --skip-build $(BUILD_FLAGS) --filter IntegrationTests
 	@echo "make: the account suites again, with account data in PostgreSQL"
-	AUTHD_TEST_ACCOUNT_STORE=postgresql $(SWIFT) test --skip-build $(BUILD_FLAGS) --filter '$(ACCOUNT_SUITES)'
+	AUTHD_TEST_ACCOUNT_STORE=postgresql Tests/with-deadline 900 $(SWIFT) test --skip-build $(BUILD_FLAGS) --filter '$(ACCOUNT_SUITES)'
 
 # `make fuzz`: a libFuzzer binary per parser that reads outside input (Fuzz/build.sh, with
 # -sanitize=fuzzer,address, outside SwiftPM's build), each run in turn in one process for

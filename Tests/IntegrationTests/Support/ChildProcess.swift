@@ -43,15 +43,15 @@ enum ChildProcess {
     }
 
     /// Waits for `pid` to exit, at most `timeout`: its exit status (128 + the signal for one
-    /// killed by a signal), or nil while it still runs.
+    /// killed by a signal), or nil while it still runs (`.zero`: looks once).
     static func waitForExit(_ pid: pid_t, within timeout: Duration) -> Int32? {
         let deadline = ContinuousClock.now + timeout
-        while ContinuousClock.now < deadline {
+        while true {
             var status: Int32 = 0
             if waitpid(pid, &status, WNOHANG) == pid { return (status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f) }
+            guard ContinuousClock.now < deadline else { return nil }
             usleep(10_000)
         }
-        return nil
     }
 
     /// SIGKILL and wait. Also reaps a process that already exited (the mock after "MOCK: quit").

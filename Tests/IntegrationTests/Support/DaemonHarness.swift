@@ -1,5 +1,6 @@
 import CLinux
 import Foundation
+import Synchronization
 import Glibc
 import Protocol
 
@@ -178,7 +179,9 @@ final class DaemonHarness {
         return try Self.run(command, stdin: stdin, environment: ["PATH": "/usr/bin:/bin", "HOME": directory].merging(Self.sanitizerOptions) { own, _ in own })
     }
 
-    static func run(_ command: [String], stdin: String? = nil, environment: [String: String]? = nil) throws -> CommandResult {
+    /// Runs `command` to its end, at most `timeout`: past it the command is killed and the call
+    /// throws with what it had printed (no caller waits for ever on a command that hangs).
+    static func run(_ command: [String], stdin: String? = nil, environment: [String: String]? = nil, timeout: Duration = .seconds(120)) throws -> CommandResult {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: command[0])
         process.arguments = Array(command.dropFirst())
@@ -188,13 +191,25 @@ final class DaemonHarness {
         process.standardError = err
         process.standardInput = input
         try process.run()
+        let killed = Atomic(false)
+        let watchdog = DispatchWorkItem {
+            guard process.isRunning else { return }
+            killed.store(true, ordering: .relaxed)
+            kill(process.processIdentifier, SIGKILL)
+        }
+        DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(Int(timeout.components.seconds * 1000)), execute: watchdog)
         if let stdin { input.fileHandleForWriting.write(Data(stdin.utf8)) }
         try input.fileHandleForWriting.close()
         let stdoutData = out.fileHandleForReading.readDataToEndOfFile()
         let stderrData = err.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
-        return CommandResult(status: process.terminationStatus, stdout: String(decoding: stdoutData, as: UTF8.self),
-                             stderr: String(decoding: stderrData, as: UTF8.self))
+        watchdog.cancel()
+        let result = CommandResult(status: process.terminationStatus, stdout: String(decoding: stdoutData, as: UTF8.self),
+                                   stderr: String(decoding: stderrData, as: UTF8.self))
+        if killed.load(ordering: .relaxed) {
+            throw HarnessError("\(command.joined(separator: " ")) did not finish within \(timeout), and was killed:\n\(result.stdout)\n\(result.stderr)")
+        }
+        return result
     }
 }
 

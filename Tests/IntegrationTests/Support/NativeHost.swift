@@ -1,3 +1,4 @@
+import CLinux
 import Foundation
 import Glibc
 import Protocol
@@ -7,15 +8,20 @@ import Protocol
 /// value goes.
 final class NativeHost {
     let pid: pid_t
-    private let input: Int32
+    /// -1 once closed (`closeInput`), so that it is closed once: a second close could close a
+    /// descriptor another thread has opened since under the same number.
+    private var input: Int32
     private let output: Int32
     let started = ContinuousClock.now
     private var exitStatus: Int32?
 
     init(_ executable: String, arguments: [String] = [], environment: [String], stderr: String) throws {
         var toHost: [Int32] = [0, 0], fromHost: [Int32] = [0, 0]
-        guard pipe(&toHost) == 0, pipe(&fromHost) == 0 else { throw HarnessError("pipe failed") }
-        for fd in toHost + fromHost { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
+        guard authd_pipe_cloexec(&toHost) == 0 else { throw HarnessError("pipe2 failed") }
+        guard authd_pipe_cloexec(&fromHost) == 0 else {
+            toHost.forEach { close($0) }
+            throw HarnessError("pipe2 failed")
+        }
         defer { close(toHost[0]); close(fromHost[1]) }
         pid = try ChildProcess.spawn([executable] + arguments, environment: environment, stdin: toHost[0], stdout: .pipe(fromHost[1]), stderr: stderr)
         input = toHost[1]
@@ -23,7 +29,7 @@ final class NativeHost {
     }
 
     deinit {
-        close(input)
+        if input >= 0 { close(input) }
         close(output)
         if exitStatus == nil { ChildProcess.reap(pid) }
     }
@@ -42,7 +48,11 @@ final class NativeHost {
         try sendRaw(withUnsafeBytes(of: UInt32(body.count)) { Array($0) } + body)
     }
 
-    func closeInput() { shutdown(input, Int32(SHUT_WR)); close(input) }
+    func closeInput() {
+        guard input >= 0 else { return }
+        close(input)
+        input = -1
+    }
 
     /// Reads `count` bytes within `timeout`; nil at end of output.
     private func read(_ count: Int, within timeout: Duration) throws -> [UInt8]? {

@@ -53,8 +53,7 @@ final class PostgreSQLCluster: @unchecked Sendable {
                                   in: directory)
         guard initdb.status == 0 else { throw HarnessError("initdb failed: \(initdb.stderr)") }
         var pipeFDs: [Int32] = [0, 0]
-        guard pipe(&pipeFDs) == 0 else { throw HarnessError("pipe failed") }
-        for fd in pipeFDs { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
+        guard authd_pipe_cloexec(&pipeFDs) == 0 else { throw HarnessError("pipe2 failed") }
         keepAlive = pipeFDs[1]
         let options = Self.serverOptions(directory)
         let script = """
