@@ -49,7 +49,7 @@ private struct InProcessServer {
                                        watcher: PresenceMonitor(options: .init(bssidAbsenceSeconds: 60), logger: logger), events: events, config: holder, logger: logger)
         services = Services(
             options: options, config: holder, reloader: ConfigReloader(path: options.configPath, holder: holder, logger: logger),
-            logger: logger, store: fixture.store, accountStore: fixture.store, directory: directory, keys: fixture.keys, audit: AuditLog(store: fixture.store, now: fixture.clock.closure),
+            logger: logger, store: fixture.store, accountStore: fixture.store, machineAccounts: directory, accountHome: directory, keys: fixture.keys, audit: AuditLog(store: fixture.store, now: fixture.clock.closure),
             connections: ConnectionRegistry(), masterKeySource: .keyFile(path: "/x"), sealer: fixture.sealer, codeKey: try OpenSSL.randomSecret(32),
             localLock: LocalLock(store: fixture.store, directory: directory, config: holder, now: fixture.clock.closure), events: events, sync: SyncBus(),
             syncService: SyncService(log: SyncLog(store: fixture.store, now: fixture.clock.closure), directory: directory, bus: SyncBus(),

@@ -39,14 +39,6 @@ struct Login: Sendable {
         return accounts
     }
 
-    /// On a device, forwarding `auth.login` to the hub: the accounts whose second step is a
-    /// finger here, for the hub's `fingerprintAccounts` above.
-    func forwarding(_ caller: ForwardedCaller) async throws -> ForwardedCaller {
-        var caller = caller
-        caller.fingerprintAccounts = try await fingerprintSteps.accounts().sorted()
-        return caller
-    }
-
     /// At most this many accounts a machine names are looked at (a machine has a few users).
     static let fingerprintAccountsLimit = 16
 

@@ -5,7 +5,7 @@ import Protocol
 /// Sign-ins that a finger completes: fast-forward login of the remembered account (a bank
 /// app's "remembered user"), and the fingerprint as an account's second sign-in step.
 struct FingerprintSignIn: Sendable {
-    let directory: any AccountDirectory
+    let directory: any MachineAccounts
     let steps: FingerprintSteps
     let lock: LocalLock
     let biometrics: BiometricService

@@ -1,3 +1,5 @@
+import Protocol
+
 /// The accounts that take a finger as their second sign-in step on this machine, and whose
 /// finger (the local user's fprintd name): a machine fact, kept here rather than in the account,
 /// because the finger is only on this machine. An account that is gone leaves a row nothing uses.
@@ -13,6 +15,14 @@ struct FingerprintSteps: Sendable {
     /// The accounts whose second step is a finger on this machine.
     func accounts() async throws -> Set<String> {
         Set(try await store.read { try $0.query("SELECT account_id FROM fingerprint_steps") { $0.text(0) } })
+    }
+
+    /// On a device, forwarding `auth.login` to the hub: the accounts whose second step is a
+    /// finger here, for the hub's `Login` to decide the second step by.
+    func forwarding(_ caller: ForwardedCaller) async throws -> ForwardedCaller {
+        var caller = caller
+        caller.fingerprintAccounts = try await accounts().sorted()
+        return caller
     }
 
     func set(account: String, user: String) async throws {

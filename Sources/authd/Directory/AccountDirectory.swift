@@ -5,15 +5,74 @@ import Protocol
 // Directory/ — the account directory: the one owner of account data (DESIGN §8). Accounts and their
 // credentials (password, PIN, relying-party passkeys, federated links), sessions and the devices
 // they are bound to, and sign-in flows in progress (codes by SMS, second steps, passkey
-// ceremonies) live behind this interface. It answers with values and decisions, never rows;
-// each call is one all-or-nothing change. `SQLiteAccountDirectory` is the implementation a
-// standalone authd (and a hub) uses, and the only code that touches those tables. Machine
-// capabilities (the lock, fingerprints, the token vault, the card, the platform authenticator)
-// reach account data only through here, so another implementation (forwarding to a hub, or
-// PostgreSQL) can replace it without changing them. Every error is an `AccountFailure`,
-// `SessionFailure` or `PasskeyFailure`, or `FederationFailure.accountDeactivated` for a federated
-// sign-in (a store failure is internal).
-protocol AccountDirectory: Sendable {
+// ceremonies) live behind these interfaces. They answer with values and decisions, never rows;
+// each call is one all-or-nothing change. Two types, by where a machine stands:
+//
+// - `MachineAccounts`: what this machine's own capabilities (the lock, fingerprints, PAM, the
+//   token vault, the platform authenticator, federated sign-in) ask of the accounts signed in on
+//   it, wherever those live. A standalone authd or a hub answers from its store
+//   (`SQLiteAccountDirectory`), a device asks its hub over the link (`HubAccountDirectory`).
+// - `AccountDirectory`: all of that and what only the account's home does (registration, codes
+//   by SMS, sign-in, sessions and devices, settings, relying-party passkeys, administration,
+//   the machines linked to a hub). Only `SQLiteAccountDirectory` is one, so a device cannot be
+//   handed where the home's work is done: that does not compile.
+//
+// Every error is an `AccountFailure`, `SessionFailure` or `PasskeyFailure`, or
+// `FederationFailure.accountDeactivated` for a federated sign-in (a store failure is internal).
+
+/// What a machine's own capabilities ask of the accounts signed in on it (see above).
+protocol MachineAccounts: Sendable {
+    /// The password of a signed-in account before a sensitive change, exactly as sign-in checks
+    /// it: refused while locked, counted before it is checked (`Lockout`), failures padded.
+    func confirmPassword(_ password: SecretBytes, account: String) async throws
+    /// The same for the PIN second factor, with the PIN's own lock and counters.
+    func confirmPIN(_ pin: SecretBytes, account: String) async throws
+    /// Whether the account is active and has a PIN second factor.
+    func hasPIN(account: String) async throws -> Bool
+    /// What could open a machine's lock for the account: whether it has a password (checked as
+    /// `confirmPassword` checks it), and the verified number of the account while it is active.
+    func lockCredentials(account: String) async throws -> LockCredentials
+    /// An opaque value that changes whenever the account's password changes (nil: no password).
+    /// A machine keeps it with a remembered sign-in, so a changed password ends the remembering.
+    func credentialStamp(account: String) async throws -> [UInt8]?
+    /// The account with this id (`unknownAccount` when there is none).
+    func account(id: String) async throws -> AccountRecord
+
+    /// A new session for a remembered sign-in: nil when the account or the device it was on is
+    /// gone (deactivated, revoked).
+    func resumeSignIn(account: String, deviceID: String, amr: [String]) async throws -> SignedIn?
+    /// Whether a machine's remembered sign-in still holds: the account active and not locked,
+    /// its password unchanged since (`stamp`), the device not revoked.
+    func rememberedSignInHolds(account: String, deviceID: String, stamp: [UInt8]) async throws -> Bool
+    /// A sign-in waiting for its second step, with what the account has now; nil when unknown,
+    /// expired, its account is deactivated, or it belongs to another caller than `owner`.
+    func pendingSignIn(_ id: String, owner: FlowOwner) async throws -> PendingSignIn?
+    /// The fingerprint step's outcome, as the machine that scanned reports it, decided as of
+    /// when the pending sign-in was read (a scan takes its time; the flow must not expire under it).
+    func completeSignIn(_ pending: PendingSignIn, fingerMatched: Bool) async throws -> SecondStepOutcome
+    /// The live session behind `token`, touching its idle timer (`sessionInvalid`,
+    /// `sessionExpired` otherwise).
+    func authenticate(_ session: PresentedSession) async throws -> ActiveSession
+    /// `auth.logout`: ends the session; returns its id.
+    func endSession(_ session: PresentedSession) async throws -> String
+
+    /// Links a provider's identity to its account (registering one on the first sign-in) and
+    /// signs it in on `device`. `accountDeactivated` when the linked account is. `proof` is the
+    /// ID token the identity was read from: a directory that did not validate it itself (a
+    /// device's hub) validates it again against the provider before it links anything.
+    func signIn(federated identity: FederatedIdentity, proof: FederatedProof, device: DeviceIdentity) async throws -> FederatedSignInResult
+    /// A logout: the sessions the provider's sign-ins made for the account up to `madeBy` end,
+    /// and the cached user data of the identity goes (the link stays). Returns how many sessions
+    /// ended; running it again ends none more. For a machine linked to this hub (`machine`),
+    /// only that machine's sessions end: the logout was its local user's.
+    func endFederatedSessions(account: String, provider: String, issuer: String, subject: String?, madeBy: Int64, machine: DeviceID?) async throws -> Int
+    /// The email address the provider last said the identity, linked to `account`, has (nil
+    /// after a logout).
+    func federatedEmail(account: String, issuer: String, subject: String) async throws -> String?
+}
+
+/// The account's home: everything about its accounts (see above).
+protocol AccountDirectory: MachineAccounts {
     // MARK: Codes by SMS (registration and sign-in)
 
     /// Stores a new challenge and counts its SMS against the number's hourly limit; refuses with
@@ -52,51 +111,21 @@ protocol AccountDirectory: Sendable {
     /// `fingerprintAccounts`, this machine's, else its PIN); a refusal there (the device limit)
     /// changes nothing.
     func signIn(password: SecretBytes, login: AccountKey, device: DeviceIdentity, fingerprintAccounts: Set<String>) async throws -> PasswordSignIn
-    /// The password of a signed-in account before a sensitive change, exactly as sign-in checks
-    /// it: refused while locked, counted before it is checked (`Lockout`), failures padded.
-    func confirmPassword(_ password: SecretBytes, account: String) async throws
-    /// The same for the PIN second factor, with the PIN's own lock and counters.
-    func confirmPIN(_ pin: SecretBytes, account: String) async throws
-    /// Whether the account is active and has a PIN second factor.
-    func hasPIN(account: String) async throws -> Bool
-    /// What could open a machine's lock for the account: whether it has a password (checked as
-    /// `confirmPassword` checks it), and the verified number of the account while it is active.
-    func lockCredentials(account: String) async throws -> LockCredentials
-    /// An opaque value that changes whenever the account's password changes (nil: no password).
-    /// A machine keeps it with a remembered sign-in, so a changed password ends the remembering.
-    func credentialStamp(account: String) async throws -> [UInt8]?
 
     // MARK: Second sign-in steps
 
-    /// A sign-in waiting for its second step, with what the account has now; nil when unknown,
-    /// expired, its account is deactivated, or it belongs to another caller than `owner`.
-    func pendingSignIn(_ id: String, owner: FlowOwner) async throws -> PendingSignIn?
     /// The PIN step: checks the PIN under its lock (a wrong one counts), then completes the
     /// sign-in as `SignInFlow` decides. A flow that is not waiting for a PIN, or that `owner` did
     /// not open, is `authFailed` (and left as it was).
     func completeSignIn(_ id: String, pin: SecretBytes, owner: FlowOwner) async throws -> SignedIn
-    /// The fingerprint step's outcome, as the machine that scanned reports it, decided as of
-    /// when the pending sign-in was read (a scan takes its time; the flow must not expire under it).
-    func completeSignIn(_ pending: PendingSignIn, fingerMatched: Bool) async throws -> SecondStepOutcome
 
     // MARK: Sessions and devices
 
     /// A session for `account` on `device` (the device limit and policy apply), as a sign-in
     /// that needs no further step makes it. `federation` names the provider whose sign-in made it.
     func createSession(account: String, device: DeviceIdentity, amr: [String], federation: String?) async throws -> SignedIn
-    /// A new session for a remembered sign-in: nil when the account or the device it was on is
-    /// gone (deactivated, revoked).
-    func resumeSignIn(account: String, deviceID: String, amr: [String]) async throws -> SignedIn?
-    /// Whether a machine's remembered sign-in still holds: the account active and not locked,
-    /// its password unchanged since (`stamp`), the device not revoked.
-    func rememberedSignInHolds(account: String, deviceID: String, stamp: [UInt8]) async throws -> Bool
-    /// The live session behind `token`, touching its idle timer (`sessionInvalid`,
-    /// `sessionExpired` otherwise).
-    func authenticate(_ session: PresentedSession) async throws -> ActiveSession
     /// `session.get`: the session, its account and its device.
     func describeSession(_ session: PresentedSession) async throws -> SessionGet.Result
-    /// `auth.logout`: ends the session; returns its id.
-    func endSession(_ session: PresentedSession) async throws -> String
     func sessions(_ session: PresentedSession) async throws -> [SessionSummary]
     /// Ends another session of the same account (`unknownSession` otherwise).
     func revokeSession(_ session: PresentedSession, id: String) async throws
@@ -128,22 +157,6 @@ protocol AccountDirectory: Sendable {
     func removePIN(_ session: PresentedSession) async throws
     /// Deactivates the account and ends every device and session of it.
     func deactivate(account: String) async throws
-
-    // MARK: Federated identities
-
-    /// Links a provider's identity to its account (registering one on the first sign-in) and
-    /// signs it in on `device`. `accountDeactivated` when the linked account is. `proof` is the
-    /// ID token the identity was read from: a directory that did not validate it itself (a
-    /// device's hub) validates it again against the provider before it links anything.
-    func signIn(federated identity: FederatedIdentity, proof: FederatedProof, device: DeviceIdentity) async throws -> FederatedSignInResult
-    /// A logout: the sessions the provider's sign-ins made for the account up to `madeBy` end,
-    /// and the cached user data of the identity goes (the link stays). Returns how many sessions
-    /// ended; running it again ends none more. For a machine linked to this hub (`machine`),
-    /// only that machine's sessions end: the logout was its local user's.
-    func endFederatedSessions(account: String, provider: String, issuer: String, subject: String?, madeBy: Int64, machine: DeviceID?) async throws -> Int
-    /// The email address the provider last said the identity, linked to `account`, has (nil
-    /// after a logout).
-    func federatedEmail(account: String, issuer: String, subject: String) async throws -> String?
 
     // MARK: Passkeys of accounts (authd as relying party)
 

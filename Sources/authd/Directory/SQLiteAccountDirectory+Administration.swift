@@ -55,6 +55,10 @@ extension SQLiteAccountDirectory {
         }
     }
 
+    func account(id: String) async throws -> AccountRecord {
+        try await account([.id(id)], selector: id)
+    }
+
     func account(_ keys: [AccountKey], selector: String) async throws -> AccountRecord {
         try await administer(keys, selector: selector)
     }

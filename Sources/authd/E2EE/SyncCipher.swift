@@ -19,7 +19,7 @@ import Synchronization
 final class SyncCipher: Sendable {
     private let identity: MachineIdentity
     private let link: HubLink
-    private let directory: any AccountDirectory
+    private let directory: any MachineAccounts
     private let logger: Logger
     private let state = Mutex(State())
 
@@ -49,7 +49,7 @@ final class SyncCipher: Sendable {
     /// Sessions remembered.
     static let rememberedSessions = 4096
 
-    init(identity: MachineIdentity, link: HubLink, directory: any AccountDirectory, logger: Logger) {
+    init(identity: MachineIdentity, link: HubLink, directory: any MachineAccounts, logger: Logger) {
         self.identity = identity
         self.link = link
         self.directory = directory

@@ -63,7 +63,7 @@ struct DevicePoll: Equatable, Sendable {
 /// (in the account directory) and fills the vault (clearing a logged-out state). Any failure
 /// leaves no session behind.
 struct FederatedSignIn: Sendable {
-    let directory: any AccountDirectory
+    let directory: any MachineAccounts
     let config: ConfigHolder
     let providers: ProviderDirectory
     let vault: TokenVault

@@ -10,7 +10,7 @@ import Protocol
 struct TokenVault: Sendable {
     let store: Store
     let sealer: Sealer
-    let directory: any AccountDirectory
+    let directory: any MachineAccounts
 
     /// A sealed token that does not open under its row's identity (moved, or the master key
     /// changed): an internal error, never a token.

@@ -6,11 +6,10 @@ import Protocol
 /// fingerprint sign-ins, PAM, the platform authenticator's user verification, federated
 /// sign-in) need, asked of the hub over the link (`link.*` methods). The hub answers only for
 /// accounts this machine is signed in to, and checks every secret and makes every session
-/// itself. Account methods never get here: the dispatcher forwards them whole. What a machine
-/// capability could ask that the hub cannot check (a code flow this machine would send and
-/// verify) fails with `MachineAccessFailure.notOnDevice`, never silently. While the link is
-/// down every call fails at once with `hub.unavailable`.
-struct HubAccountDirectory: AccountDirectory {
+/// itself. It is a `MachineAccounts` only: what the account's home does (account methods, which
+/// the dispatcher forwards whole) cannot be asked of it. While the link is down every call fails
+/// at once with `hub.unavailable`.
+struct HubAccountDirectory: MachineAccounts {
     let link: HubLink
     /// This machine, whose device the hub's answers are about.
     let machine: DeviceID
@@ -30,8 +29,6 @@ struct HubAccountDirectory: AccountDirectory {
     private func account(_ id: String) async throws -> LinkAccount.Result {
         try await ask(LinkAccount.self, .init(account: id))
     }
-
-    private func refuse(_ operation: String) -> MachineAccessFailure { .notOnDevice(operation: operation) }
 
     // MARK: What the machine capabilities use
 
@@ -74,9 +71,8 @@ struct HubAccountDirectory: AccountDirectory {
         try await self.account(account).credentialStamp.flatMap(Base64URL.decode)
     }
 
-    func account(_ keys: [AccountKey], selector: String) async throws -> AccountRecord {
-        guard keys.count == 1, case .id(let id) = keys[0] else { throw refuse("look an account up by email or phone") }
-        return try await account(id).record
+    func account(id: String) async throws -> AccountRecord {
+        try await account(id).record
     }
 
     func resumeSignIn(account: String, deviceID: String, amr: [String]) async throws -> SignedIn? {
@@ -147,84 +143,6 @@ struct HubAccountDirectory: AccountDirectory {
             return nil
         }
     }
-
-    func machineDevice(account: String, machine: DeviceID) async throws -> (id: String, live: Bool)? {
-        throw refuse("check another machine's devices")
-    }
-
-    // MARK: Account methods (forwarded whole by the dispatcher; never asked here)
-
-    func openCodeChallenge(_ challenge: OTPChallenge, owner: FlowOwner, policy: OTPChallenge.Policy) async throws { throw refuse("send a code by SMS") }
-    func replaceCode(flow: String, purpose: OTPChallenge.Purpose, mac: [UInt8], owner: FlowOwner, policy: OTPChallenge.Policy) async throws -> OTPChallenge {
-        throw refuse("send a code by SMS")
-    }
-    func voidCode(flow: String, mac: [UInt8]) async throws { throw refuse("send a code by SMS") }
-    func registrationPhone(flow: String, owner: FlowOwner) async throws -> String? { throw refuse("register an account here") }
-    func register(flow: String, codeMAC: [UInt8], email: String?, passwordHash: String?, device: DeviceIdentity, owner: FlowOwner) async throws -> SignedIn {
-        throw refuse("register an account here")
-    }
-    func hasActiveAccount(phone: String) async throws -> Bool { throw refuse("sign in by SMS code here") }
-    func signInWithCode(flow: String, codeMAC: [UInt8], replacementMAC: [UInt8], device: DeviceIdentity, owner: FlowOwner,
-                        policy: OTPChallenge.Policy) async throws -> CodeSignIn {
-        throw refuse("sign in by SMS code here")
-    }
-    func confirmCode(flow: String, account: String, codeMAC: [UInt8], replacementMAC: [UInt8], owner: FlowOwner,
-                     policy: OTPChallenge.Policy) async throws -> CodeConfirmation {
-        throw Self.codesRefused
-    }
-    func signIn(password: SecretBytes, login: AccountKey, device: DeviceIdentity, fingerprintAccounts: Set<String>) async throws -> PasswordSignIn {
-        throw refuse("sign in by password here")
-    }
-    func completeSignIn(_ id: String, pin: SecretBytes, owner: FlowOwner) async throws -> SignedIn { throw refuse("complete a sign-in by PIN here") }
-    func createSession(account: String, device: DeviceIdentity, amr: [String], federation: String?) async throws -> SignedIn {
-        throw refuse("make a session without a sign-in")
-    }
-    func describeSession(_ session: PresentedSession) async throws -> SessionGet.Result { throw refuse("describe a session here") }
-    func sessions(_ session: PresentedSession) async throws -> [SessionSummary] { throw refuse("list sessions here") }
-    func revokeSession(_ session: PresentedSession, id: String) async throws { throw refuse("revoke a session here") }
-    func devices(_ session: PresentedSession) async throws -> DeviceList.Result { throw refuse("list devices here") }
-    func revokeDevice(_ session: PresentedSession, id: String) async throws { throw refuse("revoke a device here") }
-    func sessionHolders(of accounts: Set<String>) async throws -> [String: [SessionHolder]] { throw refuse("push events to other machines") }
-    func accounts(heldBy machine: DeviceID?) async throws -> [(account: String, users: [UInt32])] { throw refuse("keep other machines' sync cursors") }
-    func profile(_ session: PresentedSession) async throws -> AccountProfile { throw refuse("change the account's settings here") }
-    func updateProfile(_ session: PresentedSession, email: String?, passwordHash: String?) async throws -> AccountInfo {
-        throw refuse("change the account's settings here")
-    }
-    func checkPINEnrolment(_ session: PresentedSession, reauthenticationWindow: Int64) async throws { throw refuse("change the account's settings here") }
-    func setPIN(_ session: PresentedSession, hash: String) async throws { throw refuse("change the account's settings here") }
-    func removePIN(_ session: PresentedSession) async throws { throw refuse("change the account's settings here") }
-    func deactivate(account: String) async throws { throw refuse("deactivate an account here") }
-    func beginPasskeyRegistration(_ session: PresentedSession, challenge: [UInt8], newHandle: [UInt8], owner: FlowOwner, timeout: Int64) async throws -> PasskeyEnrolment {
-        throw refuse("register a relying-party passkey here")
-    }
-    func consumePasskeyFlow(_ id: String, purpose: PasskeyCeremony, owner: FlowOwner) async throws -> PasskeyChallenge { throw refuse("use a relying-party passkey here") }
-    func addPasskey(_ session: PresentedSession, account: String, credential: RelyingPartyVerifier.NewCredential) async throws -> Int64 {
-        throw refuse("register a relying-party passkey here")
-    }
-    func beginPasskeySignIn(login: AccountKey?, challenge: [UInt8], decoy: [UInt8]?, owner: FlowOwner,
-                            timeout: Int64) async throws -> (flow: String, allowed: [[UInt8]]) {
-        throw refuse("use a relying-party passkey here")
-    }
-    func registeredPasskey(_ credentialID: [UInt8]) async throws -> RegisteredPasskey? { throw refuse("use a relying-party passkey here") }
-    func completePasskeySignIn(_ credentialID: [UInt8], checked: RegisteredPasskey, verified: RelyingPartyVerifier.VerifiedAssertion,
-                               device: DeviceIdentity, amr: [String]) async throws -> SignedIn {
-        throw refuse("use a relying-party passkey here")
-    }
-    func passkeys(_ session: PresentedSession) async throws -> [AccountPasskey] { throw refuse("use a relying-party passkey here") }
-    func removePasskey(_ session: PresentedSession, id: [UInt8]) async throws { throw refuse("use a relying-party passkey here") }
-    func accounts(limit: Int) async throws -> [AccountRecord] { throw refuse("administer accounts (the hub's administrator does)") }
-    func unlock(_ keys: [AccountKey], selector: String) async throws -> AccountRecord { throw refuse("administer accounts (the hub's administrator does)") }
-    func setDevicePolicy(_ keys: [AccountKey], selector: String, limit: Int?, policy: Config.DevicePolicy?) async throws -> AccountRecord {
-        throw refuse("administer accounts (the hub's administrator does)")
-    }
-    func setE2EE(_ keys: [AccountKey], selector: String, mode: E2EEMode) async throws -> AccountRecord {
-        throw refuse("administer accounts (the hub's administrator does)")
-    }
-    func deactivate(_ keys: [AccountKey], selector: String) async throws -> AccountRecord {
-        throw refuse("administer accounts (the hub's administrator does)")
-    }
-    /// The hub purges its own store; a device holds no account data to purge.
-    func purgeExpired() async throws -> DirectoryPurge { DirectoryPurge() }
 }
 
 /// The hub answered a link method with something it never sends (a newer or broken hub).

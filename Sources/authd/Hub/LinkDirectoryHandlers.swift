@@ -36,8 +36,7 @@ extension MethodTable {
     /// fingerprints, PAM), each answered only for accounts the machine is signed in to, and
     /// federated sign-ins it ran, checked against the hub's own `providers`. Every call is
     /// audited with the machine as the caller, refusals included.
-    mutating func registerLinkDirectoryMethods(_ services: Services, providers: ProviderDirectory) {
-        let directory = services.directory
+    mutating func registerLinkDirectoryMethods(_ services: Services, home directory: any AccountDirectory, providers: ProviderDirectory) {
         let named: @Sendable (String) -> [String: JSONValue] = { ["account": .string($0)] }
 
         @Sendable func signedIn(_ machine: DeviceID, to account: String) async throws -> String {
@@ -60,7 +59,7 @@ extension MethodTable {
 
         register(LinkAccount.self, home: .link, access: .anyone, audit: { _, _ in [:] }, auditRequest: { named($0.account) }) { params, machine in
             _ = try await signedIn(machine, to: params.account)
-            let record = try await directory.account([.id(params.account)], selector: params.account)
+            let record = try await directory.account(id: params.account)
             return .init(record: record, credentialStamp: try await directory.credentialStamp(account: params.account).map(Base64URL.encode))
         }
         register(LinkCredentialConfirm.self, home: .link, access: .anyone, audit: { _, _ in [:] },

@@ -12,7 +12,7 @@ import Synchronization
 /// so guarded calls cost no disk write.
 final class LocalLock: Sendable {
     let store: Store
-    let directory: any AccountDirectory
+    let directory: any MachineAccounts
     let config: ConfigHolder
     let now: @Sendable () -> Date
 
@@ -27,7 +27,7 @@ final class LocalLock: Sendable {
     /// Activity is written back when the stored value is older than this.
     static let activityWriteInterval: Int64 = 60
 
-    init(store: Store, directory: any AccountDirectory, config: ConfigHolder, now: @escaping @Sendable () -> Date) {
+    init(store: Store, directory: any MachineAccounts, config: ConfigHolder, now: @escaping @Sendable () -> Date) {
         self.store = store
         self.directory = directory
         self.config = config

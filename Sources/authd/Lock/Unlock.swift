@@ -10,9 +10,11 @@ import Protocol
 /// password.
 struct Unlocker: Sendable {
     let lock: LocalLock
-    let directory: any AccountDirectory
+    let directory: any MachineAccounts
     let biometrics: BiometricService
-    let codes: SMSCodes
+    /// Codes by SMS, where the account's home is this machine; nil on a device, whose lock
+    /// never offers them (`LockCredentials.codesRefused`).
+    let codes: SMSCodes?
     let limiter: RateLimiter
 
     /// Wrongly shaped answers to the code prompt (not 6 digits) asked again before giving up;
@@ -76,11 +78,12 @@ struct Unlocker: Sendable {
     /// Like the password, a right code lifts a fingerprint cut-off (for an account without a
     /// password it is the only thing that could).
     private func withCode(to phone: String, account: String, uid: UInt32, preface: String, context: RequestContext) async throws -> LockState {
+        guard let codes else { throw MachineAccessFailure.notOnDevice(operation: "unlock with a code sent by SMS") }
         try limiter.take(.unlockCode, caller: .local(context.caller))
         let number = try PhoneNumber.parse(phone, region: nil)
         let owner = FlowOwner(.local(context.caller))
         let (challenge, code) = try await codes.open(.unlock, for: number, owner: owner)
-        try await deliver(code, to: number, flow: challenge)
+        try await deliver(code, to: number, flow: challenge, by: codes)
         var message = preface + "Enter the \(SMSCodes.length)-digit code sent by SMS to \(number.redacted) to unlock authd"
         var malformed = 0
         while true {
@@ -96,8 +99,8 @@ struct Unlocker: Sendable {
             let replacement = try SMSCodes.newCode()
             let outcome: CodeConfirmation
             do {
-                outcome = try await directory.confirmCode(flow: challenge.id, account: account, codeMAC: try codes.mac(flow: challenge.id, code: answer),
-                                                          replacementMAC: try codes.mac(flow: challenge.id, code: replacement), owner: owner, policy: codes.policy)
+                outcome = try await codes.directory.confirmCode(flow: challenge.id, account: account, codeMAC: try codes.mac(flow: challenge.id, code: answer),
+                                                                replacementMAC: try codes.mac(flow: challenge.id, code: replacement), owner: owner, policy: codes.policy)
             } catch AccountFailure.signInAttemptsExhausted {
                 throw LockFailure.codeAttemptsExhausted
             } catch AccountFailure.signInCodeExpired {
@@ -109,14 +112,14 @@ struct Unlocker: Sendable {
                 try await lock.unlocked(uid)
                 return LockState(locked: false, method: "sms", account: account)
             case .replaced(let renewed, _):
-                try await deliver(replacement, to: number, flow: renewed)
+                try await deliver(replacement, to: number, flow: renewed, by: codes)
                 message = "Wrong code; a new one was sent to \(number.redacted). Enter it to unlock authd"
             }
         }
     }
 
     /// Sends a code; a failure is said in the lock's words (the flow stays void, see `SMSCodes.deliver`).
-    private func deliver(_ code: String, to number: PhoneNumber, flow: OTPChallenge) async throws {
+    private func deliver(_ code: String, to number: PhoneNumber, flow: OTPChallenge, by codes: SMSCodes) async throws {
         do {
             try await codes.deliver(code: code, to: number, flow: flow)
         } catch AccountFailure.codeUndeliverable(let redacted, _) {

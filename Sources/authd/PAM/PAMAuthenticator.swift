@@ -12,7 +12,7 @@ struct PAMAuthenticator: Sendable {
     let links: PAMLinkStore
     let cards: CardService
     let biometrics: BiometricService
-    let directory: any AccountDirectory
+    let directory: any MachineAccounts
     let config: ConfigHolder
 
     /// Finger attempts before handing over to the next method (as the card's PIN1 release).
@@ -140,7 +140,7 @@ struct PAMAuthenticator: Sendable {
         guard let account = try await links.links(params.user).account else { return .init(user: params.user, account: nil) }
         let record: AccountRecord
         do {
-            record = try await directory.account([.id(account)], selector: account)
+            record = try await directory.account(id: account)
         } catch MachineAccessFailure.notSignedIn {
             // A device's hub answers only while this machine is signed in to the account: the
             // sign-in is refused as for a deactivated account, not left undecided.

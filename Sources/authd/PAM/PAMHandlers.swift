@@ -58,7 +58,7 @@ extension MethodTable {
                 guard let uid = Syscalls.userID(named: user), let remembered = try await lock.account(uid) else { throw PAMFailure.noAccount }
                 account = remembered
             }
-            let record = try await pam.directory.account([.id(account)], selector: account)
+            let record = try await pam.directory.account(id: account)
             if record.deactivatedAt != nil { throw PAMFailure.accountDeactivated }
             return try await links.link(user, kind: .account, subject: record.id, holder: nil, by: context.caller.uid,
                                         limit: pam.config.current.pamLinkLimit)

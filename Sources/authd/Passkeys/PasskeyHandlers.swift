@@ -6,7 +6,7 @@
 import Protocol
 
 extension MethodTable {
-    mutating func registerPasskeyMethods(authenticator: PlatformAuthenticator, relyingParty: RelyingParty, limiter: RateLimiter) {
+    mutating func registerPasskeyMethods(authenticator: PlatformAuthenticator, relyingParty: RelyingParty?, limiter: RateLimiter) {
         announce("passkeys", "auth.passkey")
         register(PasskeyCreate.self, home: .machine, access: .anyone, audit: { params, result in
             ["origin": .string(params.origin), "rp_id": .string(params.options.rp.id ?? PasskeyScope.Origin(params.origin)?.host ?? ""),
@@ -27,25 +27,25 @@ extension MethodTable {
             try await authenticator.delete(params, uid: context.caller.uid)
         }
 
-        register(AuthPasskeyRegisterBegin.self, home: .account, access: .anyone) { params, context in
+        register(AuthPasskeyRegisterBegin.self, home: .account, by: relyingParty, access: .anyone) { relyingParty, params, context in
             try await relyingParty.registerBegin(params, caller: context.caller)
         }
-        register(AuthPasskeyRegisterFinish.self, home: .account, access: .anyone, audit: { _, result in ["credential": .string(result.id)] }) { params, context in
+        register(AuthPasskeyRegisterFinish.self, home: .account, by: relyingParty, access: .anyone, audit: { _, result in ["credential": .string(result.id)] }) { relyingParty, params, context in
             try await relyingParty.registerFinish(params, caller: context.caller)
         }
-        register(AuthPasskeyLoginBegin.self, home: .account, access: .anyone) { params, context in
+        register(AuthPasskeyLoginBegin.self, home: .account, by: relyingParty, access: .anyone) { relyingParty, params, context in
             try limiter.take(.login, caller: context.caller)
             return try await relyingParty.loginBegin(params, caller: context.caller)
         }
-        register(AuthPasskeyLoginFinish.self, home: .account, access: .anyone, remembers: .passkey, audit: { params, result in
+        register(AuthPasskeyLoginFinish.self, home: .account, by: relyingParty, access: .anyone, remembers: .passkey, audit: { params, result in
             ["credential": .string(params.credential.id), "account": .string(result.account.id), "session": .string(result.session.id)]
-        }) { params, context in
+        }) { relyingParty, params, context in
             try await relyingParty.loginFinish(params, context: context)
         }
-        register(AuthPasskeyList.self, home: .account, access: .anyone) { params, context in
+        register(AuthPasskeyList.self, home: .account, by: relyingParty, access: .anyone) { relyingParty, params, context in
             try await relyingParty.list(params, session: context.session(params.session))
         }
-        register(AuthPasskeyRemove.self, home: .account, access: .anyone, audit: { params, _ in ["credential": .string(params.id)] }) { params, context in
+        register(AuthPasskeyRemove.self, home: .account, by: relyingParty, access: .anyone, audit: { params, _ in ["credential": .string(params.id)] }) { relyingParty, params, context in
             try await relyingParty.remove(params, session: context.session(params.session))
         }
     }

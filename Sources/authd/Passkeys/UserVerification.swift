@@ -6,7 +6,7 @@ import Protocol
 /// signed in on this local user (the account that owns its lock). Anything else ends with
 /// `passkey.uv_failed`, and the caller makes or signs nothing.
 struct PasskeyUserVerification: Sendable {
-    let directory: any AccountDirectory
+    let directory: any MachineAccounts
     let lock: LocalLock
     let biometrics: BiometricService
 

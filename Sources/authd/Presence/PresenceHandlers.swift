@@ -53,7 +53,7 @@ extension MethodTable {
     }
 
     /// On the machine: the person's answer to a question (ask mode), and where the machine stands.
-    mutating func registerMachinePresenceMethods(_ machine: MachinePresence, directory: any AccountDirectory) {
+    mutating func registerMachinePresenceMethods(_ machine: MachinePresence, directory: any MachineAccounts) {
         register(PresenceAnswer.self, home: .machine, access: .anyone, audit: { _, result in ["told": .integer(Int64(result.told))] }) { params, context in
             let account = try await directory.authenticate(context.session(params.session)).accountID
             if let group = params.group { try PresenceService.checkName(group, field: "group") }

@@ -5,7 +5,7 @@ import Protocol
 /// what the caller sends, finds the session's account, and asks the book (`PresenceBook`).
 struct PresenceService: Sendable {
     let book: PresenceBook
-    let directory: any AccountDirectory
+    let directory: any MachineAccounts
     /// `friends.add` lookups per account (`[presence] lookups_per_hour`).
     let limiter: RateLimiter
 

@@ -98,7 +98,9 @@ final class Daemon: @unchecked Sendable {
         let identity = try await MachineIdentity.open(store: store, sealer: sealer, now: now())
         let hub = HubState(role: config.role, identity: identity, link: try await Self.hubLink(config, identity: identity, directory: directory, logger: logger))
         // A device's accounts are at its hub: its machine capabilities reach them over the link.
-        let accounts: any AccountDirectory = hub.link.map { HubAccountDirectory(link: $0, machine: identity.id, now: now) } ?? directory
+        let accounts: any MachineAccounts = hub.link.map { HubAccountDirectory(link: $0, machine: identity.id, now: now) } ?? directory
+        // Where this machine is the accounts' home; a device is not.
+        let accountHome: (any AccountDirectory)? = hub.link == nil ? directory : nil
         let syncBus = SyncBus()
         let cipher = hub.link.map { SyncCipher(identity: identity, link: $0, directory: accounts, logger: logger) }
         let outbox = hub.link.flatMap { link in cipher.map { SyncOutbox(store: store, sealer: sealer, link: link, cipher: $0, bus: syncBus, logger: logger, now: now) } }
@@ -112,12 +114,12 @@ final class Daemon: @unchecked Sendable {
         }
         let syncService = SyncService(log: SyncLog(store: accountStore, now: now), directory: accounts, bus: syncBus, limiter: SyncWriteLimiter(config: holder, now: now),
                                       thisMachine: identity.id, keyBook: config.role == .hub ? DeviceKeyBook(store: accountStore, now: now) : nil) { events in
-            await hub.push(events, directory: accounts, connections: connections)
+            await hub.push(events, directory: directory, connections: connections)
         }
         let events = EventBus()
         let desktop = options.mode == .user ? DesktopNotifications(logger: logger) : nil
         let presenceHome: any PresenceHome = if let link = hub.link { HubPresenceHome(link: link) } else {
-            LocalPresenceHome(book: PresenceBook(store: accountStore, config: holder, now: now), directory: accounts)
+            LocalPresenceHome(book: PresenceBook(store: accountStore, config: holder, now: now), directory: directory)
         }
         var askOnDesktop: (@Sendable (PresenceAskEvent) -> Void)?
         if let desktop {
@@ -128,7 +130,7 @@ final class Daemon: @unchecked Sendable {
             events: events, config: holder, logger: logger, desktop: askOnDesktop)
         services = Services(
             options: options, config: holder, reloader: ConfigReloader(path: options.configPath, holder: holder, logger: logger),
-            logger: logger, store: store, accountStore: accountStore, directory: accounts, keys: keys, audit: AuditLog(store: accountStore, now: now, bounds: { AuditLog.Bounds(holder.current) }), connections: connections,
+            logger: logger, store: store, accountStore: accountStore, machineAccounts: accounts, accountHome: accountHome, keys: keys, audit: AuditLog(store: accountStore, now: now, bounds: { AuditLog.Bounds(holder.current) }), connections: connections,
             masterKeySource: masterKey.source, sealer: sealer, codeKey: try KeyDerivation.key(masterKey, label: "otp-code"),
             localLock: LocalLock(store: store, directory: accounts, config: holder, now: now), events: events, sync: syncBus, syncService: syncService, outbox: outbox, cipher: cipher,
             presence: presence,
@@ -184,7 +186,7 @@ final class Daemon: @unchecked Sendable {
         if let desktop {
             desktop.start(sync: syncBus, config: holder)
         } else {
-            DesktopDelivery(directory: accounts, events: services.events, logger: logger).start(sync: syncBus, config: holder)
+            DesktopDelivery(directory: accountHome, events: services.events, logger: logger).start(sync: syncBus, config: holder)
         }
         await presence.start(sync: syncBus)
         if config.role == .hub, !config.hubDatabase.isEmpty {

@@ -134,6 +134,38 @@ struct MethodTable: Sendable {
             auditRequest: auditRequest, forwarding: nil, immediate: nil, handler)
     }
 
+    /// Registers `M`, served by `service`: a capability over the account data this machine is
+    /// the home of (`Services.accountHome`), which a device does not have. There the entry is
+    /// still made, with its flags, because a device forwards an account method whole to its hub
+    /// before any handler runs (`Dispatcher`); were one ever run there, it answers
+    /// `hub.not_on_device`.
+    mutating func register<M: RPCMethod, Context, Service: Sendable>(
+        _: M.Type, home: Home<Context>, by service: Service?, access: Access, requiresUnlock: Bool = false,
+        audit: (@Sendable (M.Params, M.Result) -> [String: JSONValue])? = nil,
+        _ handler: @escaping @Sendable (Service, M.Params, Context) async throws -> M.Result
+    ) {
+        register(M.self, home: home, access: access, requiresUnlock: requiresUnlock, audit: audit) { params, context in
+            try await handler(try Self.served(service, M.name), params, context)
+        }
+    }
+
+    /// `register(_:home:by:…)` for a method whose success signs an account in (see `remembers`).
+    mutating func register<M: RPCMethod, Context, Service: Sendable>(
+        _: M.Type, home: Home<Context>, by service: Service?, access: Access, remembers: LocalLock.Proof,
+        audit: (@Sendable (M.Params, M.Result) -> [String: JSONValue])? = nil,
+        forwarding: (@Sendable (ForwardedCaller) async throws -> ForwardedCaller)? = nil,
+        _ handler: @escaping @Sendable (Service, M.Params, Context) async throws -> M.Result
+    ) where M.Result: SignInResult {
+        register(M.self, home: home, access: access, remembers: remembers, audit: audit, forwarding: forwarding) { params, context in
+            try await handler(try Self.served(service, M.name), params, context)
+        }
+    }
+
+    private static func served<Service>(_ service: Service?, _ method: String) throws -> Service {
+        guard let service else { throw MachineAccessFailure.notOnDevice(operation: "serve \(method) itself") }
+        return service
+    }
+
     /// Registers `M`, a machine method whose handler never waits, changes nothing and is not
     /// audited (`hello`): the connection answers it at once on its event loop, without a task
     /// or a thread hop (`Dispatcher.respondNow`).

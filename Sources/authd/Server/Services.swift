@@ -12,9 +12,12 @@ struct Services: Sendable {
     /// The store of account data where it lives here: `store` itself, or the account database on
     /// PostgreSQL that several hub replicas share (`[hub] database`).
     let accountStore: Store
-    /// Where account data lives (DESIGN §8): this authd's own store, or for a device its hub
-    /// (`HubAccountDirectory`).
-    let directory: any AccountDirectory
+    /// What this machine's own capabilities ask of the accounts signed in on it (DESIGN §8):
+    /// this authd's own directory, or for a device its hub (`HubAccountDirectory`).
+    let machineAccounts: any MachineAccounts
+    /// The directory of the accounts this machine is the home of (a standalone authd, a hub);
+    /// nil on a device, which forwards account methods to its hub.
+    let accountHome: (any AccountDirectory)?
     let keys: KeyRing
     let audit: AuditLog
     let connections: ConnectionRegistry

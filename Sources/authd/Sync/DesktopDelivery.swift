@@ -6,7 +6,9 @@ import Protocol
 /// as `sync.notification` and `sync.dismiss` on their `events.subscribe` streams, where their
 /// `authd --desktop` shows it. No other user hears of it.
 struct DesktopDelivery: Sendable {
-    let directory: any AccountDirectory
+    /// The accounts' home, to ask who holds a session of an event's account; nil on a device,
+    /// whose hub names the users with each event it pushes.
+    let directory: (any AccountDirectory)?
     let events: EventBus
     let logger: Logger
 
@@ -22,6 +24,10 @@ struct DesktopDelivery: Sendable {
     private func deliver(_ item: SyncBus.Observed) async {
         var users = item.users
         if users == nil {
+            guard let directory else {
+                logger.warning("sync: cannot tell whose desktop shows an event of account \(item.account): its hub did not say")
+                return
+            }
             do {
                 users = try await directory.sessionHolders(of: [item.account])[item.account, default: []].filter { $0.machine == nil }.compactMap(\.user)
             } catch {

@@ -8,7 +8,7 @@ import Protocol
 /// this machine's subscribers and to the machines linked to the hub (`pushed`).
 struct SyncService: Sendable {
     let log: SyncLog
-    let directory: any AccountDirectory
+    let directory: any MachineAccounts
     let bus: SyncBus
     /// Writes per local user and per machine (`[sync] writes_per_minute`,
     /// `machine_writes_per_minute`): a flood is slowed at the door, and a refusal says whose.
