@@ -235,7 +235,7 @@ struct TokenVaultTests {
     private static let provider = Config.FederationProvider(name: "work", issuer: "https://id.example", clientID: "authd")
 
     private func signedIn(_ fixture: TestKeys, access: String, refresh: String?) async throws -> (vault: TokenVault, account: String) {
-        let directory = SQLiteAccountDirectory(store: fixture.store, config: ConfigHolder(Config()), logger: Logger(sink: MemorySink()), now: fixture.clock.closure)
+        let directory = SQLAccountDirectory(store: fixture.store, config: ConfigHolder(Config()), logger: Logger(sink: MemorySink()), now: fixture.clock.closure)
         let vault = TokenVault(store: fixture.store, sealer: fixture.sealer, directory: directory)
         let identity = FederatedIdentity(provider: "work", issuer: Self.provider.issuer, subject: "alice", email: nil, name: nil)
         let account = try await directory.signIn(federated: identity, proof: FederatedProof(idToken: "", nonce: nil), device: DeviceIdentity(key: "k", name: "n")).signedIn.account.id
@@ -282,7 +282,7 @@ struct TokenVaultTests {
     @Test("a logout ends the provider's sessions made up to it; finishing an interrupted one again spares a later sign-in's session")
     func pendingLogoutIsBounded() async throws {
         let fixture = try await TestKeys()
-        let directory = SQLiteAccountDirectory(store: fixture.store, config: ConfigHolder(Config()), logger: Logger(sink: MemorySink()), now: fixture.clock.closure)
+        let directory = SQLAccountDirectory(store: fixture.store, config: ConfigHolder(Config()), logger: Logger(sink: MemorySink()), now: fixture.clock.closure)
         let vault = TokenVault(store: fixture.store, sealer: fixture.sealer, directory: directory)
         let identity = FederatedIdentity(provider: "work", issuer: Self.provider.issuer, subject: "alice", email: "a@example.test", name: nil)
         let tokens = TokenSet(accessToken: "access-A", tokenType: "Bearer", expiresIn: 60, refreshToken: nil, idToken: nil)

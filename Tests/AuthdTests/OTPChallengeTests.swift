@@ -123,7 +123,7 @@ struct SessionTests {
         }
         // …and the store has only its hash.
         let stored = try await fixture.store.read { try $0.query("SELECT token_hash FROM sessions") { $0.blob(0) } }
-        #expect(stored == [SQLiteAccountDirectory.hash(token)])
+        #expect(stored == [SQLAccountDirectory.hash(token)])
     }
 }
 

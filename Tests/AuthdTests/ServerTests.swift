@@ -43,7 +43,7 @@ private struct InProcessServer {
         let options = DaemonOptions(mode: .user, socketPath: directory.path + "/s.sock", stateDirectory: directory.path, configPath: directory.path + "/c.conf")
         let holder = ConfigHolder(Config())
         let logger = Logger(sink: logs, level: .debug)
-        let directory = SQLiteAccountDirectory(store: fixture.store, config: holder, logger: logger, now: fixture.clock.closure)
+        let directory = SQLAccountDirectory(store: fixture.store, config: holder, logger: logger, now: fixture.clock.closure)
         let events = EventBus()
         let presence = MachinePresence(home: LocalPresenceHome(book: PresenceBook(store: fixture.store, config: holder, now: fixture.clock.closure), directory: directory),
                                        watcher: PresenceMonitor(options: .init(bssidAbsenceSeconds: 60), logger: logger), events: events, config: holder, logger: logger)

@@ -76,12 +76,12 @@ struct TestDirectory {
     let store: Store
     let clock = TestClock()
     let config: ConfigHolder
-    let directory: SQLiteAccountDirectory
+    let directory: SQLAccountDirectory
 
     init(_ config: Config = Config()) throws {
         store = try Store(path: folder.path + "/authd.db")
         self.config = ConfigHolder(config)
-        directory = SQLiteAccountDirectory(store: store, config: self.config, logger: Logger(sink: MemorySink()), now: clock.closure)
+        directory = SQLAccountDirectory(store: store, config: self.config, logger: Logger(sink: MemorySink()), now: clock.closure)
     }
 
     var now: Int64 { Int64(clock.now.timeIntervalSince1970) }

@@ -3,7 +3,7 @@ import Protocol
 
 /// The admin view of accounts: list, show, unlock, per-account device policy, deactivation.
 struct AccountAdmin: Sendable {
-    let directory: any AccountDirectory
+    let directory: any AccountAdministration
 
     func list(limit: Int?) async throws -> AdminAccountsList.Result {
         let limit = limit ?? 100

@@ -6,7 +6,7 @@ import Protocol
 /// factor, and deactivation. Every change that weakens or removes a credential asks for a
 /// credential first, under the same locks as sign-in: a stolen session must not be enough.
 struct AccountSettings: Sendable {
-    let directory: any AccountDirectory
+    let directory: any AccountSettingsBook & MachineAccounts
     let logger: Logger
     /// Limits email changes per account (`RateLimiter.Action.emailChange`).
     let limiter: RateLimiter

@@ -7,7 +7,7 @@ import Protocol
 /// except a lock, which is safe to tell. The checks and the steps (`SignInFlow`) are the account
 /// directory's; this type reads the request and says which accounts take a finger here.
 struct Login: Sendable {
-    let directory: any AccountDirectory
+    let directory: any PasswordSignIns & LinkedMachines
     /// This machine's fingerprint second steps (a machine fact: the finger is on this machine).
     let fingerprintSteps: FingerprintSteps
 

@@ -13,7 +13,7 @@ enum Maintenance {
         var flows = 0, sends = 0, loginFlows = 0, sessions = 0, spoolFiles = 0
     }
 
-    static func purge(directory: any AccountDirectory, spoolDirectory: String, now: Int64) async throws -> Purged {
+    static func purge(directory: any AccountAdministration, spoolDirectory: String, now: Int64) async throws -> Purged {
         let expired = try await directory.purgeExpired()
         var purged = Purged(flows: expired.flows, sends: expired.sends, loginFlows: expired.signIns, sessions: expired.sessions)
         if let names = try? FileManager.default.contentsOfDirectory(atPath: spoolDirectory) {
@@ -37,7 +37,7 @@ enum Maintenance {
 
     /// Runs `purge` (and finishes interrupted logouts) now and every hour until cancelled.
     /// `announce`: where what maintenance changed is announced (`Services.announce`).
-    static func schedule(directory: any AccountDirectory, vault: TokenVault, audit: AuditLog, sync: SyncLog, config: ConfigHolder,
+    static func schedule(directory: any AccountAdministration, vault: TokenVault, audit: AuditLog, sync: SyncLog, config: ConfigHolder,
                          spoolDirectory: String, logger: Logger, now: @escaping @Sendable () -> Date,
                          announce: @escaping @Sendable (Announcements) async -> Void) -> Task<Void, Never> {
         Task {

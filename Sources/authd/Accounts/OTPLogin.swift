@@ -6,7 +6,7 @@ import Protocol
 /// an account never shows: a number without one gets a flow with a code nobody knows, and the
 /// same answers.
 struct OTPLogin: Sendable {
-    let directory: any AccountDirectory
+    let directory: any CodeFlows
     let codes: SMSCodes
 
     /// The flow is the caller's that started it (`FlowOwner`): only it may verify the code.

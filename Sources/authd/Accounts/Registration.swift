@@ -6,7 +6,7 @@ import Protocol
 /// in `OTPChallenge`, the flow's state in the account directory (one change per step, so two
 /// concurrent verifies of one code cannot both win).
 struct Registration: Sendable {
-    let directory: any AccountDirectory
+    let directory: any CodeFlows
     let codes: SMSCodes
     let logger: Logger
 

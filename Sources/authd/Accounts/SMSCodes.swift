@@ -6,7 +6,7 @@ import Protocol
 /// HMAC bound to their flow (`[accounts] code_lifetime`, `resend_delay`), and their delivery
 /// through the configured gateway (`[sms] backend`), always outside any store change.
 struct SMSCodes: Sendable {
-    let directory: any AccountDirectory
+    let directory: any CodeFlows
     let config: ConfigHolder
     /// HMAC key for codes (HKDF label `otp-code`).
     let key: SecretBytes

@@ -11,11 +11,13 @@ import Protocol
 // - `MachineAccounts`: what this machine's own capabilities (the lock, fingerprints, PAM, the
 //   token vault, the platform authenticator, federated sign-in) ask of the accounts signed in on
 //   it, wherever those live. A standalone authd or a hub answers from its store
-//   (`SQLiteAccountDirectory`), a device asks its hub over the link (`HubAccountDirectory`).
-// - `AccountDirectory`: all of that and what only the account's home does (registration, codes
-//   by SMS, sign-in, sessions and devices, settings, relying-party passkeys, administration,
-//   the machines linked to a hub). Only `SQLiteAccountDirectory` is one, so a device cannot be
-//   handed where the home's work is done: that does not compile.
+//   (`SQLAccountDirectory`), a device asks its hub over the link (`HubAccountDirectory`).
+// - What only the account's home does, one narrow interface per kind of caller: codes by SMS
+//   (`CodeFlows`), sign-in by password (`PasswordSignIns`), sessions and devices (`SessionBook`),
+//   settings (`AccountSettingsBook`), relying-party passkeys (`RelyingPartyPasskeys`),
+//   administration (`AccountAdministration`), the machines linked to a hub (`LinkedMachines`).
+//   `AccountDirectory` is all of them. Only `SQLAccountDirectory` is one, so a device cannot
+//   be handed where the home's work is done: that does not compile.
 //
 // Every error is an `AccountFailure`, `SessionFailure` or `PasskeyFailure`, or
 // `FederationFailure.accountDeactivated` for a federated sign-in (a store failure is internal).
@@ -71,10 +73,14 @@ protocol MachineAccounts: Sendable {
     func federatedEmail(account: String, issuer: String, subject: String) async throws -> String?
 }
 
-/// The account's home: everything about its accounts (see above).
-protocol AccountDirectory: MachineAccounts {
-    // MARK: Codes by SMS (registration and sign-in)
+/// The account's home: everything about its accounts (see above), as the narrow interfaces
+/// below that each capability takes only the one it needs of.
+typealias AccountDirectory = MachineAccounts & CodeFlows & PasswordSignIns & SessionBook & AccountSettingsBook & RelyingPartyPasskeys
+    & AccountAdministration & LinkedMachines
 
+/// Codes by SMS, for registration, sign-in by code and the lock's code (`SMSCodes`,
+/// `Registration`, `OTPLogin`, `Unlocker`).
+protocol CodeFlows: Sendable {
     /// Stores a new challenge and counts its SMS against the number's hourly limit; refuses with
     /// `tooManyCodesSent`, storing nothing, when the number had its share.
     func openCodeChallenge(_ challenge: OTPChallenge, owner: FlowOwner, policy: OTPChallenge.Policy) async throws
@@ -100,9 +106,10 @@ protocol AccountDirectory: MachineAccounts {
     /// times), but a right one makes no session; it proves the number is still the account's.
     func confirmCode(flow: String, account: String, codeMAC: [UInt8], replacementMAC: [UInt8], owner: FlowOwner,
                      policy: OTPChallenge.Policy) async throws -> CodeConfirmation
+}
 
-    // MARK: Credentials
-
+/// Sign-in by password and its PIN step (`Login`).
+protocol PasswordSignIns: Sendable {
     /// Sign-in with a password, on `device`. Refused (`authFailed`, after the same work as a
     /// wrong password) for an unknown or deactivated account; a wrong password counts toward the
     /// account's lockout; `locked` while it holds; `pinSwitchedOff` when the PIN factor was
@@ -111,16 +118,15 @@ protocol AccountDirectory: MachineAccounts {
     /// `fingerprintAccounts`, this machine's, else its PIN); a refusal there (the device limit)
     /// changes nothing.
     func signIn(password: SecretBytes, login: AccountKey, device: DeviceIdentity, fingerprintAccounts: Set<String>) async throws -> PasswordSignIn
-
-    // MARK: Second sign-in steps
-
     /// The PIN step: checks the PIN under its lock (a wrong one counts), then completes the
     /// sign-in as `SignInFlow` decides. A flow that is not waiting for a PIN, or that `owner` did
     /// not open, is `authFailed` (and left as it was).
     func completeSignIn(_ id: String, pin: SecretBytes, owner: FlowOwner) async throws -> SignedIn
+}
 
-    // MARK: Sessions and devices
-
+/// The sessions of an account and the devices they are bound to, as the account's own session
+/// methods see them (`SessionService`).
+protocol SessionBook: Sendable {
     /// A session for `account` on `device` (the device limit and policy apply), as a sign-in
     /// that needs no further step makes it. `federation` names the provider whose sign-in made it.
     func createSession(account: String, device: DeviceIdentity, amr: [String], federation: String?) async throws -> SignedIn
@@ -133,16 +139,10 @@ protocol AccountDirectory: MachineAccounts {
     func devices(_ session: PresentedSession) async throws -> DeviceList.Result
     /// Removes a device of the same account: its sessions end, its place frees.
     func revokeDevice(_ session: PresentedSession, id: String) async throws
-    /// Who holds a live session of each account: at a hub, the machines linked to it (those its
-    /// events are pushed to) and, on each, the local users who signed in; and this machine's own
-    /// local users (`machine` nil). One read for many accounts (a ping to a hundred friends).
-    func sessionHolders(of accounts: Set<String>) async throws -> [String: [SessionHolder]]
-    /// At a hub: the accounts a linked machine holds a live session of, with the local users
-    /// there who signed in; for nil, those this machine's own local users signed in to here.
-    func accounts(heldBy machine: DeviceID?) async throws -> [(account: String, users: [UInt32])]
+}
 
-    // MARK: The account's own settings
-
+/// The account's own settings: profile, PIN, deactivation (`AccountSettings`).
+protocol AccountSettingsBook: Sendable {
     /// What a profile change needs to know about the session's account.
     func profile(_ session: PresentedSession) async throws -> AccountProfile
     /// Sets the email address (`emailTaken` when another account holds it) and/or the password
@@ -157,9 +157,10 @@ protocol AccountDirectory: MachineAccounts {
     func removePIN(_ session: PresentedSession) async throws
     /// Deactivates the account and ends every device and session of it.
     func deactivate(account: String) async throws
+}
 
-    // MARK: Passkeys of accounts (authd as relying party)
-
+/// Passkeys of accounts, authd as their relying party (`RelyingParty`).
+protocol RelyingPartyPasskeys: Sendable {
     /// Opens a registration ceremony for the session's account: its WebAuthn user handle
     /// (`newHandle` on first use), the name to show, and the credentials it already has.
     /// `owner`: who may finish it.
@@ -182,16 +183,10 @@ protocol AccountDirectory: MachineAccounts {
                                device: DeviceIdentity, amr: [String]) async throws -> SignedIn
     func passkeys(_ session: PresentedSession) async throws -> [AccountPasskey]
     func removePasskey(_ session: PresentedSession, id: [UInt8]) async throws
+}
 
-    // MARK: Machines linked to this hub
-
-    /// The device of `account` that `machine` signed in on (keyed by its device id), and whether
-    /// it is live (not removed, the account active); nil when the machine never signed in to it.
-    /// What a hub checks before it acts on an account for a machine.
-    func machineDevice(account: String, machine: DeviceID) async throws -> (id: String, live: Bool)?
-
-    // MARK: Administration
-
+/// The administrator's view of the accounts, and their upkeep (`AccountAdmin`, `Maintenance`).
+protocol AccountAdministration: Sendable {
     func accounts(limit: Int) async throws -> [AccountRecord]
     /// The first account any of `keys` names (`unknownAccount(selector)` when none).
     func account(_ keys: [AccountKey], selector: String) async throws -> AccountRecord
@@ -204,6 +199,22 @@ protocol AccountDirectory: MachineAccounts {
     /// Deletes what has expired for good: finished code flows and their send records, abandoned
     /// second steps, session rows that ended long ago. Accounts and devices stay.
     func purgeExpired() async throws -> DirectoryPurge
+}
+
+/// Where the accounts' sessions are held: by which machines linked to this hub, and which local
+/// users (sync and presence delivery, the hub link's checks).
+protocol LinkedMachines: Sendable {
+    /// The device of `account` that `machine` signed in on (keyed by its device id), and whether
+    /// it is live (not removed, the account active); nil when the machine never signed in to it.
+    /// What a hub checks before it acts on an account for a machine.
+    func machineDevice(account: String, machine: DeviceID) async throws -> (id: String, live: Bool)?
+    /// Who holds a live session of each account: at a hub, the machines linked to it (those its
+    /// events are pushed to) and, on each, the local users who signed in; and this machine's own
+    /// local users (`machine` nil). One read for many accounts (a ping to a hundred friends).
+    func sessionHolders(of accounts: Set<String>) async throws -> [String: [SessionHolder]]
+    /// At a hub: the accounts a linked machine holds a live session of, with the local users
+    /// there who signed in; for nil, those this machine's own local users signed in to here.
+    func accounts(heldBy machine: DeviceID?) async throws -> [(account: String, users: [UInt32])]
 }
 
 // MARK: Values the directory speaks in

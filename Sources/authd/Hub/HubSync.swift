@@ -27,7 +27,7 @@ struct HubSyncSource: SyncSource {
 extension HubState {
     /// At a hub: sends committed events to every linked machine that holds a live session of
     /// their account, over their links, at once, naming the local users there who signed in.
-    func push(_ events: [(account: String, event: SyncEvent)], directory: any AccountDirectory, connections: ConnectionRegistry) async {
+    func push(_ events: [(account: String, event: SyncEvent)], directory: any LinkedMachines, connections: ConnectionRegistry) async {
         guard role == .hub, !events.isEmpty, let holders = try? await directory.sessionHolders(of: Set(events.map(\.account))) else { return }
         var links: [DeviceID: [Connection]] = [:]
         for connection in connections.all {
@@ -52,7 +52,7 @@ extension HubState {
 
 extension MethodTable {
     /// At a hub: each linked machine's cursor of the logs of the accounts it holds.
-    mutating func registerLinkSyncMethods(log: SyncLog, keyBook: DeviceKeyBook, directory: any AccountDirectory) {
+    mutating func registerLinkSyncMethods(log: SyncLog, keyBook: DeviceKeyBook, directory: any LinkedMachines) {
         register(LinkE2EEPublish.self, home: .link, access: .anyone) { params, machine in
             guard let spki = Base64URL.decode(params.spki) else { throw InvalidParameter("Parameter 'spki' must be base64url.", field: "spki") }
             try await keyBook.publish(machine: machine, spki: spki, statement: params.statement)

@@ -22,7 +22,7 @@ enum MachineAccessFailure: Error, Equatable, WireErrorConvertible {
     }
 }
 
-extension AccountDirectory {
+extension LinkedMachines {
     /// At a hub: the live device of `account` that `machine` signed in as — what every link
     /// method about an account asks first — or `hub.not_signed_in`.
     func signedInDevice(of machine: DeviceID, account: String) async throws -> String {
@@ -36,7 +36,7 @@ extension MethodTable {
     /// fingerprints, PAM), each answered only for accounts the machine is signed in to, and
     /// federated sign-ins it ran, checked against the hub's own `providers`. Every call is
     /// audited with the machine as the caller, refusals included.
-    mutating func registerLinkDirectoryMethods(_ services: Services, home directory: any AccountDirectory, providers: ProviderDirectory) {
+    mutating func registerLinkDirectoryMethods(_ services: Services, home directory: any MachineAccounts & LinkedMachines, providers: ProviderDirectory) {
         let named: @Sendable (String) -> [String: JSONValue] = { ["account": .string($0)] }
 
         @Sendable func signedIn(_ machine: DeviceID, to account: String) async throws -> String {

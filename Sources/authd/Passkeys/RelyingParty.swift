@@ -6,7 +6,7 @@ import Protocol
 /// a single-use, expiring challenge kept in the store, checked by `RelyingPartyVerifier`
 /// (WebAuthn L3 §7.1/§7.2), credentials kept per account.
 struct RelyingParty: Sendable {
-    let directory: any AccountDirectory
+    let directory: any RelyingPartyPasskeys & MachineAccounts
     let config: ConfigHolder
     /// Keys the stand-in credential ids of a login with no passkey (see `loginBegin`).
     let decoyKey: SecretBytes

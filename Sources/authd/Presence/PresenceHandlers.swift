@@ -66,7 +66,7 @@ extension MethodTable {
 
     /// At a hub: what the machines of an account ask for it (only for accounts they hold a live
     /// session of).
-    mutating func registerLinkPresenceMethods(_ book: PresenceBook, directory: any AccountDirectory) {
+    mutating func registerLinkPresenceMethods(_ book: PresenceBook, directory: any LinkedMachines) {
         register(LinkPresenceReport.self, home: .link, access: .anyone, audit: { _, result in ["told": .integer(Int64(result.told))] }) { params, machine in
             _ = try await directory.signedInDevice(of: machine, account: params.account)
             return LinkPresenceReport.Result(told: try await book.report(params.account, hotspot: params.hotspot, entered: params.entered, group: params.group,

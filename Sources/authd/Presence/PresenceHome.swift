@@ -24,7 +24,7 @@ extension PresenceBook {
 /// This machine's own accounts, in its own book.
 struct LocalPresenceHome: PresenceHome {
     let book: PresenceBook
-    let directory: any AccountDirectory
+    let directory: any LinkedMachines
 
     func accounts() async throws -> LinkPresenceAccounts.Result {
         try await book.machineAccounts(directory.accounts(heldBy: nil))

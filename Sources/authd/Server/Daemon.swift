@@ -93,8 +93,8 @@ final class Daemon: @unchecked Sendable {
         // Account data: in the same SQLite file, or in the PostgreSQL database several hub
         // replicas share (`[hub] database`). What the machine owns stays in `store` (DESIGN §8).
         let accountStore = config.hubDatabase.isEmpty ? store
-            : try await Self.accountDatabase(config.hubDatabase, leaving: SQLiteAccountDirectory(store: store, config: holder, logger: logger, now: now), logger: logger)
-        let directory = SQLiteAccountDirectory(store: accountStore, config: holder, logger: logger, now: now)
+            : try await Self.accountDatabase(config.hubDatabase, leaving: SQLAccountDirectory(store: store, config: holder, logger: logger, now: now), logger: logger)
+        let directory = SQLAccountDirectory(store: accountStore, config: holder, logger: logger, now: now)
         let identity = try await MachineIdentity.open(store: store, sealer: sealer, now: now())
         let hub = HubState(role: config.role, identity: identity, link: try await Self.hubLink(config, identity: identity, directory: directory, logger: logger))
         // A device's accounts are at its hub: its machine capabilities reach them over the link.
@@ -225,7 +225,7 @@ final class Daemon: @unchecked Sendable {
     /// Connects to the account database on PostgreSQL, bringing its schema up to date; a
     /// database whose schema is newer than this authd refuses it. A SQLite store that holds
     /// accounts refuses it too: they would be left behind, no longer served.
-    private static func accountDatabase(_ connectionString: String, leaving local: SQLiteAccountDirectory, logger: Logger) async throws -> Store {
+    private static func accountDatabase(_ connectionString: String, leaving local: SQLAccountDirectory, logger: Logger) async throws -> Store {
         let held = try await local.accounts(limit: 1_000_000).count
         guard held == 0 else {
             throw HubRoleError(description: "this authd's store holds \(held) account(s), and hub.database in the configuration would keep account data "
@@ -254,7 +254,7 @@ final class Daemon: @unchecked Sendable {
 
     /// A device's link to its hub (not started yet); nil unless `[hub] url` is set. A store that
     /// already holds accounts cannot become a device: they would be cut off from every call.
-    private static func hubLink(_ config: Config, identity: MachineIdentity, directory: SQLiteAccountDirectory, logger: Logger) async throws -> HubLink? {
+    private static func hubLink(_ config: Config, identity: MachineIdentity, directory: SQLAccountDirectory, logger: Logger) async throws -> HubLink? {
         guard !config.hubURLs.isEmpty else { return nil }
         let held = try await directory.accounts(limit: 1_000_000).count
         guard held == 0 else {

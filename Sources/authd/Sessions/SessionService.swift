@@ -5,7 +5,7 @@ import Protocol
 /// The methods that act on the sessions and devices of the account behind a session token,
 /// and the account tokens a session earns.
 struct SessionService: Sendable {
-    let directory: any AccountDirectory
+    let directory: any SessionBook & MachineAccounts
     let tokens: TokenService
 
     func describe(_ session: PresentedSession) async throws -> SessionGet.Result {

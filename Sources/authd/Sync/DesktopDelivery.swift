@@ -8,7 +8,7 @@ import Protocol
 struct DesktopDelivery: Sendable {
     /// The accounts' home, to ask who holds a session of an event's account; nil on a device,
     /// whose hub names the users with each event it pushes.
-    let directory: (any AccountDirectory)?
+    let directory: (any LinkedMachines)?
     let events: EventBus
     let logger: Logger
 

@@ -7,7 +7,7 @@ import Synchronization
 /// progress (`login_flows`), and the account's own settings. Every way a credential check fails
 /// looks the same from outside (`authFailed`, after the same Argon2id work), except a lock,
 /// which is safe to tell; failures are padded (`CredentialPadding`).
-extension SQLiteAccountDirectory {
+extension SQLAccountDirectory {
     /// What `credentialStamp` answers for a password hash: SHA-256 of it.
     static func credentialStamp(passwordHash: String) -> [UInt8] {
         OpenSSL.sha256(Array(passwordHash.utf8))

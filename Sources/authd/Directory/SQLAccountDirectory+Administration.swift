@@ -2,7 +2,7 @@ import FoundationEssentials
 import Protocol
 
 /// The admin view of accounts, and the hourly purge of what has expired for good.
-extension SQLiteAccountDirectory {
+extension SQLAccountDirectory {
     private static func recordColumns(_ dialect: SQLDialect) -> String {
         """
         SELECT a.id, a.phone, a.email, a.created_at, a.deactivated_at, \(dialect.greatest)(coalesce(a.locked_until, 0), coalesce(a.pin_locked_until, 0)),

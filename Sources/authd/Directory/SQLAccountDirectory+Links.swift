@@ -5,7 +5,7 @@ import Protocol
 /// What links an account to credentials outside authd: a provider's identity
 /// (`federated_identities`) and the passkeys registered to it (`account_passkeys`, with their
 /// ceremonies in `passkey_flows` and the account's WebAuthn user handle).
-extension SQLiteAccountDirectory {
+extension SQLAccountDirectory {
     // MARK: Federated identities
 
     /// The identity comes from an ID token this authd validated itself; `proof` is not needed again.

@@ -6,7 +6,7 @@ import Protocol
 /// send records behind each number's hourly limit (`sms_sends`). Codes are stored only as HMACs.
 /// A flow belongs to the machine and local user that opened it (`FlowOwner`): every later step
 /// finds it only for them, so another caller cannot finish it even with the code.
-extension SQLiteAccountDirectory {
+extension SQLAccountDirectory {
     func openCodeChallenge(_ challenge: OTPChallenge, owner: FlowOwner, policy: OTPChallenge.Policy) async throws {
         let now = seconds
         try await store.transaction { database in

@@ -3,14 +3,15 @@ import OpenSSLCrypto
 import Protocol
 import Synchronization
 
-/// The account directory on the daemon's SQLite store. The only code with statements on the
-/// account tables: `accounts`, `devices`, `sessions`, `otp_flows`, `sms_sends`, `login_flows`,
+/// The account directory on the store that holds the accounts: the daemon's SQLite file, or a
+/// hub's database on PostgreSQL (one SQL text for both; what the engines spell differently is
+/// the store's `SQLDialect`). The only code with statements on the account tables: `accounts`, `devices`, `sessions`, `otp_flows`, `sms_sends`, `login_flows`,
 /// `federated_identities`, `account_passkeys`, `passkey_flows`. Split by area over this file
 /// and its `+Codes`, `+Credentials`, `+Links` and `+Administration` extensions.
 ///
 /// Session tokens are opaque 256-bit bearer tokens stored only as SHA-256 hashes, each bound to
 /// a device record, with an idle timeout and a maximum lifetime (`[accounts]`).
-struct SQLiteAccountDirectory: AccountDirectory {
+struct SQLAccountDirectory: AccountDirectory {
     let store: Store
     let config: ConfigHolder
     let logger: Logger
