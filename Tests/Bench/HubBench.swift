@@ -500,7 +500,10 @@ private func spooledCodes(in spool: String, to phones: [String]) throws -> [Stri
 /// machine of its own at the hub). An event sent by one device of an account is timed until the
 /// other reads it as `link.sync_event` (the send's own round trip included, as in
 /// `syncFigures`); then many senders at once, every delivery counted; and the hub's memory.
-private func syncFiguresAtScale(hub: Daemon, hubClient: Client, port: UInt16, pki: BenchPKI) throws {
+/// `receivers`: the port the B devices link to (another replica of the same database); the A
+/// devices, the registrations and the hub's figures are at `hub`. `label` starts each row.
+func syncFiguresAtScale(hub: Daemon, hubClient: Client, port: UInt16, pki: BenchPKI, receivers: UInt16? = nil,
+                        label: String = "sync at 1,000 devices") throws {
     let accounts = 500
     let password = "bench passphrase long enough"
     let phones = (0..<accounts).map { "+3725000\(1000 + $0)" }
@@ -514,7 +517,7 @@ private func syncFiguresAtScale(hub: Daemon, hubClient: Client, port: UInt16, pk
         let key = try P256PrivateKey.generate()
         let certificate = try X509Certificate.selfSigned(commonName: "light device \(index)", key: key, serial: 10_000 + index, days: 2)
         let context = try TLSContext.client(certificate: certificate, key: key, trust: .certificateAuthority(file: pki.directory + "/ca.pem"))
-        devices.append(try LightDevice(port: port, context: context, key: key))
+        devices.append(try LightDevice(port: index % 2 == 1 ? receivers ?? port : port, context: context, key: key))
     }
 
     // The accounts, at the hub's own socket: every start first (no hashing), the codes from the
@@ -663,7 +666,7 @@ private func syncFiguresAtScale(hub: Daemon, hubClient: Client, port: UInt16, pk
         // flight would queue at the hub and time the queue, not commit → delivery.
         _ = try sends(accounts, window: 1, first: first, encrypted: encrypted)  // warm-up: every account once
         let latency = try sends(2000, window: 1, first: first + accounts, encrypted: encrypted)
-        row("sync at 1,000 devices: sent on A → at B", String(format: "p50 %.2f ms, p99 %.2f ms, %@ (target p99 ≤ 50 ms; 2,000 sends over 500 accounts, 1 in flight)",
+        row("\(label): sent on A → at B", String(format: "p50 %.2f ms, p99 %.2f ms, %@ (target p99 ≤ 50 ms; 2,000 sends over 500 accounts, 1 in flight)",
                                                               percentile(latency.latencies, 0.5), percentile(latency.latencies, 0.99), mode))
         // The CPU both sides used says whose limit the rate is (the two share this machine's cores).
         let flowTotal = 3000
@@ -671,7 +674,7 @@ private func syncFiguresAtScale(hub: Daemon, hubClient: Client, port: UInt16, pk
         let flow = try sends(flowTotal, window: 64, first: first + accounts + 2000, encrypted: encrypted)
         let flowSeconds = (ContinuousClock.now - flowStarted).milliseconds / 1000
         let (hubCPU, benchCPU) = ((cpuSeconds(of: hub.process.processIdentifier) - hubBefore) / flowSeconds, (cpuSeconds(of: getpid()) - benchBefore) / flowSeconds)
-        row("sync at 1,000 devices: events/s through one hub", String(format: "%.0f/s, %@ (%d events, 64 in flight; %d of %d deliveries incl. the senders' machines; "
+        row("\(label): events/s" + (receivers == nil ? " through one hub" : ""), String(format: "%.0f/s, %@ (%d events, 64 in flight; %d of %d deliveries incl. the senders' machines; "
                                                                        + "CPU: hub %.0f%%, bench %.0f%% of a core)",
                                                                        Double(flowTotal) / flow.elapsed.milliseconds * 1000, mode, flowTotal, flow.deliveries, 2 * flowTotal,
                                                                        hubCPU * 100, benchCPU * 100))
@@ -679,7 +682,7 @@ private func syncFiguresAtScale(hub: Daemon, hubClient: Client, port: UInt16, pk
     }
     let status = String(decoding: try hubClient.call("hub.status"), as: UTF8.self)
     let connected = status.firstMatch(of: /"devices_connected":([0-9]+)/).flatMap { Int($0.output.1) } ?? 0
-    row("hub RSS with 1,000 signed-in light devices", String(format: "%.1f MB, %.1f MB after the sends (%d device connections)",
+    row(receivers == nil ? "hub RSS with 1,000 signed-in light devices" : "\(label): first replica's RSS", String(format: "%.1f MB, %.1f MB after the sends (%d device connections)",
                                                              Double(signedInBytes) / 1e6, Double(hub.residentBytes) / 1e6, connected))
     row("  (setup: 500 accounts, 1,000 sign-ins; in all)", String(format: "%.0f s; %.0f s", setup, (ContinuousClock.now - setupStarted).milliseconds / 1000))
 }

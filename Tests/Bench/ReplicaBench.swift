@@ -80,7 +80,20 @@ func postgresqlFigures() throws {
     let (first, second) = (try hub(database: shared), try hub(database: shared))
     defer { first.stop(); second.stop() }
     try measure("2 replicas", [first, second])
+    // 1,000 light devices of 500 accounts: each account's A linked to the first replica, its B to
+    // the second, so every event crosses from one replica to the other.
+    try syncFiguresAtScale(hub: first, hubClient: try Client(first.socket), port: try hubPort(first), pki: pki, receivers: try hubPort(second),
+                           label: "2 replicas, 1,000 devices")
     try failover(from: first, to: second, pki: pki)
+}
+
+/// The loopback port a bench hub listens on, as `hub.status` says.
+private func hubPort(_ hub: Daemon) throws -> UInt16 {
+    let status = String(decoding: try Client(hub.socket).call("hub.status"), as: UTF8.self)
+    guard let port = status.firstMatch(of: /"listen":"127\.0\.0\.1:([0-9]+)"/).flatMap({ UInt16($0.output.1) }) else {
+        throw BenchError(description: "the hub reports no port: \(status)")
+    }
+    return port
 }
 
 private let benchPhone = "+37250007777"
@@ -158,11 +171,7 @@ private func measure(_ setup: String, _ hubs: [Daemon]) throws {
 /// replica is killed; how long until an event sent through the second reaches the machine's
 /// subscriber.
 private func failover(from first: Daemon, to second: Daemon, pki: BenchPKI) throws {
-    func address(_ hub: Daemon) throws -> String {
-        let status = String(decoding: try Client(hub.socket).call("hub.status"), as: UTF8.self)
-        guard let listen = status.firstMatch(of: /"listen":"(127\.0\.0\.1:[0-9]+)"/)?.output.1 else { throw BenchError(description: status) }
-        return String(listen)
-    }
+    func address(_ hub: Daemon) throws -> String { "127.0.0.1:\(try hubPort(hub))" }
     let device = try Daemon(config: "[hub]\nurl = \(try address(first)), \(try address(second))\nca_file = \(pki.directory)/ca.pem\n")
     defer { device.stop() }
     let client = try Client(device.socket)
