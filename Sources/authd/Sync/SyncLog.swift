@@ -130,7 +130,9 @@ struct SyncLog: Sendable {
         }
     }
 
-    /// Allocates the next position under the store's one writer, in the inserting transaction.
+    /// Allocates the next position in the inserting transaction, under the lock of the account's
+    /// head row that the upsert takes (SQLite's one writer; on PostgreSQL the row lock, so a
+    /// reader never passes a position that commits later).
     private static func insert(_ draft: Draft, account: String, origin: Origin, now: Int64, in database: Database) throws -> SyncEvent {
         guard let position = try database.queryOne(
             "INSERT INTO sync_heads (account_id, position) VALUES (?, 1) ON CONFLICT (account_id) DO UPDATE SET position = sync_heads.position + 1 RETURNING position",
