@@ -34,18 +34,32 @@ struct DesktopPromptTests {
         /// The next question authd asks (bounded by the client's receive timeout).
         func nextAsk() throws -> JSONValue { try next("desktop.ask") }
 
+        /// Notifications that arrived while a call of the agent's waited for its answer (authd
+        /// may ask its next question before it answers the agent's reply), oldest first.
+        private var early: [(method: String, params: JSONValue?)] = []
+
         /// The params of the next `method` notification.
         func next(_ method: String) throws -> JSONValue {
+            while !early.isEmpty {
+                let notification = early.removeFirst()
+                if notification.method == method, let params = notification.params { return params }
+            }
             while let message = try client.readJSON() {
                 if message["method"] == .string(method), let params = message["params"] { return params }
             }
             throw HarnessError("the agent's connection closed before a \(method)")
         }
 
+        /// A call of the agent's; the notifications before its answer are kept for `next`.
+        @discardableResult
+        func call(_ method: String, _ params: JSONValue) throws -> JSONValue {
+            try client.call(method, params) { [self] method, params in early.append((method, params)) }
+        }
+
         func reply(_ ask: JSONValue, _ answer: String, value: String? = nil) throws -> JSONValue {
             var params: [String: JSONValue] = ["ask_id": ask["ask_id"]!, "answer": .string(answer)]
             if let value { params["value"] = .string(value) }
-            return try client.call("desktop.reply", .object(params))
+            return try call("desktop.reply", .object(params))
         }
     }
 
@@ -205,7 +219,7 @@ struct DesktopPromptTests {
         let login = try Self.alongside({ try asker.call("card.login", params) }) {
             let identify = try agent.next("desktop.identify")
             #expect(identify["pid"]?.integerValue == Int64(getpid()), "\(identify)")
-            #expect(try agent.client.call("desktop.identified", ["ask_id": identify["ask_id"]!, "program": vouched])["result"] != nil)
+            #expect(try agent.call("desktop.identified", ["ask_id": identify["ask_id"]!, "program": vouched])["result"] != nil)
             let ask = try agent.nextAsk()
             asked.withLock { $0 = ask }
             _ = try agent.reply(ask, "ok")
@@ -227,7 +241,7 @@ struct DesktopPromptTests {
             try forwarder.call("desktop.forward", ["agent_token": .string(agent.token), "pid": .integer(Int64(getpid())), "method": "card.login", "params": params])
         }) {
             let identify = try agent.next("desktop.identify")
-            _ = try agent.client.call("desktop.identified", ["ask_id": identify["ask_id"]!, "program": vouched])
+            _ = try agent.call("desktop.identified", ["ask_id": identify["ask_id"]!, "program": vouched])
             let pin = try agent.nextAsk()
             #expect(pin["dialog"]?["prompt"] == "PIN1:", "no consent question: it is remembered")
             _ = try agent.reply(pin, "secret", value: "1234")

@@ -36,10 +36,11 @@ final class LineClient {
 
     func readLine() throws -> [UInt8]? { try connection.readLine() }
 
-    /// Sends a request and returns its response object, skipping notifications.
+    /// Sends a request and returns its response object; notifications that arrive before it go
+    /// to `onNotification` (skipped by default).
     @discardableResult
-    func call(_ method: String, _ params: JSONValue? = nil) throws -> JSONValue {
-        JSONValue(response: try rpc.request(method: method, params: params ?? [:]))
+    func call(_ method: String, _ params: JSONValue? = nil, onNotification: RPCClient.NotificationHandler = { _, _ in }) throws -> JSONValue {
+        JSONValue(response: try rpc.request(method: method, params: params ?? [:], onNotification: onNotification))
     }
 
     /// The daemon's open descriptors once it is down to `limit` with this client its only
