@@ -86,17 +86,22 @@ struct MakeRunTests {
         throw HarnessError("make run-hub was not ready within 90 s: \((try? String(contentsOfFile: log, encoding: .utf8)) ?? "")")
     }
 
-    /// Stops the whole rig (SIGTERM to its session) and waits, at most 30 s, for make to end;
-    /// `alsoReaping` is a process of the test's the rig stops too, reaped as soon as it ends
-    /// (whether it did).
+    /// Stops the whole rig (SIGTERM to its session, again every 5 s as a person presses Ctrl-C
+    /// again) and waits, at most 30 s, for make to end; `alsoReaping` is a process of the test's
+    /// the rig stops too, reaped as soon as it ends (whether it did).
     @discardableResult
     static func stopRunHub(_ pid: pid_t, alsoReaping other: pid_t? = nil) -> Bool {
         kill(-pid, SIGTERM)
         let deadline = Date().addingTimeInterval(30)
+        var nextSignal = Date().addingTimeInterval(5)
         var status: Int32 = 0
         var otherEnded = false
         while waitpid(pid, &status, WNOHANG) != pid && Date() < deadline {
             if let other, !otherEnded { otherEnded = waitpid(other, &status, WNOHANG) == other }
+            if Date() > nextSignal {
+                kill(-pid, SIGTERM)
+                nextSignal = Date().addingTimeInterval(5)
+            }
             usleep(50_000)
         }
         ChildProcess.reap(pid)
@@ -146,7 +151,7 @@ struct MakeRunTests {
         #expect(waitpid(make, &status, WNOHANG) == 0, "the rig kept running while the hub was away")
         // Stopping the rig stops the hub too, the one started again by hand included.
         restartedEnded = Self.stopRunHub(make, alsoReaping: restarted)
-        #expect(restartedEnded, "the restarted hub stopped with the rig")
+        #expect(restartedEnded, "the restarted hub stopped with the rig; its log:\n\((try? String(contentsOfFile: directory + "/hub/authd.log", encoding: .utf8))?.suffix(3000) ?? "")")
 
         // A second run keeps the account, and says so; FRESH=1 starts afresh.
         make = try Self.startRunHub(directory: directory, runtime: scratch.directory, port: port, fresh: false, log: log)

@@ -457,8 +457,17 @@ enum Syscalls {
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
         defer { posix_spawnattr_destroy(&attributes) }
+        // No signal blocked and every one at its default action, as a shell starts a program:
+        // the thread that spawns blocks nearly all of them, and authd ignores SIGTERM, SIGINT and
+        // SIGHUP for its own dispatch sources; inherited, pinentry would ignore the SIGTERM that
+        // lets it put the terminal back before it ends.
+        var none = sigset_t(), all = sigset_t()
+        sigemptyset(&none)
+        sigfillset(&all)
+        posix_spawnattr_setsigmask(&attributes, &none)
+        posix_spawnattr_setsigdefault(&attributes, &all)
         // POSIX_SPAWN_SETSID is glibc's 0x80, not imported into Swift.
-        posix_spawnattr_setflags(&attributes, newSession ? 0x80 : Int16(POSIX_SPAWN_SETPGROUP))
+        posix_spawnattr_setflags(&attributes, (newSession ? 0x80 : Int16(POSIX_SPAWN_SETPGROUP)) | Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
         posix_spawnattr_setpgroup(&attributes, 0)
         let argv = ([path] + arguments).map { strdup($0) } + [nil]
         let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]

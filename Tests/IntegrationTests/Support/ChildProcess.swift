@@ -33,13 +33,31 @@ enum ChildProcess {
             posix_spawn_file_actions_adddup2(&actions, 1, 2)
         }
         authd_spawn_close_from(&actions, 3)
+        var attributes = Self.cleanSignals()
+        defer { posix_spawnattr_destroy(&attributes) }
         let argv = arguments.map { strdup($0) } + [nil]
         let envp = environment.map { strdup($0) } + [nil]
         defer { (argv + envp).forEach { free($0) } }
         var pid: pid_t = 0
-        let status = posix_spawn(&pid, arguments[0], &actions, nil, argv, envp)
+        let status = posix_spawn(&pid, arguments[0], &actions, &attributes, argv, envp)
         guard status == 0 else { throw HarnessError("posix_spawn \(arguments[0]): \(String(cString: strerror(status)))") }
         return pid
+    }
+
+    /// Spawn attributes that start a child with no signal blocked and every signal at its
+    /// default action, as a shell starts a command. Without them a child inherits the mask of the
+    /// thread that spawns it, and the threads of the cooperative pool block nearly every signal:
+    /// a `make` whose shell could not see SIGTERM never ran its clean-up trap.
+    static func cleanSignals() -> posix_spawnattr_t {
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        var none = sigset_t(), all = sigset_t()
+        sigemptyset(&none)
+        sigfillset(&all)
+        posix_spawnattr_setsigmask(&attributes, &none)
+        posix_spawnattr_setsigdefault(&attributes, &all)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+        return attributes
     }
 
     /// Waits for `pid` to exit, at most `timeout`: its exit status (128 + the signal for one
