@@ -45,10 +45,10 @@ enum ChildProcess {
     }
 
     /// Spawn attributes that start a child with no signal blocked and every signal at its
-    /// default action, as a shell starts a command. Without them a child inherits the mask of the
-    /// thread that spawns it, and the threads of the cooperative pool block nearly every signal:
-    /// a `make` whose shell could not see SIGTERM never ran its clean-up trap.
-    static func cleanSignals() -> posix_spawnattr_t {
+    /// default action, as a shell starts a command (with `flags` too). Without them a child
+    /// inherits the mask of the thread that spawns it, and the threads of the cooperative pool
+    /// block nearly every signal (a `make` run's shell had SIGTERM blocked).
+    static func cleanSignals(flags: Int16 = 0) -> posix_spawnattr_t {
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
         var none = sigset_t(), all = sigset_t()
@@ -56,7 +56,7 @@ enum ChildProcess {
         sigfillset(&all)
         posix_spawnattr_setsigmask(&attributes, &none)
         posix_spawnattr_setsigdefault(&attributes, &all)
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+        posix_spawnattr_setflags(&attributes, flags | Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
         return attributes
     }
 

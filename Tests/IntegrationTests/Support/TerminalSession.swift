@@ -30,11 +30,10 @@ final class TerminalSession {
         self.master = master
         let terminal = "/dev/pts/\(number)"
         self.terminal = open(terminal, O_RDWR | O_NOCTTY | O_CLOEXEC)
-        var attributes = ChildProcess.cleanSignals()
-        defer { posix_spawnattr_destroy(&attributes) }
         // POSIX_SPAWN_SETSID (glibc's 0x80, not imported into Swift): a new session, whose first
         // terminal opened below becomes its controlling terminal.
-        posix_spawnattr_setflags(&attributes, 0x80 | Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+        var attributes = ChildProcess.cleanSignals(flags: 0x80)
+        defer { posix_spawnattr_destroy(&attributes) }
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
