@@ -75,6 +75,10 @@ public enum AdminStatus: RPCMethod {
         public var state: String
         /// The replicas on the database that said they were alive in the last minute.
         public var replicas: [Replica]
+        /// The connections this replica keeps to the database, and its calls on them now
+        /// (waiting or running): a count near or above the connections says the database is slow.
+        public var connections: Int
+        public var callsInFlight: Int
 
         public struct Replica: Codable, Sendable, Equatable {
             public var id: String
@@ -96,7 +100,10 @@ public enum AdminStatus: RPCMethod {
             }
         }
 
-        public init(engine: String, serverVersion: String?, roundTripMs: Double?, schemaVersion: Int?, state: String, replicas: [Replica]) {
+        public init(engine: String, serverVersion: String?, roundTripMs: Double?, schemaVersion: Int?, state: String, replicas: [Replica],
+                    connections: Int, callsInFlight: Int) {
+            self.connections = connections
+            self.callsInFlight = callsInFlight
             self.engine = engine
             self.serverVersion = serverVersion
             self.roundTripMs = roundTripMs
@@ -106,7 +113,8 @@ public enum AdminStatus: RPCMethod {
         }
 
         enum CodingKeys: String, CodingKey {
-            case engine, serverVersion = "server_version", roundTripMs = "round_trip_ms", schemaVersion = "schema_version", state, replicas
+            case engine, serverVersion = "server_version", roundTripMs = "round_trip_ms", schemaVersion = "schema_version", state, replicas, connections
+            case callsInFlight = "calls_in_flight"
         }
     }
 

@@ -24,7 +24,8 @@ extension Command {
         if let accounts = status.accountStore {
             if accounts.state == "ok" {
                 let roundTrip = accounts.roundTripMs.map { String(format: "%.2f ms", $0) } ?? "?"
-                Output.line("accounts:    \(accounts.engine) \(accounts.serverVersion ?? "?"), schema \(accounts.schemaVersion.map(String.init) ?? "?"), round trip \(roundTrip)")
+                Output.line("accounts:    \(accounts.engine) \(accounts.serverVersion ?? "?"), schema \(accounts.schemaVersion.map(String.init) ?? "?"), round trip \(roundTrip), "
+                            + "\(accounts.callsInFlight) call(s) on \(accounts.connections) connection(s)")
             } else {
                 Output.line("accounts:    \(accounts.engine), unreachable: \(accounts.state)")
             }

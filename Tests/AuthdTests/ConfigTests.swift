@@ -168,6 +168,15 @@ struct ConfigTests {
         }
     }
 
+    @Test("hub.database_connections is 4 unless set, from 1 to 64")
+    func hubDatabaseConnections() throws {
+        #expect(try Config.parse("", file: "/etc/authd/authd.conf").hubDatabaseConnections == 4)
+        #expect(try Config.parse("[hub]\ndatabase_connections = 2\n", file: "/etc/authd/authd.conf").hubDatabaseConnections == 2)
+        for bad in ["0", "65", "many"] {
+            #expect(throws: ConfigError.self) { try Config.parse("[hub]\ndatabase_connections = \(bad)\n", file: "/etc/authd/authd.conf") }
+        }
+    }
+
     @Test("a bad hub.database is refused with the line and never shows a password it holds", arguments: [
         ("host=db dbname=authd password=hunter2-secret", "must not hold a password"),
         ("postgresql://authd:hunter2-secret@db/authd", "must not hold a password"),

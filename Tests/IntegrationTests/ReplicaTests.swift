@@ -117,6 +117,7 @@ struct ReplicaTests {
             #expect(store["engine"] == "postgresql" && store["schema_version"]?.integerValue ?? 0 >= 21, "\(store)")
             #expect((store["server_version"]?.stringValue ?? "").hasPrefix("1"), "\(store)")
             #expect(store["replicas"]?.arrayValue?.count == 2, "both replicas are seen: \(store)")
+            #expect(store["connections"] == 4 && store["calls_in_flight"]?.integerValue ?? -1 >= 0, "the default pool: \(store)")
         }
     }
 

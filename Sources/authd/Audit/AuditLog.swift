@@ -93,7 +93,7 @@ actor AuditLog {
 
     /// On the store's queue: commits what is queued, one transaction per batch, until nothing
     /// is; each writer is answered as soon as its batch commits.
-    private static func commitQueued(_ log: AuditLog, on store: isolated Store) {
+    private static func commitQueued(_ log: AuditLog, on store: isolated StoreConnection) {
         while let batch = log.queued.withLock({ queued -> [Waiting]? in
             guard !queued.pending.isEmpty else {
                 queued.committing = false

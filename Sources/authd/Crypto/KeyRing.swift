@@ -213,7 +213,7 @@ final class KeyRing: Sendable {
 }
 
 extension Store {
-    func currentSigningKeyID() throws -> String? {
-        try database.queryOne("SELECT kid FROM signing_keys WHERE retired_at IS NULL") { $0.text(0) }
+    func currentSigningKeyID() async throws -> String? {
+        try await read { database in try database.queryOne("SELECT kid FROM signing_keys WHERE retired_at IS NULL") { $0.text(0) } }
     }
 }

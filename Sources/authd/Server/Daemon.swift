@@ -93,7 +93,7 @@ final class Daemon: @unchecked Sendable {
         // Account data: in the same SQLite file, or in the PostgreSQL database several hub
         // replicas share (`[hub] database`). What the machine owns stays in `store` (DESIGN §8).
         let accountStore = config.hubDatabase.isEmpty ? store
-            : try await Self.accountDatabase(config.hubDatabase, leaving: SQLAccountDirectory(store: store, config: holder, logger: logger, now: now), logger: logger)
+            : try await Self.accountDatabase(config.hubDatabase, connections: config.hubDatabaseConnections, leaving: SQLAccountDirectory(store: store, config: holder, logger: logger, now: now), logger: logger)
         let directory = SQLAccountDirectory(store: accountStore, config: holder, logger: logger, now: now)
         let identity = try await MachineIdentity.open(store: store, sealer: sealer, now: now())
         let hub = HubState(role: config.role, identity: identity, link: try await Self.hubLink(config, identity: identity, directory: directory, logger: logger))
@@ -225,15 +225,15 @@ final class Daemon: @unchecked Sendable {
     /// Connects to the account database on PostgreSQL, bringing its schema up to date; a
     /// database whose schema is newer than this authd refuses it. A SQLite store that holds
     /// accounts refuses it too: they would be left behind, no longer served.
-    private static func accountDatabase(_ connectionString: String, leaving local: SQLAccountDirectory, logger: Logger) async throws -> Store {
+    private static func accountDatabase(_ connectionString: String, connections: Int, leaving local: SQLAccountDirectory, logger: Logger) async throws -> Store {
         let held = try await local.accounts(limit: 1_000_000).count
         guard held == 0 else {
             throw HubRoleError(description: "this authd's store holds \(held) account(s), and hub.database in the configuration would keep account data "
                                + "in PostgreSQL instead: they would no longer be served. Remove hub.database to keep serving them here")
         }
         do {
-            let store = try Store(postgresql: connectionString)
-            logger.notice("account data is in PostgreSQL (\(store.dialect.name), schema \(PostgreSQLSchema.latestVersion))")
+            let store = try Store(postgresql: connectionString, connections: connections)
+            logger.notice("account data is in PostgreSQL (\(store.dialect.name), schema \(PostgreSQLSchema.latestVersion), \(connections) connection(s))")
             return store
         } catch {
             throw HubRoleError(description: "the account database in hub.database: \(error)")

@@ -1,49 +1,57 @@
 import FoundationEssentials
 import Glibc
 import Protocol
+import Synchronization
 
-/// A store: the daemon's own SQLite file, or a hub's account database on PostgreSQL. Every
-/// query runs inside this actor, on its own serial queue (`BlockingExecutor`: blocking SQLite
-/// and libpq calls never occupy the cooperative pool, DESIGN §5). Capabilities add their
-/// queries as extensions in their own folders.
-actor Store {
-    private let executor = BlockingExecutor(label: "authd.store")
-    nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
-
-    let database: Database
+/// A store: the daemon's own SQLite file, or a hub's account database on PostgreSQL, behind
+/// one or more connections (`StoreConnection`). SQLite has one (its one writer); PostgreSQL a
+/// small pool (`[hub] database_connections`), so a read is not queued behind another call's
+/// commit, and commits of several calls share the server's WAL flushes. Each call takes the
+/// connection with the fewest calls waiting. Capabilities add their queries as extensions in
+/// their own folders.
+final class Store: Sendable {
     /// The SQLite file's path, or the PostgreSQL connection string (which holds no password).
-    nonisolated let path: String
-    nonisolated let dialect: SQLDialect
-    /// The connection's `synchronous` level now. It changes only where a transaction asks for
-    /// another one, so group commits one after another set nothing: SQLite applies a `PRAGMA
-    /// synchronous` when it prepares it, so each run of one prepares it again (about 7,000
-    /// instructions, twice per token when it was set and reset around every commit).
-    private var durability = Durability.full
-
+    let path: String
+    let dialect: SQLDialect
     /// Folds the WAL back into the database file beside the commits, not inside one (SQLite).
-    nonisolated let checkpointer: Checkpointer?
+    let checkpointer: Checkpointer?
+    private let connections: [StoreConnection]
+    /// Calls in flight on each connection.
+    private let waiting: Mutex<[Int]>
 
     /// Opens the SQLite store and applies pending migrations atomically. A checkpoint is asked
     /// for once a commit leaves `checkpointAfter` pages in the WAL.
     init(path: String, checkpointAfter pages: Int = Checkpointer.defaultPages) throws {
         let connection = try SQLiteConnection(path: path)
-        database = Database(.sqlite(connection))
+        let database = Database(.sqlite(connection))
         self.path = path
         dialect = SQLiteConnection.dialect
         try Migrations.apply(to: database)
         let checkpointer = try Checkpointer(path: path, pages: pages)
         checkpointer.watch(connection)
         self.checkpointer = checkpointer
+        connections = [StoreConnection(database)]
+        waiting = Mutex([0])
     }
 
-    /// Connects to the account database on PostgreSQL and applies its pending migrations.
-    init(postgresql connectionString: String, statementTimeoutMilliseconds: Int = 10_000) throws {
-        database = Database(.postgresql(try PostgreSQLConnection(connectionString: connectionString,
-                                                                 statementTimeoutMilliseconds: statementTimeoutMilliseconds)))
+    /// How many connections a hub replica keeps to PostgreSQL unless configured.
+    static let defaultConnections = 4
+
+    /// Connects to the account database on PostgreSQL with `connections` connections and applies
+    /// its pending migrations (on the first).
+    init(postgresql connectionString: String, connections count: Int = Store.defaultConnections, statementTimeoutMilliseconds: Int = 10_000) throws {
+        var connections: [StoreConnection] = []
+        for index in 0..<max(1, count) {
+            let database = Database(.postgresql(try PostgreSQLConnection(connectionString: connectionString,
+                                                                         statementTimeoutMilliseconds: statementTimeoutMilliseconds)))
+            if index == 0 { try PostgreSQLSchema.apply(to: database) }
+            connections.append(StoreConnection(database))
+        }
         path = connectionString
         dialect = PostgreSQLConnection.dialect
-        try PostgreSQLSchema.apply(to: database)
         checkpointer = nil
+        self.connections = connections
+        waiting = Mutex(Array(repeating: 0, count: connections.count))
     }
 
     /// How often a transaction the server rolled back to keep transactions serializable is run
@@ -63,50 +71,40 @@ actor Store {
 
     /// Runs `body` in one all-or-nothing transaction. An audit record `body` writes for the
     /// call the task serves (`AuditScope.record(in:_:)`) commits or rolls back with the rest.
-    func transaction<T: Sendable>(durability: Durability = .full, _ body: (Database) throws -> T) throws -> T {
-        try use(durability)
-        let scope = AuditScope.current
-        var attempt = 1
-        while true {
-            do {
-                let result = try database.transaction { try body(database) }
-                scope?.transactionEnded(committed: true)
-                return result
-            } catch let error as PostgreSQLError where error.isRetryable && attempt < Self.serializationAttempts {
-                // Nothing of it committed: what it staged goes, and it runs again from the start.
-                scope?.transactionEnded(committed: false)
-                attempt += 1
-                usleep(UInt32.random(in: 100...(1_000 * UInt32(min(attempt, 8)))))
-            } catch {
-                scope?.transactionEnded(committed: false)
-                throw error
-            }
-        }
-    }
-
-    /// Runs `body` on the store's queue, isolated to the store, outside any task: for work that
-    /// is no one task's (the audit log's group commit), so that handing it over wakes the
-    /// store's thread alone, not a thread of the cooperative pool first.
-    nonisolated func perform(_ body: @escaping @Sendable (isolated Store) -> Void) {
-        executor.run { self.assumeIsolated(body) }
+    func transaction<T: Sendable>(durability: Durability = .full, _ body: sending (Database) throws -> T) async throws -> T {
+        let index = take()
+        defer { release(index) }
+        return try await connections[index].transaction(durability: durability, body)
     }
 
     /// Runs `body` against the database without a transaction (single reads; a single write
     /// commits with full durability).
-    func read<T: Sendable>(_ body: (Database) throws -> T) throws -> T {
-        try use(.full)
-        return try body(database)
+    func read<T: Sendable>(_ body: sending (Database) throws -> T) async throws -> T {
+        let index = take()
+        defer { release(index) }
+        return try await connections[index].read(body)
     }
 
-    /// A session setting on either engine. A PostgreSQL connection made again starts at its
-    /// default (`on`, full), which errs on the durable side until the next change asks again.
-    private func use(_ level: Durability) throws {
-        guard level != durability else { return }
-        switch database.engine {
-        case .sqlite: try database.execute(level == .full ? "PRAGMA synchronous = FULL" : "PRAGMA synchronous = NORMAL")
-        case .postgresql: try database.execute(level == .full ? "SET synchronous_commit = on" : "SET synchronous_commit = off")
+    /// Runs `body` on the first connection's queue, isolated to it, outside any task: for work
+    /// that is no one task's (the audit log's group commit), so that handing it over wakes the
+    /// store's thread alone, not a thread of the cooperative pool first.
+    func perform(_ body: @escaping @Sendable (isolated StoreConnection) -> Void) {
+        connections[0].perform(body)
+    }
+
+    /// The connection with the fewest calls waiting, counted as taken.
+    private func take() -> Int {
+        guard connections.count > 1 else { return 0 }
+        return waiting.withLock { waiting in
+            let index = waiting.indices.min { waiting[$0] < waiting[$1] }!
+            waiting[index] += 1
+            return index
         }
-        durability = level
+    }
+
+    private func release(_ index: Int) {
+        guard connections.count > 1 else { return }
+        waiting.withLock { $0[index] -= 1 }
     }
 
     // MARK: Health and backup
@@ -118,22 +116,26 @@ actor Store {
         var journalMode: String
     }
 
-    func health() throws -> Health {
-        if case .postgresql = database.engine {
-            let size = try database.queryOne("SELECT pg_database_size(current_database())") { $0.int64(0) } ?? 0
-            return Health(integrity: "ok", schemaVersion: try PostgreSQLSchema.version(of: database), sizeBytes: size, journalMode: "postgresql")
+    func health() async throws -> Health {
+        try await read { database in
+            if case .postgresql = database.engine {
+                let size = try database.queryOne("SELECT pg_database_size(current_database())") { $0.int64(0) } ?? 0
+                return Health(integrity: "ok", schemaVersion: try PostgreSQLSchema.version(of: database), sizeBytes: size, journalMode: "postgresql")
+            }
+            let problems = try database.query("PRAGMA integrity_check") { $0.text(0) }
+            let version = try database.queryOne("PRAGMA user_version") { $0.int(0) } ?? 0
+            let pages = try database.queryOne("PRAGMA page_count") { $0.int64(0) } ?? 0
+            let pageSize = try database.queryOne("PRAGMA page_size") { $0.int64(0) } ?? 0
+            let mode = try database.queryOne("PRAGMA journal_mode") { $0.text(0) } ?? "unknown"
+            return Health(integrity: problems.first ?? "ok", schemaVersion: version, sizeBytes: pages * pageSize, journalMode: mode)
         }
-        let problems = try database.query("PRAGMA integrity_check") { $0.text(0) }
-        let version = try database.queryOne("PRAGMA user_version") { $0.int(0) } ?? 0
-        let pages = try database.queryOne("PRAGMA page_count") { $0.int64(0) } ?? 0
-        let pageSize = try database.queryOne("PRAGMA page_size") { $0.int64(0) } ?? 0
-        let mode = try database.queryOne("PRAGMA journal_mode") { $0.text(0) } ?? "unknown"
-        return Health(integrity: problems.first ?? "ok", schemaVersion: version, sizeBytes: pages * pageSize, journalMode: mode)
     }
 
-    func backup(to destination: String) throws {
-        guard let sqlite = database.sqlite else { throw NotSQLite() }
-        try sqlite.backup(to: destination)
+    func backup(to destination: String) async throws {
+        try await read { database in
+            guard let sqlite = database.sqlite else { throw NotSQLite() }
+            try sqlite.backup(to: destination)
+        }
     }
 
     /// What only a SQLite store does was asked of a PostgreSQL one.
@@ -143,28 +145,96 @@ actor Store {
 
     /// Folds the WAL back into the main file and empties it (at clean shutdown), once the
     /// checkpoint connection has finished.
-    func checkpoint() {
+    func checkpoint() async {
         guard let checkpointer else { return }
         checkpointer.stop()
-        try? database.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        _ = try? await read { database in try database.execute("PRAGMA wal_checkpoint(TRUNCATE)") }
+    }
+}
+
+/// One connection of a store. Every query on it runs inside this actor, on its own serial queue
+/// (`BlockingExecutor`: blocking SQLite and libpq calls never occupy the cooperative pool,
+/// DESIGN §5).
+actor StoreConnection {
+    private let executor = BlockingExecutor(label: "authd.store")
+    nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
+
+    let database: Database
+    /// The connection's `synchronous` level now. It changes only where a transaction asks for
+    /// another one, so group commits one after another set nothing: SQLite applies a `PRAGMA
+    /// synchronous` when it prepares it, so each run of one prepares it again (about 7,000
+    /// instructions, twice per token when it was set and reset around every commit).
+    private var durability = Store.Durability.full
+
+    init(_ database: Database) {
+        self.database = database
+    }
+
+    /// `Store.transaction`, on this connection.
+    func transaction<T: Sendable>(durability: Store.Durability = .full, _ body: (Database) throws -> T) throws -> T {
+        try use(durability)
+        let scope = AuditScope.current
+        var attempt = 1
+        while true {
+            do {
+                let result = try database.transaction { try body(database) }
+                scope?.transactionEnded(committed: true)
+                return result
+            } catch let error as PostgreSQLError where error.isRetryable && attempt < Store.serializationAttempts {
+                // Nothing of it committed: what it staged goes, and it runs again from the start.
+                scope?.transactionEnded(committed: false)
+                attempt += 1
+                usleep(UInt32.random(in: 100...(1_000 * UInt32(min(attempt, 8)))))
+            } catch {
+                scope?.transactionEnded(committed: false)
+                throw error
+            }
+        }
+    }
+
+    /// `Store.read`, on this connection.
+    func read<T: Sendable>(_ body: (Database) throws -> T) throws -> T {
+        try use(.full)
+        return try body(database)
+    }
+
+    nonisolated func perform(_ body: @escaping @Sendable (isolated StoreConnection) -> Void) {
+        executor.run { self.assumeIsolated(body) }
+    }
+
+    /// A session setting on either engine. A PostgreSQL connection made again starts at its
+    /// default (`on`, full), which errs on the durable side until the next change asks again.
+    private func use(_ level: Store.Durability) throws {
+        guard level != durability else { return }
+        switch database.engine {
+        case .sqlite: try database.execute(level == .full ? "PRAGMA synchronous = FULL" : "PRAGMA synchronous = NORMAL")
+        case .postgresql: try database.execute(level == .full ? "SET synchronous_commit = on" : "SET synchronous_commit = off")
+        }
+        durability = level
     }
 }
 
 extension Store {
     /// The account database on PostgreSQL as `admin status` shows it: its version, one round
-    /// trip, its schema and the replicas seen in the last minute; nil for a SQLite store.
-    func postgresqlStatus(now: Int64) -> AdminStatus.AccountStore? {
-        guard case .postgresql = database.engine else { return nil }
+    /// trip, its schema, the connections and calls in flight, and the replicas seen in the last
+    /// minute; nil for a SQLite store.
+    func postgresqlStatus(now: Int64) async -> AdminStatus.AccountStore? {
+        guard dialect.shared else { return nil }
+        let pool = (connections: connections.count, busy: waiting.withLock { $0.reduce(0, +) })
         do {
-            let started = ContinuousClock.now
-            _ = try database.queryOne("SELECT 1") { $0.int(0) }
-            let elapsed = ContinuousClock.now - started
-            let version = try database.queryOne("SHOW server_version") { $0.text(0) }?.split(separator: " ").first.map(String.init)
-            let replicas = try HubReplicas.seen(in: database, now: now)
-            return AdminStatus.AccountStore(engine: dialect.name, serverVersion: version, roundTripMs: elapsed.seconds * 1000,
-                                            schemaVersion: try PostgreSQLSchema.version(of: database), state: "ok", replicas: replicas)
+            return try await read { [dialect] database in
+                let started = ContinuousClock.now
+                _ = try database.queryOne("SELECT 1") { $0.int(0) }
+                let elapsed = ContinuousClock.now - started
+                let version = try database.queryOne("SHOW server_version") { $0.text(0) }?.split(separator: " ").first.map(String.init)
+                let replicas = try HubReplicas.seen(in: database, now: now)
+                return AdminStatus.AccountStore(engine: dialect.name, serverVersion: version, roundTripMs: elapsed.seconds * 1000,
+                                                schemaVersion: try PostgreSQLSchema.version(of: database), state: "ok", replicas: replicas,
+                                                connections: pool.connections, callsInFlight: pool.busy)
+            }
         } catch {
-            return AdminStatus.AccountStore(engine: dialect.name, serverVersion: nil, roundTripMs: nil, schemaVersion: nil, state: "\(error)", replicas: [])
+            return AdminStatus.AccountStore(engine: dialect.name, serverVersion: nil, roundTripMs: nil, schemaVersion: nil, state: "\(error)", replicas: [],
+                                            connections: pool.connections, callsInFlight: pool.busy)
         }
     }
 }

@@ -226,6 +226,8 @@ struct Config: Equatable, Sendable {
     /// The account database on PostgreSQL (a `postgresql://` URI or a libpq keyword string);
     /// empty: account data stays in this authd's own SQLite store. Holds no password.
     var hubDatabase = ""
+    /// How many connections this replica keeps to that database.
+    var hubDatabaseConnections = Store.defaultConnections
     private static let hub = Section("hub", [
         Setting("listen", \.hubListen) { value throws(ValueError) in
             guard let address = HostPort(value, allowPortZero: true) else {
@@ -253,6 +255,7 @@ struct Config: Equatable, Sendable {
             try PostgreSQLTarget.check(value)
             return value
         },
+        .integer("database_connections", \.hubDatabaseConnections, in: 1...64),
     ])
 
     // MARK: [sync]
@@ -319,6 +322,7 @@ struct Config: Equatable, Sendable {
         kept.hubMaxNewcomers = old.hubMaxNewcomers
         kept.hubNewcomerTimeoutSeconds = old.hubNewcomerTimeoutSeconds
         kept.hubDatabase = old.hubDatabase
+        kept.hubDatabaseConnections = old.hubDatabaseConnections
         return kept
     }
 
