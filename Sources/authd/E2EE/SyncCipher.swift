@@ -1,3 +1,8 @@
+// E2EE/ — end-to-end encrypted sync (DESIGN §13). The format is the JOSE module's (JWE and
+// SignedEnvelope, RFC 7516/7518 and 7515 on OpenSSLCrypto; PublishedDeviceKey, a machine's signed
+// key; E2EEFailure). The hub's directory of those keys is the account store's (`DeviceKeyBook`);
+// SyncCipher, on a device, seals what its apps send and opens what the hub relays.
+
 import FoundationEssentials
 import JOSE
 import OpenSSLCrypto

@@ -1,3 +1,9 @@
+// Sync/ — the account's event log (DESIGN §9): messages, notifications, read markers and
+// dismissals, kept at the hub (or a standalone authd) and streamed to every machine of the
+// account. The log's tables are the account store's (`SyncLog`); SyncService checks what apps
+// send and serves the account methods; SyncBus fans committed events out to this machine's
+// subscribers (and, at a hub, the linked machines). Errors: SyncFailure.
+
 import FoundationEssentials
 import JOSE
 import OpenSSLCrypto

@@ -2,11 +2,21 @@ import FoundationEssentials
 import OpenSSLCrypto
 import Protocol
 
-// Directory/ — the account directory: the one owner of account data (DESIGN §8). Accounts and their
-// credentials (password, PIN, relying-party passkeys, federated links), sessions and the devices
-// they are bound to, and sign-in flows in progress (codes by SMS, second steps, passkey
-// ceremonies) live behind these interfaces. They answer with values and decisions, never rows;
-// each call is one all-or-nothing change. Two types, by where a machine stands:
+// AccountStore/ — the account store: the one owner of account data (DESIGN §8, §10), and the
+// only code with a statement on an account-owned table (migrations aside). The same statements
+// run on SQLite and PostgreSQL; what differs per engine is in `SQLDialect` and `Database`. Each
+// kind of caller has its own narrow interface, answering with values and decisions (entities
+// the protocol also carries, such as `SyncEvent` or `AccountInfo`), never rows or a method's
+// answer; each call is one all-or-nothing change:
+//
+// - The account directory, below: accounts and their credentials (password, PIN,
+//   relying-party passkeys, federated links), sessions and the devices they are bound to, and
+//   sign-in flows in progress (codes by SMS, second steps, passkey ceremonies).
+// - `SyncLog`: the account's event log, its positions, read markers and cursors.
+// - `PresenceBook`: friends, groups, hotspots and where people are.
+// - `DeviceKeyBook`: the end-to-end keys of the accounts' devices, and each account's setting.
+//
+// The directory's interfaces are two types, by where a machine stands:
 //
 // - `MachineAccounts`: what this machine's own capabilities (the lock, fingerprints, PAM, the
 //   token vault, the platform authenticator, federated sign-in) ask of the accounts signed in on

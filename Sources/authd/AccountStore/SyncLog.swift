@@ -1,9 +1,3 @@
-// Sync/ — the account's event log (DESIGN §9): messages, notifications, read markers and
-// dismissals, kept at the hub (or a standalone authd) and streamed to every machine of the
-// account. SyncLog owns the log's tables; SyncService checks what apps send and serves the account
-// methods; SyncBus fans committed events out to this machine's subscribers (and, at a hub, the
-// linked machines). Errors: SyncFailure.
-
 import FoundationEssentials
 import Protocol
 

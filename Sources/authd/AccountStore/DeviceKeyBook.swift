@@ -1,8 +1,3 @@
-// E2EE/ — end-to-end encrypted sync (DESIGN §13). The format is the JOSE module's (JWE and
-// SignedEnvelope, RFC 7516/7518 and 7515 on OpenSSLCrypto; PublishedDeviceKey, a machine's signed
-// key; E2EEFailure); here the DeviceKeyBook is the hub's directory of those keys, and SyncCipher,
-// on a device, seals what its apps send and opens what the hub relays.
-
 import JOSE
 
 import FoundationEssentials
