@@ -26,10 +26,10 @@ struct SyncCoreTests {
         fixture.clock.advance(7200)
         _ = try await log.append(account: account, try Self.draft("c"), from: Self.origin)
         #expect(try await log.purge(retention: 3600) == 2, "the two events older than an hour")
-        let page = try await log.events(account: account, after: 0, limit: 10)
-        #expect(page.head == 3 && page.oldest == 3 && page.events.map(\.position) == [3])
+        let window = try await log.events(account: account, after: 0, limit: 10)
+        #expect(window.head == 3 && window.oldest == 3 && window.page.events.map(\.position) == [3])
         _ = try await log.append(account: account, try Self.draft("d"), from: Self.origin)
-        #expect(try await log.events(account: account, after: 0, limit: 10).events.map(\.position) == [3, 4], "positions go on after a purge")
+        #expect(try await log.events(account: account, after: 0, limit: 10).page.events.map(\.position) == [3, 4], "positions go on after a purge")
     }
 
     /// A log in memory the follower reads from.
@@ -190,13 +190,16 @@ struct SyncCoreTests {
         _ = try await log.append(account: account, deep, from: Self.origin)
         _ = try await log.append(account: account, try Self.draft("after"), from: Self.origin)
 
-        let page = try await log.events(account: account, after: 0, limit: 10)
+        let window = try await log.events(account: account, after: 0, limit: 10)
+        let page = window.page
         #expect(page.events.map(\.position) == [1, 2, 3] && page.more == false)
         #expect(page.events[1].withheld == .syncTooDeep && page.events[1].body == .null)
         #expect(page.events[0].withheld == nil && page.events[2].body == ["text": "after"])
         // The answers as the wire has them: written, and read back by the strict reader.
-        let lines = [try WireCodec.responseLine(id: 1, result: page), try WireCodec.responseLine(id: 2, result: try await log.history(account: account, conversation: "chat", before: nil, limit: 10)),
-                     try WireCodec.responseLine(id: 3, result: LinkSyncResume.Result(accounts: try await log.catchUp([(account, 0, [])], limit: 10)))]
+        let history = try await log.history(account: account, conversation: "chat", before: nil, limit: 10)
+        let lines = [try WireCodec.responseLine(id: 1, result: SyncEvents.Result(account: account, window)),
+                     try WireCodec.responseLine(id: 2, result: SyncHistory.Result(account: account, history)),
+                     try WireCodec.responseLine(id: 3, result: LinkSyncResume.Result(accounts: try await log.catchUp([(account, 0, [])], limit: 10).map(LinkSyncResume.Account.init)))]
         for line in lines { #expect(StrictJSON.check(line.dropLast()) == nil) }
         #expect(try await log.history(account: account, conversation: "chat", before: nil, limit: 10).events.map(\.withheld) == [nil, .syncTooDeep, nil])
     }
@@ -217,11 +220,12 @@ struct SyncCoreTests {
 
         var after: Int64 = 0, read: [Int64] = [], pages = 0
         while true {
-            let page = try await log.events(account: first, after: after, limit: 1000)
-            #expect(try fits(page))
+            let window = try await log.events(account: first, after: after, limit: 1000)
+            #expect(try fits(SyncEvents.Result(account: first, window)))
+            let page = window.page
             read += page.events.map(\.position)
             pages += 1
-            guard page.more == true, let last = page.events.last else { break }
+            guard page.more, let last = page.events.last else { break }
             after = last.position
         }
         #expect(read == Array(1...24) && pages == 2)
@@ -229,22 +233,22 @@ struct SyncCoreTests {
         var before: Int64? = nil, history: [Int64] = []
         while true {
             let page = try await log.history(account: first, conversation: "big", before: before, limit: 500)
-            #expect(try fits(page))
+            #expect(try fits(SyncHistory.Result(account: first, page)))
             history += page.events.map(\.position)
-            guard page.more == true, let last = page.events.last else { break }
+            guard page.more, let last = page.events.last else { break }
             before = last.position
         }
         #expect(history == Array((1...24).reversed()))
-        #expect(try await log.events(account: first, after: 0, limit: 5).more == true, "a page full by count says more too")
-        #expect(try await log.events(account: first, after: 19, limit: 5).more == false)
+        #expect(try await log.events(account: first, after: 0, limit: 5).page.more, "a page full by count says more too")
+        #expect(try await !log.events(account: first, after: 19, limit: 5).page.more)
 
         // One resume answer for both accounts: within the line; the first account's page fills it,
         // the second's waits (more) for the next answer.
         let both = try await log.catchUp([(first, 0, [1000]), (second, 0, [1000])], limit: 500)
-        #expect(try fits(LinkSyncResume.Result(accounts: both)))
-        #expect(both[0].more == true && both[1].more == true && !both[0].events.isEmpty)
+        #expect(try fits(LinkSyncResume.Result(accounts: both.map(LinkSyncResume.Account.init))))
+        #expect(both[0].page.more && both[1].page.more && !both[0].page.events.isEmpty)
         let next = try await log.catchUp([(first, 24, [1000]), (second, 0, [1000])], limit: 500)
-        #expect(next[0].events.isEmpty && next[0].more == false && !next[1].events.isEmpty)
+        #expect(next[0].page.events.isEmpty && !next[0].page.more && !next[1].page.events.isEmpty)
     }
 }
 

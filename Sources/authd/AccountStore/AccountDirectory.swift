@@ -140,13 +140,13 @@ protocol SessionBook: Sendable {
     /// A session for `account` on `device` (the device limit and policy apply), as a sign-in
     /// that needs no further step makes it. `federation` names the provider whose sign-in made it.
     func createSession(account: String, device: DeviceIdentity, amr: [String], federation: String?) async throws -> SignedIn
-    /// `session.get`: the session, its account and its device.
-    func describeSession(_ session: PresentedSession) async throws -> SessionGet.Result
+    /// The session, its account and its device.
+    func describeSession(_ session: PresentedSession) async throws -> SessionDescription
     func sessions(_ session: PresentedSession) async throws -> [SessionSummary]
     /// Ends another session of the same account (`unknownSession` otherwise).
     func revokeSession(_ session: PresentedSession, id: String) async throws
     /// The account's devices and its device limit.
-    func devices(_ session: PresentedSession) async throws -> DeviceList.Result
+    func devices(_ session: PresentedSession) async throws -> AccountDevices
     /// Removes a device of the same account: its sessions end, its place frees.
     func revokeDevice(_ session: PresentedSession, id: String) async throws
 }
@@ -308,6 +308,19 @@ struct ActiveSession: Sendable, Equatable {
     let createdAt: Int64
     let expiresAt: Int64
     let idleExpiresAt: Int64
+}
+
+/// A live session with its account and the device it is bound to.
+struct SessionDescription: Sendable, Equatable {
+    let session: ActiveSession
+    let account: AccountInfo
+    let device: DeviceSummary
+}
+
+/// The account's devices that are not removed, oldest first, and the limit that holds for it.
+struct AccountDevices: Sendable, Equatable {
+    let devices: [DeviceRecord]
+    let limit: Int
 }
 
 /// What a right password led to.

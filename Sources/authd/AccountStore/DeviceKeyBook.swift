@@ -12,6 +12,16 @@ struct DeviceKeyBook: Sendable {
     let store: Store
     let now: @Sendable () -> Date
 
+    /// A machine's published key, as it signed it, and whether the machine is still the account's.
+    struct Key: Sendable, Equatable {
+        let deviceID: String
+        let name: String
+        let spki: [UInt8]
+        let statement: String
+        /// Removed from the account: no longer a recipient, still the signer of what it sent before.
+        let revoked: Bool
+    }
+
     /// Keeps `machine`'s key when its statement is signed by the key the link authenticated.
     func publish(machine: DeviceID, spki: [UInt8], statement: String) async throws {
         let published = PublishedDeviceKey(deviceID: machine.description, signingKeySPKI: spki, statement: statement)
@@ -29,7 +39,7 @@ struct DeviceKeyBook: Sendable {
 
     /// The account's setting and its machines' published keys, removed ones included (they
     /// signed what they sent before).
-    func keys(account: String) async throws -> LinkE2EEKeys.Result {
+    func keys(account: String) async throws -> (mode: E2EEMode, keys: [Key]) {
         try await store.read { database in
             let mode = try Self.mode(account: account, in: database)
             let devices = try database.query(
@@ -38,9 +48,9 @@ struct DeviceKeyBook: Sendable {
                 FROM devices d JOIN device_e2ee_keys k ON d.device_key = ? || k.device_id
                 WHERE d.account_id = ? ORDER BY d.first_seen, k.device_id
                 """, [.text(DeviceIdentity.machineKeyPrefix), .text(account)]) {
-                LinkE2EEKeys.Device(deviceID: $0.text(0), name: $0.text(1), spki: Base64URL.encode($0.blob(2)), statement: $0.text(3), revoked: $0.int(4) != 0)
+                Key(deviceID: $0.text(0), name: $0.text(1), spki: $0.blob(2), statement: $0.text(3), revoked: $0.int(4) != 0)
             }
-            return LinkE2EEKeys.Result(account: account, e2ee: mode, devices: devices)
+            return (mode, devices)
         }
     }
 

@@ -27,6 +27,21 @@ struct PresenceBook: Sendable {
 
     private var seconds: Int64 { Int64(now().timeIntervalSince1970) }
 
+    /// Someone who added the person, and whether the person blocked them.
+    struct Follower: Sendable, Equatable {
+        let account: String
+        let email: String?
+        let blocked: Bool
+    }
+
+    /// Someone who shares where they are with the viewer, and whether it is the viewer's hotspot.
+    struct Sighting: Sendable, Equatable {
+        let account: String
+        let email: String?
+        let place: PresencePlace
+        let here: Bool
+    }
+
     // MARK: Friends
 
     /// The active account of an email address (normalised), if any.
@@ -38,7 +53,8 @@ struct PresenceBook: Sendable {
         }
     }
 
-    func addFriend(_ account: String, _ friend: PresencePerson) async throws -> FriendsAdd.Result {
+    /// Adds `friend` (to the default group); `added` false when they were already.
+    func addFriend(_ account: String, _ friend: PresencePerson) async throws -> (friend: Friend, added: Bool) {
         let now = seconds
         return try await store.transaction { database in
             let group = try Self.defaultGroupID(of: account, in: database, now: now)
@@ -53,11 +69,12 @@ struct PresenceBook: Sendable {
                 AuditScope.noticed(AccountNotice(account: friend.account, kind: "friend.added",
                                                  body: ["account": .string(account), "email": email.map(JSONValue.string) ?? .null]))
             }
-            return FriendsAdd.Result(friend: try Self.friend(friend.account, of: account, in: database), added: added)
+            return (try Self.friend(friend.account, of: account, in: database), added)
         }
     }
 
-    func friends(of account: String) async throws -> FriendsList.Result {
+    /// The people `account` added, and those who added it.
+    func friends(of account: String) async throws -> (friends: [Friend], followers: [Follower]) {
         try await store.read { database in
             let friends = try database.query(
                 "SELECT f.friend_id FROM presence_friends f WHERE f.account_id = ? ORDER BY f.added_at, f.friend_id", [.text(account)]) { $0.text(0) }
@@ -66,8 +83,8 @@ struct PresenceBook: Sendable {
                 SELECT f.account_id, a.email, EXISTS (SELECT 1 FROM presence_blocks b WHERE b.account_id = ? AND b.blocked_id = f.account_id)
                 FROM presence_friends f JOIN accounts a ON a.id = f.account_id
                 WHERE f.friend_id = ? AND a.deactivated_at IS NULL ORDER BY f.added_at, f.account_id
-                """, [.text(account), .text(account)]) { FriendsList.Follower(account: $0.text(0), email: $0.optionalText(1), blocked: $0.int(2) != 0) }
-            return FriendsList.Result(friends: try friends.map { try Self.friend($0, of: account, in: database) }, addedMe: addedMe)
+                """, [.text(account), .text(account)]) { Follower(account: $0.text(0), email: $0.optionalText(1), blocked: $0.int(2) != 0) }
+            return (try friends.map { try Self.friend($0, of: account, in: database) }, addedMe)
         }
     }
 
@@ -83,8 +100,8 @@ struct PresenceBook: Sendable {
         }
     }
 
-    /// Blocks (or lets again) a person who added `account`, or whom it added.
-    func block(_ account: String, email: String, blocked: Bool) async throws -> FriendsBlock.Result {
+    /// Blocks (or lets again) a person who added `account`, or whom it added; returns their account.
+    func block(_ account: String, email: String, blocked: Bool) async throws -> String {
         let now = seconds
         return try await store.transaction { database in
             guard let person = try database.queryOne(
@@ -101,7 +118,7 @@ struct PresenceBook: Sendable {
                 try database.execute("DELETE FROM presence_blocks WHERE account_id = ? AND blocked_id = ?", [.text(account), .text(person)])
             }
             try AuditScope.record(in: database, ["account": .string(account), "person": .string(person), "blocked": .bool(blocked)])
-            return FriendsBlock.Result(account: person, blocked: blocked)
+            return person
         }
     }
 
@@ -374,17 +391,18 @@ struct PresenceBook: Sendable {
         return audience.count
     }
 
-    func status(of account: String) async throws -> PresenceStatus.Result {
+    /// The person's settings, and where they are while presence is on.
+    func status(of account: String) async throws -> (settings: PresenceSettingsState, place: PresencePlace?) {
         let now = seconds
         let stale = now - Int64(config.current.presenceExpirySeconds)
         return try await store.read { database in
             let settings = try Self.settings(of: account, in: database, now: now)
-            return PresenceStatus.Result(settings: settings, place: settings.enabled ? try Self.place(of: account, in: database, stale: stale) : nil)
+            return (settings, settings.enabled ? try Self.place(of: account, in: database, stale: stale) : nil)
         }
     }
 
-    /// Who can see `account` now, and through which of its groups.
-    func audience(of account: String) async throws -> PresenceAudience.Result {
+    /// Who can see `account` now, and through which of its groups; until when its timed share runs.
+    func audience(of account: String) async throws -> (audience: [Friend], until: String?) {
         let now = seconds
         return try await store.read { database in
             let audience = try Self.audience(of: account, in: database, now: now)
@@ -396,13 +414,13 @@ struct PresenceBook: Sendable {
                     """, [.text(account), .text(member), .text(account), .text(account)]) { $0.text(0) }
                 return Friend(account: member, email: try Self.email(of: member, in: database), groups: groups)
             }
-            return PresenceAudience.Result(audience: friends, until: try Self.settings(of: account, in: database, now: now).until)
+            return (friends, try Self.settings(of: account, in: database, now: now).until)
         }
     }
 
     /// The people who share with `viewer` now and are in a hotspot, those in the viewer's own
     /// hotspot first.
-    func nearby(_ viewer: String) async throws -> [PresenceNearby.Nearby] {
+    func nearby(_ viewer: String) async throws -> [Sighting] {
         let now = seconds
         let stale = now - Int64(config.current.presenceExpirySeconds)
         return try await store.read { database in
@@ -415,10 +433,10 @@ struct PresenceBook: Sendable {
                   AND EXISTS (SELECT 1 FROM presence_members m JOIN presence_groups g ON g.id = m.group_id
                               WHERE m.member_id = ? AND g.account_id = p.account_id)
                 """, [.text(viewer), .integer(stale), .text(viewer), .text(viewer)]) { $0.text(0) }
-            var found: [PresenceNearby.Nearby] = []
+            var found: [Sighting] = []
             for person in visible where try Self.audience(of: person, in: database, now: now).contains(viewer) {
                 guard let place = try Self.place(of: person, in: database, stale: stale) else { continue }
-                found.append(PresenceNearby.Nearby(account: person, email: try Self.email(of: person, in: database), place: place, here: place.hotspot.id == own))
+                found.append(Sighting(account: person, email: try Self.email(of: person, in: database), place: place, here: place.hotspot.id == own))
             }
             return found.sorted { ($0.here ? 0 : 1, $0.place.since, $0.account) < ($1.here ? 0 : 1, $1.place.since, $1.account) }
         }

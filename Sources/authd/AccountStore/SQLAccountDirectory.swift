@@ -297,17 +297,14 @@ struct SQLAccountDirectory: AccountDirectory {
         try await withSession(session) { _, session in session }
     }
 
-    func describeSession(_ session: PresentedSession) async throws -> SessionGet.Result {
+    func describeSession(_ session: PresentedSession) async throws -> SessionDescription {
         try await withSession(session) { database, session in
             guard let account = try Self.accountInfo(in: database, id: session.accountID),
                   let device = try database.queryOne("SELECT id, name FROM devices WHERE id = ?", [.text(session.deviceID)], row: {
                       DeviceSummary(id: $0.text(0), name: $0.text(1))
                   })
             else { throw SessionFailure.ended }
-            return SessionGet.Result(
-                id: session.id, account: account, device: device, amr: session.amr,
-                createdAt: Timestamp.rfc3339(epochSeconds: session.createdAt), expiresAt: Timestamp.rfc3339(epochSeconds: session.expiresAt),
-                idleExpiresAt: Timestamp.rfc3339(epochSeconds: session.idleExpiresAt))
+            return SessionDescription(session: session, account: account, device: device)
         }
     }
 
@@ -349,7 +346,7 @@ struct SQLAccountDirectory: AccountDirectory {
         }
     }
 
-    func devices(_ session: PresentedSession) async throws -> DeviceList.Result {
+    func devices(_ session: PresentedSession) async throws -> AccountDevices {
         let limit = config.current.deviceLimit
         return try await withSession(session) { database, session in
             let devices = try database.query(
@@ -360,7 +357,7 @@ struct SQLAccountDirectory: AccountDirectory {
                              deviceID: DeviceIdentity.machine(ofKey: row.text(4)))
             }
             let own = try database.queryOne("SELECT device_limit FROM accounts WHERE id = ?", [.text(session.accountID)]) { $0.optionalInt64(0) } ?? nil
-            return DeviceList.Result(devices: devices, limit: own.map(Int.init) ?? limit)
+            return AccountDevices(devices: devices, limit: own.map(Int.init) ?? limit)
         }
     }
 

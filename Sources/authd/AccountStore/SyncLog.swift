@@ -34,6 +34,35 @@ struct SyncLog: Sendable {
         }
     }
 
+    /// Events in position order, and whether more follow past the last of them.
+    struct Page: Sendable, Equatable {
+        var events: [SyncEvent]
+        var more: Bool
+    }
+
+    /// The events after a position, with the account's head and the oldest position it keeps.
+    struct Window: Sendable, Equatable {
+        var page: Page
+        var head: Int64
+        var oldest: Int64
+    }
+
+    /// One account's share of a machine's catch-up: what follows its cursor there.
+    struct CatchUp: Sendable, Equatable {
+        let account: String
+        let cursor: Int64
+        /// The local users on that machine who signed in to the account.
+        let users: [UInt32]
+        var page: Page
+    }
+
+    /// A conversation with messages: how many follow its read marker, and where that is.
+    struct Unread: Sendable, Equatable {
+        let conversation: String
+        let count: Int
+        let readUpTo: Int64
+    }
+
     private static let columns = "position, kind, conversation, body, machine, device_id, exe, created_at, idempotency_key, sealed"
 
     private static func event(_ row: Row) -> SyncEvent { served(row).event }
@@ -151,7 +180,7 @@ struct SyncLog: Sendable {
 
     /// The events after `after`, oldest first, a page of at most `limit` and `bytes`
     /// (``SyncPage``), with the head and the oldest position kept.
-    func events(account: String, after: Int64, limit: Int, bytes: Int = SyncLimits.pageBytes) async throws -> SyncEvents.Result {
+    func events(account: String, after: Int64, limit: Int, bytes: Int = SyncLimits.pageBytes) async throws -> Window {
         try await store.read { database in
             let head = try database.queryOne("SELECT position FROM sync_heads WHERE account_id = ?", [.text(account)], row: { $0.int64(0) }) ?? 0
             let oldest = try database.queryOne("SELECT min(position) FROM sync_events WHERE account_id = ?", [.text(account)], row: {
@@ -160,26 +189,27 @@ struct SyncLog: Sendable {
             var page = SyncPage(count: limit, bytes: bytes)
             var events: [SyncEvent] = []
             let more = try Self.fill(&page, into: &events, account: account, from: after, in: database)
-            return SyncEvents.Result(account: account, events: events, head: head, oldest: oldest ?? head + 1, more: more)
+            return Window(page: Page(events: events, more: more), head: head, oldest: oldest ?? head + 1)
         }
     }
 
     /// The newest events before `before` (all when nil), newest first, a page of at most
     /// `limit` and `bytes`.
-    func history(account: String, conversation: String?, before: Int64?, limit: Int, bytes: Int = SyncLimits.pageBytes) async throws -> SyncHistory.Result {
+    func history(account: String, conversation: String?, before: Int64?, limit: Int, bytes: Int = SyncLimits.pageBytes) async throws -> Page {
         try await store.read { database in
             var page = SyncPage(count: limit, bytes: bytes)
             var events: [SyncEvent] = []
             let more = try Self.fill(&page, into: &events, account: account, from: before ?? .max, before: true, conversation: conversation, in: database)
-            return SyncHistory.Result(events: events, more: more, account: account)
+            return Page(events: events, more: more)
         }
     }
 
     /// For each account, the events after its cursor, at most `limit` each and `bytes` all
-    /// together: one `link.sync.resume` answer. An account the budget did not reach gets none
-    /// and `more`; the machine asks again once it has taken these.
+    /// together: what one `link.sync.resume` answer carries, so each account's entry is sized as
+    /// that answer encodes it. An account the budget did not reach gets none and `more`; the
+    /// machine asks again once it has taken these.
     func catchUp(_ accounts: [(account: String, cursor: Int64, users: [UInt32])], limit: Int,
-                 bytes: Int = SyncLimits.pageBytes) async throws -> [LinkSyncResume.Account] {
+                 bytes: Int = SyncLimits.pageBytes) async throws -> [CatchUp] {
         try await store.read { database in
             var left = bytes
             var moved = false
@@ -192,7 +222,7 @@ struct SyncLog: Sendable {
                 let more = try Self.fill(&page, into: &events, account: account.account, from: account.cursor, in: database)
                 left -= page.used
                 moved = moved || !events.isEmpty
-                return LinkSyncResume.Account(account: account.account, cursor: account.cursor, events: events, users: account.users, more: more)
+                return CatchUp(account: account.account, cursor: account.cursor, users: account.users, page: Page(events: events, more: more))
             }
         }
     }
@@ -218,7 +248,7 @@ struct SyncLog: Sendable {
     }
 
     /// Per conversation with messages: the `message` events after its read marker.
-    func unread(account: String) async throws -> [SyncUnread.Conversation] {
+    func unread(account: String) async throws -> [Unread] {
         try await store.read { database in
             try database.query(
                 """
@@ -227,7 +257,7 @@ struct SyncLog: Sendable {
                 FROM sync_events e LEFT JOIN sync_read_markers m ON m.account_id = e.account_id AND m.conversation = e.conversation
                 WHERE e.account_id = ? AND e.kind = 'message' AND e.conversation IS NOT NULL
                 GROUP BY e.conversation, m.up_to ORDER BY e.conversation
-                """, [.text(account)]) { SyncUnread.Conversation(conversation: $0.text(0), unread: Int($0.int64(2)), readUpTo: $0.int64(1)) }
+                """, [.text(account)]) { Unread(conversation: $0.text(0), count: Int($0.int64(2)), readUpTo: $0.int64(1)) }
         }
     }
 

@@ -84,9 +84,9 @@ final class HubReplicas: Sendable {
                     var from = after
                     var failures = 0
                     while true {
-                        let page: SyncEvents.Result
+                        let page: SyncLog.Page
                         do {
-                            page = try await log.events(account: account, after: from, limit: 500)
+                            page = try await log.events(account: account, after: from, limit: 500).page
                         } catch {
                             // The store's own connection may come back a moment after this one.
                             failures += 1
@@ -99,7 +99,7 @@ final class HubReplicas: Sendable {
                         }
                         let events = page.events.filter { through == nil || $0.position <= through! }
                         if !events.isEmpty { await deliver(events.map { (account, $0) }) }
-                        guard page.more == true, let last = page.events.last?.position, through.map({ last < $0 }) ?? true else { break }
+                        guard page.more, let last = page.events.last?.position, through.map({ last < $0 }) ?? true else { break }
                         from = last
                         had[account] = max(had[account] ?? 0, last)
                     }

@@ -60,7 +60,10 @@ extension MethodTable {
         }
         register(LinkE2EEKeys.self, home: .link, access: .anyone) { params, machine in
             _ = try await directory.signedInDevice(of: machine, account: params.account)
-            return try await keyBook.keys(account: params.account)
+            let (mode, keys) = try await keyBook.keys(account: params.account)
+            return LinkE2EEKeys.Result(account: params.account, e2ee: mode, devices: keys.map {
+                LinkE2EEKeys.Device(deviceID: $0.deviceID, name: $0.name, spki: Base64URL.encode($0.spki), statement: $0.statement, revoked: $0.revoked)
+            })
         }
         register(LinkSyncAck.self, home: .link, access: .anyone) { params, machine in
             _ = try await directory.signedInDevice(of: machine, account: params.account)
@@ -74,7 +77,7 @@ extension MethodTable {
                 cursors.append((account, try await log.cursor(account: account, machine: DeviceIdentity.key(ofMachine: machine)), users))
             }
             // One answer for every account, within the line the device takes.
-            return LinkSyncResume.Result(accounts: try await log.catchUp(cursors, limit: limit))
+            return LinkSyncResume.Result(accounts: try await log.catchUp(cursors, limit: limit).map(LinkSyncResume.Account.init))
         }
     }
 }

@@ -35,11 +35,13 @@ struct PresenceService: Sendable {
         try limiter.take(.friendLookup, account: account)
         guard let friend = try await book.account(byEmail: email) else { throw PresenceFailure.nobodyThere }
         guard friend.account != account else { throw PresenceFailure.friendSelf }
-        return try await book.addFriend(account, friend)
+        let (added, isNew) = try await book.addFriend(account, friend)
+        return FriendsAdd.Result(friend: added, added: isNew)
     }
 
     func friends(_ params: SessionParams) async throws -> FriendsList.Result {
-        try await book.friends(of: account(params.session))
+        let (friends, followers) = try await book.friends(of: account(params.session))
+        return FriendsList.Result(friends: friends, addedMe: followers.map { FriendsList.Follower(account: $0.account, email: $0.email, blocked: $0.blocked) })
     }
 
     func removeFriend(_ params: PersonParams) async throws -> FriendsRemove.Result {
@@ -49,7 +51,8 @@ struct PresenceService: Sendable {
 
     func block(_ params: FriendsBlock.Params) async throws -> FriendsBlock.Result {
         let email = try Registration.normalizeEmail(params.email)
-        return try await book.block(account(params.session), email: email, blocked: params.blocked ?? true)
+        let blocked = params.blocked ?? true
+        return FriendsBlock.Result(account: try await book.block(account(params.session), email: email, blocked: blocked), blocked: blocked)
     }
 
     func groups(_ params: SessionParams) async throws -> GroupsList.Result {
@@ -104,15 +107,19 @@ struct PresenceService: Sendable {
     }
 
     func status(_ params: SessionParams) async throws -> PresenceStatus.Result {
-        try await book.status(of: account(params.session))
+        let (settings, place) = try await book.status(of: account(params.session))
+        return PresenceStatus.Result(settings: settings, place: place)
     }
 
     func nearby(_ params: SessionParams) async throws -> PresenceNearby.Result {
-        PresenceNearby.Result(friends: try await book.nearby(account(params.session)))
+        PresenceNearby.Result(friends: try await book.nearby(account(params.session)).map {
+            PresenceNearby.Nearby(account: $0.account, email: $0.email, place: $0.place, here: $0.here)
+        })
     }
 
     func audience(_ params: SessionParams) async throws -> PresenceAudience.Result {
-        try await book.audience(of: account(params.session))
+        let (audience, until) = try await book.audience(of: account(params.session))
+        return PresenceAudience.Result(audience: audience, until: until)
     }
 
     func hotspots(_ params: SessionParams) async throws -> HotspotsList.Result {

@@ -9,7 +9,12 @@ struct SessionService: Sendable {
     let tokens: TokenService
 
     func describe(_ session: PresentedSession) async throws -> SessionGet.Result {
-        try await directory.describeSession(session)
+        let described = try await directory.describeSession(session)
+        let session = described.session
+        return SessionGet.Result(
+            id: session.id, account: described.account, device: described.device, amr: session.amr,
+            createdAt: Timestamp.rfc3339(epochSeconds: session.createdAt), expiresAt: Timestamp.rfc3339(epochSeconds: session.expiresAt),
+            idleExpiresAt: Timestamp.rfc3339(epochSeconds: session.idleExpiresAt))
     }
 
     /// `auth.logout`: ends the session; returns its id.
@@ -27,7 +32,8 @@ struct SessionService: Sendable {
     }
 
     func listDevices(_ session: PresentedSession) async throws -> DeviceList.Result {
-        try await directory.devices(session)
+        let devices = try await directory.devices(session)
+        return DeviceList.Result(devices: devices.devices, limit: devices.limit)
     }
 
     /// Removes a device: its sessions end at once and it no longer counts against the limit.

@@ -72,7 +72,7 @@ struct SyncService: Sendable {
         let limit = try Self.limit(params.limit, default: 500, most: 1000)
         guard params.after >= 0 else { throw InvalidParameter("Parameter 'after' must be 0 or more.", field: "after") }
         let account = try await directory.authenticate(PresentedSession(params.session, from: caller)).accountID
-        var result = try await log.events(account: account, after: params.after, limit: limit)
+        var result = SyncEvents.Result(account: account, try await log.events(account: account, after: params.after, limit: limit))
         if case .forwarded(let machine, _) = caller {
             result.machineCursor = try await log.keptCursor(account: account, machine: DeviceIdentity.key(ofMachine: machine))
         }
@@ -83,7 +83,7 @@ struct SyncService: Sendable {
         let limit = try Self.limit(params.limit, default: 50, most: 500)
         if let conversation = params.conversation { try Self.checkName(conversation, field: "conversation") }
         let account = try await directory.authenticate(PresentedSession(params.session, from: caller)).accountID
-        return try await log.history(account: account, conversation: params.conversation, before: params.before, limit: limit)
+        return SyncHistory.Result(account: account, try await log.history(account: account, conversation: params.conversation, before: params.before, limit: limit))
     }
 
     func read(_ params: SyncRead.Params, caller: Caller) async throws -> SyncRead.Result {
@@ -98,7 +98,9 @@ struct SyncService: Sendable {
 
     func unread(_ params: SyncUnread.Params, caller: Caller) async throws -> SyncUnread.Result {
         let account = try await directory.authenticate(PresentedSession(params.session, from: caller)).accountID
-        return SyncUnread.Result(conversations: try await log.unread(account: account))
+        return SyncUnread.Result(conversations: try await log.unread(account: account).map {
+            SyncUnread.Conversation(conversation: $0.conversation, unread: $0.count, readUpTo: $0.readUpTo)
+        })
     }
 
     func dismiss(_ params: SyncDismiss.Params, caller: Caller) async throws -> SyncDismiss.Result {
@@ -190,5 +192,25 @@ extension JSONValue {
         case .object(let members): 1 + (members.values.lazy.map(\.nestingDepth).max() ?? 0)
         case .null, .bool, .integer, .double, .string: 0
         }
+    }
+}
+
+// MARK: The log's pages as the answers carry them
+
+extension SyncEvents.Result {
+    init(account: String, _ window: SyncLog.Window) {
+        self.init(account: account, events: window.page.events, head: window.head, oldest: window.oldest, more: window.page.more)
+    }
+}
+
+extension SyncHistory.Result {
+    init(account: String, _ page: SyncLog.Page) {
+        self.init(events: page.events, more: page.more, account: account)
+    }
+}
+
+extension LinkSyncResume.Account {
+    init(_ caughtUp: SyncLog.CatchUp) {
+        self.init(account: caughtUp.account, cursor: caughtUp.cursor, events: caughtUp.page.events, users: caughtUp.users, more: caughtUp.page.more)
     }
 }
