@@ -170,10 +170,8 @@ struct SyncLog: Sendable {
              .text(origin.deviceKey), .text(origin.sender.machine), origin.sender.deviceID.map(SQLValue.text) ?? .null,
              origin.sender.exe.map(SQLValue.text) ?? .null, draft.idempotencyKey.map(SQLValue.text) ?? .null, .integer(now),
              draft.sealed.map(SQLValue.text) ?? .null])
-        if database.dialect.shared {
-            // Delivered at commit, to the other replicas: a wake-up only; they read the event here.
-            try database.execute("SELECT pg_notify(?, ?)", [.text(HubReplicas.channel), .text(HubReplicas.wakeUp(account: account, position: position))])
-        }
+        // To the other replicas: a wake-up only; they read the event here.
+        try database.notifyAtCommit(channel: HubReplicas.channel, payload: HubReplicas.wakeUp(account: account, position: position))
         return SyncEvent(position: position, kind: draft.kind, conversation: draft.conversation, body: draft.body, sender: origin.sender,
                          at: Timestamp.rfc3339(epochSeconds: now), idempotencyKey: draft.idempotencyKey, sealed: draft.sealed)
     }

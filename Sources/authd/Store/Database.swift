@@ -87,6 +87,14 @@ final class Database {
         }
     }
 
+    /// Tells the other processes that write the same tables (hub replicas on PostgreSQL), when
+    /// the transaction commits and only then, `payload` on `channel`. SQLite has no other
+    /// writer: nothing to tell.
+    func notifyAtCommit(channel: String, payload: String) throws {
+        guard case .postgresql(let connection) = engine else { return }
+        try connection.execute("SELECT pg_notify(?, ?)", [.text(channel), .text(payload)])
+    }
+
     /// Rows the last statement inserted, changed or deleted.
     var changes: Int {
         switch engine {
