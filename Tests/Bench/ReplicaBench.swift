@@ -66,8 +66,10 @@ func postgresqlFigures() throws {
     FileManager.default.createFile(atPath: credentials + "/authd.key", contents: Data(key), attributes: [.posixPermissions: 0o600])
     let environment = ["CREDENTIALS_DIRECTORY": credentials]
 
-    func hub(database: String?) throws -> Daemon {
-        try Daemon(config: benchHubConfig(pki, extra: database.map { "database = \($0)" } ?? ""), environment: environment)
+    func hub(database: String?, connections: Int? = nil) throws -> Daemon {
+        var extra = database.map { "database = \($0)\n" } ?? ""
+        if let connections { extra += "database_connections = \(connections)\n" }
+        return try Daemon(config: benchHubConfig(pki, extra: extra), environment: environment)
     }
 
     let single = try hub(database: nil)
@@ -76,6 +78,10 @@ func postgresqlFigures() throws {
     let alone = try hub(database: try cluster.createDatabase())
     try measure("PostgreSQL hub", [alone])
     alone.stop()
+    // The control: the same hub with one connection, as each replica had before its pool.
+    let narrow = try hub(database: try cluster.createDatabase(), connections: 1)
+    try measure("PostgreSQL, 1 connection", [narrow])
+    narrow.stop()
     let shared = try cluster.createDatabase()
     let (first, second) = (try hub(database: shared), try hub(database: shared))
     defer { first.stop(); second.stop() }

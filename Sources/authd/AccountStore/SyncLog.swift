@@ -134,7 +134,7 @@ struct SyncLog: Sendable {
     /// with the same idempotency key (`duplicate`).
     func append(account: String, _ draft: Draft, from origin: Origin) async throws -> (event: SyncEvent, duplicate: Bool) {
         let now = Int64(now().timeIntervalSince1970)
-        return try await store.transaction { database in
+        return try await store.transaction(serializedBy: account) { database in
             if let key = draft.idempotencyKey, let earlier = try database.queryOne(
                 "SELECT \(Self.columns) FROM sync_events WHERE account_id = ? AND device_key = ? AND idempotency_key = ?",
                 [.text(account), .text(origin.deviceKey), .text(key)], row: Self.event) {
@@ -229,7 +229,7 @@ struct SyncLog: Sendable {
     /// the move as a `read` event; nil when it would not move.
     func markRead(account: String, conversation: String, upTo: Int64, from origin: Origin) async throws -> (marker: Int64, event: SyncEvent?) {
         let now = Int64(now().timeIntervalSince1970)
-        return try await store.transaction { database in
+        return try await store.transaction(serializedBy: account) { database in
             let head = try database.queryOne("SELECT position FROM sync_heads WHERE account_id = ?", [.text(account)], row: { $0.int64(0) }) ?? 0
             let current = try database.queryOne(
                 "SELECT up_to FROM sync_read_markers WHERE account_id = ? AND conversation = ?", [.text(account), .text(conversation)],
@@ -262,7 +262,7 @@ struct SyncLog: Sendable {
     /// Records that the notification at `position` was dismissed: a `dismiss` event, once.
     func dismiss(account: String, position: Int64, from origin: Origin) async throws -> SyncEvent? {
         let now = Int64(now().timeIntervalSince1970)
-        return try await store.transaction { database in
+        return try await store.transaction(serializedBy: account) { database in
             guard let conversation = try database.queryOne(
                 "SELECT conversation FROM sync_events WHERE account_id = ? AND position = ? AND kind = 'notification'",
                 [.text(account), .integer(position)], row: { $0.optionalText(0) })
@@ -280,7 +280,7 @@ struct SyncLog: Sendable {
 
     /// Moves a machine's cursor of the account forward to `position` (never back, never past the head).
     func acknowledge(account: String, machine deviceKey: String, position: Int64) async throws {
-        try await store.transaction(durability: .relaxed) { database in
+        try await store.transaction(durability: .relaxed, serializedBy: account) { database in
             // A lost acknowledgement only means an event offered again, which every reader drops.
             try database.execute(
                 """

@@ -7,8 +7,8 @@ import Synchronization
 /// one or more connections (`StoreConnection`). SQLite has one (its one writer); PostgreSQL a
 /// small pool (`[hub] database_connections`), so a read is not queued behind another call's
 /// commit, and commits of several calls share the server's WAL flushes. Each call takes the
-/// connection with the fewest calls waiting. Capabilities add their queries as extensions in
-/// their own folders.
+/// connection with the fewest calls waiting, or the one its `serializedBy` key always takes.
+/// Capabilities add their queries as extensions in their own folders.
 final class Store: Sendable {
     /// The SQLite file's path, or the PostgreSQL connection string (which holds no password).
     let path: String
@@ -71,8 +71,12 @@ final class Store: Sendable {
 
     /// Runs `body` in one all-or-nothing transaction. An audit record `body` writes for the
     /// call the task serves (`AuditScope.record(in:_:)`) commits or rolls back with the rest.
-    func transaction<T: Sendable>(durability: Durability = .full, _ body: sending (Database) throws -> T) async throws -> T {
-        let index = take()
+    /// Transactions with the same `serializedBy` key (an account whose one row they all change)
+    /// run on the same connection, one after another, rather than on several at once only for
+    /// PostgreSQL to roll all but one back to keep them serializable.
+    func transaction<T: Sendable>(durability: Durability = .full, serializedBy key: String? = nil,
+                                  _ body: sending (Database) throws -> T) async throws -> T {
+        let index = take(key)
         defer { release(index) }
         return try await connections[index].transaction(durability: durability, body)
     }
@@ -92,11 +96,12 @@ final class Store: Sendable {
         connections[0].perform(body)
     }
 
-    /// The connection with the fewest calls waiting, counted as taken.
-    private func take() -> Int {
+    /// The connection `key` always takes, or with none the one with the fewest calls waiting,
+    /// counted as taken.
+    private func take(_ key: String? = nil) -> Int {
         guard connections.count > 1 else { return 0 }
         return waiting.withLock { waiting in
-            let index = waiting.indices.min { waiting[$0] < waiting[$1] }!
+            let index = key.map { Int(UInt(bitPattern: $0.hashValue) % UInt(waiting.count)) } ?? waiting.indices.min { waiting[$0] < waiting[$1] }!
             waiting[index] += 1
             return index
         }
