@@ -191,7 +191,7 @@ final class Daemon: @unchecked Sendable {
         await presence.start(sync: syncBus)
         if config.role == .hub, !config.hubDatabase.isEmpty {
             let replicas = HubReplicas(connectionString: config.hubDatabase,
-                                       name: "\(Syscalls.hostName() ?? "hub") \(config.hubListen.map(\.description) ?? "")", keys: services.keys, logger: logger)
+                                       name: "\(Syscalls.hostName() ?? "hub") \(hub.listenAddress.map(\.description) ?? "")", keys: services.keys, logger: logger)
             replicas.start(log: syncService.log) { await syncService.committedElsewhere($0) }
             services.keys.onRotation { replicas.keysRotated() }
             self.replicas = replicas
