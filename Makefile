@@ -8,7 +8,7 @@ BUILD_FLAGS ?=
 
 # What building needs, and what the tests and tools need beyond that.
 BUILD_PACKAGES := pkg-config libsqlite3-dev libssl-dev libsystemd-dev libargon2-dev libphonenumber-dev libpcsclite-dev libeac-dev libcbor-dev libpsl-dev libpam0g-dev libpq-dev
-TEST_PACKAGES  := gdb procps postgresql python3 python3-jwt python3-jwcrypto python3-cryptography systemd util-linux groff-base man-db openssl socat pcscd vsmartcard-vpcd python3-dbusmock dbus-daemon python3-gi libglib2.0-bin python3-authlib python3-flask python3-fido2 python3-cbor2 pamtester libpam-wrapper pinentry-tty chromium
+TEST_PACKAGES  := gdb procps curl postgresql python3 python3-jwt python3-jwcrypto python3-cryptography systemd util-linux groff-base man-db openssl socat pcscd vsmartcard-vpcd python3-dbusmock dbus-daemon python3-gi libglib2.0-bin python3-authlib python3-flask python3-fido2 python3-cbor2 pamtester libpam-wrapper pinentry-tty chromium
 DEBIAN_PACKAGES := $(BUILD_PACKAGES) $(TEST_PACKAGES)
 
 # PAM loads modules only from the multiarch security directory (not from under PREFIX).

@@ -1,12 +1,15 @@
-/// The wire between authd and `authd-http`, the short-lived process that makes each of the
-/// daemon's HTTP requests (SMS gateway, OpenID discovery, JWKS, token endpoint, `remote.fetch`):
-/// one ``Request`` as JSON on its stdin, one ``Response`` as JSON on its stdout.
+/// The wire between authd and `authd-http`, the one long-lived process per daemon that makes its
+/// HTTP requests (SMS gateway, OpenID discovery, JWKS, token endpoint, `remote.fetch`): each
+/// ``Request`` one line of JSON on its stdin, each ``Response`` one line on its stdout, with the
+/// request's `id`. Requests run at once, and answers come back in the order they finish.
 ///
 /// It lives here, beside the JSON-RPC types, because two programs speak it and it must be
 /// declared once; like the rest of this module it is values only, with no I/O.
 public enum AuthdHTTP {
     /// One HTTP request. It carries bearer tokens and client secrets: never log it.
     public struct Request: Codable, Sendable, Equatable {
+        /// Names the answer; chosen by authd, unique among the requests in flight.
+        public var id: Int
         /// `GET`, `POST`, …
         public var method: String
         /// `https://`, or `http://` to a loopback address; anything else is refused.
@@ -19,7 +22,8 @@ public enum AuthdHTTP {
         /// A larger answer is refused with ``Response/error``.
         public var maxResponseBytes: Int
 
-        public init(method: String, url: String, headers: [String: String], bodyBase64: String?, timeout: Double, maxResponseBytes: Int) {
+        public init(id: Int, method: String, url: String, headers: [String: String], bodyBase64: String?, timeout: Double, maxResponseBytes: Int) {
+            self.id = id
             self.method = method
             self.url = url
             self.headers = headers
@@ -29,7 +33,7 @@ public enum AuthdHTTP {
         }
 
         enum CodingKeys: String, CodingKey {
-            case method, url, headers, bodyBase64 = "body_base64", timeout, maxResponseBytes = "max_response_bytes"
+            case id, method, url, headers, bodyBase64 = "body_base64", timeout, maxResponseBytes = "max_response_bytes"
         }
     }
 
@@ -37,13 +41,16 @@ public enum AuthdHTTP {
     /// there was none: unreachable, timed out, too large, or a refused URL. A redirect is an
     /// answer; it is never followed.
     public struct Response: Codable, Sendable, Equatable {
+        /// The request's; absent only when its line could not be read at all.
+        public var id: Int?
         public var status: Int?
         public var headers: [String: String]?
         public var bodyBase64: String?
         /// Why there is no answer, in one sentence.
         public var error: String?
 
-        public init(status: Int? = nil, headers: [String: String]? = nil, bodyBase64: String? = nil, error: String? = nil) {
+        public init(id: Int?, status: Int? = nil, headers: [String: String]? = nil, bodyBase64: String? = nil, error: String? = nil) {
+            self.id = id
             self.status = status
             self.headers = headers
             self.bodyBase64 = bodyBase64
@@ -51,7 +58,7 @@ public enum AuthdHTTP {
         }
 
         enum CodingKeys: String, CodingKey {
-            case status, headers, bodyBase64 = "body_base64", error
+            case id, status, headers, bodyBase64 = "body_base64", error
         }
     }
 }

@@ -321,6 +321,44 @@ struct FederationFlowTests {
         #expect(try fixture.state()?["state"] == "signed_in")
     }
 
+    /// authd's `authd-http` helpers (children of authd by that name).
+    static func httpHelpers(of daemon: DaemonHarness) -> [Int32] {
+        ((try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []).compactMap(Int32.init).filter { pid in
+            guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+                  let close = stat.lastIndex(of: ")") else { return false }
+            let fields = stat[stat.index(after: close)...].split(separator: " ")
+            return stat.contains("(authd-http)") && fields.count > 1 && Int32(fields[1]) == daemon.pid
+        }
+    }
+
+    @Test("one authd-http serves every request; killed while a request is in flight, that request fails at once and says why, and the next starts a new one")
+    func httpHelperLifecycle() throws {
+        let fixture = try FederationFixture()
+        _ = try fixture.signedIn()
+        for _ in 0..<3 { #expect(try fixture.fetch("/api/me")["result"]?["status"] == 200) }
+        let helpers = Self.httpHelpers(of: fixture.daemon)
+        #expect(helpers.count == 1, "one helper for the daemon: \(helpers)")
+
+        try fixture.rig.setAPIMode(.slow)
+        let before = try fixture.rig.counts()["api"] ?? 0
+        let waiting = try fixture.daemon.connect()
+        let started = Date()
+        try waiting.send(#"{"jsonrpc":"2.0","id":1,"method":"remote.fetch","params":{"url":"\#(fixture.rig.api)/api/me"}}"# + "\n")
+        let deadline = Date().addingTimeInterval(10)
+        while try fixture.rig.counts()["api"] ?? 0 == before, Date() < deadline { usleep(20_000) }
+        #expect(try fixture.rig.counts()["api"] ?? 0 > before, "the slow request reached the API")
+        for pid in helpers { kill(pid, SIGKILL) }
+        // Answered whatever happens within the daemon's own 5 s limit on a request.
+        let failed = try #require(try waiting.readJSON(), "the request in flight was answered")
+        #expect(Date().timeIntervalSince(started) < 10, "at once, not after the API's 20 s")
+        #expect(failed.errorReason == "remote.unavailable" && (failed["error"]?["message"]?.stringValue ?? "").contains("HTTP helper stopped"), "\(failed)")
+
+        try fixture.rig.setAPIMode(.normal)
+        #expect(try fixture.fetch("/api/me")["result"]?["status"] == 200, "the next request starts a new helper")
+        let again = Self.httpHelpers(of: fixture.daemon)
+        #expect(again.count == 1 && again != helpers, "\(again) after \(helpers)")
+    }
+
     @Test("authctl: token remote, remote fetch, report-401 (exit 7), federation status and logout")
     func authctlCommands() throws {
         let fixture = try FederationFixture()

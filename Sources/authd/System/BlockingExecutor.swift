@@ -9,7 +9,7 @@ import Synchronization
 // - A long-lived owner of a C handle is one actor on one `BlockingExecutor`: `Store` (SQLite),
 //   `CardQueue` (pcsc-lite), `FingerprintDevice` (sd-bus, fprintd), `LoopbackRedirect` (one
 //   listening socket for the length of a sign-in).
-// - Work that belongs to no owner (one Argon2id hash, one helper process) borrows a worker of
+// - Work that belongs to no owner (one Argon2id hash) borrows a worker of
 //   a `BlockingPool`, which bounds how many run at once and queues the rest in arrival order.
 //
 // An actor on such an executor may block for as long as its work takes: its queue is its own.

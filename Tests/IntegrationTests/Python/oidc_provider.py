@@ -677,7 +677,7 @@ def control_api_routes(app):
     @app.post("/control/api")
     def control_api():
         mode = request.get_json(force=True).get("mode")
-        if mode not in ("normal", "401", "500"):
+        if mode not in ("normal", "401", "500", "slow"):
             return jsonify(error="unknown api mode"), 400
         with STATE.lock:
             STATE.api_mode = mode
@@ -708,6 +708,9 @@ def create_api_app():
             return refuse(InvalidTokenError("The session was ended by the server."))
         if mode == "500":
             return Response('{"error":"server_error"}', status=500, content_type="application/json")
+        if mode == "slow":
+            # An API that takes its time: the request is counted, its answer comes late.
+            time.sleep(20)
         try:
             token = protector.acquire_token()
         except (MissingAuthorizationError, UnsupportedTokenTypeError):

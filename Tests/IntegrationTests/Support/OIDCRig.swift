@@ -55,6 +55,8 @@ final class OIDCRig {
         /// 401 invalid_token whatever the token (the session was killed server-side).
         case unauthorized = "401"
         case serverError = "500"
+        /// Answers after 20 s.
+        case slow
     }
 
     /// The last request the token endpoint received.
