@@ -524,13 +524,23 @@ struct HubTests {
         let input = Pipe(), output = Pipe()
         process.standardInput = input
         process.standardOutput = output
+        // What the script says when it fails (a traceback), for the failure's message.
+        let errors = rig.hub.directory + "/strangers.err"
+        FileManager.default.createFile(atPath: errors, contents: nil)
+        process.standardError = FileHandle(forWritingAtPath: errors)
         try process.run()
         defer {
             try? input.fileHandleForWriting.close()
             if process.isRunning { kill(process.processIdentifier, SIGKILL) }
             process.waitUntilExit()
         }
-        let filled = try WireCodec.decode(JSONValue.self, from: Data(try Self.readLines(output.fileHandleForReading.fileDescriptor, count: 1, seconds: 90)[0].utf8))
+        let said: [String]
+        do {
+            said = try Self.readLines(output.fileHandleForReading.fileDescriptor, count: 1, seconds: 90)
+        } catch {
+            throw HarnessError("\(error); the script's errors: \((try? String(contentsOfFile: errors, encoding: .utf8)) ?? "")")
+        }
+        let filled = try WireCodec.decode(JSONValue.self, from: Data(said[0].utf8))
         #expect(filled["alive"] == 12, "max_newcomers holds (the oldest give way): \(filled)")
         #expect(filled["per_address"] == 3, "newcomers_per_address holds: \(filled)")
         #expect(filled["long_line_cut"] == true, "\(filled)")
