@@ -32,6 +32,50 @@ struct SyncCoreTests {
         #expect(try await log.events(account: account, after: 0, limit: 10).page.events.map(\.position) == [3, 4], "positions go on after a purge")
     }
 
+    typealias Appended = (event: SyncEvent, duplicate: Bool)
+
+    static func outcome(_ body: () async throws -> Appended) async -> Result<Appended, any Error> {
+        do { return .success(try await body()) } catch { return .failure(error) }
+    }
+
+    @Test("appends sent while a commit is under way share the next: positions without a gap, the same key twice in the batch is one event, an append that fails (its account unknown) fails alone")
+    func groupCommit() async throws {
+        let fixture = try TestDirectory()
+        let account = try await fixture.register().account.id
+        let log = SyncLog(store: fixture.store, now: fixture.clock.closure)
+        // The store's queue held, so that every append below waits for the same commit.
+        let release = DispatchSemaphore(value: 0), holding = DispatchSemaphore(value: 0)
+        fixture.store.perform { _ in
+            holding.signal()
+            release.wait()
+        }
+        holding.wait()
+        let outcomes = try await withThrowingTaskGroup(of: (String, Result<Appended, any Error>).self) { group in
+            for index in 0..<32 {
+                group.addTask { ("plain \(index)", await Self.outcome { try await log.append(account: account, try Self.draft("\(index)"), from: Self.origin) }) }
+            }
+            for copy in 0..<2 {
+                group.addTask { ("keyed \(copy)", await Self.outcome { try await log.append(account: account, try Self.draft("k", key: "same"), from: Self.origin) }) }
+            }
+            group.addTask { ("unknown", await Self.outcome { try await log.append(account: "no-such-account", try Self.draft("x"), from: Self.origin) }) }
+            let deadline = ContinuousClock.now + .seconds(30)
+            while log.queue.waiting.withLock({ $0.appends.count }) < 35, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(5)) }
+            #expect(log.queue.waiting.withLock { $0.appends.count } == 35, "every append waits for the one commit")
+            release.signal()
+            var outcomes: [String: Result<Appended, any Error>] = [:]
+            for try await (name, outcome) in group { outcomes[name] = outcome }
+            return outcomes
+        }
+        let appended: [Appended] = outcomes.filter { $0.key != "unknown" }.compactMap { try? $0.value.get() }
+        #expect(appended.count == 34)
+        #expect(Set(appended.filter { !$0.duplicate }.map { $0.event.position }) == Set(1...33), "33 new events, positions 1 to 33")
+        let keyed: [Appended] = [outcomes["keyed 0"], outcomes["keyed 1"]].compactMap { try? $0?.get() }
+        #expect(keyed.count == 2 && keyed[0].event.position == keyed[1].event.position && keyed.filter { $0.duplicate }.count == 1)
+        #expect(throws: (any Error).self) { try outcomes["unknown"]?.get() }
+        #expect(try await log.append(account: account, try Self.draft("next"), from: Self.origin).event.position == 34, "the failed append left no gap")
+        #expect(!log.queue.waiting.withLock { $0.committing })
+    }
+
     /// A log in memory the follower reads from.
     final class MemorySource: SyncSource, @unchecked Sendable {
         // @unchecked: `events` is set before the follower runs and only read after.

@@ -1,11 +1,20 @@
 import FoundationEssentials
 import Protocol
+import Synchronization
 
 /// The account event logs on the daemon's store: the only code with statements on `sync_heads`,
 /// `sync_events`, `sync_read_markers` and `sync_cursors`. Each change is one transaction.
 struct SyncLog: Sendable {
     let store: Store
     let now: @Sendable () -> Date
+    /// Appends that arrive while one commits go into the next commit together (group commit),
+    /// each answered once its own is durable; false: each append is a commit of its own.
+    var groupCommit = true
+    /// The appends waiting for the next commit, shared by every copy of this log.
+    let queue = AppendQueue()
+
+    /// At most this many appends share one commit; the rest go into the next.
+    static let mostPerCommit = 256
 
     /// Who appends: the machine (its device key, which scopes idempotency keys) and the sender
     /// every machine is shown.
@@ -131,17 +140,82 @@ struct SyncLog: Sendable {
     }
 
     /// Appends `draft` at the account's next position, or finds the event the same machine sent
-    /// with the same idempotency key (`duplicate`).
+    /// with the same idempotency key (`duplicate`). Answers once the event is durable: with group
+    /// commit, in the commit that took it with the others waiting then.
     func append(account: String, _ draft: Draft, from origin: Origin) async throws -> (event: SyncEvent, duplicate: Bool) {
-        let now = Int64(now().timeIntervalSince1970)
-        return try await store.transaction(serializedBy: account) { database in
-            if let key = draft.idempotencyKey, let earlier = try database.queryOne(
-                "SELECT \(Self.columns) FROM sync_events WHERE account_id = ? AND device_key = ? AND idempotency_key = ?",
-                [.text(account), .text(origin.deviceKey), .text(key)], row: Self.event) {
-                return (earlier, true)
+        guard groupCommit else {
+            let now = Int64(now().timeIntervalSince1970)
+            return try await store.transaction(serializedBy: account) { database in
+                var earlier: [String: SyncEvent] = [:]
+                return try Self.append(account: account, draft, from: origin, now: now, earlier: &earlier, in: database)
             }
-            return (try Self.insert(draft, account: account, origin: origin, now: now, in: database), false)
         }
+        return try await withCheckedThrowingContinuation { continuation in
+            let start = queue.waiting.withLock { waiting in
+                waiting.appends.append(AppendQueue.Append(account: account, draft: draft, origin: origin, continuation: continuation))
+                defer { waiting.committing = true }
+                return !waiting.committing
+            }
+            if start { store.perform { [self] connection in commitQueued(on: connection) } }
+        }
+    }
+
+    /// On the store's queue: commits what waits, a batch per transaction, until nothing does.
+    /// Each append is its own savepoint: one that fails (its account gone) fails alone. A batch
+    /// whose commit fails fails each of its appends; none is answered before its commit.
+    private func commitQueued(on connection: isolated StoreConnection) {
+        while let batch = queue.waiting.withLock({ waiting -> [AppendQueue.Append]? in
+            guard !waiting.appends.isEmpty else {
+                waiting.committing = false
+                return nil
+            }
+            let batch = Array(waiting.appends.prefix(Self.mostPerCommit))
+            waiting.appends.removeFirst(batch.count)
+            return batch
+        }) {
+            let now = Int64(self.now().timeIntervalSince1970)
+            do {
+                let outcomes = try connection.transaction { database in
+                    // What this batch appended, by idempotency key: the same send twice in one
+                    // batch finds the first, as it would in the table.
+                    var earlier: [String: SyncEvent] = [:]
+                    return try batch.map { append -> Result<(event: SyncEvent, duplicate: Bool), any Error> in
+                        try database.execute("SAVEPOINT sync_append")
+                        do {
+                            let appended = try Self.append(account: append.account, append.draft, from: append.origin, now: now, earlier: &earlier, in: database)
+                            try database.execute("RELEASE sync_append")
+                            return .success(appended)
+                        } catch let error as PostgreSQLError where error.isRetryable {
+                            throw error  // the whole batch runs again
+                        } catch {
+                            try database.execute("ROLLBACK TO sync_append")
+                            try database.execute("RELEASE sync_append")
+                            return .failure(error)
+                        }
+                    }
+                }
+                for (append, outcome) in zip(batch, outcomes) { append.continuation.resume(with: outcome) }
+            } catch {
+                for append in batch { append.continuation.resume(throwing: error) }
+            }
+        }
+    }
+
+    /// One append in the transaction running on `database`: the event the same machine sent
+    /// with the same idempotency key (in the table, or in `earlier`), or a new one.
+    private static func append(account: String, _ draft: Draft, from origin: Origin, now: Int64, earlier: inout [String: SyncEvent],
+                               in database: Database) throws -> (event: SyncEvent, duplicate: Bool) {
+        guard let key = draft.idempotencyKey else { return (try insert(draft, account: account, origin: origin, now: now, in: database), false) }
+        let scoped = [account, origin.deviceKey, key].joined(separator: "\u{0}")
+        if let sent = earlier[scoped] { return (sent, true) }
+        if let sent = try database.queryOne(
+            "SELECT \(columns) FROM sync_events WHERE account_id = ? AND device_key = ? AND idempotency_key = ?",
+            [.text(account), .text(origin.deviceKey), .text(key)], row: event) {
+            return (sent, true)
+        }
+        let event = try insert(draft, account: account, origin: origin, now: now, in: database)
+        earlier[scoped] = event
+        return (event, false)
     }
 
     /// Appends each draft to its account's log, all in one transaction (one commit for many
@@ -316,4 +390,21 @@ struct SyncLog: Sendable {
             return database.changes
         }
     }
+}
+
+/// Appends waiting for the sync log's next commit, and whether one is under way.
+final class AppendQueue: Sendable {
+    struct Append: Sendable {
+        let account: String
+        let draft: SyncLog.Draft
+        let origin: SyncLog.Origin
+        let continuation: CheckedContinuation<(event: SyncEvent, duplicate: Bool), any Error>
+    }
+
+    struct Waiting {
+        var appends: [Append] = []
+        var committing = false
+    }
+
+    let waiting = Mutex(Waiting())
 }

@@ -112,7 +112,7 @@ final class Daemon: @unchecked Sendable {
                 return false
             }
         }
-        let syncService = SyncService(log: SyncLog(store: accountStore, now: now), directory: accounts, bus: syncBus, limiter: SyncWriteLimiter(config: holder, now: now),
+        let syncService = SyncService(log: SyncLog(store: accountStore, now: now, groupCommit: config.syncGroupCommit), directory: accounts, bus: syncBus, limiter: SyncWriteLimiter(config: holder, now: now),
                                       thisMachine: identity.id, keyBook: config.role == .hub ? DeviceKeyBook(store: accountStore, now: now) : nil) { events in
             await hub.push(events, directory: directory, connections: connections)
         }

@@ -263,6 +263,8 @@ struct Config: Equatable, Sendable {
     /// How long the account's events are kept where the account lives (a hub, or a standalone
     /// authd); a reader behind that is told (`sync.gap`).
     var syncRetentionSeconds = 30 * 86400
+    /// Events sent while a commit is under way go into the next commit together.
+    var syncGroupCommit = true
     /// Show each `notification` event on the desktop of the user authd runs as.
     var syncDesktopNotifications = false
     /// Events (sends, read markers, dismissals) one local user (of this machine, or of a
@@ -274,6 +276,7 @@ struct Config: Equatable, Sendable {
     private static let sync = Section("sync", [
         .duration("retention", \.syncRetentionSeconds, in: 3600...(3650 * 86400)),
         .yesNo("desktop_notifications", \.syncDesktopNotifications),
+        .yesNo("group_commit", \.syncGroupCommit),
         .integer("writes_per_minute", \.syncWritesPerMinute, in: 1...1_000_000),
         .integer("machine_writes_per_minute", \.syncMachineWritesPerMinute, in: 1...10_000_000),
     ])
