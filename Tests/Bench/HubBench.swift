@@ -117,7 +117,7 @@ func benchHub() throws -> (hub: Daemon, client: Client, port: UInt16, pki: Bench
 }
 
 /// A bench hub's configuration: limits out of the way, `extra` lines in `[hub]`.
-func benchHubConfig(_ pki: BenchPKI, extra: String = "") -> String {
+func benchHubConfig(_ pki: BenchPKI, extra: String = "", sync: String = "") -> String {
     """
         [accounts]
         starts_per_minute = 100000
@@ -125,6 +125,7 @@ func benchHubConfig(_ pki: BenchPKI, extra: String = "") -> String {
         [sync]
         writes_per_minute = 1000000
         machine_writes_per_minute = 1000000
+        \(sync)
         [presence]
         lookups_per_hour = 100000
         [hub]
@@ -144,6 +145,7 @@ func syncOnlyFigures() throws {
     defer { try? FileManager.default.removeItem(atPath: pki.directory) }
     defer { hub.stop() }
     try syncFigures(hub: hub, port: port, pki: pki)
+    try groupCommitFigures()
 }
 
 /// `authd-bench BIN presence`: the presence figures alone.
@@ -196,6 +198,7 @@ func hubFigures() throws {
 
     try e2eeCryptoFigures()
     try syncFigures(hub: hub, port: port, pki: pki)
+    try groupCommitFigures()
     try presenceFigures(hub: hub, hubClient: hubClient, port: port, pki: pki)
 
     // 1,000 device connections, four per device key (the hub's limit per device).
@@ -234,15 +237,15 @@ func hubFigures() throws {
 /// subscriber reads it (the send's own round trip included: an upper bound of commit →
 /// delivery); sustained events per second end to end; and a subscriber catching up on 10,000
 /// events it missed.
-private func syncFigures(hub: Daemon, port: UInt16, pki: BenchPKI) throws {
+/// Two devices linked to `hub`, one account signed in on both (registered on A): its phone
+/// number and each device's session token. The caller stops the devices.
+private func linkedPair(hub: Daemon, port: UInt16, pki: BenchPKI, phone: String) throws -> (a: Daemon, b: Daemon, tokenA: String, tokenB: String) {
     let link = "[hub]\nurl = 127.0.0.1:\(port)\nca_file = \(pki.directory)/ca.pem\n"
     let (a, b) = (try Daemon(config: link), try Daemon(config: link))
-    defer { a.stop(); b.stop() }
     let clientA = try Client(a.socket), clientB = try Client(b.socket)
     for client in [clientA, clientB] {
         for _ in 0..<200 where !String(decoding: try client.call("hub.status"), as: UTF8.self).contains(#""state":"connected""#) { usleep(50_000) }
     }
-    let phone = "+37250008888"
     let started = String(decoding: try clientA.call("account.register.start", #"{"phone":"\#(phone)"}"#), as: UTF8.self)
     guard let flow = started.firstMatch(of: /"flow":"([^"]+)"/)?.output.1 else { throw BenchError(description: started) }
     let code = try hub.spooledCode(to: phone, after: 0)
@@ -252,9 +255,69 @@ private func syncFigures(hub: Daemon, port: UInt16, pki: BenchPKI) throws {
     guard let tokenA = verified.firstMatch(of: /"token":"(as1\.[^"]+)"/)?.output.1, let tokenB = login.firstMatch(of: /"token":"(as1\.[^"]+)"/)?.output.1 else {
         throw BenchError(description: verified + login)
     }
+    return (a, b, String(tokenA), String(tokenB))
+}
+
+/// Group commit at a SQLite hub: 16 senders on device A, every event read at B's subscriber;
+/// events/s, and sent → at B at that load, with group commit and, the control in the same run,
+/// one commit per event (`[sync] group_commit = no`). Encryption off: the log's figure.
+func groupCommitFigures() throws {
+    var rates: [Bool: Double] = [:]
+    for grouped in [false, true] {
+        let pki = try BenchPKI()
+        defer { try? FileManager.default.removeItem(atPath: pki.directory) }
+        let hub = try Daemon(config: benchHubConfig(pki, sync: "group_commit = \(grouped ? "yes" : "no")"))
+        defer { hub.stop() }
+        let phone = "+37250006666"
+        let (a, b, tokenA, tokenB) = try linkedPair(hub: hub, port: try hubPort(hub), pki: pki, phone: phone)
+        defer { a.stop(); b.stop() }
+        try Client(hub.socket).call("admin.accounts.e2ee", #"{"account":"\#(phone)","e2ee":"off"}"#)
+        let watcher = try Client(b.socket)
+        try watcher.call("sync.subscribe", #"{"session":"\#(tokenB)"}"#)
+        let (senders, each) = (16, 250)
+        let sentAt = Mutex<[Int: ContinuousClock.Instant]>([:])
+        let socket = a.socket
+        let threads = (0..<senders).map { worker in
+            Thread {
+                guard let client = try? Client(socket) else { return }
+                for index in 0..<each {
+                    let n = worker * 1000 + index
+                    sentAt.withLock { $0[n] = .now }
+                    _ = try? client.call("sync.send", #"{"session":"\#(tokenA)","kind":"message","conversation":"c\#(worker)","body":{"n":\#(n)}}"#)
+                }
+            }
+        }
+        let pids = [hub, a, b].map(\.process.processIdentifier) + [getpid()]
+        let cpuBefore = pids.map(cpuSeconds(of:))
+        let flowStarted = ContinuousClock.now
+        threads.forEach { $0.start() }
+        var latencies: [Double] = []
+        while latencies.count < senders * each, let line = try watcher.connection.readLine() {
+            let text = String(decoding: line, as: UTF8.self)
+            guard text.contains(#""method":"sync.event""#), let n = text.firstMatch(of: /"n":([0-9]+)/).flatMap({ Int($0.output.1) }) else { continue }
+            let arrived = ContinuousClock.now
+            if let sent = sentAt.withLock({ $0[n] }) { latencies.append((arrived - sent).milliseconds) }
+        }
+        let seconds = (ContinuousClock.now - flowStarted).milliseconds / 1000
+        let rate = Double(senders * each) / seconds
+        rates[grouped] = rate
+        let busy = zip(pids.map(cpuSeconds(of:)), cpuBefore).map { ($0 - $1) / seconds * 100 }
+        latencies.sort()
+        let label = grouped ? "group commit" : "one commit per event"
+        row("sync through a SQLite hub, 16 senders on A → B", String(format: "%.0f events/s, %@ (CPU: hub %.0f%%, A %.0f%%, B %.0f%%, bench %.0f%% of a core)",
+                                                                       rate, label, busy[0], busy[1], busy[2], busy[3]))
+        row("  sent on A → at B at that load", String(format: "p50 %.1f ms, p99 %.1f ms (target p99 ≤ 50 ms)", percentile(latencies, 0.5), percentile(latencies, 0.99)))
+    }
+    row("  group commit ÷ one commit per event (target ≥ 5)", String(format: "%.2f (target ≥ 4,000 events/s)", (rates[true] ?? 0) / max(1, rates[false] ?? 1)))
+}
+
+private func syncFigures(hub: Daemon, port: UInt16, pki: BenchPKI) throws {
+    let (a, b, token, tokenB) = try linkedPair(hub: hub, port: port, pki: pki, phone: "+37250008888")
+    defer { a.stop(); b.stop() }
+    let phone = "+37250008888"
+    let clientA = try Client(a.socket), clientB = try Client(b.socket)
     let watcher = try Client(b.socket)
     try watcher.call("sync.subscribe", #"{"session":"\#(tokenB)"}"#)
-    let token = String(tokenA)
     let sendParams = { @Sendable (index: Int) -> String in #"{"session":"\#(token)","kind":"message","conversation":"bench","body":{"n":\#(index)}}"# }
     func send(_ client: Client, _ index: Int) throws { try client.call("sync.send", sendParams(index)) }
     /// Senders on their own threads (a Client is one thread's).

@@ -94,7 +94,7 @@ func postgresqlFigures() throws {
 }
 
 /// The loopback port a bench hub listens on, as `hub.status` says.
-private func hubPort(_ hub: Daemon) throws -> UInt16 {
+func hubPort(_ hub: Daemon) throws -> UInt16 {
     let status = String(decoding: try Client(hub.socket).call("hub.status"), as: UTF8.self)
     guard let port = status.firstMatch(of: /"listen":"127\.0\.0\.1:([0-9]+)"/).flatMap({ UInt16($0.output.1) }) else {
         throw BenchError(description: "the hub reports no port: \(status)")
