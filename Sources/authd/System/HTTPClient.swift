@@ -144,7 +144,7 @@ final class HTTPHelper: Sendable {
     static let mostInFlight = 256
     static let mostPerRequester = 32
     /// An answer line longer than this ends the helper (no answer it may give is this large).
-    static let longestLine = 64 << 20
+    static let longestLine = 8 << 20
 
     private struct Running {
         let pid: pid_t
@@ -183,12 +183,7 @@ final class HTTPHelper: Sendable {
             defer { state.nextID += 1 }
             return state.nextID
         }
-        var line: [UInt8]
-        do {
-            line = Array(try JSONEncoder().encode(make(id))) + [UInt8(ascii: "\n")]
-        } catch {
-            throw HTTPFailure(description: "cannot encode the request")
-        }
+        let request = make(id)
         do {
             return try await withTaskCancellationHandler {
                 try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<AuthdHTTP.Response, any Error>) in
@@ -208,8 +203,13 @@ final class HTTPHelper: Sendable {
                     case .failure(let error):
                         continuation.resume(throwing: error)
                     case .success(let running):
-                        writes.async { [line] in
-                            var line = line
+                        // Encoded here, so that the one copy of the line, with its token or
+                        // secret, is the one wiped once written.
+                        writes.async {
+                            guard var line = try? Array(JSONEncoder().encode(request)) else {
+                                return self.fail(id, HTTPFailure(description: "cannot encode the request"))
+                            }
+                            line.append(UInt8(ascii: "\n"))
                             defer { OpenSSL.wipe(&line) }
                             do {
                                 try line.withUnsafeBytes { try Syscalls.writeAll(running.input, $0, name: "authd-http") }
@@ -226,10 +226,8 @@ final class HTTPHelper: Sendable {
                 fail(id, HTTPFailure(description: "the request was cancelled"))
             }
         } catch let error as HTTPFailure {
-            OpenSSL.wipe(&line)
             throw error
         } catch {
-            OpenSSL.wipe(&line)
             throw HTTPFailure(description: "\(error)")
         }
     }
