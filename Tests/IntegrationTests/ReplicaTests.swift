@@ -168,6 +168,29 @@ struct ReplicaTests {
         }
     }
 
+    @Test("after PostgreSQL restarts, no connection of a replica's pool fails its next caller: 16 calls at once, all answered")
+    func poolAfterRestart() throws {
+        let cluster = try PostgreSQLCluster.makePrivate()
+        let database = try cluster.createDatabase()
+        let hub = try DaemonHarness(config: "[hub]\ndatabase = \(database.connection)\n")
+        try hub.start()
+        let session = try #require(try LoginTests.register(hub, try hub.connect(), phone: "+37251230001", password: Self.password)["session"]?["token"])
+        let socket = hub.socketPath
+        /// 16 `session.get` at once, each on a connection of its own: the answers that were not results.
+        func together() -> [JSONValue] {
+            let failures = Mutex<[JSONValue]>([])
+            DispatchQueue.concurrentPerform(iterations: 16) { _ in
+                let answer = (try? LineClient(socketPath: socket).call("session.get", ["session": session])) ?? ["error": "no answer"]
+                if answer["result"] == nil { failures.withLock { $0.append(answer) } }
+            }
+            return failures.withLock { $0 }
+        }
+        #expect(together().isEmpty, "every connection of the pool in use before the restart")
+        try cluster.stop(mode: "fast")
+        try cluster.start()
+        #expect(together().isEmpty, "a connection the server closed is made again before it is used")
+    }
+
     @Test("PostgreSQL restarted while a machine sends through one replica, then that replica killed: every position a sender was told reaches the machine on the other replica once, in order; the first machine fails over and goes on")
     func restartAndFailover() throws {
         let cluster = try PostgreSQLCluster.makePrivate()
@@ -207,7 +230,10 @@ struct ReplicaTests {
         // The first replica dies: A moves to the second and goes on.
         try replicas.first.kill9()
         try HubRig.waitForLink(a, state: "connected", url: replicas.secondAddress, seconds: 20)
-        for i in 0..<5 { expected.append(try #require(try send("after failover \(i)")["result"]?["position"]?.integerValue)) }
+        for i in 0..<5 {
+            let answer = try send("after failover \(i)")
+            expected.append(try #require(answer["result"]?["position"]?.integerValue, "\(answer)"))
+        }
 
         // A refused send may still have committed (its answer lost with the connection): B may
         // see more than A was told, never less, never twice, never out of order.

@@ -102,9 +102,18 @@ final class PostgreSQLConnection {
     }
 
     /// A connection to use now: this one, or a new one if the server went away (not inside a
-    /// transaction: a transaction whose connection broke has failed, and says so).
+    /// transaction: a transaction whose connection broke has failed, and says so). Between
+    /// transactions it reads what the server left on the socket first: a server that restarted
+    /// closed it, and a connection of the pool that sat idle meanwhile is made again now, rather
+    /// than failing its next caller.
     private func connected() throws -> OpaquePointer {
-        if let handle, PQstatus(handle) == CONNECTION_OK { return handle }
+        if let handle, PQstatus(handle) == CONNECTION_OK {
+            if inTransaction || !Syscalls.hasInput(PQsocket(handle)) { return handle }
+            // Between transactions the server says nothing unasked: what waits is its goodbye
+            // (a restart's FATAL) before the end of the connection.
+            _ = PQconsumeInput(handle)
+            if PQstatus(handle) == CONNECTION_OK && !Syscalls.atEndOfFile(PQsocket(handle)) { return handle }
+        }
         if inTransaction { throw PostgreSQLError(sqlstate: "08006", message: "the connection broke during the transaction", sql: nil) }
         if let last = lastFailedAttempt, ContinuousClock.now - last < Self.reconnectPause {
             throw PostgreSQLError(sqlstate: "", message: "the database is unreachable", sql: nil)
