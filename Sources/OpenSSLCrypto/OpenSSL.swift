@@ -144,6 +144,11 @@ public enum OpenSSL {
     public static func wipe(_ bytes: inout [UInt8]) {
         bytes.withUnsafeMutableBytes { OPENSSL_cleanse($0.baseAddress, $0.count) }
     }
+
+    /// The same for the first `count` bytes, before they are dropped (a line read and handled).
+    public static func wipe(_ bytes: inout [UInt8], first count: Int) {
+        bytes.withUnsafeMutableBytes { OPENSSL_cleanse($0.baseAddress, min(count, $0.count)) }
+    }
 }
 
 /// AES-256-GCM with a random 96-bit nonce. Output layout: nonce ‖ ciphertext ‖ 16-byte tag.

@@ -332,9 +332,7 @@ private actor PinentrySession {
             }
             while let newline = pending.firstIndex(of: UInt8(ascii: "\n")) {
                 let action = conversation.receive(Substring(String(decoding: pending[..<newline], as: UTF8.self)))
-                pending.withUnsafeMutableBytes { bytes in
-                    for index in 0...newline { bytes[index] = 0 }
-                }
+                OpenSSL.wipe(&pending, first: newline + 1)
                 pending.removeFirst(newline + 1)
                 switch action {
                 case nil: continue

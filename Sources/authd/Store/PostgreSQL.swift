@@ -108,7 +108,7 @@ final class PostgreSQLConnection {
     /// than failing its next caller.
     private func connected() throws -> OpaquePointer {
         if let handle, PQstatus(handle) == CONNECTION_OK {
-            if inTransaction || !Syscalls.hasInput(PQsocket(handle)) { return handle }
+            if inTransaction || (try? Syscalls.waitUntilReadable([PQsocket(handle)], timeoutMilliseconds: 0))?.first != true { return handle }
             // Between transactions the server says nothing unasked: what waits is its goodbye
             // (a restart's FATAL) before the end of the connection.
             _ = PQconsumeInput(handle)

@@ -193,8 +193,8 @@ final class HTTPHelper: Sendable {
                             return .failure(HTTPFailure(description: "too many HTTP requests in flight; try again when some have been answered"))
                         }
                         if state.running == nil {
-                            do throws(HTTPFailure) { state.running = try start(generation: state.generations + 1) } catch { return .failure(error) }
                             state.generations += 1
+                            do throws(HTTPFailure) { state.running = try start(generation: state.generations) } catch { return .failure(error) }
                         }
                         state.waiting[id] = Waiting(generation: state.running!.generation, requester: requester, continuation: continuation)
                         return .success(state.running!)
@@ -267,12 +267,8 @@ final class HTTPHelper: Sendable {
                 deliver(pending[start..<newline])
                 start = newline + 1
             }
-            if start > 0 {
-                pending.withUnsafeMutableBytes { bytes in
-                    for index in 0..<start { bytes[index] = 0 }
-                }
-                pending.removeFirst(start)
-            }
+            OpenSSL.wipe(&pending, first: start)
+            pending.removeFirst(start)
             if pending.count > Self.longestLine {
                 reason = "it sent an answer longer than \(Self.longestLine) bytes"
                 break

@@ -249,20 +249,13 @@ enum Syscalls {
         }
     }
 
-    /// Whether something waits to be read on `fd` (or its peer closed it), without waiting.
-    static func hasInput(_ fd: Int32) -> Bool {
-        var entry = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-        return Glibc.poll(&entry, 1, 0) > 0
-    }
-
-    /// Whether the peer closed `fd` and nothing is left to read before the end (a peek that
-    /// neither waits nor takes anything).
+    /// Whether the peer closed `fd` (or reset it) and nothing is left to read before the end: a
+    /// peek that neither waits nor takes anything. The corresponding C function is `recv` with
+    /// `MSG_PEEK | MSG_DONTWAIT`.
     static func atEndOfFile(_ fd: Int32) -> Bool {
-        var entry = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-        guard Glibc.poll(&entry, 1, 0) > 0 else { return false }
-        if entry.revents & Int16(POLLHUP | POLLERR) != 0 { return true }
         var byte: UInt8 = 0
-        return Glibc.recv(fd, &byte, 1, Int32(MSG_PEEK | MSG_DONTWAIT)) == 0
+        let count = Glibc.recv(fd, &byte, 1, Int32(MSG_PEEK | MSG_DONTWAIT))
+        return count == 0 || (count < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
     }
 
     /// After reading end-of-file: true when the peer closed the socket entirely (POLLHUP), false
