@@ -7,16 +7,22 @@ import Protocol
 /// request line's envelope is read) must be the object's, each value's text read as Foundation
 /// reads that member, and the names given for a value that is an object its members' names.
 /// What was read is then written back by CompactJSON, which must write what JSONEncoder writes
-/// (or leave the value to it).
+/// (or leave the value to it). The value StrictJSON reads itself in the same pass must be
+/// Foundation's, and it must refuse exactly what the check refuses, for the same reason.
 enum StrictJSONFuzz {
     static func run(_ input: [UInt8]) {
-        guard StrictJSON.check(input) == nil else { return }
+        let parsed: Result<JSONValue, StrictJSON.Violation> = Result { () throws(StrictJSON.Violation) in try StrictJSON.value(of: input) }
+        if let violation = StrictJSON.check(input) {
+            precondition(parsed == .failure(violation), "StrictJSON.value refuses differently from StrictJSON.check")
+            return
+        }
         let value: JSONValue
         do {
             value = try JSONDecoder().decode(JSONValue.self, from: Data(input))
         } catch {
             preconditionFailure("StrictJSON accepts what JSONDecoder refuses: \(error)")
         }
+        precondition(parsed == .success(value), "StrictJSON.value reads the text differently from JSONDecoder")
         if let compact = try? CompactJSON.encode(value) {
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]

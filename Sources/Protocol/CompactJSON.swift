@@ -68,6 +68,8 @@ public enum CompactJSON {
         @exclusivity(unchecked) private var lastID = 0
         /// Set where a method that cannot throw met what one pass cannot write.
         @exclusivity(unchecked) private(set) var failed = false
+        /// Set where a `RawJSON` was written as it came (not this writer's own writing).
+        @exclusivity(unchecked) private(set) var passedThrough = false
 
         struct Open {
             enum Kind: Equatable {
@@ -190,6 +192,10 @@ public enum CompactJSON {
             if T.self == [Int64].self { return array(unsafeBitCast(value, to: [Int64].self), integer) }
             if T.self == [UInt32].self { return array(unsafeBitCast(value, to: [UInt32].self), integer) }
             if T.self == Date.self || T.self == Data.self || T.self == URL.self || T.self == Decimal.self { throw NotInOnePass() }
+            if T.self == RawJSON.self {
+                passedThrough = true
+                return unsafeBitCast(value, to: RawJSON.self).bytes.withUnsafeBufferPointer { raw($0) }
+            }
             // A JSON value that is a scalar (every line's id): as `JSONValue.encode(to:)` writes it.
             if T.self == JSONValue.self {
                 switch unsafeBitCast(value, to: JSONValue.self) {

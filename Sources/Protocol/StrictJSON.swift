@@ -86,6 +86,28 @@ public enum StrictJSON {
         return try? reader.string()
     }
 
+    /// Checks `text` as ``check(_:)`` does and, in the same pass, reads the value it is: how a
+    /// generic value (a forwarded call's params, an answer a client reads) is read without
+    /// `JSONDecoder`, whose decoding of an open-shaped value tries each kind in turn and throws
+    /// for each wrong one. A number is an integer when `Int64` holds it exactly (`7`, `7.0`,
+    /// `7e0`), a double otherwise, as `JSONValue`'s decoding reads it.
+    public static func value(of text: [UInt8]) throws(Violation) -> JSONValue {
+        var reader = Reader(bytes: text)
+        if text.starts(with: [0xEF, 0xBB, 0xBF]) { throw Violation(offset: 0, problem: "a byte-order mark precedes the JSON text") }
+        reader.skipWhitespace()
+        let value = try reader.parsedValue(depth: 0)
+        reader.skipWhitespace()
+        guard reader.index == text.count else { throw reader.violation("text after the JSON value") }
+        return value
+    }
+
+    /// The value whose text lies at `range` of a text that passed the check.
+    public static func value(at range: Range<Int>, in text: [UInt8]) -> JSONValue? {
+        var reader = Reader(bytes: text, index: range.lowerBound)
+        guard let value = try? reader.parsedValue(depth: 0), reader.index == range.upperBound else { return nil }
+        return value
+    }
+
     private struct Reader {
         let bytes: [UInt8]
         var index = 0
@@ -135,6 +157,82 @@ public enum StrictJSON {
             case nil: throw violation("the JSON text ends early")
             default: throw violation("not a JSON value")
             }
+        }
+
+        /// The value at `index`, read as `value(depth:)` checks it.
+        mutating func parsedValue(depth: Int) throws(Violation) -> JSONValue {
+            switch next {
+            case UInt8(ascii: "{")?: return .object(try parsedObject(depth: depth + 1))
+            case UInt8(ascii: "[")?: return .array(try parsedArray(depth: depth + 1))
+            case UInt8(ascii: "\"")?: return .string(try string())
+            case UInt8(ascii: "t")?: try expect("true"); return .bool(true)
+            case UInt8(ascii: "f")?: try expect("false"); return .bool(false)
+            case UInt8(ascii: "n")?: try expect("null"); return .null
+            case let byte? where byte == UInt8(ascii: "-") || (0x30...0x39).contains(byte): return try parsedNumber()
+            case nil: throw violation("the JSON text ends early")
+            default: throw violation("not a JSON value")
+            }
+        }
+
+        /// An object's members; a name twice is refused, compared as the text it means.
+        mutating func parsedObject(depth: Int) throws(Violation) -> [String: JSONValue] {
+            guard depth <= StrictJSON.maximumDepth else { throw violation("nested deeper than \(StrictJSON.maximumDepth) levels") }
+            index += 1
+            skipWhitespace()
+            var members: [String: JSONValue] = [:]
+            if next == UInt8(ascii: "}") {
+                index += 1
+                return members
+            }
+            while true {
+                guard next == UInt8(ascii: "\"") else {
+                    throw violation(next == nil ? "the JSON text ends early" : "a member name was expected (a trailing comma?)")
+                }
+                let start = index
+                let name = try memberName()
+                let key = text(of: name)
+                guard members[key] == nil else {
+                    throw Violation(offset: start, problem: "the member name '\(Redaction.printable(key, limit: 64))' appears twice")
+                }
+                skipWhitespace()
+                guard next == UInt8(ascii: ":") else { throw violation("':' was expected after a member name") }
+                index += 1
+                skipWhitespace()
+                members[key] = try parsedValue(depth: depth)
+                skipWhitespace()
+                switch next {
+                case UInt8(ascii: ",")?: index += 1; skipWhitespace()
+                case UInt8(ascii: "}")?: index += 1; return members
+                default: throw violation(next == nil ? "the JSON text ends early" : "',' or '}' was expected")
+                }
+            }
+        }
+
+        mutating func parsedArray(depth: Int) throws(Violation) -> [JSONValue] {
+            guard depth <= StrictJSON.maximumDepth else { throw violation("nested deeper than \(StrictJSON.maximumDepth) levels") }
+            index += 1
+            skipWhitespace()
+            var elements: [JSONValue] = []
+            if next == UInt8(ascii: "]") { index += 1; return elements }
+            while true {
+                if next == UInt8(ascii: "]") { throw violation("a value was expected (a trailing comma?)") }
+                elements.append(try parsedValue(depth: depth))
+                skipWhitespace()
+                switch next {
+                case UInt8(ascii: ",")?: index += 1; skipWhitespace()
+                case UInt8(ascii: "]")?: index += 1; return elements
+                default: throw violation(next == nil ? "the JSON text ends early" : "',' or ']' was expected")
+                }
+            }
+        }
+
+        mutating func parsedNumber() throws(Violation) -> JSONValue {
+            let start = index
+            _ = try numberGrammar()
+            let text = String(decoding: bytes[start..<index], as: UTF8.self)
+            if let integer = Int64(text) { return .integer(integer) }
+            guard let double = Double(text), double.isFinite else { throw Violation(offset: start, problem: "a number is too large for a double") }
+            return Int64(exactly: double).map { .integer($0) } ?? .double(double)
         }
 
         mutating func object(depth: Int) throws(Violation) {

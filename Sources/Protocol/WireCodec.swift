@@ -48,11 +48,19 @@ public struct Request: Sendable, Equatable {
         }
     }
 
-    /// The params as a generic JSON value (slow path: forwarding, diagnostics and tests).
+    /// The params as their text, to be passed on unread (a device forwarding a call to its hub).
+    public var rawParams: RawJSON? {
+        switch source {
+        case .value(let value): return value.flatMap { try? RawJSON(encoding: $0) }
+        case .text(let text, _): return text.map { RawJSON(checked: $0.line, range: $0.range) }
+        }
+    }
+
+    /// The params as a generic JSON value (slow path: diagnostics and tests).
     public var params: JSONValue? {
         switch source {
         case .value(let value): return value
-        case .text(let text, _): return text.flatMap { try? JSONDecoder().decode(JSONValue.self, from: $0.data) }
+        case .text(let text, _): return text.flatMap { StrictJSON.value(at: $0.range, in: $0.line) }
         }
     }
 }
@@ -67,6 +75,13 @@ public enum Incoming: Sendable, Equatable {
         case result(JSONValue)
         case error(RPCError)
     }
+}
+
+/// A line a client reads, as ``Incoming`` is, with its result and params kept as their text
+/// (``RawJSON``): what is passed on, or decoded typed next, is not built into a value first.
+public enum RawIncoming: Sendable, Equatable {
+    case response(id: JSONValue, outcome: Result<RawJSON, RPCError>)
+    case notification(method: String, params: RawJSON?)
 }
 
 /// Encoding and decoding of protocol lines. Stateless; every function is safe from any thread.
@@ -118,7 +133,8 @@ public enum WireCodec {
         guard let writer = try CompactJSON.written(by: body) else { return nil }
         #if DEBUG
         // Every test checks the two encoders against each other (the texts may hold secrets:
-        // only where they part is said).
+        // only where they part is said), except where a text was passed through as it came.
+        guard !writer.passedThrough else { return writer }
         let bytes = writer.text
         let value = reference()
         let expected = [UInt8](try makeEncoder().encode(value))
@@ -293,22 +309,47 @@ public enum WireCodec {
         public var error: RPCError
     }
 
-    /// Parses one line as a response or notification (the client side).
+    /// Parses one line as a response or notification (the client side), as strict JSON.
     public static func decodeIncoming(_ line: some Collection<UInt8>) throws(RPCError) -> Incoming {
-        guard case .object(let members)? = try? JSONDecoder().decode(JSONValue.self, from: Data(line)),
-              members["jsonrpc"] == .string(jsonrpcVersion)
-        else { throw .parseError("The daemon sent a line that is not a JSON-RPC 2.0 message.") }
-        if case .string(let method)? = members["method"], members["id"] == nil {
-            return .notification(method: method, params: members["params"])
+        switch try decodeIncomingRaw(line) {
+        case .notification(let method, let params): .notification(method: method, params: params?.value)
+        case .response(let id, .success(let result)): .response(id: id, outcome: .result(result.value))
+        case .response(let id, .failure(let error)): .response(id: id, outcome: .error(error))
         }
-        guard let id = members["id"] else { throw .parseError("The daemon sent a response without an id.") }
-        if let error = members["error"] {
-            guard let decoded = try? decode(RPCError.self, from: error) else {
+    }
+
+    /// Parses one line as ``decodeIncoming(_:)`` does, in one pass over its envelope: the
+    /// result and params are left as their text.
+    public static func decodeIncomingRaw(_ line: some Collection<UInt8>) throws(RPCError) -> RawIncoming {
+        let bytes = Array(line)
+        let notJSONRPC = RPCError.parseError("The daemon sent a line that is not a JSON-RPC 2.0 message.")
+        guard let members = try? StrictJSON.members(of: bytes) else { throw notJSONRPC }
+        var (version, id, method, params, result, error): (Range<Int>?, Range<Int>?, Range<Int>?, Range<Int>?, Range<Int>?, Range<Int>?)
+        for member in members {
+            switch member.name(in: bytes) {
+            case "jsonrpc": version = member.value
+            case "id": id = member.value
+            case "method": method = member.value
+            case "params": params = member.value
+            case "result": result = member.value
+            case "error": error = member.value
+            default: break
+            }
+        }
+        guard let version, bytes[version.lowerBound] == UInt8(ascii: "\""), StrictJSON.string(at: version.lowerBound, in: bytes) == jsonrpcVersion else {
+            throw notJSONRPC
+        }
+        if id == nil, let method, bytes[method.lowerBound] == UInt8(ascii: "\""), let name = StrictJSON.string(at: method.lowerBound, in: bytes) {
+            return .notification(method: name, params: params.map { RawJSON(checked: bytes, range: $0) })
+        }
+        guard let id, let idValue = StrictJSON.value(at: id, in: bytes) else { throw .parseError("The daemon sent a response without an id.") }
+        if let error {
+            guard let decoded = try? RawJSON(checked: bytes, range: error).decode(RPCError.self) else {
                 throw .parseError("The daemon sent an error object that cannot be read.")
             }
-            return .response(id: id, outcome: .error(decoded))
+            return .response(id: idValue, outcome: .failure(decoded))
         }
-        return .response(id: id, outcome: .result(members["result"] ?? .null))
+        return .response(id: idValue, outcome: .success(result.map { RawJSON(checked: bytes, range: $0) } ?? RawJSON.null))
     }
 
     /// Decodes a method's typed parameters. Missing or ill-typed fields, and fields the method
@@ -350,6 +391,48 @@ public enum WireCodec {
             throw .invalidParams("Unknown parameter '\(Redaction.printable(field, limit: 64))'.", field: field)
         }
         return decoded.value
+    }
+
+    /// A `link.forward` request's inner call and who made it. The inner params stay in their
+    /// wire form, as the device sent them, for the method's own decoding: a forwarded call is
+    /// decoded once, as a local one is, with no generic value built and written again between.
+    public static func decodeForwarded(_ request: Request) throws(RPCError) -> (request: Request, caller: ForwardedCaller) {
+        guard case .text(let text, _) = request.source else {
+            // Built in-process: the typed way.
+            let forwarded = try decodeParams(LinkForward.Params.self, from: request)
+            return (Request(id: request.id, method: forwarded.method, params: forwarded.params?.value), forwarded.caller)
+        }
+        guard let text else { throw .invalidParams("Missing parameter 'method'.", field: "method") }
+        // The params' own text: their members are read where they lie in it.
+        let bytes = Array(text.line[text.range])
+        guard let members = try? StrictJSON.members(of: bytes) else { throw .invalidParams("'params' must be an object (named parameters).", field: "params") }
+        var method: String?
+        var caller: ForwardedCaller?
+        var inner: (text: Request.ParamsText?, names: [String]) = (nil, [])
+        for member in members {
+            let first = bytes[member.value.lowerBound]
+            switch member.name(in: bytes) {
+            case "method":
+                guard first == UInt8(ascii: "\""), let name = StrictJSON.string(at: member.value.lowerBound, in: bytes) else {
+                    throw .invalidParams("Parameter 'method' must be a string.", field: "method")
+                }
+                method = name
+            case "caller":
+                guard let value = StrictJSON.value(at: member.value, in: bytes), let read = ForwardedCaller(value) else {
+                    throw .invalidParams("Parameter 'caller' is invalid.", field: "caller")
+                }
+                caller = read
+            case "params":
+                guard first != UInt8(ascii: "n") else { continue }
+                guard let names = member.names else { throw .invalidParams("'params' must be an object (named parameters).", field: "params") }
+                inner = (Request.ParamsText(line: bytes, range: member.value), names)
+            case let other:
+                throw .invalidParams("Unknown parameter '\(Redaction.printable(other, limit: 64))'.", field: other)
+            }
+        }
+        guard let method else { throw .invalidParams("Missing parameter 'method'.", field: "method") }
+        guard let caller else { throw .invalidParams("Missing parameter 'caller'.", field: "caller") }
+        return (Request(id: request.id, method: method, paramsText: inner.text, names: inner.names), caller)
     }
 
     /// Decodes typed params from a JSONValue (absent or null means `{}`).

@@ -7,7 +7,7 @@ import Protocol
 import Synchronization
 
 // authd-bench: drives a release build of the real daemon over its socket and prints figures.
-// Usage: authd-bench BIN_DIR [core|card|biometric|federation|passkey|pam|hub|presence|e2ee|sync]   (make bench passes
+// Usage: authd-bench BIN_DIR [core|card|biometric|federation|passkey|pam|hub|forward|scale|presence|e2ee|sync|postgresql]   (make bench passes
 // the release build directory; one of those names runs only its figures; `core`: start, hello and
 // auth.local, memory after sign-ins)
 
@@ -326,6 +326,8 @@ do {
     case "federation": try federationFigures(); exit(0)
     case "passkey": try passkeyFigures(); exit(0)
     case "hub": try hubFigures(); exit(0)
+    case "forward": try forwardingOnlyFigures(); exit(0)
+    case "scale": try scaleOnlyFigures(); exit(0)
     case "presence": try presenceOnlyFigures(); exit(0)
     case "e2ee": try e2eeCryptoFigures(); exit(0)
     case "sync": try syncOnlyFigures(); exit(0)

@@ -527,7 +527,7 @@ struct HubTests {
         process.standardOutput = output
         // What the script says when it fails (a traceback), for the failure's message.
         let errors = rig.hub.directory + "/strangers.err"
-        FileManager.default.createFile(atPath: errors, contents: nil)
+        _ = FileManager.default.createFile(atPath: errors, contents: nil)
         process.standardError = FileHandle(forWritingAtPath: errors)
         try process.run()
         defer {

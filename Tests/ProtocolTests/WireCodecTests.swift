@@ -102,7 +102,7 @@ struct WireCodecTests {
     }
 
     @Test("strict JSON: RFC 8259's grammar and unique member names, nothing lenient")
-    func strictJSON() {
+    func strictJSON() throws {
         let accepted = [
             "{}", "[]", " 1 ", "-0.5e+3", #""\ud83d\ude00 é""#, #"{"a":[1,{"b":null}],"c":true,"d":false}"#,
             #"{"a":1,"b":{"a":2}}"#, #"{"x":{"a":1},"y":{"a":{"a":1}},"a":3,"\u0062":4}"#,
@@ -113,7 +113,16 @@ struct WireCodecTests {
         for text in accepted {
             #expect(StrictJSON.check(Array(text.utf8)) == nil, "\(text)")
             // What is strict is also what the decoder after the check reads.
-            #expect(throws: Never.self, "\(text)") { try JSONDecoder().decode(JSONValue.self, from: Data(text.utf8)) }
+            let decoded = try? JSONDecoder().decode(JSONValue.self, from: Data(text.utf8))
+            #expect(decoded != nil, "\(text)")
+            // And the value the same pass reads is the decoder's.
+            #expect(decoded == (try? StrictJSON.value(of: Array(text.utf8))), "\(text)")
+        }
+        // Numbers: an integer when Int64 holds it exactly, as JSONValue's decoding reads it.
+        for (text, value) in [("7", JSONValue.integer(7)), ("7.0", .integer(7)), ("7e0", .integer(7)), ("-0", .integer(0)), ("0.5", .double(0.5)),
+                              ("9223372036854775807", .integer(.max)), ("9223372036854775808", .double(9223372036854775808)), ("1e-400", .integer(0))] {
+            #expect(try StrictJSON.value(of: Array(text.utf8)) == value, "\(text)")
+            #expect(try JSONDecoder().decode(JSONValue.self, from: Data(text.utf8)) == value, "\(text)")
         }
         let refused: [(String, String)] = [
             (#"{"a":1,"a":2}"#, "appears twice"),
@@ -154,6 +163,7 @@ struct WireCodecTests {
         for (text, problem) in refused {
             let violation = StrictJSON.check(Array(text.utf8))
             #expect(violation?.problem.contains(problem) == true, "\(text): \(String(describing: violation))")
+            #expect(throws: violation!, "\(text)") { try StrictJSON.value(of: Array(text.utf8)) }
         }
         #expect(StrictJSON.check([0x22, 0xFF, 0x22])?.problem == "a string is not valid UTF-8")
         #expect(StrictJSON.check(Array(#"{"a":"b"#.utf8) + [0xFF] + Array(#""}"#.utf8))?.problem == "a string is not valid UTF-8")
@@ -208,6 +218,68 @@ struct WireCodecTests {
             Issue.record("expected an error")
         } catch {
             #expect(error.details["field"] == "params.x")
+        }
+    }
+
+    @Test("a forwarded call's params keep their text: the inner call is decoded as a local one, its errors the same")
+    func forwarded() throws {
+        func forward(_ params: String) throws(RPCError) -> (request: Request, caller: ForwardedCaller) {
+            let line = #"{"jsonrpc":"2.0","id":7,"method":"link.forward","params":\#(params)}"#
+            guard case .success(let request) = WireCodec.decodeRequest(Array(line.utf8)) else { throw .invalidRequest(line) }
+            return try WireCodec.decodeForwarded(request)
+        }
+        let (inner, caller) = try forward(#"{"caller":{"uid":1000,"exe":"/usr/bin/x","machine":"m"},"method":"auth.local","params":{"aud":"x","nonce":"n\u00e9"}}"#)
+        #expect(inner.id == 7 && inner.method == "auth.local")
+        #expect(caller == ForwardedCaller(uid: 1000, username: nil, exe: "/usr/bin/x", machine: "m"))
+        #expect(try WireCodec.decodeParams(AuthLocal.Params.self, from: inner) == AuthLocal.Params(aud: "x", nonce: "né"))
+        #expect(inner.params == ["aud": "x", "nonce": "né"])
+        // An unknown field of the inner call is refused by its own decoding, as a local call's.
+        let typo = try forward(#"{"method":"auth.local","params":{"aud":"x","audience":"y"},"caller":{"uid":0}}"#).request
+        #expect(throws: RPCError.invalidParams("Unknown parameter 'audience'.", field: "audience")) { try WireCodec.decodeParams(AuthLocal.Params.self, from: typo) }
+        for params in [#"{"method":"hello","caller":{"uid":0}}"#, #"{"method":"hello","params":null,"caller":{"uid":0}}"#] {
+            #expect(try forward(params).request.hasNoParams, "\(params)")
+        }
+        // A device passes a caller's params on as the caller wrote them, and the hub's answer
+        // back as the hub wrote it: nothing is read and written again on the way.
+        let asked = try WireCodec.decodeRequest(Array(#"{"jsonrpc":"2.0","id":"c","method":"auth.local","params": { "nonce" : "n\u00e9", "aud":"x" } }"#.utf8)).get()
+        let sent = try WireCodec.requestLine(id: 9, method: LinkForward.name,
+                                             params: LinkForward.Params(method: asked.method, params: asked.rawParams, caller: ForwardedCaller(uid: 1, username: nil, exe: nil, machine: nil)))
+        #expect(String(decoding: sent, as: UTF8.self).contains(#""params":{ "nonce" : "n\u00e9", "aud":"x" }"#))
+        let (unwrapped, _) = try WireCodec.decodeForwarded(try WireCodec.decodeRequest(Array(sent.dropLast())).get())
+        #expect(unwrapped.method == "auth.local" && unwrapped.params == asked.params)
+        let hubLine = #"{"id":9,"jsonrpc":"2.0","result":{"token":"t","z":[1,2.5,null]}}"#
+        guard case .response(9, .success(let answer)) = try WireCodec.decodeIncomingRaw(Array(hubLine.utf8)) else { Issue.record("no answer"); return }
+        #expect(String(decoding: try WireCodec.responseLine(id: "c", result: answer), as: UTF8.self) == #"{"id":"c","jsonrpc":"2.0","result":{"token":"t","z":[1,2.5,null]}}"# + "\n")
+        #expect(answer.value == ["token": "t", "z": [1, .double(2.5), nil]])
+        #expect(try WireCodec.decodeIncomingRaw(Array(#"{"jsonrpc":"2.0","method":"n","params":{"a":1}}"#.utf8))
+                == .notification(method: "n", params: try RawJSON(encoding: ["a": 1] as JSONValue)))
+        let refused = try WireCodec.decodeIncomingRaw(Array(#"{"error":{"code":-32601,"message":"No.","data":{"reason":"rpc.unknown_method"}},"id":3,"jsonrpc":"2.0"}"#.utf8))
+        guard case .response(3, .failure(let error)) = refused else { Issue.record("\(refused)"); return }
+        #expect(error.reason == .unknownMethod && error.message == "No.")
+
+        // The caller is read as its decoding reads it.
+        for text in [#"{"uid":5,"fingerprint_accounts":["a","b"],"username":null,"newer":1}"#, #"{"uid":7.0,"exe":"/x"}"#,
+                     #"{"uid":-1}"#, #"{"uid":5,"username":5}"#, #"{"uid":5,"fingerprint_accounts":["a",1]}"#, #"{"uid":4294967296}"#, "[]"] {
+            let decoded = try? JSONDecoder().decode(ForwardedCaller.self, from: Data(text.utf8))
+            #expect((try? forward(#"{"method":"hello","caller":\#(text)}"#).caller) == decoded, "\(text)")
+        }
+
+        // The same calls built in-process, typed.
+        let built = Request(id: 7, method: LinkForward.name, params: ["method": "auth.local", "params": ["aud": "x"], "caller": ["uid": 5]])
+        let (builtInner, builtCaller) = try WireCodec.decodeForwarded(built)
+        #expect(builtInner == Request(id: 7, method: "auth.local", params: ["aud": "x"]) && builtCaller.uid == 5)
+
+        for (params, field) in [(#"{"params":{},"caller":{"uid":0}}"#, "method"), (#"{"method":1,"caller":{"uid":0}}"#, "method"),
+                                (#"{"method":"hello"}"#, "caller"), (#"{"method":"hello","caller":{"uid":-1}}"#, "caller"),
+                                (#"{"method":"hello","caller":"root"}"#, "caller"), (#"{"method":"hello","params":[1],"caller":{"uid":0}}"#, "params"),
+                                (#"{"method":"hello","caller":{"uid":0},"extra":1}"#, "extra"), (#"{}"#, "method"),
+                                (#"{"method":"hello","caller":{"uid":0,"username":5}}"#, "caller")] {
+            do {
+                _ = try forward(params)
+                Issue.record("expected an error: \(params)")
+            } catch {
+                #expect(error.code == .invalidParams && error.details["field"] == .string(field), "\(params): \(error)")
+            }
         }
     }
 

@@ -181,7 +181,11 @@ struct SQLAccountDirectory: AccountDirectory {
     }
 
     static func decodeAMR(_ json: String) -> [String] {
-        (try? WireCodec.decode([String].self, from: Data(json.utf8))) ?? []
+        // On every authenticated call: read by the strict reader, which costs a fraction of
+        // JSONDecoder's generic decoding (that was 7% of a forwarded session.get at the hub).
+        guard case .array(let values)? = try? StrictJSON.value(of: Array(json.utf8)) else { return [] }
+        let methods = values.compactMap(\.stringValue)
+        return methods.count == values.count ? methods : []
     }
 
     /// Whether `machine` holds a live session of an active account here, on a device it has not

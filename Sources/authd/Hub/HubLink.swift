@@ -80,7 +80,7 @@ final class HubLink: @unchecked Sendable {
 
     // On `loop` only.
     private var machine: LinkMachine
-    private var waiting: [Int64: CheckedContinuation<Result<Result<JSONValue, RPCError>, HubLinkFailure>, Never>] = [:]
+    private var waiting: [Int64: CheckedContinuation<Result<Result<RawJSON, RPCError>, HubLinkFailure>, Never>] = [:]
     private var connection: LinkConnection?
     /// Numbers the attempts: a dial that ends after its attempt was given up (its deadline, a
     /// stop) is recognised, and its socket closed.
@@ -133,10 +133,10 @@ final class HubLink: @unchecked Sendable {
 
     // MARK: Calls
 
-    /// Sends `method` with `params` and waits for the hub's answer: its result, or its error as
-    /// the hub gave it. Fails at once while the link is down.
-    func call(_ method: String, _ params: some Encodable & Sendable) async throws(HubLinkFailure) -> Result<JSONValue, RPCError> {
-        let outcome = await withCheckedContinuation { (answer: CheckedContinuation<Result<Result<JSONValue, RPCError>, HubLinkFailure>, Never>) in
+    /// Sends `method` with `params` and waits for the hub's answer: its result (as the hub
+    /// wrote it), or its error as the hub gave it. Fails at once while the link is down.
+    func call(_ method: String, _ params: some Encodable & Sendable) async throws(HubLinkFailure) -> Result<RawJSON, RPCError> {
+        let outcome = await withCheckedContinuation { (answer: CheckedContinuation<Result<Result<RawJSON, RPCError>, HubLinkFailure>, Never>) in
             loop.execute { [self] in
                 let (id, actions) = machine.call(method, params, now: .now)
                 waiting[id] = answer
@@ -148,18 +148,18 @@ final class HubLink: @unchecked Sendable {
 
     /// A link method `M`, typed: its result, or the hub's refusal thrown as it gave it.
     func call<M: RPCMethod>(_: M.Type, _ params: M.Params) async throws -> M.Result {
-        try WireCodec.decode(M.Result.self, from: try await call(M.name, params).get())
+        try await call(M.name, params).get().decode(M.Result.self)
     }
 
-    /// An account method called by `caller`, a process of this machine, as `link.forward`.
-    func forward(_ method: String, _ params: JSONValue?, caller: ForwardedCaller) async throws(HubLinkFailure) -> Result<JSONValue, RPCError> {
+    /// An account method called by `caller`, a process of this machine, as `link.forward`:
+    /// its params and the hub's answer are passed on as their text (``RawJSON``).
+    func forward(_ method: String, _ params: RawJSON?, caller: ForwardedCaller) async throws(HubLinkFailure) -> Result<RawJSON, RPCError> {
         try await call(LinkForward.name, LinkForward.Params(method: method, params: params, caller: caller))
     }
 
     /// The same for `M`, typed: its result, or the hub's refusal thrown as it gave it.
     func forward<M: RPCMethod>(_: M.Type, _ params: M.Params, caller: ForwardedCaller) async throws -> M.Result {
-        let answer = try await forward(M.name, WireCodec.decode(JSONValue.self, from: WireCodec.encodeJSON(params)), caller: caller).get()
-        return try WireCodec.decode(M.Result.self, from: answer)
+        try await forward(M.name, RawJSON(encoding: params), caller: caller).get().decode(M.Result.self)
     }
 
     // MARK: Performing the machine's actions (on the loop)
@@ -228,6 +228,10 @@ final class HubLink: @unchecked Sendable {
     private func schedule() {
         let due = machine.nextDeadline
         guard due != timerDue else { return }
+        // A later deadline (each call moves the next heartbeat) keeps the armed timer: its tick
+        // comes early, finds nothing due and arms it again, once per heartbeat interval rather
+        // than a re-arm per call.
+        if let due, let armed = timerDue, armed < due { return }
         timerDue = due
         if timer == nil {
             let timer = DispatchSource.makeTimerSource(queue: .global(qos: .userInitiated))

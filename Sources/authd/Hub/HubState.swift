@@ -69,8 +69,8 @@ final class HubKeys: Sendable {
     /// Fetches the hub's keys when it can be reached; the last ones fetched otherwise (nil: never).
     func published() async -> Published? {
         if case .success(let value)? = try? await link.call(LinkJWKS.name, NoParams()),
-           let result = try? WireCodec.decode(LinkJWKS.Result.self, from: value) {
-            let fetched = Published(issuer: result.issuer, jwks: result.keys, keys: IDTokenValidator.KeySet.parse(value))
+           let result = try? value.decode(LinkJWKS.Result.self) {
+            let fetched = Published(issuer: result.issuer, jwks: result.keys, keys: IDTokenValidator.KeySet.parse(value.value))
             cached.withLock { $0 = fetched }
         }
         return cached.withLock { $0 }

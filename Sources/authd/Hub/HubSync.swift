@@ -129,7 +129,7 @@ actor SyncCursors {
     func resume() async {
         for _ in 0..<1000 {
             guard case .success(let value)? = try? await link.call(LinkSyncResume.name, LinkSyncResume.Params(limit: 500)),
-                  let missed = try? WireCodec.decode(LinkSyncResume.Result.self, from: value) else { return }
+                  let missed = try? value.decode(LinkSyncResume.Result.self) else { return }
             var more = false
             for account in missed.accounts {
                 told[account.account] = max(told[account.account] ?? 0, account.cursor)

@@ -68,7 +68,7 @@ struct LinkMachine {
         /// Write this line (a request, with its `\n`) to the hub.
         case send([UInt8])
         /// The hub answered call `id`.
-        case answer(Int64, Result<JSONValue, RPCError>)
+        case answer(Int64, Result<RawJSON, RPCError>)
         /// These calls get no answer from the hub.
         case fail([Int64], HubLinkFailure)
         case notice(Notice)
@@ -231,15 +231,17 @@ struct LinkMachine {
         guard case .up(var up) = phase else { return [] }
         up.lastHeard = now
         defer { phase = .up(up) }
-        guard StrictJSON.check(line) == nil, let incoming = try? WireCodec.decodeIncoming(line) else { return [] }
+        // Read once, its result left as the hub wrote it: a forwarded call's goes back to its
+        // caller as it is, a link call's is decoded typed from it.
+        guard let incoming = try? WireCodec.decodeIncomingRaw(line) else { return [] }
         switch incoming {
         case .notification(LinkSessionsEnded.name, let params?):
-            guard let ended = try? WireCodec.decode(LinkSessionsEnded.Params.self, from: params) else { return [] }
+            guard let ended = try? params.decode(LinkSessionsEnded.Params.self) else { return [] }
             // The hub closes the link after this line: make the next one at once.
             if ended.unlinked { rejoining = true }
             return [.notice(.sessionsEnded(ended))]
         case .notification(LinkSyncEvent.name, let params?):
-            guard let pushed = try? WireCodec.decode(LinkSyncEvent.Params.self, from: params) else { return [] }
+            guard let pushed = try? params.decode(LinkSyncEvent.Params.self) else { return [] }
             return [.notice(.syncEvent(pushed))]
         case .notification:
             return []
@@ -248,7 +250,7 @@ struct LinkMachine {
             if let ping = up.ping, ping.id == number {
                 up.ping = nil
                 status.roundTrip = now - ping.sent
-                if case .result(let value) = outcome, let answer = try? WireCodec.decode(LinkPing.Result.self, from: value),
+                if case .success(let value) = outcome, let answer = try? value.decode(LinkPing.Result.self),
                    let idle = answer.idleTimeout {
                     // The hub closes a link quiet for its idle timeout: speak three times within it.
                     up.interval = min(settings.heartbeatInterval, max(settings.shortestHeartbeat, .seconds(idle) / 3))
@@ -256,10 +258,7 @@ struct LinkMachine {
                 return []
             }
             guard calls.removeValue(forKey: number) != nil else { return [] }
-            switch outcome {
-            case .result(let value): return [.answer(number, .success(value))]
-            case .error(let error): return [.answer(number, .failure(error))]
-            }
+            return [.answer(number, outcome)]
         }
     }
 

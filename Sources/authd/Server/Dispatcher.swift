@@ -186,8 +186,8 @@ final class Dispatcher: Sendable {
         let outcome: Result<any Encodable & Sendable, RPCError>
         do {
             if let forwarding = entry.forwarding { caller = try await forwarding(caller) }
-            let answer = try await link.forward(request.method, request.params, caller: caller)
-            if case .success(let value) = answer, let proof = entry.remembers, let (account, device) = entry.signedInFromWire(value) {
+            let answer = try await link.forward(request.method, request.rawParams, caller: caller)
+            if case .success(let value) = answer, let proof = entry.remembers, let (account, device) = entry.signedInFromWire(value.value) {
                 try await services.localLock.remember(peer.uid, account: account, device: device, proof: proof)
             }
             outcome = answer.map { $0 as any Encodable & Sendable }
@@ -201,17 +201,16 @@ final class Dispatcher: Sendable {
     /// At the hub: unwraps a device's forwarded call and serves it like any other, with the
     /// device and its process as the caller. Only account methods cross the link.
     private func serveForwarded(_ request: Request, from device: DeviceID, environment: RequestEnvironment) async -> Response {
-        let forwarded: LinkForward.Params
+        let (inner, forwardedCaller): (Request, ForwardedCaller)
         do {
-            forwarded = try WireCodec.decodeParams(LinkForward.Params.self, from: request)
+            (inner, forwardedCaller) = try WireCodec.decodeForwarded(request)
         } catch {
             return reply(request, .failure(error))
         }
-        guard table.entries[forwarded.method]?.home == .account else {
-            return reply(request, .failure(.failure(.forbidden, "Only account methods are served over the hub link; \(Redaction.printable(forwarded.method, limit: 64)) is not one.")))
+        guard table.entries[inner.method]?.home == .account else {
+            return reply(request, .failure(.failure(.forbidden, "Only account methods are served over the hub link; \(Redaction.printable(inner.method, limit: 64)) is not one.")))
         }
-        let inner = Request(id: request.id, method: forwarded.method, params: forwarded.params)
-        return await respond(to: inner, environment: RequestEnvironment(caller: .forwarded(device, forwarded.caller), prompts: environment.prompts,
+        return await respond(to: inner, environment: RequestEnvironment(caller: .forwarded(device, forwardedCaller), prompts: environment.prompts,
                                                                         streams: environment.streams))
     }
 
