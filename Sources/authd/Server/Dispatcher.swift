@@ -187,7 +187,7 @@ final class Dispatcher: Sendable {
         do {
             if let forwarding = entry.forwarding { caller = try await forwarding(caller) }
             let answer = try await link.forward(request.method, request.rawParams, caller: caller)
-            if case .success(let value) = answer, let proof = entry.remembers, let (account, device) = entry.signedInFromWire(value.value) {
+            if case .success(let value) = answer, let proof = entry.remembers, let (account, device) = entry.signedInFromWire(value) {
                 try await services.localLock.remember(peer.uid, account: account, device: device, proof: proof)
             }
             outcome = answer.map { $0 as any Encodable & Sendable }

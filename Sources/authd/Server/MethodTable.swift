@@ -90,7 +90,7 @@ struct MethodTable: Sendable {
         let remembers: LocalLock.Proof?
         /// The account and device a result in its wire form signed in (nil for none): how a
         /// device reads a sign-in its hub answered, to remember it as `remembers` says.
-        let signedInFromWire: @Sendable (JSONValue) -> (account: String, device: String)?
+        let signedInFromWire: @Sendable (RawJSON) -> (account: String, device: String)?
         /// On a device: what this machine adds to the caller of an account call it forwards
         /// (a machine fact the hub's handler needs); nil for nothing.
         let forwarding: (@Sendable (ForwardedCaller) async throws -> ForwardedCaller)?
@@ -212,8 +212,8 @@ struct MethodTable: Sendable {
                 return params.purpose
             }
         }
-        let signedInFromWire: @Sendable (JSONValue) -> (account: String, device: String)? = { value in
-            (try? WireCodec.decode(M.Result.self, from: value)).flatMap(signedIn)
+        let signedInFromWire: @Sendable (RawJSON) -> (account: String, device: String)? = { value in
+            (try? value.decode(M.Result.self)).flatMap(signedIn)
         }
         let invocation: @Sendable (M.Params, M.Result) -> Invocation = { params, result in
             var detail = auditRequest?(params) ?? [:]
