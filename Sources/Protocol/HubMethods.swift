@@ -170,29 +170,6 @@ public struct ForwardedCaller: Codable, Sendable, Equatable {
     enum CodingKeys: String, CodingKey {
         case uid, username, exe, machine, fingerprintAccounts = "fingerprint_accounts"
     }
-
-    /// Read from a value as its decoding reads it (a member it does not know is ignored), on
-    /// every forwarded call without JSONDecoder; nil when a member has the wrong type.
-    init?(_ value: JSONValue) {
-        guard case .object(let members) = value, let uid = members["uid"]?.integerValue, let uid = UInt32(exactly: uid) else { return nil }
-        func string(_ key: CodingKeys) -> String?? {
-            switch members[key.rawValue] {
-            case nil, .null?: return .some(nil)
-            case .string(let text)?: return text
-            default: return nil
-            }
-        }
-        guard let username = string(.username), let exe = string(.exe), let machine = string(.machine) else { return nil }
-        var accounts: [String]?
-        switch members[CodingKeys.fingerprintAccounts.rawValue] {
-        case nil, .null?: accounts = nil
-        case .array(let values)?:
-            accounts = values.compactMap(\.stringValue)
-            guard accounts?.count == values.count else { return nil }
-        default: return nil
-        }
-        self.init(uid: uid, username: username, exe: exe, machine: machine, fingerprintAccounts: accounts)
-    }
 }
 
 /// `link.ping`, on a device's link only: the heartbeat that tells both ends the link is alive

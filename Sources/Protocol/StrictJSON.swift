@@ -86,6 +86,12 @@ public enum StrictJSON {
         return try? reader.string()
     }
 
+    /// The value at `range` of a text that passed the check, when it is a string (a member's
+    /// value, as ``members(of:)`` found it); nil for any other kind of value.
+    public static func string(in range: Range<Int>, of text: [UInt8]) -> String? {
+        text[range.lowerBound] == UInt8(ascii: "\"") ? string(at: range.lowerBound, in: text) : nil
+    }
+
     /// Checks `text` as ``check(_:)`` does and, in the same pass, reads the value it is: how a
     /// generic value (a forwarded call's params, an answer a client reads) is read without
     /// `JSONDecoder`, whose decoding of an open-shaped value tries each kind in turn and throws

@@ -267,10 +267,7 @@ public enum WireCodec {
         struct RequestID { let value: JSONValue? }
 
         init(_ members: [StrictJSON.Member], in bytes: [UInt8]) {
-            /// A string member's value; nil for any other kind of value.
-            func string(_ range: Range<Int>) -> String? {
-                bytes[range.lowerBound] == UInt8(ascii: "\"") ? StrictJSON.string(at: range.lowerBound, in: bytes) : nil
-            }
+            func string(_ range: Range<Int>) -> String? { StrictJSON.string(in: range, of: bytes) }
             for member in members {
                 if member.isNamed("jsonrpc", in: bytes) {
                     // As nearly every line writes it: compared as bytes, not made a String.
@@ -280,7 +277,7 @@ public enum WireCodec {
                 } else if member.isNamed("params", in: bytes) {
                     params = member
                 } else if member.isNamed("id", in: bytes) {
-                    id = Self.id(bytes[member.value], string: string(member.value))
+                    id = Self.id(member.value, in: bytes)
                 } else if unknownMember == nil {
                     unknownMember = member.name(in: bytes)
                 }
@@ -288,17 +285,12 @@ public enum WireCodec {
         }
 
         /// A string, a number or null; nil for anything else. A number that is a whole one
-        /// within Int64 (`7`, `7.0`, `7e0`) is an integer, as JSONDecoder reads it.
-        private static func id(_ text: ArraySlice<UInt8>, string: String?) -> RequestID? {
-            switch text.first {
-            case UInt8(ascii: "\"")?: return string.map { RequestID(value: .string($0)) }
-            case UInt8(ascii: "n")?: return RequestID(value: .null)
-            case UInt8(ascii: "-")?, (0x30...0x39)?:
-                let number = String(decoding: text, as: UTF8.self)
-                if let integer = Int64(number) { return RequestID(value: .integer(integer)) }
-                guard let double = Double(number) else { return nil }
-                return RequestID(value: Int64(exactly: double).map { .integer($0) } ?? .double(double))
-            default: return nil  // booleans, arrays and objects are not ids
+        /// within Int64 (`7`, `7.0`, `7e0`) is an integer, as the strict reader (and JSONDecoder)
+        /// reads it.
+        private static func id(_ range: Range<Int>, in bytes: [UInt8]) -> RequestID? {
+            switch bytes[range.lowerBound] {
+            case UInt8(ascii: "\""), UInt8(ascii: "n"), UInt8(ascii: "-"), 0x30...0x39: StrictJSON.value(at: range, in: bytes).map { RequestID(value: $0) }
+            default: nil  // booleans, arrays and objects are not ids
             }
         }
     }
@@ -336,10 +328,10 @@ public enum WireCodec {
             default: break
             }
         }
-        guard let version, bytes[version.lowerBound] == UInt8(ascii: "\""), StrictJSON.string(at: version.lowerBound, in: bytes) == jsonrpcVersion else {
+        guard let version, StrictJSON.string(in: version, of: bytes) == jsonrpcVersion else {
             throw notJSONRPC
         }
-        if id == nil, let method, bytes[method.lowerBound] == UInt8(ascii: "\""), let name = StrictJSON.string(at: method.lowerBound, in: bytes) {
+        if id == nil, let method, let name = StrictJSON.string(in: method, of: bytes) {
             return .notification(method: name, params: params.map { RawJSON(checked: bytes, range: $0) })
         }
         guard let id, let idValue = StrictJSON.value(at: id, in: bytes) else { throw .parseError("The daemon sent a response without an id.") }
@@ -410,20 +402,19 @@ public enum WireCodec {
         var caller: ForwardedCaller?
         var inner: (text: Request.ParamsText?, names: [String]) = (nil, [])
         for member in members {
-            let first = bytes[member.value.lowerBound]
             switch member.name(in: bytes) {
             case "method":
-                guard first == UInt8(ascii: "\""), let name = StrictJSON.string(at: member.value.lowerBound, in: bytes) else {
+                guard let name = StrictJSON.string(in: member.value, of: bytes) else {
                     throw .invalidParams("Parameter 'method' must be a string.", field: "method")
                 }
                 method = name
             case "caller":
-                guard let value = StrictJSON.value(at: member.value, in: bytes), let read = ForwardedCaller(value) else {
+                guard let read = try? RawJSON(checked: bytes, range: member.value).decode(ForwardedCaller.self) else {
                     throw .invalidParams("Parameter 'caller' is invalid.", field: "caller")
                 }
                 caller = read
             case "params":
-                guard first != UInt8(ascii: "n") else { continue }
+                guard bytes[member.value.lowerBound] != UInt8(ascii: "n") else { continue }
                 guard let names = member.names else { throw .invalidParams("'params' must be an object (named parameters).", field: "params") }
                 inner = (Request.ParamsText(line: bytes, range: member.value), names)
             case let other:
