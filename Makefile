@@ -216,7 +216,8 @@ run-hub: build
 # The in-process tests first, in a process of their own: the integration tests wait for their
 # daemons synchronously, which holds the threads of the test process's cooperative pool (two on a
 # two-core machine) for minutes, and in-process async code under test (the pinentry client, the
-# agent's bus service) would wait for a thread past its deadlines.
+# agent's bus service) would wait for a thread past its deadlines. For the same reason the
+# in-process tests wait for children and buses between short sleeps (`eventually`), never blocked.
 # The suites about account data (accounts, sessions, device limits, sync, presence, the
 # audit log), which `make test` runs a second time with every daemon's account data in
 # PostgreSQL: a private cluster the tests start (initdb in a temporary directory, Unix socket

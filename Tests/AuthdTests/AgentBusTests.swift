@@ -124,11 +124,11 @@ final class AgentBusTests {
     }
 
     @Test("gdbus calls CardLogin: the token comes back, the handler saw gdbus's pid and uid")
-    func gdbusCardLogin() throws {
+    func gdbusCardLogin() async throws {
         let service = try serve()
         defer { service.stop() }
-        let run = try bus.run("/usr/bin/gdbus", ["call", "--address", bus.address, "--dest", AgentBusInterface.name, "--object-path", AgentBusInterface.path,
-                                                 "--timeout", "20", "--method", "org.authd.Desktop1.CardLogin", "bank.example", "nonce-1"])
+        let run = try await bus.run("/usr/bin/gdbus", ["call", "--address", bus.address, "--dest", AgentBusInterface.name, "--object-path", AgentBusInterface.path,
+                                                 "--timeout", "60", "--method", "org.authd.Desktop1.CardLogin", "bank.example", "nonce-1"])
         #expect(run.status == 0, "\(run.errors)")
         #expect(run.output == "('login:bank.example:nonce-1',)\n")
         let calls = handler.calls
@@ -139,13 +139,13 @@ final class AgentBusTests {
     }
 
     @Test("busctl calls CardSign and AccountToken; an empty nonce is none")
-    func busctlCalls() throws {
+    func busctlCalls() async throws {
         let service = try serve()
         defer { service.stop() }
-        let sign = try bus.busctl(["call", AgentBusInterface.name, AgentBusInterface.path, AgentBusInterface.interface, "CardSign", "ssss",
+        let sign = try await bus.busctl(["call", AgentBusInterface.name, AgentBusInterface.path, AgentBusInterface.interface, "CardSign", "ssss",
                                    "notary.example", "Deed of sale", "SHA-256", "q83vEjRWeJA"])
         #expect(sign.output == "s \"sign:notary.example:Deed of sale:SHA-256:q83vEjRWeJA\"\n", "\(sign.errors)")
-        let account = try bus.busctl(["call", AgentBusInterface.name, AgentBusInterface.path, AgentBusInterface.interface, "AccountToken", "ss",
+        let account = try await bus.busctl(["call", AgentBusInterface.name, AgentBusInterface.path, AgentBusInterface.interface, "AccountToken", "ss",
                                       "mail.example", ""])
         #expect(account.output == "s \"account:mail.example:-\"\n", "\(account.errors)")
         #expect(handler.calls.map(\.request) == [.cardSign(audience: "notary.example", description: "Deed of sale", hashAlg: "SHA-256", hash: "q83vEjRWeJA"),
@@ -153,52 +153,52 @@ final class AgentBusTests {
     }
 
     @Test("Progress reaches the caller alone, before its answer; a second app on the bus hears nothing")
-    func progressIsUnicast() throws {
+    func progressIsUnicast() async throws {
         let service = try serve()
         defer { service.stop() }
-        let listener = try bus.startListener()
-        let result = try bus.app(["call", bus.address, "CardLogin", "ss", #"["progress", ""]"#])
+        let listener = try await bus.startListener()
+        let result = try await bus.app(["call", bus.address, "CardLogin", "ss", #"["progress", ""]"#])
         #expect(result.results == [.init(reply: "login:progress:-", error: nil)])
         #expect(result.signals == [[.string("card"), .string("Insert your ID card."), .integer(30)],
                                    [.string("pin1"), .string("Enter PIN1 on the desktop."), .integer(-1)]])
         #expect(handler.calls.first?.pid == result.pid)
-        #expect(try listener.finish() == [])
+        #expect(try await listener.finish() == [])
     }
 
     @Test("a failure is the D-Bus error its reason names, with its message")
-    func failureMapsToErrorName() throws {
+    func failureMapsToErrorName() async throws {
         let service = try serve()
         defer { service.stop() }
-        let result = try bus.app(["call", bus.address, "AccountToken", "ss", #"["fail", ""]"#])
+        let result = try await bus.app(["call", bus.address, "AccountToken", "ss", #"["fail", ""]"#])
         #expect(result.results == [.init(reply: nil, error: .init(name: "org.authd.Error.Consent.Denied", message: "You did not allow this app to sign you in."))])
-        let gdbus = try bus.run("/usr/bin/gdbus", ["call", "--address", bus.address, "--dest", AgentBusInterface.name, "--object-path", AgentBusInterface.path,
-                                                   "--timeout", "20", "--method", "org.authd.Desktop1.CardLogin", "fail", ""])
+        let gdbus = try await bus.run("/usr/bin/gdbus", ["call", "--address", bus.address, "--dest", AgentBusInterface.name, "--object-path", AgentBusInterface.path,
+                                                   "--timeout", "60", "--method", "org.authd.Desktop1.CardLogin", "fail", ""])
         #expect(gdbus.status != 0)
         #expect(gdbus.errors.contains("GDBus.Error:org.authd.Error.Consent.Denied: You did not allow this app to sign you in."))
     }
 
     @Test("an unknown method, a wrong signature and a huge audience get errors, and the service answers on")
-    func hostileCalls() throws {
+    func hostileCalls() async throws {
         let service = try serve()
         defer { service.stop() }
-        let unknown = try bus.app(["call", bus.address, "Format", "s", #"["/"]"#])
+        let unknown = try await bus.app(["call", bus.address, "Format", "s", #"["/"]"#])
         #expect(unknown.results.first?.error?.name == BusError.unknownMethod)
-        let wrong = try bus.app(["call", bus.address, "CardLogin", "x", "[5]"])
+        let wrong = try await bus.app(["call", bus.address, "CardLogin", "x", "[5]"])
         #expect(wrong.results == [.init(reply: nil, error: .init(name: BusError.invalidArgs, message: "CardLogin takes (ss), not (x)."))])
-        let huge = try bus.app(["call", bus.address, "CardLogin", "ss", "[\"\(String(repeating: "a", count: 64 * 1024))\", \"\"]"])
+        let huge = try await bus.app(["call", bus.address, "CardLogin", "ss", "[\"\(String(repeating: "a", count: 64 * 1024))\", \"\"]"])
         #expect(huge.results == [.init(reply: nil, error: .init(name: BusError.invalidArgs, message: "audience is longer than 4096 bytes."))])
-        let busctl = try bus.busctl(["call", AgentBusInterface.name, AgentBusInterface.path, "org.freedesktop.DBus.Properties", "GetAll", "s", "x"])
+        let busctl = try await bus.busctl(["call", AgentBusInterface.name, AgentBusInterface.path, "org.freedesktop.DBus.Properties", "GetAll", "s", "x"])
         #expect(busctl.status != 0 && busctl.errors.contains("no method GetAll"), "\(busctl.errors)")
         #expect(handler.calls.isEmpty)
-        let after = try bus.app(["call", bus.address, "CardLogin", "ss", #"["bank.example", ""]"#])
+        let after = try await bus.app(["call", bus.address, "CardLogin", "ss", #"["bank.example", ""]"#])
         #expect(after.results == [.init(reply: "login:bank.example:-", error: nil)])
     }
 
     @Test("Introspect answers XML naming the three methods and the signal; gdbus introspect reads it")
-    func introspect() throws {
+    func introspect() async throws {
         let service = try serve()
         defer { service.stop() }
-        let run = try bus.run("/usr/bin/gdbus", ["introspect", "--address", bus.address, "--dest", AgentBusInterface.name, "--object-path", AgentBusInterface.path])
+        let run = try await bus.run("/usr/bin/gdbus", ["introspect", "--address", bus.address, "--dest", AgentBusInterface.name, "--object-path", AgentBusInterface.path])
         #expect(run.status == 0, "\(run.errors)")
         for line in ["interface org.authd.Desktop1 {", "CardLogin(in  s audience,", "CardSign(in  s audience,", "AccountToken(in  s audience,",
                      "out s token);", "signals:", "Progress(s kind,"] {
@@ -207,61 +207,60 @@ final class AgentBusTests {
     }
 
     @Test("a caller of another uid is refused before the handler runs")
-    func otherUserRefused() throws {
+    func otherUserRefused() async throws {
         let service = try serve(uid: getuid() &+ 1)
         defer { service.stop() }
-        let result = try bus.app(["call", bus.address, "CardLogin", "ss", #"["bank.example", ""]"#])
+        let result = try await bus.app(["call", bus.address, "CardLogin", "ss", #"["bank.example", ""]"#])
         #expect(result.results.first?.error?.name == BusError.accessDenied)
-        let introspect = try bus.busctl(["introspect", AgentBusInterface.name, AgentBusInterface.path])
+        let introspect = try await bus.busctl(["introspect", AgentBusInterface.name, AgentBusInterface.path])
         // busctl prints the error's own text for names it knows.
         #expect(introspect.status != 0 && introspect.errors.contains("Access denied"), "\(introspect.errors)")
         #expect(handler.calls.isEmpty)
     }
 
     @Test("calls overlap: a slow card login does not hold up another app's call")
-    func callsOverlap() throws {
+    func callsOverlap() async throws {
         let service = try serve()
         defer { service.stop() }
         let slow = try bus.startApp(["call", bus.address, "CardLogin", "ss", #"["slow", ""]"#])
-        #expect(handler.waitFor(count: 1))
-        let fast = try bus.app(["call", bus.address, "AccountToken", "ss", #"["fast", ""]"#])
+        #expect(await handler.waitFor(count: 1))
+        let fast = try await bus.app(["call", bus.address, "AccountToken", "ss", #"["fast", ""]"#])
         #expect(fast.results == [.init(reply: "account:fast:-", error: nil)])
         handler.release()
-        #expect(try slow.finish().results == [.init(reply: "login:slow:-", error: nil)])
+        #expect(try await slow.finish().results == [.init(reply: "login:slow:-", error: nil)])
     }
 
     @Test("one app may have four calls open at once; a fifth is refused with LimitsExceeded")
-    func callsPerCallerAreBounded() throws {
+    func callsPerCallerAreBounded() async throws {
         let service = try serve()
         defer { service.stop() }
         let burst = try bus.startApp(["call", bus.address, "CardLogin", "ss", #"["slow", ""]"#, "5"])
-        #expect(handler.waitFor(count: 4))
+        #expect(await handler.waitFor(count: 4))
         // The fifth was refused at once (the app says so as it happens), so its four siblings
         // are all that run.
-        let deadline = Date().addingTimeInterval(30)
-        while !burst.started.output.contains(#""refused""#), Date() < deadline { usleep(10_000) }
+        _ = await eventually { burst.started.output.contains(#""refused""#) }
         #expect(burst.started.output.contains("LimitsExceeded"), "\(burst.started.output)")
         #expect(handler.calls.count == 4)
         handler.release()
-        let results = try burst.finish().results
+        let results = try await burst.finish().results
         #expect(results.filter { $0.reply == "login:slow:-" }.count == 4)
         #expect(results.compactMap(\.error?.name) == [BusError.limitsExceeded])
     }
 
     @Test("a caller that leaves the bus has its call's task cancelled; the service answers on")
-    func departedCallerCancels() throws {
+    func departedCallerCancels() async throws {
         let service = try serve()
         defer { service.stop() }
         let app = try bus.startApp(["call", bus.address, "CardLogin", "ss", #"["hang", ""]"#])
-        #expect(handler.waitFor(count: 1))
-        app.kill()
-        #expect(handler.waitForCancelled())
-        let after = try bus.app(["call", bus.address, "CardLogin", "ss", #"["bank.example", ""]"#])
+        #expect(await handler.waitFor(count: 1))
+        await app.kill()
+        #expect(await handler.waitForCancelled())
+        let after = try await bus.app(["call", bus.address, "CardLogin", "ss", #"["bank.example", ""]"#])
         #expect(after.results == [.init(reply: "login:bank.example:-", error: nil)])
     }
 
     @Test("a second service on the same bus says the name is taken; stopping frees it")
-    func nameTaken() throws {
+    func nameTaken() async throws {
         let first = try serve()
         let error = #expect(throws: AgentBusStartFailure.self) {
             _ = try AgentBus(address: self.bus.address) { _ in .success("x") }
@@ -271,12 +270,12 @@ final class AgentBusTests {
         first.stop()
         let second = try serve()
         defer { second.stop() }
-        let after = try bus.app(["call", bus.address, "CardLogin", "ss", #"["bank.example", ""]"#])
+        let after = try await bus.app(["call", bus.address, "CardLogin", "ss", #"["bank.example", ""]"#])
         #expect(after.results == [.init(reply: "login:bank.example:-", error: nil)])
     }
 
     @Test("a service never started closes cleanly; stop is idempotent")
-    func stopWithoutStart() throws {
+    func stopWithoutStart() async throws {
         let service = try AgentBus(address: bus.address) { _ in .success("x") }
         service.stop()
         service.stop()
@@ -326,10 +325,10 @@ final class AgentBusRecorder: Sendable {
             call.progress("card", "Insert your ID card.", 30)
             call.progress("pin1", "Enter PIN1 on the desktop.", nil)
         case "slow":
-            let deadline = ContinuousClock.now + .seconds(30)
+            let deadline = ContinuousClock.now + .seconds(90)
             while !released.load(ordering: .acquiring), ContinuousClock.now < deadline { try? await Task.sleep(for: .milliseconds(10)) }
         case "hang":
-            let deadline = ContinuousClock.now + .seconds(30)
+            let deadline = ContinuousClock.now + .seconds(90)
             while !Task.isCancelled, ContinuousClock.now < deadline { try? await Task.sleep(for: .milliseconds(10)) }
             if Task.isCancelled { cancelled.store(true, ordering: .releasing) }
             return .failure(AgentBusFailure(reason: "user.cancelled", message: "The app went away."))
@@ -341,19 +340,14 @@ final class AgentBusRecorder: Sendable {
 
     func release() { released.store(true, ordering: .releasing) }
 
-    /// Whether `count` calls have reached the handler within 10 s.
-    func waitFor(count: Int) -> Bool {
-        poll { self.calls.count >= count }
+    /// Whether `count` calls have reached the handler within 60 s. The handler runs on the
+    /// test process's cooperative pool, behind whatever the tests running beside it queued there.
+    func waitFor(count: Int) async -> Bool {
+        await eventually(seconds: 60) { self.calls.count >= count }
     }
 
-    func waitForCancelled() -> Bool {
-        poll { self.cancelled.load(ordering: .acquiring) }
-    }
-
-    private func poll(_ condition: () -> Bool) -> Bool {
-        let deadline = Date().addingTimeInterval(10)
-        while !condition(), Date() < deadline { usleep(10_000) }
-        return condition()
+    func waitForCancelled() async -> Bool {
+        await eventually(seconds: 60) { self.cancelled.load(ordering: .acquiring) }
     }
 }
 
@@ -401,7 +395,7 @@ final class PrivateSessionBus {
         let errors: String
     }
 
-    /// A program started, with its output in files (never a full pipe), killed after 30 s.
+    /// A program started, with its output in files (never a full pipe).
     final class Started {
         let process = Process()
         private let outputPath: String
@@ -428,26 +422,28 @@ final class PrivateSessionBus {
             try? (process.standardInput as? Pipe)?.fileHandleForWriting.write(contentsOf: Data((line + "\n").utf8))
         }
 
-        func kill() {
+        func kill() async {
             if process.isRunning { Glibc.kill(process.processIdentifier, SIGKILL) }
-            process.waitUntilExit()
+            _ = await eventually(seconds: 10) { !process.isRunning }
         }
 
-        func finish() -> Run {
-            let deadline = Date().addingTimeInterval(30)
-            while process.isRunning, Date() < deadline { usleep(10_000) }
-            kill()
+        /// Waits (90 s at most: longer than gdbus', busctl's or the app's own 60 s for a call, so
+        /// that a call that is not answered fails with their error) for the program to end, then
+        /// kills it if it has not.
+        func finish() async -> Run {
+            _ = await eventually(seconds: 90) { !process.isRunning }
+            await kill()
             return Run(pid: process.processIdentifier, status: process.terminationStatus, output: output,
                        errors: (try? String(contentsOfFile: errorPath, encoding: .utf8)) ?? "")
         }
     }
 
-    func run(_ path: String, _ arguments: [String]) throws -> Run {
-        try Started(path, arguments, directory: directory.path).finish()
+    func run(_ path: String, _ arguments: [String]) async throws -> Run {
+        try await Started(path, arguments, directory: directory.path).finish()
     }
 
-    func busctl(_ arguments: [String]) throws -> Run {
-        try run("/usr/bin/busctl", ["--address=\(address)", "--timeout=20", arguments[0], "--"] + arguments.dropFirst())
+    func busctl(_ arguments: [String]) async throws -> Run {
+        try await run("/usr/bin/busctl", ["--address=\(address)", "--timeout=60", arguments[0], "--"] + arguments.dropFirst())
     }
 
     /// What agent_bus_client.py's `call` prints.
@@ -472,23 +468,23 @@ final class PrivateSessionBus {
         let started: Started
         fileprivate init(_ started: Started) { self.started = started }
 
-        func finish() throws -> AppResult {
-            let run = started.finish()
+        func finish() async throws -> AppResult {
+            let run = await started.finish()
             guard let last = run.output.split(separator: "\n").last, let result = try? JSONDecoder().decode(AppResult.self, from: Data(last.utf8)) else {
                 throw SensorBusError("agent_bus_client.py: status \(run.status), output \(run.output.debugDescription), errors \(run.errors)")
             }
             return result
         }
 
-        func kill() { started.kill() }
+        func kill() async { await started.kill() }
     }
 
     func startApp(_ arguments: [String]) throws -> App {
         App(try Started("/usr/bin/python3", [Self.client] + arguments, directory: directory.path))
     }
 
-    func app(_ arguments: [String]) throws -> AppResult {
-        try startApp(arguments).finish()
+    func app(_ arguments: [String]) async throws -> AppResult {
+        try await startApp(arguments).finish()
     }
 
     /// Another app on the bus that listens for Progress signals from anyone.
@@ -497,9 +493,9 @@ final class PrivateSessionBus {
         fileprivate init(_ started: Started) { self.started = started }
 
         /// The signals it heard.
-        func finish() throws -> [[JSONValue]] {
+        func finish() async throws -> [[JSONValue]] {
             started.say("stop")
-            let run = started.finish()
+            let run = await started.finish()
             struct Heard: Decodable { let signals: [[JSONValue]] }
             guard let last = run.output.split(separator: "\n").last, let heard = try? JSONDecoder().decode(Heard.self, from: Data(last.utf8)) else {
                 throw SensorBusError("listener: output \(run.output.debugDescription), errors \(run.errors)")
@@ -508,12 +504,11 @@ final class PrivateSessionBus {
         }
     }
 
-    /// Starts a listener and waits (10 s at most) until its match is in place.
-    func startListener() throws -> Listener {
+    /// Starts a listener and waits (30 s at most) until its match is in place.
+    func startListener() async throws -> Listener {
         let started = try Started("/usr/bin/python3", [Self.client, "listen", address], directory: directory.path)
-        let deadline = Date().addingTimeInterval(10)
-        while !started.output.contains("\"ready\""), started.process.isRunning, Date() < deadline { usleep(10_000) }
-        guard started.output.contains("\"ready\"") else { throw SensorBusError("the listener did not start: \(started.finish().errors)") }
+        _ = await eventually(seconds: 30) { started.output.contains("\"ready\"") || !started.process.isRunning }
+        guard started.output.contains("\"ready\"") else { throw SensorBusError("the listener did not start: \(await started.finish().errors)") }
         return Listener(started)
     }
 }

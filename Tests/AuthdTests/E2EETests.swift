@@ -408,7 +408,7 @@ extension E2EETests {
 
         /// Runs the peer with `input` on stdin; its output goes to files (never a full pipe), and
         /// it is killed if it has not finished within 20 s.
-        func peer(_ arguments: [String], input: [UInt8]) throws -> Run {
+        func peer(_ arguments: [String], input: [UInt8]) async throws -> Run {
             let name = UUID().uuidString
             let inputPath = directory.path + "/\(name).in", outputPath = directory.path + "/\(name).out", errorPath = directory.path + "/\(name).err"
             for (path, contents) in [(inputPath, Data(input)), (outputPath, Data()), (errorPath, Data())] {
@@ -421,12 +421,10 @@ extension E2EETests {
             process.standardInput = try FileHandle(forReadingFrom: URL(fileURLWithPath: inputPath))
             process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: outputPath))
             process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: errorPath))
-            let finished = DispatchSemaphore(value: 0)
-            process.terminationHandler = { _ in finished.signal() }
             try process.run()
-            if finished.wait(timeout: .now() + 20) == .timedOut {
+            if await !eventually(seconds: 20, { !process.isRunning }) {
                 kill(process.processIdentifier, SIGKILL)
-                process.waitUntilExit()
+                _ = await eventually(seconds: 10) { !process.isRunning }
                 Issue.record("jose_peer.py \(arguments.first ?? "") did not finish within 20 s")
             }
             return Run(status: process.terminationStatus, output: Array(try Data(contentsOf: URL(fileURLWithPath: outputPath))),
@@ -443,7 +441,7 @@ extension E2EETests {
         }
 
         @Test("jwcrypto decrypts authd's JWE as each of three recipients, and verifies the sender's envelope", arguments: 0..<3)
-        func jwcryptoReadsAuthd(index: Int) throws {
+        func jwcryptoReadsAuthd(index: Int) async throws {
             let devices = try (0..<3).map { try Device("DEVICE-\($0)") }
             let sender = try P256PrivateKey.generate()
             let jwe = try JWE.encrypt(plaintext, to: devices.map { try $0.recipient })
@@ -451,34 +449,34 @@ extension E2EETests {
             let files = try write(devices[index].key, name: devices[index].kid)
             let signer = try write(sender, name: "sender")
 
-            let bare = try peer(["decrypt", "--key", files.privatePath, "--kid", devices[index].kid], input: Array(jwe.utf8))
+            let bare = try await peer(["decrypt", "--key", files.privatePath, "--kid", devices[index].kid], input: Array(jwe.utf8))
             #expect(bare.status == 0, "\(bare.errors)")
             #expect(bare.output == plaintext)
-            let signed = try peer(["decrypt", "--key", files.privatePath, "--kid", devices[index].kid, "--signer", signer.publicPath],
+            let signed = try await peer(["decrypt", "--key", files.privatePath, "--kid", devices[index].kid, "--signer", signer.publicPath],
                                   input: Array(envelope.utf8))
             #expect(signed.status == 0, "\(signed.errors)")
             #expect(signed.output == plaintext)
             if index == 0 {
                 // Another signer's key, and a tampered JWE, are refused there too.
                 let stranger = try write(try P256PrivateKey.generate(), name: "stranger")
-                let wrongSigner = try peer(["decrypt", "--key", files.privatePath, "--kid", devices[0].kid, "--signer", stranger.publicPath],
+                let wrongSigner = try await peer(["decrypt", "--key", files.privatePath, "--kid", devices[0].kid, "--signer", stranger.publicPath],
                                            input: Array(envelope.utf8))
                 #expect(wrongSigner.status == 1 && wrongSigner.output.isEmpty)
                 var top = try members(jwe)
                 top["ciphertext"] = try flipped(top["ciphertext"])
-                let tampered = try peer(["decrypt", "--key", files.privatePath, "--kid", devices[0].kid], input: Array(try text(top).utf8))
+                let tampered = try await peer(["decrypt", "--key", files.privatePath, "--kid", devices[0].kid], input: Array(try text(top).utf8))
                 #expect(tampered.status == 1 && tampered.output.isEmpty)
             }
         }
 
         @Test("authd decrypts jwcrypto's JWE, flattened (one recipient) and general (two), and refuses it tampered", arguments: [1, 2])
-        func authdReadsJWCrypto(count: Int) throws {
+        func authdReadsJWCrypto(count: Int) async throws {
             let devices = try (0..<count).map { try Device("DEVICE-\($0)") }
             var arguments = ["encrypt"]
             for device in devices {
                 arguments += ["--to", try write(device.key, name: device.kid).publicPath, "--kid", device.kid]
             }
-            let run = try peer(arguments, input: plaintext)
+            let run = try await peer(arguments, input: plaintext)
             #expect(run.status == 0, "\(run.errors)")
             let serialization = String(decoding: run.output, as: UTF8.self)
             let top = try members(serialization)

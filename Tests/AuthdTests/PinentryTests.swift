@@ -231,16 +231,6 @@ final class ScriptedPinentry {
     var pids: [Int32] { log.compactMap { ($0["started"] != nil) ? ($0["pid"] as? Int).map(Int32.init) : nil } }
 }
 
-/// Waits without a fixed sleep, up to `seconds`, until `condition` holds; whether it did.
-func eventually(seconds: Double = 30, _ condition: () -> Bool) async -> Bool {
-    let deadline = ContinuousClock.now + .milliseconds(Int(seconds * 1000))
-    while !condition() {
-        if ContinuousClock.now >= deadline { return false }
-        try? await Task.sleep(for: .milliseconds(20))
-    }
-    return true
-}
-
 /// Whether a process with this id exists (a zombie counts).
 func processExists(_ pid: Int32) -> Bool {
     kill(pid, 0) == 0 || errno != ESRCH

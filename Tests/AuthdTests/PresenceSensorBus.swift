@@ -77,71 +77,71 @@ final class SensorBus {
     }
 
     /// Starts the GeoClue2 stand-in; `refuse` makes it answer that method with that error.
-    func startGeoClue(refuse: (method: String, name: String, message: String)? = nil) throws {
+    func startGeoClue(refuse: (method: String, name: String, message: String)? = nil) async throws {
         var parameters = "{}"
         if let refuse {
             let object = ["method": refuse.method, "name": refuse.name, "message": refuse.message]
             parameters = #"{"refuse": \#(String(decoding: try JSONEncoder().encode(object), as: UTF8.self))}"#
         }
-        try startStandIn(Self.geoClue, template: Self.geoClueTemplate, parameters: parameters)
+        try await startStandIn(Self.geoClue, template: Self.geoClueTemplate, parameters: parameters)
     }
 
     /// Starts the NetworkManager stand-in with one Wi-Fi device and no access point; returns
     /// the device's path.
-    func startNetworkManager() throws -> String {
-        try startStandIn(Self.networkManager, template: "networkmanager", parameters: "{}")
+    func startNetworkManager() async throws -> String {
+        try await startStandIn(Self.networkManager, template: "networkmanager", parameters: "{}")
         // 100: NM_DEVICE_STATE_ACTIVATED.
-        return try call(Self.networkManager, Self.networkManagerPath, "org.freedesktop.DBus.Mock", "AddWiFiDevice",
+        return try await call(Self.networkManager, Self.networkManagerPath, "org.freedesktop.DBus.Mock", "AddWiFiDevice",
                         ["ssi", "wlan0", "wlan0", "100"], returning: String.self)
     }
 
     /// An access point `device` sees now; returns its path.
-    func addAccessPoint(_ name: String, bssid: String, on device: String) throws -> String {
+    func addAccessPoint(_ name: String, bssid: String, on device: String) async throws -> String {
         // mode 2 (infrastructure), 2412 MHz, 54 Mbit/s, strength 80, no security.
-        try call(Self.networkManager, Self.networkManagerPath, "org.freedesktop.DBus.Mock", "AddAccessPoint",
+        try await call(Self.networkManager, Self.networkManagerPath, "org.freedesktop.DBus.Mock", "AddAccessPoint",
                  ["ssssuuuyu", device, name, name, bssid, "2", "2412", "54000", "80", "0"], returning: String.self)
     }
 
-    func removeAccessPoint(_ path: String, from device: String) throws {
-        _ = try busctl(["call", Self.networkManager, Self.networkManagerPath, "org.freedesktop.DBus.Mock", "RemoveAccessPoint", "ss", device, path])
+    func removeAccessPoint(_ path: String, from device: String) async throws {
+        _ = try await busctl(["call", Self.networkManager, Self.networkManagerPath, "org.freedesktop.DBus.Mock", "RemoveAccessPoint", "ss", device, path])
     }
 
     /// Starts the BlueZ stand-in with one adapter, hci0, not discovering; returns its path.
-    func startBlueZ() throws -> String {
-        try startStandIn(Self.bluez, template: "bluez5", parameters: "{}")
-        let adapter = try call(Self.bluez, "/", "org.bluez.Mock", "AddAdapter", ["ss", "hci0", "machine"], returning: String.self)
+    func startBlueZ() async throws -> String {
+        try await startStandIn(Self.bluez, template: "bluez5", parameters: "{}")
+        let adapter = try await call(Self.bluez, "/", "org.bluez.Mock", "AddAdapter", ["ss", "hci0", "machine"], returning: String.self)
         // The template's StartDiscovery and StopDiscovery read a DiscoveryFilter property that
         // only SetDiscoveryFilter creates, and fail without it: an empty filter, as BlueZ's own
         // default is, lets them work as BlueZ's do.
-        _ = try busctl(["call", Self.bluez, adapter, "org.freedesktop.DBus.Mock", "AddProperty", "ssv", "org.bluez.Adapter1", "DiscoveryFilter", "a{sv}", "0"])
+        _ = try await busctl(["call", Self.bluez, adapter, "org.freedesktop.DBus.Mock", "AddProperty", "ssv", "org.bluez.Adapter1", "DiscoveryFilter", "a{sv}", "0"])
         return adapter
     }
 
     /// A Bluetooth device hci0 sees now (the template gives it an RSSI of −79); returns its path.
-    func addBluetoothDevice(_ address: String, name: String) throws -> String {
-        try call(Self.bluez, "/", "org.bluez.Mock", "AddDevice", ["sss", "hci0", address, name], returning: String.self)
+    func addBluetoothDevice(_ address: String, name: String) async throws -> String {
+        try await call(Self.bluez, "/", "org.bluez.Mock", "AddDevice", ["sss", "hci0", address, name], returning: String.self)
     }
 
     /// Sets the signal strength BlueZ reports for a device (dBm).
-    func setStrength(_ rssi: Int16, of device: String) throws {
-        _ = try busctl(["call", Self.bluez, device, "org.freedesktop.DBus.Mock", "UpdateProperties", "sa{sv}", "org.bluez.Device1", "1", "RSSI", "n", String(rssi)])
+    func setStrength(_ rssi: Int16, of device: String) async throws {
+        _ = try await busctl(["call", Self.bluez, device, "org.freedesktop.DBus.Mock", "UpdateProperties", "sa{sv}", "org.bluez.Device1", "1", "RSSI", "n", String(rssi)])
     }
 
     /// A device BlueZ remembers but did not see in this discovery: Device1 with no RSSI.
-    func addRememberedDevice(_ address: String) throws {
+    func addRememberedDevice(_ address: String) async throws {
         let path = "/org/bluez/hci0/dev_" + address.replacingOccurrences(of: ":", with: "_")
-        _ = try busctl(["call", Self.bluez, "/", "org.freedesktop.DBus.Mock", "AddObject", "ssa{sv}a(ssss)", path, "org.bluez.Device1",
+        _ = try await busctl(["call", Self.bluez, "/", "org.freedesktop.DBus.Mock", "AddObject", "ssa{sv}a(ssss)", path, "org.bluez.Device1",
                         "1", "Address", "s", address, "0"])
     }
 
-    func removeBluetoothDevice(_ path: String) throws {
-        _ = try busctl(["call", Self.bluez, "/org/bluez/hci0", "org.bluez.Adapter1", "RemoveDevice", "o", path])
+    func removeBluetoothDevice(_ path: String) async throws {
+        _ = try await busctl(["call", Self.bluez, "/org/bluez/hci0", "org.bluez.Adapter1", "RemoveDevice", "o", path])
     }
 
     /// The methods a stand-in's object answered so far, in order (python-dbusmock's call log:
     /// methods of its template, not property reads).
-    func calls(_ destination: String, _ path: String) throws -> [String] {
-        let output = try busctl(["call", destination, path, "org.freedesktop.DBus.Mock", "GetCalls"])
+    func calls(_ destination: String, _ path: String) async throws -> [String] {
+        let output = try await busctl(["call", destination, path, "org.freedesktop.DBus.Mock", "GetCalls"])
         // {"type":"a(tsav)","data":[[[time, method, [arguments]], …]]}
         guard let reply = try JSONSerialization.jsonObject(with: Data(output.utf8)) as? [String: Any],
               let calls = (reply["data"] as? [Any])?.first as? [[Any]]
@@ -151,8 +151,8 @@ final class SensorBus {
 
     /// How many polls the monitor has begun: it asks NetworkManager's GetDevices first in each
     /// (needs `startNetworkManager`).
-    func polls() throws -> Int {
-        try calls(Self.networkManager, Self.networkManagerPath).filter { $0 == "GetDevices" }.count
+    func polls() async throws -> Int {
+        try await calls(Self.networkManager, Self.networkManagerPath).filter { $0 == "GetDevices" }.count
     }
 
     /// Waits (at most 15 s) until `count` polls that began after this call have ended, that is
@@ -161,31 +161,31 @@ final class SensorBus {
     /// sleep. A signal sent before this call (a GeoClue2 move) may be taken only after the first
     /// of them: ask for two to judge what such a move made the monitor do.
     func pollsPass(_ count: Int) async throws {
-        let begun = try polls()
+        let begun = try await polls()
         let deadline = ContinuousClock.now + .seconds(15)
-        while try polls() < begun + count + 1 {
+        while try await polls() < begun + count + 1 {
             guard ContinuousClock.now < deadline else { throw SensorBusError("\(count) polls did not pass within 15 s after \(begun):\n\(logs)") }
             try await Task.sleep(for: .milliseconds(20))
         }
     }
 
     /// Whether hci0 is discovering now.
-    func discovering() throws -> Bool {
-        let output = try busctl(["get-property", Self.bluez, "/org/bluez/hci0", "org.bluez.Adapter1", "Discovering"])
+    func discovering() async throws -> Bool {
+        let output = try await busctl(["get-property", Self.bluez, "/org/bluez/hci0", "org.bluez.Adapter1", "Discovering"])
         struct Value: Decodable { let data: Bool }
         return try JSONDecoder().decode(Value.self, from: Data(output.utf8)).data
     }
 
     /// Moves the machine; true when an active GeoClue client was told.
     @discardableResult
-    func setLocation(latitude: Double, longitude: Double, accuracy: Double) throws -> Bool {
-        try call(Self.geoClue, Self.geoClueManager, "org.freedesktop.GeoClue2.Mock", "SetLocation",
+    func setLocation(latitude: Double, longitude: Double, accuracy: Double) async throws -> Bool {
+        try await call(Self.geoClue, Self.geoClueManager, "org.freedesktop.GeoClue2.Mock", "SetLocation",
                  ["ddd", String(latitude), String(longitude), String(accuracy)], returning: Bool.self)
     }
 
     /// The GeoClue methods the stand-in answered, in order.
-    func geoClueCalls() throws -> [String] {
-        try call(Self.geoClue, Self.geoClueManager, "org.freedesktop.GeoClue2.Mock", "Calls", [], returning: [String].self)
+    func geoClueCalls() async throws -> [String] {
+        try await call(Self.geoClue, Self.geoClueManager, "org.freedesktop.GeoClue2.Mock", "Calls", [], returning: [String].self)
     }
 
     struct GeoClueClient: Decodable, Equatable {
@@ -203,13 +203,13 @@ final class SensorBus {
         }
     }
 
-    func geoClueClients() throws -> [GeoClueClient] {
-        try call(Self.geoClue, Self.geoClueManager, "org.freedesktop.GeoClue2.Mock", "Clients", [], returning: [GeoClueClient].self)
+    func geoClueClients() async throws -> [GeoClueClient] {
+        try await call(Self.geoClue, Self.geoClueManager, "org.freedesktop.GeoClue2.Mock", "Clients", [], returning: [GeoClueClient].self)
     }
 
     /// Whether a bus name (a client's unique name) is still connected.
-    func isConnected(_ name: String) throws -> Bool {
-        try call("org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus", "NameHasOwner", ["s", name], returning: Bool.self)
+    func isConnected(_ name: String) async throws -> Bool {
+        try await call("org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus", "NameHasOwner", ["s", name], returning: Bool.self)
     }
 
     var logs: String {
@@ -218,7 +218,7 @@ final class SensorBus {
         }.joined(separator: "\n")
     }
 
-    private func startStandIn(_ name: String, template: String, parameters: String) throws {
+    private func startStandIn(_ name: String, template: String, parameters: String) async throws {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
         process.arguments = ["-m", "dbusmock", "--template", template, "-p", parameters]
@@ -231,42 +231,52 @@ final class SensorBus {
         process.standardInput = FileHandle.nullDevice
         try process.run()
         standIns[name] = process
-        let deadline = Date().addingTimeInterval(20)
-        while try !isConnected(name) {
-            guard process.isRunning, Date() < deadline else { throw SensorBusError("the \(name) stand-in did not start:\n\(logs)") }
-            usleep(50_000)
+        let deadline = ContinuousClock.now + .seconds(20)
+        while try await !isConnected(name) {
+            guard process.isRunning, ContinuousClock.now < deadline else { throw SensorBusError("the \(name) stand-in did not start:\n\(logs)") }
+            try await Task.sleep(for: .milliseconds(50))
         }
     }
 
     /// `busctl call` with `arguments` as busctl takes them (signature, then values); the reply's
     /// one value, decoded from `--json=short`.
     private func call<Value: Decodable>(_ destination: String, _ path: String, _ interface: String, _ method: String, _ arguments: [String],
-                                        returning: Value.Type) throws -> Value {
-        let output = try busctl(["call", destination, path, interface, method] + arguments)
+                                        returning: Value.Type) async throws -> Value {
+        let output = try await busctl(["call", destination, path, interface, method] + arguments)
         guard let reply = try? JSONDecoder().decode(BusctlValues<Value>.self, from: Data(output.utf8)), let value = reply.data.first else {
             throw SensorBusError("busctl call \(interface).\(method): unexpected output \(output.debugDescription)")
         }
         return value
     }
 
-    private func busctl(_ arguments: [String]) throws -> String {
+    /// Runs busctl, its output in files (never a full pipe), waiting for it without holding a
+    /// thread (`eventually`); busctl itself gives up after 10 s.
+    private func busctl(_ arguments: [String]) async throws -> String {
+        let name = UUID().uuidString
+        let outputPath = directory.path + "/busctl-\(name).out", errorPath = directory.path + "/busctl-\(name).err"
+        defer {
+            try? FileManager.default.removeItem(atPath: outputPath)
+            try? FileManager.default.removeItem(atPath: errorPath)
+        }
+        _ = FileManager.default.createFile(atPath: outputPath, contents: nil)
+        _ = FileManager.default.createFile(atPath: errorPath, contents: nil)
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/busctl")
         // `--` before the call, so that a negative number is not read as an option.
         process.arguments = ["--address=\(address)", "--json=short", "--timeout=10", arguments[0], "--"] + arguments.dropFirst()
         process.environment = ["PATH": "/usr/bin:/bin"]
-        let output = Pipe(), errors = Pipe()
-        process.standardOutput = output
-        process.standardError = errors
+        process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: outputPath))
+        process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: errorPath))
         process.standardInput = FileHandle.nullDevice
         try process.run()
-        let stdout = output.fileHandleForReading.readDataToEndOfFile()
-        let stderr = errors.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else {
-            throw SensorBusError("busctl \(arguments.joined(separator: " ")): \(String(decoding: stderr, as: UTF8.self))")
+        guard await eventually(seconds: 20, { !process.isRunning }) else {
+            kill(process.processIdentifier, SIGKILL)
+            throw SensorBusError("busctl \(arguments.joined(separator: " ")) did not end within 20 s")
         }
-        return String(decoding: stdout, as: UTF8.self)
+        guard process.terminationStatus == 0 else {
+            throw SensorBusError("busctl \(arguments.joined(separator: " ")): \((try? String(contentsOfFile: errorPath, encoding: .utf8)) ?? "")")
+        }
+        return (try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? ""
     }
 }
 

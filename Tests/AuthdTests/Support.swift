@@ -98,3 +98,19 @@ struct TestDirectory {
                                             owner: owner)
     }
 }
+
+/// Waits without a fixed sleep, up to `seconds`, until `condition` holds; whether it did.
+///
+/// Tests run on the cooperative pool: two threads on a two-core machine, shared by every test
+/// running at the time and by the code under test (an agent's handler task, a pinentry client).
+/// A test that waits for something outside (a child process, a bus, a file) waits here, between
+/// short sleeps, never blocked in `usleep` or `waitUntilExit`: a blocked thread would stall every
+/// test and the very work it waits for.
+func eventually(seconds: Double = 30, _ condition: () -> Bool) async -> Bool {
+    let deadline = ContinuousClock.now + .milliseconds(Int(seconds * 1000))
+    while !condition() {
+        if ContinuousClock.now >= deadline { return false }
+        try? await Task.sleep(for: .milliseconds(10))
+    }
+    return true
+}
