@@ -7,9 +7,9 @@ import Protocol
 import Synchronization
 
 // authd-bench: drives a release build of the real daemon over its socket and prints figures.
-// Usage: authd-bench BIN_DIR [core|card|biometric|federation|passkey|pam|hub|forward|scale|presence|e2ee|sync|postgresql]   (make bench passes
+// Usage: authd-bench BIN_DIR [core|tokens|card|biometric|federation|passkey|pam|hub|forward|scale|presence|e2ee|sync|postgresql]   (make bench passes
 // the release build directory; one of those names runs only its figures; `core`: start, hello and
-// auth.local, memory after sign-ins)
+// auth.local, memory after sign-ins; `tokens`: the auth.local rows alone)
 
 let binDirectory = CommandLine.arguments.count > 1 ? CommandLine.arguments[1] : ".build/release"
 let only = CommandLine.arguments.dropFirst(2).first
@@ -302,6 +302,34 @@ func rawArgon2Rate(threads: Int, seconds: Double) -> Double {
     return Double(count.load(ordering: .relaxed)) / ((ContinuousClock.now - start).milliseconds / 1000)
 }
 
+/// The `auth.local` rows: tokens per second beside `openssl speed`, in one run, and the CPU a
+/// token costs.
+func tokenFigures(_ daemon: Daemon) throws {
+    let signs = try opensslSignsPerSecond()
+    let (tokens1, latencies1) = try load(daemon, clients: 1, perClient: 3000, method: "auth.local", params: #"{"aud":"bench"}"#)
+    let (daemonCPUBefore, clientCPUBefore) = (cpuSeconds(of: daemon.process.processIdentifier), cpuSeconds(of: getpid()))
+    let (tokens16, latencies16) = try load(daemon, clients: 16, perClient: 1000, method: "auth.local", params: #"{"aud":"bench"}"#)
+    let daemonCPU = (cpuSeconds(of: daemon.process.processIdentifier) - daemonCPUBefore) / Double(latencies16.count)
+    let clientCPU = (cpuSeconds(of: getpid()) - clientCPUBefore) / Double(latencies16.count)
+    row("openssl speed ecdsap256 (1 core)", String(format: "%.0f signs/s", signs))
+    row("auth.local, 1 client", String(format: "%.0f tokens/s, p50 %.3f ms, p99 %.3f ms", tokens1, percentile(latencies1, 0.5), percentile(latencies1, 0.99)))
+    row("auth.local, 16 clients", String(format: "%.0f tokens/s, p50 %.3f ms, p99 %.3f ms", tokens16, percentile(latencies16, 0.5), percentile(latencies16, 0.99)))
+    row("auth.local tokens/s ÷ openssl signs/s (target ≥ 0.5)", String(format: "%.2f (1 client %.2f)", tokens16 / signs, tokens1 / signs))
+    // Where 0.5 would have to come from: every core busy, a token may cost the machine at most
+    // cores ÷ (0.5 × signs/s) of CPU, the daemon's and its client's together.
+    let cores = Double(ProcessInfo.processInfo.activeProcessorCount)
+    row("  CPU per token, 16 clients: authd, bench client", String(format: "%.0f µs, %.0f µs (one signature %.0f µs; 0.5 allows %.0f µs in all)",
+                                                              daemonCPU * 1e6, clientCPU * 1e6, 1e6 / signs, cores / (0.5 * signs) * 1e6))
+}
+
+/// `authd-bench BIN tokens`: the `auth.local` rows alone, on a fresh daemon.
+func tokenOnlyFigures() throws {
+    let daemon = try Daemon()
+    defer { daemon.stop() }
+    _ = try load(daemon, clients: 1, perClient: 2000, method: "hello")  // warm-up
+    try tokenFigures(daemon)
+}
+
 /// Runs `authd-bench BIN_DIR NAME` and waits; its rows go to this one's output.
 func figuresInChild(_ name: String) throws {
     fflush(nil)  // every output stream: the child writes to the same file
@@ -333,6 +361,7 @@ do {
     case "sync": try syncOnlyFigures(); exit(0)
     case "postgresql": try postgresqlFigures(); exit(0)
     case "pam": try pamFigures(); exit(0)
+    case "tokens": try tokenOnlyFigures(); exit(0)
     default: break
     }
 
@@ -413,21 +442,7 @@ do {
     row("  ssh-agent the same way: p99 ÷ its p50 of one", String(format: "%.1f (p50 %.3f ms, p99 %.3f ms)", percentile(agentPaced, 0.99) / percentile(oneClientAgent, 0.5),
                                                           percentile(agentPaced, 0.5), percentile(agentPaced, 0.99)))
 
-    let signs = try opensslSignsPerSecond()
-    let (tokens1, latencies1) = try load(daemon, clients: 1, perClient: 3000, method: "auth.local", params: #"{"aud":"bench"}"#)
-    let (daemonCPUBefore, clientCPUBefore) = (cpuSeconds(of: daemon.process.processIdentifier), cpuSeconds(of: getpid()))
-    let (tokens16, latencies16) = try load(daemon, clients: 16, perClient: 1000, method: "auth.local", params: #"{"aud":"bench"}"#)
-    let daemonCPU = (cpuSeconds(of: daemon.process.processIdentifier) - daemonCPUBefore) / Double(latencies16.count)
-    let clientCPU = (cpuSeconds(of: getpid()) - clientCPUBefore) / Double(latencies16.count)
-    row("openssl speed ecdsap256 (1 core)", String(format: "%.0f signs/s", signs))
-    row("auth.local, 1 client", String(format: "%.0f tokens/s, p50 %.3f ms, p99 %.3f ms", tokens1, percentile(latencies1, 0.5), percentile(latencies1, 0.99)))
-    row("auth.local, 16 clients", String(format: "%.0f tokens/s, p50 %.3f ms, p99 %.3f ms", tokens16, percentile(latencies16, 0.5), percentile(latencies16, 0.99)))
-    row("auth.local tokens/s ÷ openssl signs/s (target ≥ 0.5)", String(format: "%.2f (1 client %.2f)", tokens16 / signs, tokens1 / signs))
-    // Where 0.5 would have to come from: every core busy, a token may cost the machine at most
-    // cores ÷ (0.5 × signs/s) of CPU, the daemon's and its client's together.
-    let cores = Double(ProcessInfo.processInfo.activeProcessorCount)
-    row("  CPU per token, 16 clients: authd, bench client", String(format: "%.0f µs, %.0f µs (one signature %.0f µs; 0.5 allows %.0f µs in all)",
-                                                              daemonCPU * 1e6, clientCPU * 1e6, 1e6 / signs, cores / (0.5 * signs) * 1e6))
+    try tokenFigures(daemon)
     // A request that leaves a few bytes behind shows here, not in the idle figure above.
     row("RSS after all the calls above", String(format: "%.1f MB (anonymous %.1f MB)", Double(daemon.residentBytes) / 1e6,
                                                  daemon.memoryRollup["Pss_Anon"].map { Double($0) / 1e6 } ?? 0))
