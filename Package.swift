@@ -132,7 +132,7 @@ let package = Package(
         // The client library against a peer on a socketpair: framing, ids, timeouts, refusals.
         .testTarget(name: "AuthdClientTests", dependencies: ["AuthdClient", "Protocol"]),
         .testTarget(name: "OpenSSLCryptoTests", dependencies: ["OpenSSLCrypto", "Protocol"]),
-        .testTarget(name: "AuthdTests", dependencies: ["authd", "Protocol", "AuthdClient", "OpenSSLCrypto", "JOSE"]),
+        .testTarget(name: "AuthdTests", dependencies: ["authd", "Protocol", "AuthdClient", "OpenSSLCrypto", "JOSE", "CLinux"]),
         // authctl's own logic with no daemon: help layout, "did you mean", prompts asked again, wording.
         .testTarget(name: "AuthctlTests", dependencies: ["authctl", "Protocol"]),
         // The Web eID host's framing, argument checks and one-command machine, with no browser or daemon.

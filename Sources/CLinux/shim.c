@@ -78,3 +78,8 @@ int authd_malloc_map_from(size_t bytes) {
 int authd_malloc_trim(void) {
     return malloc_trim(0);
 }
+
+size_t authd_malloc_in_use(void) {
+    struct mallinfo2 info = mallinfo2();
+    return info.uordblks + info.hblkhd;
+}

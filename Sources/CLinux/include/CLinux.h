@@ -33,4 +33,7 @@ int authd_malloc_map_from(size_t bytes);
 
 /* malloc_trim(0): return the free memory of every arena to the system; 1 when some was. */
 int authd_malloc_trim(void);
+
+/* mallinfo2: the bytes malloc has handed out and not had back, in every arena and mapped. */
+size_t authd_malloc_in_use(void);
 #endif
