@@ -90,17 +90,14 @@ private struct InProcessServer {
         try LineConnection(socketPath: socketPath, receiveTimeout: .milliseconds(1))
     }
 
-    /// Polls without blocking a cooperative thread: the handlers under test need them.
-    static func waitUntil(_ condition: () -> Bool) async {
-        for _ in 0..<500 where !condition() { try? await Task.sleep(for: .milliseconds(10)) }
-    }
 }
 
 /// The next line the server sent, without holding a cooperative thread (the server under test
 /// runs its handlers on the same small pool): reads that time out at once, sleeping between
-/// tries, until a line arrived, the server closed, or 5 s passed.
+/// tries, until a line arrived, the server closed, or 30 s passed.
 private func receive(_ connection: LineConnection) async -> String {
-    for _ in 0..<500 {
+    let deadline = ContinuousClock.now + .seconds(30)
+    while ContinuousClock.now < deadline {
         do {
             return String(decoding: try connection.readLine() ?? [], as: UTF8.self)
         } catch where error.code == .timedOut {
@@ -119,13 +116,13 @@ struct ServerTests {
         let server = try await InProcessServer()
         let client = try server.connect()
         try client.send((#"{"jsonrpc":"2.0","id":1,"method":"test.wait"}"# + "\n" + #"{"jsonrpc":"2.0","id":2,"method":"test.wait"}"# + "\n").utf8)
-        await InProcessServer.waitUntil { server.observations.started.load(ordering: .relaxed) == 2 }
+        _ = await eventually { server.observations.started.load(ordering: .relaxed) == 2 }
         #expect(server.observations.started.load(ordering: .relaxed) == 2)
         #expect(server.observations.cancelled.load(ordering: .relaxed) == 0)
         client.close()
-        await InProcessServer.waitUntil { server.observations.cancelled.load(ordering: .relaxed) == 2 }
+        _ = await eventually { server.observations.cancelled.load(ordering: .relaxed) == 2 }
         #expect(server.observations.cancelled.load(ordering: .relaxed) == 2)
-        await InProcessServer.waitUntil { server.services.connections.count == 0 }
+        _ = await eventually { server.services.connections.count == 0 }
         #expect(server.services.connections.count == 0)
         server.listener.stop()
     }
@@ -137,7 +134,7 @@ struct ServerTests {
         defer { client.close() }
         let requests = (1...100).map { #"{"jsonrpc":"2.0","id":\#($0),"method":"test.wait"}"# + "\n" }.joined()
         try client.send(requests.utf8)
-        await InProcessServer.waitUntil { server.observations.started.load(ordering: .relaxed) >= 64 }
+        _ = await eventually { server.observations.started.load(ordering: .relaxed) >= 64 }
         #expect(server.observations.started.load(ordering: .relaxed) == ConnectionMachine.Limits().maxInFlight)
         // The ordering marker: a turn of the connection's own, queued after every turn that took
         // the first 64, finds no 65th taken (nothing frees a place: each waits for 60 s).
@@ -159,7 +156,7 @@ struct ServerTests {
         defer { client.close() }
         try client.send((#"{"jsonrpc":"2.0","id":1,"method":"test.failing_stream"}"# + "\n").utf8)
         #expect(await receive(client).contains("test.failed"))
-        await InProcessServer.waitUntil { server.observations.dropped.load(ordering: .relaxed) == 1 }
+        _ = await eventually { server.observations.dropped.load(ordering: .relaxed) == 1 }
         #expect(server.observations.dropped.load(ordering: .relaxed) == 1)
         server.listener.stop()
     }
@@ -179,8 +176,8 @@ struct ServerTests {
         }
         #expect(started == 10)
         let audit = server.services.audit
-        for _ in 0..<500 {
-            if await audit.followerCount == 0 && server.services.connections.count == 0 { break }
+        let deadline = ContinuousClock.now + .seconds(30)
+        while await audit.followerCount != 0 || server.services.connections.count != 0, ContinuousClock.now < deadline {
             try await Task.sleep(for: .milliseconds(10))
         }
         #expect(await audit.followerCount == 0)
@@ -193,7 +190,7 @@ struct ServerTests {
         let dispatcher = Dispatcher(table: DispatchTable.make(server.services), services: server.services)
         let client = try server.connect()
         defer { client.close() }
-        await InProcessServer.waitUntil { server.services.connections.count == 1 }
+        _ = await eventually { server.services.connections.count == 1 }
         let connection = try #require(server.services.connections.all.first)
         let stranger = CallerIdentity(uid: 4242, gid: 4242, pid: 1, exe: "/x", username: nil, groups: [])
         let context = RequestEnvironment(caller: .local(stranger), prompts: connection.prompts,

@@ -120,12 +120,12 @@ struct SyncCoreTests {
                                     session: "as1.x", kinds: nil, conversation: nil)
         let running = Task { await follower.run(after: 0, signals: signals, sink: StreamSink(connection: collector, name: "s1")) }
         // The first read: the gap, then 3…8. The follower then waits for hints (and reads nothing).
-        for _ in 0..<500 where collector.received.count < 7 { try await Task.sleep(for: .milliseconds(10)) }
+        _ = await eventually { collector.received.count >= 7 }
         #expect(collector.received.count == 7)
         // Late, doubled and out-of-order hints, then a new event whose predecessor was never hinted.
         source.events += [Self.event(9), Self.event(10)]
         for position: Int64 in [5, 9, 9, 4, 10] { hints.yield(.event(Self.event(position))) }
-        for _ in 0..<500 where collector.received.count < 9 { try await Task.sleep(for: .milliseconds(10)) }
+        _ = await eventually { collector.received.count >= 9 }
         source.events.append(Self.event(11))
         hints.yield(.resync)
         hints.finish()
