@@ -388,61 +388,16 @@ final class PrivateSessionBus {
         if daemon.isRunning { daemon.waitUntilExit() }
     }
 
-    struct Run {
-        let pid: Int32
-        let status: Int32
-        let output: String
-        let errors: String
+    /// Long enough for gdbus', busctl's or the app's own 60 s for a call, so that a call that is
+    /// not answered fails with their error.
+    static let patience: Double = 90
+    static let python = ["PYTHONUNBUFFERED": "1"]
+
+    func run(_ path: String, _ arguments: [String]) async throws -> ChildProcess.Run {
+        try await ChildProcess(path, arguments, directory: directory.path).finish(within: Self.patience)
     }
 
-    /// A program started, with its output in files (never a full pipe).
-    final class Started {
-        let process = Process()
-        private let outputPath: String
-        private let errorPath: String
-
-        fileprivate init(_ path: String, _ arguments: [String], directory: String) throws {
-            let name = UUID().uuidString
-            outputPath = directory + "/" + name + ".out"
-            errorPath = directory + "/" + name + ".err"
-            _ = FileManager.default.createFile(atPath: outputPath, contents: nil)
-            _ = FileManager.default.createFile(atPath: errorPath, contents: nil)
-            process.executableURL = URL(fileURLWithPath: path)
-            process.arguments = arguments
-            process.environment = ["PATH": "/usr/bin:/bin", "PYTHONUNBUFFERED": "1"]
-            process.standardInput = Pipe()
-            process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: outputPath))
-            process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: errorPath))
-            try process.run()
-        }
-
-        var output: String { (try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? "" }
-
-        func say(_ line: String) {
-            try? (process.standardInput as? Pipe)?.fileHandleForWriting.write(contentsOf: Data((line + "\n").utf8))
-        }
-
-        func kill() async {
-            if process.isRunning { Glibc.kill(process.processIdentifier, SIGKILL) }
-            _ = await eventually(seconds: 10) { !process.isRunning }
-        }
-
-        /// Waits (90 s at most: longer than gdbus', busctl's or the app's own 60 s for a call, so
-        /// that a call that is not answered fails with their error) for the program to end, then
-        /// kills it if it has not.
-        func finish() async -> Run {
-            _ = await eventually(seconds: 90) { !process.isRunning }
-            await kill()
-            return Run(pid: process.processIdentifier, status: process.terminationStatus, output: output,
-                       errors: (try? String(contentsOfFile: errorPath, encoding: .utf8)) ?? "")
-        }
-    }
-
-    func run(_ path: String, _ arguments: [String]) async throws -> Run {
-        try await Started(path, arguments, directory: directory.path).finish()
-    }
-
-    func busctl(_ arguments: [String]) async throws -> Run {
+    func busctl(_ arguments: [String]) async throws -> ChildProcess.Run {
         try await run("/usr/bin/busctl", ["--address=\(address)", "--timeout=60", arguments[0], "--"] + arguments.dropFirst())
     }
 
@@ -465,11 +420,11 @@ final class PrivateSessionBus {
 
     /// An app started on the bus; `finish` waits for its result.
     final class App {
-        let started: Started
-        fileprivate init(_ started: Started) { self.started = started }
+        let started: ChildProcess
+        fileprivate init(_ started: ChildProcess) { self.started = started }
 
         func finish() async throws -> AppResult {
-            let run = await started.finish()
+            let run = await started.finish(within: PrivateSessionBus.patience)
             guard let last = run.output.split(separator: "\n").last, let result = try? JSONDecoder().decode(AppResult.self, from: Data(last.utf8)) else {
                 throw SensorBusError("agent_bus_client.py: status \(run.status), output \(run.output.debugDescription), errors \(run.errors)")
             }
@@ -480,7 +435,7 @@ final class PrivateSessionBus {
     }
 
     func startApp(_ arguments: [String]) throws -> App {
-        App(try Started("/usr/bin/python3", [Self.client] + arguments, directory: directory.path))
+        App(try ChildProcess("/usr/bin/python3", [Self.client] + arguments, environment: Self.python, directory: directory.path))
     }
 
     func app(_ arguments: [String]) async throws -> AppResult {
@@ -489,13 +444,13 @@ final class PrivateSessionBus {
 
     /// Another app on the bus that listens for Progress signals from anyone.
     final class Listener {
-        let started: Started
-        fileprivate init(_ started: Started) { self.started = started }
+        let started: ChildProcess
+        fileprivate init(_ started: ChildProcess) { self.started = started }
 
         /// The signals it heard.
         func finish() async throws -> [[JSONValue]] {
             started.say("stop")
-            let run = await started.finish()
+            let run = await started.finish(within: PrivateSessionBus.patience)
             struct Heard: Decodable { let signals: [[JSONValue]] }
             guard let last = run.output.split(separator: "\n").last, let heard = try? JSONDecoder().decode(Heard.self, from: Data(last.utf8)) else {
                 throw SensorBusError("listener: output \(run.output.debugDescription), errors \(run.errors)")
@@ -506,9 +461,9 @@ final class PrivateSessionBus {
 
     /// Starts a listener and waits (30 s at most) until its match is in place.
     func startListener() async throws -> Listener {
-        let started = try Started("/usr/bin/python3", [Self.client, "listen", address], directory: directory.path)
+        let started = try ChildProcess("/usr/bin/python3", [Self.client, "listen", address], environment: Self.python, directory: directory.path)
         _ = await eventually(seconds: 30) { started.output.contains("\"ready\"") || !started.process.isRunning }
-        guard started.output.contains("\"ready\"") else { throw SensorBusError("the listener did not start: \(await started.finish().errors)") }
+        guard started.output.contains("\"ready\"") else { throw SensorBusError("the listener did not start: \(await started.finish(within: 0).errors)") }
         return Listener(started)
     }
 }

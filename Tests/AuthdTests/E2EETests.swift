@@ -400,35 +400,12 @@ extension E2EETests {
         let directory = TemporaryDirectory()
         let plaintext = Array(#"{"text":"naïve café ☕","to":"conversation-1"}"#.utf8)
 
-        struct Run {
-            let status: Int32
-            let output: [UInt8]
-            let errors: String
-        }
-
         /// Runs the peer with `input` on stdin; its output goes to files (never a full pipe), and
         /// it is killed if it has not finished within 20 s.
-        func peer(_ arguments: [String], input: [UInt8]) async throws -> Run {
-            let name = UUID().uuidString
-            let inputPath = directory.path + "/\(name).in", outputPath = directory.path + "/\(name).out", errorPath = directory.path + "/\(name).err"
-            for (path, contents) in [(inputPath, Data(input)), (outputPath, Data()), (errorPath, Data())] {
-                guard FileManager.default.createFile(atPath: path, contents: contents) else { throw CocoaError(.fileWriteUnknown) }
-            }
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
-            process.arguments = [Self.peer] + arguments
-            process.environment = ["PATH": "/usr/bin:/bin"]
-            process.standardInput = try FileHandle(forReadingFrom: URL(fileURLWithPath: inputPath))
-            process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: outputPath))
-            process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: errorPath))
-            try process.run()
-            if await !eventually(seconds: 20, { !process.isRunning }) {
-                kill(process.processIdentifier, SIGKILL)
-                _ = await eventually(seconds: 10) { !process.isRunning }
-                Issue.record("jose_peer.py \(arguments.first ?? "") did not finish within 20 s")
-            }
-            return Run(status: process.terminationStatus, output: Array(try Data(contentsOf: URL(fileURLWithPath: outputPath))),
-                       errors: (try? String(contentsOfFile: errorPath, encoding: .utf8)) ?? "")
+        func peer(_ arguments: [String], input: [UInt8]) async throws -> ChildProcess.Run {
+            let run = try await ChildProcess("/usr/bin/python3", [Self.peer] + arguments, input: input, directory: directory.path).finish(within: 20)
+            if !run.ended { Issue.record("jose_peer.py \(arguments.first ?? "") did not finish within 20 s") }
+            return run
         }
 
         /// A key written for the peer: the private key as DER (RFC 5915), the public as SPKI.
@@ -451,21 +428,21 @@ extension E2EETests {
 
             let bare = try await peer(["decrypt", "--key", files.privatePath, "--kid", devices[index].kid], input: Array(jwe.utf8))
             #expect(bare.status == 0, "\(bare.errors)")
-            #expect(bare.output == plaintext)
+            #expect(bare.bytes == plaintext)
             let signed = try await peer(["decrypt", "--key", files.privatePath, "--kid", devices[index].kid, "--signer", signer.publicPath],
                                   input: Array(envelope.utf8))
             #expect(signed.status == 0, "\(signed.errors)")
-            #expect(signed.output == plaintext)
+            #expect(signed.bytes == plaintext)
             if index == 0 {
                 // Another signer's key, and a tampered JWE, are refused there too.
                 let stranger = try write(try P256PrivateKey.generate(), name: "stranger")
                 let wrongSigner = try await peer(["decrypt", "--key", files.privatePath, "--kid", devices[0].kid, "--signer", stranger.publicPath],
                                            input: Array(envelope.utf8))
-                #expect(wrongSigner.status == 1 && wrongSigner.output.isEmpty)
+                #expect(wrongSigner.status == 1 && wrongSigner.bytes.isEmpty)
                 var top = try members(jwe)
                 top["ciphertext"] = try flipped(top["ciphertext"])
                 let tampered = try await peer(["decrypt", "--key", files.privatePath, "--kid", devices[0].kid], input: Array(try text(top).utf8))
-                #expect(tampered.status == 1 && tampered.output.isEmpty)
+                #expect(tampered.status == 1 && tampered.bytes.isEmpty)
             }
         }
 
@@ -478,7 +455,7 @@ extension E2EETests {
             }
             let run = try await peer(arguments, input: plaintext)
             #expect(run.status == 0, "\(run.errors)")
-            let serialization = String(decoding: run.output, as: UTF8.self)
+            let serialization = run.output
             let top = try members(serialization)
             #expect(count == 1 ? top["recipients"] == nil && top["header"] != nil : top["recipients"]?.arrayValue?.count == count)
             #expect(JWE.recipientIDs(serialization) == devices.map(\.kid))

@@ -249,34 +249,14 @@ final class SensorBus {
         return value
     }
 
-    /// Runs busctl, its output in files (never a full pipe), waiting for it without holding a
-    /// thread (`eventually`); busctl itself gives up after 10 s.
+    /// Runs busctl (which gives up on a call after 10 s); its output.
     private func busctl(_ arguments: [String]) async throws -> String {
-        let name = UUID().uuidString
-        let outputPath = directory.path + "/busctl-\(name).out", errorPath = directory.path + "/busctl-\(name).err"
-        defer {
-            try? FileManager.default.removeItem(atPath: outputPath)
-            try? FileManager.default.removeItem(atPath: errorPath)
-        }
-        _ = FileManager.default.createFile(atPath: outputPath, contents: nil)
-        _ = FileManager.default.createFile(atPath: errorPath, contents: nil)
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/busctl")
         // `--` before the call, so that a negative number is not read as an option.
-        process.arguments = ["--address=\(address)", "--json=short", "--timeout=10", arguments[0], "--"] + arguments.dropFirst()
-        process.environment = ["PATH": "/usr/bin:/bin"]
-        process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: outputPath))
-        process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: errorPath))
-        process.standardInput = FileHandle.nullDevice
-        try process.run()
-        guard await eventually(seconds: 20, { !process.isRunning }) else {
-            kill(process.processIdentifier, SIGKILL)
-            throw SensorBusError("busctl \(arguments.joined(separator: " ")) did not end within 20 s")
-        }
-        guard process.terminationStatus == 0 else {
-            throw SensorBusError("busctl \(arguments.joined(separator: " ")): \((try? String(contentsOfFile: errorPath, encoding: .utf8)) ?? "")")
-        }
-        return (try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? ""
+        let run = try await ChildProcess("/usr/bin/busctl", ["--address=\(address)", "--json=short", "--timeout=10", arguments[0], "--"] + arguments.dropFirst(),
+                                         directory: directory.path).finish(within: 20)
+        guard run.ended else { throw SensorBusError("busctl \(arguments.joined(separator: " ")) did not end within 20 s") }
+        guard run.status == 0 else { throw SensorBusError("busctl \(arguments.joined(separator: " ")): \(run.errors)") }
+        return run.output
     }
 }
 

@@ -89,7 +89,6 @@ private struct InProcessServer {
     func connect() throws -> LineConnection {
         try LineConnection(socketPath: socketPath, receiveTimeout: .milliseconds(1))
     }
-
 }
 
 /// The next line the server sent, without holding a cooperative thread (the server under test

@@ -114,3 +114,65 @@ func eventually(seconds: Double = 30, _ condition: () -> Bool) async -> Bool {
     }
     return true
 }
+
+/// A program a test runs beside it: its output goes to files in `directory` (never a full
+/// pipe), and it is waited for with `eventually`, never blocked on. Its standard input is
+/// `input` when given, else a pipe that `say` writes to.
+final class ChildProcess {
+    struct Run {
+        let pid: Int32
+        /// Whether it ended by itself within the time given; else it was killed.
+        let ended: Bool
+        let status: Int32
+        let bytes: [UInt8]
+        let errors: String
+
+        var output: String { String(decoding: bytes, as: UTF8.self) }
+    }
+
+    let process = Process()
+    private let outputPath: String
+    private let errorPath: String
+
+    init(_ path: String, _ arguments: [String], environment: [String: String] = [:], input: [UInt8]? = nil, directory: String) throws {
+        let name = UUID().uuidString
+        outputPath = directory + "/" + name + ".out"
+        errorPath = directory + "/" + name + ".err"
+        _ = FileManager.default.createFile(atPath: outputPath, contents: nil)
+        _ = FileManager.default.createFile(atPath: errorPath, contents: nil)
+        process.executableURL = URL(fileURLWithPath: path)
+        process.arguments = arguments
+        process.environment = environment.merging(["PATH": "/usr/bin:/bin"]) { given, _ in given }
+        if let input {
+            let inputPath = directory + "/" + name + ".in"
+            guard FileManager.default.createFile(atPath: inputPath, contents: Data(input)) else { throw CocoaError(.fileWriteUnknown) }
+            process.standardInput = try FileHandle(forReadingFrom: URL(fileURLWithPath: inputPath))
+        } else {
+            process.standardInput = Pipe()
+        }
+        process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: outputPath))
+        process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: errorPath))
+        try process.run()
+    }
+
+    /// What it wrote to its standard output so far.
+    var output: String { (try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? "" }
+
+    func say(_ line: String) {
+        try? (process.standardInput as? Pipe)?.fileHandleForWriting.write(contentsOf: Data((line + "\n").utf8))
+    }
+
+    func kill() async {
+        if process.isRunning { Glibc.kill(process.processIdentifier, SIGKILL) }
+        _ = await eventually(seconds: 10) { !process.isRunning }
+    }
+
+    /// Waits `seconds` at most for it to end, then kills it if it has not.
+    func finish(within seconds: Double) async -> Run {
+        let ended = await eventually(seconds: seconds) { !process.isRunning }
+        await kill()
+        return Run(pid: process.processIdentifier, ended: ended, status: process.terminationStatus,
+                   bytes: Array((try? Data(contentsOf: URL(fileURLWithPath: outputPath))) ?? Data()),
+                   errors: (try? String(contentsOfFile: errorPath, encoding: .utf8)) ?? "")
+    }
+}
