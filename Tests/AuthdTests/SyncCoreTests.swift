@@ -59,8 +59,8 @@ struct SyncCoreTests {
             }
             group.addTask { ("unknown", await Self.outcome { try await log.append(account: "no-such-account", try Self.draft("x"), from: Self.origin) }) }
             let deadline = ContinuousClock.now + .seconds(30)
-            while log.queue.waiting.withLock({ $0.appends.count }) < 35, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(5)) }
-            #expect(log.queue.waiting.withLock { $0.appends.count } == 35, "every append waits for the one commit")
+            while log.queue.waitingCount < 35, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(5)) }
+            #expect(log.queue.waitingCount == 35, "every append waits for the one commit")
             release.signal()
             var outcomes: [String: Result<Appended, any Error>] = [:]
             for try await (name, outcome) in group { outcomes[name] = outcome }
@@ -73,7 +73,7 @@ struct SyncCoreTests {
         #expect(keyed.count == 2 && keyed[0].event.position == keyed[1].event.position && keyed.filter { $0.duplicate }.count == 1)
         #expect(throws: (any Error).self) { try outcomes["unknown"]?.get() }
         #expect(try await log.append(account: account, try Self.draft("next"), from: Self.origin).event.position == 34, "the failed append left no gap")
-        #expect(!log.queue.waiting.withLock { $0.committing })
+        #expect(!log.queue.isCommitting)
     }
 
     /// A log in memory the follower reads from.

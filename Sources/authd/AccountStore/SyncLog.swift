@@ -1,6 +1,5 @@
 import FoundationEssentials
 import Protocol
-import Synchronization
 
 /// The account event logs on the daemon's store: the only code with statements on `sync_heads`,
 /// `sync_events`, `sync_read_markers` and `sync_cursors`. Each change is one transaction.
@@ -10,11 +9,16 @@ struct SyncLog: Sendable {
     /// Appends that arrive while one commits go into the next commit together (group commit),
     /// each answered once its own is durable; false: each append is a commit of its own.
     var groupCommit = true
-    /// The appends waiting for the next commit, shared by every copy of this log.
-    let queue = AppendQueue()
+    /// The appends waiting for the next commit, shared by every copy of this log; at most 256
+    /// share one commit, the rest go into the next.
+    let queue = GroupCommit<Append, (event: SyncEvent, duplicate: Bool)>(mostPerCommit: 256)
 
-    /// At most this many appends share one commit; the rest go into the next.
-    static let mostPerCommit = 256
+    /// An append waiting for its commit.
+    struct Append: Sendable {
+        let account: String
+        let draft: Draft
+        let origin: Origin
+    }
 
     /// Who appends: the machine (its device key, which scopes idempotency keys) and the sender
     /// every machine is shown.
@@ -150,53 +154,32 @@ struct SyncLog: Sendable {
                 return try Self.append(account: account, draft, from: origin, now: now, earlier: &earlier, in: database)
             }
         }
-        return try await withCheckedThrowingContinuation { continuation in
-            let start = queue.waiting.withLock { waiting in
-                waiting.appends.append(AppendQueue.Append(account: account, draft: draft, origin: origin, continuation: continuation))
-                defer { waiting.committing = true }
-                return !waiting.committing
-            }
-            if start { store.perform { [self] connection in commitQueued(on: connection) } }
+        return try await queue.submit(Append(account: account, draft: draft, origin: origin), on: store) { [now] connection, batch in
+            try Self.commit(batch, now: Int64(now().timeIntervalSince1970), on: connection)
         }
     }
 
-    /// On the store's queue: commits what waits, a batch per transaction, until nothing does.
-    /// Each append is its own savepoint: one that fails (its account gone) fails alone. A batch
-    /// whose commit fails fails each of its appends; none is answered before its commit.
-    private func commitQueued(on connection: isolated StoreConnection) {
-        while let batch = queue.waiting.withLock({ waiting -> [AppendQueue.Append]? in
-            guard !waiting.appends.isEmpty else {
-                waiting.committing = false
-                return nil
-            }
-            let batch = Array(waiting.appends.prefix(Self.mostPerCommit))
-            waiting.appends.removeFirst(batch.count)
-            return batch
-        }) {
-            let now = Int64(self.now().timeIntervalSince1970)
-            do {
-                let outcomes = try connection.transaction { database in
-                    // What this batch appended, by idempotency key: the same send twice in one
-                    // batch finds the first, as it would in the table.
-                    var earlier: [String: SyncEvent] = [:]
-                    return try batch.map { append -> Result<(event: SyncEvent, duplicate: Bool), any Error> in
-                        try database.execute("SAVEPOINT sync_append")
-                        do {
-                            let appended = try Self.append(account: append.account, append.draft, from: append.origin, now: now, earlier: &earlier, in: database)
-                            try database.execute("RELEASE sync_append")
-                            return .success(appended)
-                        } catch let error as PostgreSQLError where error.isRetryable {
-                            throw error  // the whole batch runs again
-                        } catch {
-                            try database.execute("ROLLBACK TO sync_append")
-                            try database.execute("RELEASE sync_append")
-                            return .failure(error)
-                        }
-                    }
+    /// One batch of appends in one transaction, on the store's queue. Each append is its own
+    /// savepoint: one that fails (its account gone) fails alone.
+    private static func commit(_ batch: [Append], now: Int64, on connection: isolated StoreConnection) throws
+        -> [Result<(event: SyncEvent, duplicate: Bool), any Error>] {
+        try connection.transaction { database in
+            // What this batch appended, by idempotency key: the same send twice in one batch
+            // finds the first, as it would in the table.
+            var earlier: [String: SyncEvent] = [:]
+            return try batch.map { append -> Result<(event: SyncEvent, duplicate: Bool), any Error> in
+                try database.execute("SAVEPOINT sync_append")
+                do {
+                    let appended = try Self.append(account: append.account, append.draft, from: append.origin, now: now, earlier: &earlier, in: database)
+                    try database.execute("RELEASE sync_append")
+                    return .success(appended)
+                } catch let error as PostgreSQLError where error.isRetryable {
+                    throw error  // the whole batch runs again
+                } catch {
+                    try database.execute("ROLLBACK TO sync_append")
+                    try database.execute("RELEASE sync_append")
+                    return .failure(error)
                 }
-                for (append, outcome) in zip(batch, outcomes) { append.continuation.resume(with: outcome) }
-            } catch {
-                for append in batch { append.continuation.resume(throwing: error) }
             }
         }
     }
@@ -390,21 +373,4 @@ struct SyncLog: Sendable {
             return database.changes
         }
     }
-}
-
-/// Appends waiting for the sync log's next commit, and whether one is under way.
-final class AppendQueue: Sendable {
-    struct Append: Sendable {
-        let account: String
-        let draft: SyncLog.Draft
-        let origin: SyncLog.Origin
-        let continuation: CheckedContinuation<(event: SyncEvent, duplicate: Bool), any Error>
-    }
-
-    struct Waiting {
-        var appends: [Append] = []
-        var committing = false
-    }
-
-    let waiting = Mutex(Waiting())
 }

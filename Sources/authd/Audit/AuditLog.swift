@@ -30,19 +30,10 @@ actor AuditLog {
     /// The engine of the store the log is in (`AuditScope`).
     nonisolated let home: String
     private let now: @Sendable () -> Date
-    /// Records waiting for the next group commit, and whether one is under way. Under a lock
-    /// rather than actor state: a writer hands its record over without hopping onto this
-    /// actor, and the commit runs on the store's own queue (`Store.perform`), so a token's
-    /// record costs one hop there and one back.
-    private nonisolated let queued = Mutex(Queued())
-
-    /// A record waiting for its commit: the entry, when it was made, and who waits for it.
-    private typealias Waiting = (Entry, Date, CheckedContinuation<AuditRecord, any Error>)
-
-    private struct Queued {
-        var pending: [Waiting] = []
-        var committing = false
-    }
+    /// Records waiting for the next group commit: the entry and when it was made. Not actor
+    /// state: a writer hands its record over without hopping onto this actor, and the commit
+    /// runs on the store's own queue, so a token's record costs one hop there and one back.
+    private nonisolated let queued = GroupCommit<(Entry, Date), AuditRecord>()
 
     /// The followers, and how much was written since the bounds were last enforced. Under a
     /// lock too: a commit hands its records to the followers where it ran, on the store's queue,
@@ -80,39 +71,13 @@ actor AuditLog {
     /// Appends `entry` and returns it as committed.
     @discardableResult
     nonisolated func record(_ entry: Entry) async throws -> AuditRecord {
-        let time = now()
-        return try await withCheckedThrowingContinuation { continuation in
-            let start = queued.withLock { queued -> Bool in
-                queued.pending.append((entry, time, continuation))
-                defer { queued.committing = true }
-                return !queued.committing
+        try await queued.submit((entry, now()), on: store) { [self] connection, batch in
+            let records = try connection.transaction(durability: .relaxed) { database in
+                try batch.map { entry, time in try Self.insert(entry, at: time, into: database) }
             }
-            if start { store.perform { [self] store in Self.commitQueued(self, on: store) } }
-        }
-    }
-
-    /// On the store's queue: commits what is queued, one transaction per batch, until nothing
-    /// is; each writer is answered as soon as its batch commits.
-    private static func commitQueued(_ log: AuditLog, on store: isolated StoreConnection) {
-        while let batch = log.queued.withLock({ queued -> [Waiting]? in
-            guard !queued.pending.isEmpty else {
-                queued.committing = false
-                return nil
-            }
-            defer { queued.pending.removeAll() }
-            return queued.pending
-        }) {
-            do {
-                let records = try store.transaction(durability: .relaxed) { database in
-                    try batch.map { entry, time, _ in try Self.insert(entry, at: time, into: database) }
-                }
-                for ((_, _, continuation), record) in zip(batch, records) {
-                    continuation.resume(returning: record)
-                }
-                log.publish(records)
-            } catch {
-                for (_, _, continuation) in batch { continuation.resume(throwing: error) }
-            }
+            // Followers see a record in commit order, no later than its writer's answer.
+            publish(records)
+            return records.map { .success($0) }
         }
     }
 

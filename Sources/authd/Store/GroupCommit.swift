@@ -1,0 +1,69 @@
+import Synchronization
+
+/// Writes that must be committed before their callers hear back, gathered into one transaction
+/// per batch (group commit, the way PostgreSQL's WAL writer gathers commits): what arrives while
+/// a commit runs waits for the next one, which takes it all, at most `mostPerCommit` at a time.
+/// The batches run on the store's first connection (`Store.perform`), outside any task, one
+/// after another in arrival order. Each caller is answered once its batch has committed, never
+/// before; a batch whose commit fails fails each of its callers.
+///
+/// The audit log's records and the sync log's appends go through one of these each.
+final class GroupCommit<Item: Sendable, Output: Sendable>: Sendable {
+    /// Runs one batch in a transaction on the store's connection: an outcome per item, in the
+    /// batch's order (an item may fail alone), or a thrown error that fails the whole batch.
+    typealias Commit = @Sendable (isolated StoreConnection, [Item]) throws -> [Result<Output, any Error>]
+
+    private typealias Waiting = (item: Item, continuation: CheckedContinuation<Output, any Error>)
+
+    private struct State {
+        var waiting: [Waiting] = []
+        var committing = false
+    }
+
+    let mostPerCommit: Int
+    private let state = Mutex(State())
+
+    init(mostPerCommit: Int = .max) {
+        precondition(mostPerCommit > 0)
+        self.mostPerCommit = mostPerCommit
+    }
+
+    /// How many items wait for a commit, and whether one is under way (tests).
+    var waitingCount: Int { state.withLock { $0.waiting.count } }
+    var isCommitting: Bool { state.withLock { $0.committing } }
+
+    /// Queues `item` and returns its outcome once its batch has committed. Every caller of one
+    /// queue passes the same `commit`: whichever caller finds no commit under way starts the
+    /// run of batches with its own.
+    func submit(_ item: Item, on store: Store, _ commit: @escaping Commit) async throws -> Output {
+        try await withCheckedThrowingContinuation { continuation in
+            let start = state.withLock { state -> Bool in
+                state.waiting.append((item, continuation))
+                defer { state.committing = true }
+                return !state.committing
+            }
+            if start { store.perform { [self] connection in commitWaiting(on: connection, commit) } }
+        }
+    }
+
+    /// On the store's queue: commits what waits, a batch per transaction, until nothing does.
+    private func commitWaiting(on connection: isolated StoreConnection, _ commit: Commit) {
+        while let batch = state.withLock({ state -> [Waiting]? in
+            guard !state.waiting.isEmpty else {
+                state.committing = false
+                return nil
+            }
+            let batch = Array(state.waiting.prefix(mostPerCommit))
+            state.waiting.removeFirst(batch.count)
+            return batch
+        }) {
+            do {
+                let outcomes = try commit(connection, batch.map(\.item))
+                precondition(outcomes.count == batch.count, "a group commit answers every item of its batch")
+                for (waiting, outcome) in zip(batch, outcomes) { waiting.continuation.resume(with: outcome) }
+            } catch {
+                for waiting in batch { waiting.continuation.resume(throwing: error) }
+            }
+        }
+    }
+}

@@ -1,0 +1,76 @@
+import Dispatch
+import Synchronization
+import Testing
+@testable import authd
+
+/// The group commit the audit and sync logs share: what waits while the store is busy goes into
+/// the next batches, at most `mostPerCommit` each, and every caller gets its own item's outcome.
+@Suite("Group commit")
+struct GroupCommitTests {
+    struct Refused: Error, Equatable {
+        let item: Int
+    }
+
+    /// Holds the store's queue until the returned semaphore is signalled, so that every item
+    /// submitted meanwhile waits for the same run of batches.
+    static func hold(_ store: Store) -> DispatchSemaphore {
+        let release = DispatchSemaphore(value: 0), holding = DispatchSemaphore(value: 0)
+        store.perform { _ in
+            holding.signal()
+            release.wait()
+        }
+        holding.wait()
+        return release
+    }
+
+    static func submitAll(_ items: Range<Int>, to queue: GroupCommit<Int, Int>, on store: Store, release: DispatchSemaphore,
+                          _ commit: @escaping GroupCommit<Int, Int>.Commit) async throws -> [Int: Result<Int, Refused>] {
+        try await withThrowingTaskGroup(of: (Int, Result<Int, Refused>).self) { group in
+            // One at a time, so that they arrive in the order of `items`.
+            for (index, item) in items.enumerated() {
+                group.addTask {
+                    do {
+                        return (item, .success(try await queue.submit(item, on: store, commit)))
+                    } catch let refused as Refused {
+                        return (item, .failure(refused))
+                    }
+                }
+                _ = await eventually(seconds: 30) { queue.waitingCount == index + 1 }
+            }
+            #expect(queue.waitingCount == items.count, "every item waits while the store is held")
+            release.signal()
+            var outcomes: [Int: Result<Int, Refused>] = [:]
+            for try await (item, outcome) in group { outcomes[item] = outcome }
+            return outcomes
+        }
+    }
+
+    @Test("items that wait are committed in batches of at most mostPerCommit, in arrival order, each caller answered with its own outcome")
+    func batches() async throws {
+        let fixture = try TestDirectory()
+        let queue = GroupCommit<Int, Int>(mostPerCommit: 4)
+        let batches = Mutex<[[Int]]>([])
+        let outcomes = try await Self.submitAll(0..<10, to: queue, on: fixture.store, release: Self.hold(fixture.store)) { _, batch in
+            batches.withLock { $0.append(batch) }
+            return batch.map { $0 == 7 ? .failure(Refused(item: 7)) : .success($0 * 2) }
+        }
+        #expect(batches.withLock { $0 } == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9]])
+        for item in 0..<10 {
+            #expect(outcomes[item] == (item == 7 ? .failure(Refused(item: 7)) : .success(item * 2)), "item \(item)")
+        }
+        #expect(!queue.isCommitting && queue.waitingCount == 0)
+    }
+
+    @Test("a batch whose commit fails fails every caller in it, and the next submission commits")
+    func failedBatch() async throws {
+        let fixture = try TestDirectory()
+        let queue = GroupCommit<Int, Int>()
+        let outcomes = try await Self.submitAll(0..<3, to: queue, on: fixture.store, release: Self.hold(fixture.store)) { _, batch in
+            #expect(batch.count == 3)
+            throw Refused(item: -1)
+        }
+        #expect(outcomes.values.allSatisfy { $0 == .failure(Refused(item: -1)) } && outcomes.count == 3)
+        #expect(try await queue.submit(5, on: fixture.store) { _, batch in batch.map { .success($0 + 1) } } == 6)
+        #expect(!queue.isCommitting)
+    }
+}
