@@ -26,7 +26,9 @@ final class HubListener: Sendable {
     private let handshaking = Mutex<[String: Int]>([:])
     private struct Newcomer {
         let peer: String
-        let connection: Connection
+        let id: UInt64
+        /// Weak: a newcomer that left is not kept here until the next one comes.
+        weak var connection: Connection?
     }
     /// Newcomers' connections in the order they came (the oldest first).
     private let newcomers = Mutex<[Newcomer]>([])
@@ -141,10 +143,11 @@ final class HubListener: Sendable {
         let registry = services.connections
         return newcomers.withLock { list -> (admitted: Bool, evicted: Connection?) in
             // Those that left, or signed in, no longer count.
-            list.removeAll { registry.standing(of: $0.connection.id) != .newcomer }
+            list.removeAll { $0.connection == nil || registry.standing(of: $0.id) != .newcomer }
             guard list.count(where: { $0.peer == peer }) < config.hubNewcomersPerAddress else { return (false, nil) }
-            let evicted = list.count >= config.hubMaxNewcomers ? list.removeFirst().connection : nil
-            list.append(Newcomer(peer: peer, connection: connection))
+            var evicted: Connection?
+            while evicted == nil, !list.isEmpty, list.count >= config.hubMaxNewcomers { evicted = list.removeFirst().connection }
+            list.append(Newcomer(peer: peer, id: connection.id, connection: connection))
             return (true, evicted)
         }
     }
