@@ -58,8 +58,7 @@ struct SyncCoreTests {
                 group.addTask { ("keyed \(copy)", await Self.outcome { try await log.append(account: account, try Self.draft("k", key: "same"), from: Self.origin) }) }
             }
             group.addTask { ("unknown", await Self.outcome { try await log.append(account: "no-such-account", try Self.draft("x"), from: Self.origin) }) }
-            let deadline = ContinuousClock.now + .seconds(30)
-            while log.queue.waitingCount < 35, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(5)) }
+            _ = await eventually(seconds: 30) { log.queue.waitingCount >= 35 }
             #expect(log.queue.waitingCount == 35, "every append waits for the one commit")
             release.signal()
             var outcomes: [String: Result<Appended, any Error>] = [:]

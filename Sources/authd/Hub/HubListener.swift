@@ -26,7 +26,6 @@ final class HubListener: Sendable {
     private let handshaking = Mutex<[String: Int]>([:])
     private struct Newcomer {
         let peer: String
-        let id: UInt64
         /// Weak: a newcomer that left is not kept here until the next one comes.
         weak var connection: Connection?
     }
@@ -143,11 +142,11 @@ final class HubListener: Sendable {
         let registry = services.connections
         return newcomers.withLock { list -> (admitted: Bool, evicted: Connection?) in
             // Those that left, or signed in, no longer count.
-            list.removeAll { $0.connection == nil || registry.standing(of: $0.id) != .newcomer }
+            list.removeAll { $0.connection.map { registry.standing(of: $0.id) != .newcomer } ?? true }
             guard list.count(where: { $0.peer == peer }) < config.hubNewcomersPerAddress else { return (false, nil) }
             var evicted: Connection?
             while evicted == nil, !list.isEmpty, list.count >= config.hubMaxNewcomers { evicted = list.removeFirst().connection }
-            list.append(Newcomer(peer: peer, id: connection.id, connection: connection))
+            list.append(Newcomer(peer: peer, connection: connection))
             return (true, evicted)
         }
     }
