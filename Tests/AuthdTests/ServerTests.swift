@@ -274,6 +274,26 @@ struct StoreTests {
         #expect(try database.queryOne("PRAGMA foreign_keys") { $0.int(0) } == 1)
     }
 
+    @Test("migration 22 rebuilds the audit log without AUTOINCREMENT: every record is kept, and ids go on after the newest")
+    func auditRebuild() throws {
+        let directory = TemporaryDirectory()
+        let database = try Self.database(at: 21, in: directory) {
+            for id in [7, 8, 9] {
+                try $0.execute("INSERT INTO audit (id, at_ms, uid, pid, exe, method, outcome, reason, detail) VALUES (?, 5, 1000, 42, NULL, 'auth.local', 'ok', NULL, '{}')",
+                               [.integer(Int64(id))])
+            }
+        }
+        try Migrations.apply(to: database)
+        #expect(try database.query("SELECT id, method FROM audit ORDER BY id") { "\($0.int64(0)) \($0.text(1))" } == ["7 auth.local", "8 auth.local", "9 auth.local"])
+        #expect(try database.queryOne("SELECT sql FROM sqlite_master WHERE name = 'audit'") { $0.text(0) }?.contains("AUTOINCREMENT") == false)
+        #expect(try database.queryOne("SELECT count(*) FROM sqlite_sequence WHERE name = 'audit'") { $0.int(0) } == 0)
+        let caller = Caller.local(CallerIdentity(uid: 1000, gid: 1000, pid: 42, exe: nil, username: nil, groups: []))
+        let next = try database.transaction {
+            try AuditLog.insert(AuditLog.Entry(caller: caller, method: "hello", outcome: .ok, reason: nil, detail: [:]), at: Date(), into: database)
+        }
+        #expect(next.id == 10)
+    }
+
     /// A store at schema `version`, with the rows `seed` puts in, ready for the later migrations.
     private static func database(at version: Int, in directory: TemporaryDirectory, seed: (Database) throws -> Void) throws -> Database {
         let database = try Database(path: directory.path + "/v\(version).db")

@@ -602,6 +602,31 @@ enum Migrations {
             // On every machine: its own key-agreement key, sealed beside its device key.
             "ALTER TABLE device_identity ADD COLUMN agreement_key_sealed BLOB",
         ]),
+        Migration(version: 22, sql: [
+            // The audit log without AUTOINCREMENT, as on PostgreSQL. Its ids were already the
+            // writer's (the newest + 1, never below what a purge deleted, and a purge always
+            // leaves its own record as the newest), so the sqlite_sequence row SQLite kept
+            // beside them was a second write and a second page in every commit of every token.
+            """
+            CREATE TABLE audit_rebuilt (
+                id INTEGER PRIMARY KEY,
+                at_ms INTEGER NOT NULL,
+                uid INTEGER NOT NULL,
+                pid INTEGER NOT NULL,
+                exe TEXT,
+                method TEXT NOT NULL,
+                outcome TEXT NOT NULL,
+                reason TEXT,
+                detail TEXT NOT NULL
+            ) STRICT
+            """,
+            """
+            INSERT INTO audit_rebuilt (id, at_ms, uid, pid, exe, method, outcome, reason, detail)
+            SELECT id, at_ms, uid, pid, exe, method, outcome, reason, detail FROM audit ORDER BY id
+            """,
+            "DROP TABLE audit",
+            "ALTER TABLE audit_rebuilt RENAME TO audit",
+        ]),
     ]
 
     static var latestVersion: Int { all.last?.version ?? 0 }
