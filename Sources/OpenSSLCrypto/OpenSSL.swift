@@ -260,6 +260,9 @@ public final class P256PrivateKey: @unchecked Sendable {
             return EVP_MD_CTX_copy_ex(context, template.context)
         }
         guard copied == 1 else { throw CryptoError.drain("EVP_DigestSignInit") }
+        // This copy signs once and is freed: without the flag, OpenSSL would sign with a copy of
+        // its key context, so that the copy could take more data after the signature.
+        EVP_MD_CTX_set_flags(context, EVP_MD_CTX_FLAG_FINALISE)
         var der = [UInt8](repeating: 0, count: 80)
         var length = der.count
         let ok = message.withUnsafeBytes { input in
