@@ -12,6 +12,10 @@ public enum JSONValue: Sendable, Hashable {
 
 extension JSONValue: Codable {
     public init(from decoder: any Decoder) throws {
+        if let reading = decoder as? JSONValueDecoder.Reading {
+            self = reading.value
+            return
+        }
         let container = try decoder.singleValueContainer()
         // The common kinds first: every kind tried before the right one is a thrown error,
         // and strings and objects are most of what arrives (a JWE is little else).

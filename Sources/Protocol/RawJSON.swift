@@ -32,9 +32,9 @@ public struct RawJSON: Sendable, Equatable {
     /// The value read (`null` for a text that is not one, which a checked text never is).
     public var value: JSONValue { StrictJSON.value(at: range, in: text) ?? .null }
 
-    /// The value decoded as `T`, from its text.
+    /// The value decoded as `T`, from its text read once (``JSONValueDecoder``).
     public func decode<T: Decodable>(_: T.Type) throws -> T {
-        try JSONDecoder().decode(T.self, from: Data(bytes))
+        try JSONValueDecoder.decode(T.self, from: value)
     }
 
     public static func == (lhs: Self, rhs: Self) -> Bool { lhs.bytes.elementsEqual(rhs.bytes) }

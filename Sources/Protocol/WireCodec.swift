@@ -3,7 +3,8 @@ import FoundationEssentials
 /// A request as the daemon receives it. `id == nil` means a JSON-RPC notification (no reply).
 ///
 /// Params stay in their wire form until the method is known; ``WireCodec/decodeParams(_:from:)``
-/// then decodes them straight into the method's typed parameters (one pass, no generic tree).
+/// then reads them (``StrictJSON``) and maps the value onto the method's typed parameters
+/// (``JSONValueDecoder``).
 public struct Request: Sendable, Equatable {
     public var id: JSONValue?
     public var method: String
@@ -17,12 +18,10 @@ public struct Request: Sendable, Equatable {
     }
 
     /// The `params` object's text: where it lies in the request line, which the request keeps.
-    /// It is copied out only to be decoded (a request without params costs no copy).
+    /// It is read only to be decoded (a request without params costs nothing).
     fileprivate struct ParamsText: Sendable, Equatable {
         let line: [UInt8]
         let range: Range<Int>
-
-        var data: Data { Data(line[range]) }
 
         static func == (lhs: Self, rhs: Self) -> Bool { lhs.line[lhs.range].elementsEqual(rhs.line[rhs.range]) }
     }
@@ -347,17 +346,22 @@ public enum WireCodec {
     /// Decodes a method's typed parameters. Missing or ill-typed fields, and fields the method
     /// does not know, become −32602 errors that name the field.
     public static func decodeParams<P: Decodable>(_ type: P.Type, from request: Request) throws(RPCError) -> P {
-        let text: Data
+        let value: JSONValue
         /// The fields given; nil when the params are not an object.
         let given: [String]?
         switch request.source {
         case .text(let params, let names):
-            text = params?.data ?? Data("{}".utf8)
+            if let params {
+                // The text passed the strict check with the line: read, it is one value.
+                guard let read = StrictJSON.value(at: params.range, in: params.line) else { throw .invalidParams("The parameters cannot be read.") }
+                value = read
+            } else {
+                value = .object([:])
+            }
             given = names
-        case .value(let value):
-            guard let encoded = try? encodeJSON(value ?? .object([:])) else { throw .invalidParams("The parameters cannot be read.") }
-            text = encoded
-            switch value {
+        case .value(let params):
+            value = params ?? .object([:])
+            switch params {
             case nil: given = []
             case .object(let object)?: given = Array(object.keys)
             default: given = nil
@@ -365,7 +369,7 @@ public enum WireCodec {
         }
         let decoded: Params<P>
         do {
-            decoded = try JSONDecoder().decode(Params<P>.self, from: text)
+            decoded = try Params<P>(from: JSONValueDecoder.Reading(value: value, codingPath: []))
         } catch let error as RPCError {
             throw error
         } catch let error as DecodingError {
@@ -440,9 +444,9 @@ public enum WireCodec {
             let recorder = FieldRecorder()
             do {
                 value = try P(from: RecordingDecoder(base: decoder, recorder: recorder))
-            } catch let error where !(error is DecodingError) && !(error is RPCError) && recorder.last != nil {
-                // A number that does not fit the field's type (1.5 or 1e30 for an integer)
-                // fails with the parser's own error, which has no coding path.
+            } catch let error where error is JSONValueDecoder.NumberOutOfRange && recorder.last != nil {
+                // A number that does not fit the field's type (1.5 or 1e30 for an integer),
+                // named by the top-level field it is in.
                 let field = recorder.last!
                 throw RPCError.invalidParams("Parameter '\(Redaction.printable(field, limit: 64))' has a value of the wrong type or out of range.", field: field)
             }
@@ -452,7 +456,7 @@ public enum WireCodec {
 
     /// Decodes a typed value from a JSONValue (results on the client side, params on the server).
     public static func decode<T: Decodable>(_ type: T.Type, from value: JSONValue) throws -> T {
-        try JSONDecoder().decode(type, from: try encodeJSON(value))
+        try JSONValueDecoder.decode(type, from: value)
     }
 
     /// Decodes a JSON text from outside (a provider's documents, a token's parts, WebAuthn's
