@@ -13,8 +13,6 @@ struct AnyCodingKey: CodingKey {
 /// about can be reported as unknown without a second parse.
 final class FieldRecorder {
     var asked: Set<String> = []
-    /// The field being decoded most recently: where a decoding error with no path happened.
-    var last: String?
 }
 
 /// Forwards to a real decoder and records the keys of the top-level keyed container.
@@ -39,7 +37,6 @@ private struct RecordingKeyedContainer<Key: CodingKey>: KeyedDecodingContainerPr
 
     private func note(_ key: Key) {
         recorder.asked.insert(key.stringValue)
-        recorder.last = key.stringValue
     }
 
     func contains(_ key: Key) -> Bool { note(key); return base.contains(key) }

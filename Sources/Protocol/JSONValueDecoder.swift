@@ -1,16 +1,16 @@
 /// Decodes a `Decodable` type from a `JSONValue` already read (``StrictJSON``), with the errors
-/// `JSONDecoder` throws (`keyNotFound`, `typeMismatch`, `valueNotFound`, with their coding
-/// paths; a number its field cannot hold is `NumberOutOfRange`, naming the field, where
-/// `JSONDecoder`'s parser throws an error of its own with no path). A `JSONValue` inside is taken as it is: through `JSONDecoder`, each kind tried before
-/// the right one is a thrown error with its message, and those were most of the time a device
-/// spent reading a pushed sync event.
+/// `JSONDecoder` throws: `keyNotFound`, `typeMismatch` and `valueNotFound` at their coding paths.
+/// A number its field cannot hold is `NumberOutOfRange`, which names the field (`JSONDecoder`'s
+/// parser throws an error of its own, with no path). A `JSONValue` inside is taken as it is:
+/// through `JSONDecoder`, each kind tried before the right one was a thrown error with its
+/// message, and those were most of the time a device spent reading a pushed sync event.
 public struct JSONValueDecoder {
     public static func decode<T: Decodable>(_ type: T.Type, from value: JSONValue) throws -> T {
         try T(from: Reading(value: value, codingPath: []))
     }
 
-    /// A number its field's type cannot hold (7.5 or 2³² for a `UInt32`): where, as a coding
-    /// path is printed (`list.[1].count`).
+    /// A number its field's type cannot hold (7.5 or 2³² for a `UInt32`), and where, as a
+    /// parameter is named in errors (`list[1].count`).
     public struct NumberOutOfRange: Error, Equatable {
         public let field: String
     }
@@ -214,7 +214,8 @@ public struct JSONValueDecoder {
         default: throw mismatch(T.self, value, codingPath)
         }
         guard let exact else {
-            throw NumberOutOfRange(field: codingPath.map { $0.intValue.map { "[\($0)]" } ?? $0.stringValue }.joined(separator: "."))
+            throw NumberOutOfRange(field: codingPath.map { $0.intValue.map { "[\($0)]" } ?? $0.stringValue }
+                .joined(separator: ".").replacing(".[", with: "["))
         }
         return exact
     }

@@ -444,11 +444,10 @@ public enum WireCodec {
             let recorder = FieldRecorder()
             do {
                 value = try P(from: RecordingDecoder(base: decoder, recorder: recorder))
-            } catch let error where error is JSONValueDecoder.NumberOutOfRange && recorder.last != nil {
-                // A number that does not fit the field's type (1.5 or 1e30 for an integer),
-                // named by the top-level field it is in.
-                let field = recorder.last!
-                throw RPCError.invalidParams("Parameter '\(Redaction.printable(field, limit: 64))' has a value of the wrong type or out of range.", field: field)
+            } catch let error as JSONValueDecoder.NumberOutOfRange {
+                // A number that does not fit the field's type (1.5 or 1e30 for an integer).
+                throw RPCError.invalidParams("Parameter '\(Redaction.printable(error.field, limit: 64))' has a value of the wrong type or out of range.",
+                                             field: error.field)
             }
             asked = recorder.asked
         }

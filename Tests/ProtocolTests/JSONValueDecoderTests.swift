@@ -89,7 +89,7 @@ struct JSONValueDecoderTests {
         (#"{"text":"a","count":1.5}"#, "count"),
         (#"{"text":"a","count":1,"small":-1}"#, "small"),
         (#"{"text":"a","count":1,"small":4294967296}"#, "small"),
-        (#"{"text":"a","count":1,"maybe":[1,2.25]}"#, "maybe.[1]"),
+        (#"{"text":"a","count":1,"maybe":[1,2.25]}"#, "maybe[1]"),
     ])
     func numberOutOfRange(text: String, field: String) throws {
         let value = try StrictJSON.value(of: Array(text.utf8))

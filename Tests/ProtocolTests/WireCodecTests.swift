@@ -80,13 +80,19 @@ struct WireCodecTests {
         #expect(throws: RPCError.self) { try WireCodec.decodeParams(NoParams.self, from: ["x": 1]) }
     }
 
-    @Test("a number that does not fit the field's type names the field", arguments: [JSONValue.double(1.5), .double(1e30), "7", true])
-    func numberFields(value: JSONValue) {
+    @Test("a number that does not fit the field's type names the field", arguments: [
+        (JSONValue.double(1.5), "Parameter 'limit' has a value of the wrong type or out of range."),
+        (.double(1e30), "Parameter 'limit' has a value of the wrong type or out of range."),
+        ("7", "Parameter 'limit' must be an integer."),
+        (true, "Parameter 'limit' must be an integer."),
+    ])
+    func numberFields(value: JSONValue, message: String) {
         do {
             _ = try WireCodec.decodeParams(AdminAuditTail.Params.self, from: ["limit": value])
             Issue.record("accepted \(value)")
         } catch {
             #expect(error.details["field"] == "limit")
+            #expect(error.message == message)
         }
     }
 
