@@ -12,6 +12,7 @@ public enum JSONValue: Sendable, Hashable {
 
 extension JSONValue: Codable {
     public init(from decoder: any Decoder) throws {
+        // Read by `JSONValueDecoder`: the value is already here, nothing to try.
         if let reading = decoder as? JSONValueDecoder.Reading {
             self = reading.value
             return

@@ -53,7 +53,7 @@ public struct JSONValueDecoder {
         func decode(_ type: UInt16.Type) throws -> UInt16 { try JSONValueDecoder.integer(type, value, codingPath) }
         func decode(_ type: UInt32.Type) throws -> UInt32 { try JSONValueDecoder.integer(type, value, codingPath) }
         func decode(_ type: UInt64.Type) throws -> UInt64 { try JSONValueDecoder.integer(type, value, codingPath) }
-        func decode<T: Decodable>(_: T.Type) throws -> T { try JSONValueDecoder.decoded(T.self, value, codingPath) }
+        func decode<T: Decodable>(_: T.Type) throws -> T { try T(from: Reading(value: value, codingPath: codingPath)) }
     }
 
     struct Keyed<Key: CodingKey>: KeyedDecodingContainerProtocol {
@@ -71,12 +71,7 @@ public struct JSONValueDecoder {
             return value
         }
 
-        func decodeNil(forKey key: Key) throws -> Bool {
-            guard let value = members[key.stringValue] else {
-                throw DecodingError.keyNotFound(key, .init(codingPath: codingPath, debugDescription: "No value associated with key \(key.stringValue)."))
-            }
-            return value == .null
-        }
+        func decodeNil(forKey key: Key) throws -> Bool { try present(key) == .null }
 
         func decode(_ type: Bool.Type, forKey key: Key) throws -> Bool { try JSONValueDecoder.bool(try present(key), codingPath + [key]) }
         func decode(_ type: String.Type, forKey key: Key) throws -> String { try JSONValueDecoder.string(try present(key), codingPath + [key]) }
@@ -86,8 +81,8 @@ public struct JSONValueDecoder {
         func decode(_ type: Int64.Type, forKey key: Key) throws -> Int64 { try JSONValueDecoder.integer(type, try present(key), codingPath + [key]) }
         func decode(_ type: UInt32.Type, forKey key: Key) throws -> UInt32 { try JSONValueDecoder.integer(type, try present(key), codingPath + [key]) }
         func decode(_ type: UInt64.Type, forKey key: Key) throws -> UInt64 { try JSONValueDecoder.integer(type, try present(key), codingPath + [key]) }
-        func decode<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T {
-            try JSONValueDecoder.decoded(type, try present(key), codingPath + [key])
+        func decode<T: Decodable>(_: T.Type, forKey key: Key) throws -> T {
+            try T(from: Reading(value: try present(key), codingPath: codingPath + [key]))
         }
 
         func nestedContainer<NestedKey: CodingKey>(keyedBy type: NestedKey.Type, forKey key: Key) throws -> KeyedDecodingContainer<NestedKey> {
@@ -143,7 +138,7 @@ public struct JSONValueDecoder {
         mutating func decode(_ type: UInt32.Type) throws -> UInt32 { let (value, path) = try next(type); return try JSONValueDecoder.integer(type, value, path) }
         mutating func decode<T: Decodable>(_ type: T.Type) throws -> T {
             let (value, path) = try next(type)
-            return try JSONValueDecoder.decoded(type, value, path)
+            return try T(from: Reading(value: value, codingPath: path))
         }
 
         mutating func nestedContainer<NestedKey: CodingKey>(keyedBy type: NestedKey.Type) throws -> KeyedDecodingContainer<NestedKey> {
@@ -171,12 +166,6 @@ public struct JSONValueDecoder {
     }
 
     // MARK: Values
-
-    /// `T` from `value`: a `JSONValue` as it is, anything else by its own decoding.
-    static func decoded<T: Decodable>(_: T.Type, _ value: JSONValue, _ codingPath: [any CodingKey]) throws -> T {
-        if T.self == JSONValue.self { return value as! T }
-        return try T(from: Reading(value: value, codingPath: codingPath))
-    }
 
     /// What a value of `type` that is not there is: `valueNotFound` for null (as `JSONDecoder`
     /// says it), else `typeMismatch`.
@@ -214,9 +203,15 @@ public struct JSONValueDecoder {
         default: throw mismatch(T.self, value, codingPath)
         }
         guard let exact else {
-            throw NumberOutOfRange(field: codingPath.map { $0.intValue.map { "[\($0)]" } ?? $0.stringValue }
-                .joined(separator: ".").replacing(".[", with: "["))
+            throw NumberOutOfRange(field: codingPath.parameterName)
         }
         return exact
+    }
+}
+
+extension [any CodingKey] {
+    /// The path as errors name a parameter: `list[1].count`.
+    var parameterName: String {
+        map { $0.intValue.map { "[\($0)]" } ?? $0.stringValue }.joined(separator: ".").replacing(".[", with: "[")
     }
 }

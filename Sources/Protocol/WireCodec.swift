@@ -467,9 +467,7 @@ public enum WireCodec {
 
     private static func describe(_ error: DecodingError) -> RPCError {
         func path(_ context: DecodingError.Context, appending key: (any CodingKey)? = nil) -> String {
-            let keys = context.codingPath + (key.map { [$0] } ?? [])
-            return keys.map { $0.intValue.map { "[\($0)]" } ?? $0.stringValue }
-                .joined(separator: ".").replacing(".[", with: "[")
+            (context.codingPath + (key.map { [$0] } ?? [])).parameterName
         }
         switch error {
         case .keyNotFound(let key, let context):
