@@ -32,7 +32,8 @@ let package = Package(
         .systemLibrary(name: "CCBOR", pkgConfig: "libcbor", providers: [.apt(["libcbor-dev"])]),
         .systemLibrary(name: "CPSL", pkgConfig: "libpsl", providers: [.apt(["libpsl-dev"])]),
         .systemLibrary(name: "CPAM", pkgConfig: "pam", providers: [.apt(["libpam0g-dev"])]),
-        .systemLibrary(name: "CPostgreSQL", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
+        // libpq: its header only; authd opens the library when a store needs it (shim.h).
+        .systemLibrary(name: "CPostgreSQL"),
         // libphonenumber is C++: a tiny C shim keeps its types out of Swift. CPhoneNumber is the
         // shim, built only into libauthd-phonenumber.so; CPhoneNumberAPI is its header alone,
         // which authd imports.

@@ -193,6 +193,16 @@ struct ConfigTests {
         }
     }
 
+    @Test("libpq is opened by its name when first needed; a missing library, or one without libpq's functions, is refused in the dynamic linker's words")
+    func libpqOpened() throws {
+        guard case .failure(let missing) = LibPQ.open("libauthd-no-such-libpq.so.5") else { Issue.record("opened a library that does not exist"); return }
+        #expect(missing.message == "cannot load libpq: libauthd-no-such-libpq.so.5: cannot open shared object file: No such file or directory")
+        guard case .failure(let other) = LibPQ.open("libc.so.6") else { Issue.record("took libc for libpq"); return }
+        #expect(other.message.hasPrefix("cannot load libpq: ") && other.message.hasSuffix("libc.so.6: undefined symbol: PQclear"), "\(other.message)")
+        // Debian's libpq5, which hub.database needs, is installed with the build's packages.
+        _ = try LibPQ.functions.get()
+    }
+
     @Test("durations", arguments: [("90", 90), ("90s", 90), ("5m", 300), ("1h", 3600), ("0s", 0)])
     func durations(text: String, seconds: Int) throws {
         #expect(try Config.duration(text, in: 0...3600) == seconds)

@@ -137,6 +137,27 @@ struct ReplicaTests {
         #expect(try cluster.psql("SELECT version FROM schema_version", database: database.name) == ["99"], "nothing was touched")
     }
 
+    @Test("only a hub on PostgreSQL loads libpq: a daemon on SQLite maps none of it, nor the Kerberos, LDAP and GnuTLS it brings")
+    func libpqOnlyWhereUsed() throws {
+        /// The file names of the shared objects `daemon` maps now.
+        func libraries(_ daemon: DaemonHarness) throws -> Set<String> {
+            // Read to its end: a file of /proc has no size to read up to.
+            let maps = String(decoding: try FileHandle(forReadingFrom: URL(fileURLWithPath: "/proc/\(daemon.pid)/maps")).readToEnd() ?? Data(), as: UTF8.self)
+            return Set(maps.split(separator: "\n").compactMap { line in line.split(separator: "/").last.map(String.init) }.filter { $0.contains(".so") })
+        }
+        let standalone = try DaemonHarness()
+        try standalone.start()
+        let plain = try libraries(standalone)
+        #expect(plain.contains { $0.hasPrefix("libsqlite3.so") }, "the maps were read: \(plain)")
+        for brought in ["libpq.so", "libgssapi_krb5.so", "libldap", "libgnutls.so"] {
+            #expect(!plain.contains { $0.hasPrefix(brought) }, "\(brought) is mapped: \(plain.sorted())")
+        }
+        let database = try PostgreSQLCluster.shared.get().createDatabase()
+        let hub = try DaemonHarness(config: "[hub]\ndatabase = \(database.connection)\n")
+        try hub.start()
+        #expect(try libraries(hub).contains { $0.hasPrefix("libpq.so.5") })
+    }
+
     @Test("an authd whose own store holds accounts refuses hub.database, saying how many, rather than leave them behind")
     func accountsBlockTheMove() throws {
         let standalone = try DaemonHarness()

@@ -30,6 +30,21 @@ struct PostgreSQLError: Error, CustomStringConvertible {
     var isTimeout: Bool { sqlstate == "57014" || sqlstate == "55P03" }
 }
 
+/// libpq, opened the first time a connection or a connection string needs it (see shim.h): a
+/// daemon on SQLite never maps it.
+enum LibPQ {
+    static let functions = open(AUTHD_LIBPQ_SONAME)
+
+    /// The functions of the library `soname`, or why they cannot be had.
+    static func open(_ soname: String) -> Result<authd_libpq, PostgreSQLError> {
+        var table = authd_libpq()
+        if let failure = authd_libpq_open(soname, &table) {
+            return .failure(PostgreSQLError(sqlstate: "", message: "cannot load libpq: " + String(cString: failure), sql: nil))
+        }
+        return .success(table)
+    }
+}
+
 final class PostgreSQLConnection {
     static let dialect = SQLDialect(name: "postgresql", greatest: "greatest", least: "least", noLimit: "LIMIT ALL", forUpdate: " FOR UPDATE",
                                     jsonText: { column, key in "(\(column)::jsonb ->> '\(key)')" }, shared: true)
@@ -38,6 +53,7 @@ final class PostgreSQLConnection {
     /// each waiting for a connect timeout on the store's queue.
     static let reconnectPause = Duration.milliseconds(500)
 
+    private let pq: authd_libpq
     private let connectionString: String
     private let statementTimeoutMilliseconds: Int
     private var handle: OpaquePointer?
@@ -56,37 +72,38 @@ final class PostgreSQLConnection {
     /// Connects to `connectionString` (a `postgresql://` URI or a libpq keyword string; the
     /// password comes from `PGPASSFILE` or the file the URI's `passfile` names, never from here).
     init(connectionString: String, statementTimeoutMilliseconds: Int = 10_000) throws {
+        pq = try LibPQ.functions.get()
         self.connectionString = connectionString
         self.statementTimeoutMilliseconds = statementTimeoutMilliseconds
         try connect()
     }
 
-    deinit { PQfinish(handle) }
+    deinit { pq.PQfinish(handle) }
 
-    var isConnected: Bool { handle.map { PQstatus($0) == CONNECTION_OK } ?? false }
+    var isConnected: Bool { handle.map { pq.PQstatus($0) == CONNECTION_OK } ?? false }
 
     /// The socket of the connection, for waiting on notifications; -1 while not connected.
-    var socket: Int32 { handle.map { PQsocket($0) } ?? -1 }
+    var socket: Int32 { handle.map { pq.PQsocket($0) } ?? -1 }
 
     private func connect() throws {
-        PQfinish(handle)
+        pq.PQfinish(handle)
         handle = nil
         statements.removeAll()
         // Defaults first: what the configured string says wins (`expand_dbname`).
         let keywords = ["connect_timeout", "application_name", "dbname"]
         let values = ["5", "authd", connectionString]
         let connection = withCStrings(keywords) { keywords in
-            withCStrings(values) { values in PQconnectdbParams(keywords, values, 1) }
+            withCStrings(values) { values in pq.PQconnectdbParams(keywords, values, 1) }
         }
-        guard let connection, PQstatus(connection) == CONNECTION_OK else {
-            let message = connection.map { Self.firstLine(PQerrorMessage($0)) } ?? "out of memory"
-            PQfinish(connection)
+        guard let connection, pq.PQstatus(connection) == CONNECTION_OK else {
+            let message = connection.map { Self.firstLine(pq.PQerrorMessage($0)) } ?? "out of memory"
+            pq.PQfinish(connection)
             lastFailedAttempt = .now
             throw PostgreSQLError(sqlstate: "", message: "cannot connect: \(message)", sql: nil)
         }
         // libpq prints what the server says outside a statement (a shutdown's FATAL, a WARNING)
         // on stderr; a statement's own error comes back with its result. Nothing goes to stderr.
-        PQsetNoticeProcessor(connection, { _, _ in }, nil)
+        _ = pq.PQsetNoticeProcessor(connection, { _, _ in }, nil)
         handle = connection
         lastFailedAttempt = nil
         do {
@@ -94,7 +111,7 @@ final class PostgreSQLConnection {
             try simple("SET client_min_messages = warning")
             try simple("SET TIME ZONE 'UTC'")
         } catch {
-            PQfinish(handle)
+            pq.PQfinish(handle)
             handle = nil
             lastFailedAttempt = .now
             throw error
@@ -107,12 +124,12 @@ final class PostgreSQLConnection {
     /// closed it, and a connection of the pool that sat idle meanwhile is made again now, rather
     /// than failing its next caller.
     private func connected() throws -> OpaquePointer {
-        if let handle, PQstatus(handle) == CONNECTION_OK {
-            if inTransaction || (try? Syscalls.waitUntilReadable([PQsocket(handle)], timeoutMilliseconds: 0))?.first != true { return handle }
+        if let handle, pq.PQstatus(handle) == CONNECTION_OK {
+            if inTransaction || (try? Syscalls.waitUntilReadable([pq.PQsocket(handle)], timeoutMilliseconds: 0))?.first != true { return handle }
             // Between transactions the server says nothing unasked: what waits is its goodbye
             // (a restart's FATAL) before the end of the connection.
-            _ = PQconsumeInput(handle)
-            if PQstatus(handle) == CONNECTION_OK && !Syscalls.atEndOfFile(PQsocket(handle)) { return handle }
+            _ = pq.PQconsumeInput(handle)
+            if pq.PQstatus(handle) == CONNECTION_OK && !Syscalls.atEndOfFile(pq.PQsocket(handle)) { return handle }
         }
         if inTransaction { throw PostgreSQLError(sqlstate: "08006", message: "the connection broke during the transaction", sql: nil) }
         if let last = lastFailedAttempt, ContinuousClock.now - last < Self.reconnectPause {
@@ -125,19 +142,19 @@ final class PostgreSQLConnection {
     /// Runs `sql` (no parameters, no rows) with the simple protocol: session settings, BEGIN, COMMIT.
     func simple(_ sql: String) throws {
         let connection = try connected()
-        let result = PostgreSQLResult(PQexec(connection, sql))
+        let result = PostgreSQLResult(pq, pq.PQexec(connection, sql))
         try check(result, sql: sql, connection: connection)
     }
 
     private func check(_ result: PostgreSQLResult, sql: String, connection: OpaquePointer) throws {
-        switch PQresultStatus(result.raw) {
+        switch pq.PQresultStatus(result.raw) {
         case PGRES_COMMAND_OK, PGRES_TUPLES_OK:
             return
         default:
-            let state = PQresultErrorField(result.raw, Int32(UInt8(ascii: "C"))).map { String(cString: $0) } ?? ""
-            let primary = PQresultErrorField(result.raw, Int32(UInt8(ascii: "M"))).map { String(cString: $0) }
-            let message = primary ?? Self.firstLine(PQerrorMessage(connection))
-            throw PostgreSQLError(sqlstate: PQstatus(connection) == CONNECTION_OK ? state : (state.isEmpty ? "08006" : state), message: message, sql: sql)
+            let state = pq.PQresultErrorField(result.raw, Int32(UInt8(ascii: "C"))).map { String(cString: $0) } ?? ""
+            let primary = pq.PQresultErrorField(result.raw, Int32(UInt8(ascii: "M"))).map { String(cString: $0) }
+            let message = primary ?? Self.firstLine(pq.PQerrorMessage(connection))
+            throw PostgreSQLError(sqlstate: pq.PQstatus(connection) == CONNECTION_OK ? state : (state.isEmpty ? "08006" : state), message: message, sql: sql)
         }
     }
 
@@ -183,13 +200,13 @@ final class PostgreSQLConnection {
         } else {
             // Past the cache's bound, the unnamed statement, which the next one replaces.
             name = statements.count < Self.statementCacheLimit ? "authd_\(statements.count)" : ""
-            let prepared = PostgreSQLResult(PQprepare(connection, name, postgresText(sql), Int32(types.count), types))
+            let prepared = PostgreSQLResult(pq, pq.PQprepare(connection, name, postgresText(sql), Int32(types.count), types))
             try check(prepared, sql: sql, connection: connection)
             if !name.isEmpty { statements[key] = name }
         }
-        let result = PostgreSQLResult(PQexecPrepared(connection, name, Int32(values.count), parameters.pointers, parameters.lengths, parameters.formats, 0))
+        let result = PostgreSQLResult(pq, pq.PQexecPrepared(connection, name, Int32(values.count), parameters.pointers, parameters.lengths, parameters.formats, 0))
         try check(result, sql: sql, connection: connection)
-        changes = Int(String(cString: PQcmdTuples(result.raw))) ?? 0
+        changes = pq.PQcmdTuples(result.raw).flatMap { Int(String(cString: $0)) } ?? 0
         return result
     }
 
@@ -199,7 +216,7 @@ final class PostgreSQLConnection {
 
     func query<T>(_ sql: String, _ values: [SQLValue] = [], row: (Row) throws -> T) throws -> [T] {
         let result = try run(sql, values)
-        let count = PQntuples(result.raw)
+        let count = pq.PQntuples(result.raw)
         var rows: [T] = []
         rows.reserveCapacity(Int(count))
         for index in 0..<count { rows.append(try row(Row(postgresql: result, row: index))) }
@@ -208,7 +225,7 @@ final class PostgreSQLConnection {
 
     func queryOne<T>(_ sql: String, _ values: [SQLValue] = [], row: (Row) throws -> T) throws -> T? {
         let result = try run(sql, values)
-        return PQntuples(result.raw) > 0 ? try row(Row(postgresql: result, row: 0)) : nil
+        return pq.PQntuples(result.raw) > 0 ? try row(Row(postgresql: result, row: 0)) : nil
     }
 
     var cachedStatementCount: Int { statements.count }
@@ -225,9 +242,9 @@ final class PostgreSQLConnection {
             let result = try body()
             // A transaction a failed statement aborted answers COMMIT with ROLLBACK, not an error.
             let connection = try connected()
-            let committed = PostgreSQLResult(PQexec(connection, "COMMIT"))
+            let committed = PostgreSQLResult(pq, pq.PQexec(connection, "COMMIT"))
             try check(committed, sql: "COMMIT", connection: connection)
-            guard String(cString: PQcmdStatus(committed.raw)) == "COMMIT" else {
+            guard pq.PQcmdStatus(committed.raw).map({ String(cString: $0) }) == "COMMIT" else {
                 throw PostgreSQLError(sqlstate: "25P02", message: "the transaction was aborted by an earlier statement and rolled back", sql: nil)
             }
             return result
@@ -240,16 +257,16 @@ final class PostgreSQLConnection {
     /// Notifications that arrived on this connection (after `LISTEN`), read without waiting. A
     /// connection that broke is not made again here: its `LISTEN` would be gone with it.
     func notifications() throws -> [(channel: String, payload: String)] {
-        guard let connection = handle, PQstatus(connection) == CONNECTION_OK else {
+        guard let connection = handle, pq.PQstatus(connection) == CONNECTION_OK else {
             throw PostgreSQLError(sqlstate: "08006", message: "the connection is closed", sql: nil)
         }
-        guard PQconsumeInput(connection) == 1 else {
-            throw PostgreSQLError(sqlstate: "08006", message: Self.firstLine(PQerrorMessage(connection)), sql: nil)
+        guard pq.PQconsumeInput(connection) == 1 else {
+            throw PostgreSQLError(sqlstate: "08006", message: Self.firstLine(pq.PQerrorMessage(connection)), sql: nil)
         }
         var received: [(String, String)] = []
-        while let notice = PQnotifies(connection) {
+        while let notice = pq.PQnotifies(connection) {
             received.append((String(cString: notice.pointee.relname), String(cString: notice.pointee.extra)))
-            PQfreemem(notice)
+            pq.PQfreemem(notice)
         }
         return received
     }
@@ -257,13 +274,18 @@ final class PostgreSQLConnection {
     /// The keywords `connectionString` sets, as libpq parses it (its error, which never quotes
     /// a value, when it cannot).
     static func parameters(of connectionString: String) -> Result<[String: String], PostgreSQLError> {
+        let pq: authd_libpq
+        switch LibPQ.functions {
+        case .success(let functions): pq = functions
+        case .failure(let error): return .failure(error)
+        }
         var error: UnsafeMutablePointer<CChar>?
-        guard let options = PQconninfoParse(connectionString, &error) else {
+        guard let options = pq.PQconninfoParse(connectionString, &error) else {
             let message = error.map { firstLine($0) } ?? "out of memory"
-            PQfreemem(error)
+            pq.PQfreemem(error)
             return .failure(PostgreSQLError(sqlstate: "", message: message, sql: nil))
         }
-        defer { PQconninfoFree(options) }
+        defer { pq.PQconninfoFree(options) }
         var set: [String: String] = [:]
         var option = options
         while let keyword = option.pointee.keyword {
@@ -275,7 +297,7 @@ final class PostgreSQLConnection {
 
     /// Drops the connection (tests, shutdown).
     func close() {
-        PQfinish(handle)
+        pq.PQfinish(handle)
         handle = nil
         statements.removeAll()
     }
@@ -283,16 +305,20 @@ final class PostgreSQLConnection {
 
 /// A libpq result, cleared when it goes. Rows are read in text form.
 final class PostgreSQLResult {
+    private let pq: authd_libpq
     let raw: OpaquePointer?
 
-    init(_ raw: OpaquePointer?) { self.raw = raw }
-    deinit { PQclear(raw) }
+    init(_ pq: authd_libpq, _ raw: OpaquePointer?) {
+        self.pq = pq
+        self.raw = raw
+    }
+    deinit { pq.PQclear(raw) }
 
-    func isNull(_ row: Int32, _ column: Int32) -> Bool { PQgetisnull(raw, row, column) == 1 }
+    func isNull(_ row: Int32, _ column: Int32) -> Bool { pq.PQgetisnull(raw, row, column) == 1 }
 
     /// An integer, or a boolean as 1 or 0 (`x IS NOT NULL` is a boolean here, an integer in SQLite).
     func int64(_ row: Int32, _ column: Int32) -> Int64 {
-        guard let value = PQgetvalue(raw, row, column) else { return 0 }
+        guard let value = pq.PQgetvalue(raw, row, column) else { return 0 }
         switch value.pointee {
         case CChar(UInt8(ascii: "t")): return 1
         case CChar(UInt8(ascii: "f")): return 0
@@ -301,19 +327,19 @@ final class PostgreSQLResult {
     }
 
     func double(_ row: Int32, _ column: Int32) -> Double {
-        guard let value = PQgetvalue(raw, row, column) else { return 0 }
+        guard let value = pq.PQgetvalue(raw, row, column) else { return 0 }
         return strtod(value, nil)
     }
 
     func text(_ row: Int32, _ column: Int32) -> String {
-        guard let value = PQgetvalue(raw, row, column) else { return "" }
+        guard let value = pq.PQgetvalue(raw, row, column) else { return "" }
         return String(cString: value)
     }
 
     /// bytea in its text form, `\x` and hex digits.
     func blob(_ row: Int32, _ column: Int32) -> [UInt8] {
-        guard let value = PQgetvalue(raw, row, column) else { return [] }
-        let count = Int(PQgetlength(raw, row, column))
+        guard let value = pq.PQgetvalue(raw, row, column) else { return [] }
+        let count = Int(pq.PQgetlength(raw, row, column))
         return UnsafeRawBufferPointer(start: value, count: count).withMemoryRebound(to: UInt8.self) { text in
             guard count >= 2, text[0] == UInt8(ascii: "\\"), text[1] == UInt8(ascii: "x") else { return Array(text) }
             func nibble(_ c: UInt8) -> UInt8 { c <= UInt8(ascii: "9") ? c &- UInt8(ascii: "0") : (c | 0x20) &- UInt8(ascii: "a") &+ 10 }

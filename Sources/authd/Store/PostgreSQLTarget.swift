@@ -7,6 +7,9 @@ enum PostgreSQLTarget {
         guard value.hasPrefix("postgresql://") || value.hasPrefix("postgres://") || value.contains("=") else {
             throw Config.ValueError(message: "must be a postgresql:// URI or a libpq keyword string such as \"host=/run/postgresql dbname=authd\"")
         }
+        if case .failure(let error) = LibPQ.functions {
+            throw Config.ValueError(message: "needs Debian's libpq5 (\(error.message))")
+        }
         switch PostgreSQLConnection.parameters(of: value) {
         case .failure(let error):
             throw Config.ValueError(message: "is not a connection string libpq can read: \(error.message)")

@@ -14,6 +14,7 @@ import Glibc
 //   pcsc-lite            Card/PCSC.swift        (+ strdup/free for SCARD_READERSTATE's names)
 //   libcbor              Passkeys/CBOR.swift    (+ free for the buffers libcbor allocates)
 //   libphonenumber       Accounts/PhoneNumber.swift, through the CPhoneNumber shim (opened with dlopen)
+//   libpq                Store/PostgreSQL.swift, through the table CPostgreSQL's shim fills (opened with dlopen)
 //   libsystemd sd-bus    System/SDBus.swift
 //   libsystemd (sd_notify, sd_listen_fds, sd_is_socket_unix, sd_journal)   System/Systemd.swift
 //
