@@ -1,6 +1,7 @@
 import CPostgreSQL
 import FoundationEssentials
 import Glibc
+import Synchronization
 
 // The only file that calls libpq. `PostgreSQLConnection` owns one session connection to the
 // account database of a hub on PostgreSQL (`[hub] database`): it prepares each SQL text once
@@ -33,7 +34,18 @@ struct PostgreSQLError: Error, CustomStringConvertible {
 /// libpq, opened the first time a connection or a connection string needs it (see shim.h): a
 /// daemon on SQLite never maps it.
 enum LibPQ {
-    static let functions = open(AUTHD_LIBPQ_SONAME)
+    private static let opened = Mutex<authd_libpq?>(nil)
+
+    /// The functions of Debian's libpq5. A failure is not kept: once the library is installed,
+    /// the next configuration read or connection opens it.
+    static var functions: Result<authd_libpq, PostgreSQLError> {
+        opened.withLock { opened in
+            if let opened { return .success(opened) }
+            let result = open(AUTHD_LIBPQ_SONAME)
+            if case .success(let functions) = result { opened = functions }
+            return result
+        }
+    }
 
     /// The functions of the library `soname`, or why they cannot be had.
     static func open(_ soname: String) -> Result<authd_libpq, PostgreSQLError> {
