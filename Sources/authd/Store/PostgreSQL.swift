@@ -283,14 +283,9 @@ final class PostgreSQLConnection {
         return received
     }
 
-    /// The keywords `connectionString` sets, as libpq parses it (its error, which never quotes
-    /// a value, when it cannot).
-    static func parameters(of connectionString: String) -> Result<[String: String], PostgreSQLError> {
-        let pq: authd_libpq
-        switch LibPQ.functions {
-        case .success(let functions): pq = functions
-        case .failure(let error): return .failure(error)
-        }
+    /// The keywords `connectionString` sets, as libpq `pq` parses it (its error, which never
+    /// quotes a value, when it cannot).
+    static func parameters(of connectionString: String, using pq: authd_libpq) -> Result<[String: String], PostgreSQLError> {
         var error: UnsafeMutablePointer<CChar>?
         guard let options = pq.PQconninfoParse(connectionString, &error) else {
             let message = error.map { firstLine($0) } ?? "out of memory"

@@ -1,3 +1,5 @@
+import CPostgreSQL
+
 /// `[hub] database`: which PostgreSQL database holds the account data, as libpq reads it. The
 /// password never sits in authd's configuration (which `admin status` and the log may show):
 /// it comes from a password file (`passfile`, or `PGPASSFILE`), or the server trusts the
@@ -7,10 +9,12 @@ enum PostgreSQLTarget {
         guard value.hasPrefix("postgresql://") || value.hasPrefix("postgres://") || value.contains("=") else {
             throw Config.ValueError(message: "must be a postgresql:// URI or a libpq keyword string such as \"host=/run/postgresql dbname=authd\"")
         }
-        if case .failure(let error) = LibPQ.functions {
-            throw Config.ValueError(message: "needs Debian's libpq5 (\(error.message))")
+        let pq: authd_libpq
+        switch LibPQ.functions {
+        case .success(let functions): pq = functions
+        case .failure(let error): throw Config.ValueError(message: "needs Debian's libpq5 (\(error.message))")
         }
-        switch PostgreSQLConnection.parameters(of: value) {
+        switch PostgreSQLConnection.parameters(of: value, using: pq) {
         case .failure(let error):
             throw Config.ValueError(message: "is not a connection string libpq can read: \(error.message)")
         case .success(let parameters):
