@@ -26,10 +26,10 @@ final class SQLiteConnection {
 
     fileprivate let handle: OpaquePointer
     let path: String
-    /// Prepared statements by their SQL, reset and ready. SQLite parses and plans a statement in
-    /// `prepare`, which cost more than running an INSERT of one row; the daemon's SQL is a fixed
-    /// set of texts, so each is prepared once. A statement in use is out of this cache, so a
-    /// nested use of the same SQL prepares its own.
+    /// Prepared statements by their SQL. SQLite parses and plans a statement in `prepare`, which
+    /// cost more than running an INSERT of one row; the daemon's SQL is a fixed set of texts, so
+    /// each is prepared once. A statement stays here while in use (finding it is the one hash of
+    /// the SQL text a use costs); a nested use of the same SQL prepares its own, used once.
     private var statements: [String: Statement] = [:]
     /// More distinct texts than this are prepared for each use (none of authd's is built from
     /// data, but the cache stays bounded whatever a caller does).
@@ -72,10 +72,18 @@ final class SQLiteConnection {
     /// if there is one. Afterwards the statement is reset (a half-read query would otherwise keep
     /// its read transaction open) and its bindings cleared (they may be secrets).
     private func withStatement<T>(_ sql: String, _ values: [SQLValue], _ body: (Statement) throws -> T) throws -> T {
-        let statement = try statements.removeValue(forKey: sql) ?? prepare(sql)
+        let statement: Statement
+        switch statements[sql] {
+        case let cached? where !cached.inUse:
+            statement = cached
+        case let cached:
+            statement = try prepare(sql)
+            if cached == nil && statements.count < Self.statementCacheLimit { statements[sql] = statement }
+        }
+        statement.inUse = true
         defer {
             statement.reset()
-            if statements.count < Self.statementCacheLimit { statements[sql] = statement }
+            statement.inUse = false
         }
         try statement.bind(values)
         return try body(statement)
@@ -174,6 +182,8 @@ final class SQLiteConnection {
 final class Statement {
     private let statement: OpaquePointer
     let sql: String
+    /// Between `bind` and `reset`, in `SQLiteConnection.withStatement`.
+    fileprivate var inUse = false
 
     fileprivate init(statement: OpaquePointer, sql: String) {
         self.statement = statement
