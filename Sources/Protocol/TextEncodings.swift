@@ -1,23 +1,42 @@
 import FoundationEssentials
 
-/// base64url without padding (RFC 4648 §5), as JOSE uses it: the standard alphabet from
-/// Foundation, with the two URL-safe substitutions done on bytes.
+/// base64url without padding (RFC 4648 §5), as JOSE uses it. Encoding writes the URL-safe
+/// alphabet straight into the string; decoding checks that alphabet and hands the standard form
+/// to Foundation.
 public enum Base64URL {
-    /// Foundation's base64, then the URL-safe alphabet and no padding, written once into the
-    /// string. (Every token is three of these; `Data` made from an arbitrary sequence, one byte
-    /// at a time, was most of the cost.)
+    private static let alphabet: StaticString = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+
+    /// Every token is three of these, so the bytes are read where they lie (a sequence without
+    /// contiguous storage is copied once) and each group of three becomes four characters of
+    /// the string, with no `Data` or standard-alphabet text in between.
     public static func encode(_ bytes: some Sequence<UInt8>) -> String {
-        let data = bytes.withContiguousStorageIfAvailable { Data(buffer: $0) } ?? Data(bytes)
-        return data.base64EncodedData().withUnsafeBytes { standard in
-            var count = standard.count
-            while count > 0, standard[count - 1] == UInt8(ascii: "=") { count -= 1 }
-            return String(unsafeUninitializedCapacity: count) { text in
-                for index in 0..<count {
-                    let byte = standard[index]
-                    text[index] = byte == UInt8(ascii: "+") ? UInt8(ascii: "-") : byte == UInt8(ascii: "/") ? UInt8(ascii: "_") : byte
-                }
-                return count
+        bytes.withContiguousStorageIfAvailable(encode) ?? Array(bytes).withUnsafeBufferPointer(encode)
+    }
+
+    private static func encode(_ bytes: UnsafeBufferPointer<UInt8>) -> String {
+        let count = bytes.count / 3 * 4 + [0, 2, 3][bytes.count % 3]
+        return String(unsafeUninitializedCapacity: count) { text in
+            let table = alphabet.utf8Start
+            func character(_ group: UInt32, _ shift: UInt32) -> UInt8 { table[Int(group >> shift & 0x3F)] }
+            var (input, output) = (0, 0)
+            while input + 3 <= bytes.count {
+                let group = UInt32(bytes[input]) << 16 | UInt32(bytes[input + 1]) << 8 | UInt32(bytes[input + 2])
+                (text[output], text[output + 1], text[output + 2], text[output + 3]) =
+                    (character(group, 18), character(group, 12), character(group, 6), character(group, 0))
+                input += 3
+                output += 4
             }
+            switch bytes.count - input {
+            case 1:
+                let group = UInt32(bytes[input]) << 16
+                (text[output], text[output + 1]) = (character(group, 18), character(group, 12))
+            case 2:
+                let group = UInt32(bytes[input]) << 16 | UInt32(bytes[input + 1]) << 8
+                (text[output], text[output + 1], text[output + 2]) = (character(group, 18), character(group, 12), character(group, 6))
+            default:
+                break
+            }
+            return count
         }
     }
 
