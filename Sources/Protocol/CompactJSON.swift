@@ -196,17 +196,10 @@ public enum CompactJSON {
                 passedThrough = true
                 return unsafeBitCast(value, to: RawJSON.self).bytes.withUnsafeBufferPointer { raw($0) }
             }
-            // A JSON value that is a scalar (every line's id): as `JSONValue.encode(to:)` writes it.
-            if T.self == JSONValue.self {
-                switch unsafeBitCast(value, to: JSONValue.self) {
-                case .null: return null()
-                case .bool(let value): return boolean(value)
-                case .integer(let value): return integer(value)
-                case .double(let value): return try number(value, key: key)
-                case .string(let value): return string(value)
-                case .array, .object: break
-                }
-            }
+            // A JSON value (every line's id, an audit record's detail): as its `encode(to:)` has
+            // it encoded, without Codable's containers.
+            if T.self == JSONValue.self { return try json(unsafeBitCast(value, to: JSONValue.self), key: key) }
+            if T.self == [String: JSONValue].self { return try json(members: unsafeBitCast(value, to: [String: JSONValue].self)) }
             let id = push(.undecided, key: key, isValue: true)
             try value.encode(to: ValueEncoder(writer: self, id: id))
             guard reopen(id) != nil else { throw NotInOnePass() }
@@ -221,6 +214,55 @@ public enum CompactJSON {
             case .object, .array, .single(written: true):
                 complete(entry)
             }
+        }
+
+        /// A JSON value. `key` (where it sits in the innermost open container) is only read for
+        /// the error of a number that is not finite at the top of `value`.
+        func json(_ value: JSONValue, key: (any CodingKey)?) throws {
+            switch value {
+            case .null: null()
+            case .bool(let value): boolean(value)
+            case .integer(let value): integer(value)
+            case .double(let value): try number(value, key: key)
+            case .string(let value): string(value)
+            case .array(let elements):
+                append("[")
+                for (index, element) in elements.enumerated() {
+                    if index > 0 { append(",") }
+                    try json(nested: element)
+                }
+                append("]")
+            case .object(let members): try json(members: members)
+            }
+        }
+
+        /// An object's members, in the order of their keys' bytes. Keys that are not plain ASCII
+        /// needing no escape are left to JSONEncoder, as `beginMember` leaves them: for those its
+        /// order and text are its own.
+        private func json(members: [String: JSONValue]) throws {
+            var sorted: [(key: String, value: JSONValue)] = []
+            sorted.reserveCapacity(members.count)
+            for member in members {
+                var key = member.key
+                guard key.withUTF8({ $0.allSatisfy { $0 < 0x80 } && Self.needsNoEscape($0) }) else { throw fail() }
+                sorted.append(member)
+            }
+            sorted.sort { $0.key < $1.key }  // ASCII: the order of the bytes
+            append("{")
+            for (index, member) in sorted.enumerated() {
+                if index > 0 { append(",") }
+                string(member.key)
+                append(":")
+                try json(nested: member.value)
+            }
+            append("}")
+        }
+
+        /// A value inside an array or object. A number that is not finite there is left to
+        /// JSONEncoder, whose error names the whole path to it.
+        private func json(nested value: JSONValue) throws {
+            if case .double(let number) = value, !number.isFinite { throw fail() }
+            try json(value, key: nil)
         }
 
         /// Writes `value` as `write` does, or a `Writable` by its own members. Only the outermost

@@ -343,6 +343,31 @@ struct CompactJSONTests {
         return nil
     }
 
+    @Test("JSON values and objects of them (an audit record's detail) are written as JSONEncoder writes them; keys it orders or escapes its own way are left to it")
+    func jsonValues() throws {
+        let detail: [String: JSONValue] = [
+            "b": .integer(-7), "a": .array([.object(["y": .null, "x": .bool(true)]), .array([]), .double(0.1), .string("q\"uote/\n")]),
+            "B": .object([:]), "a10": .string("é"), "a9": .double(-1e21), "": .integer(Int64.max),
+        ]
+        let written = try #require(try CompactJSON.encode(detail))
+        #expect(written == (try Self.reference(detail)))
+        #expect(written.starts(with: Array(#"{"":9223372036854775807,"B":{},"a":[{"x":true,"y":null},[],0.1,"q\"uote/\n"],"a10":"é""#.utf8)))
+        for value in [JSONValue.object(detail), .array([.object(detail), .integer(0)]), .object([:]), .array([])] {
+            #expect(try CompactJSON.encode(value) == Self.reference(value), "\(value)")
+        }
+        // A non-ASCII key ("é" sorts after "f" by its bytes, and JSONEncoder may order it
+        // otherwise) and a key that needs an escape, at the top and nested: JSONEncoder's text.
+        for odd in [["é": .integer(1), "f": .integer(2)], ["a\"b": .null], ["n": .object(["é": .integer(1), "e": .integer(2)])]] as [[String: JSONValue]] {
+            #expect(try CompactJSON.encode(odd) == nil)
+            #expect(try [UInt8](WireCodec.encodeJSON(odd)) == Self.reference(odd))
+        }
+        // A number that is not finite inside a value: JSONEncoder's error, with its path.
+        let bad: [String: JSONValue] = ["k": .array([.integer(0), .double(.nan)])]
+        let ours = Self.failure { try WireCodec.encodeJSON(bad) }
+        let theirs = Self.failure { try Self.reference(bad) }
+        #expect(ours != nil && ours?.path == theirs?.path && ours?.message == theirs?.message)
+    }
+
     @Test("the same errors as JSONEncoder: coding path and message")
     func errors() throws {
         struct Member: Encodable { var inner: [String: [Double]] }
