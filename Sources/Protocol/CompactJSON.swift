@@ -619,14 +619,14 @@ extension CompactJSON {
     /// (half of what encoding a `hello` cost). `encode(to:)` stays the reference: what `write`
     /// writes must be byte for byte what JSONEncoder writes for it, and debug builds check every
     /// line against JSONEncoder, so every test that sends one checks it.
-    protocol Writable: Encodable {
+    public protocol Writable: Encodable {
         /// Writes the members, in the order of their keys' bytes; a nil optional is left out,
         /// as `encodeIfPresent` leaves it.
         func write(to object: inout Object)
     }
 
     /// The members of one object, as a `Writable` gives them.
-    struct Object {
+    public struct Object {
         let writer: Writer
         private(set) var isEmpty = true
 
@@ -643,23 +643,35 @@ extension CompactJSON {
             writer.append("\":")
         }
 
-        mutating func member(_ key: some CodingKey, _ value: String) {
+        public mutating func member(_ key: some CodingKey, _ value: String) {
             self.key(key)
             writer.string(value)
         }
 
-        mutating func member(_ key: some CodingKey, _ value: String?) {
+        public mutating func member(_ key: some CodingKey, _ value: String?) {
             if let value { member(key, value) }
         }
 
-        mutating func member(_ key: some CodingKey, _ value: some FixedWidthInteger) {
+        public mutating func member(_ key: some CodingKey, _ value: some FixedWidthInteger) {
             self.key(key)
             writer.integer(value)
         }
 
-        mutating func member<I: FixedWidthInteger>(_ key: some CodingKey, _ value: [I]) {
+        public mutating func member<I: FixedWidthInteger>(_ key: some CodingKey, _ value: [I]) {
             self.key(key)
             writer.array(value, writer.integer)
+        }
+
+        public mutating func member(_ key: some CodingKey, _ value: [String]?) {
+            guard let value else { return }
+            self.key(key)
+            writer.array(value, writer.string)
+        }
+
+        public mutating func member(_ key: some CodingKey, _ value: Bool?) {
+            guard let value else { return }
+            self.key(key)
+            writer.boolean(value)
         }
 
         /// A member whose value's JSON text was written before (``Hello/Features``).
@@ -668,9 +680,33 @@ extension CompactJSON {
             text.withUnsafeBufferPointer(writer.raw)
         }
 
-        mutating func member(_ key: some CodingKey, _ value: some Writable) {
+        public mutating func member(_ key: some CodingKey, _ value: some Writable) {
             self.key(key)
             writer.object(value)
+        }
+
+        public mutating func member(_ key: some CodingKey, _ value: (some Writable)?) {
+            if let value { member(key, value) }
+        }
+
+        public mutating func member<I: FixedWidthInteger>(_ key: some CodingKey, _ value: [I]?) {
+            if let value { member(key, value) }
+        }
+
+        public mutating func member<Name: RawRepresentable<String>>(_ key: some CodingKey, _ value: Name?) {
+            if let value { member(key, value.rawValue) }
+        }
+
+        /// A JSON value, as the writer writes one (``Writer/json(_:key:)``). One this pass
+        /// cannot write (a number that is not finite, a key JSONEncoder orders or escapes its
+        /// own way) makes the whole text JSONEncoder's, which then says what it says of it.
+        public mutating func member(_ key: some CodingKey, _ value: JSONValue) {
+            self.key(key)
+            do {
+                try writer.json(value, key: key)
+            } catch {
+                _ = writer.fail()
+            }
         }
     }
 }

@@ -68,7 +68,7 @@ extension Hello {
 }
 
 extension Hello.Result: CompactJSON.Writable {
-    func write(to object: inout CompactJSON.Object) {
+    public func write(to object: inout CompactJSON.Object) {
         object.member(CodingKeys.caller, caller)
         object.member(CodingKeys.daemonVersion, daemonVersion)
         object.member(CodingKeys.features, text: features.text)
@@ -104,7 +104,7 @@ public struct CallerIdentity: Codable, Sendable, Equatable {
 }
 
 extension CallerIdentity: CompactJSON.Writable {
-    func write(to object: inout CompactJSON.Object) {
+    public func write(to object: inout CompactJSON.Object) {
         object.member(CodingKeys.exe, exe)
         object.member(CodingKeys.gid, gid)
         object.member(CodingKeys.groups, groups)
@@ -156,7 +156,7 @@ public struct IssuedToken: Codable, Sendable, Equatable {
 }
 
 extension IssuedToken: CompactJSON.Writable {
-    func write(to object: inout CompactJSON.Object) {
+    public func write(to object: inout CompactJSON.Object) {
         object.member(CodingKeys.expiresAt, expiresAt)
         object.member(CodingKeys.jti, jti)
         object.member(CodingKeys.kid, kid)

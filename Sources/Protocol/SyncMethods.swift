@@ -95,6 +95,32 @@ public struct SyncSender: Codable, Sendable, Equatable {
     enum CodingKeys: String, CodingKey { case machine, deviceID = "device_id", exe }
 }
 
+// The event a hub pushes to every machine of the account writes its own members (as a token's
+// result does); `encode(to:)` stays the reference, which debug builds check it against.
+
+extension SyncSender: CompactJSON.Writable {
+    public func write(to object: inout CompactJSON.Object) {
+        object.member(CodingKeys.deviceID, deviceID)
+        object.member(CodingKeys.exe, exe)
+        object.member(CodingKeys.machine, machine)
+    }
+}
+
+extension SyncEvent: CompactJSON.Writable {
+    public func write(to object: inout CompactJSON.Object) {
+        object.member(CodingKeys.at, at)
+        object.member(CodingKeys.body, body)
+        object.member(CodingKeys.conversation, conversation)
+        object.member(CodingKeys.encrypted, encrypted)
+        object.member(CodingKeys.idempotencyKey, idempotencyKey)
+        object.member(CodingKeys.kind, kind)
+        object.member(CodingKeys.position, position)
+        object.member(CodingKeys.sealed, sealed)
+        object.member(CodingKeys.sender, sender)
+        object.member(CodingKeys.withheld, withheld)
+    }
+}
+
 /// `sync.send` — appends a `message` or `notification` to the account's log. The same
 /// `idempotency_key` from the same machine always answers the first send's position and stores
 /// nothing twice (`duplicate` true). On a device whose hub is away the event is kept in the
@@ -448,6 +474,16 @@ public enum LinkSyncEvent: RPCNotification {
             self.users = users
         }
     }
+}
+
+extension LinkSyncEvent.Params: CompactJSON.Writable {
+    public func write(to object: inout CompactJSON.Object) {
+        object.member(CodingKeys.account, account)
+        object.member(CodingKeys.event, event)
+        object.member(CodingKeys.users, users)
+    }
+
+    enum CodingKeys: String, CodingKey { case account, event, users }
 }
 
 /// `link.sync.ack`, on a device's link: the machine has taken the account's log up to

@@ -196,10 +196,26 @@ public enum WireCodec {
         }
     }
 
-    /// A request line; `id == nil` makes it a notification.
+    /// A request line; `id == nil` makes it a notification. Written as text around the id and
+    /// params, as a response line is (a hub's pushed event is one of these per machine).
     public static func requestLine(id: JSONValue?, method: String, params: some Encodable) throws -> Data {
-        try encode(RequestEnvelope(id: id, method: method, params: params), asLine: true)
+        try encode(asLine: true, { RequestEnvelope(id: id, method: method, params: params) }) { writer in
+            if let id {
+                writer.append(#"{"id":"#)
+                try writer.write(id, key: RequestKey.id)
+                writer.append(#","jsonrpc":"2.0","method":"#)
+            } else {
+                writer.append(#"{"jsonrpc":"2.0","method":"#)
+            }
+            writer.string(method)
+            writer.append(#","params":"#)
+            try writer.writeOutermost(params, key: RequestKey.params)
+            writer.append("}")
+        }
     }
+
+    /// Where a value sits in a request line written as text (for an error's coding path).
+    private enum RequestKey: String, CodingKey { case id, params }
 
     /// A daemon → client notification line.
     public static func notificationLine(method: String, params: some Encodable) throws -> Data {

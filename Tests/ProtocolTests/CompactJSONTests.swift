@@ -164,6 +164,37 @@ struct CompactJSONTests {
         }
     }
 
+    @Test("a pushed sync event writes its own members as JSONEncoder writes them, in a request line with and without an id; a body this pass cannot write is JSONEncoder's")
+    func pushedEvent() throws {
+        let sender = SyncSender(machine: "desk\"top", deviceID: nil, exe: "/usr/bin/é")
+        let events = [
+            SyncEvent(position: 1, kind: "message", conversation: "c", body: .object(["z": .array([.integer(-1), .double(2.5)]), "a": .string("x\ny")]),
+                      sender: SyncSender(machine: "m", deviceID: "ABCD-EFGH", exe: nil), at: "2026-11-29T00:00:00Z", idempotencyKey: "k"),
+            SyncEvent(position: .max, kind: "message", conversation: nil, body: .null, sender: sender, at: "t", idempotencyKey: nil,
+                      withheld: Reason("sync.too_large"), sealed: "a.b.c", encrypted: true),
+            SyncEvent(position: 0, kind: "read", conversation: "", body: .object(["up_to": .integer(3)]), sender: sender, at: "t", idempotencyKey: nil, encrypted: false),
+        ]
+        for event in events {
+            for users in [nil, [], [0, 1000, .max]] as [[UInt32]?] {
+                let params = LinkSyncEvent.Params(account: "acct", event: event, users: users)
+                #expect(try CompactJSON.encode(params) == Self.reference(params))
+                let notification = try WireCodec.notificationLine(method: LinkSyncEvent.name, params: params)
+                #expect(Array(notification) == Array(#"{"jsonrpc":"2.0","method":"link.sync_event","params":"#.utf8) + (try Self.reference(params)) + Array("}\n".utf8))
+                let request = try WireCodec.requestLine(id: "r\"1", method: "m\u{1}", params: params)
+                #expect(Array(request) == Array(#"{"id":"r\"1","jsonrpc":"2.0","method":"m\u0001","params":"#.utf8) + (try Self.reference(params)) + Array("}\n".utf8))
+            }
+        }
+        // Keys JSONEncoder orders its own way, and a number it refuses, inside the body.
+        var odd = events[0]
+        odd.body = .object(["é": .integer(1), "f": .integer(2)])
+        #expect(try CompactJSON.encode(odd) == nil)
+        #expect(try [UInt8](WireCodec.encodeJSON(odd)) == Self.reference(odd))
+        odd.body = .array([.double(.infinity)])
+        let ours = Self.failure { try WireCodec.notificationLine(method: LinkSyncEvent.name, params: LinkSyncEvent.Params(account: "a", event: odd, users: nil)) }
+        let theirs = Self.failure { try Self.reference(LinkSyncEvent.Params(account: "a", event: odd, users: nil)) }
+        #expect(ours != nil && ours?.message == theirs?.message)
+    }
+
     @Test("arrays of strings and integers, which are written at once")
     func scalarArrays() throws {
         struct Lists: Encodable {

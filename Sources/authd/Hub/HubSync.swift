@@ -39,11 +39,16 @@ extension HubState {
                 guard let machine = holder.machine else { continue }
                 users[machine, default: []].formUnion(holder.user.map { [$0] } ?? [])
             }
+            // One line for each set of users: machines where the same users signed in (the
+            // same uid on every desktop of a person) get the same bytes.
+            var lines: [[UInt32]: Data] = [:]
             for (machine, machineUsers) in users {
-                guard let connected = links[machine], !connected.isEmpty,
-                      let line = try? WireCodec.notificationLine(method: LinkSyncEvent.name,
-                                                                 params: LinkSyncEvent.Params(account: account, event: event, users: machineUsers.sorted()))
+                guard let connected = links[machine], !connected.isEmpty else { continue }
+                let sorted = machineUsers.sorted()
+                guard let line = try? lines[sorted] ?? WireCodec.notificationLine(method: LinkSyncEvent.name,
+                                                                                  params: LinkSyncEvent.Params(account: account, event: event, users: sorted))
                 else { continue }
+                lines[sorted] = line
                 for connection in connected { connection.enqueue(line) }
             }
         }

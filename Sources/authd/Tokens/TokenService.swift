@@ -41,8 +41,9 @@ struct TokenService: Sendable {
 
     /// The claims of the daemon's tokens: `auth.local` (with `preferred_username`) and
     /// `auth.token` (with `amr` and `phone_number_verified`). A struct, not a dictionary:
-    /// encoding it is the hot path of token issuance; the claims a token lacks are left out.
-    struct Claims: Encodable {
+    /// encoding it is the hot path of token issuance, so it writes its own members
+    /// (`CompactJSON.Writable`); the claims a token lacks are left out.
+    struct Claims: Encodable, CompactJSON.Writable {
         let iss, sub, aud: String
         let iat, nbf, exp: Int64
         let jti: String
@@ -56,6 +57,21 @@ struct TokenService: Sendable {
         enum CodingKeys: String, CodingKey {
             case amr, aud, azp, exp, iat, iss, jti, nbf, nonce
             case phoneNumberVerified = "phone_number_verified", preferredUsername = "preferred_username", sub
+        }
+
+        func write(to object: inout CompactJSON.Object) {
+            object.member(CodingKeys.amr, amr)
+            object.member(CodingKeys.aud, aud)
+            object.member(CodingKeys.azp, azp)
+            object.member(CodingKeys.exp, exp)
+            object.member(CodingKeys.iat, iat)
+            object.member(CodingKeys.iss, iss)
+            object.member(CodingKeys.jti, jti)
+            object.member(CodingKeys.nbf, nbf)
+            object.member(CodingKeys.nonce, nonce)
+            object.member(CodingKeys.phoneNumberVerified, phoneNumberVerified)
+            object.member(CodingKeys.preferredUsername, preferredUsername)
+            object.member(CodingKeys.sub, sub)
         }
     }
 
