@@ -13,7 +13,7 @@ extension HubState {
             DeviceIdentity.machine(ofKey: session.deviceKey).map { (machine: DeviceID(description: $0), session: session) }
         }, by: \.machine)
         guard !byMachine.isEmpty else { return }
-        let links = connections.all
+        let links = connections.connections(of: Set(byMachine.keys))
         for (machine, sessions) in byMachine {
             let unlinked = sessions.contains { $0.session.machineUnlinked }
             let cause = sessions[0].session.cause
@@ -21,7 +21,7 @@ extension HubState {
                 sessions: sessions.map { LinkSessionsEnded.EndedSession(id: $0.session.id, account: $0.session.account, uid: $0.session.machineUser) },
                 cause: cause.rawValue, unlinked: unlinked, at: Timestamp.rfc3339(now))
             guard let line = try? WireCodec.notificationLine(method: LinkSessionsEnded.name, params: params) else { continue }
-            let linked = links.filter { $0.caller == .device(machine) }
+            let linked = links[machine] ?? []
             for connection in linked {
                 connection.enqueue(line)
                 if unlinked { connection.closeWhenAnswered() }

@@ -29,10 +29,7 @@ extension HubState {
     /// their account, over their links, at once, naming the local users there who signed in.
     func push(_ events: [(account: String, event: SyncEvent)], directory: any LinkedMachines, connections: ConnectionRegistry) async {
         guard role == .hub, !events.isEmpty, let holders = try? await directory.sessionHolders(of: Set(events.map(\.account))) else { return }
-        var links: [DeviceID: [Connection]] = [:]
-        for connection in connections.all {
-            if case .device(let machine) = connection.caller { links[machine, default: []].append(connection) }
-        }
+        let links = connections.connections(of: Set(holders.values.joined().compactMap(\.machine)))
         for (account, event) in events {
             var users: [DeviceID: Set<UInt32>] = [:]
             for holder in holders[account] ?? [] {

@@ -37,6 +37,9 @@ final class ConnectionRegistry: Sendable {
 
     private struct State {
         var connections: [UInt64: Connection] = [:]
+        /// Other machines' connections by machine (a connection's caller never changes), so a
+        /// hub finds the links an event goes to without walking every connection.
+        var byMachine: [DeviceID: [UInt64: Connection]] = [:]
         var perCaller: [String: Int] = [:]
         /// Connections of other machines (over the hub's TLS port), apart from local ones.
         var devices = 0
@@ -85,6 +88,7 @@ final class ConnectionRegistry: Sendable {
     func add(_ connection: Connection, standing: Standing = .local) {
         state.withLock {
             $0.connections[connection.id] = connection
+            if case .device(let machine) = connection.caller { $0.byMachine[machine, default: [:]][connection.id] = connection }
             $0.perCaller[connection.caller.limitKey, default: 0] += 1
             if connection.caller.isMachine { $0.devices += 1 }
             $0.standings[connection.id] = standing
@@ -95,6 +99,10 @@ final class ConnectionRegistry: Sendable {
     func remove(_ connection: Connection) {
         state.withLock {
             guard $0.connections.removeValue(forKey: connection.id) != nil else { return }
+            if case .device(let machine) = connection.caller {
+                $0.byMachine[machine]?[connection.id] = nil
+                if $0.byMachine[machine]?.isEmpty == true { $0.byMachine[machine] = nil }
+            }
             let key = connection.caller.limitKey
             $0.perCaller[key] = ($0.perCaller[key] ?? 1) > 1 ? $0.perCaller[key]! - 1 : nil
             if connection.caller.isMachine { $0.devices -= 1 }
@@ -175,4 +183,15 @@ final class ConnectionRegistry: Sendable {
     /// Connections one local user, or one machine, holds.
     func count(of caller: Caller) -> Int { state.withLock { $0.perCaller[caller.limitKey] ?? 0 } }
     var all: [Connection] { state.withLock { Array($0.connections.values) } }
+
+    /// The open connections of each of `machines` that has one.
+    func connections(of machines: Set<DeviceID>) -> [DeviceID: [Connection]] {
+        state.withLock { state in
+            var found: [DeviceID: [Connection]] = [:]
+            for machine in machines {
+                if let open = state.byMachine[machine] { found[machine] = Array(open.values) }
+            }
+            return found
+        }
+    }
 }
