@@ -236,9 +236,9 @@ public enum CompactJSON {
             }
         }
 
-        /// An object's members, in the order of their keys' bytes. Keys that are not plain ASCII
-        /// needing no escape are left to JSONEncoder, as `beginMember` leaves them: for those its
-        /// order and text are its own.
+        /// An object's members, in the order of their keys' bytes. A key that needs an escape is
+        /// left to JSONEncoder, as `beginMember` leaves it; so is one that is not ASCII, whose
+        /// place in JSONEncoder's order this does not work out.
         private func json(members: [String: JSONValue]) throws {
             var sorted: [(key: String, value: JSONValue)] = []
             sorted.reserveCapacity(members.count)
@@ -699,7 +699,7 @@ extension CompactJSON {
 
         /// A JSON value, as the writer writes one (``Writer/json(_:key:)``). One this pass
         /// cannot write (a number that is not finite, a key JSONEncoder orders or escapes its
-        /// own way) makes the whole text JSONEncoder's, which then says what it says of it.
+        /// own way) leaves the whole text to JSONEncoder, which writes it or names the error.
         public mutating func member(_ key: some CodingKey, _ value: JSONValue) {
             self.key(key)
             do {

@@ -197,7 +197,7 @@ public enum WireCodec {
     }
 
     /// A request line; `id == nil` makes it a notification. Written as text around the id and
-    /// params, as a response line is (a hub's pushed event is one of these per machine).
+    /// params, as a response line is (every event a hub pushes is one of these).
     public static func requestLine(id: JSONValue?, method: String, params: some Encodable) throws -> Data {
         try encode(asLine: true, { RequestEnvelope(id: id, method: method, params: params) }) { writer in
             if let id {
