@@ -85,6 +85,25 @@ public struct JSONValueDecoder {
             try T(from: Reading(value: try present(key), codingPath: codingPath + [key]))
         }
 
+        // A member that may be left out is looked up once (the protocol's own decodeIfPresent
+        // asks `contains`, `decodeNil` and `decode`: three lookups of the key). As there, a
+        // member that is null is nil.
+        private func optional(_ key: Key) -> JSONValue? {
+            guard let value = members[key.stringValue] else { return nil }
+            if case .null = value { return nil }
+            return value
+        }
+
+        func decodeIfPresent(_: Bool.Type, forKey key: Key) throws -> Bool? { try optional(key).map { try JSONValueDecoder.bool($0, codingPath + [key]) } }
+        func decodeIfPresent(_: String.Type, forKey key: Key) throws -> String? { try optional(key).map { try JSONValueDecoder.string($0, codingPath + [key]) } }
+        func decodeIfPresent(_: Double.Type, forKey key: Key) throws -> Double? { try optional(key).map { try JSONValueDecoder.double($0, codingPath + [key]) } }
+        func decodeIfPresent(_ type: Int.Type, forKey key: Key) throws -> Int? { try optional(key).map { try JSONValueDecoder.integer(type, $0, codingPath + [key]) } }
+        func decodeIfPresent(_ type: Int64.Type, forKey key: Key) throws -> Int64? { try optional(key).map { try JSONValueDecoder.integer(type, $0, codingPath + [key]) } }
+        func decodeIfPresent(_ type: UInt32.Type, forKey key: Key) throws -> UInt32? { try optional(key).map { try JSONValueDecoder.integer(type, $0, codingPath + [key]) } }
+        func decodeIfPresent<T: Decodable>(_: T.Type, forKey key: Key) throws -> T? {
+            try optional(key).map { try T(from: Reading(value: $0, codingPath: codingPath + [key])) }
+        }
+
         func nestedContainer<NestedKey: CodingKey>(keyedBy type: NestedKey.Type, forKey key: Key) throws -> KeyedDecodingContainer<NestedKey> {
             try Reading(value: try present(key), codingPath: codingPath + [key]).container(keyedBy: type)
         }
@@ -176,34 +195,34 @@ public struct JSONValueDecoder {
         return .typeMismatch(type, .init(codingPath: codingPath, debugDescription: "Expected to decode \(type) but found \(value.typeName) instead."))
     }
 
-    static func bool(_ value: JSONValue, _ codingPath: [any CodingKey]) throws -> Bool {
-        guard case .bool(let bool) = value else { throw mismatch(Bool.self, value, codingPath) }
+    static func bool(_ value: JSONValue, _ codingPath: @autoclosure () -> [any CodingKey]) throws -> Bool {
+        guard case .bool(let bool) = value else { throw mismatch(Bool.self, value, codingPath()) }
         return bool
     }
 
-    static func string(_ value: JSONValue, _ codingPath: [any CodingKey]) throws -> String {
-        guard case .string(let string) = value else { throw mismatch(String.self, value, codingPath) }
+    static func string(_ value: JSONValue, _ codingPath: @autoclosure () -> [any CodingKey]) throws -> String {
+        guard case .string(let string) = value else { throw mismatch(String.self, value, codingPath()) }
         return string
     }
 
-    static func double(_ value: JSONValue, _ codingPath: [any CodingKey]) throws -> Double {
+    static func double(_ value: JSONValue, _ codingPath: @autoclosure () -> [any CodingKey]) throws -> Double {
         switch value {
         case .double(let double): return double
         case .integer(let integer): return Double(integer)
-        default: throw mismatch(Double.self, value, codingPath)
+        default: throw mismatch(Double.self, value, codingPath())
         }
     }
 
     /// An integer that `T` holds exactly, as `JSONDecoder` reads one (`7.0` is 7; `7.5` and
     /// numbers out of `T`'s range are refused).
-    static func integer<T: FixedWidthInteger>(_: T.Type, _ value: JSONValue, _ codingPath: [any CodingKey]) throws -> T {
+    static func integer<T: FixedWidthInteger>(_: T.Type, _ value: JSONValue, _ codingPath: @autoclosure () -> [any CodingKey]) throws -> T {
         let exact: T? = switch value {
         case .integer(let integer): T(exactly: integer)
         case .double(let double): T(exactly: double)
-        default: throw mismatch(T.self, value, codingPath)
+        default: throw mismatch(T.self, value, codingPath())
         }
         guard let exact else {
-            throw NumberOutOfRange(field: codingPath.parameterName)
+            throw NumberOutOfRange(field: codingPath().parameterName)
         }
         return exact
     }

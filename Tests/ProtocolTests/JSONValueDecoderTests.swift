@@ -73,6 +73,13 @@ struct JSONValueDecoderTests {
         #"{"text":"a","count":1,"list":[{"name":"p"},null]}"#,
         #"{"text":"a","count":1,"list":{"name":"p"}}"#,
         #"{"text":"a","count":1,"flag":1}"#,
+        // Each optional member's type, wrong, null and left out: one lookup must say what three did.
+        #"{"text":"a","count":1,"small":true}"#,
+        #"{"text":"a","count":1,"wide":"1"}"#,
+        #"{"text":"a","count":1,"ratio":"0.5"}"#,
+        #"{"text":"a","count":1,"mode":1}"#,
+        #"{"text":"a","count":1,"inner":"n"}"#,
+        #"{"text":"a","count":1,"wide":null,"ratio":null,"flag":null,"mode":null,"list":null,"maybe":null,"nested":null}"#,
         #"["text"]"#,
         #"null"#,
     ])
@@ -90,6 +97,8 @@ struct JSONValueDecoderTests {
         (#"{"text":"a","count":1,"small":-1}"#, "small"),
         (#"{"text":"a","count":1,"small":4294967296}"#, "small"),
         (#"{"text":"a","count":1,"maybe":[1,2.25]}"#, "maybe[1]"),
+        (#"{"text":"a","count":1,"wide":1.5}"#, "wide"),
+        (#"{"text":"a","count":1,"inner":{"name":"n"},"list":[{"name":"p"}],"small":1e10}"#, "small"),
     ])
     func numberOutOfRange(text: String, field: String) throws {
         let value = try StrictJSON.value(of: Array(text.utf8))
