@@ -199,6 +199,39 @@ public struct DeviceSummary: Codable, Sendable, Equatable {
         self.id = id
         self.name = name
     }
+
+    enum CodingKeys: String, CodingKey { case id, name }
+}
+
+// `session.get` answers every check of a session (and a hub every device's): it writes its own
+// members (as a token's result does); `encode(to:)` stays the reference.
+
+extension SessionGet.Result: CompactJSON.Writable {
+    public func write(to object: inout CompactJSON.Object) {
+        object.member(CodingKeys.account, account)
+        object.member(CodingKeys.amr, amr)
+        object.member(CodingKeys.createdAt, createdAt)
+        object.member(CodingKeys.device, device)
+        object.member(CodingKeys.expiresAt, expiresAt)
+        object.member(CodingKeys.id, id)
+        object.member(CodingKeys.idleExpiresAt, idleExpiresAt)
+    }
+}
+
+extension AccountInfo: CompactJSON.Writable {
+    public func write(to object: inout CompactJSON.Object) {
+        object.member(CodingKeys.email, email)
+        object.member(CodingKeys.hasPassword, hasPassword)
+        object.member(CodingKeys.id, id)
+        object.member(CodingKeys.phone, phone)
+    }
+}
+
+extension DeviceSummary: CompactJSON.Writable {
+    public func write(to object: inout CompactJSON.Object) {
+        object.member(CodingKeys.id, id)
+        object.member(CodingKeys.name, name)
+    }
 }
 
 /// `auth.logout` — ends the session.

@@ -170,6 +170,12 @@ public enum CompactJSON {
         }
 
         /// Appends bytes that are JSON already.
+        /// A JSON text passed on as it came (``RawJSON``), not this writer's own writing.
+        func passThrough(_ value: RawJSON) {
+            passedThrough = true
+            value.bytes.withUnsafeBufferPointer { raw($0) }
+        }
+
         func raw(_ text: UnsafeBufferPointer<UInt8>) {
             reserve(text.count)
             put(text)
@@ -192,10 +198,7 @@ public enum CompactJSON {
             if T.self == [Int64].self { return array(unsafeBitCast(value, to: [Int64].self), integer) }
             if T.self == [UInt32].self { return array(unsafeBitCast(value, to: [UInt32].self), integer) }
             if T.self == Date.self || T.self == Data.self || T.self == URL.self || T.self == Decimal.self { throw NotInOnePass() }
-            if T.self == RawJSON.self {
-                passedThrough = true
-                return unsafeBitCast(value, to: RawJSON.self).bytes.withUnsafeBufferPointer { raw($0) }
-            }
+            if T.self == RawJSON.self { return passThrough(unsafeBitCast(value, to: RawJSON.self)) }
             // A JSON value (every line's id, an audit record's detail): as its `encode(to:)` has
             // it encoded, without Codable's containers.
             if T.self == JSONValue.self { return try json(unsafeBitCast(value, to: JSONValue.self), key: key) }
@@ -691,6 +694,13 @@ extension CompactJSON {
 
         public mutating func member<I: FixedWidthInteger>(_ key: some CodingKey, _ value: [I]?) {
             if let value { member(key, value) }
+        }
+
+        /// A JSON text passed on as it came (a forwarded call's params).
+        public mutating func member(_ key: some CodingKey, _ value: RawJSON?) {
+            guard let value else { return }
+            self.key(key)
+            writer.passThrough(value)
         }
 
         public mutating func member<Name: RawRepresentable<String>>(_ key: some CodingKey, _ value: Name?) {

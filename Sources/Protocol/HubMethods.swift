@@ -142,9 +142,32 @@ public enum LinkForward: RPCMethod {
             self.params = params
             self.caller = caller
         }
+
+        enum CodingKeys: String, CodingKey { case caller, method, params }
     }
 
     public typealias Result = RawJSON
+}
+
+// Every account method a device serves goes to its hub in one of these: they write their own
+// members (as a pushed event does); `encode(to:)` stays the reference.
+
+extension LinkForward.Params: CompactJSON.Writable {
+    public func write(to object: inout CompactJSON.Object) {
+        object.member(CodingKeys.caller, caller)
+        object.member(CodingKeys.method, method)
+        object.member(CodingKeys.params, params)
+    }
+}
+
+extension ForwardedCaller: CompactJSON.Writable {
+    public func write(to object: inout CompactJSON.Object) {
+        object.member(CodingKeys.exe, exe)
+        object.member(CodingKeys.fingerprintAccounts, fingerprintAccounts)
+        object.member(CodingKeys.machine, machine)
+        object.member(CodingKeys.uid, uid)
+        object.member(CodingKeys.username, username)
+    }
 }
 
 /// A process on a device, as its authd saw it, and the device's name for people.

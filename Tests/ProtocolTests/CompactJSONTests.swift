@@ -195,6 +195,39 @@ struct CompactJSONTests {
         #expect(ours != nil && ours?.message == theirs?.message)
     }
 
+    @Test("a forwarded call and a session, which write their own members, as JSONEncoder writes them")
+    func forwardedCallAndSession() throws {
+        let callers = [
+            ForwardedCaller(uid: 0, username: nil, exe: nil, machine: nil),
+            ForwardedCaller(uid: .max, username: "ann\"e", exe: "/usr/bin/é/x", machine: "desk\u{1}top", fingerprintAccounts: []),
+            ForwardedCaller(uid: 1000, username: "u", exe: nil, machine: "m", fingerprintAccounts: ["acc_1", "acc_\\2"]),
+        ]
+        for caller in callers {
+            #expect(try CompactJSON.encode(caller) == Self.reference(caller))
+            // Without params the line is checked against JSONEncoder's whole.
+            let bare = LinkForward.Params(method: "session.get", params: nil, caller: caller)
+            #expect(try CompactJSON.encode(bare) == Self.reference(bare))
+            let line = try WireCodec.requestLine(id: .integer(7), method: LinkForward.name, params: bare)
+            #expect(Array(line) == Array(#"{"id":7,"jsonrpc":"2.0","method":"link.forward","params":"#.utf8) + (try Self.reference(bare)) + Array("}\n".utf8))
+            // With params, their text goes as it came: here one JSONEncoder writes the same way.
+            let params = try RawJSON(encoding: JSONValue.object(["session": .string("as1.x\ny"), "a": .array([.integer(-1), .null])]))
+            let forwarded = LinkForward.Params(method: "m", params: params, caller: caller)
+            #expect(try CompactJSON.encode(forwarded) == Self.reference(forwarded))
+        }
+        let sessions = [
+            SessionGet.Result(id: "ses_1", account: AccountInfo(id: "acc_1", phone: "+37250000001", email: nil, hasPassword: true),
+                              device: DeviceSummary(id: "dev_1", name: "desk\"top"), amr: ["otp", "pwd"],
+                              createdAt: "2026-11-29T00:00:00Z", expiresAt: "2026-11-30T00:00:00Z", idleExpiresAt: "2026-11-29T01:00:00Z"),
+            SessionGet.Result(id: "", account: AccountInfo(id: "a", phone: nil, email: "é@x/y", hasPassword: false),
+                              device: DeviceSummary(id: "", name: ""), amr: [], createdAt: "", expiresAt: "", idleExpiresAt: ""),
+        ]
+        for session in sessions {
+            #expect(try CompactJSON.encode(session) == Self.reference(session))
+            let line = try WireCodec.responseLine(id: .string("r\"1"), result: session)
+            #expect(line == Array(#"{"id":"r\"1","jsonrpc":"2.0","result":"#.utf8) + (try Self.reference(session)) + Array("}\n".utf8))
+        }
+    }
+
     @Test("arrays of strings and integers, which are written at once")
     func scalarArrays() throws {
         struct Lists: Encodable {
