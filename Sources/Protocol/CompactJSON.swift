@@ -169,13 +169,13 @@ public enum CompactJSON {
             raw(UnsafeBufferPointer(start: literal.utf8Start, count: literal.utf8CodeUnitCount))
         }
 
-        /// Appends bytes that are JSON already.
         /// A JSON text passed on as it came (``RawJSON``), not this writer's own writing.
         func passThrough(_ value: RawJSON) {
             passedThrough = true
             value.bytes.withUnsafeBufferPointer { raw($0) }
         }
 
+        /// Appends bytes that are JSON already.
         func raw(_ text: UnsafeBufferPointer<UInt8>) {
             reserve(text.count)
             put(text)
