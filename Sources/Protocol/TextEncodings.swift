@@ -14,7 +14,7 @@ public enum Base64URL {
     }
 
     private static func encode(_ bytes: UnsafeBufferPointer<UInt8>) -> String {
-        let count = bytes.count / 3 * 4 + [0, 2, 3][bytes.count % 3]
+        let count = (bytes.count * 4 + 2) / 3  // 4 characters per 3 bytes, the last group unpadded
         return String(unsafeUninitializedCapacity: count) { text in
             let table = alphabet.utf8Start
             func character(_ group: UInt32, _ shift: UInt32) -> UInt8 { table[Int(group >> shift & 0x3F)] }

@@ -43,7 +43,7 @@ struct TokenService: Sendable {
     /// `auth.token` (with `amr` and `phone_number_verified`). A struct, not a dictionary:
     /// encoding it is the hot path of token issuance, so it writes its own members
     /// (`CompactJSON.Writable`); the claims a token lacks are left out.
-    struct Claims: Encodable, CompactJSON.Writable {
+    struct Claims: CompactJSON.Writable {
         let iss, sub, aud: String
         let iat, nbf, exp: Int64
         let jti: String
