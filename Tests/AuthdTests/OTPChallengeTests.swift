@@ -102,6 +102,48 @@ struct SessionTests {
         #expect(sessions == 3)
     }
 
+    @Test("on an event loop's thread a session is read on a reader: it sees the last commit, and the idle timer's touch commits before the answer")
+    func readOnLoop() async throws {
+        var config = Config()
+        config.sessionIdleSeconds = 60
+        let fixture = try TestDirectory(config)
+        let directory = fixture.directory
+        let signedIn = try await fixture.register()
+        let token = signedIn.session.token
+        let loop = EventLoops.shared.nextLoop()
+        @Sendable func onLoop<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) async throws -> T {
+            try await Task(executorPreference: loop) { try await body() }.value
+        }
+        let store = fixture.store
+        func lastUsed() async throws -> Int64? {
+            try await store.read { try $0.queryOne("SELECT last_used_at FROM sessions") { $0.int64(0) } }
+        }
+        // Off the loops (the cooperative pool must not block) it goes to the store's queue.
+        _ = try await directory.authenticate(.local(token))
+        #expect(fixture.store.readers?.openCount == 0)
+
+        fixture.clock.advance(30)
+        let described = try await onLoop { try await directory.describeSession(.local(token)) }
+        #expect(described.account.id == signedIn.account.id)
+        #expect(fixture.store.readers?.openCount == 1)
+        #expect(try await lastUsed() == fixture.now)
+        let listed = try await onLoop { try await directory.sessions(.local(token)) }
+        #expect(listed.map(\.current) == [true])
+        #expect(listed.first?.lastUsedAt == Timestamp.rfc3339(epochSeconds: fixture.now))
+        // Used every 50 s it outlives its 60 s idle timeout: each touch was committed.
+        for _ in 0..<3 {
+            fixture.clock.advance(50)
+            _ = try await onLoop { try await directory.authenticate(.local(token)) }
+            #expect(try await lastUsed() == fixture.now)
+        }
+        // A sign-out committed on the store's queue is what the next read sees.
+        _ = try await directory.endSession(.local(token))
+        await #expect(throws: RPCError.failure(.sessionInvalid, "")) {
+            try await onTheWire { try await onLoop { try await directory.authenticate(.local(token)) } }
+        }
+        #expect(fixture.store.readers?.openCount == 1)
+    }
+
     @Test("idle timeout and maximum lifetime end a session")
     func expiry() async throws {
         var config = Config()

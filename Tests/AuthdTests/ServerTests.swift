@@ -392,6 +392,31 @@ struct StoreTests {
         #expect(store.checkpointer?.checkpoints == checkpoints, "the stopped checkpoint connection ran again")
     }
 
+    @Test("a reader sees the last commit before its read began, writes nothing, and no more than its limit are lent at once")
+    func readers() async throws {
+        let directory = TemporaryDirectory()
+        let path = directory.path + "/r.db"
+        let store = try Store(path: path)
+        try await store.transaction { try $0.execute("INSERT INTO meta (key, value) VALUES ('a', x'01')") }
+        let readers = SQLiteReaders(path: path, limit: 1)
+        // Another connection commits while the read runs.
+        let writer = try Database(path: path)
+        let counted = "SELECT count(*) FROM meta WHERE key IN ('a', 'b')"
+        let seen = try #require(try readers.read { database in
+            let before = try database.queryOne(counted) { $0.int(0) }
+            try writer.execute("INSERT INTO meta (key, value) VALUES ('b', x'02')")
+            let after = try database.queryOne(counted) { $0.int(0) }
+            // Its one reader is lent: a read now is told so, to go elsewhere.
+            #expect(try readers.read { _ in true } == nil)
+            return [before, after]
+        })
+        #expect(seen == [1, 1])
+        #expect(try readers.read { try $0.queryOne(counted) { $0.int(0) } } == 2)
+        #expect(throws: SQLiteError.self) { try readers.read { try $0.execute("DELETE FROM meta") } }
+        #expect(try readers.read { try $0.queryOne(counted) { $0.int(0) } } == 2)
+        #expect(readers.openCount == 1)
+    }
+
     @Test("a failed transaction changes nothing")
     func rollback() async throws {
         let directory = TemporaryDirectory()

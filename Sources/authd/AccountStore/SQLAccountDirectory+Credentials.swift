@@ -353,7 +353,7 @@ extension SQLAccountDirectory {
     // MARK: The account's own settings
 
     func profile(_ session: PresentedSession) async throws -> AccountProfile {
-        try await withSession(session) { database, session in
+        try await readingSession(session) { database, session in
             guard let profile = try database.queryOne(
                 "SELECT id, phone, email, password_hash IS NOT NULL, pin_hash IS NOT NULL FROM accounts WHERE id = ?", [.text(session.accountID)],
                 row: { AccountProfile(id: $0.text(0), phone: $0.optionalText(1), email: $0.optionalText(2), hasPassword: $0.int(3) != 0, hasPIN: $0.int(4) != 0) })

@@ -203,7 +203,7 @@ extension SQLAccountDirectory {
     }
 
     func passkeys(_ session: PresentedSession) async throws -> [AccountPasskey] {
-        try await withSession(session) { database, session in
+        try await readingSession(session) { database, session in
             try database.query(
                 """
                 SELECT credential_id, sign_count, backup_eligible, backup_state, created_at, last_used_at

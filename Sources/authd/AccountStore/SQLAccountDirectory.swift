@@ -144,9 +144,22 @@ struct SQLAccountDirectory: AccountDirectory {
         OpenSSL.sha256(Array(token.utf8))
     }
 
-    /// The live session for `token`, touching its idle timer. Lookup is by hash, so no token
-    /// comparison leaks timing.
+    /// The live session for `token`, touching its idle timer (in a transaction that writes).
     static func authenticate(in database: Database, _ presented: PresentedSession, now: Int64, idle: Int64) throws -> ActiveSession {
+        let (session, idleSince) = try liveSession(in: database, presented, now: now, idle: idle)
+        if idleSince < now { try touch(in: database, session: session.id, now: now) }
+        return session
+    }
+
+    /// The idle timer counts seconds: within the same second there is nothing to write (and no
+    /// commit to wait for on the disk). A touch never moves it back.
+    static func touch(in database: Database, session id: String, now: Int64) throws {
+        try database.execute("UPDATE sessions SET last_used_at = ? WHERE id = ? AND last_used_at < ?", [.integer(now), .text(id), .integer(now)])
+    }
+
+    /// The live session for `token` and when it was last used; reads only. Lookup is by hash, so
+    /// no token comparison leaks timing.
+    static func liveSession(in database: Database, _ presented: PresentedSession, now: Int64, idle: Int64) throws -> (ActiveSession, lastUsed: Int64) {
         let token = presented.token
         guard token.hasPrefix("as1."), token.utf8.count < 100 else { throw SessionFailure.notASessionToken }
         struct Row: Sendable {
@@ -173,11 +186,9 @@ struct SQLAccountDirectory: AccountDirectory {
         guard !row.deviceRevoked || row.deactivated else { throw SessionFailure.deviceRevoked }
         guard !row.revoked, !row.deactivated else { throw SessionFailure.ended }
         guard now < row.expires, now < row.lastUsed + idle else { throw SessionFailure.expired }
-        // The idle timer counts seconds: within the same second there is nothing to write (and no
-        // commit to wait for on the disk).
-        if row.lastUsed < now { try database.execute("UPDATE sessions SET last_used_at = ? WHERE id = ?", [.integer(now), .text(row.id)]) }
-        return ActiveSession(id: row.id, accountID: row.account, deviceID: row.device, amr: decodeAMR(row.amr), createdAt: row.created,
-                             expiresAt: row.expires, idleExpiresAt: now + idle)
+        let session = ActiveSession(id: row.id, accountID: row.account, deviceID: row.device, amr: decodeAMR(row.amr), createdAt: row.created,
+                                    expiresAt: row.expires, idleExpiresAt: now + idle)
+        return (session, row.lastUsed)
     }
 
     static func decodeAMR(_ json: String) -> [String] {
@@ -209,6 +220,22 @@ struct SQLAccountDirectory: AccountDirectory {
         return try await store.transaction { database in
             try body(database, try Self.authenticate(in: database, session, now: now, idle: idle))
         }
+    }
+
+    /// `withSession` for a `body` that only reads. On an event loop's thread it reads on a
+    /// reader beside the store's queue (`Store.readHere`), and the idle timer's touch, at most
+    /// once a second per session, is then a write of its own, committed before the answer.
+    /// Elsewhere it is `withSession`.
+    func readingSession<T: Sendable>(_ session: PresentedSession, _ body: @escaping @Sendable (Database, ActiveSession) throws -> T) async throws -> T {
+        let now = seconds
+        let idle = Int64(config.current.sessionIdleSeconds)
+        let read = try store.readHere { database in
+            let (active, lastUsed) = try Self.liveSession(in: database, session, now: now, idle: idle)
+            return (active, lastUsed, try body(database, active))
+        }
+        guard let (active, lastUsed, result) = read else { return try await withSession(session, body) }
+        if lastUsed < now { try await store.transaction { database in try Self.touch(in: database, session: active.id, now: now) } }
+        return result
     }
 
     /// Ends the live sessions `condition` selects (`revoked_at` set), and tells the call's scope
@@ -298,11 +325,11 @@ struct SQLAccountDirectory: AccountDirectory {
     }
 
     func authenticate(_ session: PresentedSession) async throws -> ActiveSession {
-        try await withSession(session) { _, session in session }
+        try await readingSession(session) { _, session in session }
     }
 
     func describeSession(_ session: PresentedSession) async throws -> SessionDescription {
-        try await withSession(session) { database, session in
+        try await readingSession(session) { database, session in
             guard let account = try Self.accountInfo(in: database, id: session.accountID),
                   let device = try database.queryOne("SELECT id, name FROM devices WHERE id = ?", [.text(session.deviceID)], row: {
                       DeviceSummary(id: $0.text(0), name: $0.text(1))
@@ -324,7 +351,7 @@ struct SQLAccountDirectory: AccountDirectory {
     func sessions(_ session: PresentedSession) async throws -> [SessionSummary] {
         let now = seconds
         let idle = Int64(config.current.sessionIdleSeconds)
-        return try await withSession(session) { database, session in
+        return try await readingSession(session) { database, session in
             try database.query(
                 """
                 SELECT s.id, s.device_id, s.amr, s.created_at, s.last_used_at, s.expires_at FROM sessions s
@@ -333,9 +360,12 @@ struct SQLAccountDirectory: AccountDirectory {
                 ORDER BY s.created_at
                 """, [.text(session.accountID), .integer(now), .integer(now - idle)]
             ) { row in
-                SessionSummary(id: row.text(0), deviceID: row.text(1), amr: Self.decodeAMR(row.text(2)),
-                               createdAt: Timestamp.rfc3339(epochSeconds: row.int64(3)), lastUsedAt: Timestamp.rfc3339(epochSeconds: row.int64(4)),
-                               expiresAt: Timestamp.rfc3339(epochSeconds: row.int64(5)), current: row.text(0) == session.id)
+                // This call uses the current session now (its touch commits after the read).
+                let current = row.text(0) == session.id
+                return SessionSummary(id: row.text(0), deviceID: row.text(1), amr: Self.decodeAMR(row.text(2)),
+                                      createdAt: Timestamp.rfc3339(epochSeconds: row.int64(3)),
+                                      lastUsedAt: Timestamp.rfc3339(epochSeconds: current ? max(now, row.int64(4)) : row.int64(4)),
+                                      expiresAt: Timestamp.rfc3339(epochSeconds: row.int64(5)), current: current)
             }
         }
     }
@@ -352,7 +382,7 @@ struct SQLAccountDirectory: AccountDirectory {
 
     func devices(_ session: PresentedSession) async throws -> AccountDevices {
         let limit = config.current.deviceLimit
-        return try await withSession(session) { database, session in
+        return try await readingSession(session) { database, session in
             let devices = try database.query(
                 "SELECT id, name, first_seen, last_seen, device_key FROM devices WHERE account_id = ? AND revoked_at IS NULL ORDER BY first_seen",
                 [.text(session.accountID)]) { row in

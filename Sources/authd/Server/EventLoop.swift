@@ -50,6 +50,13 @@ final class EventLoop: @unchecked Sendable {
     /// Whether the caller is on this loop's thread.
     var isCurrent: Bool { thread.load(ordering: .acquiring) == Syscalls.currentThread() }
 
+    /// Whether the caller is on the thread of any event loop: a thread of authd's own that may
+    /// run a short blocking call (a read of the store's cached pages), unlike the cooperative
+    /// pool's (DESIGN §5).
+    static var isLoopThread: Bool { loopThreads.isSet }
+
+    private static let loopThreads = Syscalls.ThreadMark()
+
     /// Runs `job` on the loop's thread, after the jobs handed to it before.
     func execute(_ job: @escaping @Sendable () -> Void) {
         add { $0.pending.append(job) }
@@ -122,6 +129,7 @@ final class EventLoop: @unchecked Sendable {
 
     private func run() {
         thread.store(Syscalls.currentThread(), ordering: .releasing)
+        Self.loopThreads.set()
         // One buffer for the loop's life (an array passed inout would be copied, and leak,
         // on each call of the loop's hottest line).
         let events = UnsafeMutableBufferPointer<epoll_event>.allocate(capacity: 128)

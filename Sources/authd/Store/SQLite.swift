@@ -38,10 +38,36 @@ final class SQLiteConnection {
     private var afterCommitBody: ((Int) -> Void)?
 
     /// Opens (creating if needed) the database at `path` with the pragmas authd relies on.
-    init(path: String) throws {
+    convenience init(path: String) throws {
+        try self.init(opening: path, flags: SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE)
+        try execute("PRAGMA journal_mode = WAL")
+        // Credentials live here: a commit must survive power loss, not just a crash.
+        try execute("PRAGMA synchronous = FULL")
+        try execute("PRAGMA foreign_keys = ON")
+        // Deleted secrets are overwritten on disk rather than left in free pages.
+        try execute("PRAGMA secure_delete = ON")
+        sqlite3_busy_timeout(handle, 5000)
+    }
+
+    /// Opens the existing database at `path` (in WAL mode already) for reading only: SQLite
+    /// refuses any write on it (`query_only`). A reader sees the last commit made before its
+    /// read transaction began, and neither waits for the writer nor makes it wait. Its page
+    /// cache is kept small: the writer's holds the pages that change, and a reader's only
+    /// saves re-reading from the OS's page cache.
+    convenience init(readingOnly path: String) throws {
+        try self.init(opening: path, flags: SQLITE_OPEN_READWRITE)
+        try execute("PRAGMA query_only = ON")
+        try execute("PRAGMA cache_size = -\(Self.readerCacheKiB)")
+        // A reader waits only while another connection rebuilds the WAL's index after a crash.
+        sqlite3_busy_timeout(handle, 1000)
+    }
+
+    /// A reader's page cache, KiB.
+    static let readerCacheKiB = 512
+
+    private init(opening path: String, flags: Int32) throws {
         var handle: OpaquePointer?
-        let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE
-        let status = sqlite3_open_v2(path, &handle, flags, nil)
+        let status = sqlite3_open_v2(path, &handle, flags | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE, nil)
         guard status == SQLITE_OK, let handle else {
             let message = handle.map { String(cString: sqlite3_errmsg($0)) } ?? "cannot open"
             sqlite3_close_v2(handle)
@@ -50,13 +76,6 @@ final class SQLiteConnection {
         self.handle = handle
         self.path = path
         sqlite3_extended_result_codes(handle, 1)
-        try execute("PRAGMA journal_mode = WAL")
-        // Credentials live here: a commit must survive power loss, not just a crash.
-        try execute("PRAGMA synchronous = FULL")
-        try execute("PRAGMA foreign_keys = ON")
-        // Deleted secrets are overwritten on disk rather than left in free pages.
-        try execute("PRAGMA secure_delete = ON")
-        sqlite3_busy_timeout(handle, 5000)
     }
 
     deinit {
@@ -145,7 +164,17 @@ final class SQLiteConnection {
     /// Runs `body` in a `BEGIN IMMEDIATE` transaction: committed if it returns, rolled back if it
     /// throws. All-or-nothing is how every state change in authd is made.
     func transaction<T>(_ body: () throws -> T) throws -> T {
-        try execute("BEGIN IMMEDIATE")
+        try transaction(beginning: "BEGIN IMMEDIATE", body)
+    }
+
+    /// Runs `body` in one read transaction (`BEGIN DEFERRED`): every query in it sees the same
+    /// commit. For a transaction that wrote nothing, `COMMIT` only lets go of the snapshot.
+    func readTransaction<T>(_ body: () throws -> T) throws -> T {
+        try transaction(beginning: "BEGIN", body)
+    }
+
+    private func transaction<T>(beginning begin: String, _ body: () throws -> T) throws -> T {
+        try execute(begin)
         do {
             let result = try body()
             try execute("COMMIT")

@@ -645,6 +645,24 @@ extension Syscalls {
 
     /// The calling thread's identity. The corresponding C function is `pthread_self`.
     static func currentThread() -> UInt { UInt(pthread_self()) }
+
+    /// A mark that each thread has or not, unmarked until the thread marks itself
+    /// (`pthread_key_create`, `pthread_setspecific`).
+    struct ThreadMark: Sendable {
+        private let key: pthread_key_t
+
+        init() {
+            var key = pthread_key_t()
+            pthread_key_create(&key, nil)
+            self.key = key
+        }
+
+        /// Marks the calling thread.
+        func set() { pthread_setspecific(key, UnsafeRawPointer(bitPattern: 1)) }
+
+        /// Whether the calling thread is marked.
+        var isSet: Bool { pthread_getspecific(key) != nil }
+    }
 }
 
 // MARK: Descriptors, pipes, waiting
