@@ -9,8 +9,9 @@ import Synchronization
 /// cluster runs as `nobody` (setpriv). One cluster per test process, started at its first use;
 /// each test takes a fresh database in it (`createDatabase`).
 ///
-/// The server is stopped when the test process ends, however it ends: its supervising shell
-/// waits for the end of a pipe only this process holds open, then stops the server at once.
+/// The server is stopped and its directory removed when the test process ends, however it
+/// ends: its supervising shell waits for the end of a pipe only this process holds open, then
+/// stops the server at once and deletes the cluster (a test pass leaves gigabytes of WAL).
 final class PostgreSQLCluster: @unchecked Sendable {
     let directory: String
     /// The directory of the Unix socket (`host=` in a connection string).
@@ -60,6 +61,7 @@ final class PostgreSQLCluster: @unchecked Sendable {
             "$1/pg_ctl" -D "$2/data" -l "$2/server.log" -o "$3" -w -t 30 start >/dev/null || exit 1
             cat >/dev/null
             "$1/pg_ctl" -D "$2/data" -m immediate stop >/dev/null 2>&1
+            rm -rf "$2"
             """
         supervisor = try ChildProcess.spawn(runAs + ["/bin/sh", "-c", script, "sh", bin, directory, options],
                                             environment: ["PATH=/usr/bin:/bin", "LC_ALL=C.UTF-8"], stdin: pipeFDs[0], stdout: .file(directory + "/supervisor.log"))
