@@ -225,7 +225,10 @@ struct SQLAccountDirectory: AccountDirectory {
     /// `withSession` for a `body` that only reads. On an event loop's thread it reads on a
     /// reader beside the store's queue (`Store.readHere`), and the idle timer's touch, at most
     /// once a second per session, is then a write of its own, committed before the answer.
-    /// Elsewhere it is `withSession`.
+    /// That commit does not wait for the disk (`relaxed`, as a local user's activity time): a
+    /// power loss may take back the last touches, which can only end a session sooner, and a
+    /// hub with many devices in use does not sync the disk once a second for each. Elsewhere
+    /// it is `withSession`.
     func readingSession<T: Sendable>(_ session: PresentedSession, _ body: @escaping @Sendable (Database, ActiveSession) throws -> T) async throws -> T {
         let now = seconds
         let idle = Int64(config.current.sessionIdleSeconds)
@@ -234,7 +237,9 @@ struct SQLAccountDirectory: AccountDirectory {
             return (active, lastUsed, try body(database, active))
         }
         guard let (active, lastUsed, result) = read else { return try await withSession(session, body) }
-        if lastUsed < now { try await store.transaction { database in try Self.touch(in: database, session: active.id, now: now) } }
+        if lastUsed < now {
+            try await store.transaction(durability: .relaxed) { database in try Self.touch(in: database, session: active.id, now: now) }
+        }
         return result
     }
 
