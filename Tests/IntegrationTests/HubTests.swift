@@ -445,13 +445,12 @@ struct HubTests {
         // 24 throwaway identities from six addresses of the loopback network, five tries each
         // address; 200 handshakes in a row first (a stall shows as a handshake timeout).
         let script = """
-            import datetime, json, socket, ssl, sys, time, os, tempfile
+            import datetime, json, socket, ssl, sys, time, os
             from cryptography import x509
             from cryptography.hazmat.primitives import hashes, serialization
             from cryptography.hazmat.primitives.asymmetric import ec
             from cryptography.x509.oid import NameOID
-            port, ca = int(sys.argv[1]), sys.argv[2]
-            work = tempfile.mkdtemp()
+            port, ca, work = int(sys.argv[1]), sys.argv[2], sys.argv[3]
             now = datetime.datetime.now(datetime.timezone.utc)
             contexts = []
             for i in range(30):
@@ -521,7 +520,9 @@ struct HubTests {
             """
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/timeout")
-        process.arguments = ["120", "/usr/bin/python3", "-c", script, String(rig.port), rig.caFile]
+        let strangers = rig.hub.directory + "/strangers"
+        try FileManager.default.createDirectory(atPath: strangers, withIntermediateDirectories: false)
+        process.arguments = ["120", "/usr/bin/python3", "-c", script, String(rig.port), rig.caFile, strangers]
         let input = Pipe(), output = Pipe()
         process.standardInput = input
         process.standardOutput = output

@@ -45,12 +45,15 @@ struct WebEIDBrowserTests {
         let status = try DaemonHarness.run([DaemonHarness.authctlPath, "webeid", "status"], environment: environment)
         #expect(status.stdout.contains("Chromium: \(DaemonHarness.buildDirectory)/authd-webeid (authd)"), "\(status.stdout)")
 
-        // In a session of its own, so that the browser and every process it started go at the end.
+        // In a session of its own, so that the browser and every process it started go at the end;
+        // its temporary files (the singleton's socket) in the test's directory, which goes too.
+        try FileManager.default.createDirectory(atPath: directory + "/tmp", withIntermediateDirectories: false)
         let browser = try ChildProcess.spawn(["/usr/bin/setsid", Self.chromium, "--headless=new", "--no-sandbox", "--user-data-dir=\(home)/.config/chromium",
                                               "--load-extension=\(directory)/extension", "--disable-extensions-except=\(directory)/extension",
                                               "--ignore-certificate-errors", "--no-first-run", "--no-default-browser-check", "--disable-gpu",
                                               "--disable-dev-shm-usage", "about:blank"],
-                                             environment: environment.map { "\($0)=\($1)" }, stdout: .file(directory + "/chromium.log"))
+                                             environment: environment.merging(["TMPDIR": directory + "/tmp"]) { $1 }.map { "\($0)=\($1)" },
+                                             stdout: .file(directory + "/chromium.log"))
         defer {
             kill(-browser, SIGKILL)
             ChildProcess.reap(browser)

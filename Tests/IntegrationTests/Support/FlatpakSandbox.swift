@@ -3,12 +3,13 @@ import Foundation
 /// A command run as bubblewrap runs a Flatpak app, as far as /proc shows it: chrooted into a
 /// tmpfs in a mount namespace of its own, whose root holds a `.flatpak-info` naming `appID`,
 /// with the host's /usr and one host directory (`binding`, e.g. authd's socket's) bound in.
-/// Needs root (or user namespaces), as the tests have in CI; at most 60 s.
+/// Needs root (or user namespaces), as the tests have in CI; at most 60 s. The tmpfs is
+/// mounted on a directory made beside `binding`, which goes when the test's directory does.
 enum FlatpakSandbox {
     static func run(appID: String, binding: String, _ command: [String]) throws -> DaemonHarness.CommandResult {
         let script = """
             set -e
-            root=$(mktemp -d)
+            root=$(mktemp -d "$(dirname "$1")/sandbox.XXXXXX")
             mount -t tmpfs -o size=1m,mode=0755 authd-test "$root"
             mkdir "$root/usr" && mount --bind /usr "$root/usr"
             for link in bin lib lib64 sbin; do if [ -e "/usr/$link" ]; then ln -s "usr/$link" "$root/$link"; fi; done
