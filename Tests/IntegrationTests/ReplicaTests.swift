@@ -229,7 +229,11 @@ struct ReplicaTests {
         for i in 0..<5 { expected.append(try #require(try send("before \(i)")["result"]?["position"]?.integerValue)) }
 
         // A fast shutdown of PostgreSQL while A sends: each send gets a position or an error.
-        let stopper = Thread { try? cluster.stop(mode: "fast") }
+        let stopped = DispatchSemaphore(value: 0)
+        let stopper = Thread {
+            try? cluster.stop(mode: "fast")
+            stopped.signal()
+        }
         stopper.start()
         var refusals: [JSONValue] = []
         for i in 0..<3000 where refusals.count < 3 {
@@ -238,6 +242,9 @@ struct ReplicaTests {
         }
         #expect(!refusals.isEmpty, "the database went away while A was sending")
         #expect(refusals.allSatisfy { $0.errorReason == "hub.unavailable" }, "a clear reason: \(refusals)")
+        // The first refusals come as the server starts to shut down; it is started again once it
+        // is down (`pg_ctl start` beside a server still stopping fails).
+        try #require(stopped.wait(timeout: .now() + 60) == .success, "PostgreSQL stopped within 60 s")
         try cluster.start()
         // Back: the replicas reconnect by themselves.
         let back = Date().addingTimeInterval(20)
