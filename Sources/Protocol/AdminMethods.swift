@@ -16,6 +16,9 @@ public enum AdminStatus: RPCMethod {
         public var connections: Int
         public var openFileDescriptors: Int
         public var residentMemoryBytes: Int64
+        /// Memory mapped for password hashing: Argon2id's 19 MiB for each hash running, each kept
+        /// 2 s for the next hash; absent from a daemon that does not report it.
+        public var passwordHashingBytes: Int64?
         /// Answers written for clients that have not read them yet, over all connections.
         public var unreadOutputBytes: Int64
         /// Bytes of request lines clients have started and not finished, over all connections;
@@ -33,7 +36,7 @@ public enum AdminStatus: RPCMethod {
 
         public init(daemonVersion: String, protocolVersion: Int, mode: String, pid: Int32, startedAt: String,
                     uptimeSeconds: Int64, paths: Paths, connections: Int, openFileDescriptors: Int,
-                    residentMemoryBytes: Int64, unreadOutputBytes: Int64, unfinishedInputBytes: Int64? = nil, keys: [KeyInfo], store: StoreHealth,
+                    residentMemoryBytes: Int64, passwordHashingBytes: Int64? = nil, unreadOutputBytes: Int64, unfinishedInputBytes: Int64? = nil, keys: [KeyInfo], store: StoreHealth,
                     audit: AuditSize? = nil, hub: HubStatus.Result? = nil) {
             self.daemonVersion = daemonVersion
             self.protocolVersion = protocolVersion
@@ -45,6 +48,7 @@ public enum AdminStatus: RPCMethod {
             self.connections = connections
             self.openFileDescriptors = openFileDescriptors
             self.residentMemoryBytes = residentMemoryBytes
+            self.passwordHashingBytes = passwordHashingBytes
             self.unreadOutputBytes = unreadOutputBytes
             self.unfinishedInputBytes = unfinishedInputBytes
             self.keys = keys
@@ -56,7 +60,8 @@ public enum AdminStatus: RPCMethod {
         enum CodingKeys: String, CodingKey {
             case daemonVersion = "daemon_version", protocolVersion = "protocol_version", mode, pid
             case startedAt = "started_at", uptimeSeconds = "uptime_s", paths, connections
-            case openFileDescriptors = "open_fds", residentMemoryBytes = "rss_bytes", unreadOutputBytes = "unread_output_bytes"
+            case openFileDescriptors = "open_fds", residentMemoryBytes = "rss_bytes", passwordHashingBytes = "password_hashing_bytes"
+            case unreadOutputBytes = "unread_output_bytes"
             case unfinishedInputBytes = "unfinished_input_bytes", keys, store, audit, hub
             case accountStore = "account_store"
         }

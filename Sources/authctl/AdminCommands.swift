@@ -17,7 +17,8 @@ extension Command {
         Output.line("state:       \(status.paths.stateDirectory)")
         Output.line("config:      \(status.paths.config)")
         Output.line("master key:  \(status.paths.masterKey)")
-        Output.line("connections: \(status.connections), open fds: \(status.openFileDescriptors), rss: \(status.residentMemoryBytes / 1024) KiB, "
+        Output.line("connections: \(status.connections), open fds: \(status.openFileDescriptors), rss: \(status.residentMemoryBytes / 1024) KiB"
+                    + (status.passwordHashingBytes.map { " (password hashing \($0 / 1024) KiB)" } ?? "") + ", "
                     + "unread answers: \(status.unreadOutputBytes / 1024) KiB"
                     + (status.unfinishedInputBytes.map { ", unfinished lines: \($0 / 1024) KiB" } ?? ""))
         Output.line("store:       integrity \(status.store.integrity), schema \(status.store.schemaVersion), \(status.store.sizeBytes) bytes, journal \(status.store.journalMode)")

@@ -24,7 +24,11 @@ struct MemoryTests {
         try #require(try client.result("admin.status")["rss_bytes"]?.integerValue)
     }
 
-    @Test("Argon2id's 19 MiB per hash goes back to the system within seconds after a burst of sign-ins")
+    private static func hashingBytes(_ client: LineClient) throws -> Int64 {
+        try #require(try client.result("admin.status")["password_hashing_bytes"]?.integerValue)
+    }
+
+    @Test("Argon2id's 19 MiB per hash goes back to the system within seconds after a burst of sign-ins, as admin.status says")
     func argon2MemoryReturned() throws {
         let daemon = try DaemonHarness(config: "[accounts]\nlogins_per_minute = 10000\n")
         try daemon.start()
@@ -35,12 +39,24 @@ struct MemoryTests {
         let idle = try Self.settledRSS(client, below: Int64.max, within: .seconds(4))
         try Self.signIns(daemon, count: 40)
         let afterBurst = try Self.rss(client)
+        let hashingAfterBurst = try Self.hashingBytes(client)
         let settled = try Self.settledRSS(client, below: idle + (5 << 20), within: .seconds(15))
         print("rss idle \(idle >> 10) KiB, right after 40 sign-ins \(afterBurst >> 10) KiB, settled \(settled >> 10) KiB")
         // The burst held at least one 19 MiB block (so the test measures what it claims)...
         #expect(afterBurst - idle > 15 << 20, "RSS grew by only \((afterBurst - idle) >> 10) KiB during the burst")
         // ...and gave it back.
         #expect(settled - idle <= 5 << 20, "RSS stayed \((settled - idle) >> 10) KiB above idle")
+        // admin.status names that memory: whole 19 MiB blocks, one to a worker at most, while
+        // they are kept, and none once they are given back.
+        let block = Int64(19 << 20)
+        #expect(hashingAfterBurst > 0 && hashingAfterBurst % block == 0 && hashingAfterBurst <= 4 * block, "password_hashing_bytes \(hashingAfterBurst)")
+        let deadline = ContinuousClock.now + .seconds(15)
+        var hashing = try Self.hashingBytes(client)
+        while hashing > 0 && ContinuousClock.now < deadline {
+            usleep(100_000)
+            hashing = try Self.hashingBytes(client)
+        }
+        #expect(hashing == 0, "password_hashing_bytes stayed \(hashing)")
     }
 
     /// The RSS once it is below `limit`, or after `within` (then as it is); with no limit, after `within`.

@@ -24,7 +24,7 @@ extension MethodTable {
                              masterKey: services.masterKeySource.description),
                 connections: services.connections.count,
                 openFileDescriptors: Syscalls.openFileDescriptorCount(),
-                residentMemoryBytes: Syscalls.residentMemoryBytes(),
+                residentMemoryBytes: Syscalls.residentMemoryBytes(), passwordHashingBytes: Int64(Argon2Memory.shared.mappedBytes),
                 unreadOutputBytes: Int64(held.output), unfinishedInputBytes: Int64(held.input),
                 keys: services.keys.keys(now: now).map { key in
                     .init(kid: key.kid, alg: key.alg, status: key.kid == current ? "current" : "retired",
