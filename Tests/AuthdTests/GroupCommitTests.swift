@@ -61,6 +61,36 @@ struct GroupCommitTests {
         #expect(!queue.isCommitting && queue.waitingCount == 0)
     }
 
+    @Test("on an event loop, what the jobs of one round submit is committed in one batch, begun once the round has run")
+    func oneBatchPerRound() async throws {
+        let fixture = try TestDirectory()
+        let store = fixture.store
+        let queue = GroupCommit<Int, Int>()
+        let batches = Mutex<[[Int]]>([])
+        let answered = Mutex<[Int]>([])
+        let commit: GroupCommit<Int, Int>.Commit = { _, batch in
+            batches.withLock { $0.append(batch) }
+            return batch.map { .success($0 * 2) }
+        }
+        // Five requests' tasks, started by one job: they all run in the loop's next round, each
+        // computing for 2 ms (as a token is signed) before it submits. Begun at the first
+        // submission, the commit would take that item alone: the store's queue is idle.
+        let request: @Sendable (Int) async throws -> Void = { item in
+            let computed = ContinuousClock.now + .milliseconds(2)
+            while ContinuousClock.now < computed {}
+            let output = try await queue.submit(item, on: store, commit)
+            answered.withLock { $0.append(output) }
+        }
+        let loop = EventLoops.shared.nextLoop()
+        loop.execute {
+            for item in 0..<5 { Task(executorPreference: loop) { try await request(item) } }
+        }
+        #expect(await eventually(seconds: 30) { answered.withLock { $0.count } == 5 })
+        #expect(batches.withLock { $0 } == [[0, 1, 2, 3, 4]])
+        #expect(answered.withLock { $0.sorted() } == [0, 2, 4, 6, 8])
+        #expect(!queue.isCommitting && queue.waitingCount == 0)
+    }
+
     @Test("a batch whose commit fails fails every caller in it, and the next submission commits")
     func failedBatch() async throws {
         let fixture = try TestDirectory()

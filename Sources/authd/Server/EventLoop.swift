@@ -53,9 +53,27 @@ final class EventLoop: @unchecked Sendable {
     /// Whether the caller is on the thread of any event loop: a thread of authd's own that may
     /// run a short blocking call (a read of the store's cached pages), unlike the cooperative
     /// pool's (DESIGN §5).
-    static var isLoopThread: Bool { loopThreads.isSet }
+    static var isLoopThread: Bool { loopThreads.value != nil }
 
+    /// The loop whose thread the caller is on, if any.
+    static var current: EventLoop? {
+        loopThreads.value.map { Unmanaged<EventLoop>.fromOpaque($0).takeUnretainedValue() }
+    }
+
+    /// Each loop thread is marked with its loop (unretained: a loop runs for the process's life).
     private static let loopThreads = Syscalls.ThreadMark()
+
+    /// What runs once the jobs of this round have run (`afterRound`), on the loop's thread.
+    private var roundEnd: [() -> Void] = []
+
+    /// Runs `body` on the loop's thread once every job of the current round has run, before the
+    /// loop looks at its descriptors again: the round's requests have then all got as far as they
+    /// can go without waiting, and what they wait for can be started once for all of them (the
+    /// group commit of their audit records). Called on the loop's thread.
+    func afterRound(_ body: @escaping () -> Void) {
+        precondition(isCurrent, "afterRound on the loop's thread")
+        roundEnd.append(body)
+    }
 
     /// Runs `job` on the loop's thread, after the jobs handed to it before.
     func execute(_ job: @escaping @Sendable () -> Void) {
@@ -129,7 +147,7 @@ final class EventLoop: @unchecked Sendable {
 
     private func run() {
         thread.store(Syscalls.currentThread(), ordering: .releasing)
-        Self.loopThreads.set()
+        Self.loopThreads.set(Unmanaged.passUnretained(self).toOpaque())
         // One buffer for the loop's life (an array passed inout would be copied, and leak,
         // on each call of the loop's hottest line).
         let events = UnsafeMutableBufferPointer<epoll_event>.allocate(capacity: 128)
@@ -169,6 +187,11 @@ final class EventLoop: @unchecked Sendable {
         for turn in turns {
             turn()
             runHandedOver()
+        }
+        while !roundEnd.isEmpty {
+            let ending = roundEnd
+            roundEnd = []
+            for body in ending { body() }
         }
     }
 

@@ -3,9 +3,12 @@ import Synchronization
 /// Writes that must be committed before their callers hear back, gathered into one transaction
 /// per batch (group commit, the way PostgreSQL's WAL writer gathers commits): what arrives while
 /// a commit runs waits for the next one, which takes it all, at most `mostPerCommit` at a time.
-/// The batches run on the store's first connection (`Store.perform`), outside any task, one
-/// after another in arrival order. Each caller is answered once its batch has committed, never
-/// before; a batch whose commit fails fails each of its callers.
+/// A write submitted on an event loop starts no commit before the loop's round of jobs has run
+/// (`EventLoop.afterRound`): the other requests of that round, each about to submit its own,
+/// join the same batch rather than each waking the store for a commit of one. Nothing waits for a
+/// clock. The batches run on the store's first connection (`Store.perform`), outside any task,
+/// one after another in arrival order. Each caller is answered once its batch has committed,
+/// never before; a batch whose commit fails fails each of its callers.
 ///
 /// The audit log's records and the sync log's appends go through one of these each.
 final class GroupCommit<Item: Sendable, Output: Sendable>: Sendable {
@@ -18,6 +21,8 @@ final class GroupCommit<Item: Sendable, Output: Sendable>: Sendable {
     private struct State {
         var waiting: [Waiting] = []
         var committing = false
+        /// A loop will start the commit at the end of its round.
+        var startAfterRound = false
     }
 
     let mostPerCommit: Int
@@ -37,12 +42,27 @@ final class GroupCommit<Item: Sendable, Output: Sendable>: Sendable {
     /// run of batches with its own.
     func submit(_ item: Item, on store: Store, _ commit: @escaping Commit) async throws -> Output {
         try await withCheckedThrowingContinuation { continuation in
+            let loop = EventLoop.current
             let start = state.withLock { state -> Bool in
                 state.waiting.append((item, continuation))
-                defer { state.committing = true }
-                return !state.committing
+                guard !state.committing && !state.startAfterRound else { return false }
+                if loop != nil { state.startAfterRound = true } else { state.committing = true }
+                return true
             }
-            if start { store.perform { [self] connection in commitWaiting(on: connection, commit) } }
+            guard start else { return }
+            if let loop {
+                loop.afterRound { [self] in
+                    let start = state.withLock { state -> Bool in
+                        state.startAfterRound = false
+                        guard !state.committing else { return false }
+                        state.committing = true
+                        return true
+                    }
+                    if start { store.perform { [self] connection in commitWaiting(on: connection, commit) } }
+                }
+            } else {
+                store.perform { [self] connection in commitWaiting(on: connection, commit) }
+            }
         }
     }
 

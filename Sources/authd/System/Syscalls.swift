@@ -646,7 +646,7 @@ extension Syscalls {
     /// The calling thread's identity. The corresponding C function is `pthread_self`.
     static func currentThread() -> UInt { UInt(pthread_self()) }
 
-    /// A mark that each thread has or not, unmarked until the thread marks itself
+    /// A value that each thread has or not, none until the thread marks itself with one
     /// (`pthread_key_create`, `pthread_setspecific`).
     struct ThreadMark: Sendable {
         private let key: pthread_key_t
@@ -657,11 +657,11 @@ extension Syscalls {
             self.key = key
         }
 
-        /// Marks the calling thread.
-        func set() { pthread_setspecific(key, UnsafeRawPointer(bitPattern: 1)) }
+        /// Marks the calling thread with `value` (not nil).
+        func set(_ value: UnsafeRawPointer) { pthread_setspecific(key, value) }
 
-        /// Whether the calling thread is marked.
-        var isSet: Bool { pthread_getspecific(key) != nil }
+        /// What the calling thread was marked with; nil when it was not.
+        var value: UnsafeRawPointer? { pthread_getspecific(key).map { UnsafeRawPointer($0) } }
     }
 }
 
