@@ -50,18 +50,16 @@ final class GroupCommit<Item: Sendable, Output: Sendable>: Sendable {
                 return true
             }
             guard start else { return }
-            if let loop {
-                loop.afterRound { [self] in
-                    let start = state.withLock { state -> Bool in
-                        state.startAfterRound = false
-                        guard !state.committing else { return false }
-                        state.committing = true
-                        return true
-                    }
-                    if start { store.perform { [self] connection in commitWaiting(on: connection, commit) } }
+            let commitAll = { store.perform { [self] connection in commitWaiting(on: connection, commit) } }
+            guard let loop else { return commitAll() }
+            loop.afterRound { [self] in
+                let start = state.withLock { state -> Bool in
+                    state.startAfterRound = false
+                    guard !state.committing else { return false }
+                    state.committing = true
+                    return true
                 }
-            } else {
-                store.perform { [self] connection in commitWaiting(on: connection, commit) }
+                if start { commitAll() }
             }
         }
     }
