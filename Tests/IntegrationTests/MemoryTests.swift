@@ -36,11 +36,11 @@ struct MemoryTests {
         _ = try LoginTests.register(daemon, client, phone: "+37251234567", password: Self.password)
         try Self.signIns(daemon, count: 8)  // warm: sessions table, statement caches, threads
         // Idle: once the warm-up's blocks have been idle long enough to go back (2 s).
-        let idle = try Self.settledRSS(client, below: Int64.max, within: .seconds(4))
+        let idle = try Self.settled({ try Self.rss(client) }, below: Int64.max, within: .seconds(4))
         try Self.signIns(daemon, count: 40)
         let afterBurst = try Self.rss(client)
         let hashingAfterBurst = try Self.hashingBytes(client)
-        let settled = try Self.settledRSS(client, below: idle + (5 << 20), within: .seconds(15))
+        let settled = try Self.settled({ try Self.rss(client) }, below: idle + (5 << 20), within: .seconds(15))
         print("rss idle \(idle >> 10) KiB, right after 40 sign-ins \(afterBurst >> 10) KiB, settled \(settled >> 10) KiB")
         // The burst held at least one 19 MiB block (so the test measures what it claims)...
         #expect(afterBurst - idle > 15 << 20, "RSS grew by only \((afterBurst - idle) >> 10) KiB during the burst")
@@ -50,22 +50,18 @@ struct MemoryTests {
         // they are kept, and none once they are given back.
         let block = Int64(19 << 20)
         #expect(hashingAfterBurst > 0 && hashingAfterBurst % block == 0 && hashingAfterBurst <= 4 * block, "password_hashing_bytes \(hashingAfterBurst)")
-        let deadline = ContinuousClock.now + .seconds(15)
-        var hashing = try Self.hashingBytes(client)
-        while hashing > 0 && ContinuousClock.now < deadline {
-            usleep(100_000)
-            hashing = try Self.hashingBytes(client)
-        }
+        let hashing = try Self.settled({ try Self.hashingBytes(client) }, below: 0, within: .seconds(15))
         #expect(hashing == 0, "password_hashing_bytes stayed \(hashing)")
     }
 
-    /// The RSS once it is below `limit`, or after `within` (then as it is); with no limit, after `within`.
-    private static func settledRSS(_ client: LineClient, below limit: Int64, within: Duration) throws -> Int64 {
+    /// What `read` reads once it is at most `limit`, or after `within` (then as it is); with no
+    /// limit, after `within`.
+    private static func settled(_ read: () throws -> Int64, below limit: Int64, within: Duration) throws -> Int64 {
         let deadline = ContinuousClock.now + within
-        var reading = try rss(client)
+        var reading = try read()
         while (limit == Int64.max || reading > limit) && ContinuousClock.now < deadline {
             usleep(100_000)
-            reading = try rss(client)
+            reading = try read()
         }
         return reading
     }
