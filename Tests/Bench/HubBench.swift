@@ -170,11 +170,20 @@ func forwardingOnlyFigures() throws {
 }
 
 /// `authd-bench BIN scale`: 1,000 light devices of 500 accounts on one hub, alone.
+/// `--accounts N`: N accounts instead, and sends in proportion: the same work on a smaller
+/// scale, for a hub under a profiler (`make link-order`).
 func scaleOnlyFigures() throws {
+    var accounts = 500
+    if let flag = CommandLine.arguments.firstIndex(of: "--accounts") {
+        guard flag + 1 < CommandLine.arguments.count, let count = Int(CommandLine.arguments[flag + 1]), (1...500).contains(count) else {
+            throw BenchError(description: "--accounts takes a number of accounts from 1 to 500")
+        }
+        accounts = count
+    }
     let (hub, hubClient, port, pki) = try benchHub()
     defer { try? FileManager.default.removeItem(atPath: pki.directory) }
     defer { hub.stop() }
-    try syncFiguresAtScale(hub: hub, hubClient: hubClient, port: port, pki: pki)
+    try syncFiguresAtScale(hub: hub, hubClient: hubClient, port: port, pki: pki, label: "sync at \(grouped(2 * accounts)) devices", accounts: accounts)
 }
 
 func hubFigures() throws {
@@ -594,8 +603,7 @@ private func spooledCodes(in spool: String, to phones: [String]) throws -> [Stri
 /// `receivers`: the port the B devices link to (another replica of the same database); the A
 /// devices, the registrations and the hub's figures are at `hub`. `label` starts each row.
 func syncFiguresAtScale(hub: Daemon, hubClient: Client, port: UInt16, pki: BenchPKI, receivers: UInt16? = nil,
-                        label: String = "sync at 1,000 devices") throws {
-    let accounts = 500
+                        label: String = "sync at 1,000 devices", accounts: Int = 500) throws {
     let password = "bench passphrase long enough"
     let phones = (0..<accounts).map { "+3725000\(1000 + $0)" }
     let setupStarted = ContinuousClock.now
@@ -644,7 +652,7 @@ func syncFiguresAtScale(hub: Daemon, hubClient: Client, port: UInt16, pki: Bench
         }.start()
     }
     for _ in 0..<workers {
-        guard finished.wait(timeout: .now() + .seconds(120)) == .success else { throw BenchError(description: "registering 500 accounts took over 120 s") }
+        guard finished.wait(timeout: .now() + .seconds(120)) == .success else { throw BenchError(description: "registering \(accounts) accounts took over 120 s") }
     }
     if let failed = failure.withLock({ $0 }) { throw BenchError(description: "registration: \(failed)") }
 
@@ -759,24 +767,24 @@ func syncFiguresAtScale(hub: Daemon, hubClient: Client, port: UInt16, pki: Bench
         // One send in flight: the hub commits ~150–200 events a second here, so even four in
         // flight would queue at the hub and time the queue, not commit → delivery.
         _ = try sends(accounts, window: 1, first: first, encrypted: encrypted)  // warm-up: every account once
-        let latency = try sends(2000, window: 1, first: first + accounts, encrypted: encrypted)
-        row("\(label): sent on A → at B", String(format: "p50 %.2f ms, p99 %.2f ms, %@ (target p99 ≤ 50 ms; 2,000 sends over 500 accounts, 1 in flight)",
-                                                              percentile(latency.latencies, 0.5), percentile(latency.latencies, 0.99), mode))
+        let (latencyTotal, flowTotal) = (4 * accounts, 6 * accounts)  // 2,000 and 3,000 at 500 accounts
+        let latency = try sends(latencyTotal, window: 1, first: first + accounts, encrypted: encrypted)
+        row("\(label): sent on A → at B", String(format: "p50 %.2f ms, p99 %.2f ms, %@ (target p99 ≤ 50 ms; %@ sends over %d accounts, 1 in flight)",
+                                                              percentile(latency.latencies, 0.5), percentile(latency.latencies, 0.99), mode, grouped(latencyTotal), accounts))
         // The CPU both sides used says whose limit the rate is (the two share this machine's cores).
-        let flowTotal = 3000
         let (hubBefore, benchBefore, flowStarted) = (cpuSeconds(of: hub.process.processIdentifier), cpuSeconds(of: getpid()), ContinuousClock.now)
-        let flow = try sends(flowTotal, window: 64, first: first + accounts + 2000, encrypted: encrypted)
+        let flow = try sends(flowTotal, window: 64, first: first + accounts + latencyTotal, encrypted: encrypted)
         let flowSeconds = (ContinuousClock.now - flowStarted).milliseconds / 1000
         let (hubCPU, benchCPU) = ((cpuSeconds(of: hub.process.processIdentifier) - hubBefore) / flowSeconds, (cpuSeconds(of: getpid()) - benchBefore) / flowSeconds)
         row("\(label): events/s" + (receivers == nil ? " through one hub" : ""), String(format: "%.0f/s, %@ (%d events, 64 in flight; %d of %d deliveries incl. the senders' machines; "
                                                                        + "CPU: hub %.0f%%, bench %.0f%% of a core)",
                                                                        Double(flowTotal) / flow.elapsed.milliseconds * 1000, mode, flowTotal, flow.deliveries, 2 * flowTotal,
                                                                        hubCPU * 100, benchCPU * 100))
-        first += accounts + 2000 + flowTotal
+        first += accounts + latencyTotal + flowTotal
     }
     let status = String(decoding: try hubClient.call("hub.status"), as: UTF8.self)
     let connected = status.firstMatch(of: /"devices_connected":([0-9]+)/).flatMap { Int($0.output.1) } ?? 0
-    row(receivers == nil ? "hub RSS with 1,000 signed-in light devices" : "\(label): first replica's RSS", String(format: "%.1f MB, %.1f MB after the sends (%d device connections)",
+    row(receivers == nil ? "hub RSS with \(grouped(2 * accounts)) signed-in light devices" : "\(label): first replica's RSS", String(format: "%.1f MB, %.1f MB after the sends (%d device connections)",
                                                              Double(signedInBytes) / 1e6, Double(hub.residentBytes) / 1e6, connected))
     if receivers == nil, let rss = signedInRollup["Rss"], let anonymous = signedInRollup["Anonymous"] {
         // Where the first figure's memory is: the daemon's own (of it, the Argon2id workers'
@@ -784,5 +792,5 @@ func syncFiguresAtScale(hub: Daemon, hubClient: Client, port: UInt16, pki: Bench
         row("  of the first: anonymous, file-backed", String(format: "%.1f MB (password hashing %.1f MB), %.1f MB (target ≤ 100 MB in all)",
                                                              Double(anonymous) / 1e6, signedInHashing / 1e6, Double(rss - anonymous) / 1e6))
     }
-    row("  (setup: 500 accounts, 1,000 sign-ins; in all)", String(format: "%.0f s; %.0f s", setup, (ContinuousClock.now - setupStarted).milliseconds / 1000))
+    row("  (setup: \(accounts) accounts, \(grouped(2 * accounts)) sign-ins; in all)", String(format: "%.0f s; %.0f s", setup, (ContinuousClock.now - setupStarted).milliseconds / 1000))
 }

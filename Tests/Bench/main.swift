@@ -341,6 +341,13 @@ func figuresInChild(_ name: String) throws {
     guard child.terminationStatus == 0 else { throw BenchError(description: "the \(name) figures failed") }
 }
 
+/// 1000 as "1,000", as the rows write their counts.
+func grouped(_ count: Int) -> String {
+    guard count >= 1000 else { return String(count) }
+    let rest = String(count % 1000)
+    return grouped(count / 1000) + "," + String(repeating: "0", count: 3 - rest.count) + rest
+}
+
 func row(_ name: String, _ value: String) { print(name.padding(toLength: 52, withPad: " ", startingAt: 0) + value) }
 
 do {
