@@ -26,7 +26,7 @@ RUN_BIN         ?=
 # How long `make run` waits for authd to answer and the virtual card to be in its reader.
 RUN_WAIT        ?= 60
 
-.PHONY: all deps build release run run-hub test bench fuzz install uninstall clean check-toolchain
+.PHONY: all deps build release run run-hub test bench link-order fuzz install uninstall clean check-toolchain
 
 all: build
 
@@ -255,6 +255,16 @@ fuzz: deps check-toolchain
 bench: release
 	$(SWIFT) build -c release --product authd-bench $(BUILD_FLAGS)
 	$$($(SWIFT) build -c release --show-bin-path)/authd-bench $$($(SWIFT) build -c release --show-bin-path)
+
+# The order of authd's functions in a release build (Sources/authd/link-order.txt), from a hub
+# profiled under callgrind: run it after changes to the hub's paths, then `make bench`.
+link-order: release
+	@$(MAKE) --no-print-directory deps DEBIAN_PACKAGES="$(DEBIAN_PACKAGES) valgrind binutils"
+	$(SWIFT) build -c release --product authd-bench $(BUILD_FLAGS)
+	python3 Tests/Bench/link-order.py $$($(SWIFT) build -c release --show-bin-path) Sources/authd/link-order.txt
+	@# SwiftPM does not know the link reads the list: it relinks when the old binary is gone.
+	rm -f $$($(SWIFT) build -c release --show-bin-path)/authd
+	$(SWIFT) build -c release --product authd $(BUILD_FLAGS)
 
 install: release
 	$(eval BIN := $(shell $(SWIFT) build -c release --show-bin-path))

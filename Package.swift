@@ -4,6 +4,12 @@
 // system C libraries, each behind one module-map target (DESIGN.md §1).
 import PackageDescription
 
+// Release builds put each function of authd's own code in a section of its own, as most of the
+// static Swift runtime and Foundation already are: the linker then drops what nothing calls,
+// keeps one copy of each helper several files emit, and lays functions out as the authd target
+// below says.
+let functionSections: [SwiftSetting] = [.unsafeFlags(["-Xfrontend", "-function-sections"], .when(configuration: .release))]
+
 let package = Package(
     name: "authd",
     platforms: [.macOS(.v15)],
@@ -53,42 +59,52 @@ let package = Package(
         .target(name: "CLinux"),
 
         // Wire types shared by authd, authctl and any Swift client. No I/O, no C.
-        .target(name: "Protocol"),
+        .target(name: "Protocol", swiftSettings: functionSections),
 
         // The client side of the socket, for authctl, the tests, the bench and pam_authd:
         // a line connection and a JSON-RPC client on it. FoundationEssentials and Glibc only, so
         // a PAM module linking it stays small.
-        .target(name: "AuthdClient", dependencies: ["Protocol", "CLinux"]),
+        .target(name: "AuthdClient", dependencies: ["Protocol", "CLinux"], swiftSettings: functionSections),
 
         // libcrypto behind Swift types (random, digests, HKDF, AES-GCM, EC keys, X.509 reading and
         // issuing), shared by the daemon, the virtual card and SmartCard (PACE's MAC check). The
         // only code that calls libcrypto, apart from the buffers libeac's own API is written in;
         // and libssl's TLS 1.3 for the hub link (TLS.swift, the only file that calls SSL_*).
-        .target(name: "OpenSSLCrypto", dependencies: ["COpenSSL", "CSSL"]),
+        .target(name: "OpenSSLCrypto", dependencies: ["COpenSSL", "CSSL"], swiftSettings: functionSections),
 
         // ISO 7816 APDUs and TLV, the Estonian ID card's command table, and PACE with secure
         // messaging over OpenPACE (whose API speaks OpenSSL's BUF_MEM, reached through CEAC):
         // shared by the daemon and the virtual card. No I/O.
-        .target(name: "SmartCard", dependencies: ["CEAC", "OpenSSLCrypto"]),
+        .target(name: "SmartCard", dependencies: ["CEAC", "OpenSSLCrypto"], swiftSettings: functionSections),
         // The JOSE profile of end-to-end encrypted sync (JWE ECDH-ES+A256KW/A256GCM, signed
         // envelopes, published device keys), on OpenSSLCrypto: authd's, and the bench's light devices'.
-        .target(name: "JOSE", dependencies: ["Protocol", "OpenSSLCrypto"]),
+        .target(name: "JOSE", dependencies: ["Protocol", "OpenSSLCrypto"], swiftSettings: functionSections),
 
         .executableTarget(
             name: "authd",
             dependencies: ["Protocol", "AuthdClient", "SmartCard", "OpenSSLCrypto", "JOSE", "CSQLite", "CSystemd", "CLinux", "CArgon2", "CPhoneNumberAPI", "CPCSC", "CCBOR", "CPSL", "CPostgreSQL"],
+            exclude: ["link-order.txt", "link-layout.ld"],
+            swiftSettings: functionSections,
             // A release build carries its Swift runtime and Foundation inside, as the PAM module
             // does: the daemon maps about 3 MB fewer library pages at rest (`make bench`, idle
             // RSS) and calls the runtime without going through the dynamic linker's tables. It is
             // linked by the toolchain's lld, which packs its 51,000 relative relocations into
             // 10 KB (DT_RELR, glibc 2.36) rather than 1.2 MB the loader reads at every start, and
             // it exports no symbols (nothing looks any up; the 8,000 exports were 0.4 MB more).
+            // The functions a hub runs come first, in link-order.txt's order (`make link-order`
+            // writes it from a profile; link-layout.ld adds the ones without a name): the kernel
+            // maps code in 64 KiB steps around each page that runs, so the resident code is then
+            // closer to the size of the code that runs. A function the list lacks is laid out as
+            // before.
             linkerSettings: [
                 .linkedLibrary("_FoundationCollections", .when(configuration: .release)),
                 .linkedLibrary("_FoundationCShims", .when(configuration: .release)),
                 .linkedLibrary("swiftSynchronization", .when(configuration: .release)),
                 .unsafeFlags(["-static-stdlib", "-use-ld=lld", "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs",
-                              "-Xlinker", "--no-export-dynamic"], .when(configuration: .release)),
+                              "-Xlinker", "--no-export-dynamic",
+                              "-Xlinker", "--symbol-ordering-file=\(Context.packageDirectory)/Sources/authd/link-order.txt",
+                              "-Xlinker", "--no-warn-symbol-ordering",
+                              "-Xlinker", "-T", "-Xlinker", "\(Context.packageDirectory)/Sources/authd/link-layout.ld"], .when(configuration: .release)),
             ]
         ),
         // The PAM module: a client of the system authd like authctl, on the same client library.
@@ -145,7 +161,8 @@ let package = Package(
         .testTarget(name: "IntegrationTests", dependencies: ["Protocol", "AuthdClient", "CLinux"], exclude: ["Python", "Hosts"]),
 
         // `make bench`: drives a release build of the real daemon over its socket.
-        .executableTarget(name: "authd-bench", dependencies: ["Protocol", "AuthdClient", "CLinux", "CArgon2", "CPCSC", "OpenSSLCrypto", "JOSE"], path: "Tests/Bench"),
+        .executableTarget(name: "authd-bench", dependencies: ["Protocol", "AuthdClient", "CLinux", "CArgon2", "CPCSC", "OpenSSLCrypto", "JOSE"], path: "Tests/Bench",
+                          exclude: ["link-order.py"]),
     ],
     swiftLanguageModes: [.v6]
 )
