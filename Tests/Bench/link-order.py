@@ -66,10 +66,11 @@ def main():
     try:
         run = os.path.join(work, 'bin')
         os.mkdir(run)
-        for name in os.listdir(bin_dir):
-            if name.startswith(('authd', 'authctl')) and os.path.isfile(os.path.join(bin_dir, name)) and os.access(os.path.join(bin_dir, name), os.X_OK) \
-                    or name.endswith('.so'):
-                shutil.copy2(os.path.join(bin_dir, name), run)
+        for name in os.listdir(bin_dir):  # the programs and libraries, not the build's objects
+            path = os.path.join(bin_dir, name)
+            program = name.startswith(('authd', 'authctl')) and os.path.isfile(path) and os.access(path, os.X_OK)
+            if program or name.endswith('.so'):
+                shutil.copy2(path, run)
         # valgrind cannot read the DWARF lld writes; the symbol table is all this needs.
         subprocess.run(['strip', '--strip-debug', '-o', os.path.join(run, 'authd.profiled'), os.path.join(bin_dir, 'authd')], check=True)
         wrapper = os.path.join(run, 'authd')
