@@ -73,7 +73,8 @@ actor AuditLog {
     nonisolated func record(_ entry: Entry) async throws -> AuditRecord {
         try await queued.submit((entry, now()), on: store) { [self] connection, batch in
             let records = try connection.transaction(durability: .relaxed) { database in
-                try batch.map { entry, time in try Self.insert(entry, at: time, into: database) }
+                let first = try Self.nextID(in: database)
+                return try batch.enumerated().map { offset, item in try Self.insert(item.0, id: first + Int64(offset), at: item.1, into: database) }
             }
             // Followers see a record in commit order, no later than its writer's answer.
             publish(records)
@@ -81,24 +82,34 @@ actor AuditLog {
         }
     }
 
-    /// Inserts one record in the transaction running on `database`, as committed at `time`
-    /// (whole milliseconds, so a followed record and the same record read back are identical).
-    /// Its id is the next after the newest record's, or after `floor` (what a purge deleted up
-    /// to): ids run without a gap on both engines, which a PostgreSQL sequence would not promise
-    /// (a rolled-back transaction consumes its values), and concurrent writers on several hub
-    /// replicas are serialized by the transaction, as on SQLite's one writer.
+    /// Inserts one record in the transaction running on `database`, as committed at `time`,
+    /// with the next id (`nextID`).
     static func insert(_ entry: Entry, at time: Date, into database: Database, after floor: Int64 = 0) throws -> AuditRecord {
+        try insert(entry, id: try nextID(in: database, after: floor), at: time, into: database)
+    }
+
+    /// The id the next record takes in the transaction running on `database`: the one after the
+    /// newest record's, or after `floor` (what a purge deleted up to). Ids run without a gap on
+    /// both engines, which a PostgreSQL sequence would not promise (a rolled-back transaction
+    /// consumes its values), and concurrent writers on several hub replicas are serialized by
+    /// the transaction, as on SQLite's one writer. A batch reads it once and numbers its
+    /// records on from it.
+    static func nextID(in database: Database, after floor: Int64 = 0) throws -> Int64 {
+        try database.queryOne("SELECT \(database.dialect.greatest)(coalesce(max(id), 0), ?) + 1 FROM audit", [.integer(floor)]) { $0.int64(0) }
+            ?? floor + 1
+    }
+
+    /// Inserts one record as `id` (whole milliseconds of `time`, so a followed record and the
+    /// same record read back are identical).
+    private static func insert(_ entry: Entry, id: Int64, at time: Date, into database: Database) throws -> AuditRecord {
         let milliseconds = Int64((time.timeIntervalSince1970 * 1000).rounded())
         let detail = String(decoding: (try? WireCodec.encodeJSON(entry.detail)) ?? Data("{}".utf8), as: UTF8.self)
-        let id = try database.queryOne(
-            """
-            INSERT INTO audit (id, at_ms, uid, pid, exe, method, outcome, reason, detail)
-            VALUES ((SELECT \(database.dialect.greatest)(coalesce(max(id), 0), ?) + 1 FROM audit), ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id
-            """, [
-                .integer(floor), .integer(milliseconds), .integer(Int64(entry.caller.audited.uid)), .integer(Int64(entry.caller.audited.pid)),
+        try database.execute(
+            "INSERT INTO audit (id, at_ms, uid, pid, exe, method, outcome, reason, detail) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", [
+                .integer(id), .integer(milliseconds), .integer(Int64(entry.caller.audited.uid)), .integer(Int64(entry.caller.audited.pid)),
                 entry.caller.audited.exe.map { .text($0) } ?? .null, .text(entry.method), .text(entry.outcome.rawValue),
                 entry.reason.map { .text($0.rawValue) } ?? .null, .text(detail),
-            ]) { $0.int64(0) } ?? 0
+            ])
         return AuditRecord(
             id: id, time: Timestamp.rfc3339(epochMilliseconds: milliseconds),
             caller: entry.caller.audited, method: entry.method, outcome: entry.outcome.rawValue, reason: entry.reason?.rawValue,
