@@ -204,3 +204,55 @@ struct CallbackTests {
         #expect(sum.load(ordering: .relaxed) == (0..<200_000).reduce(0) { $0 + $1 % 3 })
     }
 }
+
+/// `runHereIfIdle`: an executor with nothing to do lends its isolation to the calling thread.
+@Suite("Running an idle executor's work on the caller's thread")
+struct ExecutorLendingTests {
+    actor Owner {
+        let executor = BlockingExecutor(label: "authd.test.lending")
+        nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
+        var log: [String] = []
+        func append(_ entry: String) { log.append(entry) }
+    }
+
+    @Test("an idle executor runs the work on the caller's thread, isolated; work handed to it meanwhile runs after, in order")
+    func lendsWhenIdle() async throws {
+        let owner = Owner()
+        let caller = Syscalls.currentThread()
+        let ranOn = Mutex<UInt>(0)
+        let lent = owner.executor.runHereIfIdle {
+            ranOn.withLock { $0 = Syscalls.currentThread() }
+            owner.assumeIsolated { $0.log.append("here") }
+            // Handed over while lent: it waits for the work here to end.
+            owner.executor.run { owner.assumeIsolated { $0.log.append("after, 1") } }
+            owner.executor.run { owner.assumeIsolated { $0.log.append("after, 2") } }
+            Syscalls.sleep(milliseconds: 20)
+            owner.assumeIsolated { $0.log.append("here, still") }
+        }
+        #expect(lent)
+        #expect(ranOn.withLock { $0 } == caller)
+        #expect(await eventually(seconds: 30) { owner.executor.runHereIfIdle {} })
+        #expect(await owner.log == ["here", "here, still", "after, 1", "after, 2"])
+    }
+
+    @Test("a busy executor lends nothing: the work does not run")
+    func refusesWhenBusy() async throws {
+        let owner = Owner()
+        let release = CancelFlag(), holding = CancelFlag()
+        owner.executor.run {
+            holding.set()
+            _ = BlockingExecutorTests.block(until: release)
+        }
+        #expect(BlockingExecutorTests.block(until: holding, seconds: 30))
+        let ran = Mutex(false)
+        #expect(!owner.executor.runHereIfIdle { ran.withLock { $0 = true } })
+        // Nor while it is lent to another thread.
+        release.set()
+        #expect(await eventually(seconds: 30) { owner.executor.runHereIfIdle {} })
+        let inner = owner.executor.runHereIfIdle {
+            #expect(!owner.executor.runHereIfIdle { ran.withLock { $0 = true } })
+        }
+        #expect(inner)
+        #expect(!ran.withLock { $0 })
+    }
+}

@@ -97,6 +97,43 @@ struct GroupCommitTests {
         #expect(await Self.settles(queue))
     }
 
+    @Test("a queue that commits on the loop does so on the loop's thread while the store is idle, and on the store's queue while it is busy")
+    func commitsOnLoop() async throws {
+        let fixture = try TestDirectory()
+        let store = fixture.store
+        let queue = GroupCommit<Int, Int>(commitsOnLoop: true)
+        let batches = Mutex<[(items: [Int], onLoop: Bool)]>([])
+        let commit: GroupCommit<Int, Int>.Commit = { _, batch in
+            batches.withLock { $0.append((batch, EventLoop.isLoopThread)) }
+            return batch.map { .success($0 + 100) }
+        }
+        let loop = EventLoops.shared.nextLoop()
+        let answered = Mutex<[Int]>([])
+        let request: @Sendable (Int) async throws -> Void = { item in
+            let output = try await queue.submit(item, on: store, commit)
+            answered.withLock { $0.append(output) }
+        }
+        let submit: @Sendable (Range<Int>) -> Void = { items in
+            loop.execute {
+                for item in items { Task(executorPreference: loop) { try await request(item) } }
+            }
+        }
+        submit(0..<3)
+        #expect(await eventually(seconds: 30) { answered.withLock { $0.count } == 3 })
+        // The store's queue busy: the loop does not wait for it, the queue commits afterwards.
+        let release = Self.hold(store)
+        submit(3..<5)
+        #expect(await eventually(seconds: 30) { queue.waitingCount == 2 })
+        #expect(answered.withLock { $0.count } == 3, "nothing is answered before its commit")
+        release.signal()
+        #expect(await eventually(seconds: 30) { answered.withLock { $0.count } == 5 })
+        #expect(answered.withLock { $0.sorted() } == Array(100..<105))
+        let seen = batches.withLock { $0 }
+        #expect(seen.map(\.items) == [[0, 1, 2], [3, 4]])
+        #expect(seen.map(\.onLoop) == [true, false])
+        #expect(await Self.settles(queue))
+    }
+
     @Test("a batch whose commit fails fails every caller in it, and the next submission commits")
     func failedBatch() async throws {
         let fixture = try TestDirectory()

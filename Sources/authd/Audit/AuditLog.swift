@@ -33,7 +33,7 @@ actor AuditLog {
     /// Records waiting for the next group commit: the entry and when it was made. Not actor
     /// state: a writer hands its record over without hopping onto this actor, and the commit
     /// runs on the store's own queue, so a token's record costs one hop there and one back.
-    private nonisolated let queued = GroupCommit<(Entry, Date), AuditRecord>()
+    private nonisolated let queued = GroupCommit<(Entry, Date), AuditRecord>(commitsOnLoop: true)
 
     /// The followers, and how much was written since the bounds were last enforced. Under a
     /// lock too: a commit hands its records to the followers where it ran, on the store's queue,

@@ -199,11 +199,14 @@ final class Connection: StreamingConnection, @unchecked Sendable {
         dispatcher.tracker.begin()
         requests[key] = Task(executorPreference: loop) { [self] in
             let response = await dispatcher.respond(to: request, environment: environment)
-            loop.execute { [self] in
+            let finish: @Sendable () -> Void = { [self] in
                 dispatcher.tracker.end()
                 requests.removeValue(forKey: key)
                 perform(machine.requestFinished(key: key, line: response.line, accepted: response.succeeded))
             }
+            // The task ends on the loop (its executor preference) unless it was last somewhere
+            // else: the answer is then written at once, in the round that computed it.
+            if loop.isCurrent { finish() } else { loop.execute(finish) }
         }
     }
 

@@ -188,6 +188,14 @@ final class EventLoop: @unchecked Sendable {
             turn()
             runHandedOver()
         }
+        endRound()
+        // What the round's end handed over (the callers a commit there answered) runs now, so
+        // their answers leave before the loop looks at its descriptors again.
+        runHandedOver()
+        endRound()
+    }
+
+    private func endRound() {
         while !roundEnd.isEmpty {
             let ending = roundEnd
             roundEnd = []

@@ -7,7 +7,8 @@ import Synchronization
 /// (`EventLoop.afterRound`): the other requests of that round, each about to submit its own,
 /// join the same batch rather than each waking the store for a commit of one. Nothing waits for a
 /// clock. The batches run on the store's first connection (`Store.perform`), outside any task,
-/// one after another in arrival order. Each caller is answered once its batch has committed,
+/// one after another in arrival order; a queue that `commitsOnLoop` runs them on the loop that
+/// ends its round, when that connection is idle. Each caller is answered once its batch has committed,
 /// never before; a batch whose commit fails fails each of its callers.
 ///
 /// The audit log's records and the sync log's appends go through one of these each.
@@ -26,11 +27,21 @@ final class GroupCommit<Item: Sendable, Output: Sendable>: Sendable {
     }
 
     let mostPerCommit: Int
+    /// Whether a commit begun at the end of a loop's round runs right there, on the loop's
+    /// thread, when the store's connection is idle (`Store.performHere`), as a server whose event
+    /// loops write their own commits does: no wake-up of the store's thread, and none of the loop
+    /// when its callers are answered. Only for commits that never wait for the disk
+    /// (`Durability.relaxed`). The loop runs at most `mostBatchesOnLoop` batches (what other
+    /// loops submit meanwhile joins them) and hands what waits after them to the store's queue,
+    /// so its own connections wait for no more than that.
+    let commitsOnLoop: Bool
+    static var mostBatchesOnLoop: Int { 16 }
     private let state = Mutex(State())
 
-    init(mostPerCommit: Int = .max) {
+    init(mostPerCommit: Int = .max, commitsOnLoop: Bool = false) {
         precondition(mostPerCommit > 0)
         self.mostPerCommit = mostPerCommit
+        self.commitsOnLoop = commitsOnLoop
     }
 
     /// How many items wait for a commit, and whether one is under way (tests).
@@ -50,7 +61,7 @@ final class GroupCommit<Item: Sendable, Output: Sendable>: Sendable {
                 return true
             }
             guard start else { return }
-            let commitAll = { store.perform { [self] connection in commitWaiting(on: connection, commit) } }
+            let commitAll = { store.perform { [self] connection in _ = commitWaiting(on: connection, commit) } }
             guard let loop else { return commitAll() }
             loop.afterRound { [self] in
                 let start = state.withLock { state -> Bool in
@@ -59,22 +70,20 @@ final class GroupCommit<Item: Sendable, Output: Sendable>: Sendable {
                     state.committing = true
                     return true
                 }
-                if start { commitAll() }
+                guard start else { return }
+                var done = false
+                let ranHere = commitsOnLoop && store.performHere { [self] connection in done = commitWaiting(on: connection, commit, batches: Self.mostBatchesOnLoop) }
+                if !ranHere || !done { commitAll() }
             }
         }
     }
 
-    /// On the store's queue: commits what waits, a batch per transaction, until nothing does.
-    private func commitWaiting(on connection: isolated StoreConnection, _ commit: Commit) {
-        while let batch = state.withLock({ state -> [Waiting]? in
-            guard !state.waiting.isEmpty else {
-                state.committing = false
-                return nil
-            }
-            let batch = Array(state.waiting.prefix(mostPerCommit))
-            state.waiting.removeFirst(batch.count)
-            return batch
-        }) {
+    /// On the store's connection: commits what waits, a batch per transaction, until nothing
+    /// does (true: no commit is under way any more) or `most` batches have run and more wait
+    /// (false: the commit is still under way, the caller's to go on with).
+    private func commitWaiting(on connection: isolated StoreConnection, _ commit: Commit, batches most: Int = .max) -> Bool {
+        for _ in 0..<most {
+            guard let batch = nextBatch() else { return true }
             do {
                 let outcomes = try commit(connection, batch.map(\.item))
                 precondition(outcomes.count == batch.count, "a group commit answers every item of its batch")
@@ -82,6 +91,24 @@ final class GroupCommit<Item: Sendable, Output: Sendable>: Sendable {
             } catch {
                 for waiting in batch { waiting.continuation.resume(throwing: error) }
             }
+        }
+        return state.withLock { state in
+            guard state.waiting.isEmpty else { return false }
+            state.committing = false
+            return true
+        }
+    }
+
+    /// The next batch, oldest first; nil when nothing waits, and then no commit is under way.
+    private func nextBatch() -> [Waiting]? {
+        state.withLock { state in
+            guard !state.waiting.isEmpty else {
+                state.committing = false
+                return nil
+            }
+            let batch = Array(state.waiting.prefix(mostPerCommit))
+            state.waiting.removeFirst(batch.count)
+            return batch
         }
     }
 }

@@ -34,6 +34,20 @@ final class BlockingExecutor: SerialExecutor {
 
     private let queue: DispatchQueue
 
+    /// Whether the executor's work is running or waiting to run, and where (`runHereIfIdle`).
+    private struct Occupancy {
+        /// Jobs and blocks handed to the queue that have not finished.
+        var onQueue = 0
+        /// A thread outside the queue runs the executor's work now.
+        var lentOut = false
+        /// What was handed over meanwhile, in order: it goes to the queue when that work ends.
+        var parked: [@Sendable () -> Void] = []
+    }
+
+    private let occupancy = Mutex(Occupancy())
+    /// Marks a thread with the executor whose work it runs outside the queue.
+    private static let borrowers = Syscalls.ThreadMark()
+
     init(label: String, work: Work = .waiting) {
         switch work {
         case .waiting:
@@ -46,7 +60,7 @@ final class BlockingExecutor: SerialExecutor {
 
     func enqueue(_ job: consuming ExecutorJob) {
         let job = UnownedJob(job)
-        queue.async { job.runSynchronously(on: self.asUnownedSerialExecutor()) }
+        run { job.runSynchronously(on: self.asUnownedSerialExecutor()) }
     }
 
     func asUnownedSerialExecutor() -> UnownedSerialExecutor {
@@ -56,10 +70,48 @@ final class BlockingExecutor: SerialExecutor {
     /// Runs `block` on the queue, outside any task; its actor's `assumeIsolated` holds there
     /// (`checkIsolated`), since the actor's jobs run on the same serial queue.
     func run(_ block: @escaping @Sendable () -> Void) {
-        queue.async(execute: block)
+        occupancy.withLock { occupancy in
+            guard !occupancy.lentOut else { return occupancy.parked.append(block) }
+            hand(block, &occupancy)
+        }
+    }
+
+    /// Queues `block`, counted until it has run; under the occupancy's lock, so blocks reach
+    /// the queue in the order they were handed over.
+    private func hand(_ block: @escaping @Sendable () -> Void, _ counted: inout Occupancy) {
+        counted.onQueue += 1
+        queue.async { [self] in
+            block()
+            occupancy.withLock { $0.onQueue -= 1 }
+        }
+    }
+
+    /// Runs `block` on the calling thread, as the executor's work (its actor's `assumeIsolated`
+    /// holds there), when the executor has nothing running or waiting: the work is short and the
+    /// caller would otherwise wake the queue's thread for it and be woken again after. What is
+    /// handed to the executor meanwhile runs after it, in order. false, and nothing ran, when the
+    /// executor was busy.
+    func runHereIfIdle(_ block: () -> Void) -> Bool {
+        let lent = occupancy.withLock { occupancy -> Bool in
+            guard occupancy.onQueue == 0, !occupancy.lentOut else { return false }
+            occupancy.lentOut = true
+            return true
+        }
+        guard lent else { return false }
+        let borrowed = Self.borrowers.value
+        Self.borrowers.set(Unmanaged.passUnretained(self).toOpaque())
+        block()
+        Self.borrowers.set(borrowed)
+        occupancy.withLock { occupancy in
+            occupancy.lentOut = false
+            for parked in occupancy.parked { hand(parked, &occupancy) }
+            occupancy.parked = []
+        }
+        return true
     }
 
     func checkIsolated() {
+        if Self.borrowers.value == UnsafeRawPointer(Unmanaged.passUnretained(self).toOpaque()) { return }
         dispatchPrecondition(condition: .onQueue(queue))
     }
 }
