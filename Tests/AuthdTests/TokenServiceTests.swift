@@ -29,6 +29,16 @@ struct TokenServiceTests {
         #expect(throws: RPCError.failure(.tokenExpired, "")) { try onTheWire { try service.verify(.init(token: issued.token)) } }
     }
 
+    @Test("jti values are 128 bits, and none repeats across the draws of random bytes they come from")
+    func uniqueIdentifiers() throws {
+        let identifiers = TokenStamp.RandomIdentifiers()
+        // Three draws and a bit: 256 identifiers come from each.
+        let count = 3 * TokenStamp.RandomIdentifiers.drawn / TokenStamp.RandomIdentifiers.size + 5
+        let drawn = try (0..<count).map { _ in try identifiers.next() }
+        #expect(drawn.allSatisfy { $0.count == 16 })
+        #expect(Set(drawn).count == count)
+    }
+
     @Test("a token whose signature is replaced by its high-S twin is refused")
     func highSTwin() async throws {
         let fixture = try await TestKeys()
