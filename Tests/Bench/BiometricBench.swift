@@ -16,10 +16,21 @@ final class MockBusStack {
             .appendingPathComponent("IntegrationTests/Python/\(name)").path
     }
 
-    /// Starts the bus and the stand-in `template` (with `parameters`), and returns once it owns `name`.
+    /// Starts the bus and the stand-in `template` (with `parameters`), and returns once it owns
+    /// `name`. When it does not, what was started is stopped and removed, and the error quotes
+    /// the end of the stand-in's log.
     init(template: String, parameters: String, owning name: String) throws {
         var folder = Array("/tmp/authd-bench-bus-XXXXXX".utf8CString)
         directory = String(cString: mkdtemp(&folder)!)
+        do {
+            try start(template: template, parameters: parameters, owning: name)
+        } catch {
+            stop()
+            throw error
+        }
+    }
+
+    private func start(template: String, parameters: String, owning name: String) throws {
         try """
         <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
          "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
@@ -37,7 +48,8 @@ final class MockBusStack {
             if (try? busctl(["status", name])) != nil { return }
             usleep(50_000)
         }
-        throw BenchError(description: "the \(name) stand-in did not come up; see \(directory)/mock.log")
+        let log = (try? String(contentsOfFile: directory + "/mock.log", encoding: .utf8)) ?? ""
+        throw BenchError(description: "the \(name) stand-in did not come up; its log ends:\n" + log.split(separator: "\n").suffix(5).joined(separator: "\n"))
     }
 
     func stop() {
