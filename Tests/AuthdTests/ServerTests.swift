@@ -392,6 +392,31 @@ struct StoreTests {
         #expect(store.checkpointer?.checkpoints == checkpoints, "the stopped checkpoint connection ran again")
     }
 
+    @Test("at the WAL's hard limit no loop borrows the store's connection: the next commit runs on the store's queue, which checkpoints")
+    func hardLimitOffTheLoops() async throws {
+        let directory = TemporaryDirectory()
+        let store = try Store(path: directory.path + "/h.db", checkpointAfter: 2)  // the hard limit: 8 pages
+        let loop = EventLoops.shared.nextLoop()
+        let lendsToLoop: @Sendable () -> Bool = { loop.sync { store.performHere { _ in } } }
+        #expect(await eventually { lendsToLoop() })
+        try await store.transaction(durability: .relaxed) {
+            try $0.execute("""
+                WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 12)
+                INSERT INTO meta (key, value) SELECT 'h' || i, randomblob(4000) FROM n
+                """)
+        }
+        #expect(store.checkpointer?.holdsCommits == true)
+        // Not lent, for as long as the store's queue, idle again within these 40 ms, is asked.
+        #expect(!(0..<20).contains { _ in
+            Syscalls.sleep(milliseconds: 2)
+            return lendsToLoop()
+        })
+        // The queue's commit checkpointed every frame: the next commit starts the WAL over.
+        try await store.transaction(durability: .relaxed) { try $0.execute("INSERT INTO meta (key, value) VALUES ('after', x'01')") }
+        #expect(store.checkpointer?.holdsCommits == false)
+        #expect(await eventually { lendsToLoop() })
+    }
+
     @Test("a reader sees the last commit before its read began, writes nothing, and no more than its limit are lent at once")
     func readers() async throws {
         let directory = TemporaryDirectory()

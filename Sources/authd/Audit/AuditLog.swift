@@ -32,12 +32,14 @@ actor AuditLog {
     private let now: @Sendable () -> Date
     /// Records waiting for the next group commit: the entry and when it was made. Not actor
     /// state: a writer hands its record over without hopping onto this actor, and the commit
-    /// runs on the store's own queue, so a token's record costs one hop there and one back.
+    /// runs on the store's connection, on the loop that ends its round when that connection is
+    /// idle (`GroupCommit.commitsOnLoop`), else on the store's own queue.
     private nonisolated let queued = GroupCommit<(Entry, Date), AuditRecord>(commitsOnLoop: true)
 
     /// The followers, and how much was written since the bounds were last enforced. Under a
-    /// lock too: a commit hands its records to the followers where it ran, on the store's queue,
-    /// and so in commit order, rather than from a task on this actor started for each batch.
+    /// lock too: a commit hands its records to the followers where it ran, holding the store's
+    /// connection, and so in commit order, rather than from a task on this actor started for
+    /// each batch.
     private nonisolated let publication = Mutex(Publication())
 
     private struct Publication {

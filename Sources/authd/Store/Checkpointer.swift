@@ -12,10 +12,14 @@ import Synchronization
 /// The WAL starts over only when a write begins with every frame copied, and a checkpoint
 /// beside a steady flood of commits may never leave it so. At `hardLimit` pages the committing
 /// connection checkpoints itself, as SQLite would have at the first limit; most frames are
-/// copied by then.
+/// copied by then. That checkpoint waits for the disk, so it runs on the store's queue, never
+/// on an event loop that borrowed the connection for a commit (`Store.performHere`): from then
+/// on the loops leave their commits to the store's queue (`holdsCommits`) until one there has
+/// checkpointed.
 ///
-/// Concurrency: `database` is used on `queue` only, `nextRequest` on the store's queue only
-/// (`committed` runs there); the rest are atomics. That confinement is what makes the
+/// Concurrency: `database` is used on `queue` only, `nextRequest` only where the store's
+/// connection is used (`committed` runs after its commits: on the store's queue, or on a loop
+/// that borrowed it, one at a time); the rest are atomics. That confinement is what makes the
 /// `@unchecked Sendable` sound.
 final class Checkpointer: @unchecked Sendable {
     /// SQLite's own limit (`wal_autocheckpoint`): about 4 MiB of WAL with 4 KiB pages.
@@ -48,12 +52,18 @@ final class Checkpointer: @unchecked Sendable {
         connection.afterCommit { [unowned connection, self] walPages in committed(walPages: walPages, on: connection) }
     }
 
-    /// After each commit, on the store's queue.
+    /// Whether the WAL has reached `hardLimit`: the store's connection is then not lent to a
+    /// loop, so the next commit runs on the store's queue and checkpoints there.
+    var holdsCommits: Bool { overLimit.load(ordering: .acquiring) }
+    private let overLimit = Atomic<Bool>(false)
+
+    /// After each commit, where the store's connection is used.
     private func committed(walPages: Int, on connection: SQLiteConnection) {
         if walPages < pages { nextRequest = pages }  // the WAL started over
+        overLimit.store(walPages >= hardLimit, ordering: .releasing)
         if walPages >= hardLimit {
             // Busy while a checkpoint runs here: the next commit tries again.
-            _ = try? connection.checkpointPassively()
+            if !EventLoop.isLoopThread { _ = try? connection.checkpointPassively() }
             return
         }
         guard walPages >= nextRequest else { return }

@@ -31,9 +31,9 @@ final class GroupCommit<Item: Sendable, Output: Sendable>: Sendable {
     /// thread, when the store's connection is idle (`Store.performHere`), as a server whose event
     /// loops write their own commits does: no wake-up of the store's thread, and none of the loop
     /// when its callers are answered. Only for commits that never wait for the disk
-    /// (`Durability.relaxed`). The loop runs at most `mostBatchesOnLoop` batches (what other
-    /// loops submit meanwhile joins them) and hands what waits after them to the store's queue,
-    /// so its own connections wait for no more than that.
+    /// (`Durability.relaxed`). Each time, the loop runs at most `mostBatchesOnLoop` batches (what
+    /// other loops submit meanwhile joins them) and hands what waits after them to the store's
+    /// queue, so its own connections wait for no more than that.
     let commitsOnLoop: Bool
     static var mostBatchesOnLoop: Int { 16 }
     private let state = Mutex(State())

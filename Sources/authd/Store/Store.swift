@@ -118,10 +118,11 @@ final class Store: Sendable {
     /// connection, when that connection has nothing running or waiting (SQLite only): for a
     /// commit that does not wait for the disk (`Durability.relaxed`), a few dozen microseconds,
     /// which is less than waking the store's thread and being woken again after. false, and
-    /// nothing ran, on PostgreSQL (a round trip to the server), off the loops, or when the
-    /// connection was busy; the caller then hands the work to `perform`.
+    /// nothing ran, on PostgreSQL (a round trip to the server), off the loops, when the
+    /// connection was busy, or when the WAL is due for a checkpoint that waits for the disk
+    /// (`Checkpointer.holdsCommits`); the caller then hands the work to `perform`.
     func performHere(_ body: (isolated StoreConnection) -> Void) -> Bool {
-        guard readers != nil, EventLoop.isLoopThread else { return false }
+        guard readers != nil, EventLoop.isLoopThread, checkpointer?.holdsCommits != true else { return false }
         return connections[0].performHereIfIdle(body)
     }
 

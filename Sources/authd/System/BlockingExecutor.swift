@@ -38,15 +38,13 @@ final class BlockingExecutor: SerialExecutor {
     private struct Occupancy {
         /// Jobs and blocks handed to the queue that have not finished.
         var onQueue = 0
-        /// A thread outside the queue runs the executor's work now.
-        var lentOut = false
+        /// The thread outside the queue that runs the executor's work now, if any.
+        var borrower: UInt?
         /// What was handed over meanwhile, in order: it goes to the queue when that work ends.
         var parked: [@Sendable () -> Void] = []
     }
 
     private let occupancy = Mutex(Occupancy())
-    /// Marks a thread with the executor whose work it runs outside the queue.
-    private static let borrowers = Syscalls.ThreadMark()
 
     init(label: String, work: Work = .waiting) {
         switch work {
@@ -71,7 +69,7 @@ final class BlockingExecutor: SerialExecutor {
     /// (`checkIsolated`), since the actor's jobs run on the same serial queue.
     func run(_ block: @escaping @Sendable () -> Void) {
         occupancy.withLock { occupancy in
-            guard !occupancy.lentOut else { return occupancy.parked.append(block) }
+            guard occupancy.borrower == nil else { return occupancy.parked.append(block) }
             hand(block, &occupancy)
         }
     }
@@ -93,25 +91,24 @@ final class BlockingExecutor: SerialExecutor {
     /// executor was busy.
     func runHereIfIdle(_ block: () -> Void) -> Bool {
         let lent = occupancy.withLock { occupancy -> Bool in
-            guard occupancy.onQueue == 0, !occupancy.lentOut else { return false }
-            occupancy.lentOut = true
+            guard occupancy.onQueue == 0, occupancy.borrower == nil else { return false }
+            occupancy.borrower = Syscalls.currentThread()
             return true
         }
         guard lent else { return false }
-        let borrowed = Self.borrowers.value
-        Self.borrowers.set(Unmanaged.passUnretained(self).toOpaque())
-        block()
-        Self.borrowers.set(borrowed)
-        occupancy.withLock { occupancy in
-            occupancy.lentOut = false
-            for parked in occupancy.parked { hand(parked, &occupancy) }
-            occupancy.parked = []
+        defer {
+            occupancy.withLock { occupancy in
+                occupancy.borrower = nil
+                for parked in occupancy.parked { hand(parked, &occupancy) }
+                occupancy.parked = []
+            }
         }
+        block()
         return true
     }
 
     func checkIsolated() {
-        if Self.borrowers.value == UnsafeRawPointer(Unmanaged.passUnretained(self).toOpaque()) { return }
+        if occupancy.withLock({ $0.borrower }) == Syscalls.currentThread() { return }
         dispatchPrecondition(condition: .onQueue(queue))
     }
 }

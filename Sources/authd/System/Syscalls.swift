@@ -657,8 +657,8 @@ extension Syscalls {
             self.key = key
         }
 
-        /// Marks the calling thread with `value`; nil takes the mark off.
-        func set(_ value: UnsafeRawPointer?) { pthread_setspecific(key, value) }
+        /// Marks the calling thread with `value` (not nil).
+        func set(_ value: UnsafeRawPointer) { pthread_setspecific(key, value) }
 
         /// What the calling thread was marked with; nil when it was not.
         var value: UnsafeRawPointer? { pthread_getspecific(key).map { UnsafeRawPointer($0) } }
