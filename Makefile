@@ -260,10 +260,11 @@ bench: release
 # profiled under callgrind: run it after changes to the hub's paths, then `make bench`.
 link-order: release
 	@$(MAKE) --no-print-directory deps DEBIAN_PACKAGES="$(DEBIAN_PACKAGES) valgrind binutils"
+	$(eval BIN := $(shell $(SWIFT) build -c release --show-bin-path))
 	$(SWIFT) build -c release --product authd-bench $(BUILD_FLAGS)
-	python3 Tests/Bench/link-order.py $$($(SWIFT) build -c release --show-bin-path) Sources/authd/link-order.txt
+	python3 Tests/Bench/link-order.py $(BIN) Sources/authd/link-order.txt
 	@# SwiftPM does not know the link reads the list: it relinks when the old binary is gone.
-	rm -f $$($(SWIFT) build -c release --show-bin-path)/authd
+	rm -f $(BIN)/authd
 	$(SWIFT) build -c release --product authd $(BUILD_FLAGS)
 
 install: release
