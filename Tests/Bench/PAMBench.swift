@@ -51,7 +51,7 @@ func timedRun(_ command: [String], input: String, environment: [String: String] 
     process.standardError = output
     let started = ContinuousClock.now
     try process.run()
-    stdin.fileHandleForWriting.write(Data(input.utf8))
+    try stdin.fileHandleForWriting.write(contentsOf: Data(input.utf8))
     try stdin.fileHandleForWriting.close()
     let said = output.fileHandleForReading.readDataToEndOfFile()
     process.waitUntilExit()

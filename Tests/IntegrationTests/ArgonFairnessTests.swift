@@ -68,7 +68,7 @@ struct ArgonFairnessTests {
         try #require(queued.count == flood, "every flood sign-in was taken up within 30 s, \(answered.count) of them answered")
         #expect(queued.all.allSatisfy { $0 == "queued" }, "\(queued.all)")
         let answeredBefore = answered.count
-        input.fileHandleForWriting.write(Data("go\n".utf8))
+        try input.fileHandleForWriting.write(contentsOf: Data("go\n".utf8))
         let reply = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         let overtaking = answered.count - answeredBefore
         #expect(reply.contains("\"session\""), "\(reply)")

@@ -406,9 +406,9 @@ struct HubTests {
             if process.isRunning { kill(process.processIdentifier, SIGKILL) }
             process.waitUntilExit()
         }
-        input.fileHandleForWriting.write(Data(#"{"jsonrpc":"2.0","id":1,"method":"link.ping"}"#.utf8 + [0x0A]))
-        input.fileHandleForWriting.write(Data(#"{"jsonrpc":"2.0","id":2,"method":"link.forward","params":{"method":"account.register.start","params":{"phone":"+37251234567"},"caller":{"uid":1000}}}"#.utf8 + [0x0A]))
-        input.fileHandleForWriting.write(Data(#"{"jsonrpc":"2.0","id":3,"method":"link.forward","params":{"method":"auth.local","params":{"aud":"x"},"caller":{"uid":1000}}}"#.utf8 + [0x0A]))
+        try input.fileHandleForWriting.write(contentsOf: Data(#"{"jsonrpc":"2.0","id":1,"method":"link.ping"}"#.utf8 + [0x0A]))
+        try input.fileHandleForWriting.write(contentsOf: Data(#"{"jsonrpc":"2.0","id":2,"method":"link.forward","params":{"method":"account.register.start","params":{"phone":"+37251234567"},"caller":{"uid":1000}}}"#.utf8 + [0x0A]))
+        try input.fileHandleForWriting.write(contentsOf: Data(#"{"jsonrpc":"2.0","id":3,"method":"link.forward","params":{"method":"auth.local","params":{"aud":"x"},"caller":{"uid":1000}}}"#.utf8 + [0x0A]))
         let lines = try Self.readLines(output.fileHandleForReading.fileDescriptor, count: 3, seconds: 10)
         // Answers come as each request finishes, not in order: match them by id.
         var answers: [JSONValue: JSONValue] = [:]
@@ -557,7 +557,7 @@ struct HubTests {
         let big = try rig.hub.connect().call("hello", ["padding": .string(String(repeating: "p", count: 300_000))])
         #expect(big["jsonrpc"] == "2.0", "\(big)")
 
-        input.fileHandleForWriting.write(Data("go\n".utf8))
+        try input.fileHandleForWriting.write(contentsOf: Data("go\n".utf8))
         let outcome = try WireCodec.decode(JSONValue.self, from: Data(try Self.readLines(output.fileHandleForReading.fileDescriptor, count: 1, seconds: 30)[0].utf8))
         #expect(outcome["dropped"] == outcome["of"], "every stranger is let go at newcomer_timeout: \(outcome)")
         // The signed-in machines stay: members are never timed out.

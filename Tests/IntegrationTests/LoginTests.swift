@@ -291,7 +291,7 @@ struct AuthctlAccountTests {
         let before = OTPLoginTests.spoolCount(daemon)
         try process.run()
         for _ in 0..<500 where OTPLoginTests.spoolCount(daemon) == before { usleep(10_000) }
-        input.fileHandleForWriting.write(Data((try RegistrationTests.spooledCode(daemon, to: "+37251234567") + "\n").utf8))
+        try input.fileHandleForWriting.write(contentsOf: Data((try RegistrationTests.spooledCode(daemon, to: "+37251234567") + "\n").utf8))
         try input.fileHandleForWriting.close()
         let stdout = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         process.waitUntilExit()

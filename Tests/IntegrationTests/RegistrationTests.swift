@@ -245,13 +245,13 @@ struct RegistrationTests {
         process.standardOutput = output
         process.standardError = errors
         try process.run()
-        input.fileHandleForWriting.write(Data("a long enough passphrase\n".utf8))
+        try input.fileHandleForWriting.write(contentsOf: Data("a long enough passphrase\n".utf8))
         var code: String?
         for _ in 0..<500 where code == nil {
             code = try? Self.spooledCode(daemon, to: "+37251234567")
             if code == nil { usleep(10_000) }
         }
-        input.fileHandleForWriting.write(Data((try #require(code) + "\n").utf8))
+        try input.fileHandleForWriting.write(contentsOf: Data((try #require(code) + "\n").utf8))
         try input.fileHandleForWriting.close()
         let stdout = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         let stderr = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)

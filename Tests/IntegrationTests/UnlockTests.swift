@@ -32,7 +32,7 @@ struct UnlockTests {
             for _ in 0..<6000 where OTPLoginTests.spoolCount(daemon) == sent && process.isRunning { usleep(10_000) }
             guard OTPLoginTests.spoolCount(daemon) > sent else { break }
             sent = OTPLoginTests.spoolCount(daemon)
-            input.fileHandleForWriting.write(Data((answer(try RegistrationTests.spooledCode(daemon, to: phone)) + "\n").utf8))
+            try input.fileHandleForWriting.write(contentsOf: Data((answer(try RegistrationTests.spooledCode(daemon, to: phone)) + "\n").utf8))
         }
         try input.fileHandleForWriting.close()
         let stdout = output.fileHandleForReading.readDataToEndOfFile()

@@ -154,9 +154,6 @@ struct Pinentry: Sendable {
     func ask(_ dialog: PinentryDialog) async throws -> PinentryAnswer {
         try Task.checkCancellation()
         guard Self.isProgram(path) else { throw PinentryFailure.notFound(path) }
-        // The daemon ignores SIGPIPE from its start (Hardening); any other user must too, or a
-        // pinentry that ends before reading our next line would end this process.
-        Syscalls.ignoreBrokenPipes()
         let session = PinentrySession()
         let conversation = PinentryConversation(dialog: dialog, tty: tty)
         let limit = dialog.timeout.map { Duration.seconds(max(0, $0)) + Self.margin } ?? Self.longestDialog

@@ -498,6 +498,7 @@ enum Syscalls {
     /// The corresponding C functions are `posix_spawn` and `waitpid`.
     static func spawnAndWait(_ path: String, arguments: [String], environment: [String: String],
                              input: [UInt8], timeout: Duration) async throws -> Int32? {
+        ignoreBrokenPipes()
         var pipeFDs: [Int32] = [-1, -1]
         // Close-on-exec from creation: only the dup2'd stdin reaches the child.
         guard authd_pipe_cloexec(&pipeFDs) == 0 else { throw SystemError(call: "pipe2", errno: errno) }
@@ -938,7 +939,9 @@ extension Syscalls {
     }
 
     /// Writes to a closed socket or pipe then fail with EPIPE instead of killing the process.
-    /// The corresponding C function is `signal(SIGPIPE, SIG_IGN)`.
+    /// The daemon does this at its start (`Hardening`); the helpers that write to a child's
+    /// pipe do it again, so that a program embedding them (the tests) is not ended by a child
+    /// that exits before reading. The corresponding C function is `signal(SIGPIPE, SIG_IGN)`.
     static func ignoreBrokenPipes() {
         signal(SIGPIPE, SIG_IGN)
     }
@@ -967,6 +970,7 @@ extension Syscalls {
     /// helper. The caller closes both descriptors and reaps the process.
     /// The corresponding C functions are `pipe2` and `posix_spawn`.
     static func spawnConversation(_ path: String, environment: [String: String]) throws -> Conversation {
+        ignoreBrokenPipes()
         let toChild = try makePipe()
         let fromChild: (read: Int32, write: Int32)
         do { fromChild = try makePipe() } catch {

@@ -13,6 +13,7 @@ enum ChildProcess {
     /// posix_spawn with stdin from `stdin` (or /dev/null), stdout as given, stderr to `stderr` (or with stdout
     /// when that is a file), and no other descriptor of ours.
     static func spawn(_ arguments: [String], environment: [String], stdin: Int32? = nil, stdout: Output, stderr: String? = nil) throws -> pid_t {
+        ignoreBrokenPipes()
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
@@ -42,6 +43,15 @@ enum ChildProcess {
         let status = posix_spawn(&pid, arguments[0], &actions, &attributes, argv, envp)
         guard status == 0 else { throw HarnessError("posix_spawn \(arguments[0]): \(String(cString: strerror(status)))") }
         return pid
+    }
+
+    /// Makes a write to a pipe whose reader has gone fail with EPIPE where it is made, instead
+    /// of ending the whole test process (every test in it) with SIGPIPE: a child that exits
+    /// before reading its stdin fails one test. Each way the tests start a child calls this
+    /// first. Children started here get every signal back at its default (`cleanSignals`);
+    /// those Foundation's `Process` starts keep SIGPIPE ignored, as authd does for itself.
+    static func ignoreBrokenPipes() {
+        signal(SIGPIPE, SIG_IGN)
     }
 
     /// Spawn attributes that start a child with no signal blocked and every signal at its

@@ -28,6 +28,7 @@ final class DaemonHarness {
     static var authctlPath: String { buildDirectory + "/authctl" }
 
     init(config: String? = nil) throws {
+        ChildProcess.ignoreBrokenPipes()
         var template = Array("/tmp/authd-test-XXXXXX".utf8CString)
         guard let made = mkdtemp(&template) else { throw HarnessError("mkdtemp failed") }
         directory = String(cString: made)
@@ -182,6 +183,7 @@ final class DaemonHarness {
     /// Runs `command` to its end, at most `timeout`: past it the command is killed and the call
     /// throws with what it had printed (no caller waits for ever on a command that hangs).
     static func run(_ command: [String], stdin: String? = nil, environment: [String: String]? = nil, timeout: Duration = .seconds(120)) throws -> CommandResult {
+        ChildProcess.ignoreBrokenPipes()
         let process = Process()
         process.executableURL = URL(fileURLWithPath: command[0])
         process.arguments = Array(command.dropFirst())
@@ -198,7 +200,8 @@ final class DaemonHarness {
             kill(process.processIdentifier, SIGKILL)
         }
         DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(Int(timeout.components.seconds * 1000)), execute: watchdog)
-        if let stdin { input.fileHandleForWriting.write(Data(stdin.utf8)) }
+        // A command that exits without reading all of its input (EPIPE) shows it in its result.
+        if let stdin { try? input.fileHandleForWriting.write(contentsOf: Data(stdin.utf8)) }
         try input.fileHandleForWriting.close()
         let stdoutData = out.fileHandleForReading.readDataToEndOfFile()
         let stderrData = err.fileHandleForReading.readDataToEndOfFile()
