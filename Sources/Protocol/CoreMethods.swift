@@ -134,6 +134,12 @@ public enum AuthLocal: RPCMethod {
     public typealias Result = IssuedToken
 }
 
+extension AuthLocal.Params: ParamsReadable {
+    public init(reading params: inout ParamsReader) throws(RPCError) {
+        self.init(aud: try params.string("aud"), nonce: try params.optionalString("nonce"))
+    }
+}
+
 /// A token the daemon issued.
 public struct IssuedToken: Codable, Sendable, Equatable {
     /// The compact JWS.

@@ -80,6 +80,15 @@ public enum StrictJSON {
         return reader.topLevel
     }
 
+    /// The members of the object whose text lies at `range` of a text that passed the check
+    /// (a request's params), as ``members(of:)`` finds them; nil when it is not an object.
+    public static func members(at range: Range<Int>, in text: [UInt8]) -> [Member]? {
+        guard text[range.lowerBound] == UInt8(ascii: "{") else { return nil }
+        var reader = Reader(bytes: text, index: range.lowerBound)
+        guard (try? reader.object(depth: 1)) != nil, reader.index == range.upperBound else { return nil }
+        return reader.topLevel
+    }
+
     /// The string value whose text starts at `offset` of a text that passed the check.
     public static func string(at offset: Int, in text: [UInt8]) -> String? {
         var reader = Reader(bytes: text, index: offset)

@@ -19,7 +19,7 @@ public struct Request: Sendable, Equatable {
 
     /// The `params` object's text: where it lies in the request line, which the request keeps.
     /// It is read only to be decoded (a request without params costs nothing).
-    fileprivate struct ParamsText: Sendable, Equatable {
+    struct ParamsText: Sendable, Equatable {
         let line: [UInt8]
         let range: Range<Int>
 
@@ -362,6 +362,16 @@ public enum WireCodec {
     /// Decodes a method's typed parameters. Missing or ill-typed fields, and fields the method
     /// does not know, become −32602 errors that name the field.
     public static func decodeParams<P: Decodable>(_ type: P.Type, from request: Request) throws(RPCError) -> P {
+        if case .text(let params?, _) = request.source, let readable = P.self as? any ParamsReadable.Type {
+            // swiftlint:disable:next force_cast — `readable` is `P`'s own metatype.
+            return try readable.read(params, of: request) as! P
+        }
+        return try decodeDecodable(type, from: request)
+    }
+
+    /// Decodes params as ``decodeParams(_:from:)`` does, through `P`'s `Decodable` conformance
+    /// (the reference for ``ParamsReadable``).
+    static func decodeDecodable<P: Decodable>(_ type: P.Type, from request: Request) throws(RPCError) -> P {
         let value: JSONValue
         /// The fields given; nil when the params are not an object.
         let given: [String]?

@@ -80,6 +80,30 @@ struct WireCodecTests {
         #expect(throws: RPCError.self) { try WireCodec.decodeParams(NoParams.self, from: ["x": 1]) }
     }
 
+    @Test("params read from a request's text (auth.local's own reader): the value, or the error the typed decoding gives", arguments: [
+        (#"{"aud":"x"}"#, Result<AuthLocal.Params, RPCError>.success(AuthLocal.Params(aud: "x"))),
+        (#"{"nonce":"n","aud":"a\u0062"}"#, .success(AuthLocal.Params(aud: "ab", nonce: "n"))),
+        (#"{"\u0061ud":"x","nonce":null}"#, .success(AuthLocal.Params(aud: "x"))),
+        (#"{"nonce":"n"}"#, .failure(.invalidParams("Missing parameter 'aud'.", field: "aud"))),
+        (#"{"aud":null}"#, .failure(.invalidParams("Parameter 'aud' must be a string, not null.", field: "aud"))),
+        (#"{"aud":["x"]}"#, .failure(.invalidParams("Parameter 'aud' must be a string.", field: "aud"))),
+        (#"{"aud":7,"nonce":8}"#, .failure(.invalidParams("Parameter 'aud' must be a string.", field: "aud"))),
+        (#"{"aud":"x","nonce":{}}"#, .failure(.invalidParams("Parameter 'nonce' must be a string.", field: "nonce"))),
+        (#"{"zz":1,"aud":"x","b":null}"#, .failure(.invalidParams("Unknown parameter 'b'.", field: "b"))),
+        (#"{"zz":1,"aud":1}"#, .failure(.invalidParams("Parameter 'aud' must be a string.", field: "aud"))),
+    ])
+    func readParams(params: String, expected: Result<AuthLocal.Params, RPCError>) throws {
+        let request = try WireCodec.decodeRequest(Array(#"{"jsonrpc":"2.0","id":1,"method":"auth.local","params":\#(params)}"#.utf8)).get()
+        let read = Result { () throws(RPCError) in try WireCodec.decodeParams(AuthLocal.Params.self, from: request) }
+        switch (read, expected) {
+        case (.success(let value), .success(let expected)): #expect(value == expected)
+        case (.failure(let error), .failure(let expected)):
+            #expect(error.message == expected.message)
+            #expect(error.details == expected.details)
+        default: Issue.record("\(params): \(read), expected \(expected)")
+        }
+    }
+
     @Test("a number that does not fit the field's type names the field", arguments: [
         (JSONValue.double(1.5), "Parameter 'limit' has a value of the wrong type or out of range."),
         (.double(1e30), "Parameter 'limit' has a value of the wrong type or out of range."),
