@@ -365,6 +365,7 @@ final class PrivateSessionBus {
     private let daemonInput = Pipe()
 
     init() throws {
+        Syscalls.ignoreBrokenPipes()  // `stop` writes to the shell, which may have gone
         let output = Pipe()
         daemon.executableURL = URL(fileURLWithPath: "/bin/sh")
         daemon.arguments = ["-c", "/usr/bin/dbus-daemon --session --address=\"$1\" --nofork --print-address=1 2>\"$2\" & read -r _; kill -KILL $!",

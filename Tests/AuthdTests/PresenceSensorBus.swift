@@ -30,6 +30,7 @@ final class SensorBus {
     private var standIns: [String: Process] = [:]
 
     init() throws {
+        Syscalls.ignoreBrokenPipes()  // `stop` writes to the shell, which may have gone
         let config = directory.path + "/bus.conf"
         try """
         <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"

@@ -135,6 +135,9 @@ final class ChildProcess {
     private let errorPath: String
 
     init(_ path: String, _ arguments: [String], environment: [String: String] = [:], input: [UInt8]? = nil, directory: String) throws {
+        // As in authd: a child that exits before reading what `say` writes fails its test, not
+        // the whole test process with SIGPIPE.
+        Syscalls.ignoreBrokenPipes()
         let name = UUID().uuidString
         outputPath = directory + "/" + name + ".out"
         errorPath = directory + "/" + name + ".err"
