@@ -73,7 +73,8 @@ extension ParamsReadable {
         // The params may hold secrets: only that the two disagree is said, not on what.
         let reference = Result { () throws(RPCError) in try WireCodec.decodeDecodable(Self.self, from: request) }
         let same = switch (read, reference) {
-        case (.success(let value), .success(let expected)): value == expected
+        // Strings are equal when canonically equivalent; the bytes must be the same too.
+        case (.success(let value), .success(let expected)): value == expected && String(reflecting: value).utf8.elementsEqual(String(reflecting: expected).utf8)
         // An error's equality is its code and reason: the message and the field count here.
         case (.failure(let error), .failure(let expected)): error == expected && error.message == expected.message && error.details == expected.details
         default: false

@@ -43,4 +43,9 @@ func runCLI() -> Int32 {
     }
 }
 
+// A reader that has gone (`authctl sync watch | head -1`) ends authctl quietly, as it ends any
+// filter, even when authctl was started with SIGPIPE ignored (systemd's services are, and
+// children of programs that ignore it): FileHandle's write would otherwise stop it with a crash
+// report. Its socket to authd never raises the signal (MSG_NOSIGNAL).
+signal(SIGPIPE, SIG_DFL)
 exit(runCLI())

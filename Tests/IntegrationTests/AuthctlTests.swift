@@ -49,6 +49,24 @@ struct AuthctlTests {
         #expect(result.stderr.split(separator: "\n").count == 1 || status == 2)
     }
 
+    @Test("output to a reader that has gone ends authctl by SIGPIPE, quietly, even when it was started with SIGPIPE ignored")
+    func readerGone() throws {
+        ChildProcess.ignoreBrokenPipes()  // what the child inherits from Foundation's Process
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: DaemonHarness.authctlPath)
+        process.arguments = ["--help"]
+        let out = Pipe(), err = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        try out.fileHandleForReading.close()
+        try process.run()
+        let errors = err.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        #expect(process.terminationReason == .uncaughtSignal && process.terminationStatus == SIGPIPE,
+                "\(process.terminationReason.rawValue) \(process.terminationStatus)")
+        #expect(errors.isEmpty, "\(String(decoding: errors.prefix(300), as: UTF8.self))")
+    }
+
     @Test("with no OpenID provider configured, federation commands name the configuration file to add one to")
     func noProviderNamesConfig() throws {
         let daemon = try DaemonHarness()
