@@ -193,6 +193,19 @@ struct LifecycleTests {
         #expect(core.split(separator: " ", omittingEmptySubsequences: true).dropFirst(4).prefix(2).allSatisfy { $0 == "0" })
     }
 
+    @Test("authd ignores SIGPIPE itself: started with it at its default, as a shell starts it, it runs with it ignored")
+    func ignoresBrokenPipes() throws {
+        let daemon = try DaemonHarness()
+        // The harness's own children inherit SIGPIPE ignored; env sets it back to its default
+        // and runs authd in its place (the same process).
+        try daemon.start(arguments: ["--default-signal=PIPE", DaemonHarness.authdPath], executable: "/usr/bin/env")
+        let status = try String(contentsOfFile: "/proc/\(daemon.pid)/status", encoding: .utf8)
+        let ignored = try #require(status.split(separator: "\n").first { $0.hasPrefix("SigIgn:") }?.split(separator: "\t").last)
+        let mask = try #require(UInt64(ignored, radix: 16))
+        #expect(mask & (1 << (UInt64(SIGPIPE) - 1)) != 0, "SigIgn \(ignored)")
+        #expect(try daemon.connect().result("hello")["protocol_version"] == 1)
+    }
+
     @Test("a second daemon on the same socket refuses to start")
     func secondDaemonRefused() throws {
         let daemon = try DaemonHarness()
