@@ -425,9 +425,9 @@ public enum WireCodec {
             return (Request(id: request.id, method: forwarded.method, params: forwarded.params?.value), forwarded.caller)
         }
         guard let text else { throw .invalidParams("Missing parameter 'method'.", field: "method") }
-        // The params' own text: their members are read where they lie in it.
-        let bytes = Array(text.line[text.range])
-        guard let members = try? StrictJSON.members(of: bytes) else { throw .invalidParams("'params' must be an object (named parameters).", field: "params") }
+        // The params' members are read where they lie in the line, as a method's own are.
+        let bytes = text.line
+        guard let members = StrictJSON.members(at: text.range, in: bytes) else { throw .invalidParams("'params' must be an object (named parameters).", field: "params") }
         var method: String?
         var caller: ForwardedCaller?
         var inner: (text: Request.ParamsText?, names: [String]) = (nil, [])
