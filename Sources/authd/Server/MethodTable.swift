@@ -216,8 +216,12 @@ struct MethodTable: Sendable {
             (try? value.decode(M.Result.self)).flatMap(signedIn)
         }
         let invocation: @Sendable (M.Params, M.Result) -> Invocation = { params, result in
-            var detail = auditRequest?(params) ?? [:]
-            if let audit { detail.merge(audit(params, result)) { _, fromResult in fromResult } }
+            // What the result says wins over what the request said. Most methods record only
+            // one of the two: that one is the detail as it is, not merged into an empty
+            // dictionary (a token's path).
+            let (fromRequest, fromResult) = (auditRequest?(params) ?? [:], audit?(params, result) ?? [:])
+            let detail = fromRequest.isEmpty ? fromResult
+                : fromResult.isEmpty ? fromRequest : fromRequest.merging(fromResult) { _, fromResult in fromResult }
             return Invocation(result: result, auditDetail: detail, signedIn: signedIn(result))
         }
         // What both ways of running the handler start with: the caller's context, the typed params.
