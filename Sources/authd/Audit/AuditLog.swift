@@ -106,15 +106,16 @@ actor AuditLog {
     private static func insert(_ entry: Entry, id: Int64, at time: Date, into database: Database) throws -> AuditRecord {
         let milliseconds = Int64((time.timeIntervalSince1970 * 1000).rounded())
         let detail = String(decoding: (try? WireCodec.encodeJSON(entry.detail)) ?? Data("{}".utf8), as: UTF8.self)
+        let caller = entry.caller.audited
         try database.execute(
             "INSERT INTO audit (id, at_ms, uid, pid, exe, method, outcome, reason, detail) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", [
-                .integer(id), .integer(milliseconds), .integer(Int64(entry.caller.audited.uid)), .integer(Int64(entry.caller.audited.pid)),
-                entry.caller.audited.exe.map { .text($0) } ?? .null, .text(entry.method), .text(entry.outcome.rawValue),
+                .integer(id), .integer(milliseconds), .integer(Int64(caller.uid)), .integer(Int64(caller.pid)),
+                caller.exe.map { .text($0) } ?? .null, .text(entry.method), .text(entry.outcome.rawValue),
                 entry.reason.map { .text($0.rawValue) } ?? .null, .text(detail),
             ])
         return AuditRecord(
             id: id, time: Timestamp.rfc3339(epochMilliseconds: milliseconds),
-            caller: entry.caller.audited, method: entry.method, outcome: entry.outcome.rawValue, reason: entry.reason?.rawValue,
+            caller: caller, method: entry.method, outcome: entry.outcome.rawValue, reason: entry.reason?.rawValue,
             detail: entry.detail)
     }
 
