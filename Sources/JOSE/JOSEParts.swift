@@ -91,7 +91,7 @@ enum JOSEParts {
 
     /// JSON text for `value`: compact, members sorted.
     static func text(_ value: some Encodable) throws -> String {
-        String(decoding: try WireCodec.encodeJSON(value), as: UTF8.self)
+        try WireCodec.encodeJSONText(value)
     }
 }
 

@@ -120,6 +120,14 @@ public enum CompactJSON {
             }
         }
 
+        /// The text written, in a string of its own.
+        func string() -> String {
+            String(unsafeUninitializedCapacity: count) { buffer in
+                buffer.baseAddress?.initialize(from: bytes, count: count)
+                return count
+            }
+        }
+
         /// The text written, and `terminator` after it.
         func data(terminatedBy terminator: UInt8?) -> Data {
             if let terminator {

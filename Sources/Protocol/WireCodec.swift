@@ -101,6 +101,15 @@ public enum WireCodec {
         try encode(value, asLine: false)
     }
 
+    /// `encodeJSON`'s text in a string: written into the string's own storage, with no `Data`
+    /// in between (a column of the store, an audit record's detail).
+    public static func encodeJSONText(_ value: some Encodable) throws -> String {
+        guard let writer = try written({ value }, by: { try $0.writeOutermost(value, key: nil, topLevel: true) }) else {
+            return String(decoding: try makeEncoder().encode(value), as: UTF8.self)
+        }
+        return writer.string()
+    }
+
     /// The JSON text, with a `\n` after it for a line (written into the one buffer, not
     /// appended to a copy).
     private static func encode(_ value: some Encodable, asLine: Bool) throws -> Data {

@@ -135,7 +135,7 @@ extension Command {
         for (key, value) in record.detail.sorted(by: { $0.key < $1.key }) {
             switch value {
             case .string(let text): line += " \(key)=\(text)"
-            default: line += " \(key)=\(String(decoding: (try? WireCodec.encodeJSON(value)) ?? Data(), as: UTF8.self))"
+            default: line += " \(key)=\((try? WireCodec.encodeJSONText(value)) ?? "")"
             }
         }
         Output.line(line)

@@ -432,6 +432,23 @@ struct CompactJSONTests {
         #expect(ours != nil && ours?.path == theirs?.path && ours?.message == theirs?.message)
     }
 
+    @Test("encodeJSONText is encodeJSON's text in a string: written by CompactJSON, or by JSONEncoder where it is left to it, and its errors")
+    func text() throws {
+        let written: [String: JSONValue] = ["jti": .string("q\"uote/é"), "n": .integer(-3), "list": .array([.bool(false), .null])]
+        let leftToJSONEncoder: [String: JSONValue] = ["é": .integer(1), "f": .integer(2)]
+        #expect(try CompactJSON.encode(written) != nil && CompactJSON.encode(leftToJSONEncoder) == nil)
+        for value in [written, leftToJSONEncoder, [:]] {
+            let text = try WireCodec.encodeJSONText(value)
+            #expect(Array(text.utf8) == (try Self.reference(value)), "\(value)")
+            #expect(Array(text.utf8) == [UInt8](try WireCodec.encodeJSON(value)))
+        }
+        #expect(try WireCodec.encodeJSONText(Handwritten()) == String(decoding: try Self.reference(Handwritten()), as: UTF8.self))
+        let bad: [String: JSONValue] = ["k": .double(.infinity)]
+        let ours = Self.failure { try WireCodec.encodeJSONText(bad) }
+        let theirs = Self.failure { try Self.reference(bad) }
+        #expect(ours != nil && ours?.path == theirs?.path && ours?.message == theirs?.message)
+    }
+
     @Test("the same errors as JSONEncoder: coding path and message")
     func errors() throws {
         struct Member: Encodable { var inner: [String: [Double]] }

@@ -219,8 +219,8 @@ struct PresenceBook: Sendable {
                 [.text(hotspot.id), account.map(SQLValue.text) ?? .null, .text(hotspot.name),
                  hotspot.circle.map { .real($0.latitude) } ?? .null, hotspot.circle.map { .real($0.longitude) } ?? .null,
                  hotspot.circle.map { .real($0.radius) } ?? .null,
-                 try hotspot.bssids.map { .text(String(decoding: try WireCodec.encodeJSON($0), as: UTF8.self)) } ?? .null,
-                 try hotspot.beacons.map { .text(String(decoding: try WireCodec.encodeJSON($0), as: UTF8.self)) } ?? .null, .integer(now)])
+                 try hotspot.bssids.map { .text(try WireCodec.encodeJSONText($0)) } ?? .null,
+                 try hotspot.beacons.map { .text(try WireCodec.encodeJSONText($0)) } ?? .null, .integer(now)])
             // No coordinates, BSSIDs or beacon addresses in the audit log: they are location data.
             try AuditScope.record(in: database, ["hotspot": .string(hotspot.id), "name": .string(hotspot.name), "account": account.map(JSONValue.string) ?? .null])
             return hotspot

@@ -112,7 +112,7 @@ struct SQLAccountDirectory: AccountDirectory {
         let token = "as1." + Base64URL.encode(raw)
         let id = "ses_" + Base64URL.encode(try OpenSSL.randomBytes(12))
         let lifetime = Int64(config.sessionLifetimeSeconds)
-        let amrJSON = String(decoding: try WireCodec.encodeJSON(amr), as: UTF8.self)
+        let amrJSON = try WireCodec.encodeJSONText(amr)
         try database.execute(
             """
             INSERT INTO sessions (id, account_id, device_id, token_hash, amr, created_at, last_used_at, expires_at, federation, machine_uid)

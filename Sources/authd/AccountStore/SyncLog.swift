@@ -41,7 +41,7 @@ struct SyncLog: Sendable {
             self.kind = kind
             self.conversation = conversation
             self.body = body
-            encoded = String(decoding: try WireCodec.encodeJSON(body), as: UTF8.self)
+            encoded = try WireCodec.encodeJSONText(body)
             self.idempotencyKey = idempotencyKey
             self.sealed = sealed
         }

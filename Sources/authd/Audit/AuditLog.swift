@@ -105,7 +105,7 @@ actor AuditLog {
     /// same record read back are identical).
     private static func insert(_ entry: Entry, id: Int64, at time: Date, into database: Database) throws -> AuditRecord {
         let milliseconds = Int64((time.timeIntervalSince1970 * 1000).rounded())
-        let detail = String(decoding: (try? WireCodec.encodeJSON(entry.detail)) ?? Data("{}".utf8), as: UTF8.self)
+        let detail = (try? WireCodec.encodeJSONText(entry.detail)) ?? "{}"
         let caller = entry.caller.audited
         try database.execute(
             "INSERT INTO audit (id, at_ms, uid, pid, exe, method, outcome, reason, detail) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", [
