@@ -7,9 +7,17 @@ import Synchronization
 enum JWS {
     /// The signing input and header for `claims`, signed by `key`.
     static func sign(claims: some Encodable, kid: String, key: P256PrivateKey) throws -> String {
-        let input = header(kid: kid) + "." + Base64URL.encode(try WireCodec.encodeJSON(claims))
-        let signature = try key.signES256(Array(input.utf8))
-        return input + "." + Base64URL.encode(signature)
+        let payload = Base64URL.encode(try WireCodec.encodeJSON(claims))
+        // One string from the header on, with room for the signature (86 characters and its
+        // dot); the signature is made over its bytes where they lie.
+        var token = header(kid: kid)
+        token.reserveCapacity(token.utf8.count + 1 + payload.utf8.count + 87)
+        token += "."
+        token += payload
+        let signature = try token.withUTF8 { try key.signES256(UnsafeRawBufferPointer($0)) }
+        token += "."
+        token += Base64URL.encode(signature)
+        return token
     }
 
     /// The signing input of an ES384 token whose key is the certificate in `x5c` (card tokens:
