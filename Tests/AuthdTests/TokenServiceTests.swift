@@ -116,11 +116,22 @@ struct TokenServiceTests {
         await #expect(throws: MasterKeyError.self) { try await KeyRing.open(store: fixture.store, sealer: stranger, now: fixture.clock.now) }
     }
 
-    @Test("audience and nonce are validated before anything is signed", arguments: ["", String(repeating: "a", count: 257), "a\u{0}b", "line\nbreak"])
+    @Test("audience and nonce are validated before anything is signed",
+          arguments: ["", String(repeating: "a", count: 257), "a\u{0}b", "line\nbreak", "del\u{7F}", "c1\u{85}next", "c1\u{9F}"])
     func badAudience(audience: String) async throws {
         let fixture = try await TestKeys()
         let service = TokenService(keys: fixture.keys, config: ConfigHolder(Config()), now: fixture.clock.closure)
         #expect(throws: RPCError.invalidParams("", field: "aud")) { try onTheWire { try service.issueLocal(for: caller, params: .init(aud: audience)) } }
         #expect(throws: RPCError.invalidParams("", field: "nonce")) { try onTheWire { try service.issueLocal(for: caller, params: .init(aud: "ok", nonce: audience)) } }
+    }
+
+    @Test("a control character is what Unicode calls one (Cc), for every scalar")
+    func controlCharacters() {
+        var differing: [UInt32] = []
+        for value in UInt32(0)...0x10FFFF {
+            guard let scalar = Unicode.Scalar(value) else { continue }
+            if TokenStamp.isControl(scalar) != (scalar.properties.generalCategory == .control) { differing.append(value) }
+        }
+        #expect(differing.isEmpty)
     }
 }
