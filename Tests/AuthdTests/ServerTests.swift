@@ -18,12 +18,25 @@ private final class Observations: Sendable {
     let started = Atomic<Int>(0)
     let cancelled = Atomic<Int>(0)
     let dropped = Atomic<Int>(0)
+    /// `test.stream_when_released`: its stream is registered; the test lets it answer; its
+    /// stream's body ran.
+    let streamOpened = Atomic<Int>(0)
+    let release = Atomic<Bool>(false)
+    let streamRan = Atomic<Int>(0)
 }
 
 /// A method that opens a stream and then fails: the stream must never start, and its source
 /// must be told (no follower left registered forever).
 private enum FailingStreamMethod: RPCMethod {
     static let name = "test.failing_stream"
+    typealias Params = NoParams
+    struct Result: Codable, Sendable {}
+}
+
+/// A method that opens a stream, then answers once the test releases it: its answer can be
+/// written after its client has gone, before the server has read that the client closed.
+private enum StreamWhenReleasedMethod: RPCMethod {
+    static let name = "test.stream_when_released"
     typealias Params = NoParams
     struct Result: Codable, Sendable {}
 }
@@ -78,6 +91,14 @@ private struct InProcessServer {
                 Issue.record("the stream of a failed request started")
             }
             throw RPCError.failure(Reason("test.failed"), "fails after opening a stream")
+        }
+        table.register(StreamWhenReleasedMethod.self, home: .machine, access: .anyone) { _, context in
+            _ = try context.streams.open(onDrop: { observations.dropped.add(1, ordering: .relaxed) }) { _ in
+                observations.streamRan.add(1, ordering: .relaxed)
+            }
+            observations.streamOpened.add(1, ordering: .relaxed)
+            _ = await eventually { observations.release.load(ordering: .relaxed) }
+            return StreamWhenReleasedMethod.Result()
         }
         let fd = try Syscalls.listenUnix(path: options.socketPath, mode: 0o600)
         listener = Listener(fd: fd, socketPath: options.socketPath, dispatcher: Dispatcher(table: table, services: services))
@@ -157,6 +178,27 @@ struct ServerTests {
         #expect(await receive(client).contains("test.failed"))
         _ = await eventually { server.observations.dropped.load(ordering: .relaxed) == 1 }
         #expect(server.observations.dropped.load(ordering: .relaxed) == 1)
+        server.listener.stop()
+    }
+
+    @Test("a stream whose answer cannot be written, the client gone, never starts: its source is told to let go")
+    func streamOfAnUnwrittenAnswer() async throws {
+        let server = try await InProcessServer()
+        let client = try server.connect()
+        // The stream's request, then waits up to the in-flight limit: the server stops reading,
+        // so it writes the answer before it could read that the client closed.
+        let limit = ConnectionMachine.Limits().maxInFlight
+        let waits = (2...limit).map { #"{"jsonrpc":"2.0","id":\#($0),"method":"test.wait"}"# + "\n" }.joined()
+        try client.send((#"{"jsonrpc":"2.0","id":1,"method":"test.stream_when_released"}"# + "\n" + waits).utf8)
+        let observations = server.observations
+        _ = await eventually { observations.streamOpened.load(ordering: .relaxed) == 1 && observations.started.load(ordering: .relaxed) == limit - 1 }
+        #expect(observations.streamOpened.load(ordering: .relaxed) == 1)
+        client.close()
+        observations.release.store(true, ordering: .relaxed)
+        _ = await eventually { server.services.connections.count == 0 && observations.dropped.load(ordering: .relaxed) == 1 }
+        #expect(server.services.connections.count == 0)
+        #expect(observations.dropped.load(ordering: .relaxed) == 1)
+        #expect(observations.streamRan.load(ordering: .relaxed) == 0)
         server.listener.stop()
     }
 

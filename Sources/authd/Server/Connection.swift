@@ -137,7 +137,12 @@ final class Connection: StreamingConnection, @unchecked Sendable {
             case .dropStreams(let names):
                 for name in names { pendingStreams.removeValue(forKey: name)?.onDrop() }
             case .cancelStreams(let names):
-                for name in names { streamTasks.removeValue(forKey: name)?.cancel() }
+                // A stream the machine counts as started may not be running here yet: its start
+                // is an action behind this one when writing its request's answer failed. It is
+                // dropped instead, so it never starts on a closed connection.
+                for name in names {
+                    if let task = streamTasks.removeValue(forKey: name) { task.cancel() } else { pendingStreams.removeValue(forKey: name)?.onDrop() }
+                }
             case .cancelRequests(let keys):
                 for key in keys { requests[key]?.cancel() }
             case .close(let reason): closeChannel(reason)
