@@ -121,7 +121,7 @@ public enum CompactJSON {
         }
 
         /// The text written, in a string of its own.
-        func string() -> String {
+        func textAsString() -> String {
             String(unsafeUninitializedCapacity: count) { buffer in
                 buffer.baseAddress?.initialize(from: bytes, count: count)
                 return count

@@ -101,13 +101,13 @@ public enum WireCodec {
         try encode(value, asLine: false)
     }
 
-    /// `encodeJSON`'s text in a string: written into the string's own storage, with no `Data`
-    /// in between (a column of the store, an audit record's detail).
+    /// `encodeJSON`'s text as a string: the writer's bytes copied once into the string, with
+    /// no `Data` in between (a column of the store, an audit record's detail, a line to print).
     public static func encodeJSONText(_ value: some Encodable) throws -> String {
         guard let writer = try written({ value }, by: { try $0.writeOutermost(value, key: nil, topLevel: true) }) else {
             return String(decoding: try makeEncoder().encode(value), as: UTF8.self)
         }
-        return writer.string()
+        return writer.textAsString()
     }
 
     /// The JSON text, with a `\n` after it for a line (written into the one buffer, not

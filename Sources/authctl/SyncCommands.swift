@@ -166,7 +166,7 @@ enum SyncText {
         let what: String = if let withheld = event.withheld { "(body withheld: \(withheld))" }
             else if event.sealed != nil { "(end-to-end encrypted to the account's devices; not readable here)" } else { switch event.body {
         case .object(let members) where members["text"]?.stringValue != nil: members["text"]!.stringValue!
-        default: (try? String(decoding: WireCodec.encodeJSON(event.body), as: UTF8.self)) ?? ""
+        default: (try? WireCodec.encodeJSONText(event.body)) ?? ""
         } }
         let place = event.conversation.map { " [\($0)]" } ?? ""
         return "\(event.position) \(event.at) \(event.kind)\(place) from \(event.sender.machine): \(what)"

@@ -216,12 +216,11 @@ struct MethodTable: Sendable {
             (try? value.decode(M.Result.self)).flatMap(signedIn)
         }
         let invocation: @Sendable (M.Params, M.Result) -> Invocation = { params, result in
-            // What the result says wins over what the request said. Most methods record only
-            // one of the two: that one is the detail as it is, not merged into an empty
-            // dictionary (a token's path).
+            // What the result says wins over what the request said. When only one of them says
+            // anything (most methods record one), that is the detail as it is.
             let (fromRequest, fromResult) = (auditRequest?(params) ?? [:], audit?(params, result) ?? [:])
             let detail = fromRequest.isEmpty ? fromResult
-                : fromResult.isEmpty ? fromRequest : fromRequest.merging(fromResult) { _, fromResult in fromResult }
+                : fromResult.isEmpty ? fromRequest : fromRequest.merging(fromResult) { _, resultSays in resultSays }
             return Invocation(result: result, auditDetail: detail, signedIn: signedIn(result))
         }
         // What both ways of running the handler start with: the caller's context, the typed params.

@@ -245,8 +245,8 @@ final class Statement {
             case .null: status = sqlite3_bind_null(statement, index)
             case .integer(let v): status = sqlite3_bind_int64(statement, index, v)
             case .real(let v): status = sqlite3_bind_double(statement, index, v)
-            // `withCString` lends a native string's own bytes (they end in a NUL); passing the
-            // string itself would copy them into an array first. SQLite copies them (transient).
+            // The text up to its first NUL (length -1), which SQLite copies (transient). A native
+            // string lends its own bytes, which end in a NUL, through `withCString`.
             case .text(let v): status = v.withCString { authd_sqlite3_bind_text_transient(statement, index, $0, -1) }
             case .blob(let v):
                 status = v.withUnsafeBytes { authd_sqlite3_bind_blob_transient(statement, index, $0.baseAddress ?? UnsafeRawPointer(bitPattern: 1), Int32(v.count)) }
