@@ -192,6 +192,42 @@ struct ConnectionMachineTests {
         #expect(machine.wrote(3) == [.close(.finished)])
     }
 
+    @Test("closing after its last output: a half-close stops reading (the end of input would wake the loop again and again), a client gone closes at once")
+    func endOfInputWhileClosing() {
+        var machine = ConnectionMachine(limits: .init(maxLineLength: 64))
+        _ = machine.received(Self.line(1))
+        _ = machine.requestFinished(key: 0, line: Array("ok\n".utf8), accepted: true)
+        let tooLong = machine.received([UInt8](repeating: 0x20, count: 100))
+        #expect(tooLong == [.flush], "the error is queued behind the answer the client has not read")
+        #expect(machine.endOfInput(peerGone: false) == [.pauseReading])
+        #expect(machine.endOfInput(peerGone: false).isEmpty)
+        #expect(machine.wrote(machine.pendingOutputCount) == [.close(.lineTooLong)], "it still closes once that is written")
+
+        var gone = ConnectionMachine(limits: .init(maxLineLength: 64))
+        _ = gone.received(Self.line(1))
+        _ = gone.requestFinished(key: 0, line: Array("ok\n".utf8), accepted: true)
+        _ = gone.received([UInt8](repeating: 0x20, count: 100))
+        #expect(gone.endOfInput(peerGone: true) == [.close(.peerGone)])
+    }
+
+    @Test("a client that reads none of a closing connection's last output for a whole idle period is closed without it")
+    func closingIdle() {
+        var machine = ConnectionMachine()
+        _ = machine.received(Self.line(1))
+        _ = machine.requestFinished(key: 0, line: Array("ok\n".utf8), accepted: true)
+        _ = machine.idleTick()
+        #expect(machine.idleTick() == [], "the answer is waiting to be written: closing after it")
+        #expect(machine.idleTick() == [.close(.idle)], "nothing of it read for a period")
+
+        var reading = ConnectionMachine()
+        _ = reading.received(Self.line(1))
+        _ = reading.requestFinished(key: 0, line: Array("answer\n".utf8), accepted: true)
+        _ = reading.idleTick()
+        _ = reading.idleTick()
+        _ = reading.wrote(2)
+        #expect(reading.idleTick().isEmpty, "it read some: it gets another period")
+    }
+
     @Test("closing when answered: no further line is taken, the request in flight is answered and written, then the connection closes")
     func closeWhenAnswered() {
         var machine = ConnectionMachine()

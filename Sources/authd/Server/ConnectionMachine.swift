@@ -86,8 +86,9 @@ struct ConnectionMachine {
     private var turnSpent: Bool { takenThisTurn >= limits.linesPerTurn }
     private var halfClosed = false
     private var draining = false
-    /// Whether a whole request line arrived, or work ended, since the last idle check. Bytes of
-    /// an unfinished line do not count: a client trickling one byte a minute is idle.
+    /// Whether a whole request line arrived, work ended or the client read some output, since
+    /// the last idle check. Bytes of an unfinished line do not count: a client trickling one
+    /// byte a minute is idle.
     private var activeSinceIdleCheck = false
     /// Requests in flight that wait for an answer to a prompt: they hold no in-flight slot, or
     /// 64 of them would stop reading the very answers they wait for.
@@ -124,6 +125,16 @@ struct ConnectionMachine {
     /// DESIGN §3 says); otherwise it half-closed (`shutdown(SHUT_WR)`, as socat does after its
     /// input) and still reads: answer what it sent, then close.
     mutating func endOfInput(peerGone: Bool) -> [Action] {
+        if case .closingAfterFlush = state {
+            // Closing once its last output is written: a client that left never reads it, and
+            // one that half-closed is not read again (its end of input stays readable, and
+            // would wake the loop for nothing until then).
+            if peerGone { return closeNow(.peerGone) }
+            halfClosed = true
+            var actions: [Action] = []
+            pauseReading(into: &actions)
+            return actions
+        }
         guard state == .open else { return [] }
         if peerGone { return closeNow(.peerGone) }
         halfClosed = true
@@ -270,6 +281,8 @@ struct ConnectionMachine {
     /// The transport wrote `count` bytes of `pendingOutput`.
     mutating func wrote(_ count: Int) -> [Action] {
         var actions: [Action] = []
+        // A client that reads what it is sent is not idle.
+        if count > 0 { activeSinceIdleCheck = true }
         guard outbox.wrote(count) else {
             resumeIfPossible(into: &actions)
             return actions
@@ -335,6 +348,9 @@ struct ConnectionMachine {
     /// waiting on a prompt is in flight; a subscription is a stream: neither is idle.
     mutating func idleTick() -> [Action] {
         defer { activeSinceIdleCheck = false }
+        // Closing after its last output: a client that read none of it for a whole period does
+        // not hold its slot any longer.
+        if case .closingAfterFlush(let reason) = state { return activeSinceIdleCheck ? [] : closeNow(reason) }
         guard state == .open, !activeSinceIdleCheck, inFlight.isEmpty, streams.isEmpty, pendingStreams.isEmpty else { return [] }
         var actions: [Action] = []
         closeAfterFlush(.idle, into: &actions)
