@@ -202,6 +202,29 @@ struct ServerTests {
         server.listener.stop()
     }
 
+    @Test("a newcomer machine that leaves with half a line gives it back to the newcomers' and the machines' pools")
+    func remoteHeldGivenBack() async throws {
+        let server = try await InProcessServer()
+        defer { server.listener.stop() }
+        let registry = server.services.connections
+        var ends: [Int32] = [0, 0]
+        #expect(socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &ends) == 0)
+        let connection = Connection(id: registry.makeID(), channel: UnixSocketChannel(fd: ends[0]), caller: .device(DeviceID(description: "stranger")),
+                                    newcomer: true, dispatcher: Dispatcher(table: DispatchTable.make(server.services), services: server.services),
+                                    timeouts: (idle: 300, prompt: 60), registry: registry)
+        registry.add(connection, standing: .newcomer)
+        connection.start()
+        let unfinished = [UInt8](repeating: 0x20, count: 1000)
+        #expect(write(ends[1], unfinished, unfinished.count) == unfinished.count)
+        _ = await eventually { registry.heldRemote.newcomers == unfinished.count }
+        #expect(registry.heldRemote == (all: unfinished.count, newcomers: unfinished.count), "it holds its unfinished line")
+        close(ends[1])
+        _ = await eventually { registry.count == 0 }
+        #expect(registry.count == 0)
+        #expect(registry.heldRemote == (all: 0, newcomers: 0), "closed, it holds nothing in either pool")
+        #expect(registry.held == .init())
+    }
+
     @Test("followers that leave, before or after their stream starts, are unregistered")
     func followersLeave() async throws {
         let server = try await InProcessServer()

@@ -379,6 +379,9 @@ final class Connection: StreamingConnection, @unchecked Sendable {
             loop.deregister(channel.fd)
         }
         channel.close()
+        // What it held goes back while the registry still knows its standing, and so the pool
+        // it was drawn from (the remote machines', the newcomers').
+        accountHeld()
         registry.remove(self)
         MemoryReturn.shared.connectionClosed(remaining: registry.count)
     }

@@ -164,6 +164,8 @@ final class ConnectionRegistry: Sendable {
 
     /// What all connections hold (for admin.status).
     var held: Held { state.withLock { $0.held } }
+    /// What other machines' connections hold, and of it what newcomers' hold (tests).
+    var heldRemote: (all: Int, newcomers: Int) { state.withLock { ($0.heldRemote, $0.heldNewcomers) } }
 
     var count: Int { state.withLock { $0.connections.count } }
     /// Local connections (the Unix socket's limits count these).
