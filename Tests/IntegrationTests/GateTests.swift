@@ -10,7 +10,7 @@ import Testing
 struct GateTests {
     static let password = "a long enough passphrase"
 
-    @Test("a locked local user on a device gets no account token, no password check and no profile change: the lock is checked before a call is forwarded")
+    @Test("a locked local user on a device gets no account token, no password check, no profile change and no new PIN: the lock is checked before a call is forwarded")
     func lockGuardsForwardedCalls() throws {
         let rig = try HubRig()
         let device = try rig.startDevice()
@@ -23,6 +23,8 @@ struct GateTests {
             ("auth.token", ["session": token, "aud": "app.example"]),
             ("account.password.check", ["session": token, "password": .string(Self.password)]),
             ("account.profile.set", ["session": token, "email": "someone@example.org", "current_password": .string(Self.password)]),
+            // A fresh session sets a PIN without the old one, and the PIN confirms a passkey signature.
+            ("twofactor.pin.enable", ["session": token, "pin": "135790", "confirm": "135790"]),
         ]
         for (method, params) in guarded {
             let answer = try client.call(method, params)
@@ -30,7 +32,7 @@ struct GateTests {
         }
         // Nothing reached the hub: its audit log has no such call from this machine.
         let audit = String(decoding: try WireCodec.encodeJSON(try rig.hub.connect().result("admin.audit.tail", ["limit": 100])), as: UTF8.self)
-        #expect(!audit.contains("\"auth.token\"") && !audit.contains("account.profile.set"), "\(audit)")
+        #expect(!audit.contains("\"auth.token\"") && !audit.contains("account.profile.set") && !audit.contains("twofactor.pin.enable"), "\(audit)")
         // A method that issues nothing still goes through, and the password opens the lock.
         #expect(try client.result("session.get", ["session": token])["account"] != nil)
         #expect(try client.result("unlock", ["password": .string(Self.password)])["locked"] == false)

@@ -70,7 +70,9 @@ extension MethodTable {
         register(AccountPasswordCheck.self, home: .account, by: settings, access: .anyone, requiresUnlock: true, audit: { _, _ in [:] }) { settings, params, context in
             try await settings.checkPassword(params, session: context.session(params.session))
         }
-        register(TwoFactorPINEnable.self, home: .account, by: settings, access: .anyone, audit: { _, _ in [:] }) { settings, params, context in
+        // Guarded too: a session made in the last minutes replaces the PIN without the old one,
+        // and the PIN is what a passkey signature (and deactivation) asks for.
+        register(TwoFactorPINEnable.self, home: .account, by: settings, access: .anyone, requiresUnlock: true, audit: { _, _ in [:] }) { settings, params, context in
             try await settings.enablePIN(params, session: context.session(params.session))
         }
         register(TwoFactorPINDisable.self, home: .account, by: settings, access: .anyone, audit: { _, _ in [:] }) { settings, params, context in
