@@ -249,6 +249,28 @@ struct DesktopPromptTests {
         #expect(forwarded["error"]?["data"]?["reason"] == "card.service_unavailable", "\(forwarded)")
     }
 
+    @Test("a lock that comes while the consent dialog waits holds for that call: the person's allow gets no token")
+    func lockDuringConsent() throws {
+        let daemon = try DaemonHarness()
+        try daemon.start(arguments: ["--system"])
+        let session = try signedIn(daemon)
+        let agent = try FakeAgent(daemon)
+        let asker = try daemon.connect()
+        let params: JSONValue = ["session": .string(session), "aud": "https://rp.example", "prompt": "desktop"]
+        let answer = try Self.alongside({ try asker.call("auth.token", params) }) {
+            let ask = try agent.nextAsk()
+            #expect(try daemon.connect().result("lock")["locked"] == true)
+            _ = try agent.reply(ask, "not_ok")
+        }
+        #expect(answer["error"]?["data"]?["reason"] == "session.locked", "\(answer)")
+        // Unlocked, the same call is asked again and served.
+        #expect(try asker.result("unlock", ["password": .string(Self.password)])["locked"] == false)
+        let served = try Self.alongside({ try asker.call("auth.token", params) }) {
+            _ = try agent.reply(try agent.nextAsk(), "not_ok")
+        }
+        #expect(served["result"]?["token"]?.stringValue != nil, "\(served)")
+    }
+
     @Test("consent = always offers no \"Allow once\": a NOT_CONFIRMED from the dialog is a refusal")
     func notConfirmedIsNoConsent() throws {
         let daemon = try DaemonHarness(config: "[prompts]\nconsent = always\n")

@@ -58,6 +58,11 @@ final class Dispatcher: Sendable {
             } catch {
                 return await refuse(request, entry, caller, wireError(error, method: request.method), started: started)
             }
+            // The consent dialog may have waited minutes: a lock that came meanwhile holds for
+            // this call as for any other.
+            if let refusal = await gate(request, entry, caller) {
+                return await refuse(request, entry, caller, refusal, started: started)
+            }
         }
 
         // A device's own machine asks its hub for what the account owns (DESIGN §8).
