@@ -86,6 +86,27 @@ struct AuditTests {
         #expect(try await fixture.store.health().integrity == "ok")
     }
 
+    @Test("a record stamped in the past after younger ones (the clock set back) takes none of them with it; only the log's beginning goes")
+    func retentionWithClockSetBack() async throws {
+        let fixture = try await TestKeys()
+        let audit = AuditLog(store: fixture.store, now: fixture.clock.closure, bounds: { .init(retentionSeconds: 90 * 86400, maxBytes: 64 << 20) })
+        let entry = AuditLog.Entry(caller: Self.caller, method: "auth.local", outcome: .ok, reason: nil, detail: [:])
+        fixture.clock.advance(-100 * 86400)
+        for _ in 0..<3 { try await audit.record(entry) }  // ids 1–3: old enough to go
+        fixture.clock.advance(99 * 86400)
+        for _ in 0..<10 { try await audit.record(entry) }  // 4–13: a day old
+        fixture.clock.advance(-200 * 86400)
+        try await audit.record(entry)  // 14: the clock set back
+        fixture.clock.advance(201 * 86400)
+        try await audit.record(entry)  // 15: now
+        let purge = try #require(try await audit.enforceBounds())
+        #expect(purge.throughID == 3, "the beginning up to the first record within the retention")
+        #expect(purge.rows == 3)
+        let size = try await audit.size()
+        #expect(size.rows == 13, "4–15 and the purge's record")
+        #expect(size.integrity == "ok")
+    }
+
     @Test("max_size purges the oldest records until the log is back under it, and a gap is found")
     func sizePurge() async throws {
         let fixture = try await TestKeys()

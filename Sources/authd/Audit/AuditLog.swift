@@ -377,7 +377,14 @@ actor AuditLog {
         let daemon = Caller.local(CallerIdentity(uid: Syscalls.effectiveUserID(), gid: 0, pid: Syscalls.processID(), exe: nil, username: nil, groups: []))
         let (purge, record) = try await store.transaction(durability: .relaxed) { database -> (Purge?, AuditRecord?) in
             var purge = Purge()
-            let byAge = try database.queryOne("SELECT max(id) FROM audit WHERE at_ms < ?", [.integer(cutoff)]) { $0.optionalInt64(0) } ?? nil
+            // The records before the first one that is not older than the cutoff: times follow
+            // the wall clock, and a record stamped in the past after younger ones (the clock was
+            // set back) must not take the younger ones with it.
+            let byAge = try database.queryOne(
+                """
+                SELECT max(id) FROM audit
+                WHERE id < coalesce((SELECT id FROM audit WHERE at_ms >= ? ORDER BY id LIMIT 1), 9223372036854775807)
+                """, [.integer(cutoff)]) { $0.optionalInt64(0) } ?? nil
             if let byAge {
                 purge.throughID = byAge
                 purge.why.append("retention")
