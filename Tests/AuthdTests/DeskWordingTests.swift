@@ -20,6 +20,19 @@ struct DeskWordingTests {
         #expect(Pinentry.field("e\u{301}\u{301}\u{301}\u{301}\u{301}").contains("\\u{301}"), "marks past the third are shown")
     }
 
+    @Test("a field of percent signs is cut by its escaped size: the document's hash, authd's question and the tries left still reach pinentry")
+    func percentFieldsFit() {
+        let percents = String(repeating: "%", count: 200)
+        let purpose = DeskPurpose.sign(audience: percents, description: percents, hash: "abc")
+        let dialog = DeskWording.secret(.pin2, message: "Enter PIN2 to sign \"\(percents)\"", by: Self.hostileProgram, for: purpose,
+                                        retriesLeft: 3, error: nil, timeout: 60)
+        let line = Assuan.line("SETDESC", dialog.description)
+        #expect(!line.hasSuffix("…"), "the line itself was cut: fixed lines lost")
+        let shown = String(decoding: Assuan.unescape(line.dropFirst("SETDESC ".count)), as: UTF8.self)
+        #expect(shown.contains("\nHash: abc\n") && shown.contains("Enter PIN2 to sign") && shown.hasSuffix("3 tries left."), "\(shown)")
+        #expect(Pinentry.field(percents).utf8.count <= 160 / 3 + "…".utf8.count)
+    }
+
     @Test("the consent question keeps its buttons' keys apart, and offers Allow once only where an answer is remembered")
     func consentButtons() {
         let remembered = DeskWording.consent(by: Self.hostileProgram, for: .login(audience: "https://rp.example"), remembered: true, timeout: 60)

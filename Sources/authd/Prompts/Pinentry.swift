@@ -124,10 +124,12 @@ struct Pinentry: Sendable {
     /// isolates, zero-width ones), private-use and unassigned code points, spaces other than
     /// U+0020, blank-looking letters (U+2800, the Hangul fillers) and combining marks past the
     /// third of one character become a visible `\u{XXXX}`, so none can start a line, reorder,
-    /// pad or hide what surrounds it. At most `limit` UTF-8 bytes, cut between characters and
-    /// marked with "…", so that the fixed lines of a dialog always fit its 1000-byte line.
+    /// pad or hide what surrounds it. At most `limit` bytes as sent (Assuan's escaping
+    /// counted: a `%` takes three), cut between characters and marked with "…", so that the
+    /// fixed lines of a dialog always fit its 1000-byte line.
     static func field(_ untrusted: String, limit: Int = 160) -> String {
         var safe = ""
+        var sent = 0
         for character in untrusted {
             var piece = ""
             for (index, scalar) in character.unicodeScalars.enumerated() {
@@ -138,8 +140,11 @@ struct Pinentry: Sendable {
                 }
                 if visible { piece.unicodeScalars.append(scalar) } else { piece += "\\u{" + String(scalar.value, radix: 16, uppercase: true) + "}" }
             }
-            if safe.utf8.count + piece.utf8.count > limit { return safe + "…" }
+            // Nothing else in a piece is escaped: every control character became `\u{…}`.
+            let size = piece.utf8.count + 2 * piece.utf8.count(where: { $0 == UInt8(ascii: "%") })
+            if sent + size > limit { return safe + "…" }
             safe += piece
+            sent += size
         }
         return safe
     }
