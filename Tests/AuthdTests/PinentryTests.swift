@@ -318,6 +318,18 @@ struct ScriptedPinentryTests {
         #expect(ContinuousClock.now - cancelled < .seconds(10))
     }
 
+    /// A pinentry that sends inquiry after inquiry and reads none of authd's refusals: once the
+    /// pipe to it is full, it is a failure, not a write that waits for good (holding the card
+    /// and every later dialog).
+    @Test func aPinentryThatDoesNotReadFails() async throws {
+        let directory = TemporaryDirectory()
+        let path = directory.path + "/deaf-pinentry"
+        try "#!/bin/sh\necho 'OK hello'\nexec yes 'INQUIRE X'\n".write(toFile: path, atomically: true, encoding: .utf8)
+        #expect(chmod(path, 0o755) == 0)
+        let pinentry = Pinentry(path: path, environment: [:], tty: nil)
+        await #expect(throws: PinentryFailure.failed("pinentry does not read what it is sent")) { try await pinentry.ask(Self.dialog) }
+    }
+
     @Test func aPinentryThatSitsPastItsTimeoutIsKilled() async throws {
         let scripted = try ScriptedPinentry(#"[{"hang": true}]"#)
         var dialog = Self.dialog

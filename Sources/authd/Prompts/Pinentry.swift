@@ -296,7 +296,7 @@ private actor PinentrySession {
         var conversation = conversation
         let child: Syscalls.Conversation
         do {
-            child = try Syscalls.spawnConversation(path, environment: environment)
+            child = try Syscalls.spawnConversation(path, environment: environment, nonBlockingInput: true)
         } catch {
             throw PinentryFailure.failed("cannot start \(path): \(error)")
         }
@@ -340,11 +340,7 @@ private actor PinentrySession {
                 case nil: continue
                 case .send(let line)?:
                     guard let fd = input else { continue }
-                    do {
-                        try Array((line + "\n").utf8).withUnsafeBytes { try Syscalls.writeAll(fd, $0, name: "pinentry") }
-                    } catch {
-                        throw PinentryFailure.failed("pinentry ended before it was asked")
-                    }
+                    try send(line, to: fd)
                     if conversation.isAsking && !asked {
                         asked = true
                         deadline = ContinuousClock.now + dialogLimit
@@ -362,6 +358,20 @@ private actor PinentrySession {
                 }
             }
             if pending.count > Self.longestLine { throw PinentryFailure.failed("pinentry sent a line longer than \(Self.longestLine) bytes") }
+        }
+    }
+
+    /// Writes one line to pinentry. pinentry reads each command before it answers, so what it
+    /// has not read never fills the pipe (64 KiB); a full one means it does not read at all
+    /// (the pipe does not block: a write waiting for it would hold the card, and every dialog
+    /// after this one, for good).
+    private func send(_ line: String, to fd: Int32) throws {
+        do {
+            try Array((line + "\n").utf8).withUnsafeBytes { try Syscalls.writeAll(fd, $0, name: "pinentry") }
+        } catch let error as SystemError where error.wouldBlock {
+            throw PinentryFailure.failed("pinentry does not read what it is sent")
+        } catch {
+            throw PinentryFailure.failed("pinentry ended before it was asked")
         }
     }
 

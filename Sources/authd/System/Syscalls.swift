@@ -34,6 +34,8 @@ struct SystemError: Error, CustomStringConvertible, Equatable {
     var reason: String { Syscalls.errorDescription(errno) }
     /// The call failed because the file exists (`EEXIST`).
     var fileExists: Bool { errno == EEXIST }
+    /// A descriptor that does not block could take nothing now (`EAGAIN`).
+    var wouldBlock: Bool { errno == EAGAIN || errno == EWOULDBLOCK }
 }
 
 /// Runs `body` until it does not fail with EINTR. The corresponding C idiom is `while (r == -1 && errno == EINTR)`.
@@ -967,9 +969,11 @@ extension Syscalls {
 
     /// Starts `path` with exactly `environment`, talking to us over two pipes (its stdin and
     /// stdout); stderr goes to /dev/null and nothing else of ours reaches it, as with every
-    /// helper. The caller closes both descriptors and reaps the process.
+    /// helper. The caller closes both descriptors and reaps the process. `nonBlockingInput`:
+    /// our end of its stdin does not block either (a write the child does not read fails with
+    /// `EAGAIN` rather than waiting for it).
     /// The corresponding C functions are `pipe2` and `posix_spawn`.
-    static func spawnConversation(_ path: String, environment: [String: String]) throws -> Conversation {
+    static func spawnConversation(_ path: String, environment: [String: String], nonBlockingInput: Bool = false) throws -> Conversation {
         ignoreBrokenPipes()
         let toChild = try makePipe()
         let fromChild: (read: Int32, write: Int32)
@@ -987,8 +991,9 @@ extension Syscalls {
         }
         close(toChild.read)
         close(fromChild.write)
-        // Only our end: the child's stdout stays blocking, as programs expect.
+        // Only our ends: the child's stdin and stdout stay blocking, as programs expect.
         _ = fcntl(fromChild.read, F_SETFL, O_NONBLOCK)
+        if nonBlockingInput { _ = fcntl(toChild.write, F_SETFL, O_NONBLOCK) }
         return Conversation(pid: pid, input: toChild.write, output: fromChild.read)
     }
 
