@@ -147,6 +147,24 @@ struct ServerTests {
         server.listener.stop()
     }
 
+    @Test("a client that half-closes and then leaves altogether is seen to leave: what it asked is cancelled and its connection closes")
+    func halfCloseThenGone() async throws {
+        let server = try await InProcessServer()
+        defer { server.listener.stop() }
+        let fd = try Syscalls.connectUnix(path: server.socketPath)
+        let line = Array((#"{"jsonrpc":"2.0","id":1,"method":"test.wait"}"# + "\n").utf8)
+        #expect(write(fd, line, line.count) == line.count)
+        _ = await eventually { server.observations.started.load(ordering: .relaxed) == 1 }
+        #expect(shutdown(fd, Int32(SHUT_WR)) == 0, "as socat does after its input")
+        _ = await eventually(seconds: 1) { server.observations.cancelled.load(ordering: .relaxed) > 0 }
+        #expect(server.observations.cancelled.load(ordering: .relaxed) == 0, "half-closed, it still waits for its answer")
+        #expect(server.services.connections.count == 1)
+        close(fd)
+        _ = await eventually(seconds: 10) { server.observations.cancelled.load(ordering: .relaxed) == 1 && server.services.connections.count == 0 }
+        #expect(server.observations.cancelled.load(ordering: .relaxed) == 1)
+        #expect(server.services.connections.count == 0)
+    }
+
     @Test("more than 64 requests in flight on one connection pause reading from it, not other clients")
     func backPressure() async throws {
         let server = try await InProcessServer()

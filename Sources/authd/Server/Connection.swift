@@ -221,7 +221,15 @@ final class Connection: StreamingConnection, @unchecked Sendable {
     /// ends. The loop's epoll is level-triggered: what arrives afterwards, an end of input
     /// included, wakes the connection again.
     private func readable() {
-        guard !machine.isClosed, !readSuspended else { return }
+        guard !machine.isClosed else { return }
+        if readSuspended {
+            // Not reading (a half-close, the in-flight limit, unread answers): the loop wakes
+            // the connection only for a hang-up then, which says the client is gone altogether
+            // (it cancels what it asked). The descriptor's own state, not the channel's: a TLS
+            // channel's end of input is a hang-up already.
+            if Syscalls.peerHasClosed(channel.fd) { perform(machine.endOfInput(peerGone: true)) }
+            return
+        }
         let buffer = loop.readBuffer
         // Bounded work per turn; the rest is picked up by a re-queued turn, after the other
         // connections on the loop had theirs.
@@ -286,7 +294,7 @@ final class Connection: StreamingConnection, @unchecked Sendable {
         let wanted = (read: !readSuspended, write: waitingToWrite)
         guard registered, wanted != watching else { return }
         watching = wanted
-        loop.watch(channel.fd, read: wanted.read, write: wanted.write)
+        loop.watch(channel.fd, read: wanted.read, write: wanted.write, hangUp: true)
     }
 
     // MARK: Streams

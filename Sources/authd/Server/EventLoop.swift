@@ -30,9 +30,9 @@ final class EventLoop: @unchecked Sendable {
     private let wake: Int32
     private let jobs = Mutex(Jobs())
     private let thread = Atomic<UInt>(0)
-    /// What each registered descriptor calls, and the events epoll watches on it (none: it is
-    /// out of epoll).
-    private var handlers: [Int32: (handler: Handler, events: UInt32)] = [:]
+    /// What each registered descriptor calls, and the events epoll watches on it (nil: it is
+    /// out of epoll; none: only a hang-up or an error, which epoll always reports).
+    private var handlers: [Int32: (handler: Handler, events: UInt32?)] = [:]
     /// What a connection reads its socket into, on this loop's thread: a read is taken in by
     /// the connection's machine before anything else runs, so one buffer serves them all (and
     /// a thousand idle connections hold none). Not zeroed: only the bytes a read wrote are read.
@@ -122,21 +122,23 @@ final class EventLoop: @unchecked Sendable {
     }
 
     /// Changes what is watched on a registered `fd` (nothing when it is what is watched now).
-    /// Watching for nothing takes it out of epoll altogether: a hang-up is reported whatever
-    /// one asks for, and a connection that does not read now would be told of it again and again.
-    func watch(_ fd: Int32, read: Bool, write: Bool) {
+    /// Watching for nothing takes it out of epoll altogether, unless `hangUp`: a hang-up is
+    /// reported whatever one asks for, and an owner that does not read now would be told of it
+    /// again and again; one that asks for `hangUp` acts on it (it closes).
+    func watch(_ fd: Int32, read: Bool, write: Bool, hangUp: Bool = false) {
         precondition(isCurrent, "watch on the loop's thread")
         let events = Self.events(read: read, write: write)
-        guard let (handler, watched) = handlers[fd], events != watched else { return }
-        try? Syscalls.epollControl(epoll, fd, events: events == 0 ? nil : events, add: watched == 0)
-        handlers[fd] = (handler, events)
+        let wanted: UInt32? = events == 0 && !hangUp ? nil : events
+        guard let (handler, watched) = handlers[fd], wanted != watched else { return }
+        try? Syscalls.epollControl(epoll, fd, events: wanted, add: watched == nil)
+        handlers[fd] = (handler, wanted)
     }
 
     /// Stops watching `fd` (before it is closed); its handler is dropped.
     func deregister(_ fd: Int32) {
         precondition(isCurrent, "deregister on the loop's thread")
         guard let (_, watched) = handlers.removeValue(forKey: fd) else { return }
-        if watched != 0 { try? Syscalls.epollControl(epoll, fd, events: nil) }
+        if watched != nil { try? Syscalls.epollControl(epoll, fd, events: nil) }
     }
 
     private static func events(read: Bool, write: Bool) -> UInt32 {
