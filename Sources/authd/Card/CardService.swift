@@ -167,7 +167,7 @@ struct CardService: Sendable {
             let reader = try await presentCard(context, until: deadline, window: window, skipping: stale)
             guard let interface = IDCard.interface(forATR: reader.atr) else { throw CardFailure.unsupported }
             if interface == .contactless, can == nil { can = try await obtainCAN(context, window: window) }
-            let canBytes = interface == .contactless ? can.map { Self.bytes($0.can) } : nil
+            let canSecret = interface == .contactless ? can?.can : nil
             let outcome: Result<Attempt<T>, CardFailure> = await readers.runCatching { pcsc throws(CardFailure) in
                 var connected: PCSC.Card?
                 do throws(CardFailure) {
@@ -177,7 +177,9 @@ struct CardService: Sendable {
                     try card.begin()
                     defer { card.end() }
                     let idCard = IDCard(card: card, interface: interface)
-                    if var canBytes {
+                    if let canSecret {
+                        // Made here, and only here: the copy that is wiped is the only one.
+                        var canBytes = Self.bytes(canSecret)
                         defer { OpenSSL.wipe(&canBytes) }
                         try idCard.establishPACE(can: canBytes)
                     }
@@ -265,11 +267,13 @@ struct CardService: Sendable {
             while true {
                 let pin1 = try await obtainPIN1(context, window: window, purpose: "to log in to \(Redaction.printable(params.aud, limit: 80))", wrong: wrong,
                                                 seen: seen)
-                let pinBytes = Self.bytes(pin1.secret)
                 let signed: CardTokens.Signed
                 do {
                     signed = try await withCard(context, window: window, pin1: (pin1.secret, pin1.saved)) { card throws(CardFailure) in
-                        var pin = pinBytes
+                        // Copied out of the secret here, and only here: the copy that is wiped
+                        // is the only one (a copy made outside would be shared with this one,
+                        // and wiping would copy it first and clear the new copy alone).
+                        var pin = Self.bytes(pin1.secret)
                         defer { OpenSSL.wipe(&pin) }
                         let certificate = try card.certificate(authentication: true)
                         // PIN1 goes only to the card whose holder the dialog showed.
@@ -313,11 +317,10 @@ struct CardService: Sendable {
             var wrong: String?
             while true {
                 let pin2 = try await askPIN(.pin2, context, window: window, purpose: purpose, wrong: wrong)
-                let pinBytes = Self.bytes(pin2)
                 let signed: (CardTokens.Signed, [UInt8])
                 do {
                     signed = try await withCard(context, window: window, pin1: nil) { card throws(CardFailure) in
-                        var pin = pinBytes
+                        var pin = Self.bytes(pin2)  // the only copy (see `login`)
                         defer { OpenSSL.wipe(&pin) }
                         let certificate = try card.certificate(authentication: false)
                         // Another card than the one the caller named: PIN2 is not sent to it.
@@ -435,11 +438,11 @@ extension CardService {
             guard personalCode == nil || holder.personalCode == personalCode else { throw PAMFailure.cardMismatch }
             let answer = try await context.prompts.ask(.pin1, message: prompt(holder.name), within: .seconds(window))
             var typed = try Self.validPIN(answer, .pin1)
-            defer { OpenSSL.wipe(&typed) }
-            let pin = typed
+            let pin = SecretBytes(typed)
+            OpenSSL.wipe(&typed)
             let digest = Digest.sha384.hash(try OpenSSL.randomBytes(48))
             let proof = try await withCard(context, window: window, pin1: nil) { card throws(CardFailure) in
-                var pin = pin
+                var pin = Self.bytes(pin)  // the only copy (see `login`)
                 defer { OpenSSL.wipe(&pin) }
                 // The card may have been swapped while PIN1 was typed: PIN1 goes only to the card checked.
                 guard try card.certificate(authentication: true) == certificate else { return HolderProof.otherCard }
