@@ -128,10 +128,37 @@ struct AuditTests {
         #expect(try await audit.size().integrity == "1 record(s) missing after id \(purge.throughID)")
     }
 
+    @Test("followers get a change's record as its transaction commits, before a record committed after it, and the purge's record the same way")
+    func followersInIDOrder() async throws {
+        let fixture = try await TestKeys()
+        let audit = AuditLog(store: fixture.store, now: fixture.clock.closure, bounds: { .init(retentionSeconds: 86400, maxBytes: 64 << 20) })
+        let (_, records) = await audit.follow()
+        var iterator = records.makeAsyncIterator()
+        let scope = AuditScope(caller: Self.caller, method: "admin.keys.rotate", auditHome: "sqlite", now: fixture.clock.closure, publish: audit.publish)
+        // The call goes on after its change committed (it waits, say, for the lock to
+        // remember a sign-in) while another call's record commits.
+        try await AuditScope.$current.withValue(scope) {
+            try await fixture.store.transaction { database in try AuditScope.record(in: database, ["change": true]) }
+        }
+        try await audit.record(.init(caller: Self.caller, method: "auth.local", outcome: .ok, reason: nil, detail: [:]))
+        var seen: [AuditRecord] = []
+        for _ in 0..<2 { if let record = await iterator.next() { seen.append(record) } }
+        #expect(seen.map(\.id) == [1, 2])
+        #expect(seen.map(\.method) == ["admin.keys.rotate", "auth.local"])
+
+        fixture.clock.advance(2 * 86400)
+        try await audit.enforceBounds()
+        try await audit.record(.init(caller: Self.caller, method: "auth.local", outcome: .ok, reason: nil, detail: [:]))
+        seen = []
+        for _ in 0..<2 { if let record = await iterator.next() { seen.append(record) } }
+        #expect(seen.map(\.method) == [AuditLog.purgeMethod, "auth.local"])
+        #expect(seen.map(\.id) == [3, 4])
+    }
+
     @Test("a state change's record is written in its transaction; a failed transaction writes neither")
     func recordInTheChangesTransaction() async throws {
         let fixture = try await TestKeys()
-        let scope = AuditScope(caller: Self.caller, method: "admin.keys.rotate", auditHome: "sqlite", now: fixture.clock.closure)
+        let scope = AuditScope(caller: Self.caller, method: "admin.keys.rotate", auditHome: "sqlite", now: fixture.clock.closure, publish: { _ in })
         struct Refused: Error {}
         await #expect(throws: Refused.self) {
             try await AuditScope.$current.withValue(scope) {

@@ -375,7 +375,14 @@ actor AuditLog {
         let time = now()
         let cutoff = Int64(((time.timeIntervalSince1970 - Double(bounds.retentionSeconds)) * 1000).rounded())
         let daemon = Caller.local(CallerIdentity(uid: Syscalls.effectiveUserID(), gid: 0, pid: Syscalls.processID(), exe: nil, username: nil, groups: []))
-        let (purge, record) = try await store.transaction(durability: .relaxed) { database -> (Purge?, AuditRecord?) in
+        // The purge's own record reaches followers as its transaction commits, in the order of
+        // the ids, like a change's record (`AuditScope`).
+        let scope = AuditScope(now: now, publish: { [self] records in
+            publication.withLock { publication in
+                for record in records { for follower in publication.followers.values { follower.yield(record) } }
+            }
+        })
+        let purge = try await AuditScope.$current.withValue(scope) { try await store.transaction(durability: .relaxed) { database -> Purge? in
             var purge = Purge()
             // The records before the first one that is not older than the cutoff: times follow
             // the wall clock, and a record stamped in the past after younger ones (the clock was
@@ -401,11 +408,11 @@ actor AuditLog {
                     """, [.integer(purge.throughID), .integer(excess)]) { $0.int64(0) } ?? purge.throughID
                 purge.why.append("max_size")
             }
-            guard !purge.why.isEmpty else { return (nil, nil) }
+            guard !purge.why.isEmpty else { return nil }
             let (rows, bytes, from, to) = try database.queryOne(
                 "SELECT count(*), coalesce(sum(\(Self.storedBytesSQL)), 0), min(at_ms), max(at_ms) FROM audit WHERE id <= ?",
                 [.integer(purge.throughID)]) { ($0.int(0), $0.int64(1), $0.optionalInt64(2), $0.optionalInt64(3)) } ?? (0, 0, nil, nil)
-            guard rows > 0 else { return (nil, nil) }
+            guard rows > 0 else { return nil }
             purge.rows = rows
             purge.bytes = bytes
             try database.execute("DELETE FROM audit WHERE id <= ?", [.integer(purge.throughID)])
@@ -417,13 +424,9 @@ actor AuditLog {
                 "first_at": stamp(from), "last_at": stamp(to), "why": .array(purge.why.map { .string($0) }),
                 "retention_s": .integer(Int64(bounds.retentionSeconds)), "max_size": .integer(bounds.maxBytes),
             ]), at: time, into: database, after: purge.throughID)
-            return (purge, record)
-        }
-        if let record {
-            publication.withLock { publication in
-                for follower in publication.followers.values { follower.yield(record) }
-            }
-        }
+            AuditScope.wrote(record)
+            return purge
+        } }
         return purge
     }
 }

@@ -3,7 +3,9 @@ import Protocol
 import Synchronization
 
 /// The audited call a task is serving, so that the transaction making the call's change writes
-/// the call's audit record too: a crash then loses both or neither, never the record alone.
+/// the call's audit record too: a crash then loses both or neither, never the record alone. The
+/// log's followers get the record as that transaction commits, where it commits (on SQLite's one
+/// writer, between the group commits before and after it): in the order of the ids.
 ///
 /// The dispatcher opens a scope around an audited handler. The store write that makes the
 /// call's state change (a new account, a session, a password, a revoked device, a rotated key)
@@ -26,6 +28,8 @@ final class AuditScope: Sendable {
     /// change to the machine's own SQLite store is then recorded after the fact, as a refusal is.
     private let auditHome: String
     private let now: @Sendable () -> Date
+    /// Hands committed records to the log's followers (`AuditLog.publish`).
+    private let publish: @Sendable ([AuditRecord]) -> Void
 
     private struct Records {
         /// Written in the transaction that is running, not yet committed.
@@ -37,16 +41,21 @@ final class AuditScope: Sendable {
     }
     private let records = Mutex(Records())
 
-    init(caller: Caller, method: String, auditHome: String, now: @escaping @Sendable () -> Date) {
+    init(caller: Caller, method: String, auditHome: String, now: @escaping @Sendable () -> Date,
+         publish: @escaping @Sendable ([AuditRecord]) -> Void) {
         call = (caller, method)
         self.auditHome = auditHome
         self.now = now
+        self.publish = publish
     }
 
-    private init(now: @escaping @Sendable () -> Date) {
+    /// A scope of no call: it records nothing itself, and publishes what its transactions
+    /// wrote (`wrote`) as they commit.
+    init(now: @escaping @Sendable () -> Date, publish: @escaping @Sendable ([AuditRecord]) -> Void = { _ in }) {
         call = nil
         auditHome = ""
         self.now = now
+        self.publish = publish
     }
 
     /// Runs `body`, which is not a call (maintenance), collecting what its committed
@@ -67,6 +76,12 @@ final class AuditScope: Sendable {
         scope.records.withLock { $0.staged.append(record) }
     }
 
+    /// A record the transaction running on the task's store wrote itself (the purge's own):
+    /// published when that transaction commits.
+    static func wrote(_ record: AuditRecord) {
+        current?.records.withLock { $0.staged.append(record) }
+    }
+
     /// The transaction running on the task's store ended `sessions` (nothing outside a scope).
     static func sessionsEnded(_ sessions: [EndedSession]) {
         guard let scope = current, !sessions.isEmpty else { return }
@@ -80,16 +95,21 @@ final class AuditScope: Sendable {
     }
 
     /// The transaction that may have staged records ended (`Store.transaction` calls this).
+    /// Runs where the transaction ran, on the store's connection, so that followers get what
+    /// it committed before anything committed after it.
     func transactionEnded(committed: Bool) {
-        records.withLock { records in
-            if committed {
-                records.committed += records.staged
-                records.announcements.endedSessions += records.stagedAnnouncements.endedSessions
-                records.announcements.notices += records.stagedAnnouncements.notices
+        let published = records.withLock { records -> [AuditRecord] in
+            defer {
+                records.staged.removeAll()
+                records.stagedAnnouncements = Announcements()
             }
-            records.staged.removeAll()
-            records.stagedAnnouncements = Announcements()
+            guard committed else { return [] }
+            records.committed += records.staged
+            records.announcements.endedSessions += records.stagedAnnouncements.endedSessions
+            records.announcements.notices += records.stagedAnnouncements.notices
+            return records.staged
         }
+        if !published.isEmpty { publish(published) }
     }
 
     /// The records the call's own transactions committed.

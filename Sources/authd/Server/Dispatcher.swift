@@ -113,7 +113,8 @@ final class Dispatcher: Sendable {
         let caller = environment.caller
         let outcome: Result<any Encodable & Sendable, RPCError>
         // A state change writes the call's record in its own transaction (see AuditScope).
-        let scope = entry.audited ? AuditScope(caller: caller, method: request.method, auditHome: services.audit.home, now: services.now) : nil
+        let scope = entry.audited ? AuditScope(caller: caller, method: request.method, auditHome: services.audit.home, now: services.now,
+                                               publish: services.audit.publish) : nil
         do {
             // Blocking work (Argon2id) is shared fairly between callers, not in arrival order; a
             // change writes its audit record in its own transaction through the scope.
@@ -125,21 +126,16 @@ final class Dispatcher: Sendable {
             if let proof = entry.remembers, let (account, device) = invocation.signedIn, case .local(let peer) = caller {
                 try await services.localLock.remember(peer.uid, account: account, device: device, proof: proof)
             }
-            if let scope {
-                let committed = scope.committed
-                if committed.isEmpty {
-                    // Fail closed: a result that cannot be recorded is not handed out.
-                    try await services.audit.record(.init(caller: caller, method: request.method, outcome: .ok, reason: nil, detail: invocation.auditDetail))
-                } else {
-                    services.audit.publish(committed)
-                }
+            // Fail closed: a result that cannot be recorded is not handed out. A change's own
+            // transaction wrote its record already (and followers had it as it committed).
+            if let scope, scope.committed.isEmpty {
+                try await services.audit.record(.init(caller: caller, method: request.method, outcome: .ok, reason: nil, detail: invocation.auditDetail))
             }
             outcome = .success(invocation.result)
         } catch {
             let wire = wireError(error, method: request.method)
             // A change committed before the call failed (the lock could not remember a sign-in,
-            // say) keeps its record; followers see it too.
-            if let committed = scope?.committed, !committed.isEmpty { services.audit.publish(committed) }
+            // say) keeps its record, which followers had as it committed.
             await recordRefusal(wire, of: request, entry, caller)
             outcome = .failure(wire)
         }
