@@ -103,10 +103,38 @@ struct CBORTests {
     @Test("a header claiming a huge map is refused without allocating it, and large inputs are refused outright")
     func hostileSizes() {
         #expect(throws: CBORError.self) { try CBOR.decode(hex("bb00000000ffffffff")) }
+        // Sizes past Int.max, which reach Swift negative.
+        #expect(throws: CBORError.self) { try CBOR.decode(hex("bbffffffffffffffff")) }
+        #expect(throws: CBORError.self) { try CBOR.decode(hex("9bffffffffffffffff")) }
+        #expect(throws: CBORError.self) { try CBOR.decode(hex("bb8000000000000001")) }
         #expect(throws: CBORError.self) { try CBOR.decode([UInt8](repeating: 0x81, count: CBOR.maxInput + 1)) }
         #expect(throws: CBORError.self) { try CBOR.decode([UInt8](repeating: 0x81, count: 4000) + [0x00]) }
         #expect(throws: CBORError.self) { try CBOR.decode([UInt8](repeating: 0x81, count: 100) + [0x00]) }
         #expect((try? CBOR.decode([0x81, 0x81, 0x00])) == .array([.array([.unsigned(0)])]))
+    }
+
+    /// Each head alone claims no more than the bytes left, but together they claim thousands of
+    /// times that: libcbor would allocate 8 bytes per claimed entry for every open array, some
+    /// 980 MiB from 64 KiB, before failing.
+    @Test("nested heads that together claim more entries than the data holds are refused before libcbor allocates them")
+    func nestedClaims() {
+        var arrays: [UInt8] = []
+        while arrays.count + 3 <= CBOR.maxInput - 1024 {
+            let claim = min(0xFFFF, CBOR.maxInput - arrays.count - 3)
+            arrays += [0x99, UInt8(claim >> 8), UInt8(claim & 0xFF)]
+        }
+        arrays += [UInt8](repeating: 0, count: CBOR.maxInput - arrays.count)
+        #expect(throws: CBORError(description: "CBOR heads claim more entries than the data holds")) { try CBOR.decode(arrays) }
+        // Two arrays of 30 each, nested, in 33 bytes: 59 entries owed after the second head.
+        let nested: [UInt8] = [0x98, 30, 0x98, 30] + [UInt8](repeating: 0, count: 29)
+        #expect(throws: CBORError(description: "CBOR heads claim more entries than the data holds")) { try CBOR.decode(nested) }
+        // As many entries as bytes follow is fine, however they nest.
+        let exact: [UInt8] = [0x82, 0x81, 0x00, 0xA1, 0x01, 0x02]
+        #expect((try? CBOR.decode(exact)) == .array([.array([.unsigned(0)]), .map([(.unsigned(1), .unsigned(2))])]))
+        // Nesting past maxDepth is refused by the scan, before libcbor builds anything.
+        #expect(throws: CBORError(description: "CBOR nested deeper than \(CBOR.maxDepth) levels")) {
+            try CBOR.decode([UInt8](repeating: 0x81, count: CBOR.maxDepth + 1) + [0x00])
+        }
     }
 }
 

@@ -197,38 +197,66 @@ enum CBOR {
         return (value, result.read)
     }
 
-    /// What the header scan saw: the bytes left after the current head, and whether a head
-    /// claimed more entries than could possibly follow, or an indefinite length.
+    /// What the header scan saw of one head: the entries it claims (an array's elements, a
+    /// map's keys and values), and whether it claimed more than could possibly follow, an
+    /// indefinite length or a tag.
     private struct HeaderScan {
         var remaining = 0
+        var claimed = 0
         var refused = false
     }
 
     /// Walks every head with libcbor's streaming decoder, which allocates nothing, before
-    /// `cbor_load` builds the tree: `cbor_load` allocates (and clears) the entries a definite
-    /// array or map head claims, so 5 bytes claiming 2^31 entries would cost gigabytes.
+    /// `cbor_load` builds the tree: `cbor_load` allocates (and clears) the entries each definite
+    /// array or map head claims, up front. So the entries claimed and not yet seen, by every
+    /// container open at once, must fit the bytes left (each entry takes one at least): 5 bytes
+    /// claiming 2^31 entries would cost gigabytes, and so would two thousand nested heads each
+    /// claiming what is left. Nesting deeper than `maxDepth` is refused here too.
     private static func checkHeaders(_ input: [UInt8]) throws(CBORError) {
         var callbacks = cbor_empty_callbacks
         callbacks.array_start = { context, size in
-            context!.withMemoryRebound(to: HeaderScan.self, capacity: 1) { if size > $0.pointee.remaining { $0.pointee.refused = true } }
+            context!.withMemoryRebound(to: HeaderScan.self, capacity: 1) {
+                // A size past Int.max (a 64-bit head) arrives negative.
+                if size < 0 || size > $0.pointee.remaining { $0.pointee.refused = true } else { $0.pointee.claimed = size }
+            }
         }
         callbacks.map_start = { context, size in
-            context!.withMemoryRebound(to: HeaderScan.self, capacity: 1) { if size > $0.pointee.remaining / 2 { $0.pointee.refused = true } }
+            context!.withMemoryRebound(to: HeaderScan.self, capacity: 1) {
+                if size < 0 || size > $0.pointee.remaining / 2 { $0.pointee.refused = true } else { $0.pointee.claimed = 2 * size }
+            }
         }
         callbacks.indef_array_start = { context in context!.withMemoryRebound(to: HeaderScan.self, capacity: 1) { $0.pointee.refused = true } }
         callbacks.indef_map_start = { context in context!.withMemoryRebound(to: HeaderScan.self, capacity: 1) { $0.pointee.refused = true } }
         callbacks.byte_string_start = { context in context!.withMemoryRebound(to: HeaderScan.self, capacity: 1) { $0.pointee.refused = true } }
         callbacks.string_start = { context in context!.withMemoryRebound(to: HeaderScan.self, capacity: 1) { $0.pointee.refused = true } }
+        // A tag's item follows it and fills no entry of its own (WebAuthn uses none).
+        callbacks.tag = { context, _ in context!.withMemoryRebound(to: HeaderScan.self, capacity: 1) { $0.pointee.refused = true } }
         var scan = HeaderScan()
         var offset = 0
+        // The entries still to come in each open container, innermost last, and their sum.
+        var open: [Int] = []
+        var owed = 0
         while offset < input.count {
             scan.remaining = input.count - offset
+            scan.claimed = 0
             let result = input.withUnsafeBufferPointer { buffer in
                 withUnsafeMutablePointer(to: &scan) { cbor_stream_decode(buffer.baseAddress! + offset, buffer.count - offset, &callbacks, $0) }
             }
-            guard !scan.refused else { throw CBORError(description: "a CBOR head claims more than the data holds, or an indefinite length") }
+            guard !scan.refused else { throw CBORError(description: "a CBOR head claims more than the data holds, an indefinite length or a tag") }
             guard result.status == CBOR_DECODER_FINISHED, result.read > 0 else { throw CBORError(description: "malformed CBOR at byte \(offset)") }
             offset += result.read
+            // This item is an entry of the innermost open container; its own entries follow.
+            if !open.isEmpty {
+                open[open.count - 1] -= 1
+                owed -= 1
+            }
+            if scan.claimed > 0 {
+                open.append(scan.claimed)
+                owed += scan.claimed
+            }
+            while open.last == 0 { open.removeLast() }
+            guard open.count <= maxDepth else { throw CBORError(description: "CBOR nested deeper than \(maxDepth) levels") }
+            guard owed <= input.count - offset else { throw CBORError(description: "CBOR heads claim more entries than the data holds") }
         }
     }
 
