@@ -275,15 +275,20 @@ struct PAMTests {
         withExtendedLifetime(daemon) {}
     }
 
-    @Test("account: a deactivated linked account is PAM_ACCT_EXPIRED in acct_mgmt")
+    @Test("a deactivated linked account is PAM_ACCT_EXPIRED in acct_mgmt, and its password (with its PIN unasked) proves nothing in authenticate")
     func deactivatedAccount() throws {
-        let (daemon, account, stack) = try linkedAccountStack(pin: false)
+        let (daemon, account, stack) = try linkedAccountStack(pin: true)
         let active = try stack.run(Self.user, ["acct_mgmt"])
         #expect(active.status == 0, "\(active.transcript)")
         _ = try daemon.connect().result("admin.accounts.deactivate", ["account": .string(account)])
         let expired = try stack.run(Self.user, ["acct_mgmt"])
         #expect(expired.status != 0)
         #expect(expired.transcript.contains(Says.expired), "\(expired.transcript)")
+        // pam_authd(8)'s sudo example has no account line: authenticate must refuse on its own.
+        let refused = try stack.run(Self.user)
+        #expect(refused.status != 0, "\(refused.transcript)")
+        #expect(refused.transcript.contains("deactivated"), "\(refused.transcript)")
+        #expect(!refused.transcript.contains("Password of the authd account"), "nothing is asked for an account that cannot sign in")
     }
 
     @Test("20 concurrent pamtester runs with wrong passwords for one user: the lockout holds, then the right password is PAM_MAXTRIES")

@@ -114,17 +114,34 @@ struct PAMAuthenticator: Sendable {
                                         purpose: "to sign in as \(user) (\(service))", timeout: config.pamFingerprintTimeoutSeconds, context: context)
             guard !config.pamFingerprintAlone.contains(service) else { return "fingerprint" }
             // A finger alone is not enough here: the linked account's PIN follows it.
-            guard let account = links.account else { throw PAMFailure.noMethod(service: service) }
+            let account = try await activeAccount(links, service: service).id
             try await confirmPIN(account: account, context: context)
             return "fingerprint+pin"
         case .account:
-            guard let account = links.account else { throw PAMFailure.noMethod(service: service) }
+            let account = try await activeAccount(links, service: service).id
             let password = try await context.prompts.ask(.password, message: "Password of the authd account of \(user):")
             // Counted against the account's lockout and padded, exactly as sign-in checks it.
             try await directory.confirmPassword(SecretBytes(Array(password.utf8)), account: account)
             if try await directory.hasPIN(account: account) { try await confirmPIN(account: account, context: context) }
             return "account"
         }
+    }
+
+    /// The linked account and its record, refused before its password or PIN is asked when it
+    /// cannot sign in (deactivated, or this machine removed from it): it proves nothing then,
+    /// here as anywhere (`pam.account` refuses it in the same words).
+    private func activeAccount(_ links: PAMLinks, service: String) async throws -> (id: String, record: AccountRecord) {
+        guard let account = links.account else { throw PAMFailure.noMethod(service: service) }
+        let record: AccountRecord
+        do {
+            record = try await directory.account(id: account)
+        } catch MachineAccessFailure.notSignedIn {
+            // A device's hub answers only while this machine is signed in to the account: the
+            // sign-in is refused as for a deactivated account, not left undecided.
+            throw PAMFailure.machineRemoved
+        }
+        if record.deactivatedAt != nil { throw PAMFailure.accountDeactivated }
+        return (account, record)
     }
 
     private func confirmPIN(account: String, context: RequestContext) async throws {
@@ -137,16 +154,9 @@ struct PAMAuthenticator: Sendable {
     func account(_ params: PAMAccount.Params) async throws -> PAMAccount.Result {
         try Self.checkService(params.service)
         _ = try Self.unixUser(params.user)
-        guard let account = try await links.links(params.user).account else { return .init(user: params.user, account: nil) }
-        let record: AccountRecord
-        do {
-            record = try await directory.account(id: account)
-        } catch MachineAccessFailure.notSignedIn {
-            // A device's hub answers only while this machine is signed in to the account: the
-            // sign-in is refused as for a deactivated account, not left undecided.
-            throw PAMFailure.machineRemoved
-        }
-        if record.deactivatedAt != nil { throw PAMFailure.accountDeactivated }
+        let links = try await links.links(params.user)
+        guard links.account != nil else { return .init(user: params.user, account: nil) }
+        let (account, record) = try await activeAccount(links, service: params.service)
         if let until = record.lockedUntil { throw PAMFailure.accountLocked(until: until) }
         return .init(user: params.user, account: account)
     }
