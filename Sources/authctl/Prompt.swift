@@ -250,7 +250,13 @@ struct RequestPrompter {
             return try connection.post(PromptCancel.self, .init(promptId: prompt.promptId))
         }
         if (prompt.kind == .pin1 || prompt.kind == .pin2) && invocation.value(fdOption) == nil { typedPIN = true }
-        try connection.post(PromptAnswer.self, .init(promptId: prompt.promptId, value: answer.trimmingCharacters(in: .whitespaces)))
+        try connection.post(PromptAnswer.self, .init(promptId: prompt.promptId, value: Self.sent(answer, kind: prompt.kind)))
+    }
+
+    /// What goes to authd of an answer typed or read: a password as it is (spaces at either end
+    /// are part of it, as at `register` and `login`); a PIN, CAN or code without stray spaces.
+    static func sent(_ answer: String, kind: PromptKind) -> String {
+        kind == .password ? answer : answer.trimmingCharacters(in: .whitespaces)
     }
 
     /// A sign-in address: printed on stderr (the person may need to copy it to another device)

@@ -22,6 +22,13 @@ struct PromptTests {
                                        differ: "the PINs differ", weakness: Command.accountPINWeakness, ask: terminal.ask)
     }
 
+    @Test("a password asked by authd goes as typed, spaces at its ends included; a PIN or a code without stray spaces")
+    func answersSent() {
+        #expect(RequestPrompter.sent(" correct horse battery staple ", kind: .password) == " correct horse battery staple ")
+        #expect(RequestPrompter.sent(" 1234 ", kind: .pin1) == "1234")
+        #expect(RequestPrompter.sent("123456 ", kind: .code) == "123456")
+    }
+
     @Test("a weak new PIN is refused before its repeat is asked, and asked again")
     func weakPINAskedAgain() throws {
         let terminal = ScriptedTerminal(["123456", "12345", "480317", "480317"])
