@@ -7,9 +7,11 @@ extension Command {
         abstract: "Show the daemon's health: uptime, paths, connections, memory, signing keys, store integrity, audit log size."
     ) { invocation throws(CLIError) in
         let status = try invocation.connect().call(AdminStatus.self, NoParams())
+        // The exit status says the same with --json: monitoring scripts read both.
+        let healthy = status.store.integrity == "ok" && (status.audit?.integrity ?? "ok") == "ok" && (status.accountStore?.state ?? "ok") == "ok"
         if invocation.global.json {
             Output.json(status)
-            return .ok
+            return healthy ? .ok : .failure
         }
         Output.line("authd \(status.daemonVersion) (protocol \(status.protocolVersion)), \(status.mode) mode, pid \(status.pid)")
         Output.line("up \(status.uptimeSeconds) s since \(status.startedAt)")
@@ -46,7 +48,7 @@ extension Command {
         for key in status.keys {
             Output.line("key:         \(key.kid) \(key.alg) \(key.status), created \(key.createdAt)\(key.publishedUntil.map { ", published until \($0)" } ?? "")")
         }
-        return status.store.integrity == "ok" && (status.audit?.integrity ?? "ok") == "ok" && (status.accountStore?.state ?? "ok") == "ok" ? .ok : .failure
+        return healthy ? .ok : .failure
     }
 
     static let adminReload = Command(

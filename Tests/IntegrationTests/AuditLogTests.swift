@@ -62,5 +62,13 @@ struct AuditLogTests {
         #expect(counted == Int64(flood))
         let printed = try daemon.authctl(["admin", "status"])
         #expect(printed.stdout.contains("audit:       integrity ok, "), "\(printed.stdout)")
+        // A record removed behind the daemon's back fails the check, and the exit status says
+        // so, with --json as without.
+        _ = try daemon.storeRows("DELETE FROM audit WHERE id = (SELECT min(id) + 1 FROM audit)", readOnly: false)
+        for arguments in [["admin", "status"], ["admin", "status", "--json"]] {
+            let failed = try daemon.authctl(arguments)
+            #expect(failed.status == 1, "\(arguments): \(failed.stdout)")
+            #expect(failed.stdout.contains("missing after id"), "\(arguments): \(failed.stdout)")
+        }
     }
 }
