@@ -25,13 +25,20 @@ public final class LineConnection {
     ///     one fails with ``AuthdClientError/Code/lineTooLong``.
     ///   - receiveTimeout: how long one wait for the daemon may last before
     ///     ``AuthdClientError/Code/timedOut``; nil waits forever.
-    ///   - sendTimeout: the same for sending into a full socket buffer.
-    /// The corresponding C functions are `socket`, `connect` and `setsockopt`.
+    ///   - sendTimeout: the same for sending into a full socket buffer, and for connecting while
+    ///     the daemon's listen queue is full (a daemon that accepts nothing).
+    /// The corresponding C functions are `socket`, `setsockopt` and `connect`.
     public convenience init(socketPath: String, maxLineLength: Int = LineFramer.defaultMaxLineLength,
                             receiveTimeout: Duration? = nil, sendTimeout: Duration? = nil) throws(AuthdClientError) {
-        let fd = authd_connect_unix(socketPath)
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw .connectFailed(path: socketPath, errno: Glibc.errno) }
+        // Before connecting: the send timeout is what bounds a connect into a full queue.
         if let code = Self.setTimeouts(fd, receive: receiveTimeout, send: sendTimeout) {
+            Glibc.close(fd)
+            throw .connectFailed(path: socketPath, errno: code)
+        }
+        guard authd_connect_unix_socket(fd, socketPath) == 0 else {
+            let code = Glibc.errno
             Glibc.close(fd)
             throw .connectFailed(path: socketPath, errno: code)
         }

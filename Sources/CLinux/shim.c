@@ -48,18 +48,22 @@ long authd_raise_nofile_limit(void) {
     return (long)files.rlim_cur;
 }
 
-int authd_connect_unix(const char *path) {
+int authd_connect_unix_socket(int fd, const char *path) {
     struct sockaddr_un address;
     memset(&address, 0, sizeof(address));
     address.sun_family = AF_UNIX;
     size_t length = strlen(path);
     if (length >= sizeof(address.sun_path)) { errno = ENAMETOOLONG; return -1; }
     memcpy(address.sun_path, path, length);
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) return -1;
     int status;
     do { status = connect(fd, (struct sockaddr *)&address, sizeof(address)); } while (status != 0 && errno == EINTR);
-    if (status != 0) { int saved = errno; close(fd); errno = saved; return -1; }
+    return status;
+}
+
+int authd_connect_unix(const char *path) {
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return -1;
+    if (authd_connect_unix_socket(fd, path) != 0) { int saved = errno; close(fd); errno = saved; return -1; }
     return fd;
 }
 

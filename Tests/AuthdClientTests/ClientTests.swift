@@ -2,6 +2,7 @@ import AuthdClient
 import Foundation
 import Glibc
 import Protocol
+import Synchronization
 import Testing
 
 /// A client and the daemon's end of a socketpair. The tests play the daemon by writing its lines
@@ -75,6 +76,40 @@ struct LineConnectionTests {
         let waited = ContinuousClock.now - started
         #expect(error?.code == .timedOut)
         #expect(waited >= .milliseconds(90) && waited < .seconds(3), "waited \(waited)")
+    }
+
+    @Test("a daemon that accepts nothing, its listen queue full: connecting fails within the send timeout, never waits for ever")
+    func connectIntoAFullQueue() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("authd-client-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: false)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let path = directory + "/s.sock"
+        let listener = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { field in
+            path.utf8CString.withUnsafeBytes { bytes in _ = memcpy(field.baseAddress!, bytes.baseAddress!, bytes.count) }
+        }
+        #expect(withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) } } == 0)
+        #expect(listen(listener, 0) == 0)
+        // A queue of none: the first connection waits in it, the next would wait for an accept.
+        let first = try LineConnection(socketPath: path)
+        final class Outcome: Sendable {
+            /// nil while the connect runs; then its error's code (nil: it connected).
+            let code = Mutex<AuthdClientError.Code??>(nil)
+        }
+        let outcome = Outcome()
+        let started = ContinuousClock.now
+        Thread {
+            let code = failure { try LineConnection(socketPath: path, sendTimeout: .milliseconds(300)) }
+            outcome.code.withLock { $0 = .some(code) }
+        }.start()
+        let deadline = ContinuousClock.now + .seconds(10)
+        while outcome.code.withLock({ $0 }) == nil && ContinuousClock.now < deadline { usleep(10_000) }
+        close(listener)  // a connect still waiting fails now, and its thread ends
+        #expect(outcome.code.withLock { $0 } == .some(.connectFailed), "the second connect was refused within its timeout")
+        #expect(ContinuousClock.now - started < .seconds(5))
+        withExtendedLifetime(first) {}
     }
 
     @Test("a peer that closes: its last lines are read, then nil; sending fails with EPIPE, not SIGPIPE")

@@ -19,6 +19,11 @@ long authd_raise_nofile_limit(void);
  * (ENAMETOOLONG when the path does not fit sun_path). */
 int authd_connect_unix(const char *path);
 
+/* Connects the AF_UNIX stream socket `fd` to `path`, retrying after signals; 0, or -1 with errno.
+ * A send timeout set on `fd` first (SO_SNDTIMEO) bounds the wait while the listener's queue is
+ * full (it fails with EAGAIN then). */
+int authd_connect_unix_socket(int fd, const char *path);
+
 /* pipe2(O_CLOEXEC): both ends close-on-exec atomically, so a helper spawned concurrently by
  * another thread never inherits them. */
 int authd_pipe_cloexec(int fds[2]);
