@@ -210,6 +210,16 @@ struct ConnectionMachineTests {
         #expect(gone.endOfInput(peerGone: true) == [.close(.peerGone)])
     }
 
+    @Test("an evicted connection closes at once: what it asked is cancelled and its unread answers dropped, however little it reads")
+    func evicted() {
+        var machine = ConnectionMachine()
+        _ = machine.received(Self.line(1) + Self.line(2))
+        _ = machine.requestFinished(key: 0, line: Array("ok\n".utf8), accepted: true)
+        #expect(machine.evict() == [.cancelRequests([1]), .close(.evicted)])
+        #expect(machine.isClosed && machine.pendingOutputCount == 0)
+        #expect(machine.evict().isEmpty, "closed once")
+    }
+
     @Test("a client that reads none of a closing connection's last output for a whole idle period is closed without it")
     func closingIdle() {
         var machine = ConnectionMachine()

@@ -119,7 +119,7 @@ final class HubListener: Sendable {
             guard admitted else {
                 return refuse("\(config.hubNewcomersPerAddress) machines that have not signed in are connected from its address ([hub] newcomers_per_address)")
             }
-            evicted?.close()
+            evicted?.evict()
         }
         registry.add(connection, standing: member ? .member : .newcomer)
         connection.start()

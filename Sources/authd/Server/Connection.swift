@@ -363,6 +363,11 @@ final class Connection: StreamingConnection, @unchecked Sendable {
         loop.execute { [self] in machine.raiseLineLimit(to: LineFramer.defaultMaxLineLength) }
     }
 
+    /// Closes now, dropping what is queued (`ConnectionMachine.evict`).
+    func evict() {
+        loop.execute { [self] in perform(machine.evict()) }
+    }
+
     /// Closes once the requests in flight are answered and written; takes no new one.
     func closeWhenAnswered() {
         loop.execute { [self] in perform(machine.closeWhenAnswered()) }

@@ -38,6 +38,9 @@ struct ConnectionMachine {
         /// The caller's connections, or everyone's, hold more than the daemon's budget of
         /// unread answers and unfinished lines (see ``ConnectionRegistry``).
         case overBudget
+        /// Let go at once for another: the oldest newcomer at a hub with `[hub] max_newcomers`
+        /// of them, when one more arrives.
+        case evicted
     }
 
     enum Action: Sendable, Equatable {
@@ -388,6 +391,12 @@ struct ConnectionMachine {
     /// The socket failed: nothing more can be read or written.
     mutating func failed() -> [Action] {
         closeNow(.peerGone)
+    }
+
+    /// Let go for another (`CloseReason.evicted`): closed now, what it asked cancelled and what
+    /// was queued for it dropped; waiting for a client that reads nothing would keep it.
+    mutating func evict() -> [Action] {
+        closeNow(.evicted)
     }
 
     private mutating func pauseReading(into actions: inout [Action]) {
