@@ -134,7 +134,7 @@ struct AuditTests {
         let audit = AuditLog(store: fixture.store, now: fixture.clock.closure, bounds: { .init(retentionSeconds: 86400, maxBytes: 64 << 20) })
         let (_, records) = await audit.follow()
         var iterator = records.makeAsyncIterator()
-        let scope = AuditScope(caller: Self.caller, method: "admin.keys.rotate", auditHome: "sqlite", now: fixture.clock.closure, publish: audit.publish)
+        let scope = AuditScope(caller: Self.caller, method: "admin.keys.rotate", auditHome: "sqlite", now: fixture.clock.closure, publish: audit.publish, noticeOrigin: nil)
         // The call goes on after its change committed (it waits, say, for the lock to
         // remember a sign-in) while another call's record commits.
         try await AuditScope.$current.withValue(scope) {
@@ -158,7 +158,7 @@ struct AuditTests {
     @Test("a state change's record is written in its transaction; a failed transaction writes neither")
     func recordInTheChangesTransaction() async throws {
         let fixture = try await TestKeys()
-        let scope = AuditScope(caller: Self.caller, method: "admin.keys.rotate", auditHome: "sqlite", now: fixture.clock.closure, publish: { _ in })
+        let scope = AuditScope(caller: Self.caller, method: "admin.keys.rotate", auditHome: "sqlite", now: fixture.clock.closure, publish: { _ in }, noticeOrigin: nil)
         struct Refused: Error {}
         await #expect(throws: Refused.self) {
             try await AuditScope.$current.withValue(scope) {

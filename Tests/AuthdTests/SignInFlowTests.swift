@@ -166,14 +166,65 @@ struct MaintenanceAnnouncementTests {
         }
         let sealer = try Sealer(masterKey: MasterKey(secret: try OpenSSL.randomSecret(32), source: .keyFile(path: fixture.folder.path + "/master.key")))
         let vault = TokenVault(store: fixture.store, sealer: sealer, directory: fixture.directory)
-        let (finished, announced) = try await Maintenance.finishInterruptedLogouts(vault: vault, now: fixture.clock.closure)
+        let origin = SyncLog.Origin(deviceKey: "authd", sender: SyncSender(machine: "authd", deviceID: "hub", exe: nil))
+        let (finished, announced) = try await Maintenance.finishInterruptedLogouts(vault: vault, now: fixture.clock.closure, home: "sqlite", noticeOrigin: origin)
         #expect(finished == 1)
         #expect(announced.endedSessions.map(\.id) == [federated.session.id], "the ended session is announced, for the hub to tell its machine")
         #expect(announced.endedSessions.first?.cause == .providerLogout)
         #expect(announced.endedSessions.first?.machineUser == 1000)
-        #expect(announced.notices.contains { $0.kind == "session.ended" && $0.account == account }, "the account's log hears of it: \(announced.notices)")
+        #expect(announced.events.contains { $0.event.kind == "session.ended" && $0.account == account }, "the account's log hears of it: \(announced.events)")
+        let logged = try await SyncLog(store: fixture.store, now: fixture.clock.closure).events(account: account, after: 0, limit: 10).page.events
+        #expect(logged.map(\.kind).contains("session.ended"), "in the log already, committed with the end of the session")
         #expect(try await fixture.directory.authenticate(.local(kept.session.token)).id == kept.session.id, "the password session is untouched")
-        let (again, nothing) = try await Maintenance.finishInterruptedLogouts(vault: vault, now: fixture.clock.closure)
+        let (again, nothing) = try await Maintenance.finishInterruptedLogouts(vault: vault, now: fixture.clock.closure, home: "sqlite", noticeOrigin: origin)
         #expect(again == 0 && nothing.isEmpty, "finished once")
+    }
+}
+
+@Suite("A change and the events it notes in the account's log commit together")
+struct NoticesCommitWithTheChangeTests {
+    static let origin = SyncLog.Origin(deviceKey: "authd", sender: SyncSender(machine: "authd", deviceID: "hub", exe: nil))
+
+    private static func scope(_ fixture: TestDirectory) -> AuditScope {
+        AuditScope(caller: .local(CallerIdentity(uid: 1000, gid: 1000, pid: 1, exe: "/x", username: nil, groups: [])), method: "devices.revoke",
+                   auditHome: "sqlite", now: fixture.clock.closure, publish: { _ in }, noticeOrigin: origin)
+    }
+
+    private static func phone(_ fixture: TestDirectory, _ owner: SignedIn) async throws -> SignedIn {
+        try await fixture.directory.createSession(account: owner.account.id, device: DeviceIdentity(key: "phone", name: "phone"), amr: ["pwd"], federation: nil)
+    }
+
+    @Test("a device removed: device.revoked and session.ended are in the log as the removal commits, before anything is announced")
+    func inTheSameCommit() async throws {
+        let fixture = try TestDirectory()
+        let owner = try await fixture.register()
+        let phone = try await Self.phone(fixture, owner)
+        let scope = Self.scope(fixture)
+        try await AuditScope.$current.withValue(scope) {
+            try await fixture.directory.revokeDevice(.local(owner.session.token), id: phone.session.deviceID)
+        }
+        let logged = try await SyncLog(store: fixture.store, now: fixture.clock.closure).events(account: owner.account.id, after: 0, limit: 10).page.events
+        #expect(Set(logged.map(\.kind)).isSuperset(of: ["device.revoked", "session.ended"]), "\(logged.map(\.kind))")
+        #expect(scope.announcements.events.map(\.event) == logged.filter { ["device.revoked", "session.ended"].contains($0.kind) },
+                "what is handed on is what committed")
+        #expect(scope.announcements.notices.isEmpty, "nothing is left to append after the fact")
+    }
+
+    @Test("an event that cannot be appended fails the change: the device and its session stay")
+    func allOrNothing() async throws {
+        let fixture = try TestDirectory()
+        let owner = try await fixture.register()
+        let phone = try await Self.phone(fixture, owner)
+        try await fixture.store.transaction { database in
+            try database.execute("CREATE TRIGGER refuse BEFORE INSERT ON sync_events WHEN NEW.kind = 'session.ended' BEGIN SELECT RAISE(ABORT, 'refused'); END")
+        }
+        await #expect(throws: (any Error).self) {
+            try await AuditScope.$current.withValue(Self.scope(fixture)) {
+                try await fixture.directory.revokeDevice(.local(owner.session.token), id: phone.session.deviceID)
+            }
+        }
+        #expect(try await fixture.directory.authenticate(.local(phone.session.token)).id == phone.session.id, "the phone's session lives on")
+        let logged = try await SyncLog(store: fixture.store, now: fixture.clock.closure).events(account: owner.account.id, after: 0, limit: 10).page.events
+        #expect(!logged.contains { $0.kind == "device.revoked" })
     }
 }

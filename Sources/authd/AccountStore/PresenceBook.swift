@@ -66,8 +66,8 @@ struct PresenceBook: Sendable {
             if added {
                 try AuditScope.record(in: database, ["account": .string(account), "friend": .string(friend.account)])
                 let email = try Self.email(of: account, in: database)
-                AuditScope.noticed(AccountNotice(account: friend.account, kind: "friend.added",
-                                                 body: ["account": .string(account), "email": email.map(JSONValue.string) ?? .null]))
+                try AuditScope.noticed(AccountNotice(account: friend.account, kind: "friend.added",
+                                                     body: ["account": .string(account), "email": email.map(JSONValue.string) ?? .null]), in: database)
             }
             return (try Self.friend(friend.account, of: account, in: database), added)
         }
@@ -266,7 +266,7 @@ struct PresenceBook: Sendable {
             }
             try Self.store(current, of: account, in: database)
             let settings = try Self.settings(of: account, in: database, now: now)
-            Self.changed(settings, of: account)
+            try Self.changed(settings, of: account, in: database)
             try AuditScope.record(in: database, ["account": .string(account), "mode": .string(settings.mode),
                                                  "groups": .array(settings.groups.map(JSONValue.string)),
                                                  "until": settings.until.map(JSONValue.string) ?? .null, "precise": .string(settings.precise)])
@@ -285,7 +285,7 @@ struct PresenceBook: Sendable {
             try Self.store(current, of: account, in: database)
             try AuditScope.record(in: database, ["account": .string(account), "enabled": .bool(enabled)])
             let settings = try Self.settings(of: account, in: database, now: now)
-            Self.changed(settings, of: account)
+            try Self.changed(settings, of: account, in: database)
             return settings
         }
     }
@@ -510,16 +510,16 @@ struct PresenceBook: Sendable {
             "hotspot": ["id": .string(hotspot.id), "name": .string(hotspot.name)], "at": .string(Timestamp.rfc3339(epochSeconds: now)),
         ]
         if let pinned { body["pinned"] = ["lat": .double(pinned.latitude), "lon": .double(pinned.longitude)] }
-        for member in audience { AuditScope.noticed(AccountNotice(account: member, kind: "presence", body: body)) }
+        for member in audience { try AuditScope.noticed(AccountNotice(account: member, kind: "presence", body: body), in: database) }
     }
 
     /// The person's own machines hear of a change of their settings (a `presence.settings` event
     /// in their own log): a machine stops or starts reading where it is by it.
-    private static func changed(_ settings: PresenceSettingsState, of account: String) {
-        AuditScope.noticed(AccountNotice(account: account, kind: "presence.settings", body: [
+    private static func changed(_ settings: PresenceSettingsState, of account: String, in database: Database) throws {
+        try AuditScope.noticed(AccountNotice(account: account, kind: "presence.settings", body: [
             "enabled": .bool(settings.enabled), "mode": .string(settings.mode), "groups": .array(settings.groups.map(JSONValue.string)),
             "until": settings.until.map(JSONValue.string) ?? .null, "precise": .string(settings.precise),
-        ]))
+        ]), in: database)
     }
 
     private static func place(of account: String, in database: Database, stale: Int64) throws -> PresencePlace? {

@@ -93,15 +93,17 @@ struct SQLAccountDirectory: AccountDirectory {
                 deviceID = removed.id
                 try database.execute("UPDATE devices SET revoked_at = NULL, name = ?, first_seen = ?, last_seen = ? WHERE id = ?",
                                      [.text(device.name), .integer(now), .integer(now), .text(removed.id)])
-                AuditScope.noticed(AccountNotice(account: account, kind: "device.linked",
-                                                 body: AccountNotice.device(deviceID, key: device.key).merging(["name": .string(device.name)]) { $1 }))
+                try AuditScope.noticed(AccountNotice(account: account, kind: "device.linked",
+                                                     body: AccountNotice.device(deviceID, key: device.key).merging(["name": .string(device.name)]) { $1 }),
+                                       in: database)
             } else {
                 deviceID = "dev_" + Base64URL.encode(try OpenSSL.randomBytes(12))
                 try database.execute(
                     "INSERT INTO devices (id, account_id, device_key, name, first_seen, last_seen) VALUES (?, ?, ?, ?, ?, ?)",
                     [.text(deviceID), .text(account), .text(device.key), .text(device.name), .integer(now), .integer(now)])
-                AuditScope.noticed(AccountNotice(account: account, kind: "device.linked",
-                                                 body: AccountNotice.device(deviceID, key: device.key).merging(["name": .string(device.name)]) { $1 }))
+                try AuditScope.noticed(AccountNotice(account: account, kind: "device.linked",
+                                                     body: AccountNotice.device(deviceID, key: device.key).merging(["name": .string(device.name)]) { $1 }),
+                                       in: database)
             }
         }
         if device.nameGiven {
@@ -269,8 +271,8 @@ struct SQLAccountDirectory: AccountDirectory {
         })
         for session in ended {
             guard let machine = machines[session.device] else { continue }
-            AuditScope.noticed(AccountNotice(account: session.account, kind: "session.ended", body: AccountNotice.device(session.device, key: machine.key)
-                .merging(["session": .string(session.id), "cause": .string(cause.rawValue)]) { $1 }))
+            try AuditScope.noticed(AccountNotice(account: session.account, kind: "session.ended", body: AccountNotice.device(session.device, key: machine.key)
+                .merging(["session": .string(session.id), "cause": .string(cause.rawValue)]) { $1 }), in: database)
         }
         return ended.count
     }
@@ -408,7 +410,7 @@ struct SQLAccountDirectory: AccountDirectory {
             guard database.changes == 1 else { throw SessionFailure.unknownDevice }
             try Self.endSessions(in: database, where: "device_id = ?", [.text(id)], cause: .deviceRevoke, now: now)
             if let key = try database.queryOne("SELECT device_key FROM devices WHERE id = ?", [.text(id)], row: { $0.text(0) }) {
-                AuditScope.noticed(AccountNotice(account: session.accountID, kind: "device.revoked", body: AccountNotice.device(id, key: key)))
+                try AuditScope.noticed(AccountNotice(account: session.accountID, kind: "device.revoked", body: AccountNotice.device(id, key: key)), in: database)
             }
             try AuditScope.record(in: database, ["device": .string(id)])
         }

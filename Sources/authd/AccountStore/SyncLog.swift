@@ -210,6 +210,13 @@ struct SyncLog: Sendable {
         }
     }
 
+    /// Appends a change's notice to its account's log in the transaction making the change
+    /// (`AuditScope.noticed`), as sent by `origin`.
+    static func append(_ notice: AccountNotice, from origin: Origin, now: Int64, in database: Database) throws -> SyncEvent {
+        try insert(Draft(kind: notice.kind, conversation: nil, body: .object(notice.body), idempotencyKey: nil), account: notice.account,
+                   origin: origin, now: now, in: database)
+    }
+
     /// Allocates the next position in the inserting transaction, under the lock of the account's
     /// head row that the upsert takes (SQLite's one writer; on PostgreSQL the row lock, so a
     /// reader never passes a position that commits later).

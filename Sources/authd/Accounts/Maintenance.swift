@@ -29,21 +29,23 @@ enum Maintenance {
     }
 
     /// Ends the sessions of provider logouts that were interrupted, and returns how many it
-    /// finished with what that announces (the sessions it ended, the accounts' notices), for
-    /// `Services.announce`, as a call's would be.
-    static func finishInterruptedLogouts(vault: TokenVault, now: @escaping @Sendable () -> Date) async throws -> (Int, Announcements) {
-        try await AuditScope.collecting(now: now) { try await vault.finishPendingLogouts() }
+    /// finished with what that announces (the sessions it ended, the accounts' events), for
+    /// `Services.announce`, as a call's would be. The events go to the logs in `home` (the
+    /// account store's engine) as `noticeOrigin`, in the transactions that end the sessions.
+    static func finishInterruptedLogouts(vault: TokenVault, now: @escaping @Sendable () -> Date, home: String,
+                                         noticeOrigin: SyncLog.Origin) async throws -> (Int, Announcements) {
+        try await AuditScope.collecting(now: now, home: home, noticeOrigin: noticeOrigin) { try await vault.finishPendingLogouts() }
     }
 
     /// Runs `purge` (and finishes interrupted logouts) now and every hour until cancelled.
     /// `announce`: where what maintenance changed is announced (`Services.announce`).
-    static func schedule(directory: any AccountAdministration, vault: TokenVault, audit: AuditLog, sync: SyncLog, config: ConfigHolder,
-                         spoolDirectory: String, logger: Logger, now: @escaping @Sendable () -> Date,
+    static func schedule(directory: any AccountAdministration, vault: TokenVault, audit: AuditLog, sync: SyncLog, noticeOrigin: SyncLog.Origin,
+                         config: ConfigHolder, spoolDirectory: String, logger: Logger, now: @escaping @Sendable () -> Date,
                          announce: @escaping @Sendable (Announcements) async -> Void) -> Task<Void, Never> {
         Task {
             while !Task.isCancelled {
                 do {
-                    let (finished, announcements) = try await finishInterruptedLogouts(vault: vault, now: now)
+                    let (finished, announcements) = try await finishInterruptedLogouts(vault: vault, now: now, home: audit.home, noticeOrigin: noticeOrigin)
                     await announce(announcements)
                     if finished > 0 { logger.notice("ended the sessions of \(finished) interrupted provider logout(s)") }
                 } catch {

@@ -1,4 +1,5 @@
 import FoundationEssentials
+import Protocol
 
 /// What committed changes announce, as a value: the sessions they ended (a hub tells the
 /// machines those were bound to) and what the accounts' event logs record of them. A call's
@@ -7,7 +8,17 @@ import FoundationEssentials
 /// the one place that pushes them.
 struct Announcements: Sendable, Equatable {
     var endedSessions: [EndedSession] = []
+    /// Events the changes' own transactions appended to the accounts' logs: committed with
+    /// them, to be handed on.
+    var events: [AccountEvent] = []
+    /// Notices of changes made where the logs are not (another database): appended after.
     var notices: [AccountNotice] = []
 
-    var isEmpty: Bool { endedSessions.isEmpty && notices.isEmpty }
+    var isEmpty: Bool { endedSessions.isEmpty && events.isEmpty && notices.isEmpty }
+}
+
+/// An event appended to an account's log.
+struct AccountEvent: Sendable, Equatable {
+    let account: String
+    let event: SyncEvent
 }

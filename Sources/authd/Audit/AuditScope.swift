@@ -15,7 +15,8 @@ import Synchronization
 ///
 /// The scope also collects the sessions the call's committed transactions ended, which a hub
 /// then tells the machines they were bound to (`HubState.tell`), and what the account's event
-/// log records of the call (`AccountNotice`, appended by `SyncService.record`).
+/// log records of the call (`AccountNotice`): appended in the change's own transaction, so that
+/// a session ended or a device removed is in the log whenever the change is, then handed on.
 final class AuditScope: Sendable {
     /// The scope of the audited call this task serves; nil outside one (maintenance, start-up).
     @TaskLocal static var current: AuditScope?
@@ -30,6 +31,9 @@ final class AuditScope: Sendable {
     private let now: @Sendable () -> Date
     /// Hands committed records to the log's followers (`AuditLog.publish`).
     private let publish: @Sendable ([AuditRecord]) -> Void
+    /// Whom the accounts' logs record a notice as sent by (this authd); nil: notices are
+    /// appended after the fact (`Services.announce`).
+    private let noticeOrigin: SyncLog.Origin?
 
     private struct Records {
         /// Written in the transaction that is running, not yet committed.
@@ -41,28 +45,34 @@ final class AuditScope: Sendable {
     }
     private let records = Mutex(Records())
 
+    /// `auditHome` is also where the accounts' event logs are (the account store).
     init(caller: Caller, method: String, auditHome: String, now: @escaping @Sendable () -> Date,
-         publish: @escaping @Sendable ([AuditRecord]) -> Void) {
+         publish: @escaping @Sendable ([AuditRecord]) -> Void, noticeOrigin: SyncLog.Origin?) {
         call = (caller, method)
         self.auditHome = auditHome
         self.now = now
         self.publish = publish
+        self.noticeOrigin = noticeOrigin
     }
 
-    /// A scope of no call: it records nothing itself, and publishes what its transactions
-    /// wrote (`wrote`) as they commit.
-    init(now: @escaping @Sendable () -> Date, publish: @escaping @Sendable ([AuditRecord]) -> Void = { _ in }) {
+    /// A scope of no call: it records nothing itself, publishes what its transactions wrote
+    /// (`wrote`) as they commit, and appends their notices to the logs in `home` as `origin`.
+    init(now: @escaping @Sendable () -> Date, publish: @escaping @Sendable ([AuditRecord]) -> Void = { _ in },
+         home: String = "", noticeOrigin: SyncLog.Origin? = nil) {
         call = nil
-        auditHome = ""
+        auditHome = home
         self.now = now
         self.publish = publish
+        self.noticeOrigin = noticeOrigin
     }
 
     /// Runs `body`, which is not a call (maintenance), collecting what its committed
     /// transactions announce, for the caller to hand to `Services.announce`: a change made
-    /// outside a call must not end sessions or note events silently.
-    static func collecting<T: Sendable>(now: @escaping @Sendable () -> Date, _ body: () async throws -> T) async throws -> (T, Announcements) {
-        let scope = AuditScope(now: now)
+    /// outside a call must not end sessions or note events silently. Notices go to the logs in
+    /// `home` as `origin`, in the transactions that make them.
+    static func collecting<T: Sendable>(now: @escaping @Sendable () -> Date, home: String, noticeOrigin: SyncLog.Origin,
+                                        _ body: () async throws -> T) async throws -> (T, Announcements) {
+        let scope = AuditScope(now: now, home: home, noticeOrigin: noticeOrigin)
         let value = try await $current.withValue(scope) { try await body() }
         return (value, scope.announcements)
     }
@@ -88,10 +98,17 @@ final class AuditScope: Sendable {
         scope.records.withLock { $0.stagedAnnouncements.endedSessions += sessions }
     }
 
-    /// The transaction running on the task's store did something the account's machines hear of
-    /// in its event log (nothing outside a scope).
-    static func noticed(_ notice: AccountNotice) {
-        current?.records.withLock { $0.stagedAnnouncements.notices.append(notice) }
+    /// The transaction running on `database` did something the account's machines hear of in
+    /// its event log: the event is appended in that transaction, when the logs are in that
+    /// database, and commits with the change or not at all (nothing outside a scope).
+    static func noticed(_ notice: AccountNotice, in database: Database) throws {
+        guard let scope = current else { return }
+        guard let origin = scope.noticeOrigin, database.dialect.name == scope.auditHome else {
+            scope.records.withLock { $0.stagedAnnouncements.notices.append(notice) }
+            return
+        }
+        let event = try SyncLog.append(notice, from: origin, now: Int64(scope.now().timeIntervalSince1970), in: database)
+        scope.records.withLock { $0.stagedAnnouncements.events.append(AccountEvent(account: notice.account, event: event)) }
     }
 
     /// The transaction that may have staged records ended (`Store.transaction` calls this).
@@ -106,6 +123,7 @@ final class AuditScope: Sendable {
             guard committed else { return [] }
             records.committed += records.staged
             records.announcements.endedSessions += records.stagedAnnouncements.endedSessions
+            records.announcements.events += records.stagedAnnouncements.events
             records.announcements.notices += records.stagedAnnouncements.notices
             return records.staged
         }

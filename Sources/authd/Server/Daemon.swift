@@ -197,7 +197,7 @@ final class Daemon: @unchecked Sendable {
             self.replicas = replicas
         }
         maintenance = Maintenance.schedule(directory: directory, vault: services.vault, audit: services.audit, sync: SyncLog(store: accountStore, now: now),
-                                           config: holder, spoolDirectory: options.smsSpoolDirectory, logger: logger, now: now) { [services] in
+                                           noticeOrigin: syncService.noticeOrigin, config: holder, spoolDirectory: options.smsSpoolDirectory, logger: logger, now: now) { [services] in
             await services.announce($0)
         }
         let elapsed = Date().timeIntervalSince(started)

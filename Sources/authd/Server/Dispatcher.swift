@@ -114,7 +114,7 @@ final class Dispatcher: Sendable {
         let outcome: Result<any Encodable & Sendable, RPCError>
         // A state change writes the call's record in its own transaction (see AuditScope).
         let scope = entry.audited ? AuditScope(caller: caller, method: request.method, auditHome: services.audit.home, now: services.now,
-                                               publish: services.audit.publish) : nil
+                                               publish: services.audit.publish, noticeOrigin: services.syncService.noticeOrigin) : nil
         do {
             // Blocking work (Argon2id) is shared fairly between callers, not in arrival order; a
             // change writes its audit record in its own transaction through the scope.

@@ -56,6 +56,7 @@ struct Services: Sendable {
         if !announcements.endedSessions.isEmpty {
             hub.tell(announcements.endedSessions, connections: connections, now: now(), logger: logger)
         }
+        if !announcements.events.isEmpty { await syncService.committedElsewhere(announcements.events.map { ($0.account, $0.event) }) }
         if !announcements.notices.isEmpty { await syncService.record(announcements.notices) }
     }
 

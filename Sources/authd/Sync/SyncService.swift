@@ -140,7 +140,7 @@ struct SyncService: Sendable {
     /// Appends what a call did to accounts (a machine linked or removed, a session ended) to
     /// their logs, sent by this authd itself, and hands each event on like any other.
     func record(_ notices: [AccountNotice]) async {
-        let origin = SyncLog.Origin(deviceKey: "authd", sender: SyncSender(machine: "authd", deviceID: thisMachine.description, exe: nil))
+        let origin = noticeOrigin
         let drafts = notices.compactMap { notice in
             (try? SyncLog.Draft(kind: notice.kind, conversation: nil, body: .object(notice.body), idempotencyKey: nil)).map { (notice.account, $0) }
         }
@@ -154,7 +154,13 @@ struct SyncService: Sendable {
         await pushed([(account, event)])
     }
 
-    /// Hands on events another hub replica committed, read back from the log.
+    /// Whom the events authd itself appends come from (`AccountNotice`).
+    var noticeOrigin: SyncLog.Origin {
+        SyncLog.Origin(deviceKey: "authd", sender: SyncSender(machine: "authd", deviceID: thisMachine.description, exe: nil))
+    }
+
+    /// Hands on events committed outside this service's appends: by another hub replica (read
+    /// back from the log), or in a change's own transaction (`AuditScope.noticed`).
     func committedElsewhere(_ events: [(account: String, event: SyncEvent)]) async {
         for (account, event) in events { bus.publish(event, account: account) }
         await pushed(events)
