@@ -228,3 +228,27 @@ struct NoticesCommitWithTheChangeTests {
         #expect(!logged.contains { $0.kind == "device.revoked" })
     }
 }
+
+@Suite("The device limit")
+struct DeviceLimitTests {
+    @Test("replace_oldest ends the least recently used device of those that count, never one already idle: the limit holds")
+    func replacesALiveDevice() async throws {
+        var config = Config()
+        config.deviceLimit = 2
+        config.devicePolicy = .replaceOldest
+        config.sessionIdleSeconds = 5
+        let fixture = try TestDirectory(config)
+        let owner = try await fixture.register(device: "a")
+        fixture.clock.advance(6)  // a is idle: it no longer counts
+        func signIn(_ key: String) async throws -> SignedIn {
+            let signedIn = try await fixture.directory.createSession(account: owner.account.id, device: DeviceIdentity(key: key, name: key), amr: ["pwd"], federation: nil)
+            fixture.clock.advance(1)
+            return signedIn
+        }
+        let b = try await signIn("b")
+        let c = try await signIn("c")
+        let d = try await signIn("d")  // b and c count: b, used longest ago, goes
+        await #expect(throws: (any Error).self, "b was replaced") { try await fixture.directory.authenticate(.local(b.session.token)) }
+        for kept in [c, d] { #expect(try await fixture.directory.authenticate(.local(kept.session.token)).id == kept.session.id) }
+    }
+}

@@ -64,13 +64,15 @@ struct SQLAccountDirectory: AccountDirectory {
         } else {
             let active = liveDevices.count
             if active >= limit && policy == .replaceOldest {
-                // End the sessions of the least recently used devices until there is room.
+                // End the sessions of the least recently used devices until there is room: of
+                // the devices that count (live sessions, as above), not of those already idle,
+                // whose ending would free no place.
                 let oldest = try database.query(
                     """
                     SELECT d.id FROM devices d JOIN sessions s ON s.device_id = d.id
-                    WHERE d.account_id = ? AND d.revoked_at IS NULL AND s.revoked_at IS NULL AND s.expires_at > ?
+                    WHERE d.account_id = ? AND d.revoked_at IS NULL AND s.revoked_at IS NULL AND s.expires_at > ? AND s.last_used_at > ?
                     GROUP BY d.id ORDER BY max(s.last_used_at), max(s.created_at), d.rowid LIMIT ?
-                    """, [.text(account), .integer(now), .integer(Int64(active - limit + 1))]) { $0.text(0) }
+                    """, [.text(account), .integer(now), .integer(now &- idle), .integer(Int64(active - limit + 1))]) { $0.text(0) }
                 for id in oldest {
                     try endSessions(in: database, where: "device_id = ?", [.text(id)], cause: .replaceOldest, now: now)
                 }
