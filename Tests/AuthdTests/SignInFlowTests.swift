@@ -252,3 +252,23 @@ struct DeviceLimitTests {
         for kept in [c, d] { #expect(try await fixture.directory.authenticate(.local(kept.session.token)).id == kept.session.id) }
     }
 }
+
+extension DeviceLimitTests {
+    @Test("a removed device that signs in again is a new device with a new id: what was bound to the old id stays ended")
+    func removedDeviceComesBackNew() async throws {
+        let fixture = try TestDirectory()
+        let owner = try await fixture.register(device: "laptop")
+        let phone = DeviceIdentity(key: "phone", name: "phone")
+        let before = try await fixture.directory.createSession(account: owner.account.id, device: phone, amr: ["pwd"], federation: nil)
+        try await fixture.directory.revokeDevice(.local(owner.session.token), id: before.session.deviceID)
+        let again = try await fixture.directory.createSession(account: owner.account.id, device: phone, amr: ["pwd"], federation: nil)
+        #expect(again.session.deviceID != before.session.deviceID)
+        #expect(try await fixture.directory.resumeSignIn(account: owner.account.id, deviceID: before.session.deviceID, amr: ["pwd"]) == nil,
+                "a sign-in remembered on the old id does not come back")
+        await #expect(throws: (any Error).self) { try await fixture.directory.authenticate(.local(before.session.token)) }
+        #expect(try await fixture.directory.authenticate(.local(again.session.token)).id == again.session.id)
+        // The key is the new device's: signing in once more finds it, with no third id.
+        let third = try await fixture.directory.createSession(account: owner.account.id, device: phone, amr: ["pwd"], federation: nil)
+        #expect(third.session.deviceID == again.session.deviceID)
+    }
+}

@@ -89,16 +89,15 @@ struct SQLAccountDirectory: AccountDirectory {
                 // A known device coming back after all its sessions ended counts again.
                 deviceID = existing
                 try database.execute("UPDATE devices SET last_seen = ? WHERE id = ?", [.integer(now), .text(existing)])
-            } else if let removed = known, removed.revoked {
-                // A removed device signing in again is a new device under the limit; its old
-                // sessions ended with the removal and stay ended.
-                deviceID = removed.id
-                try database.execute("UPDATE devices SET revoked_at = NULL, name = ?, first_seen = ?, last_seen = ? WHERE id = ?",
-                                     [.text(device.name), .integer(now), .integer(now), .text(removed.id)])
-                try AuditScope.noticed(AccountNotice(account: account, kind: "device.linked",
-                                                     body: AccountNotice.device(deviceID, key: device.key).merging(["name": .string(device.name)]) { $1 }),
-                                       in: database)
             } else {
+                if let removed = known, removed.revoked {
+                    // A removed device signing in again is a new device, with a new id: what was
+                    // bound to the old one (a machine's remembered sign-in) stays ended with it.
+                    // The old row keeps its ended sessions under a key no sign-in can present
+                    // (a control character follows it), so that the new row takes the key.
+                    try database.execute("UPDATE devices SET device_key = device_key || ? WHERE id = ?",
+                                         [.text("\u{1}" + removed.id), .text(removed.id)])
+                }
                 deviceID = "dev_" + Base64URL.encode(try OpenSSL.randomBytes(12))
                 try database.execute(
                     "INSERT INTO devices (id, account_id, device_key, name, first_seen, last_seen) VALUES (?, ?, ?, ?, ?, ?)",
