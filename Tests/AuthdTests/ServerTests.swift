@@ -243,6 +243,36 @@ struct ServerTests {
         #expect(registry.held == .init())
     }
 
+    @Test("a newcomer that signs in past [hub] max_devices is not made a member: its connection closes, the members stay at the limit")
+    func promotionPastTheLimit() async throws {
+        let server = try await InProcessServer()
+        defer { server.listener.stop() }
+        let registry = server.services.connections
+        let dispatcher = Dispatcher(table: DispatchTable.make(server.services), services: server.services)
+        var peers: [Int32] = []
+        defer { for fd in peers { close(fd) } }
+        func connect(_ machine: String, _ standing: Standing) -> Connection {
+            var ends: [Int32] = [0, 0]
+            _ = socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &ends)
+            peers.append(ends[1])
+            let connection = Connection(id: registry.makeID(), channel: UnixSocketChannel(fd: ends[0]), caller: .device(DeviceID(description: machine)),
+                                        newcomer: standing == .newcomer, dispatcher: dispatcher, timeouts: (idle: 300, prompt: 60), registry: registry)
+            registry.add(connection, standing: standing)
+            connection.start()
+            return connection
+        }
+        _ = connect("member", .member)
+        let newcomer = connect("newcomer", .newcomer)
+        #expect(registry.promote(.device(DeviceID(description: "newcomer")), limit: 1).isEmpty)
+        _ = await eventually { registry.standing(of: newcomer.id) == nil }
+        #expect(registry.standing(of: newcomer.id) == nil, "closed")
+        #expect(registry.memberMachineCount == 1)
+        // Within the limit, it is.
+        let second = connect("second", .newcomer)
+        #expect(registry.promote(.device(DeviceID(description: "second")), limit: 2).map(\.id) == [second.id])
+        #expect(registry.memberMachineCount == 2)
+    }
+
     @Test("followers that leave, before or after their stream starts, are unregistered")
     func followersLeave() async throws {
         let server = try await InProcessServer()

@@ -129,7 +129,11 @@ final class HubListener: Sendable {
             DispatchQueue.global(qos: .utility).asyncAfter(deadline: .now() + .seconds(config.hubNewcomerTimeoutSeconds)) { [weak connection] in
                 guard let connection, registry.standing(of: connection.id) == .newcomer else { return }
                 Task {
-                    if await registry.holdsSession(device) { registry.promote(caller) } else { connection.closeWhenAnswered() }
+                    if await registry.holdsSession(device) {
+                        registry.promote(caller, limit: config.hubMaxDevices)
+                    } else {
+                        connection.closeWhenAnswered()
+                    }
                 }
             }
         }

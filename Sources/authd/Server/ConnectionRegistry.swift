@@ -114,21 +114,27 @@ final class ConnectionRegistry: Sendable {
     func standing(of id: UInt64) -> Standing? { state.withLock { $0.standings[id] } }
 
     /// A newcomer machine signed in: its connections become members (its count, its memory, its
-    /// line limit), in place. Returns the connections promoted.
+    /// line limit), in place. Returns the connections promoted. A machine that would take the
+    /// members past `limit` (`[hub] max_devices`) is not promoted: its connections close once
+    /// what they asked is answered, as a member arriving past the limit is refused.
     @discardableResult
-    func promote(_ caller: Caller) -> [Connection] {
-        let promoted = state.withLock { state -> [Connection] in
+    func promote(_ caller: Caller, limit: Int) -> [Connection] {
+        let (promoted, refused) = state.withLock { state -> ([Connection], [Connection]) in
             let key = caller.limitKey
             let ids = state.standings.filter { $0.value == .newcomer && state.connections[$0.key]?.caller.limitKey == key }.map(\.key)
+            if !ids.isEmpty, state.memberMachines[key] == nil, state.memberMachines.count >= limit {
+                return ([], ids.compactMap { state.connections[$0] })
+            }
             for id in ids {
                 state.standings[id] = .member
                 state.count(.newcomer, of: key, by: -1)
                 state.count(.member, of: key, by: 1)
                 state.heldNewcomers -= state.heldByConnection[id, default: 0]
             }
-            return ids.compactMap { state.connections[$0] }
+            return (ids.compactMap { state.connections[$0] }, [])
         }
         for connection in promoted { connection.promoted() }
+        for connection in refused { connection.closeWhenAnswered() }
         return promoted
     }
 

@@ -144,7 +144,7 @@ final class Dispatcher: Sendable {
         // at once, where it is (see HubListener).
         if case .success = outcome, let machine = caller.machine, services.connections.isNewcomer(.device(machine)),
            await services.connections.holdsSession(machine) {
-            services.connections.promote(.device(machine))
+            services.connections.promote(.device(machine), limit: services.config.current.hubMaxDevices)
         }
         log(request.method, caller, outcome.map { _ in () }, started)
         return reply(request, outcome)
