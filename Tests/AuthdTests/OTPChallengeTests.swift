@@ -83,6 +83,27 @@ struct OTPChallengeTests {
 
 @Suite("Sessions and devices")
 struct SessionTests {
+    @Test("email.taken at registration keeps the flow open for another address but uses an attempt: one code tests five addresses at most")
+    func takenAddressesUseAttempts() async throws {
+        let fixture = try TestDirectory()
+        _ = try await fixture.register("+37251234567", email: "taken@example.com")
+        let flow = "flow_second"
+        let mac = Array("code of second".utf8)
+        let owner = FlowOwner(machine: nil, user: nil)
+        try await fixture.directory.openCodeChallenge(
+            OTPChallenge.start(id: flow, purpose: .registration, phone: "+37251234568", codeMAC: mac, now: fixture.now, policy: .init()), owner: owner, policy: .init())
+        func verify(_ email: String) async throws {
+            _ = try await fixture.directory.register(flow: flow, codeMAC: mac, email: email, passwordHash: nil,
+                                                     device: DeviceIdentity(key: "laptop", name: "laptop"), owner: owner)
+        }
+        for _ in 0..<OTPChallenge.Policy().maxAttempts {
+            await #expect(throws: AccountFailure.emailTakenAtRegistration) { try await verify("taken@example.com") }
+        }
+        await #expect(throws: AccountFailure.registrationAttemptsExhausted, "the code tests no more addresses") {
+            try await verify("free@example.com")
+        }
+    }
+
     @Test("a third device is refused with device.limit_reached and nothing is created")
     func deviceLimit() async throws {
         let fixture = try TestDirectory()

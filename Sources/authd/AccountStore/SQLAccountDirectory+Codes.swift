@@ -68,9 +68,12 @@ extension SQLAccountDirectory {
                 return .failure(.phoneTaken)
             }
             if let email, try database.queryOne("SELECT 1 FROM accounts WHERE email = ?", [.text(email)], row: { $0.int(0) }) != nil {
-                // Not the code's fault: keep the flow open so the user can retry with another
-                // address (the attempt is not counted either).
+                // Not the code's fault: the flow stays open so the user can retry with another
+                // address. The answer tells whether an address is taken, though, so it uses one
+                // of the flow's attempts: one code must not test addresses without end.
                 challenge.state = .open
+                challenge.attemptsLeft -= 1
+                if challenge.attemptsLeft <= 0 { challenge.state = .dead }
                 try Self.update(challenge, in: database)
                 return .failure(.emailTakenAtRegistration)
             }
