@@ -352,6 +352,18 @@ struct ScriptedPinentryTests {
         #expect(Pinentry.resolve(configured: nil, environment: ["PATH": scripted.directory.path]) == nil)
         #expect(Pinentry.resolve(configured: directory, environment: [:]) == nil)
     }
+
+    /// authd-protocol(7): with no `[prompts] pinentry`, `pinentry` on the PATH (authd's own),
+    /// though pinentry itself gets only the desktop session's variables.
+    @Test func theDeskLooksForPinentryOnAuthdsPath() throws {
+        let directory = TemporaryDirectory()
+        #expect(symlink(ScriptedPinentry.program, directory.path + "/pinentry") == 0)
+        let desk = PinentryDesk(config: ConfigHolder(Config()), environment: ["PATH": "/nonexistent:" + directory.path, "DISPLAY": ":0"], notes: nil)
+        #expect(desk.program == directory.path + "/pinentry")
+        #expect(desk.environment["PATH"] == nil && desk.environment["DISPLAY"] == ":0", "pinentry gets the session's variables only")
+        let none = PinentryDesk(config: ConfigHolder(Config()), environment: ["PATH": directory.path + "/none"], notes: nil)
+        #expect(none.program == nil && !none.reachable(uid: getuid()))
+    }
 }
 
 /// A pseudo-terminal whose slave side pinentry opens by name (`OPTION ttyname`): what a person

@@ -57,6 +57,9 @@ struct PinentryDesk: Desk {
     let config: ConfigHolder
     /// What pinentry gets of authd's environment: the desktop session's variables only.
     let environment: [String: String]
+    /// authd's own PATH, where `pinentry` is looked for when `[prompts] pinentry` names none
+    /// by its path (pinentry itself does not get it).
+    let search: [String: String]
     let tty: (name: String, type: String)?
     /// Where progress notes go (the session bus's notification service).
     let notes: (@Sendable (DeskNote) -> Void)?
@@ -67,14 +70,19 @@ struct PinentryDesk: Desk {
     init(config: ConfigHolder, environment: [String: String], notes: (@Sendable (DeskNote) -> Void)?) {
         self.config = config
         self.environment = Pinentry.sessionEnvironment(environment)
+        search = environment["PATH"].map { ["PATH": $0] } ?? [:]
         self.tty = Syscalls.terminal(environment: environment)
         self.notes = notes
     }
 
-    private func pinentry() -> Pinentry? {
+    /// The pinentry program a dialog runs now; nil when there is none.
+    var program: String? {
         let configured = config.current.promptsPinentry
-        guard let path = Pinentry.resolve(configured: configured.isEmpty ? nil : configured, environment: environment) else { return nil }
-        return Pinentry(path: path, environment: environment, tty: tty)
+        return Pinentry.resolve(configured: configured.isEmpty ? nil : configured, environment: search)
+    }
+
+    private func pinentry() -> Pinentry? {
+        program.map { Pinentry(path: $0, environment: environment, tty: tty) }
     }
 
     func reachable(uid: UInt32) -> Bool { pinentry() != nil }
