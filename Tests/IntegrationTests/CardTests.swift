@@ -48,6 +48,25 @@ struct CardTests {
         #expect(String(decoding: try WireCodec.encodeJSON(audit), as: UTF8.self).contains("card.login"))
     }
 
+    @Test("a lock that comes while a card login waits for PIN1 holds for it: the token the card signed is not handed out")
+    func lockDuringTheCardWait() throws {
+        let rig = try CardRig()
+        try rig.insertCard()
+        let daemon = try daemon(rig)
+        let client = try daemon.connect()
+        // A sign-in this local user remembers: the lock has something to open it with.
+        _ = try LoginTests.register(daemon, client, phone: "+37251234567", password: "a long enough passphrase")
+        let locker = try daemon.connect()
+        let outcome = try client.rpc.request(method: "card.login", params: ["aud": "https://rp.example"] as JSONValue) { name, prompt in
+            guard name == "prompt", let prompt, prompt["expects_answer"] == .bool(true), let promptID = prompt["prompt_id"] else { return }
+            #expect(try locker.result("lock")["locked"] == true)
+            try client.replyToPrompt(promptID, answer: "1234")
+        }
+        let response = JSONValue(response: outcome)
+        #expect(response["error"]?["data"]?["reason"] == "session.locked", "\(response)")
+        #expect(response["result"] == nil, "no token in the answer")
+    }
+
     @Test("contactless login runs PACE with the typed CAN; a saved CAN is used without asking")
     func contactlessLogin() throws {
         let rig = try CardRig(profile: ["--mode", "contactless", "--can", "654321"])
