@@ -80,6 +80,15 @@ struct DesktopPromptTests {
         return try #require(outcome.withLock { $0 })
     }
 
+    /// A system authd with a session signed in, an agent, and a connection that asks for an
+    /// account token on the desktop (the params it asks with).
+    private func tokenOnDesktop() throws -> (daemon: DaemonHarness, agent: FakeAgent, asker: LineClient, params: JSONValue) {
+        let daemon = try DaemonHarness()
+        try daemon.start(arguments: ["--system"])
+        let session = try signedIn(daemon)
+        return (daemon, try FakeAgent(daemon), try daemon.connect(), ["session": .string(session), "aud": "https://rp.example", "prompt": "desktop"])
+    }
+
     private func signedIn(_ daemon: DaemonHarness) throws -> String {
         let client = try daemon.connect()
         let registered = try LoginTests.register(daemon, client, phone: "+37251234567", password: Self.password)
@@ -109,12 +118,7 @@ struct DesktopPromptTests {
 
     @Test("consent: asked on the agent naming the program and audience, answered only on the agent's connection; always-allow is remembered, listed, revoked; deny is consent.denied")
     func consent() throws {
-        let daemon = try DaemonHarness()
-        try daemon.start(arguments: ["--system"])
-        let session = try signedIn(daemon)
-        let agent = try FakeAgent(daemon)
-        let asker = try daemon.connect()
-        let params: JSONValue = ["session": .string(session), "aud": "https://rp.example", "prompt": "desktop"]
+        let (daemon, agent, asker, params) = try tokenOnDesktop()
 
         let asked = Mutex<JSONValue?>(nil)
         let first = try Self.alongside({ try asker.call("auth.token", params) }) {
@@ -251,12 +255,7 @@ struct DesktopPromptTests {
 
     @Test("a lock that comes while the consent dialog waits holds for that call: the person's allow gets no token")
     func lockDuringConsent() throws {
-        let daemon = try DaemonHarness()
-        try daemon.start(arguments: ["--system"])
-        let session = try signedIn(daemon)
-        let agent = try FakeAgent(daemon)
-        let asker = try daemon.connect()
-        let params: JSONValue = ["session": .string(session), "aud": "https://rp.example", "prompt": "desktop"]
+        let (daemon, agent, asker, params) = try tokenOnDesktop()
         let answer = try Self.alongside({ try asker.call("auth.token", params) }) {
             let ask = try agent.nextAsk()
             #expect(try daemon.connect().result("lock")["locked"] == true)
