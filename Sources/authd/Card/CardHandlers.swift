@@ -10,20 +10,20 @@ extension MethodTable {
         register(CardReaders.self, home: .machine, access: .anyone) { _, _ in
             try await cards.listReaders()
         }
-        register(CardRead.self, home: .machine, access: .anyone, requiresUnlock: true, audit: { _, _ in [:] }) { params, context in
+        register(CardRead.self, home: .machine, access: .anyone, requiresUnlock: true, rechecksUnlock: true, audit: { _, _ in [:] }) { params, context in
             try await cards.read(params, context: context)
         }
-        register(CardLogin.self, home: .machine, access: .anyone, requiresUnlock: true, audit: { params, result in
+        register(CardLogin.self, home: .machine, access: .anyone, requiresUnlock: true, rechecksUnlock: true, audit: { params, result in
             ["aud": .string(Redaction.printable(params.aud, limit: 200)), "format": .string(result.format)]
         }) { params, context in
             try await cards.login(params, context: context)
         }
-        register(CardSign.self, home: .machine, access: .anyone, requiresUnlock: true, audit: { params, result in
+        register(CardSign.self, home: .machine, access: .anyone, requiresUnlock: true, rechecksUnlock: true, audit: { params, result in
             ["aud": .string(Redaction.printable(params.aud, limit: 200)), "hash_alg": .string(result.hashAlg), "hash": .string(result.hash)]
         }) { params, context in
             try await cards.sign(params, context: context)
         }
-        register(CardCertificate.self, home: .machine, access: .anyone, requiresUnlock: true, audit: { params, result in
+        register(CardCertificate.self, home: .machine, access: .anyone, requiresUnlock: true, rechecksUnlock: true, audit: { params, result in
             ["aud": .string(Redaction.printable(params.aud ?? "", limit: 200)), "use": .string(result.use)]
         }) { params, context in
             try await cards.certificate(params, context: context)

@@ -121,9 +121,9 @@ final class Dispatcher: Sendable {
             let invocation = try await WorkRequester.$key.withValue(caller.limitKey) {
                 try await AuditScope.$current.withValue(scope) { try await entry.invoke(request, environment) }
             }
-            // Admitted before it waited (for a card, a PIN, a finger): a call that changed
-            // nothing hands out nothing if the local user's lock came meanwhile.
-            if entry.requiresUnlock, scope?.committed.isEmpty ?? true, let refusal = await gate(request, entry, caller) { throw refusal }
+            // Admitted before it waited (for a card, a PIN): it hands out nothing if the local
+            // user's lock came meanwhile.
+            if entry.rechecksUnlock, let refusal = await gate(request, entry, caller) { throw refusal }
             // The one place that runs after a sign-in: the caller's local user remembers the
             // account (its lock opens, when the proof may open it).
             if let proof = entry.remembers, let (account, device) = invocation.signedIn, case .local(let peer) = caller {

@@ -85,6 +85,10 @@ struct MethodTable: Sendable {
         /// Issues a token or releases a secret: refused with `session.locked` while the
         /// caller's local user is locked (see `LocalLock`).
         let requiresUnlock: Bool
+        /// Waits for a person (a card's window, a PIN) and hands out what it got, changing
+        /// nothing: the lock is checked again before it answers, and one that came meanwhile
+        /// refuses the answer.
+        let rechecksUnlock: Bool
         /// A successful call signs an account in for the caller's local user: the dispatcher
         /// has the lock remember it, with what the sign-in proved.
         let remembers: LocalLock.Proof?
@@ -121,16 +125,18 @@ struct MethodTable: Sendable {
 
     /// Registers `M`. `audit`, when given, makes every call (granted, denied or failed) an audit
     /// record whose detail it computes from the params and, on success, the result.
-    /// `requiresUnlock` marks methods that issue a token or release a secret.
+    /// `requiresUnlock` marks methods that issue a token or release a secret; `rechecksUnlock`
+    /// those of them that wait for a person and change nothing (see `Entry.rechecksUnlock`).
     /// `auditRequest`, when given, adds what the params say to every record of the call,
     /// refusals and failures included (the PAM service, tty and remote host of a decision).
     mutating func register<M: RPCMethod, Context>(
-        _: M.Type, home: Home<Context>, access: Access, requiresUnlock: Bool = false,
+        _: M.Type, home: Home<Context>, access: Access, requiresUnlock: Bool = false, rechecksUnlock: Bool = false,
         audit: (@Sendable (M.Params, M.Result) -> [String: JSONValue])? = nil,
         auditRequest: (@Sendable (M.Params) -> [String: JSONValue])? = nil,
         _ handler: @escaping @Sendable (M.Params, Context) async throws -> M.Result
     ) {
-        add(M.self, home: home, access: access, requiresUnlock: requiresUnlock, remembers: nil, signedIn: { _ in nil }, audit: audit,
+        precondition(requiresUnlock || !rechecksUnlock, "\(M.name): rechecksUnlock without requiresUnlock")
+        add(M.self, home: home, access: access, requiresUnlock: requiresUnlock, rechecksUnlock: rechecksUnlock, remembers: nil, signedIn: { _ in nil }, audit: audit,
             auditRequest: auditRequest, forwarding: nil, immediate: nil, handler)
     }
 
@@ -172,7 +178,7 @@ struct MethodTable: Sendable {
     mutating func registerImmediate<M: RPCMethod>(
         _: M.Type, home: Home<RequestContext>, access: Access, _ handler: @escaping @Sendable (M.Params, RequestContext) throws -> M.Result
     ) {
-        add(M.self, home: home, access: access, requiresUnlock: false, remembers: nil, signedIn: { _ in nil }, audit: nil,
+        add(M.self, home: home, access: access, requiresUnlock: false, rechecksUnlock: false, remembers: nil, signedIn: { _ in nil }, audit: nil,
             auditRequest: nil, forwarding: nil, immediate: handler) { params, context in try handler(params, context) }
     }
 
@@ -185,12 +191,12 @@ struct MethodTable: Sendable {
         forwarding: (@Sendable (ForwardedCaller) async throws -> ForwardedCaller)? = nil,
         _ handler: @escaping @Sendable (M.Params, Context) async throws -> M.Result
     ) where M.Result: SignInResult {
-        add(M.self, home: home, access: access, requiresUnlock: requiresUnlock, remembers: remembers, signedIn: \.signedInAccount, audit: audit,
+        add(M.self, home: home, access: access, requiresUnlock: requiresUnlock, rechecksUnlock: false, remembers: remembers, signedIn: \.signedInAccount, audit: audit,
             auditRequest: nil, forwarding: forwarding, immediate: nil, handler)
     }
 
     private mutating func add<M: RPCMethod, Context>(
-        _: M.Type, home: Home<Context>, access: Access, requiresUnlock: Bool, remembers: LocalLock.Proof?,
+        _: M.Type, home: Home<Context>, access: Access, requiresUnlock: Bool, rechecksUnlock: Bool, remembers: LocalLock.Proof?,
         signedIn: @escaping @Sendable (M.Result) -> (account: String, device: String)?,
         audit: (@Sendable (M.Params, M.Result) -> [String: JSONValue])?,
         auditRequest: (@Sendable (M.Params) -> [String: JSONValue])?,
@@ -239,7 +245,7 @@ struct MethodTable: Sendable {
                 return invocation(params, try immediate(params, context))
             }
         }
-        entries[name] = Entry(home: home.kind, access: access, audited: audit != nil, requiresUnlock: requiresUnlock, remembers: remembers,
+        entries[name] = Entry(home: home.kind, access: access, audited: audit != nil, requiresUnlock: requiresUnlock, rechecksUnlock: rechecksUnlock, remembers: remembers,
                               signedInFromWire: signedInFromWire, forwarding: forwarding, requestDetail: requestDetail, asksOnDesktop: asksOnDesktop, invoke: invoke,
                               immediate: invokeNow)
     }
