@@ -109,12 +109,14 @@ struct PAMAuthenticator: Sendable {
             }
             return "card"
         case .fingerprint:
+            // A finger alone is not enough here: the linked account's PIN follows it, and an
+            // account that cannot sign in is refused before the finger is asked for.
+            let alone = config.pamFingerprintAlone.contains(service)
+            let account = alone ? nil : try await activeAccount(links, service: service).id
             let settings = try await biometrics.settings(uid)
             try await biometrics.verify(user: user, gateUID: uid, attempts: min(Self.fingerAttempts, max(1, settings.gate.attemptsLeft)),
                                         purpose: "to sign in as \(user) (\(service))", timeout: config.pamFingerprintTimeoutSeconds, context: context)
-            guard !config.pamFingerprintAlone.contains(service) else { return "fingerprint" }
-            // A finger alone is not enough here: the linked account's PIN follows it.
-            let account = try await activeAccount(links, service: service).id
+            guard let account else { return "fingerprint" }
             try await confirmPIN(account: account, context: context)
             return "fingerprint+pin"
         case .account:
