@@ -29,6 +29,20 @@ struct OTPChallengeTests {
         #expect(challenge.verify(codeMatches: true, now: 1001) == .dead)
     }
 
+    @Test("a right code whose registration cannot finish opens the flow again, for an attempt; the last one kills it")
+    func reopen() {
+        var challenge = fresh()
+        for left in (1...4).reversed() {
+            #expect(challenge.verify(codeMatches: true, now: 1001) == .accepted)
+            challenge.reopenUsingAnAttempt()
+            #expect(challenge.state == .open && challenge.attemptsLeft == left)
+        }
+        #expect(challenge.verify(codeMatches: true, now: 1001) == .accepted)
+        challenge.reopenUsingAnAttempt()
+        #expect(challenge.state == .dead)
+        #expect(challenge.verify(codeMatches: true, now: 1001) == .dead)
+    }
+
     @Test("expiry is checked before the code, and costs no attempt", arguments: [(1599, true), (1600, false)])
     func expiry(now: Int64, valid: Bool) {
         var challenge = fresh()

@@ -71,9 +71,7 @@ extension SQLAccountDirectory {
                 // Not the code's fault: the flow stays open so the user can retry with another
                 // address. The answer tells whether an address is taken, though, so it uses one
                 // of the flow's attempts: one code must not test addresses without end.
-                challenge.state = .open
-                challenge.attemptsLeft -= 1
-                if challenge.attemptsLeft <= 0 { challenge.state = .dead }
+                challenge.reopenUsingAnAttempt()
                 try Self.update(challenge, in: database)
                 return .failure(.emailTakenAtRegistration)
             }

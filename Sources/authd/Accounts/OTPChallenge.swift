@@ -61,6 +61,14 @@ struct OTPChallenge: Sendable, Equatable {
         return .wrong(attemptsLeft: attemptsLeft)
     }
 
+    /// The code was right but the registration cannot finish with what came with it (its email
+    /// address is taken): the flow opens again for another try, at the cost of an attempt, since
+    /// the answer tells whether an address is taken. The last attempt kills it.
+    mutating func reopenUsingAnAttempt() {
+        attemptsLeft -= 1
+        state = attemptsLeft > 0 ? .open : .dead
+    }
+
     enum ResendOutcome: Equatable, Sendable {
         case allowed
         case tooEarly(retryAfter: Int64)
