@@ -256,7 +256,9 @@ struct DeviceLimitTests {
 extension DeviceLimitTests {
     @Test("a removed device that signs in again is a new device with a new id: what was bound to the old id stays ended")
     func removedDeviceComesBackNew() async throws {
-        let fixture = try TestDirectory()
+        var config = Config()
+        config.deviceLimit = 10
+        let fixture = try TestDirectory(config)
         let owner = try await fixture.register(device: "laptop")
         let phone = DeviceIdentity(key: "phone", name: "phone")
         let before = try await fixture.directory.createSession(account: owner.account.id, device: phone, amr: ["pwd"], federation: nil)
@@ -270,5 +272,15 @@ extension DeviceLimitTests {
         // The key is the new device's: signing in once more finds it, with no third id.
         let third = try await fixture.directory.createSession(account: owner.account.id, device: phone, amr: ["pwd"], federation: nil)
         #expect(third.session.deviceID == again.session.deviceID)
+
+        // A machine linked to a hub: a session of its removed device, presented by that machine,
+        // is still its own, and says the device was removed.
+        let machine = DeviceID(description: "M")
+        let linked = DeviceIdentity(key: DeviceIdentity.key(ofMachine: machine), name: "m")
+        let first = try await fixture.directory.createSession(account: owner.account.id, device: linked, amr: ["pwd"], federation: nil)
+        let other = try await fixture.directory.createSession(account: owner.account.id, device: linked, amr: ["pwd"], federation: nil)
+        try await fixture.directory.revokeDevice(.local(owner.session.token), id: first.session.deviceID)
+        _ = try await fixture.directory.createSession(account: owner.account.id, device: linked, amr: ["pwd"], federation: nil)
+        await #expect(throws: SessionFailure.deviceRevoked) { try await fixture.directory.authenticate(PresentedSession(other.session.token, machine: machine)) }
     }
 }

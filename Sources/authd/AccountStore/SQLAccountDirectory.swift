@@ -177,7 +177,7 @@ struct SQLAccountDirectory: AccountDirectory {
             FROM sessions s JOIN devices d ON d.id = s.device_id JOIN accounts a ON a.id = s.account_id
             WHERE s.token_hash = ?
             """, [.blob(hash(token))]
-        ) { Row(id: $0.text(0), account: $0.text(1), device: $0.text(2), amr: $0.text(3), deviceKey: $0.text(10), created: $0.int64(4),
+        ) { Row(id: $0.text(0), account: $0.text(1), device: $0.text(2), amr: $0.text(3), deviceKey: Self.presentedKey($0.text(10)), created: $0.int64(4),
                 lastUsed: $0.int64(5), expires: $0.int64(6), revoked: $0.int(7) != 0, deviceRevoked: $0.int(8) != 0, deactivated: $0.int(9) != 0) }
         guard let row else { throw SessionFailure.ended }
         // A call another machine forwards uses only that machine's own sessions, and a process
@@ -192,6 +192,12 @@ struct SQLAccountDirectory: AccountDirectory {
         let session = ActiveSession(id: row.id, accountID: row.account, deviceID: row.device, amr: decodeAMR(row.amr), createdAt: row.created,
                                     expiresAt: row.expires, idleExpiresAt: now + idle)
         return (session, row.lastUsed)
+    }
+
+    /// The key a device signed in with: a removed device whose key a new device has taken
+    /// keeps it before a `\u{1}` (see `createSession`), and its sessions stay bound to it.
+    static func presentedKey(_ stored: String) -> String {
+        stored.firstIndex(of: "\u{1}").map { String(stored[..<$0]) } ?? stored
     }
 
     static func decodeAMR(_ json: String) -> [String] {
