@@ -17,6 +17,8 @@ final class AgentPrompter: Sendable {
     let pinentry: String?
     /// What pinentry gets of the agent's environment (the desktop session's variables).
     let environment: [String: String]
+    /// The agent's own PATH, where a pinentry named without a path is looked for.
+    let search: [String: String]
     /// Where a terminal pinentry draws: `GPG_TTY`, or the agent's own terminal.
     let tty: (name: String, type: String)?
     let notifications: DesktopNotifications
@@ -29,6 +31,7 @@ final class AgentPrompter: Sendable {
         self.socketPath = socketPath
         self.pinentry = pinentry
         self.environment = Pinentry.sessionEnvironment(environment)
+        search = environment["PATH"].map { ["PATH": $0] } ?? [:]
         self.tty = Syscalls.terminal(environment: environment)
         self.notifications = notifications
         self.logger = logger
@@ -46,7 +49,9 @@ final class AgentPrompter: Sendable {
         let connection = try LineConnection(socketPath: socketPath)
         let client = RPCClient(connection: connection)
         let registration = try client.call(DesktopRegister.self, NoParams())
-        let path = pinentry ?? registration.pinentry ?? Pinentry.resolve(configured: nil, environment: environment)
+        // `--pinentry`, else authd's `[prompts] pinentry`, else `pinentry`: each a path, or a
+        // name looked for on the agent's PATH.
+        let path = Pinentry.resolve(configured: pinentry ?? registration.pinentry, environment: search)
         let replies = Replies(connection: connection)
         let open = OpenDialogs()
         token.set(registration.agentToken)
