@@ -124,13 +124,14 @@ final class HubListener: Sendable {
         registry.add(connection, standing: member ? .member : .newcomer)
         connection.start()
         if !member {
+            let settings = services.config
             // A newcomer has a short time to sign in (which promotes it where it signs in); then
             // it is let go, after what it asked is answered.
             DispatchQueue.global(qos: .utility).asyncAfter(deadline: .now() + .seconds(config.hubNewcomerTimeoutSeconds)) { [weak connection] in
                 guard let connection, registry.standing(of: connection.id) == .newcomer else { return }
                 Task {
                     if await registry.holdsSession(device) {
-                        registry.promote(caller, limit: config.hubMaxDevices)
+                        registry.promote(caller, limit: settings.current.hubMaxDevices)
                     } else {
                         connection.closeWhenAnswered()
                     }
