@@ -128,7 +128,8 @@ struct AuditTests {
         #expect(try await audit.size().integrity == "1 record(s) missing after id \(purge.throughID)")
     }
 
-    @Test("followers get a change's record as its transaction commits, before a record committed after it, and the purge's record the same way")
+    @Test("followers get a change's record as its transaction commits, before a record committed after it, and the purge's record the same way",
+          .timeLimit(.minutes(1)))
     func followersInIDOrder() async throws {
         let fixture = try await TestKeys()
         let audit = AuditLog(store: fixture.store, now: fixture.clock.closure, bounds: { .init(retentionSeconds: 86400, maxBytes: 64 << 20) })

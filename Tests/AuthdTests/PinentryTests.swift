@@ -321,7 +321,7 @@ struct ScriptedPinentryTests {
     /// A pinentry that sends inquiry after inquiry and reads none of authd's refusals: once the
     /// pipe to it is full, it is a failure, not a write that waits for good (holding the card
     /// and every later dialog).
-    @Test func aPinentryThatDoesNotReadFails() async throws {
+    @Test(.timeLimit(.minutes(1))) func aPinentryThatDoesNotReadFails() async throws {
         let directory = TemporaryDirectory()
         let path = directory.path + "/deaf-pinentry"
         try "#!/bin/sh\necho 'OK hello'\nexec yes 'INQUIRE X'\n".write(toFile: path, atomically: true, encoding: .utf8)

@@ -119,6 +119,13 @@ actor AuditLog {
             detail: entry.detail)
     }
 
+    /// Hands `records` to every follower, counting nothing (the purge's own record).
+    private nonisolated func tellFollowers(_ records: [AuditRecord]) {
+        publication.withLock { publication in
+            for record in records { for follower in publication.followers.values { follower.yield(record) } }
+        }
+    }
+
     /// Hands committed records to the followers: the log's own commits, and records committed
     /// elsewhere (in the transaction of the change they record). Enforces the bounds in the
     /// background once about a sixteenth of the maximum size (at least 1 MiB) was written since
@@ -377,11 +384,7 @@ actor AuditLog {
         let daemon = Caller.local(CallerIdentity(uid: Syscalls.effectiveUserID(), gid: 0, pid: Syscalls.processID(), exe: nil, username: nil, groups: []))
         // The purge's own record reaches followers as its transaction commits, in the order of
         // the ids, like a change's record (`AuditScope`).
-        let scope = AuditScope(now: now, publish: { [self] records in
-            publication.withLock { publication in
-                for record in records { for follower in publication.followers.values { follower.yield(record) } }
-            }
-        })
+        let scope = AuditScope(now: now, publish: { [self] records in tellFollowers(records) })
         let purge = try await AuditScope.$current.withValue(scope) { try await store.transaction(durability: .relaxed) { database -> Purge? in
             var purge = Purge()
             // The records before the first one that is not older than the cutoff: times follow
