@@ -90,4 +90,22 @@ struct PresenceBeaconMachineTests {
         #expect(home.reports == [.init(account: "acc_a", hotspot: "hs_office", entered: true, group: "friends", pinned: Self.desk),
                                  .init(account: "acc_a", hotspot: "hs_office", entered: true, group: nil, pinned: Self.kitchen)])
     }
+
+    @Test("ask: a place the person told a group is told again at each refresh, so the home keeps it; a question declined or open is not")
+    func askRefresh() async throws {
+        let (machine, home, watcher) = await Self.machine([Self.account("acc_a", mode: "ask", precise: "manual")])
+        await watcher.send(.entered)
+        await machine.tellAgain()
+        #expect(home.reports.isEmpty, "the question is open")
+        _ = try await machine.answer(account: "acc_a", hotspot: "hs_office", group: "friends")
+        await machine.tellAgain()
+        #expect(home.reports == [.init(account: "acc_a", hotspot: "hs_office", entered: true, group: "friends"),
+                                 .init(account: "acc_a", hotspot: "hs_office", entered: true, group: nil)])
+        await watcher.send(.left)
+        await watcher.send(.entered)
+        _ = try await machine.answer(account: "acc_a", hotspot: "hs_office", group: nil)  // declined
+        let before = home.reports.count
+        await machine.tellAgain()
+        #expect(home.reports.count == before, "a declined stay is not told")
+    }
 }

@@ -45,6 +45,10 @@ actor MachinePresence {
     private var pointsTaken: [String: PresencePlace.Point] = [:]
     /// Open questions (ask mode), by account: the hotspots entered and not yet answered.
     private var asked: [String: Set<String>] = [:]
+    /// Ask mode, by account: the hotspots of this stay whose question the person answered with
+    /// a group. They are told again at each refresh, as auto mode's are (a refresh of a place
+    /// not held would end the one the home holds).
+    private var answered: [String: Set<String>] = [:]
     /// Reports the home did not take yet, by account and hotspot; the newest wins.
     private var unsent: [String: LinkPresenceReport.Params] = [:]
     private var started = false
@@ -97,6 +101,7 @@ actor MachinePresence {
         let on = accounts.filter(\.settings.enabled)
         let kept = Set(on.map(\.account))
         asked = asked.filter { kept.contains($0.key) }
+        answered = answered.filter { kept.contains($0.key) }
         unsent = unsent.filter { kept.contains($0.value.account) }
         guard !on.isEmpty else {
             inside = []
@@ -136,6 +141,7 @@ actor MachinePresence {
         let entered = transition.change == .entered
         for account in accounts where account.settings.enabled {
             guard let place = account.hotspots.first(where: { $0.id == hotspot }) else { continue }
+            answered[account.account]?.remove(hotspot)
             if entered && account.settings.mode == "ask" {
                 asked[account.account, default: []].insert(hotspot)
                 let question = PresenceAskEvent(account: account.account, hotspot: .init(id: place.id, name: place.name), groups: account.settings.groups)
@@ -171,6 +177,7 @@ actor MachinePresence {
         let pinned = accounts.first { $0.account == account }.flatMap { beaconPoint(for: $0, in: hotspot) }
         let told = try await home.report(.init(account: account, hotspot: hotspot, entered: true, group: group, pinned: pinned))
         if let pinned { pointsTaken[account + " " + hotspot] = pinned }
+        answered[account, default: []].insert(hotspot)
         return told
     }
 
@@ -189,10 +196,12 @@ actor MachinePresence {
         return .init(state: watched.state, detail: watched.detail, inside: names)
     }
 
-    /// Says again where this machine is, so that the home keeps it.
-    private func tellAgain() async {
-        for account in accounts where account.settings.enabled && account.settings.mode == "auto" {
-            for hotspot in account.hotspots where inside.contains(hotspot.id) {
+    /// Says again where this machine is, so that the home keeps it: in auto mode, every hotspot
+    /// it is in; in ask mode, those the person answered with a group.
+    func tellAgain() async {
+        for account in accounts where account.settings.enabled {
+            let told = account.settings.mode == "auto" ? Set(account.hotspots.map(\.id)) : answered[account.account] ?? []
+            for hotspot in account.hotspots where inside.contains(hotspot.id) && told.contains(hotspot.id) {
                 let point = beaconPoint(for: account, in: hotspot.id)
                 await send(.init(account: account.account, hotspot: hotspot.id, entered: true, group: nil,
                                  pinned: point == pointsTaken[account.account + " " + hotspot.id] ? nil : point))
