@@ -13,6 +13,21 @@ struct PackagingTests {
         #expect(result.stdout.contains("exposure"), "\(result.stdout)")
     }
 
+    /// systemd chowns a RuntimeDirectory= and everything in it, the socket file authd.socket
+    /// made there included, to User= at the first start: pam_authd would then refuse the
+    /// socket (not root's), and every PAM line with it.
+    @Test("the packaged units leave /run/authd and its socket root's, as pam_authd requires")
+    func socketStaysRoots() throws {
+        let service = try String(contentsOfFile: Self.root + "/systemd/authd.service", encoding: .utf8)
+        let directives = service.split(separator: "\n").filter { !$0.hasPrefix("#") }
+        #expect(!directives.contains { $0.hasPrefix("RuntimeDirectory") }, "RuntimeDirectory= would chown the socket to authd")
+        #expect(directives.contains("User=authd") && directives.contains("Wants=authd.socket"))
+        let socket = try String(contentsOfFile: Self.root + "/systemd/authd.socket", encoding: .utf8)
+        let socketDirectives = socket.split(separator: "\n").filter { !$0.hasPrefix("#") }
+        #expect(socketDirectives.contains("ListenStream=/run/authd/authd.sock"))
+        #expect(!socketDirectives.contains { $0.hasPrefix("SocketUser=") || $0.hasPrefix("DirectoryUser") }, "the socket file is root's")
+    }
+
     @Test("every man page renders without groff warnings")
     func manPages() throws {
         let pages = try FileManager.default.contentsOfDirectory(atPath: Self.root + "/man").filter { $0.range(of: #"\.[1-8]$"#, options: .regularExpression) != nil }
