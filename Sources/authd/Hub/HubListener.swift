@@ -114,14 +114,17 @@ final class HubListener: Sendable {
         let connection = Connection(id: registry.makeID(), channel: TLSChannel(fd: client, stream: stream), caller: caller,
                                     newcomer: !member, dispatcher: dispatcher,
                                     timeouts: (config.idleTimeoutSeconds, config.promptTimeoutSeconds), registry: registry)
+        // In the registry before it is counted among the newcomers: the count drops those whose
+        // standing is no longer a newcomer's, which one not added yet would look like.
+        registry.add(connection, standing: member ? .member : .newcomer)
         if !member {
             let (admitted, evicted) = admitNewcomer(connection, peer: peer, config: config)
             guard admitted else {
+                registry.remove(connection)
                 return refuse("\(config.hubNewcomersPerAddress) machines that have not signed in are connected from its address ([hub] newcomers_per_address)")
             }
             evicted?.evict()
         }
-        registry.add(connection, standing: member ? .member : .newcomer)
         connection.start()
         if !member {
             let settings = services.config
