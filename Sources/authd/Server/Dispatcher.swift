@@ -12,9 +12,14 @@ final class Dispatcher: Sendable {
 
     var logger: Logger { services.logger }
 
+    /// Whom the account events an audited call appends come from (this authd), made once:
+    /// every audited call's scope carries it, each token's included.
+    private let noticeOrigin: SyncLog.Origin
+
     init(table: MethodTable, services: Services) {
         self.table = table
         self.services = services
+        noticeOrigin = services.syncService.noticeOrigin
     }
 
     struct Response: Sendable {
@@ -114,7 +119,7 @@ final class Dispatcher: Sendable {
         let outcome: Result<any Encodable & Sendable, RPCError>
         // A state change writes the call's record in its own transaction (see AuditScope).
         let scope = entry.audited ? AuditScope(caller: caller, method: request.method, auditHome: services.audit.home, now: services.now,
-                                               publish: services.audit.publish, noticeOrigin: services.syncService.noticeOrigin) : nil
+                                               publish: services.audit.publish, noticeOrigin: noticeOrigin) : nil
         do {
             // Blocking work (Argon2id) is shared fairly between callers, not in arrival order; a
             // change writes its audit record in its own transaction through the scope.
