@@ -31,7 +31,7 @@ final class AgentPrompter: Sendable {
         self.socketPath = socketPath
         self.pinentry = pinentry
         self.environment = Pinentry.sessionEnvironment(environment)
-        search = environment["PATH"].map { ["PATH": $0] } ?? [:]
+        search = Pinentry.searchEnvironment(environment)
         self.tty = Syscalls.terminal(environment: environment)
         self.notifications = notifications
         self.logger = logger

@@ -70,7 +70,7 @@ struct PinentryDesk: Desk {
     init(config: ConfigHolder, environment: [String: String], notes: (@Sendable (DeskNote) -> Void)?) {
         self.config = config
         self.environment = Pinentry.sessionEnvironment(environment)
-        search = environment["PATH"].map { ["PATH": $0] } ?? [:]
+        search = Pinentry.searchEnvironment(environment)
         self.tty = Syscalls.terminal(environment: environment)
         self.notes = notes
     }

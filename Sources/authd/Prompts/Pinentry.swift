@@ -100,6 +100,12 @@ struct Pinentry: Sendable {
         environment.filter { sessionVariables.contains($0.key) }
     }
 
+    /// Where `resolve` looks for a pinentry named without a path: the PATH of `environment`
+    /// (the program's own), which pinentry itself does not get.
+    static func searchEnvironment(_ environment: [String: String]) -> [String: String] {
+        environment["PATH"].map { ["PATH": $0] } ?? [:]
+    }
+
     /// The program to run: `configured` (an absolute path, or a name looked up in PATH), else
     /// `pinentry` looked up in `environment`'s PATH (only its absolute directories). Nil when
     /// there is no executable regular file there.
