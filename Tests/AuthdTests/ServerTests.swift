@@ -156,7 +156,12 @@ struct ServerTests {
         #expect(write(fd, line, line.count) == line.count)
         _ = await eventually { server.observations.started.load(ordering: .relaxed) == 1 }
         #expect(shutdown(fd, Int32(SHUT_WR)) == 0, "as socat does after its input")
-        _ = await eventually(seconds: 1) { server.observations.cancelled.load(ordering: .relaxed) > 0 }
+        // The marker: two turns of the connection's own, one after the other. The end of input
+        // was readable before the first was queued, and the loop looks at its descriptors
+        // between the two rounds they run in, so the second comes after it was taken in.
+        let connection = try #require(server.services.connections.all.first)
+        _ = await connection.requestsInFlight()
+        #expect(await connection.requestsInFlight() == 1)
         #expect(server.observations.cancelled.load(ordering: .relaxed) == 0, "half-closed, it still waits for its answer")
         #expect(server.services.connections.count == 1)
         close(fd)
