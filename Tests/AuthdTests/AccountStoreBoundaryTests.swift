@@ -9,7 +9,7 @@ struct AccountStoreBoundaryTests {
     /// What the account owns, table by table (DESIGN §8): the rest is the machine's.
     static let accountTables = [
         "accounts", "sessions", "devices", "login_flows", "otp_flows", "sms_sends", "passkey_flows", "account_passkeys",
-        "federated_identities", "device_e2ee_keys", "sync_heads", "sync_events", "sync_read_markers", "sync_cursors",
+        "federated_identities", "used_id_tokens", "device_e2ee_keys", "sync_heads", "sync_events", "sync_read_markers", "sync_cursors",
         "presence_friends", "presence_blocks", "presence_groups", "presence_members", "presence_hotspots", "presence_settings",
         "presence_places", "presence_shares",
     ]

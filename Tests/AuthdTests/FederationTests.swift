@@ -72,7 +72,7 @@ extension FederationTests {
     func validToken() throws {
         let maker = try TokenMaker()
         let claims = try IDTokenValidator.validate(try maker.token(), keys: maker.keys, expecting: maker.expected, now: maker.now)
-        #expect(claims == IDTokenClaims(subject: "248289761001", email: "jane@example.com", emailVerified: true, name: nil))
+        #expect(claims == IDTokenClaims(subject: "248289761001", email: "jane@example.com", emailVerified: true, name: nil, expiresAt: maker.now + 300))
     }
 
     @Test("Each spoiled claim or header is refused by the check that names it", arguments: [
@@ -238,7 +238,7 @@ struct TokenVaultTests {
         let directory = SQLAccountDirectory(store: fixture.store, config: ConfigHolder(Config()), logger: Logger(sink: MemorySink()), now: fixture.clock.closure)
         let vault = TokenVault(store: fixture.store, sealer: fixture.sealer, directory: directory)
         let identity = FederatedIdentity(provider: "work", issuer: Self.provider.issuer, subject: "alice", email: nil, name: nil)
-        let account = try await directory.signIn(federated: identity, proof: FederatedProof(idToken: "", nonce: nil), device: DeviceIdentity(key: "k", name: "n")).signedIn.account.id
+        let account = try await directory.signIn(federated: identity, proof: .unused("id-token-1"), device: DeviceIdentity(key: "k", name: "n")).signedIn.account.id
         try await vault.storeSignIn(uid: 1000, provider: Self.provider, account: account, subject: "alice",
                                     tokens: TokenSet(accessToken: access, tokenType: "Bearer", expiresIn: 60, refreshToken: refresh, idToken: nil), now: 100)
         return (vault, account)
@@ -286,7 +286,7 @@ struct TokenVaultTests {
         let vault = TokenVault(store: fixture.store, sealer: fixture.sealer, directory: directory)
         let identity = FederatedIdentity(provider: "work", issuer: Self.provider.issuer, subject: "alice", email: "a@example.test", name: nil)
         let tokens = TokenSet(accessToken: "access-A", tokenType: "Bearer", expiresIn: 60, refreshToken: nil, idToken: nil)
-        let first = try await directory.signIn(federated: identity, proof: FederatedProof(idToken: "", nonce: nil), device: DeviceIdentity(key: "k", name: "n")).signedIn
+        let first = try await directory.signIn(federated: identity, proof: .unused("id-token-2"), device: DeviceIdentity(key: "k", name: "n")).signedIn
         try await vault.storeSignIn(uid: 1000, provider: Self.provider, account: first.account.id, subject: "alice", tokens: tokens, now: Int64(fixture.clock.now.timeIntervalSince1970))
         fixture.clock.advance(10)
         let loggedOutAt = Int64(fixture.clock.now.timeIntervalSince1970)
@@ -299,7 +299,7 @@ struct TokenVaultTests {
         #expect(try await vault.finishPendingLogouts() == 0, "nothing is left to finish")
         // A later sign-in, then the same logout noted again (as a crash before its second step leaves it).
         fixture.clock.advance(10)
-        let second = try await directory.signIn(federated: identity, proof: FederatedProof(idToken: "", nonce: nil), device: DeviceIdentity(key: "k", name: "n")).signedIn
+        let second = try await directory.signIn(federated: identity, proof: .unused("id-token-3"), device: DeviceIdentity(key: "k", name: "n")).signedIn
         try await fixture.store.transaction { database in
             try database.execute("INSERT INTO pending_logouts (uid, provider, account_id, issuer, subject, logged_out_at) VALUES (1000, 'work', ?, ?, 'alice', ?)",
                                  [.text(first.account.id), .text(Self.provider.issuer), .integer(loggedOutAt)])
@@ -307,5 +307,54 @@ struct TokenVaultTests {
         #expect(try await vault.finishPendingLogouts() == 1)
         #expect(try await directory.authenticate(.local(second.session.token)).accountID == first.account.id, "the later sign-in's session lives")
         #expect(try await vault.finishPendingLogouts() == 0)
+    }
+}
+extension FederatedProof {
+    /// An ID token no sign-in has used, valid for an hour after the test clock's start.
+    static func unused(_ token: String) -> FederatedProof {
+        FederatedProof(idToken: token, nonce: nil, expiresAt: Int64(TestClock().now.timeIntervalSince1970) + 3600)
+    }
+}
+
+@Suite("Federation: an ID token signs in once")
+struct IDTokenReplayTests {
+    private static let identity = FederatedIdentity(provider: "work", issuer: "https://id.example", subject: "alice", email: nil, name: nil)
+
+    private func usedTokens(_ fixture: TestDirectory) async throws -> Int {
+        try await fixture.store.read { try $0.queryOne("SELECT count(*) FROM used_id_tokens") { $0.int(0) } ?? -1 }
+    }
+
+    @Test("the same ID token again, from another machine, is refused with check replay and makes no session; a fresh one signs in")
+    func replayIsRefused() async throws {
+        let fixture = try TestDirectory()
+        let proof = FederatedProof.unused("header.claims.signature")
+        let first = try await fixture.directory.signIn(federated: Self.identity, proof: proof, device: DeviceIdentity(key: "laptop", name: "laptop")).signedIn
+        let sessions = try await fixture.directory.sessions(.local(first.session.token)).count
+        await #expect(throws: FederationFailure.idTokenInvalid(provider: "work", IDTokenFailure(check: "replay", description: "the ID token has signed in already; sign in again"))) {
+            _ = try await fixture.directory.signIn(federated: Self.identity, proof: proof, device: DeviceIdentity(key: "intruder", name: "intruder"))
+        }
+        #expect(try await fixture.directory.sessions(.local(first.session.token)).count == sessions, "the replay made no session")
+        let second = try await fixture.directory.signIn(federated: Self.identity, proof: .unused("header.claims.other"),
+                                                        device: DeviceIdentity(key: "phone", name: "phone")).signedIn
+        #expect(second.account.id == first.account.id)
+        #expect(try await usedTokens(fixture) == 2)
+    }
+
+    @Test("a sign-in that fails does not use its ID token up; the hourly purge forgets a used token a skew after the validator would refuse it")
+    func failedSignInKeepsTheTokenAndExpiryForgets() async throws {
+        let fixture = try TestDirectory()
+        let first = try await fixture.directory.signIn(federated: Self.identity, proof: .unused("token-1"), device: DeviceIdentity(key: "laptop", name: "laptop")).signedIn
+        try await fixture.directory.deactivate(account: first.account.id)
+        await #expect(throws: FederationFailure.accountDeactivated(provider: "work")) {
+            _ = try await fixture.directory.signIn(federated: Self.identity, proof: .unused("token-2"), device: DeviceIdentity(key: "laptop", name: "laptop"))
+        }
+        #expect(try await usedTokens(fixture) == 1, "the refused sign-in's token is not kept")
+        // token-1 expires at start + 3600; the validator takes it for a skew more, and the purge
+        // keeps it a skew longer still.
+        fixture.clock.advance(3600 + 2 * TimeInterval(IDTokenValidator.skewSeconds))
+        #expect(try await fixture.directory.purgeExpired().idTokens == 0)
+        fixture.clock.advance(1)
+        #expect(try await fixture.directory.purgeExpired().idTokens == 1)
+        #expect(try await usedTokens(fixture) == 0)
     }
 }

@@ -300,7 +300,7 @@ struct MaintenanceTests {
         at(now - 8 * 86400 - 60)
         // An account without a registration flow of its own (a provider's sign-in makes one).
         let old = try await directory.signIn(federated: FederatedIdentity(provider: "work", issuer: "https://id.example", subject: "alice", email: nil, name: nil),
-                                             proof: FederatedProof(idToken: "", nonce: nil), device: .init(key: "a", name: "a")).signedIn
+                                             proof: .unused("id-token"), device: .init(key: "a", name: "a")).signedIn
         let account = old.account.id
         at(now - 8 * 86400)
         _ = try await directory.endSession(.local(old.session.token))
@@ -323,6 +323,14 @@ struct MaintenanceTests {
         }
         at(now - 10)
         try await directory.openCodeChallenge(Self.challenge("fresh", expiresAt: now + 60), owner: FlowOwner(machine: nil, user: nil), policy: .init())
+        // ID tokens: one that runs a minute more, one that ran out 90 s ago (kept a skew past the
+        // validator's: another replica's clock may be behind); the first sign-in's is long gone.
+        let bob = FederatedIdentity(provider: "work", issuer: "https://id.example", subject: "bob", email: nil, name: nil)
+        var bobSessions: [String] = []
+        for (token, expiresAt) in [("live-token", now + 60), ("just-expired-token", now - 90)] {
+            bobSessions.append(try await directory.signIn(federated: bob, proof: FederatedProof(idToken: token, nonce: nil, expiresAt: expiresAt),
+                                                          device: .init(key: "d", name: "d")).signedIn.session.id)
+        }
         _ = try await directory.endSession(.local(recent.session.token))
         let spool = fixture.folder.path + "/sms-spool"
         try FileManager.default.createDirectory(atPath: spool, withIntermediateDirectories: true)
@@ -335,13 +343,15 @@ struct MaintenanceTests {
 
         at(now)
         let purged = try await Maintenance.purge(directory: directory, spoolDirectory: spool, now: now)
-        #expect(purged == Maintenance.Purged(flows: 1, sends: 1, loginFlows: 1, sessions: 1, spoolFiles: 1))
+        #expect(purged == Maintenance.Purged(flows: 1, sends: 1, loginFlows: 1, sessions: 1, idTokens: 1, spoolFiles: 1))
         // What is left, as the store holds it (the purge is about rows, so the test reads them).
         let left = try await fixture.store.read { database in
-            (try database.query("SELECT id FROM otp_flows") { $0.text(0) }, try database.query("SELECT id FROM sessions") { $0.text(0) })
+            (try database.query("SELECT id FROM otp_flows") { $0.text(0) }, try database.query("SELECT id FROM sessions") { $0.text(0) },
+             try database.query("SELECT digest FROM used_id_tokens ORDER BY expires_at") { $0.blob(0) })
         }
+        #expect(left.2 == [OpenSSL.sha256(Array("just-expired-token".utf8)), OpenSSL.sha256(Array("live-token".utf8))])
         #expect(left.0 == ["fresh"])
-        #expect(Set(left.1) == [live.session.id, recent.session.id])
+        #expect(Set(left.1) == Set([live.session.id, recent.session.id] + bobSessions))
         #expect(try FileManager.default.contentsOfDirectory(atPath: spool) == ["new.sms"])
     }
 

@@ -193,6 +193,29 @@ struct HubDirectoryTests {
         #expect(audit.contains("link.signin.federated") && audit.contains("federation.unknown_provider"), "\(audit)")
     }
 
+    @Test("an ID token signs in once: another machine that presents the one a device used gets federation.id_token_invalid (replay) and no session")
+    func replayedIDTokenIsRefused() throws {
+        let oidc = try OIDCRig()
+        let rig = try HubRig(hubConfig: Self.federation + oidc.configSection())
+        let device = try rig.startDevice(extra: Self.federation + oidc.configSection())
+        let signedIn = try Self.federatedLogin(oidc, on: try device.connect())
+        #expect(signedIn.result?["created"] == true, "\(signedIn.response)")
+        // What the device sent its hub: the ID token, and the nonce inside it.
+        let idToken = try #require(try oidc.lastIDToken())
+        let claims = try #require(Base64URL.decode(String(idToken.split(separator: ".")[1])))
+        let nonce = try #require(try WireCodec.decode(JSONValue.self, from: Data(claims))["nonce"])
+
+        let intruder = try rig.handMadeMachine(name: "intruder")
+        let replay: JSONValue = ["jsonrpc": "2.0", "id": 1, "method": "link.signin.federated",
+                                 "params": ["provider": "test", "id_token": .string(idToken), "nonce": nonce, "device_name": "intruder"]]
+        let answer = try WireCodec.decode(JSONValue.self, from: Data(try intruder.exchange([try WireCodec.encodeJSONText(replay)])[0].utf8))
+        #expect(answer["error"]?["data"]?["reason"] == "federation.id_token_invalid", "\(answer)")
+        #expect(answer["error"]?["data"]?["check"] == "replay", "\(answer)")
+        #expect(answer["result"] == nil, "no session for the intruder: \(answer)")
+        let devices = try rig.hub.storeRows("SELECT count(*) FROM devices")
+        #expect(devices == ["1"], "only the device that signed in is the account's: \(devices)")
+    }
+
     @Test("the hub checks the ID token with its own settings: a token the device accepts but the hub's provider entry does not (another client id) is refused by the hub")
     func hubValidatesTheIDTokenItself() throws {
         let oidc = try OIDCRig()

@@ -390,26 +390,12 @@ struct HubTests {
     @Test("the authd(8) recipe: openssl s_client with a self-made certificate speaks the protocol to the hub by hand")
     func opensslRecipe() throws {
         let rig = try HubRig()
-        try HubRig.openssl(["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "1", "-subj", "/CN=debug",
-                            "-keyout", rig.directory + "/debug.key", "-out", rig.directory + "/debug.pem"])
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
-        process.arguments = ["s_client", "-quiet", "-tls1_3", "-connect", "127.0.0.1:\(rig.port)", "-cert", rig.directory + "/debug.pem",
-                             "-key", rig.directory + "/debug.key", "-CAfile", rig.caFile, "-verify_return_error"]
-        let input = Pipe(), output = Pipe()
-        process.standardInput = input
-        process.standardOutput = output
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        defer {
-            try? input.fileHandleForWriting.close()
-            if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-            process.waitUntilExit()
-        }
-        try input.fileHandleForWriting.write(contentsOf: Data(#"{"jsonrpc":"2.0","id":1,"method":"link.ping"}"#.utf8 + [0x0A]))
-        try input.fileHandleForWriting.write(contentsOf: Data(#"{"jsonrpc":"2.0","id":2,"method":"link.forward","params":{"method":"account.register.start","params":{"phone":"+37251234567"},"caller":{"uid":1000}}}"#.utf8 + [0x0A]))
-        try input.fileHandleForWriting.write(contentsOf: Data(#"{"jsonrpc":"2.0","id":3,"method":"link.forward","params":{"method":"auth.local","params":{"aud":"x"},"caller":{"uid":1000}}}"#.utf8 + [0x0A]))
-        let lines = try Self.readLines(output.fileHandleForReading.fileDescriptor, count: 3, seconds: 10)
+        let machine = try rig.handMadeMachine()
+        let lines = try machine.exchange([
+            #"{"jsonrpc":"2.0","id":1,"method":"link.ping"}"#,
+            #"{"jsonrpc":"2.0","id":2,"method":"link.forward","params":{"method":"account.register.start","params":{"phone":"+37251234567"},"caller":{"uid":1000}}}"#,
+            #"{"jsonrpc":"2.0","id":3,"method":"link.forward","params":{"method":"auth.local","params":{"aud":"x"},"caller":{"uid":1000}}}"#,
+        ])
         // Answers come as each request finishes, not in order: match them by id.
         var answers: [JSONValue: JSONValue] = [:]
         for line in lines {
@@ -419,22 +405,6 @@ struct HubTests {
         #expect(answers[1]?["result"]?["ok"] == true, "\(lines)")
         #expect(answers[2]?["result"]?["flow"]?.stringValue != nil, "an account method is served: \(lines)")
         #expect(answers[3]?["error"]?["data"]?["reason"] == "auth.forbidden", "a machine method is not: \(lines)")
-    }
-
-    /// `count` lines from `fd`, waiting at most `seconds` in all.
-    static func readLines(_ fd: Int32, count: Int, seconds: Double) throws -> [String] {
-        var bytes: [UInt8] = []
-        let deadline = Date().addingTimeInterval(seconds)
-        while bytes.filter({ $0 == 0x0A }).count < count {
-            guard Date() < deadline else { throw HarnessError("only \(String(decoding: bytes, as: UTF8.self)) within \(seconds) s") }
-            var descriptor = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-            guard poll(&descriptor, 1, 100) == 1 else { continue }
-            var buffer = [UInt8](repeating: 0, count: 4096)
-            let got = read(fd, &buffer, buffer.count)
-            guard got > 0 else { throw HarnessError("s_client ended: \(String(decoding: bytes, as: UTF8.self))") }
-            bytes += buffer[0..<got]
-        }
-        return String(decoding: bytes, as: UTF8.self).split(separator: "\n").map(String.init)
     }
 
     @Test("strangers cannot starve the hub: machines that have not signed in get a few connections per address, a pool of their own, short lines and a short time; signed-in machines and local users are served")
@@ -538,7 +508,7 @@ struct HubTests {
         }
         let said: [String]
         do {
-            said = try Self.readLines(output.fileHandleForReading.fileDescriptor, count: 1, seconds: 90)
+            said = try HubRig.readLines(output.fileHandleForReading.fileDescriptor, count: 1, seconds: 90)
         } catch {
             throw HarnessError("\(error); the script's errors: \((try? String(contentsOfFile: errors, encoding: .utf8)) ?? "")")
         }
@@ -558,7 +528,7 @@ struct HubTests {
         #expect(big["jsonrpc"] == "2.0", "\(big)")
 
         try input.fileHandleForWriting.write(contentsOf: Data("go\n".utf8))
-        let outcome = try WireCodec.decode(JSONValue.self, from: Data(try Self.readLines(output.fileHandleForReading.fileDescriptor, count: 1, seconds: 30)[0].utf8))
+        let outcome = try WireCodec.decode(JSONValue.self, from: Data(try HubRig.readLines(output.fileHandleForReading.fileDescriptor, count: 1, seconds: 30)[0].utf8))
         #expect(outcome["dropped"] == outcome["of"], "every stranger is let go at newcomer_timeout: \(outcome)")
         // The signed-in machines stay: members are never timed out.
         let status = try rig.hub.connect().result("hub.status")

@@ -71,7 +71,9 @@ protocol MachineAccounts: Sendable {
     /// Links a provider's identity to its account (registering one on the first sign-in) and
     /// signs it in on `device`. `accountDeactivated` when the linked account is. `proof` is the
     /// ID token the identity was read from: a directory that did not validate it itself (a
-    /// device's hub) validates it again against the provider before it links anything.
+    /// device's hub) validates it again against the provider before it links anything. A token
+    /// that already signed in, here or on another replica, is refused
+    /// (`federation.id_token_invalid`, check `replay`) and changes nothing.
     func signIn(federated identity: FederatedIdentity, proof: FederatedProof, device: DeviceIdentity) async throws -> FederatedSignInResult
     /// A logout: the sessions the provider's sign-ins made for the account up to `madeBy` end,
     /// and the cached user data of the identity goes (the link stays). Returns how many sessions
@@ -390,11 +392,13 @@ struct FederatedIdentity: Sendable, Equatable {
     let name: String?
 }
 
-/// The ID token a federated identity was read from, and the nonce its sign-in sent (nil for
-/// the device grant, which sends none).
+/// The ID token a federated identity was read from, the nonce its sign-in sent (nil for the
+/// device grant, which sends none), and when the token expires. An ID token signs in once:
+/// the directory remembers each one it took until it expires.
 struct FederatedProof: Sendable, Equatable {
     let idToken: String
     let nonce: String?
+    let expiresAt: Int64
 }
 
 struct FederatedSignInResult: Sendable, Equatable {
@@ -434,5 +438,5 @@ struct RegisteredPasskey: Sendable, Equatable {
 
 /// What `purgeExpired` deleted.
 struct DirectoryPurge: Sendable, Equatable {
-    var flows = 0, sends = 0, signIns = 0, sessions = 0
+    var flows = 0, sends = 0, signIns = 0, sessions = 0, idTokens = 0
 }

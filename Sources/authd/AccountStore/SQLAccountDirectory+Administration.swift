@@ -112,6 +112,11 @@ extension SQLAccountDirectory {
                 "DELETE FROM sessions WHERE coalesce(revoked_at, expires_at) < ? AND (revoked_at IS NOT NULL OR expires_at < ?)",
                 [.integer(now - Self.endedSessionRetention), .integer(now)])
             purged.sessions = database.changes
+            // Kept a skew longer than the validator takes them: another replica's clock may be
+            // behind this one's. Here, not at each sign-in: on PostgreSQL that delete's read of
+            // the table would make concurrent sign-ins conflict and retry.
+            try database.execute("DELETE FROM used_id_tokens WHERE expires_at < ?", [.integer(now - IDTokenValidator.skewSeconds)])
+            purged.idTokens = database.changes
             return purged
         }
     }

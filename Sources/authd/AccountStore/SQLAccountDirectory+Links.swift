@@ -8,11 +8,21 @@ import Protocol
 extension SQLAccountDirectory {
     // MARK: Federated identities
 
-    /// The identity comes from an ID token this authd validated itself; `proof` is not needed again.
-    func signIn(federated identity: FederatedIdentity, proof _: FederatedProof, device: DeviceIdentity) async throws -> FederatedSignInResult {
+    /// The identity comes from an ID token this authd validated itself. The token's digest is
+    /// kept until it expires (`purgeExpired` deletes it then), in the sign-in's own transaction:
+    /// whoever else holds the token (a log, a machine that saw it) cannot sign in with it again,
+    /// and a sign-in that fails does not use it up.
+    func signIn(federated identity: FederatedIdentity, proof: FederatedProof, device: DeviceIdentity) async throws -> FederatedSignInResult {
         let config = config.current
         let now = seconds
+        let digest = OpenSSL.sha256(Array(proof.idToken.utf8))
         return try await store.transaction { database in
+            try database.execute("INSERT INTO used_id_tokens (digest, expires_at) VALUES (?, ?) ON CONFLICT (digest) DO NOTHING",
+                                 [.blob(digest), .integer(proof.expiresAt + IDTokenValidator.skewSeconds)])
+            guard database.changes == 1 else {
+                throw FederationFailure.idTokenInvalid(
+                    provider: identity.provider, IDTokenFailure(check: "replay", description: "the ID token has signed in already; sign in again"))
+            }
             let linked = try database.queryOne(
                 "SELECT f.account_id, a.deactivated_at IS NOT NULL FROM federated_identities f JOIN accounts a ON a.id = f.account_id WHERE f.issuer = ? AND f.subject = ?",
                 [.text(identity.issuer), .text(identity.subject)]) { ($0.text(0), $0.int(1) != 0) }

@@ -6,7 +6,7 @@ import Synchronization
 /// The account directory on the store that holds the accounts: the daemon's SQLite file, or a
 /// hub's database on PostgreSQL (one SQL text for both; what the engines spell differently is
 /// the store's `SQLDialect`). The only code with statements on the account tables: `accounts`, `devices`, `sessions`, `otp_flows`, `sms_sends`, `login_flows`,
-/// `federated_identities`, `account_passkeys`, `passkey_flows`. Split by area over this file
+/// `federated_identities`, `used_id_tokens`, `account_passkeys`, `passkey_flows`. Split by area over this file
 /// and its `+Codes`, `+Credentials`, `+Links` and `+Administration` extensions.
 ///
 /// Session tokens are opaque 256-bit bearer tokens stored only as SHA-256 hashes, each bound to

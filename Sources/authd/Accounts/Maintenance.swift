@@ -2,7 +2,8 @@ import FoundationEssentials
 
 /// Deletes what has expired for good, at start and then hourly: in the account directory,
 /// finished code flows (code HMACs), the send records behind the hourly limit, abandoned second
-/// steps and session rows that ended more than a week ago (only their hashes); on the machine,
+/// steps, session rows that ended more than a week ago (only their hashes) and the digests of
+/// ID tokens that can no longer be presented; on the machine,
 /// spooled SMS (which hold codes in clear) older than a day, and any persistent logout whose
 /// sessions could not be ended at the time; and audit records past `[audit] retention` or beyond
 /// `[audit] max_size` (the purge leaves a record of what it deleted). Accounts and devices are kept.
@@ -10,12 +11,12 @@ enum Maintenance {
     static let spoolRetention: Int64 = 86400
 
     struct Purged: Sendable, Equatable {
-        var flows = 0, sends = 0, loginFlows = 0, sessions = 0, spoolFiles = 0
+        var flows = 0, sends = 0, loginFlows = 0, sessions = 0, idTokens = 0, spoolFiles = 0
     }
 
     static func purge(directory: any AccountAdministration, spoolDirectory: String, now: Int64) async throws -> Purged {
         let expired = try await directory.purgeExpired()
-        var purged = Purged(flows: expired.flows, sends: expired.sends, loginFlows: expired.signIns, sessions: expired.sessions)
+        var purged = Purged(flows: expired.flows, sends: expired.sends, loginFlows: expired.signIns, sessions: expired.sessions, idTokens: expired.idTokens)
         if let names = try? FileManager.default.contentsOfDirectory(atPath: spoolDirectory) {
             for name in names where name.hasSuffix(".sms") {
                 let path = spoolDirectory + "/" + name

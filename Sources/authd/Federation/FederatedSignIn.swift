@@ -94,7 +94,7 @@ struct FederatedSignIn: Sendable {
             throw FederationFailure.providerError(provider: provider.settings.name, detail: "the token endpoint returned no ID token (is openid among the scopes?)")
         }
         let claims = try await provider.validate(idToken: idToken, nonce: nonce)
-        return try await commit(provider.settings, claims: claims, proof: FederatedProof(idToken: idToken, nonce: nonce), tokens: tokens,
+        return try await commit(provider.settings, claims: claims, proof: FederatedProof(idToken: idToken, nonce: nonce, expiresAt: claims.expiresAt), tokens: tokens,
                                 device: device, uid: context.caller.uid)
     }
 

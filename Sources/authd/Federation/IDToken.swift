@@ -8,6 +8,9 @@ struct IDTokenClaims: Equatable, Sendable {
     let email: String?
     let emailVerified: Bool
     let name: String?
+    /// `exp`: after it (and the tolerated skew) the token is refused anyway, so its use need
+    /// not be remembered longer.
+    let expiresAt: Int64
 }
 
 /// Which check an ID token failed (OpenID Connect Core 1.0 §3.1.3.7); `check` is the
@@ -135,6 +138,6 @@ enum IDTokenValidator {
         else { throw IDTokenFailure(check: "sub", description: "the ID token has no usable subject") }
         let email = claims["email"]?.stringValue.flatMap { $0.utf8.count <= 254 ? $0 : nil }
         let name = claims["name"]?.stringValue.flatMap { $0.utf8.count <= 256 ? $0 : nil }
-        return IDTokenClaims(subject: subject, email: email, emailVerified: claims["email_verified"] == .bool(true), name: name)
+        return IDTokenClaims(subject: subject, email: email, emailVerified: claims["email_verified"] == .bool(true), name: name, expiresAt: exp)
     }
 }

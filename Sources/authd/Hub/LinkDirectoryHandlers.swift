@@ -114,7 +114,7 @@ extension MethodTable {
             let settings = provider.settings
             let identity = FederatedIdentity(provider: settings.name, issuer: settings.issuer, subject: claims.subject, email: claims.email, name: claims.name)
             let device = DeviceIdentity(key: DeviceIdentity.key(ofMachine: machine), name: Redaction.printable(params.deviceName, limit: 128))
-            let result = try await directory.signIn(federated: identity, proof: FederatedProof(idToken: params.idToken, nonce: params.nonce), device: device)
+            let result = try await directory.signIn(federated: identity, proof: FederatedProof(idToken: params.idToken, nonce: params.nonce, expiresAt: claims.expiresAt), device: device)
             return .init(signedIn: result.signedIn, created: result.created)
         }
         register(LinkFederationLogout.self, home: .link, access: .anyone, audit: { _, result in ["sessions_ended": .integer(Int64(result.sessionsEnded))] },

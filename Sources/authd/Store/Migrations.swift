@@ -627,6 +627,12 @@ enum Migrations {
             "DROP TABLE audit",
             "ALTER TABLE audit_rebuilt RENAME TO audit",
         ]),
+        Migration(version: 23, sql: [
+            // The ID tokens that signed in, by SHA-256, until they expire: an ID token signs in
+            // once, whoever else comes to hold it.
+            "CREATE TABLE used_id_tokens (digest BLOB PRIMARY KEY, expires_at INTEGER NOT NULL) STRICT",
+            "CREATE INDEX used_id_tokens_expiry ON used_id_tokens (expires_at)",
+        ]),
     ]
 
     static var latestVersion: Int { all.last?.version ?? 0 }

@@ -295,6 +295,11 @@ enum PostgreSQLSchema {
             )
             """,
         ]),
+        // Version 22 rebuilt SQLite's audit table as it already is here.
+        Migrations.Migration(version: 23, sql: [
+            "CREATE TABLE used_id_tokens (digest BYTEA PRIMARY KEY, expires_at BIGINT NOT NULL)",
+            "CREATE INDEX used_id_tokens_expiry ON used_id_tokens (expires_at)",
+        ]),
     ]
 
     static var latestVersion: Int { all.last!.version }

@@ -103,6 +103,7 @@ class State:
         self.counts = {name: 0 for name in ("authorize", "token_code", "token_refresh", "token_device", "token_other",
                                             "device_authorization", "device_verification", "revoke", "api", "api_401")}
         self.last_token_request = None
+        self.last_id_token = None    # the last ID token the token endpoint gave out
         self.kid_suffix = generate_token(8)
         self.key = self.generate_key("authd-test-" + self.kid_suffix)
         self._rogue_key = None
@@ -413,6 +414,9 @@ class IDToken:
             mode = STATE.tamper
         if "id_token" in token and mode != "none":
             token["id_token"] = spoil(token["id_token"], mode)
+        if "id_token" in token:
+            with STATE.lock:
+                STATE.last_id_token = token["id_token"]
         return token
 
 
@@ -661,6 +665,11 @@ def create_provider_app():
     def control_last_token_request():
         with STATE.lock:
             return jsonify(STATE.last_token_request)
+
+    @app.get("/control/last_id_token")
+    def control_last_id_token():
+        with STATE.lock:
+            return jsonify({"id_token": STATE.last_id_token})
 
     return app
 

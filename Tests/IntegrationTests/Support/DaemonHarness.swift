@@ -218,7 +218,7 @@ final class DaemonHarness {
 
 extension DaemonHarness {
     /// The tables of account data, which live in PostgreSQL when the daemon's are there.
-    static let accountTables = ["accounts", "devices", "sessions", "login_flows", "otp_flows", "sms_sends", "federated_identities", "account_passkeys",
+    static let accountTables = ["accounts", "devices", "sessions", "login_flows", "otp_flows", "sms_sends", "federated_identities", "used_id_tokens", "account_passkeys",
                                 "passkey_flows", "sync_heads", "sync_events", "sync_read_markers", "sync_cursors", "device_e2ee_keys", "audit"]
 
     /// The rows of a query on authd's store, columns joined by '|': on its SQLite file, read (or,

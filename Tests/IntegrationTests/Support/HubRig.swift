@@ -110,6 +110,66 @@ final class HubRig {
         throw HarnessError("the link did not become \(state)\(url.map { " at \($0)" } ?? "") within \(seconds) s: \(last)\n\(device.log)")
     }
 
+    /// A machine by hand, as the authd(8) recipe has it: `openssl s_client` with a self-made
+    /// certificate (`name`.pem) on the hub's port, its stdin and stdout as the link. Ends with
+    /// `close()`.
+    func handMadeMachine(name: String = "debug") throws -> HandMadeMachine {
+        try Self.openssl(["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "1", "-subj", "/CN=\(name)",
+                          "-keyout", "\(directory)/\(name).key", "-out", "\(directory)/\(name).pem"])
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
+        process.arguments = ["s_client", "-quiet", "-tls1_3", "-connect", "127.0.0.1:\(port)", "-cert", "\(directory)/\(name).pem",
+                             "-key", "\(directory)/\(name).key", "-CAfile", caFile, "-verify_return_error"]
+        let input = Pipe(), output = Pipe()
+        process.standardInput = input
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        return HandMadeMachine(process: process, input: input, output: output)
+    }
+
+    final class HandMadeMachine {
+        private let process: Process
+        private let input: Pipe
+        private let output: Pipe
+
+        fileprivate init(process: Process, input: Pipe, output: Pipe) {
+            self.process = process
+            self.input = input
+            self.output = output
+        }
+
+        deinit { close() }
+
+        /// Writes each line, then reads as many answers (in the order they come), within `seconds`.
+        func exchange(_ lines: [String], seconds: Double = 10) throws -> [String] {
+            for line in lines { try input.fileHandleForWriting.write(contentsOf: Data(line.utf8 + [0x0A])) }
+            return try HubRig.readLines(output.fileHandleForReading.fileDescriptor, count: lines.count, seconds: seconds)
+        }
+
+        func close() {
+            try? input.fileHandleForWriting.close()
+            if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+            process.waitUntilExit()
+        }
+    }
+
+    /// `count` lines from `fd`, waiting at most `seconds` in all.
+    static func readLines(_ fd: Int32, count: Int, seconds: Double) throws -> [String] {
+        var bytes: [UInt8] = []
+        let deadline = Date().addingTimeInterval(seconds)
+        while bytes.filter({ $0 == 0x0A }).count < count {
+            guard Date() < deadline else { throw HarnessError("only \(String(decoding: bytes, as: UTF8.self)) within \(seconds) s") }
+            var descriptor = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            guard poll(&descriptor, 1, 100) == 1 else { continue }
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            let got = read(fd, &buffer, buffer.count)
+            guard got > 0 else { throw HarnessError("s_client ended: \(String(decoding: bytes, as: UTF8.self))") }
+            bytes += buffer[0..<got]
+        }
+        return String(decoding: bytes, as: UTF8.self).split(separator: "\n").map(String.init)
+    }
+
     /// A loopback port where nothing listens: bound by the kernel's choice, then closed.
     static func deadPort() throws -> UInt16 {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)

@@ -234,6 +234,13 @@ final class OIDCRig {
                             contentType: value["content_type"]?.stringValue)
     }
 
+    /// The last ID token the token endpoint gave out, as the client received it; nil before any.
+    func lastIDToken() throws -> String? {
+        let response = try LoopbackHTTP.get(issuer + "/control/last_id_token")
+        guard response.status == 200 else { throw HarnessError("GET /control/last_id_token: HTTP \(response.status)") }
+        return try response.json()["id_token"]?.stringValue
+    }
+
     /// The user at the verification page approves the device authorization with this user
     /// code (dashes and case do not matter), signing in the current user.
     func approveDevice(userCode: String) throws {
