@@ -33,6 +33,8 @@ struct BiometricTests {
             ("auth.token", ["session": f.token, "aud": "app.example"]),
             ("card.read", [:]), ("card.login", ["aud": "app.example"]), ("card.sign", [:]), ("card.can.get", [:]),
             ("biometric.enable", [:]), ("card.biometric.enable", [:]),
+            // A link is a way in to the Unix login: someone at the locked keyboard must not add theirs.
+            ("pam.link.card", [:]), ("pam.link.account", [:]),
         ]
         for (method, params) in guarded {
             #expect(try f.client.call(method, params).errorReason == "session.locked", "\(method)")

@@ -396,6 +396,28 @@ struct PAMTests {
         } == true, "\(audit)")
     }
 
+    @Test("a lock that comes while a card link waits for the card holds for it: nothing is linked")
+    func lockDuringTheCardLink() throws {
+        let rig = try CardRig()
+        let daemon = try cardDaemon(rig)
+        let client = try daemon.connect()
+        // A sign-in this local user remembers: the lock has something to open it with.
+        _ = try LoginTests.register(daemon, client, phone: "+37251234567", password: "a long enough passphrase")
+        let locker = try daemon.connect()
+        var inserted = false
+        let outcome = try client.rpc.request(method: "pam.link.card", params: ["user": .string(Self.user), "timeout_s": 30] as JSONValue) { name, prompt in
+            guard name == "prompt", prompt?["kind"] == "card", !inserted else { return }
+            inserted = true
+            #expect(try locker.result("lock")["locked"] == true)
+            try rig.insertCard()
+        }
+        let response = JSONValue(response: outcome)
+        #expect(inserted, "the link waited for the card: \(response)")
+        #expect(response["error"]?["data"]?["reason"] == "session.locked", "\(response)")
+        let status = try daemon.connect().result("pam.status", ["user": .string(Self.user)])
+        #expect(!"\(status)".contains("38001085718"), "nothing was linked: \(status)")
+    }
+
     @Test("links: a user manages their own; another user's only as an admin; one card serves one user unless allowed")
     func links() throws {
         let rig = try CardRig()

@@ -32,7 +32,12 @@ extension MethodTable {
             return named
         }
         let named: @Sendable (String?) -> [String: JSONValue] = { user in user.map { ["user": .string(Redaction.printable($0, limit: 64))] } ?? [:] }
-        register(PAMLinkCard.self, home: .machine, access: .anyone, audit: { _, _ in [:] }, auditRequest: { named($0.user) }) { params, context in
+        // A link is a way in to the user's Unix login, the screen's lock included: made while
+        // the user's lock holds, it would let whoever is at the locked keyboard link their own
+        // card and open the lock with it. So both link methods are lock-guarded, and a card
+        // link checks the lock again after the card and its PIN1, before it commits.
+        register(PAMLinkCard.self, home: .machine, access: .anyone, requiresUnlock: true, audit: { _, _ in [:] },
+                 auditRequest: { named($0.user) }) { params, context in
             let user = try target(params.user, context)
             let anchors = try PAMAuthenticator.cardAnchors(pam.config.current)
             let window = try pam.cards.window(params.timeoutS)
@@ -44,10 +49,12 @@ extension MethodTable {
                 : try await pam.cards.verifyHolder(personalCode: nil, window: window, anchors: anchors, context: context) {
                     "PIN1 for the ID card of \($0), to link it to \(user):"
                 }
+            try await lock.admit(context.caller.uid)
             return try await links.link(user, kind: .card, subject: holder.personalCode, holder: holder.name, by: context.caller.uid,
                                         limit: pam.config.current.pamLinkLimit)
         }
-        register(PAMLinkAccount.self, home: .machine, access: .anyone, audit: { _, _ in [:] }, auditRequest: { named($0.user) }) { params, context in
+        register(PAMLinkAccount.self, home: .machine, access: .anyone, requiresUnlock: true, audit: { _, _ in [:] },
+                 auditRequest: { named($0.user) }) { params, context in
             let user = try target(params.user, context)
             let account: String
             if let given = params.account {
