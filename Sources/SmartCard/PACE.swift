@@ -231,8 +231,10 @@ public final class PACESession {
         try withBuffer(bytes) { buffer throws(Failure) in try take("padding") { EAC_add_iso_pad(context, buffer) } }
     }
 
+    /// The padded plaintext is wiped: for a VERIFY it is the PIN block.
     private func encrypt(_ plain: [UInt8]) throws(Failure) -> [UInt8] {
-        let padded = try pad(plain)
+        var padded = try pad(plain)
+        defer { OpenSSL.wipe(&padded) }
         return try withBuffer(padded) { buffer throws(Failure) in try take("encryption") { EAC_encrypt(context, buffer) } }
     }
 

@@ -1,4 +1,5 @@
 import FoundationEssentials
+import OpenSSLCrypto
 import SmartCard
 
 /// The Estonian ID card's operations over a connected card (blocking; card queue only).
@@ -39,13 +40,18 @@ final class IDCard {
         return try exchange(command)
     }
 
-    /// One exchange, following T=0's 61xx (GET RESPONSE) and 6Cxx (resend with Le).
+    /// One exchange, following T=0's 61xx (GET RESPONSE) and 6Cxx (resend with Le). The bytes
+    /// sent are wiped after: on a contact card a VERIFY carries its PIN block in the clear.
     private func exchange(_ command: CommandAPDU) throws(CardFailure) -> ResponseAPDU {
-        var response = try parse(card.transmit(command.encoded()))
+        var sent = command.encoded()
+        defer { OpenSSL.wipe(&sent) }
+        var response = try parse(card.transmit(sent))
         if response.sw1 == 0x6C {
             var again = command
             again.le = response.sw2 == 0 ? 256 : Int(response.sw2)
-            response = try parse(card.transmit(again.encoded()))
+            var resent = again.encoded()
+            defer { OpenSSL.wipe(&resent) }
+            response = try parse(card.transmit(resent))
         }
         var data = response.data
         var rounds = 0
