@@ -15,6 +15,10 @@ public final class LineConnection {
     /// The socket; -1 once closed.
     private var fd: Int32
     private var framer: LineFramer
+    /// How long one `readLine` may wait for its line; nil: for ever.
+    private var receiveTimeout: Duration?
+    /// Whether the socket's SO_RCVTIMEO is set now (a read of a bounded `readLine` set it).
+    private var readIsBounded = false
     /// One buffer for every read, so receiving allocates only the lines it returns.
     private var readBuffer = [UInt8](repeating: 0, count: 65536)
 
@@ -23,9 +27,10 @@ public final class LineConnection {
     /// - Parameters:
     ///   - maxLineLength: the longest line accepted from the daemon (newline excluded); a longer
     ///     one fails with ``AuthdClientError/Code/lineTooLong``.
-    ///   - receiveTimeout: how long one wait for the daemon may last before
-    ///     ``AuthdClientError/Code/timedOut``; nil waits forever.
-    ///   - sendTimeout: the same for sending into a full socket buffer, and for connecting while
+    ///   - receiveTimeout: how long one ``readLine()`` may wait for its line before
+    ///     ``AuthdClientError/Code/timedOut`` (a daemon sending it a byte at a time does not
+    ///     stretch it); nil waits forever.
+    ///   - sendTimeout: how long sending into a full socket buffer may wait, and connecting while
     ///     the daemon's listen queue is full (a daemon that accepts nothing).
     /// The corresponding C functions are `socket`, `setsockopt` and `connect`.
     public convenience init(socketPath: String, maxLineLength: Int = LineFramer.defaultMaxLineLength,
@@ -33,7 +38,7 @@ public final class LineConnection {
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw .connectFailed(path: socketPath, errno: Glibc.errno) }
         // Before connecting: the send timeout is what bounds a connect into a full queue.
-        if let code = Self.setTimeouts(fd, receive: receiveTimeout, send: sendTimeout) {
+        if let code = Self.setSendTimeout(fd, sendTimeout) {
             Glibc.close(fd)
             throw .connectFailed(path: socketPath, errno: code)
         }
@@ -42,7 +47,7 @@ public final class LineConnection {
             Glibc.close(fd)
             throw .connectFailed(path: socketPath, errno: code)
         }
-        self.init(owning: fd, maxLineLength: maxLineLength)
+        self.init(owning: fd, maxLineLength: maxLineLength, receiveTimeout: receiveTimeout)
     }
 
     /// Connects to authd where ``DaemonSocket`` says it listens when no socket is named: the
@@ -81,31 +86,27 @@ public final class LineConnection {
     }
 
     /// Takes over `fd`, a connected stream socket (in tests, one end of a `socketpair`); it is
-    /// closed with the connection, or at once if setting the timeouts fails.
+    /// closed with the connection, or at once if setting the send timeout fails.
     public convenience init(adopting fd: Int32, maxLineLength: Int = LineFramer.defaultMaxLineLength,
                             receiveTimeout: Duration? = nil, sendTimeout: Duration? = nil) throws(AuthdClientError) {
-        if let code = Self.setTimeouts(fd, receive: receiveTimeout, send: sendTimeout) {
+        if let code = Self.setSendTimeout(fd, sendTimeout) {
             Glibc.close(fd)
             throw .connectFailed(path: nil, errno: code)
         }
-        self.init(owning: fd, maxLineLength: maxLineLength)
+        self.init(owning: fd, maxLineLength: maxLineLength, receiveTimeout: receiveTimeout)
     }
 
-    private init(owning fd: Int32, maxLineLength: Int) {
+    private init(owning fd: Int32, maxLineLength: Int, receiveTimeout: Duration?) {
         self.fd = fd
         framer = LineFramer(maxLineLength: maxLineLength)
+        self.receiveTimeout = receiveTimeout
     }
 
-    /// Sets SO_RCVTIMEO and SO_SNDTIMEO; the errno when that fails.
-    private static func setTimeouts(_ fd: Int32, receive: Duration?, send: Duration?) -> Int32? {
-        for (option, timeout) in [(SO_RCVTIMEO, receive), (SO_SNDTIMEO, send)] {
-            guard let timeout else { continue }
-            let (seconds, attoseconds) = timeout.components
-            // A zero timeval would mean "wait forever": the shortest timeout is one microsecond.
-            var value = timeval(tv_sec: Int(seconds), tv_usec: Int(attoseconds / 1_000_000_000_000))
-            if value.tv_sec == 0 && value.tv_usec == 0 { value.tv_usec = 1 }
-            guard setsockopt(fd, SOL_SOCKET, option, &value, socklen_t(MemoryLayout<timeval>.size)) == 0 else { return Glibc.errno }
-        }
+    /// Sets SO_SNDTIMEO; the errno when that fails.
+    private static func setSendTimeout(_ fd: Int32, _ timeout: Duration?) -> Int32? {
+        guard let timeout else { return nil }
+        var value = Self.socketTimeout(timeout)
+        guard setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &value, socklen_t(MemoryLayout<timeval>.size)) == 0 else { return Glibc.errno }
         return nil
     }
 
@@ -141,15 +142,19 @@ public final class LineConnection {
 
     /// The next line without its terminator (a trailing `\r` dropped, blank lines skipped), or
     /// nil when the daemon closed the connection. Bytes of a line not yet complete stay buffered
-    /// across calls, also when a call times out.
-    /// The corresponding C function is `read`.
+    /// across calls, also when a call times out. The receive timeout bounds the whole call: each
+    /// read may wait only for what is left of it.
+    /// The corresponding C functions are `read` and `setsockopt(SO_RCVTIMEO)`.
     public func readLine() throws(AuthdClientError) -> [UInt8]? {
+        // A timeout past any wait worth keeping (68 years) is none: the sum would overflow.
+        let deadline = receiveTimeout.flatMap { $0 < .seconds(Int64(Int32.max)) ? ContinuousClock.now + $0 : nil }
         while true {
             do {
                 if let line = try framer.nextLine() { return line }
             } catch {
                 throw .lineTooLong
             }
+            if let failure = boundNextRead(by: deadline) { throw failure }
             let count = readBuffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
             if count > 0 {
                 framer.append(readBuffer[0..<count])
@@ -165,6 +170,28 @@ public final class LineConnection {
         }
     }
 
+    /// Lets the next read wait only until `deadline` (`.timedOut` once it has passed), or for
+    /// ever without one. A blocking read, not `poll`: on a virtual machine a client asleep in
+    /// `poll` was measured to answer a single caller 10–15 µs later than one in `read`.
+    private func boundNextRead(by deadline: ContinuousClock.Instant?) -> AuthdClientError? {
+        let left: Duration?
+        if let deadline {
+            let remaining = deadline - ContinuousClock.now
+            guard remaining > .zero else { return .timedOut }
+            left = remaining
+        } else {
+            // Nothing to undo: no syscall at all on the path of a caller without a timeout.
+            guard readIsBounded else { return nil }
+            left = nil
+        }
+        var value = left.map(Self.socketTimeout) ?? timeval(tv_sec: 0, tv_usec: 0)
+        guard setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &value, socklen_t(MemoryLayout<timeval>.size)) == 0 else {
+            return .receiveFailed(errno: Glibc.errno)
+        }
+        readIsBounded = left != nil
+        return nil
+    }
+
     /// The uid of the process at the other end, as the kernel recorded it when the socket was
     /// made (for a socket-activated daemon, the service manager's); nil when it cannot be read.
     /// The corresponding C function is `getsockopt(SO_PEERCRED)`.
@@ -174,22 +201,19 @@ public final class LineConnection {
         return uid
     }
 
-    /// Changes how long one wait for the daemon may last (nil: forever), e.g. a short bound for
-    /// the first answer and a long one once the daemon is known to be there.
-    public func setReceiveTimeout(_ timeout: Duration?) throws(AuthdClientError) {
-        let value: timeval
-        if let timeout {
-            let (seconds, attoseconds) = timeout.components
-            var bounded = timeval(tv_sec: Int(seconds), tv_usec: Int(attoseconds / 1_000_000_000_000))
-            if bounded.tv_sec == 0 && bounded.tv_usec == 0 { bounded.tv_usec = 1 }
-            value = bounded
-        } else {
-            value = timeval(tv_sec: 0, tv_usec: 0)
-        }
-        var option = value
-        guard setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &option, socklen_t(MemoryLayout<timeval>.size)) == 0 else {
-            throw .receiveFailed(errno: Glibc.errno)
-        }
+    /// Changes how long one ``readLine()`` may wait (nil: forever), e.g. a short bound for the
+    /// first answer and a long one once the daemon is known to be there.
+    public func setReceiveTimeout(_ timeout: Duration?) {
+        receiveTimeout = timeout
+    }
+
+    /// A socket timeout of `duration`: a zero timeval would mean "wait forever", so the shortest
+    /// is one microsecond.
+    private static func socketTimeout(_ duration: Duration) -> timeval {
+        let (seconds, attoseconds) = duration.components
+        var value = timeval(tv_sec: Int(seconds), tv_usec: Int(attoseconds / 1_000_000_000_000))
+        if value.tv_sec == 0 && value.tv_usec == 0 { value.tv_usec = 1 }
+        return value
     }
 
     /// Overwrites `bytes` with zeros in a way the compiler may not drop: for lines that carried

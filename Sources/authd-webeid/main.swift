@@ -65,7 +65,7 @@ func ask(_ call: AuthdCall) -> AuthdOutcome {
         } else {
             try LineConnection.connectToDaemon(environment: environment).0
         }
-        try connection.setReceiveTimeout(authdWait)
+        connection.setReceiveTimeout(authdWait)
         client = RPCClient(connection: connection)
     } catch {
         return .unreachable

@@ -154,12 +154,12 @@ struct PAMRequest {
         guard connection.peerUserID() == 0 else { throw Unavailable(why: "the process listening on \(path) is not root's; refused") }
         let client = RPCClient(connection: connection)
         do {
-            try connection.setReceiveTimeout(left())
+            connection.setReceiveTimeout(left())
             let hello = try client.call(Hello.self, NoParams())
             guard hello.features.contains("pam") else { throw Unavailable(why: "this authd does not serve pam_authd (no pam feature)") }
             // From here on the waits are a person's (a PIN typed, a card found, a finger): the
             // daemon's own windows bound them; this only guards against a daemon that hangs.
-            try connection.setReceiveTimeout(.seconds(900))
+            connection.setReceiveTimeout(.seconds(900))
         } catch let unavailable as Unavailable {
             throw unavailable
         } catch {

@@ -78,6 +78,37 @@ struct LineConnectionTests {
         #expect(waited >= .milliseconds(90) && waited < .seconds(3), "waited \(waited)")
     }
 
+    @Test("a receive timeout too long to add to the clock waits as none does")
+    func endlessReceiveTimeout() throws {
+        let pair = try Pair(receiveTimeout: .seconds(Int64.max))
+        try pair.daemonSends("answer")
+        #expect(try pair.client.readLine() == Array("answer".utf8))
+    }
+
+    @Test("the receive timeout bounds the whole wait for a line: a daemon that sends a byte now and then does not stretch it")
+    func tricklingDaemonTimesOut() throws {
+        var fds: [Int32] = [0, 0]
+        #expect(socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &fds) == 0)
+        let client = try LineConnection(adopting: fds[0], receiveTimeout: .milliseconds(300))
+        let daemon = fds[1]
+        final class Stop: Sendable { let flag = Mutex(false) }
+        let stop = Stop()
+        // The daemon trickles a line that never ends: a byte each 50 ms, for up to 5 s.
+        let trickle = Thread {
+            for _ in 0..<100 where !stop.flag.withLock({ $0 }) {
+                _ = Glibc.send(daemon, "x", 1, Int32(MSG_NOSIGNAL))
+                usleep(50_000)
+            }
+            close(daemon)
+        }
+        trickle.start()
+        defer { stop.flag.withLock { $0 = true } }
+        let started = ContinuousClock.now
+        #expect(failure { try client.readLine() } == .timedOut)
+        let waited = ContinuousClock.now - started
+        #expect(waited >= .milliseconds(290) && waited < .seconds(3), "waited \(waited): each byte must not start the wait again")
+    }
+
     @Test("a daemon that accepts nothing, its listen queue full: connecting fails within the send timeout, never waits for ever")
     func connectIntoAFullQueue() throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("authd-client-\(UUID().uuidString)").path
@@ -132,9 +163,10 @@ struct LineConnectionTests {
         #expect(failure { try pair.client.readLine() } == .lineTooLong)
     }
 
-    @Test("half-closing still receives; sending after close fails")
+    @Test("half-closing still receives; sending and reading after close fail")
     func halfCloseAndClose() throws {
-        let pair = try Pair()
+        // A bound, so that a read that waited on the closed socket would fail the test, not hang it.
+        let pair = try Pair(receiveTimeout: .seconds(5))
         try pair.client.send("request\n".utf8)
         pair.client.finishWriting()
         #expect(try pair.daemon.readLine() == Array("request".utf8))
@@ -144,6 +176,7 @@ struct LineConnectionTests {
         pair.client.close()
         pair.client.close()
         #expect(failure { try pair.client.send("x\n".utf8) } == .sendFailed)
+        #expect(failure { try pair.client.readLine() } == .receiveFailed, "a read after close fails at once, it does not wait")
     }
 
     @Test("a socket that is not there: connectFailed with the path and errno")
