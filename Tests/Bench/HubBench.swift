@@ -169,7 +169,10 @@ func forwardingOnlyFigures() throws {
     try forwardingFigures(hub: hub, port: port, pki: pki)
 }
 
-/// `authd-bench BIN scale`: 1,000 light devices of 500 accounts on one hub, alone.
+/// `authd-bench BIN scale`: 1,000 light devices of 500 accounts on a hub of their own, as
+/// `make bench` runs them too: on the hub of the figures before, what those leave in its memory
+/// (their accounts, events, presence, a thousand connections' buffers) would be counted in the
+/// hub's RSS at 1,000 signed-in devices.
 /// `--accounts N`: N accounts instead, and sends in proportion: the same work on a smaller
 /// scale, for a hub under a profiler (`make link-order`).
 func scaleOnlyFigures() throws {
@@ -223,10 +226,6 @@ func hubFigures() throws {
     }
     row("hub RSS idle, with \(connected) device connections", String(format: "%.1f MB, %.1f MB (target ≤ 100 MB)", Double(idle) / 1e6, Double(hub.residentBytes) / 1e6))
     held.removeAll()
-
-    // Last: its 500 accounts and 1,000 sign-ins would stay in the hub's memory and weigh on the
-    // figure above.
-    try syncFiguresAtScale(hub: hub, hubClient: hubClient, port: port, pki: pki)
 }
 
 /// `session.get` on a device, forwarded to `hub`, next to the same call on a standalone authd.

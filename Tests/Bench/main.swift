@@ -398,7 +398,7 @@ do {
     case "biometric": try biometricFigures(); exit(0)
     case "federation": try federationFigures(); exit(0)
     case "passkey": try passkeyFigures(); exit(0)
-    case "hub": try hubFigures(); exit(0)
+    case "hub": try hubFigures(); try scaleOnlyFigures(); exit(0)
     case "forward": try forwardingOnlyFigures(); exit(0)
     case "scale": try scaleOnlyFigures(); exit(0)
     case "presence": try presenceOnlyFigures(); exit(0)
@@ -550,6 +550,7 @@ do {
     try federationFigures()
     try passkeyFigures()
     try hubFigures()
+    try scaleOnlyFigures()
     // pcsc-lite reads PCSCLITE_CSOCK_NAME once per process, and the card figures above already
     // spoke to their own pcscd: the PAM figures, which replay APDUs to another one, get a process.
     try figuresInChild("pam")
