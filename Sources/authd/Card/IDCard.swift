@@ -40,18 +40,13 @@ final class IDCard {
         return try exchange(command)
     }
 
-    /// One exchange, following T=0's 61xx (GET RESPONSE) and 6Cxx (resend with Le). The bytes
-    /// sent are wiped after: on a contact card a VERIFY carries its PIN block in the clear.
+    /// One exchange, following T=0's 61xx (GET RESPONSE) and 6Cxx (resend with Le).
     private func exchange(_ command: CommandAPDU) throws(CardFailure) -> ResponseAPDU {
-        var sent = command.encoded()
-        defer { OpenSSL.wipe(&sent) }
-        var response = try parse(card.transmit(sent))
+        var response = try transmit(command)
         if response.sw1 == 0x6C {
             var again = command
             again.le = response.sw2 == 0 ? 256 : Int(response.sw2)
-            var resent = again.encoded()
-            defer { OpenSSL.wipe(&resent) }
-            response = try parse(card.transmit(resent))
+            response = try transmit(again)
         }
         var data = response.data
         var rounds = 0
@@ -59,10 +54,18 @@ final class IDCard {
             rounds += 1
             guard rounds <= 64, data.count <= 65_536 else { throw .cardError("endless GET RESPONSE") }
             let more = CommandAPDU(ins: 0xC0, p1: 0, p2: 0, le: response.sw2 == 0 ? 256 : Int(response.sw2))
-            response = try parse(card.transmit(more.encoded()))
+            response = try transmit(more)
             data += response.data
         }
         return ResponseAPDU(data: data, sw: response.sw)
+    }
+
+    /// Sends `command`, and wipes the bytes sent after: on a contact card a VERIFY carries its
+    /// PIN block in the clear.
+    private func transmit(_ command: CommandAPDU) throws(CardFailure) -> ResponseAPDU {
+        var bytes = command.encoded()
+        defer { OpenSSL.wipe(&bytes) }
+        return try parse(card.transmit(bytes))
     }
 
     private func parse(_ raw: [UInt8]) throws(CardFailure) -> ResponseAPDU {
