@@ -312,7 +312,7 @@ struct TokenVaultTests {
 extension FederatedProof {
     /// An ID token no sign-in has used, valid for an hour after the test clock's start.
     static func unused(_ token: String) -> FederatedProof {
-        FederatedProof(idToken: token, nonce: nil, expiresAt: Int64(TestClock().now.timeIntervalSince1970) + 3600)
+        FederatedProof(idToken: token, nonce: nil, expiresAt: Int64(TestClock.start.timeIntervalSince1970) + 3600)
     }
 }
 

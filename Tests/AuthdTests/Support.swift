@@ -19,8 +19,10 @@ final class TemporaryDirectory {
 
 /// A clock tests move by hand.
 final class TestClock: Sendable {
+    /// Where a clock starts unless told otherwise.
+    static let start = Date(timeIntervalSince1970: 1_800_000_000)
     private let current: Mutex<Date>
-    init(_ start: Date = Date(timeIntervalSince1970: 1_800_000_000)) { current = Mutex(start) }
+    init(_ start: Date = TestClock.start) { current = Mutex(start) }
     var now: Date { current.withLock { $0 } }
     func advance(_ seconds: TimeInterval) { current.withLock { $0 = $0.addingTimeInterval(seconds) } }
     var closure: @Sendable () -> Date { { self.now } }
