@@ -185,7 +185,7 @@ struct MaintenanceAnnouncementTests {
 struct NoticesCommitWithTheChangeTests {
     static let origin = SyncLog.Origin(deviceKey: "authd", sender: SyncSender(machine: "authd", deviceID: "hub", exe: nil))
 
-    private static func scope(_ fixture: TestDirectory) -> AuditScope {
+    static func scope(_ fixture: TestDirectory) -> AuditScope {
         AuditScope(caller: .local(CallerIdentity(uid: 1000, gid: 1000, pid: 1, exe: "/x", username: nil, groups: [])), method: "devices.revoke",
                    auditHome: "sqlite", now: fixture.clock.closure, publish: { _ in }, noticeOrigin: origin)
     }
@@ -226,6 +226,38 @@ struct NoticesCommitWithTheChangeTests {
         #expect(try await fixture.directory.authenticate(.local(phone.session.token)).id == phone.session.id, "the phone's session lives on")
         let logged = try await SyncLog(store: fixture.store, now: fixture.clock.closure).events(account: owner.account.id, after: 0, limit: 10).page.events
         #expect(!logged.contains { $0.kind == "device.revoked" })
+    }
+}
+
+@Suite("A hub replica reads back the sessions another ended")
+struct EndedElsewhereTests {
+    @Test("what a replica reads back of the sessions another ended is what that change announced there, as things stand now; a live session, one bound to no machine, or an unknown id is left out")
+    func readBackAsAnnounced() async throws {
+        let fixture = try TestDirectory()
+        let owner = try await fixture.register()
+        let directory = fixture.directory
+        var machine = DeviceIdentity(key: "device:AAAA-1111", name: "a", machineUser: 1000)
+        let first = try await directory.createSession(account: owner.account.id, device: machine, amr: ["pwd"], federation: nil)
+        machine.machineUser = 1001
+        let second = try await directory.createSession(account: owner.account.id, device: machine, amr: ["pwd"], federation: nil)
+        #expect(try await directory.endedSessions([(first.session.id, .sessionRevoke)]).isEmpty, "a live session is not told as ended, whatever an event says")
+
+        let revocation = NoticesCommitWithTheChangeTests.scope(fixture)
+        try await AuditScope.$current.withValue(revocation) { try await directory.revokeSession(.local(owner.session.token), id: first.session.id) }
+        let revoked = revocation.announcements.endedSessions
+        #expect(revoked.map(\.id) == [first.session.id] && revoked.first?.machineUser == 1000 && revoked.first?.machineUnlinked == false, "\(revoked)")
+        #expect(try await directory.endedSessions([(first.session.id, .sessionRevoke), ("ses_unknown", .logout)]) == revoked)
+
+        let removal = NoticesCommitWithTheChangeTests.scope(fixture)
+        try await AuditScope.$current.withValue(removal) { try await directory.revokeDevice(.local(owner.session.token), id: second.session.deviceID) }
+        let removed = removal.announcements.endedSessions
+        #expect(removed.map(\.id) == [second.session.id] && removed.first?.machineUser == 1001 && removed.first?.machineUnlinked == true, "\(removed)")
+        #expect(try await directory.endedSessions([(second.session.id, .deviceRevoke)]) == removed)
+        #expect(try await directory.endedSessions([(first.session.id, .sessionRevoke)]).first?.machineUnlinked == true,
+                "read as things stand now: the machine holds no session any more")
+
+        _ = try await directory.endSession(.local(owner.session.token))
+        #expect(try await directory.endedSessions([(owner.session.id, .logout)]).isEmpty, "a session bound to no machine linked to the hub")
     }
 }
 

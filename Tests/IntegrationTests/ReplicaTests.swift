@@ -121,6 +121,42 @@ struct ReplicaTests {
         }
     }
 
+    @Test("a session revoked through one replica is told at once to the local user of the machine linked to the other, which keeps its link; removing that machine tells it and closes its link")
+    func revocationAcrossReplicas() throws {
+        let replicas = try Replicas()
+        let a = try replicas.device(replicas.firstAddress)
+        let b = try replicas.device(replicas.secondAddress)
+        let clientA = try a.connect(), clientB = try b.connect()
+        let tokenA = try #require(try replicas.rig.register(on: a)["session"]?["token"])
+        let login: JSONValue = ["login": "+37251234567", "password": .string(Self.password)]
+        let first = try #require(try clientB.result("auth.login", login)["session"])
+        let second = try #require(try clientB.result("auth.login", login)["session"])
+        let events = try b.connect()
+        _ = try events.result("events.subscribe")
+
+        // One of B's two sessions revoked from A, through the first replica: B hears it through the second.
+        _ = try clientA.result("session.revoke", ["session": tokenA, "id": first["id"]!])
+        let revoked = try #require(try events.readJSON())
+        #expect(revoked["params"]?["type"] == "session.ended", "\(revoked)")
+        #expect(revoked["params"]?["ended"]?["cause"] == "session.revoke")
+        #expect(revoked["params"]?["ended"]?["session"] == first["id"])
+        #expect(revoked["params"]?["ended"]?["machine_unlinked"] == false)
+        #expect(try clientB.result("session.get", ["session": second["token"]!])["account"] != nil)
+        #expect(!b.log.contains("is down"), "B keeps its link while it holds a session")
+
+        // B removed from A: told at once through the second replica, which closes B's link.
+        let machineB = try #require(try clientB.result("device.list", ["session": second["token"]!])["devices"]?.arrayValue?.first { $0["current"] == true }?["id"])
+        _ = try clientA.result("device.revoke", ["session": tokenA, "id": machineB])
+        let removed = try #require(try events.readJSON())
+        #expect(removed["params"]?["ended"]?["cause"] == "device.revoke", "\(removed)")
+        #expect(removed["params"]?["ended"]?["session"] == second["id"])
+        #expect(removed["params"]?["ended"]?["machine_unlinked"] == true)
+        let deadline = Date().addingTimeInterval(10)
+        while !b.log.contains("is down: the hub closed the link") && Date() < deadline { usleep(20_000) }
+        #expect(b.log.contains("is down: the hub closed the link"), "the second replica closed B's link:\n\(b.log)")
+        #expect(try clientB.call("session.get", ["session": second["token"]!]).errorReason == "device.revoked")
+    }
+
     @Test("a replica older than the database's schema refuses to start and says which versions; the schema is made once and kept across restarts")
     func newerSchemaRefused() throws {
         let cluster = try PostgreSQLCluster.shared.get()

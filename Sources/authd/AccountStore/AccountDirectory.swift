@@ -227,6 +227,11 @@ protocol LinkedMachines: Sendable {
     /// At a hub: the accounts a linked machine holds a live session of, with the local users
     /// there who signed in; for nil, those this machine's own local users signed in to here.
     func accounts(heldBy machine: DeviceID?) async throws -> [(account: String, users: [UInt32])]
+    /// At a hub replica: the sessions another replica ended (each one's id and cause, as its
+    /// `session.ended` events name them), read here as that replica's change reported them: the
+    /// machine each was bound to, its local user there, and whether that machine holds any live
+    /// session now. A session that is not ended, or was not bound to a machine, is left out.
+    func endedSessions(_ ended: [(id: String, cause: EndedSession.Cause)]) async throws -> [EndedSession]
 }
 
 // MARK: Values the directory speaks in

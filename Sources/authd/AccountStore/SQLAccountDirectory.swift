@@ -212,14 +212,18 @@ struct SQLAccountDirectory: AccountDirectory {
     /// been removed from: a machine that signed in, as the hub's budgets count it.
     func machineHoldsSession(_ machine: DeviceID) async throws -> Bool {
         let now = seconds
-        return try await store.read { database in
-            try database.queryOne(
-                """
-                SELECT 1 FROM devices d JOIN sessions s ON s.device_id = d.id JOIN accounts a ON a.id = d.account_id
-                WHERE d.device_key = ? AND d.revoked_at IS NULL AND s.revoked_at IS NULL AND s.expires_at > ? AND a.deactivated_at IS NULL
-                LIMIT 1
-                """, [.text(DeviceIdentity.key(ofMachine: machine)), .integer(now)]) { _ in true } ?? false
-        }
+        return try await store.read { database in try Self.holdsSession(deviceKey: DeviceIdentity.key(ofMachine: machine), in: database, now: now) }
+    }
+
+    /// Whether the device `deviceKey` names holds a live session (not revoked or expired) of any
+    /// active account.
+    private static func holdsSession(deviceKey: String, in database: Database, now: Int64) throws -> Bool {
+        try database.queryOne(
+            """
+            SELECT 1 FROM devices d JOIN sessions s ON s.device_id = d.id JOIN accounts a ON a.id = d.account_id
+            WHERE d.device_key = ? AND d.revoked_at IS NULL AND s.revoked_at IS NULL AND s.expires_at > ? AND a.deactivated_at IS NULL
+            LIMIT 1
+            """, [.text(deviceKey), .integer(now)]) { _ in true } ?? false
     }
 
     /// Runs `body` in one transaction with the live session `session` presents.
@@ -264,11 +268,7 @@ struct SQLAccountDirectory: AccountDirectory {
         for device in Set(ended.map(\.device)) {
             guard let key = try database.queryOne("SELECT device_key FROM devices WHERE id = ?", [.text(device)], row: { $0.text(0) }) else { continue }
             // Only a machine linked to a hub is told; whether it keeps any session decides whether its link stays.
-            let unlinked = try DeviceIdentity.machine(ofKey: key) != nil && database.queryOne(
-                """
-                SELECT 1 FROM sessions s JOIN devices d ON d.id = s.device_id
-                WHERE d.device_key = ? AND s.revoked_at IS NULL AND d.revoked_at IS NULL AND s.expires_at > ? LIMIT 1
-                """, [.text(key), .integer(now)], row: { _ in true }) == nil
+            let unlinked = try DeviceIdentity.machine(ofKey: key) != nil && !holdsSession(deviceKey: key, in: database, now: now)
             machines[device] = (key, unlinked)
         }
         AuditScope.sessionsEnded(ended.compactMap { session in
@@ -435,6 +435,24 @@ struct SQLAccountDirectory: AccountDirectory {
         }
         return Dictionary(grouping: rows, by: \.0).mapValues { rows in
             rows.map { SessionHolder(machine: DeviceIdentity.machine(ofKey: $0.1).map(DeviceID.init(description:)), user: $0.2) }
+        }
+    }
+
+    func endedSessions(_ ended: [(id: String, cause: EndedSession.Cause)]) async throws -> [EndedSession] {
+        guard !ended.isEmpty else { return [] }
+        let now = seconds
+        return try await store.read { database in
+            var holds: [String: Bool] = [:]
+            return try ended.compactMap { id, cause in
+                guard let row = try database.queryOne(
+                    "SELECT s.account_id, d.device_key, s.machine_uid FROM sessions s JOIN devices d ON d.id = s.device_id WHERE s.id = ? AND s.revoked_at IS NOT NULL",
+                    [.text(id)], row: { (account: $0.text(0), key: $0.text(1), user: $0.optionalInt64(2).map { UInt32(truncatingIfNeeded: $0) }) }),
+                      DeviceIdentity.machine(ofKey: row.key) != nil
+                else { return nil }
+                let held = try holds[row.key] ?? Self.holdsSession(deviceKey: row.key, in: database, now: now)
+                holds[row.key] = held
+                return EndedSession(id: id, account: row.account, deviceKey: row.key, machineUser: row.user, cause: cause, machineUnlinked: !held)
+            }
         }
     }
 

@@ -33,6 +33,34 @@ extension HubState {
     }
 }
 
+extension HubState {
+    /// At a hub replica: what another replica committed, as read back from the log. Its
+    /// `session.ended` events (authd's own kind, which no app can send) name the sessions it
+    /// ended; it told the machines linked to it, and the machines linked here that held one are
+    /// told now, as `tell` tells them. Who held each, and whether its machine holds any session
+    /// left, is read again from the store: the event names only the session, the cause and the
+    /// machine.
+    func tellEndedElsewhere(_ events: [(account: String, event: SyncEvent)], directory: any LinkedMachines, connections: ConnectionRegistry,
+                            now: Date, logger: Logger) async {
+        guard role == .hub else { return }
+        let named = events.compactMap { _, event -> (id: String, cause: EndedSession.Cause, machine: DeviceID)? in
+            guard event.kind == "session.ended", case .object(let body) = event.body, case .string(let id)? = body["session"],
+                  case .string(let cause)? = body["cause"], let cause = EndedSession.Cause(rawValue: cause), case .string(let machine)? = body["device_id"]
+            else { return nil }
+            return (id, cause, DeviceID(description: machine))
+        }
+        guard !named.isEmpty else { return }
+        let here = connections.connections(of: Set(named.map(\.machine))).filter { !$0.value.isEmpty }
+        let ended = named.filter { here[$0.machine] != nil }
+        guard !ended.isEmpty else { return }
+        do {
+            tell(try await directory.endedSessions(ended.map { ($0.id, $0.cause) }), connections: connections, now: now, logger: logger)
+        } catch {
+            logger.warning("hub: cannot read the \(ended.count) session(s) another replica ended; their machines learn of it at their next call: \(error)")
+        }
+    }
+}
+
 extension EventBus {
     /// On a device: the hub said sessions of this machine ended. Each local user who signed one
     /// in hears it as a `session.ended` event on their `events.subscribe` streams (no other user

@@ -192,7 +192,7 @@ final class Daemon: @unchecked Sendable {
         if config.role == .hub, !config.hubDatabase.isEmpty {
             let replicas = HubReplicas(connectionString: config.hubDatabase,
                                        name: "\(Syscalls.hostName() ?? "hub") \(hub.listenAddress.map(\.description) ?? "")", keys: services.keys, logger: logger)
-            replicas.start(log: syncService.log) { await syncService.committedElsewhere($0) }
+            replicas.start(log: syncService.log) { [services] in await services.committedByAnotherReplica($0) }
             services.keys.onRotation { replicas.keysRotated() }
             self.replicas = replicas
         }

@@ -60,6 +60,14 @@ struct Services: Sendable {
         if !announcements.notices.isEmpty { await syncService.record(announcements.notices) }
     }
 
+    /// At a hub replica: events another replica committed, read back from the log. They are
+    /// handed on like this replica's own, and the machines linked here whose sessions they
+    /// ended are told.
+    func committedByAnotherReplica(_ events: [(account: String, event: SyncEvent)]) async {
+        await syncService.committedElsewhere(events)
+        if let accountHome { await hub.tellEndedElsewhere(events, directory: accountHome, connections: connections, now: now(), logger: logger) }
+    }
+
     /// Whether the caller is a process of root on this machine (`Access.root`).
     func isRoot(_ caller: Caller) -> Bool {
         guard case .local(let peer) = caller else { return false }
