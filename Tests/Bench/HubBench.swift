@@ -263,8 +263,44 @@ private func forwardingFigures(hub: Daemon, port: UInt16, pki: BenchPKI) throws 
     let forwarded = try timed(deviceClient, #"{"session":"\#(forwardedToken)"}"#, count: 3000)
     let cpu = (cpuSeconds(of: device.process.processIdentifier) - cpuBefore.0, cpuSeconds(of: hub.process.processIdentifier) - cpuBefore.1)
     let calls = Double(warmUp + forwarded.count)  // the warm-up ran in that CPU time too
-    let local = try timed(try Client(standalone.socket), #"{"session":"\#(localToken)"}"#, count: 3000)
+    let localClient = try Client(standalone.socket)
+    let localParams = #"{"session":"\#(localToken)"}"#
+    let local = try timed(localClient, localParams, count: 3000)
     row("session.get on a standalone authd", String(format: "p50 %.3f ms, p99 %.3f ms (target p50 ≤ 0.10 ms)", percentile(local, 0.5), percentile(local, 0.99)))
+
+    // The control: the same thread's round trip to ssh-agent, a C daemon answering a trivial
+    // request, in turn with session.get (10 rounds of 300 each). Then both again with the
+    // bench, authd and ssh-agent on one core: a wake-up there switches tasks on that core,
+    // where across cores it wakes an idle one (on a VM whose idle vCPUs halt, a trip through
+    // the host).
+    let agent = try SSHAgent()
+    defer { agent.stop() }
+    let agentClient = try SSHAgentClient(agent.socket)
+    for _ in 0..<warmUp { try agentClient.requestIdentities() }
+    func inTurn() throws -> (sessionGet: [Double], agent: [Double]) {
+        var (ours, theirs) = ([Double](), [Double]())
+        for _ in 0..<10 {
+            for _ in 0..<300 {
+                let started = ContinuousClock.now
+                try localClient.call("session.get", localParams)
+                ours.append((ContinuousClock.now - started).milliseconds)
+            }
+            for _ in 0..<300 {
+                let started = ContinuousClock.now
+                try agentClient.requestIdentities()
+                theirs.append((ContinuousClock.now - started).milliseconds)
+            }
+        }
+        return (ours.sorted(), theirs.sorted())
+    }
+    let spread = try inTurn()
+    row("  in turn with ssh-agent's trivial call", String(format: "session.get p50 %.3f ms, ssh-agent p50 %.3f ms", percentile(spread.sessionGet, 0.5),
+                                                           percentile(spread.agent, 0.5)))
+    for pid in [getpid(), standalone.process.processIdentifier, agent.process.processIdentifier] { try pin(pid, to: "0") }
+    defer { try? pin(getpid(), to: "0-\(ProcessInfo.processInfo.activeProcessorCount - 1)") }
+    let oneCore = try inTurn()
+    row("  the same, all three on one core", String(format: "session.get p50 %.3f ms, ssh-agent p50 %.3f ms", percentile(oneCore.sessionGet, 0.5),
+                                                      percentile(oneCore.agent, 0.5)))
     row("session.get device → hub → device", String(format: "p50 %.3f ms, p99 %.3f ms (target p50 ≤ 0.35 ms)", percentile(forwarded, 0.5), percentile(forwarded, 0.99)))
     row("  CPU per forwarded call: device, hub", String(format: "%.0f µs, %.0f µs (user and kernel)", cpu.0 / calls * 1e6, cpu.1 / calls * 1e6))
 }
@@ -792,4 +828,16 @@ func syncFiguresAtScale(hub: Daemon, hubClient: Client, port: UInt16, pki: Bench
                                                              Double(anonymous) / 1e6, signedInHashing / 1e6, Double(rss - anonymous) / 1e6))
     }
     row("  (setup: \(accounts) accounts, \(grouped(2 * accounts)) sign-ins; in all)", String(format: "%.0f s; %.0f s", setup, (ContinuousClock.now - setupStarted).milliseconds / 1000))
+}
+
+/// Pins every thread `pid` has now to `cores` (a list taskset(1) reads: `0`, `0-1`); threads it
+/// starts later inherit their starter's.
+func pin(_ pid: Int32, to cores: String) throws {
+    let taskset = Process()
+    taskset.executableURL = URL(fileURLWithPath: "/usr/bin/taskset")
+    taskset.arguments = ["--all-tasks", "--cpu-list", "--pid", cores, String(pid)]
+    taskset.standardOutput = FileHandle(forWritingAtPath: "/dev/null")
+    try taskset.run()
+    taskset.waitUntilExit()
+    guard taskset.terminationStatus == 0 else { throw BenchError(description: "taskset could not pin process \(pid) to cores \(cores)") }
 }

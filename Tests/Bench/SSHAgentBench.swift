@@ -20,10 +20,11 @@ final class SSHAgent {
         process.standardOutput = FileHandle(forWritingAtPath: "/dev/null")
         process.standardError = FileHandle(forWritingAtPath: "/dev/null")
         try process.run()
-        for _ in 0..<500 where !FileManager.default.fileExists(atPath: socket) { usleep(10_000) }
-        guard FileManager.default.fileExists(atPath: socket) else {
+        // The socket exists once bound, a moment before ssh-agent listens on it.
+        for _ in 0..<500 where (try? SSHAgentClient(socket)) == nil { usleep(10_000) }
+        guard (try? SSHAgentClient(socket)) != nil else {
             stop()
-            throw BenchError(description: "ssh-agent never made its socket")
+            throw BenchError(description: "ssh-agent never listened on its socket")
         }
     }
 
