@@ -63,15 +63,19 @@ public enum LinkSignInResume: RPCMethod {
         public var account: String
         public var deviceID: String
         public var amr: [String]
+        /// Base64url: the credential stamp the machine remembered with the sign-in. The hub
+        /// checks it, with the account and the device, in the same change that makes the session.
+        public var stamp: String
 
-        public init(account: String, deviceID: String, amr: [String]) {
+        public init(account: String, deviceID: String, amr: [String], stamp: String) {
             self.account = account
             self.deviceID = deviceID
             self.amr = amr
+            self.stamp = stamp
         }
 
         enum CodingKeys: String, CodingKey {
-            case account, deviceID = "device_id", amr
+            case account, deviceID = "device_id", amr, stamp
         }
     }
 

@@ -229,6 +229,36 @@ struct NoticesCommitWithTheChangeTests {
     }
 }
 
+@Suite("A remembered sign-in resumes only while its credentials hold")
+struct ResumeSignInTests {
+    @Test("resumeSignIn checks the remembered stamp itself: a wrong stamp, a changed password, a locked account or a removed device get no session; the right stamp does")
+    func checksWhatItResumes() async throws {
+        let fixture = try TestDirectory()
+        let owner = try await fixture.register(device: "laptop")
+        let directory = fixture.directory
+        let stamp = try await fixture.setPassword("a long enough passphrase", of: owner)
+        let (account, device) = (owner.account.id, owner.session.deviceID)
+        func resume(_ stamp: [UInt8]) async throws -> SignedIn? { try await directory.resumeSignIn(account: account, deviceID: device, amr: ["fpt"], stamp: stamp) }
+
+        let resumed = try #require(try await resume(stamp), "the stamp remembered with the sign-in")
+        #expect(try await directory.authenticate(.local(resumed.session.token)).amr == ["fpt"])
+        #expect(try await resume(Array(repeating: 0, count: stamp.count)) == nil, "a stamp the machine made up")
+        #expect(try await resume([]) == nil)
+
+        let until = fixture.now + 60
+        try await fixture.store.transaction { try $0.execute("UPDATE accounts SET locked_until = ? WHERE id = ?", [.integer(until), .text(account)]) }
+        #expect(try await resume(stamp) == nil, "while the account is locked")
+        try await fixture.store.transaction { try $0.execute("UPDATE accounts SET locked_until = NULL WHERE id = ?", [.text(account)]) }
+
+        let changed = try await fixture.setPassword("another long passphrase", of: resumed)
+        #expect(try await resume(stamp) == nil, "after the password changed, the stamp remembered before")
+        #expect(try await resume(changed) != nil)
+
+        try await directory.revokeDevice(.local(resumed.session.token), id: device)
+        #expect(try await resume(changed) == nil, "on a removed device")
+    }
+}
+
 @Suite("A hub replica reads back the sessions another ended")
 struct EndedElsewhereTests {
     @Test("what a replica reads back of the sessions another ended is what that change announced there, as things stand now; a live session, one bound to no machine, or an unknown id is left out")
@@ -292,12 +322,13 @@ extension DeviceLimitTests {
         config.deviceLimit = 10
         let fixture = try TestDirectory(config)
         let owner = try await fixture.register(device: "laptop")
+        let stamp = try await fixture.setPassword("a long enough passphrase", of: owner)
         let phone = DeviceIdentity(key: "phone", name: "phone")
         let before = try await fixture.directory.createSession(account: owner.account.id, device: phone, amr: ["pwd"], federation: nil)
         try await fixture.directory.revokeDevice(.local(owner.session.token), id: before.session.deviceID)
         let again = try await fixture.directory.createSession(account: owner.account.id, device: phone, amr: ["pwd"], federation: nil)
         #expect(again.session.deviceID != before.session.deviceID)
-        #expect(try await fixture.directory.resumeSignIn(account: owner.account.id, deviceID: before.session.deviceID, amr: ["pwd"]) == nil,
+        #expect(try await fixture.directory.resumeSignIn(account: owner.account.id, deviceID: before.session.deviceID, amr: ["pwd"], stamp: stamp) == nil,
                 "a sign-in remembered on the old id does not come back")
         await #expect(throws: (any Error).self) { try await fixture.directory.authenticate(.local(before.session.token)) }
         #expect(try await fixture.directory.authenticate(.local(again.session.token)).id == again.session.id)

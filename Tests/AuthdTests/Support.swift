@@ -99,6 +99,20 @@ struct TestDirectory {
         return try await directory.register(flow: flow, codeMAC: mac, email: email, passwordHash: nil, device: DeviceIdentity(key: device, name: device),
                                             owner: owner)
     }
+
+    /// Sets the password of the account `signedIn` is a session of (a cheap hash: tests are
+    /// about what a password stands for, not hashing) and returns its credential stamp.
+    @discardableResult
+    func setPassword(_ password: String, of signedIn: SignedIn) async throws -> [UInt8] {
+        let hash = try Argon2id(memoryKiB: 8, iterations: 1, parallelism: 1).hash(SecretBytes(Array(password.utf8)))
+        _ = try await directory.updateProfile(.local(signedIn.session.token), email: nil, passwordHash: hash)
+        guard let stamp = try await directory.credentialStamp(account: signedIn.account.id) else { throw FixtureError(description: "no stamp after a password was set") }
+        return stamp
+    }
+}
+
+struct FixtureError: Error, CustomStringConvertible {
+    let description: String
 }
 
 /// Waits without a fixed sleep, up to `seconds`, until `condition` holds; whether it did.

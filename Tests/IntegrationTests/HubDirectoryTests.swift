@@ -52,6 +52,44 @@ struct HubDirectoryTests {
         #expect(devices.contains { $0["device_id"] == machineA && $0["id"] == session["device_id"] }, "\(devices)")
     }
 
+    @Test("the hub checks a resumed sign-in itself: a machine that logged out learns no new credential stamp, and a resume without the stamp it remembered, with one it made up, or with one from before a password change makes no session")
+    func resumeNeedsTheRememberedStamp() throws {
+        let rig = try HubRig()
+        let a = try rig.startDevice()
+        let registered = try Self.register(rig, on: a)
+        let account = try #require(registered["account"]?["id"])
+        // A machine of the account, by hand: whoever holds its key speaks for it.
+        var machine = try rig.handMadeMachine(name: "laptop")
+        func call(_ method: String, _ params: JSONValue) throws -> JSONValue { try machine.call(method, params) }
+        let caller: JSONValue = ["uid": 1000, "machine": "laptop"]
+        let login = try call("link.forward", ["method": "auth.login", "params": ["login": .string(Self.phone), "password": .string(Self.password)], "caller": caller])
+        let session = try #require(login["result"]?["session"], "\(login)")
+        let device = try #require(session["device_id"])
+        let stamp = try #require(try call("link.account", ["account": account])["result"]?["credential_stamp"], "signed in, the machine is given the stamp")
+        func resume(_ stamp: JSONValue?) throws -> JSONValue {
+            var params: [String: JSONValue] = ["account": account, "device_id": device, "amr": ["fpt"]]
+            params["stamp"] = stamp
+            return try call("link.signin.resume", .object(params))
+        }
+        func resumed(_ answer: JSONValue) -> Bool { answer["result"]?["signed_in"]?["session"] != nil }
+
+        _ = try call("link.forward", ["method": "auth.logout", "params": ["session": session["token"]!], "caller": caller])
+        // Left without a session, its link is closed; it links again with the same key.
+        machine.close()
+        machine = try rig.handMadeMachine(name: "laptop")
+        let account1 = try call("link.account", ["account": account])
+        #expect(account1["result"]?["record"] != nil && account1["result"]?["credential_stamp"] == nil, "logged out, no stamp: \(account1)")
+        let without = try resume(nil)
+        #expect(without.errorReason == "invalid_params" || without["error"] != nil, "\(without)")
+        #expect(!resumed(try resume("AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA")), "a stamp made up")
+        #expect(resumed(try resume(stamp)), "the stamp it remembered, the password unchanged: a remembered sign-in")
+
+        let onA = try #require(registered["session"]?["token"])
+        _ = try a.connect().result("account.profile.set", ["session": onA, "password": "another long passphrase", "current_password": .string(Self.password)])
+        #expect(!resumed(try resume(stamp)), "the stamp from before the password changed")
+        #expect(try call("link.account", ["account": account])["result"]?["credential_stamp"] != stamp)
+    }
+
     @Test("the fingerprint second step on a device: the hub opens it for a machine signed in to the account, the machine scans, the hub makes the session; a flow of one machine is refused to another")
     func fingerprintSecondStepOnADevice() throws {
         let rig = try HubRig()

@@ -50,9 +50,11 @@ protocol MachineAccounts: Sendable {
     /// The account with this id (`unknownAccount` when there is none).
     func account(id: String) async throws -> AccountRecord
 
-    /// A new session for a remembered sign-in: nil when the account or the device it was on is
-    /// gone (deactivated, revoked).
-    func resumeSignIn(account: String, deviceID: String, amr: [String]) async throws -> SignedIn?
+    /// A new session for a remembered sign-in whose credentials still hold, as
+    /// `rememberedSignInHolds` checks them (`stamp`: the one remembered with it), in the change
+    /// that makes the session: nil when they do not (the password changed, the account locked
+    /// or gone, the device removed). A machine is never taken at its word that they hold.
+    func resumeSignIn(account: String, deviceID: String, amr: [String], stamp: [UInt8]) async throws -> SignedIn?
     /// Whether a machine's remembered sign-in still holds: the account active and not locked,
     /// its password unchanged since (`stamp`), the device not revoked.
     func rememberedSignInHolds(account: String, deviceID: String, stamp: [UInt8]) async throws -> Bool

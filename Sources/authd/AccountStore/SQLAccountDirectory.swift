@@ -303,13 +303,13 @@ struct SQLAccountDirectory: AccountDirectory {
         }
     }
 
-    func resumeSignIn(account: String, deviceID: String, amr: [String]) async throws -> SignedIn? {
+    func resumeSignIn(account: String, deviceID: String, amr: [String], stamp: [UInt8]) async throws -> SignedIn? {
         let config = config.current
         let now = seconds
         return try await store.transaction { database -> SignedIn? in
-            guard let device = try database.queryOne(
-                "SELECT device_key, name FROM devices WHERE id = ? AND account_id = ? AND revoked_at IS NULL", [.text(deviceID), .text(account)],
-                row: { DeviceIdentity(key: $0.text(0), name: $0.text(1), nameGiven: false) })
+            guard try Self.rememberedSignInHolds(in: database, account: account, deviceID: deviceID, stamp: stamp, now: now),
+                  let device = try database.queryOne("SELECT device_key, name FROM devices WHERE id = ?", [.text(deviceID)],
+                                                     row: { DeviceIdentity(key: $0.text(0), name: $0.text(1), nameGiven: false) })
             else { return nil }
             return try Self.signedIn(in: database, account: account, device: device, amr: amr, config: config, now: now)
         }
@@ -317,15 +317,17 @@ struct SQLAccountDirectory: AccountDirectory {
 
     func rememberedSignInHolds(account: String, deviceID: String, stamp: [UInt8]) async throws -> Bool {
         let now = seconds
-        return try await store.read { database in
-            try database.queryOne(
-                """
-                SELECT a.password_hash FROM accounts a JOIN devices d ON d.account_id = a.id
-                WHERE a.id = ? AND d.id = ? AND a.deactivated_at IS NULL AND (a.locked_until IS NULL OR a.locked_until <= ?) AND d.revoked_at IS NULL
-                """, [.text(account), .text(deviceID), .integer(now)]) { row in
-                row.optionalText(0).map { OpenSSL.constantTimeEquals(Self.credentialStamp(passwordHash: $0), stamp) } ?? false
-            } ?? false
-        }
+        return try await store.read { database in try Self.rememberedSignInHolds(in: database, account: account, deviceID: deviceID, stamp: stamp, now: now) }
+    }
+
+    private static func rememberedSignInHolds(in database: Database, account: String, deviceID: String, stamp: [UInt8], now: Int64) throws -> Bool {
+        try database.queryOne(
+            """
+            SELECT a.password_hash FROM accounts a JOIN devices d ON d.account_id = a.id
+            WHERE a.id = ? AND d.id = ? AND a.deactivated_at IS NULL AND (a.locked_until IS NULL OR a.locked_until <= ?) AND d.revoked_at IS NULL
+            """, [.text(account), .text(deviceID), .integer(now)]) { row in
+            row.optionalText(0).map { OpenSSL.constantTimeEquals(Self.credentialStamp(passwordHash: $0), stamp) } ?? false
+        } ?? false
     }
 
     func machineDevice(account: String, machine: DeviceID) async throws -> (id: String, live: Bool)? {

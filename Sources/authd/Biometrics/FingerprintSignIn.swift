@@ -24,7 +24,8 @@ struct FingerprintSignIn: Sendable {
         guard try await biometrics.settings(uid).gate.enabled else { throw BiometricFailure.signInOff }
         try await biometrics.verify(user: try BiometricService.user(of: context.caller), gateUID: uid, attempts: Self.attempts,
                                     purpose: "to sign in", context: context)
-        guard let signedIn = try await directory.resumeSignIn(account: remembered.account, deviceID: remembered.device, amr: ["fpt"]) else {
+        guard let signedIn = try await directory.resumeSignIn(account: remembered.account, deviceID: remembered.device, amr: ["fpt"],
+                                                              stamp: remembered.stamp) else {
             throw BiometricFailure.rememberedInvalid
         }
         return signedIn

@@ -75,8 +75,8 @@ struct HubAccountDirectory: MachineAccounts {
         try await account(id).record
     }
 
-    func resumeSignIn(account: String, deviceID: String, amr: [String]) async throws -> SignedIn? {
-        try await ask(LinkSignInResume.self, .init(account: account, deviceID: deviceID, amr: amr)).signedIn
+    func resumeSignIn(account: String, deviceID: String, amr: [String], stamp: [UInt8]) async throws -> SignedIn? {
+        try await ask(LinkSignInResume.self, .init(account: account, deviceID: deviceID, amr: amr, stamp: Base64URL.encode(stamp))).signedIn
     }
 
     func rememberedSignInHolds(account: String, deviceID: String, stamp: [UInt8]) async throws -> Bool {

@@ -60,7 +60,11 @@ extension MethodTable {
         register(LinkAccount.self, home: .link, access: .anyone, audit: { _, _ in [:] }, auditRequest: { named($0.account) }) { params, machine in
             _ = try await signedIn(machine, to: params.account)
             let record = try await directory.account(id: params.account)
-            return .init(record: record, credentialStamp: try await directory.credentialStamp(account: params.account).map(Base64URL.encode))
+            // The stamp is what a remembered sign-in resumes with: only for a machine that holds
+            // a live session of the account now (it remembers one just after signing in), never
+            // for one that logged out and learns of a new password later.
+            let holds = try await directory.sessionHolders(of: [params.account])[params.account]?.contains { $0.machine == machine } ?? false
+            return .init(record: record, credentialStamp: holds ? try await directory.credentialStamp(account: params.account).map(Base64URL.encode) : nil)
         }
         register(LinkCredentialConfirm.self, home: .link, access: .anyone, audit: { _, _ in [:] },
                  auditRequest: { named($0.account).merging(["factor": .string($0.factor)]) { a, _ in a } }) { params, machine in
@@ -76,8 +80,9 @@ extension MethodTable {
         register(LinkSignInResume.self, home: .link, access: .anyone, audit: { _, _ in [:] }, auditRequest: { named($0.account) }) { params, machine in
             // A machine proves the person itself only with a finger (`auth.fast`).
             guard params.amr == ["fpt"] else { throw InvalidParameter("amr must be [\"fpt\"]", field: "amr") }
+            guard let stamp = Base64URL.decode(params.stamp) else { throw InvalidParameter("stamp must be base64url", field: "stamp") }
             guard try await ownDevice(machine, params.deviceID, of: params.account) else { return .init(signedIn: nil) }
-            return .init(signedIn: try await directory.resumeSignIn(account: params.account, deviceID: params.deviceID, amr: params.amr))
+            return .init(signedIn: try await directory.resumeSignIn(account: params.account, deviceID: params.deviceID, amr: params.amr, stamp: stamp))
         }
         register(LinkSignInRemembered.self, home: .link, access: .anyone, audit: { _, _ in [:] }, auditRequest: { named($0.account) }) { params, machine in
             guard let stamp = Base64URL.decode(params.stamp) else { throw InvalidParameter("stamp must be base64url", field: "stamp") }

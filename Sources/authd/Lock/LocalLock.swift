@@ -171,7 +171,7 @@ final class LocalLock: Sendable {
     /// The remembered sign-in of `uid`, if its credentials still hold: the account is active and
     /// not locked, its password unchanged since, and the device not removed (the directory
     /// decides; an account that is gone simply does not hold).
-    func rememberedSignIn(_ uid: UInt32) async throws -> (account: String, device: String)? {
+    func rememberedSignIn(_ uid: UInt32) async throws -> (account: String, device: String, stamp: [UInt8])? {
         let remembered = try await store.read { database in
             try database.queryOne("SELECT account_id, device_id, credential_check FROM local_users WHERE uid = ?", [.integer(Int64(uid))]) {
                 row -> (String, String, [UInt8])? in
@@ -181,7 +181,7 @@ final class LocalLock: Sendable {
         }
         guard let (account, device, check) = remembered,
               try await directory.rememberedSignInHolds(account: account, deviceID: device, stamp: check) else { return nil }
-        return (account, device)
+        return (account, device, check)
     }
 
 }

@@ -111,11 +111,13 @@ final class HubRig {
     }
 
     /// A machine by hand, as the authd(8) recipe has it: `openssl s_client` with a self-made
-    /// certificate (`name`.pem) on the hub's port, its stdin and stdout as the link. Ends with
-    /// `close()`.
+    /// certificate (`name`.pem, made at the first link of that name: the same machine each time)
+    /// on the hub's port, its stdin and stdout as the link. Ends with `close()`.
     func handMadeMachine(name: String = "debug") throws -> HandMadeMachine {
-        try Self.openssl(["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "1", "-subj", "/CN=\(name)",
-                          "-keyout", "\(directory)/\(name).key", "-out", "\(directory)/\(name).pem"])
+        if !FileManager.default.fileExists(atPath: "\(directory)/\(name).pem") {
+            try Self.openssl(["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "1", "-subj", "/CN=\(name)",
+                              "-keyout", "\(directory)/\(name).key", "-out", "\(directory)/\(name).pem"])
+        }
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
         process.arguments = ["s_client", "-quiet", "-tls1_3", "-connect", "127.0.0.1:\(port)", "-cert", "\(directory)/\(name).pem",
@@ -145,6 +147,36 @@ final class HubRig {
         func exchange(_ lines: [String], seconds: Double = 10) throws -> [String] {
             for line in lines { try input.fileHandleForWriting.write(contentsOf: Data(line.utf8 + [0x0A])) }
             return try HubRig.readLines(output.fileHandleForReading.fileDescriptor, count: lines.count, seconds: seconds)
+        }
+
+        /// What `call` read past the answer it returned.
+        private var buffered: [UInt8] = []
+        private var lastID: Int64 = 0
+
+        /// Sends one request as this machine and returns its answer, within `seconds`; what the
+        /// hub pushes meanwhile (a sync event of an account the machine signed in to) is passed
+        /// over. Not to be mixed with `exchange`.
+        func call(_ method: String, _ params: JSONValue, seconds: Double = 10) throws -> JSONValue {
+            lastID += 1
+            let request: JSONValue = ["jsonrpc": "2.0", "id": .integer(lastID), "method": .string(method), "params": params]
+            try input.fileHandleForWriting.write(contentsOf: Data(try WireCodec.encodeJSONText(request).utf8 + [0x0A]))
+            let deadline = Date().addingTimeInterval(seconds)
+            let fd = output.fileHandleForReading.fileDescriptor
+            while true {
+                while let newline = buffered.firstIndex(of: 0x0A) {
+                    let line = Array(buffered[..<newline])
+                    buffered.removeFirst(newline + 1)
+                    let answer = try WireCodec.decode(JSONValue.self, from: Data(line))
+                    if answer["id"] == .integer(lastID) { return answer }
+                }
+                guard Date() < deadline else { throw HarnessError("no answer to \(method) within \(seconds) s") }
+                var descriptor = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+                guard poll(&descriptor, 1, 100) == 1 else { continue }
+                var chunk = [UInt8](repeating: 0, count: 16384)
+                let got = read(fd, &chunk, chunk.count)
+                guard got > 0 else { throw HarnessError("s_client ended before answering \(method)") }
+                buffered += chunk[0..<got]
+            }
         }
 
         func close() {
