@@ -117,6 +117,27 @@ struct BiometricTests {
         #expect(cutOff == true, "another account's password proves nothing about this user")
     }
 
+    @Test("unlocked too, while fingerprints are cut off a sign-in to another account neither lifts the cut-off nor changes the remembered account; its own password lifts it")
+    func signInElsewhereKeepsCutOff() throws {
+        let f = try FingerprintFixture()
+        try f.register()
+        try f.enableFingerprint()
+        try f.rig.setScript(Array(repeating: .noMatch, count: 5))
+        #expect(try f.client.exchange("auth.fast").reason == "biometric.cut_off")
+        #expect(try !f.isLocked())
+        // Someone at the unlocked keyboard registers an account of their own, then signs in to it with its password.
+        let other = "+37251234568"
+        let flow = try #require(try RegistrationTests.start(f.client, other)["result"]?["flow"])
+        let code = try RegistrationTests.spooledCode(f.daemon, to: other)
+        _ = try f.client.result("account.register.verify", ["flow": flow, "code": .string(code), "password": "someone else's passphrase",
+                                                             "device": ["key": "other", "name": "Other"]])
+        _ = try f.client.result("auth.login", ["login": .string(other), "password": "someone else's passphrase", "device": ["key": "other"]])
+        #expect(try f.status()["cut_off"] == true, "another account's password proves nothing about this user")
+        #expect(try f.client.result("lock.status")["account"] == f.accountID, "nor does it become the account the lock opens with")
+        _ = try f.client.result("auth.login", ["login": .string(FingerprintFixture.phone), "password": .string(FingerprintFixture.password)])
+        #expect(try f.status()["cut_off"] == false, "the remembered account's own password")
+    }
+
     // MARK: Fingerprint unlock
 
     @Test("biometric.enable takes one matching scan; unlock.biometric on a match opens the lock; the reader is released")

@@ -147,11 +147,17 @@ final class LocalLock: Sendable {
     /// remembered account's own password or finger counts: a sign-in to another account (or by
     /// SMS code, or by a passkey, whose verification another authenticator may have made)
     /// changes nothing here, or anyone at the keyboard could unlock with an account of their
-    /// own. A password also lifts a fingerprint cut-off.
+    /// own. The same holds while fingerprints are cut off: the cut-off lifts with the remembered
+    /// account's own password, which a sign-in to it also proves; another account's proves
+    /// nothing (anyone at the keyboard could register one, and reset the count of fingers tried
+    /// at this user's `sudo` as often as they liked).
     func remember(_ uid: UInt32, account: String, device: String, proof: Proof) async throws {
         let current = try await entry(uid)
-        if current.account != account || proof == .code || proof == .passkey, try await holds(current, uid: uid, at: seconds) { return }
-        let passwordProved = proof == .password
+        if current.account != account || proof == .code || proof == .passkey {
+            if try await holds(current, uid: uid, at: seconds) { return }
+            if current.account != nil, try await store.read({ database in try BiometricService.settings(in: database, uid).gate.cutOff }) { return }
+        }
+        let passwordProved = proof == .password && current.account == account
         let now = seconds
         let check: SQLValue = try await directory.credentialStamp(account: account).map(SQLValue.blob) ?? .null
         try await store.transaction { database in
