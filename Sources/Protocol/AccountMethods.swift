@@ -598,6 +598,10 @@ public struct AccountRecord: Codable, Sendable, Equatable {
     public var lockedUntil: String?
     public var hasPassword: Bool
     public var hasPIN: Bool
+    /// True when the PIN second factor was switched off after too many wrong PINs (absent
+    /// otherwise): the password alone signs in nowhere until a sign-in with an SMS code sets a
+    /// new PIN.
+    public var pinSwitchedOff: Bool?
     public var activeDevices: Int
     /// The account's own device limit and policy, when set (else the `[accounts]` settings apply).
     public var deviceLimit: Int?
@@ -606,8 +610,10 @@ public struct AccountRecord: Codable, Sendable, Equatable {
     public var e2ee: E2EEMode?
 
     public init(id: String, phone: String?, email: String?, createdAt: String, deactivatedAt: String?, lockedUntil: String?,
-                hasPassword: Bool, hasPIN: Bool, activeDevices: Int, deviceLimit: Int? = nil, devicePolicy: String? = nil, e2ee: E2EEMode? = nil) {
+                hasPassword: Bool, hasPIN: Bool, pinSwitchedOff: Bool? = nil, activeDevices: Int, deviceLimit: Int? = nil, devicePolicy: String? = nil,
+                e2ee: E2EEMode? = nil) {
         self.e2ee = e2ee
+        self.pinSwitchedOff = pinSwitchedOff
         self.deviceLimit = deviceLimit
         self.devicePolicy = devicePolicy
         self.id = id
@@ -623,7 +629,7 @@ public struct AccountRecord: Codable, Sendable, Equatable {
 
     enum CodingKeys: String, CodingKey {
         case id, phone, email, createdAt = "created_at", deactivatedAt = "deactivated_at", lockedUntil = "locked_until"
-        case hasPassword = "has_password", hasPIN = "has_pin", activeDevices = "active_devices"
+        case hasPassword = "has_password", hasPIN = "has_pin", pinSwitchedOff = "pin_switched_off", activeDevices = "active_devices"
         case deviceLimit = "device_limit", devicePolicy = "device_policy", e2ee
     }
 }

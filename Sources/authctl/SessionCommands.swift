@@ -279,6 +279,7 @@ extension Command {
             if record.deactivatedAt != nil { flags.append("deactivated") }
             if let locked = record.lockedUntil { flags.append("locked until \(locked)") }
             if record.hasPIN { flags.append("PIN") }
+            if record.pinSwitchedOff == true { flags.append("PIN switched off") }
             if let e2ee = record.e2ee { flags.append(e2ee == .required ? "end-to-end encrypted" : "not end-to-end encrypted") }
             Output.line("\(record.id)  \(record.phone ?? "-")  \(record.email ?? "-")  devices \(record.activeDevices)  created \(record.createdAt)\(flags.isEmpty ? "" : "  [" + flags.joined(separator: ", ") + "]")")
         }

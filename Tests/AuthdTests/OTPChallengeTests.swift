@@ -241,10 +241,11 @@ struct PINFactorTests {
             fixture.clock.advance(4000)  // past any lock, so only the total counts
         }
         let token = try await directory.createSession(account: account, device: .init(key: "laptop", name: "laptop"), amr: ["pwd"], federation: nil).session.token
-        #expect(try await directory.hasPIN(account: account))
+        #expect(try await directory.pinFactor(account: account) == .enrolled)
         try await directory.checkPINEnrolment(.local(token), reauthenticationWindow: 600)
         try? await directory.confirmPIN(wrong, account: account)
-        #expect(try await !directory.hasPIN(account: account))
+        #expect(try await directory.pinFactor(account: account) == .switchedOff, "the 100th wrong PIN switches it off; the password alone does not stand for it")
+        #expect(try await directory.account(id: account).pinSwitchedOff == true, "and the account's record says so")
         await #expect(throws: RPCError.failure(.otpRequired, "")) {
             try await onTheWire { try await directory.checkPINEnrolment(.local(token), reauthenticationWindow: 600) }
         }

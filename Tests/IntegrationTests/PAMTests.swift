@@ -262,7 +262,7 @@ struct PAMTests {
         #expect(run.transcript.contains(Says.success), "\(run.transcript)")
     }
 
-    @Test("account: the password and then the PIN sign in; a wrong PIN fails")
+    @Test("account: the password and then the PIN sign in; a wrong PIN fails; once the PIN is switched off after too many wrong ones, the password alone is refused")
     func accountPasswordAndPIN() throws {
         let (daemon, _, stack) = try linkedAccountStack(pin: true)
         let right = try stack.run(Self.user, answers: [("Password of the authd account of nobody:", FingerprintFixture.password), ("Account PIN:", "480913")])
@@ -272,6 +272,11 @@ struct PAMTests {
         let wrongPassword = try stack.run(Self.user, answers: [("Password of the authd account", "not the password")])
         #expect(wrongPassword.transcript.contains(Says.authError), "\(wrongPassword.transcript)")
         #expect(!wrongPassword.transcript.contains("Account PIN"), "no PIN is asked after a wrong password")
+
+        // As the 100th wrong PIN leaves the account: sign-in wants an SMS code now, and so does PAM.
+        _ = try daemon.storeRows("UPDATE accounts SET pin_hash = NULL, pin_reenroll_required = 1", readOnly: false)
+        let switchedOff = try stack.run(Self.user, answers: [("Password of the authd account", FingerprintFixture.password)])
+        #expect(switchedOff.status != 0 && switchedOff.transcript.contains(Says.authError), "the password alone: \(switchedOff.transcript)")
         withExtendedLifetime(daemon) {}
     }
 

@@ -39,8 +39,8 @@ protocol MachineAccounts: Sendable {
     func confirmPassword(_ password: SecretBytes, account: String) async throws
     /// The same for the PIN second factor, with the PIN's own lock and counters.
     func confirmPIN(_ pin: SecretBytes, account: String) async throws
-    /// Whether the account is active and has a PIN second factor.
-    func hasPIN(account: String) async throws -> Bool
+    /// The active account's PIN second factor (`none` for an account that is not active).
+    func pinFactor(account: String) async throws -> PINFactor
     /// What could open a machine's lock for the account: whether it has a password (checked as
     /// `confirmPassword` checks it), and the verified number of the account while it is active.
     func lockCredentials(account: String) async throws -> LockCredentials
@@ -263,6 +263,16 @@ struct DeviceIdentity: Sendable, Equatable {
     var nameGiven = true
     /// The local user who signs in: on this machine, or at a hub on the machine linked to it.
     var machineUser: UInt32?
+}
+
+/// An account's PIN second factor.
+enum PINFactor: Sendable, Equatable {
+    /// None: the password alone signs in.
+    case none
+    case enrolled
+    /// Switched off after `PINPolicy.totalFailureLimit` wrong PINs: neither the password alone
+    /// nor anything that stands for it signs in until a sign-in with an SMS code sets a new PIN.
+    case switchedOff
 }
 
 /// A live session's place: the machine linked to this hub it was made on (nil: this machine),

@@ -8,7 +8,7 @@ extension SQLAccountDirectory {
         SELECT a.id, a.phone, a.email, a.created_at, a.deactivated_at, \(dialect.greatest)(coalesce(a.locked_until, 0), coalesce(a.pin_locked_until, 0)),
                a.password_hash IS NOT NULL, a.pin_hash IS NOT NULL,
                (SELECT count(*) FROM devices d WHERE d.account_id = a.id AND d.revoked_at IS NULL),
-               a.device_limit, a.device_policy, a.e2ee
+               a.device_limit, a.device_policy, a.e2ee, a.pin_reenroll_required
         FROM accounts a
         """
     }
@@ -23,7 +23,7 @@ extension SQLAccountDirectory {
             id: row.text(0), phone: row.optionalText(1), email: row.optionalText(2), createdAt: Timestamp.rfc3339(epochSeconds: row.int64(3)),
             deactivatedAt: row.optionalInt64(4).map { Timestamp.rfc3339(epochSeconds: $0) },
             lockedUntil: locked > now ? Timestamp.rfc3339(epochSeconds: locked) : nil,
-            hasPassword: row.int(6) != 0, hasPIN: row.int(7) != 0, activeDevices: row.int(8),
+            hasPassword: row.int(6) != 0, hasPIN: row.int(7) != 0, pinSwitchedOff: row.int(12) != 0 ? true : nil, activeDevices: row.int(8),
             deviceLimit: row.optionalInt64(9).map(Int.init), devicePolicy: row.optionalText(10), e2ee: E2EEMode(rawValue: row.text(11)))
     }
 

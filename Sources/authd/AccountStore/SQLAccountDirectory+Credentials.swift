@@ -252,10 +252,11 @@ extension SQLAccountDirectory {
 
     // MARK: PINs
 
-    func hasPIN(account: String) async throws -> Bool {
+    func pinFactor(account: String) async throws -> PINFactor {
         try await store.read { database in
-            try database.queryOne("SELECT pin_hash IS NOT NULL FROM accounts WHERE id = ? AND deactivated_at IS NULL", [.text(account)]) { $0.int(0) != 0 }
-        } ?? false
+            try database.queryOne("SELECT pin_hash IS NOT NULL, pin_reenroll_required FROM accounts WHERE id = ? AND deactivated_at IS NULL",
+                                  [.text(account)]) { row -> PINFactor in row.int(0) != 0 ? .enrolled : row.int(1) != 0 ? .switchedOff : .none }
+        } ?? PINFactor.none
     }
 
     // MARK: Second sign-in steps

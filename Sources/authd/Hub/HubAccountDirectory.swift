@@ -45,9 +45,10 @@ struct HubAccountDirectory: MachineAccounts {
         _ = try await ask(LinkCredentialConfirm.self, .init(account: account, factor: factor, secret: text))
     }
 
-    func hasPIN(account: String) async throws -> Bool {
+    func pinFactor(account: String) async throws -> PINFactor {
         let record = try await self.account(account).record
-        return record.deactivatedAt == nil && record.hasPIN
+        guard record.deactivatedAt == nil else { return .none }
+        return record.hasPIN ? .enrolled : record.pinSwitchedOff == true ? .switchedOff : .none
     }
 
     /// The password only: a code by SMS would be sent and checked by this machine, which the

@@ -60,7 +60,7 @@ struct PAMAuthenticator: Sendable {
 
     private func accountHasPIN(_ links: PAMLinks) async throws -> Bool {
         guard let account = links.account else { return false }
-        return try await directory.hasPIN(account: account)
+        return try await directory.pinFactor(account: account) == .enrolled
     }
 
     func authenticate(_ params: PAMAuthenticate.Params, context: RequestContext) async throws -> PAMAuthenticate.Result {
@@ -124,7 +124,12 @@ struct PAMAuthenticator: Sendable {
             let password = try await context.prompts.ask(.password, message: "Password of the authd account of \(user):")
             // Counted against the account's lockout and padded, exactly as sign-in checks it.
             try await directory.confirmPassword(SecretBytes(Array(password.utf8)), account: account)
-            if try await directory.hasPIN(account: account) { try await confirmPIN(account: account, context: context) }
+            switch try await directory.pinFactor(account: account) {
+            case .enrolled: try await confirmPIN(account: account, context: context)
+            // As at sign-in: after too many wrong PINs, the password alone proves nothing.
+            case .switchedOff: throw AccountFailure.pinSwitchedOff
+            case .none: break
+            }
             return "account"
         }
     }

@@ -36,7 +36,7 @@ struct PasskeyUserVerification: Sendable {
             fingerFailure = .cutOff
         }
         var pinAccount: String?
-        if let account = try await lock.account(uid), try await directory.hasPIN(account: account) { pinAccount = account }
+        if let account = try await lock.account(uid), try await directory.pinFactor(account: account) == .enrolled { pinAccount = account }
         guard let account = pinAccount else { throw PasskeyFailure.noVerificationMethod(preface: why, finger: fingerFailure) }
         let pin = try await context.prompts.ask(.pin, message: why + "Enter your account PIN \(purpose)",
                                                 within: timeoutMilliseconds.map { .milliseconds(max($0, 0)) })
