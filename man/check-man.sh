@@ -19,6 +19,11 @@ fi
 
 status=0
 for page in "${pages[@]}"; do
+    # A control character (a form feed where "\f" was meant, say) is no groff warning.
+    if LC_ALL=C grep -qP '[\x00-\x08\x0b-\x1f\x7f]' "$page"; then
+        printf '%s: a control character:\n%s\n' "${page##*/}" "$(LC_ALL=C grep -nP '[\x00-\x08\x0b-\x1f\x7f]' "$page" | head -3)" >&2
+        status=1
+    fi
     output=$(groff -man -Tutf8 -ww -z "$page" 2>&1) || status=1
     if [[ -n $output ]]; then
         printf '%s:\n%s\n' "${page##*/}" "$output" >&2
