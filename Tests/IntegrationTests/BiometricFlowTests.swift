@@ -172,7 +172,7 @@ extension BiometricTests {
             try f.expectReleased()
         }
 
-        @Test("fingerprint as the second step: amr [pwd, fpt]; on failure data.fallback is otp (flow ended) or pin (same flow)")
+        @Test("fingerprint as the second step: amr [pwd, fpt]; on failure data.fallback is otp (flow ended) or pin (same flow); its fingers count against the user's cut-off")
         func secondStep() throws {
             let f = try FingerprintFixture()
             try f.register()
@@ -210,12 +210,20 @@ extension BiometricTests {
             let flow3 = try #require(third["flow"])
             try f.rig.setScript(Array(repeating: .noMatch, count: 5))
             let noMatch = try f.client.exchange("auth.login.fingerprint", ["flow": flow3])
-            #expect(noMatch.reason == "biometric.no_match", "\(noMatch.response)")
+            #expect(noMatch.reason == "biometric.cut_off", "the fifth in a row cuts fingerprints off, as at the lock: \(noMatch.response)")
             #expect(noMatch.data?["fallback"] == "pin")
             #expect(noMatch.fingerprintMessages.count == 5)
-            let pinned = try f.client.result("auth.login.pin", ["flow": flow3, "pin": "480913"])
-            #expect(try f.client.result("session.get", ["session": try #require(pinned["session"]?["token"])])["amr"] == ["pwd", "pin"])
             try f.expectReleased()
+            // Cut off: the next sign-in's finger step is refused without a scan and goes on with the PIN,
+            // whose sign-in (with the remembered account's password) lifts the cut-off.
+            let fourth = try #require(try f.client.result("auth.login", login)["flow"])
+            let scans = try f.calls("VerifyStart")
+            let refused = try f.client.exchange("auth.login.fingerprint", ["flow": fourth])
+            #expect(refused.reason == "biometric.cut_off" && refused.data?["fallback"] == "pin", "\(refused.response)")
+            #expect(try f.calls("VerifyStart") == scans, "no scan while cut off")
+            let pinned = try f.client.result("auth.login.pin", ["flow": fourth, "pin": "480913"])
+            #expect(try f.client.result("session.get", ["session": try #require(pinned["session"]?["token"])])["amr"] == ["pwd", "pin"])
+            #expect(try f.status()["cut_off"] == false)
         }
     }
 

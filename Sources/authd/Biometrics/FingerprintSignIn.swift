@@ -38,10 +38,12 @@ struct FingerprintSignIn: Sendable {
         // The flow is this local user's: the password they gave here opened it.
         guard let pending = try await directory.pendingSignIn(params.flow, owner: FlowOwner(.local(context.caller))), pending.flow.step == .fingerprint else { throw AccountFailure.authFailed }
         do {
-            guard let user = FingerprintUser.validated(try await steps.user(account: pending.flow.account)) else {
-                throw BiometricFailure.unavailable("the account's fingerprint user is not valid")
-            }
-            try await biometrics.verify(user: user, gateUID: nil, attempts: Self.attempts, purpose: "to sign in", context: context)
+            guard let user = FingerprintUser.validated(try await steps.user(account: pending.flow.account)),
+                  let uid = Syscalls.userID(named: user)
+            else { throw BiometricFailure.unavailable("the account's fingerprint user is not valid") }
+            // Each finger that does not match counts against that local user's gate, as at the
+            // lock: whoever knows the password gets five fingers in all, not five per sign-in.
+            try await biometrics.verify(user: user, gateUID: uid, attempts: Self.attempts, purpose: "to sign in", context: context)
         } catch let failure as BiometricFailure where failure != .cancelled {
             let outcome = try await directory.completeSignIn(pending, fingerMatched: false)
             throw BiometricFailure.signInContinues(failure, withPIN: outcome == .continuesWithPIN)
