@@ -186,6 +186,28 @@ struct E2EESyncTests {
         #expect(events.filter { $0["body"] != .null }.map { $0["body"]?["text"] } == ["genuine"], "only the genuine one is shown")
     }
 
+    @Test("a sealed body names its account: the same body copied by the hub into another account's log, both accounts on the same two machines, reaches that account withheld as e2ee.tampered")
+    func movedToAnotherAccount() throws {
+        let pair = try SyncTests.Pair()
+        let (rig, a, _, clientA, clientB, onA, _) = pair.parts
+        let first = try #require(try clientA.result("session.get", ["session": onA])["account"]?["id"]?.stringValue)
+        let registered = try rig.register(on: a, phone: "+37251230002")
+        let second = try #require(registered["account"]?["id"]?.stringValue)
+        let onB2 = try #require(try clientB.result("auth.login", ["login": "+37251230002", "password": "a long enough passphrase"])["session"]?["token"])
+        let sent = try clientA.result("sync.send", ["session": onA, "kind": "message", "conversation": "c", "body": ["text": "for the first account"]])
+        let position = try #require(sent["position"]?.integerValue)
+        _ = try rig.hub.storeRows("""
+            INSERT INTO sync_events (account_id, position, kind, conversation, body, device_key, machine, device_id, exe, idempotency_key, created_at, sealed)
+            SELECT '\(second)', (SELECT position FROM sync_heads WHERE account_id = '\(second)') + 1, kind, conversation, body, device_key, machine, device_id,
+                   exe, idempotency_key, created_at, sealed
+            FROM sync_events WHERE account_id = '\(first)' AND position = \(position)
+            """, readOnly: false)
+        _ = try rig.hub.storeRows("UPDATE sync_heads SET position = position + 1 WHERE account_id = '\(second)'", readOnly: false)
+        let events = try clientB.result("sync.history", ["session": onB2, "conversation": "c"])["events"]?.arrayValue ?? []
+        #expect(events.count == 1, "\(events)")
+        #expect(events.first?["withheld"] == "e2ee.tampered" && events.first?["body"] == .null, "never shown to the other account: \(events)")
+    }
+
     @Test("an admin turns an account's encryption off and on: off, bodies travel in the clear and the hub keeps them; on again, they are sealed; admin accounts show says which")
     func accountSetting() throws {
         let pair = try SyncTests.Pair()

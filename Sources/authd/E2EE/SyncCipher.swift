@@ -89,7 +89,7 @@ final class SyncCipher: Sendable {
             forget(account: account)
             throw E2EEFailure.badDeviceKey(deviceID: forged)
         }
-        let inner = SealedBody(kind: params.kind, conversation: params.conversation, idempotencyKey: params.idempotencyKey, body: params.body)
+        let inner = SealedBody(account: account, kind: params.kind, conversation: params.conversation, idempotencyKey: params.idempotencyKey, body: params.body)
         let jwe = try JWE.encrypt(Array(try WireCodec.encodeJSON(inner)), to: keys.recipients)
         var sealed = params
         sealed.body = .null
@@ -149,8 +149,8 @@ final class SyncCipher: Sendable {
         let jwe = try SignedEnvelope.open(sealed, signerKey: signingKey)
         let plaintext = try JWE.decrypt(jwe, kid: deviceID, key: identity.agreementKey)
         // What the hub shows of the event is what the sender sealed: not moved to another
-        // conversation, kind or send.
-        guard let inner = try? WireCodec.decode(SealedBody.self, from: Data(plaintext)),
+        // account, conversation, kind or send.
+        guard let inner = try? WireCodec.decode(SealedBody.self, from: Data(plaintext)), inner.account.map({ $0 == account }) ?? true,
               inner.kind == event.kind, inner.conversation == event.conversation, inner.idempotencyKey == event.idempotencyKey
         else { throw E2EEFailure.tampered }
         return inner.body
@@ -193,12 +193,17 @@ final class SyncCipher: Sendable {
 }
 
 /// What a sealed body holds: the body, and what the hub shows beside it, so that a hub that
-/// moves a body to another conversation, kind or send is caught.
+/// moves a body to another account, conversation, kind or send is caught. A machine holds one
+/// agreement key for every account signed in on it, so without the account a hub could show one
+/// account's message, opened here, to another account's local users.
 struct SealedBody: Codable, Sendable {
+    /// The account whose log it was sent to. Absent only in bodies sealed before it was added,
+    /// which are taken as they are: a hub cannot take it out of a body, which the sender signed.
+    let account: String?
     let kind: String
     let conversation: String?
     let idempotencyKey: String?
     let body: JSONValue
 
-    enum CodingKeys: String, CodingKey { case kind, conversation, idempotencyKey = "idempotency_key", body }
+    enum CodingKeys: String, CodingKey { case account, kind, conversation, idempotencyKey = "idempotency_key", body }
 }
