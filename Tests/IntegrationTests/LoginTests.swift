@@ -187,6 +187,50 @@ struct OTPLoginTests {
         #expect(Self.spoolCount(daemon) == sent + 2)
     }
 
+    @Test("a slow SMS gateway does not tell who has an account: auth.otp.start, and a wrong code's replacement, answer while the gateway still sends; the code it sends signs in")
+    func slowGatewayTellsNothing() throws {
+        let daemon = try DaemonHarness()
+        let (outbox, hold, release) = (daemon.directory + "/outbox", daemon.directory + "/hold", daemon.directory + "/release")
+        // The gateway: while `hold` exists, each SMS waits (up to 20 s) for `release` before it is sent.
+        let script = daemon.directory + "/send-sms"
+        try """
+            #!/bin/sh
+            text=$(cat)
+            if [ -e \(hold) ]; then i=0; while [ ! -e \(release) ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done; fi
+            printf '%s\\n%s\\n' "$SMS_TO" "$text" >> \(outbox)
+            """.write(toFile: script, atomically: true, encoding: .utf8)
+        chmod(script, 0o755)
+        try "[sms]\nbackend = command\ncommand = \(script)\n[accounts]\nresend_delay = 0s\n".write(toFile: daemon.configPath, atomically: true, encoding: .utf8)
+        try daemon.start()
+        let client = try daemon.connect()
+        let flow = try #require(try RegistrationTests.start(client, "+37251234567")["result"]?["flow"])
+        let registration = try #require(try String(contentsOfFile: outbox, encoding: .utf8).firstMatch(of: /code is ([0-9]{6})/)?.output.1)
+        _ = try client.result("account.register.verify", ["flow": flow, "code": .string(String(registration))])
+        func codes() -> [String] { ((try? String(contentsOfFile: outbox, encoding: .utf8)) ?? "").matches(of: /code is ([0-9]{6})/).map { String($0.output.1) } }
+
+        /// Lets the held SMS go, and waits (bounded) until the gateway sent `count` in all.
+        func released(until count: Int) throws {
+            _ = FileManager.default.createFile(atPath: release, contents: nil)
+            let deadline = Date().addingTimeInterval(20)
+            while codes().count < count && Date() < deadline { usleep(20_000) }
+            try FileManager.default.removeItem(atPath: release)
+        }
+
+        _ = FileManager.default.createFile(atPath: hold, contents: nil)
+        let started = try #require(try client.result("auth.otp.start", ["phone": "+37251234567"])["flow"])
+        #expect(codes().count == 1, "answered while the gateway still holds the code")
+        #expect(try client.result("auth.otp.start", ["phone": "+4915123456789"])["flow"] != nil)
+        try released(until: 2)
+        let first = codes().last ?? ""
+        let wrong = try client.call("auth.otp.verify", ["flow": started, "code": .string(first == "000000" ? "999999" : "000000")])
+        #expect(wrong.errorReason == "otp.wrong" && wrong["error"]?["data"]?["new_code_sent"] == true, "\(wrong)")
+        #expect(codes().count == 2, "the replacement too is answered while the gateway holds it")
+        try released(until: 3)
+        let replacement = try #require(codes().dropFirst(2).first, "the replacement went out once released")
+        let signedIn = try client.result("auth.otp.verify", ["flow": started, "code": .string(replacement), "device": ["key": "device-1"]])
+        #expect(signedIn["session"] != nil, "\(signedIn)")
+    }
+
     @Test("a number without an account gets the same answer and no SMS")
     func unknownNumber() throws {
         let daemon = try DaemonHarness()

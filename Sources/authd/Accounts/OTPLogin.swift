@@ -4,28 +4,56 @@ import Protocol
 
 /// Sign-in with an SMS code, on the same challenge rules as registration. Whether a number has
 /// an account never shows: a number without one gets a flow with a code nobody knows, and the
-/// same answers.
+/// same answers, at the same time.
 struct OTPLogin: Sendable {
     let directory: any CodeFlows
     let codes: SMSCodes
 
+    /// When `start`, and `verify` refusing a wrong code, answer: this long after the request came,
+    /// whether or not a code went out. Only a number with an account gets one, and a gateway
+    /// takes its time (a program to run, an HTTP request): an answer that waited for it would
+    /// say who has an account. A gateway quicker than this has sent the code by the answer (the
+    /// spool always has); a slower one goes on after it.
+    static let answerAfter: Duration = CredentialPadding.delay
+
     /// The flow is the caller's that started it (`FlowOwner`): only it may verify the code.
     func start(_ params: AuthOTPStart.Params, caller: Caller) async throws -> OTPFlowInfo {
+        let started = ContinuousClock.now
         let phone = try PhoneNumber.parse(params.phone, region: params.region)
         let exists = try await directory.hasActiveAccount(phone: phone.e164)
         let (challenge, code) = try await codes.open(.login, for: phone, knowable: exists, owner: FlowOwner(caller))
+        // Saying sms.undeliverable only for numbers with an account would tell who has one; a
+        // failure is in the log, and the user can start again.
+        var sending: (@Sendable () async -> Void)?
         if exists {
-            do {
-                try await codes.deliver(code: code, to: phone, flow: challenge)
-            } catch {
-                // Saying sms.undeliverable only for numbers with an account would tell who has
-                // one; the failure is in the log, and the user can start again.
-            }
+            let codes = self.codes
+            sending = { _ = try? await codes.deliver(code: code, to: phone, flow: challenge) }
         }
+        await Self.answerOnTime(started: started, sending: sending)
         return codes.info(challenge)
     }
 
+    /// Runs `sending` (when there is something to send), then returns `answerAfter` after
+    /// `started`, whether it is done by then or not.
+    private static func answerOnTime(started: ContinuousClock.Instant, sending: (@Sendable () async -> Void)?) async {
+        let deadline = started + answerAfter
+        if let sending {
+            let (done, finish) = AsyncStream.makeStream(of: Void.self)
+            Task {
+                await sending()
+                finish.finish()
+            }
+            Task {
+                try? await Task.sleep(until: deadline, clock: .continuous)
+                finish.finish()
+            }
+            for await _ in done {}
+        }
+        try? await Task.sleep(until: deadline, clock: .continuous)
+    }
+
     func verify(_ params: AuthOTPVerify.Params, caller: Caller) async throws -> SignedIn {
+        let started = ContinuousClock.now
         try SMSCodes.checkFormat(params.code)
         let device = try DeviceIdentity.resolve(params.device, caller: caller)
         let replacementCode = try SMSCodes.newCode()
@@ -35,9 +63,15 @@ struct OTPLogin: Sendable {
         case .signedIn(let signedIn):
             return signedIn
         case .replaced(let challenge, let deliver, let failure):
-            // A failed delivery answers exactly like a sent code (see start): the caller must not
-            // learn from it that the number has an account. The failure is logged.
-            if deliver { _ = try? await codes.deliver(code: replacementCode, to: try PhoneNumber.parse(challenge.phone, region: nil), flow: challenge) }
+            // A failed delivery answers exactly like a sent code, and as soon (see start): the
+            // caller must not learn from it that the number has an account. The failure is logged.
+            let phone = try PhoneNumber.parse(challenge.phone, region: nil)
+            var sending: (@Sendable () async -> Void)?
+            if deliver {
+                let codes = self.codes
+                sending = { _ = try? await codes.deliver(code: replacementCode, to: phone, flow: challenge) }
+            }
+            await Self.answerOnTime(started: started, sending: sending)
             throw failure
         }
     }
