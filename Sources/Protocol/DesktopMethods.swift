@@ -190,15 +190,32 @@ public enum DesktopForward: RPCMethod {
     public typealias Result = JSONValue
 }
 
-/// A remembered "allow": this local user let `program` have tokens for `audience`.
+/// What a consent lets a program have, as the consent question words it. "Always allow" is
+/// remembered for one purpose: a program allowed to ask for a signature (PIN2 asked every time)
+/// is asked again before it gets an account token (no secret asked) for the same audience.
+public enum ConsentPurpose: String, Codable, Sendable, CaseIterable {
+    /// `card.login`: a login token the ID card signs.
+    case cardLogin = "card_login"
+    /// `card.sign`: a signature of the ID card.
+    case cardSign = "card_sign"
+    /// `card.certificate`: one of the ID card's certificates.
+    case cardCertificate = "card_certificate"
+    /// `auth.token`: a token of the account.
+    case accountToken = "account_token"
+}
+
+/// A remembered "allow": this local user let `program` have what `purpose` names for `audience`.
 public struct Consent: Codable, Sendable, Equatable {
     /// `exe:/usr/bin/foo`, `flatpak:org.example.App` or `snap:name`.
     public var program: String
+    public var purpose: ConsentPurpose
     public var audience: String
     /// Unix seconds.
     public var grantedAt: Int64
-    public init(program: String, audience: String, grantedAt: Int64) { self.program = program; self.audience = audience; self.grantedAt = grantedAt }
-    enum CodingKeys: String, CodingKey { case program, audience, grantedAt = "granted_at" }
+    public init(program: String, purpose: ConsentPurpose, audience: String, grantedAt: Int64) {
+        self.program = program; self.purpose = purpose; self.audience = audience; self.grantedAt = grantedAt
+    }
+    enum CodingKeys: String, CodingKey { case program, purpose, audience, grantedAt = "granted_at" }
 }
 
 /// `consents.list` — the calling user's remembered consents.
@@ -211,14 +228,17 @@ public enum ConsentsList: RPCMethod {
     }
 }
 
-/// `consents.revoke` — forgets the calling user's consents of `program`, for `audience` (every
-/// audience when absent); `consent.unknown` when none matched.
+/// `consents.revoke` — forgets the calling user's consents of `program`, for `purpose` and
+/// `audience` (every purpose, every audience, when absent); `consent.unknown` when none matched.
 public enum ConsentsRevoke: RPCMethod {
     public static let name = "consents.revoke"
     public struct Params: Codable, Sendable, Equatable {
         public var program: String
+        public var purpose: ConsentPurpose?
         public var audience: String?
-        public init(program: String, audience: String? = nil) { self.program = program; self.audience = audience }
+        public init(program: String, purpose: ConsentPurpose? = nil, audience: String? = nil) {
+            self.program = program; self.purpose = purpose; self.audience = audience
+        }
     }
     public struct Result: Codable, Sendable, Equatable {
         public var revoked: Int

@@ -1,4 +1,5 @@
 @testable import authd
+import Protocol
 import Testing
 
 /// What desktop dialogs say, with hostile text in every field that comes from outside.
@@ -31,6 +32,17 @@ struct DeskWordingTests {
         let shown = String(decoding: Assuan.unescape(line.dropFirst("SETDESC ".count)), as: UTF8.self)
         #expect(shown.contains("\nHash: abc\n") && shown.contains("Enter PIN2 to sign") && shown.hasSuffix("3 tries left."), "\(shown)")
         #expect(Pinentry.field(percents).utf8.count <= 160 / 3 + "…".utf8.count)
+    }
+
+    @Test("each purpose a consent is kept for has a question of its own words, naming the audience")
+    func consentQuestionPerPurpose() {
+        let purposes: [DeskPurpose] = [.login(audience: "https://rp.example"), .sign(audience: "https://rp.example", description: "d", hash: nil),
+                                       .certificate(audience: "https://rp.example", signing: true), .accountToken(audience: "https://rp.example")]
+        #expect(Set(purposes.compactMap { $0.consent?.purpose }) == Set(ConsentPurpose.allCases))
+        let questions = purposes.map { DeskWording.consent(by: Self.hostileProgram, for: $0, remembered: true, timeout: 60).description.split(separator: "\n")[0] }
+        #expect(Set(questions).count == purposes.count, "\(questions)")
+        #expect(questions.allSatisfy { $0.hasPrefix("Allow ") && $0.hasSuffix("?") && $0.contains("https://rp.example") }, "\(questions)")
+        #expect(DeskPurpose.certificate(audience: nil, signing: false).consent == nil && DeskPurpose.read.consent == nil && DeskPurpose.unlock.consent == nil)
     }
 
     @Test("the consent question keeps its buttons' keys apart, and offers Allow once only where an answer is remembered")

@@ -412,6 +412,22 @@ struct StoreTests {
         #expect(next.id == 10)
     }
 
+    @Test("migration 24 keys consents by purpose as well: a consent of before, which could have been for any purpose, is dropped, and a purpose authd does not know is refused")
+    func consentsByPurpose() throws {
+        let directory = TemporaryDirectory()
+        let database = try Self.database(at: 23, in: directory) {
+            try $0.execute("INSERT INTO desktop_consents (uid, program, audience, granted_at) VALUES (1000, 'exe:/usr/bin/app', 'https://rp.example', 5)")
+        }
+        try Migrations.apply(to: database)
+        #expect(try database.queryOne("SELECT count(*) FROM desktop_consents") { $0.int(0) } == 0)
+        #expect(try database.query("PRAGMA table_info(desktop_consents)") { $0.text(1) } == ["uid", "program", "purpose", "audience", "granted_at"])
+        try database.execute("INSERT INTO desktop_consents (uid, program, purpose, audience, granted_at) VALUES (1000, 'exe:/usr/bin/app', 'card_sign', 'https://rp.example', 5)")
+        try database.execute("INSERT INTO desktop_consents (uid, program, purpose, audience, granted_at) VALUES (1000, 'exe:/usr/bin/app', 'account_token', 'https://rp.example', 5)")
+        #expect(throws: SQLiteError.self) {
+            try database.execute("INSERT INTO desktop_consents (uid, program, purpose, audience, granted_at) VALUES (1000, 'exe:/usr/bin/app', 'anything', 'https://rp.example', 5)")
+        }
+    }
+
     /// A store at schema `version`, with the rows `seed` puts in, ready for the later migrations.
     private static func database(at version: Int, in directory: TemporaryDirectory, seed: (Database) throws -> Void) throws -> Database {
         let database = try Database(path: directory.path + "/v\(version).db")

@@ -16,7 +16,7 @@ struct AdminTests {
         #expect(status["paths"]?["database"] == .string(daemon.stateDirectory + "/authd.db"))
         #expect(status["store"]?["integrity"] == "ok")
         #expect(status["store"]?["journal_mode"] == "wal")
-        #expect(status["store"]?["schema_version"] == 23)  // the latest migration; bump with each new one
+        #expect(status["store"]?["schema_version"] == 24)  // the latest migration; bump with each new one
         #expect(status["connections"] == 1)
         #expect((status["rss_bytes"]?.integerValue ?? 0) > 1_000_000)
         #expect(status["password_hashing_bytes"] == 0)  // nothing hashed yet

@@ -160,6 +160,55 @@ struct DesktopPromptTests {
         #expect(try asker.result("consents.list")["consents"]?.arrayValue?.isEmpty == true)
     }
 
+    @Test("a consent is for one purpose: \"Always allow\" for a signature does not answer an account token's question for the same program and audience; each is listed and revoked by its purpose")
+    func consentPerPurpose() throws {
+        let (daemon, agent, asker, tokenParams) = try tokenOnDesktop()
+        let program = "exe:" + Self.ownExecutable
+
+        // "Always allow" for a signature; its PIN2 question is then cancelled, and the consent stays.
+        let signature: JSONValue = ["aud": "https://rp.example", "data": "AAAA", "description": "contract.pdf", "prompt": "desktop"]
+        let signed = try Self.alongside({ try asker.call("card.sign", signature) }) {
+            let consent = try agent.nextAsk()
+            #expect(consent["dialog"]?["description"]?.stringValue?.contains("ask for your signature for https://rp.example") == true, "\(consent)")
+            _ = try agent.reply(consent, "ok")
+            _ = try agent.reply(try agent.nextAsk(), "cancelled")
+        }
+        #expect(signed["error"]?["data"]?["reason"] == "prompt.cancelled", "\(signed)")
+
+        // An account token for the same program and audience is another purpose: asked for, in
+        // its own words, and "Deny" refuses it.
+        let denied = try Self.alongside({ try asker.call("auth.token", tokenParams) }) {
+            guard let ask = try? agent.nextAsk() else {
+                Issue.record("no question for the account token: the signature's consent answered it")
+                return
+            }
+            #expect(ask["dialog"]?["description"]?.stringValue?.contains("sign you in to https://rp.example with your account") == true, "\(ask)")
+            _ = try agent.reply(ask, "cancelled")
+        }
+        #expect(denied["error"]?["data"]?["reason"] == "consent.denied", "\(denied)")
+
+        // "Always allow" for it too: then it is remembered beside the signature's, each by its purpose.
+        let allowed = try Self.alongside({ try asker.call("auth.token", tokenParams) }) {
+            _ = try agent.reply(try agent.nextAsk(), "ok")
+        }
+        #expect(allowed["result"]?["token"]?.stringValue != nil, "\(allowed)")
+        #expect(try asker.call("auth.token", tokenParams)["result"]?["token"]?.stringValue != nil, "remembered: no question")
+        let listed = try asker.result("consents.list")["consents"]?.arrayValue ?? []
+        #expect(Set(listed.compactMap { $0["purpose"]?.stringValue }) == ["card_sign", "account_token"], "\(listed)")
+        #expect(listed.allSatisfy { $0["program"] == .string(program) && $0["audience"] == "https://rp.example" }, "\(listed)")
+        let text = try daemon.authctl(["consents", "list"])
+        #expect(text.stdout.contains("\(program)\tcard_sign\thttps://rp.example\t"), "\(text.stdout)")
+
+        // Revoking one purpose leaves the other.
+        let revoked = try daemon.authctl(["consents", "revoke", program, "--purpose", "account_token"])
+        #expect(revoked.status == 0 && revoked.stdout == "forgot 1 consent\n", "\(revoked.stdout) \(revoked.stderr)")
+        let left = try asker.result("consents.list")["consents"]?.arrayValue ?? []
+        #expect(left.map { $0["purpose"] } == ["card_sign"], "\(left)")
+        #expect(try asker.call("consents.revoke", ["program": .string(program), "purpose": "account_token"])["error"]?["data"]?["reason"] == "consent.unknown")
+        #expect(try asker.call("consents.revoke", ["program": .string(program), "purpose": "everything"])["error"]?["data"]?["reason"] == "rpc.invalid_params")
+        #expect(try daemon.authctl(["consents", "revoke", program, "--purpose", "everything"]).status == 2, "a usage error")
+    }
+
     @Test("card login on the desktop: the PIN goes from the agent to the card, the asking connection sees only that the desktop asks, and cannot answer it")
     func cardLoginThroughAgent() throws {
         let rig = try CardRig()

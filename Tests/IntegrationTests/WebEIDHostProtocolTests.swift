@@ -143,7 +143,7 @@ struct WebEIDHostProtocolTests {
         #expect(consents.contains { $0["audience"] == .string(Self.origin) && $0["program"]?.stringValue?.hasSuffix("/authd-webeid") == true }, "\(consents)")
     }
 
-    @Test("get-signing-certificate: the person hands the card's signing certificate over; sign: PIN2, the hash in the dialog, a signature that verifies; another certificate is refused")
+    @Test("get-signing-certificate: the person hands the card's signing certificate over; sign: its own consent, PIN2 with the hash in the dialog, a signature that verifies; another certificate is refused")
     func certificateAndSign() throws {
         let rig = try CardRig()
         try rig.insertCard()
@@ -158,8 +158,9 @@ struct WebEIDHostProtocolTests {
         #expect(script.dialogs[1]["SETOK"] == "Hand over" && script.dialogs[1]["SETDESC"]?.contains("signing certificate for \(Self.origin)") == true,
                 "\(script.dialogs[1])")
 
+        // The signature is another purpose than the certificate: its consent is asked on its own.
         let digest = Data((0..<48).map { _ in UInt8.random(in: 0...255) })
-        let signing = try Script([["pin": "12345"]])
+        let signing = try Script([["confirm": "ok"], ["pin": "12345"]])
         try PinentryPromptTests.reconfigure(daemon, pinentry: signing.path)
         let signed = try Self.run(daemon, "sign", ["hash": .string(digest.base64EncodedString()), "hashFunction": "SHA-384",
                                                   "certificate": .string(certificate), "origin": .string(Self.origin)])
@@ -168,7 +169,9 @@ struct WebEIDHostProtocolTests {
         let verified = try Self.verify(["sign", signature, certificate, digest.base64EncodedString(), "SHA-384", rig.caPath])
         #expect(verified.status == 0, "\(verified.stderr)")
         #expect(try Self.verify(["sign", signature, certificate, Data(count: 48).base64EncodedString(), "SHA-384", rig.caPath]).status == 1)
-        let pinDialog = try #require(signing.dialogs.first)
+        try #require(signing.dialogs.count == 2, "\(signing.commands)")
+        #expect(signing.dialogs[0]["SETDESC"]?.contains("ask for your signature for \(Self.origin)") == true, "\(signing.dialogs[0])")
+        let pinDialog = signing.dialogs[1]
         #expect(pinDialog["SETPROMPT"] == "PIN2:" && pinDialog["SETDESC"]?.contains(Base64URL.encode(Array(digest))) == true, "\(pinDialog)")
 
         // A certificate that is not the card's signing one: nothing is signed.

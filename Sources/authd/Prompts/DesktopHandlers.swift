@@ -53,11 +53,14 @@ extension MethodTable {
             ConsentsList.Result(consents: try await desktop.consents.list(uid: context.caller.uid))
         }
         register(ConsentsRevoke.self, home: .machine, access: .anyone, audit: { params, result in
-            ["program": .string(Redaction.printable(params.program, limit: 200)), "revoked": .integer(Int64(result.revoked))]
+            var detail: [String: JSONValue] = ["program": .string(Redaction.printable(params.program, limit: 200)), "revoked": .integer(Int64(result.revoked))]
+            if let purpose = params.purpose { detail["purpose"] = .string(purpose.rawValue) }
+            return detail
         }) { params, context in
-            let revoked = try await desktop.consents.revoke(uid: context.caller.uid, program: params.program, audience: params.audience)
+            let revoked = try await desktop.consents.revoke(uid: context.caller.uid, program: params.program, purpose: params.purpose, audience: params.audience)
             guard revoked > 0 else {
                 throw RPCError.failure(.consentUnknown, "No consent of \(Redaction.printable(params.program, limit: 200))"
+                                       + (params.purpose.map { " for \($0.rawValue)" } ?? "")
                                        + (params.audience.map { " for \(Redaction.printable($0, limit: 200))" } ?? "") + " is remembered.")
             }
             return ConsentsRevoke.Result(revoked: revoked)

@@ -13,14 +13,20 @@ enum DeskPurpose: Sendable, Equatable {
     /// One of the card's certificates (no PIN), for `audience` when one is named.
     case certificate(audience: String?, signing: Bool)
 
-    /// The audience a token or certificate goes to, for consent; nil for what issues none.
-    var audience: String? {
+    /// What the person's consent is asked and remembered for: what the program gets (the
+    /// question words it) and the audience it goes to; nil for what goes to no audience.
+    var consent: (purpose: ConsentPurpose, audience: String)? {
         switch self {
-        case .login(let audience), .sign(let audience, _, _), .accountToken(let audience): audience
-        case .certificate(let audience, _): audience
-        case .read, .unlock: nil
+        case .login(let audience): (.cardLogin, audience)
+        case .sign(let audience, _, _): (.cardSign, audience)
+        case .accountToken(let audience): (.accountToken, audience)
+        case .certificate(let audience?, _): (.cardCertificate, audience)
+        case .certificate(nil, _), .read, .unlock: nil
         }
     }
+
+    /// The audience a token or certificate goes to.
+    var audience: String? { consent?.audience }
 }
 
 /// Params of a method that may have authd ask the person on the desktop (`prompt: desktop`).
@@ -90,15 +96,17 @@ enum DeskWording {
                               error: error.map { Pinentry.field($0) }, timeout: timeout)
     }
 
-    /// "Allow PROGRAM to sign you in to AUDIENCE?" with "Always allow", "Allow once" (when the
-    /// answer may be remembered) and "Deny".
+    /// "Allow PROGRAM to sign you in to AUDIENCE with your ID card?" with "Always allow", "Allow
+    /// once" (when the answer may be remembered) and "Deny". Each purpose a consent is kept for
+    /// (`ConsentPurpose`) has words of its own, so that the person knows what they allow for good.
     static func consent(by program: ProgramIdentity, for purpose: DeskPurpose, remembered: Bool, timeout: Int) -> PinentryDialog {
         let who = Pinentry.field(program.displayName)
         let audience = Pinentry.field(purpose.audience ?? "")
         let question = switch purpose {
         case .sign: "Allow \(who) to ask for your signature for \(audience)?"
         case .certificate: "Allow \(who) to have your ID card's certificate for \(audience)?"
-        default: "Allow \(who) to sign you in to \(audience)?"
+        case .accountToken: "Allow \(who) to sign you in to \(audience) with your account?"
+        case .login, .read, .unlock: "Allow \(who) to sign you in to \(audience) with your ID card?"
         }
         var lines = [question]
         if let executable = program.executable, executable != program.displayName { lines.append("Program: \(Pinentry.field(executable))") }
@@ -170,18 +178,19 @@ final class DesktopSession: Sendable {
         }
     }
 
-    /// Consent for a token of `purpose.audience` (DESIGN §12): asked unless `policy` says never,
-    /// or (`first`) the person already said "always allow"; the asking connection hears that the
-    /// desktop asks. Throws `consent.denied`.
+    /// Consent for what `purpose` hands to its audience (DESIGN §12): asked unless `policy` says
+    /// never, or (`first`) the person already said "always allow" to this program for the same
+    /// purpose and audience; the asking connection hears that the desktop asks. Throws
+    /// `consent.denied`.
     func consent(_ policy: Config.ConsentPolicy, book: ConsentBook, told connection: PromptBroker) async throws {
-        guard let audience = purpose.audience, policy != .never else { return }
-        let remembered = policy == .first && audience.utf8.count <= ConsentBook.maxAudienceBytes
-        if remembered, try await book.isGranted(uid: uid, program: program.key, audience: audience) { return }
+        guard let key = purpose.consent, policy != .never else { return }
+        let remembered = policy == .first && key.audience.utf8.count <= ConsentBook.maxAudienceBytes
+        if remembered, try await book.isGranted(uid: uid, program: program.key, purpose: key.purpose, audience: key.audience) { return }
         let dialog = DeskWording.consent(by: program, for: purpose, remembered: remembered, timeout: timeout)
         let answer: PinentryAnswer = try await asking(.consent, told: connection) { [self] in try await self.answer(dialog, seconds: timeout) }
         switch answer {
         case .ok:
-            if remembered { try await book.grant(uid: uid, program: program.key, audience: audience) }
+            if remembered { try await book.grant(uid: uid, program: program.key, purpose: key.purpose, audience: key.audience) }
         case .notOK where remembered:
             // "Allow once", offered only where the answer may be remembered. Without that button
             // a NOT_CONFIRMED is a refusal, however a pinentry front-end words its Cancel.
@@ -189,7 +198,7 @@ final class DesktopSession: Sendable {
         case .timedOut:
             throw PromptFailure.timedOut(kind: .consent, seconds: timeout)
         case .notOK, .cancelled, .secret:
-            throw PromptFailure.consentDenied(program: program.key, audience: audience)
+            throw PromptFailure.consentDenied(program: program.key, audience: key.audience)
         }
     }
 

@@ -633,6 +633,25 @@ enum Migrations {
             "CREATE TABLE used_id_tokens (digest BLOB PRIMARY KEY, expires_at INTEGER NOT NULL) STRICT",
             "CREATE INDEX used_id_tokens_expiry ON used_id_tokens (expires_at)",
         ]),
+        Migration(version: 24, sql: [
+            // Consents keyed by purpose too (`ConsentPurpose`), as the question words it: an
+            // "Always allow" to ask for a signature (PIN2 asked every time) must not answer the
+            // question before an account token (no secret asked) for the same audience. A
+            // consent given before could have been for any purpose: kept for every one it would
+            // keep that hole open, and kept for none it would be listed but never used. So it
+            // goes; the person is asked again the next time the program asks.
+            "DROP TABLE desktop_consents",
+            """
+            CREATE TABLE desktop_consents (
+                uid INTEGER NOT NULL,
+                program TEXT NOT NULL,
+                purpose TEXT NOT NULL CHECK (purpose IN ('card_login', 'card_sign', 'card_certificate', 'account_token')),
+                audience TEXT NOT NULL,
+                granted_at INTEGER NOT NULL,
+                PRIMARY KEY (uid, program, purpose, audience)
+            ) STRICT, WITHOUT ROWID
+            """,
+        ]),
     ]
 
     static var latestVersion: Int { all.last?.version ?? 0 }
