@@ -248,6 +248,30 @@ struct CardTests {
         }
     }
 
+    @Test("a saved PIN1 signs a plain login without a question but never a website's: a web-eid login asks PIN1 as if none were saved")
+    func savedPIN1NotForWebsites() throws {
+        let rig = try CardRig()
+        try rig.insertCard()
+        let daemon = try daemon(rig)
+        let client = try daemon.connect()
+        _ = try client.result("card.pin1.save", ["pin": "1234"])
+        let website: JSONValue = ["aud": "https://rp.example", "nonce": .string(String(repeating: "n", count: 44)), "format": "web-eid"]
+
+        // Nobody answers the PIN1 question: no token.
+        let unanswered = try client.callAnswering("card.login", website, answers: [:])
+        #expect(unanswered.response["error"]?["data"]?["reason"] == "user.cancelled", "\(unanswered.response)")
+        #expect(unanswered.prompts.contains { $0["kind"] == "pin1" && $0["expects_answer"] == true }, "\(unanswered.prompts)")
+        // Answered, the typed PIN1 signs the site's token.
+        let typed = try client.callAnswering("card.login", website, answers: ["pin1": "1234"])
+        #expect(typed.response["result"]?["format"] == "web-eid", "\(typed.response)")
+        #expect(typed.prompts.contains { $0["kind"] == "pin1" }, "\(typed.prompts)")
+
+        // The saved PIN1 stays, and a plain login uses it without a question.
+        let plain = try client.callAnswering("card.login", ["aud": "https://rp.example"], answers: [:])
+        #expect(plain.response["result"]?["token"]?.stringValue != nil, "\(plain.response)")
+        #expect(!plain.prompts.contains { $0["kind"] == "pin1" }, "\(plain.prompts)")
+    }
+
     @Test("a hostile card never crashes or hangs authd", arguments: ["bad_tlv", "truncated_certificate", "unexpected_status", "oversized"])
     func hostileCard(_ mode: String) throws {
         let rig = try CardRig(profile: ["--hostile", mode])

@@ -64,17 +64,17 @@ struct CardService: Sendable {
     /// Finger attempts to release the saved PIN1 before asking for it by hand.
     static let pin1FingerAttempts = 3
 
-    /// PIN1 for a login: the saved one (released by a matching finger when the user turned
-    /// that on), or asked for. A finger that fails or a reader that is unavailable is said in
-    /// the PIN1 prompt, which follows.
+    /// PIN1 for a login of `format`: the saved one where the format may use it (released by a
+    /// matching finger when the user turned that on), or asked for. A finger that fails or a
+    /// reader that is unavailable is said in the PIN1 prompt, which follows.
     /// `seen`: what a read of the card before the question showed (its holder, the tries left),
     /// for the dialog.
-    private func obtainPIN1(_ context: RequestContext, window: Int, purpose: String, wrong: String? = nil,
+    private func obtainPIN1(_ context: RequestContext, window: Int, format: CardTokens.Format, purpose: String, wrong: String? = nil,
                             seen: SeenCard? = nil) async throws -> (secret: SecretBytes, saved: Bool, byFinger: Bool) {
         let uid = context.caller.uid
-        // A card read first for a website (`seen`) is shown to the person, who types PIN1 to
-        // hand it over, as with web-eid-app: a saved PIN1 would sign them in without a word.
-        guard wrong == nil, seen == nil, let saved = try await secrets.load(.pin1, uid: uid) else {
+        // A website's login asks as if no PIN1 were saved, on the desktop (where the card read
+        // first, `seen`, shows whose name goes to the site) and on the client's connection alike.
+        guard wrong == nil, format.usesSavedPIN1, let saved = try await secrets.load(.pin1, uid: uid) else {
             return (try await askPIN(.pin1, context, window: window, purpose: purpose, preface: seen.map { DeskWording.handedOver($0.holder) + " " } ?? "",
                                      wrong: wrong, retriesLeft: wrong == nil ? seen?.retriesLeft : nil), false, false)
         }
@@ -265,8 +265,8 @@ struct CardService: Sendable {
             let seen: SeenCard?
             if case .webEID = format, context.prompts.onDesktop { seen = try await look(context, window: window, pin: .pin1) } else { seen = nil }
             while true {
-                let pin1 = try await obtainPIN1(context, window: window, purpose: "to log in to \(Redaction.printable(params.aud, limit: 80))", wrong: wrong,
-                                                seen: seen)
+                let pin1 = try await obtainPIN1(context, window: window, format: format, purpose: "to log in to \(Redaction.printable(params.aud, limit: 80))",
+                                                wrong: wrong, seen: seen)
                 let signed: CardTokens.Signed
                 do {
                     signed = try await withCard(context, window: window, pin1: (pin1.secret, pin1.saved)) { card throws(CardFailure) in

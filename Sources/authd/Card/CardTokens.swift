@@ -34,6 +34,16 @@ enum CardTokens {
                 throw InvalidParameter("format must be jwt or web-eid", field: "format")
             }
         }
+
+        /// Whether a saved PIN1 may sign this login. Never a website's (`web-eid`), whichever
+        /// route asks: typing PIN1 is how the person hands their name and personal code to the
+        /// site, as web-eid-app asks it every time; a saved one would sign them in without a word.
+        var usesSavedPIN1: Bool {
+            switch self {
+            case .jwt: true
+            case .webEID: false
+            }
+        }
     }
 
     /// What the card signs: a JWT signing input (and its SHA-384), or the Web eID digest.
