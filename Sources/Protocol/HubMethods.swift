@@ -171,16 +171,32 @@ extension ForwardedCaller: CompactJSON.Writable {
 }
 
 /// A process on a device, as its authd saw it, and the device's name for people.
+///
+/// A hub takes one only as large as a real process and machine can make it (``check()``):
+/// what it says is kept (`exe` in the account's sync log, as the sender of what the process
+/// writes) and sent again inside lines to every machine of the account, which must stay within
+/// the 1 MiB a link carries.
 public struct ForwardedCaller: Codable, Sendable, Equatable {
     public var uid: UInt32
+    /// At most ``maxUsernameBytes``, no control characters.
     public var username: String?
+    /// At most ``maxExeBytes``, no control characters.
     public var exe: String?
-    /// The machine's name (its host name), which the account's device list shows.
+    /// The machine's name (its host name), which the account's device list shows. At most
+    /// ``maxMachineBytes``, no control characters.
     public var machine: String?
     /// With a password sign-in: the accounts whose second step is a finger on this machine
     /// (the finger is scanned there). The hub takes it only for accounts the machine is signed
     /// in to already.
     public var fingerprintAccounts: [String]?
+
+    /// The longest `exe`, in UTF-8 bytes: PATH_MAX, the longest path the kernel names a
+    /// program by.
+    public static let maxExeBytes = 4096
+    /// The longest `username`, in UTF-8 bytes (LOGIN_NAME_MAX is 256 with its NUL).
+    public static let maxUsernameBytes = 256
+    /// The longest `machine`, in UTF-8 bytes (a DNS name is at most 253).
+    public static let maxMachineBytes = 255
 
     public init(uid: UInt32, username: String?, exe: String?, machine: String?, fingerprintAccounts: [String]? = nil) {
         self.uid = uid
@@ -192,6 +208,22 @@ public struct ForwardedCaller: Codable, Sendable, Equatable {
 
     enum CodingKeys: String, CodingKey {
         case uid, username, exe, machine, fingerprintAccounts = "fingerprint_accounts"
+    }
+
+    /// Whether `value` may stand in a field of at most `maxBytes`: no longer in UTF-8, and
+    /// with no control character (C0, DEL or C1), which would let it forge a line of a log.
+    public static func fits(_ value: String, maxBytes: Int) -> Bool {
+        value.utf8.count <= maxBytes && !value.unicodeScalars.contains { $0.properties.generalCategory == .control }
+    }
+
+    /// Refuses a caller no process could be, naming the field (`caller.exe`,
+    /// `caller.username` or `caller.machine`).
+    public func check() throws(RPCError) {
+        for (field, value, maxBytes) in [("exe", exe, Self.maxExeBytes), ("username", username, Self.maxUsernameBytes),
+                                         ("machine", machine, Self.maxMachineBytes)] {
+            guard let value, !Self.fits(value, maxBytes: maxBytes) else { continue }
+            throw .invalidParams("Parameter 'caller.\(field)' must be at most \(maxBytes) bytes with no control characters.", field: "caller.\(field)")
+        }
     }
 }
 

@@ -427,10 +427,12 @@ public enum WireCodec {
     /// A `link.forward` request's inner call and who made it. The inner params stay in their
     /// wire form, as the device sent them, for the method's own decoding: a forwarded call is
     /// decoded once, as a local one is, with no generic value built and written again between.
+    /// A caller no process could be is refused (``ForwardedCaller/check()``).
     public static func decodeForwarded(_ request: Request) throws(RPCError) -> (request: Request, caller: ForwardedCaller) {
         guard case .text(let text, _) = request.source else {
             // Built in-process: the typed way.
             let forwarded = try decodeParams(LinkForward.Params.self, from: request)
+            try forwarded.caller.check()
             return (Request(id: request.id, method: forwarded.method, params: forwarded.params?.value), forwarded.caller)
         }
         guard let text else { throw .invalidParams("Missing parameter 'method'.", field: "method") }
@@ -451,6 +453,7 @@ public enum WireCodec {
                 guard let read = try? RawJSON(checked: bytes, range: member.value).decode(ForwardedCaller.self) else {
                     throw .invalidParams("Parameter 'caller' is invalid.", field: "caller")
                 }
+                try read.check()
                 caller = read
             case "params":
                 guard bytes[member.value.lowerBound] != UInt8(ascii: "n") else { continue }

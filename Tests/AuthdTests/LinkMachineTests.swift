@@ -494,4 +494,27 @@ struct LinkMachineTests {
         #expect(machine.tick(now: Self.at(60_000)).isEmpty)
         #expect(machine.call("a.b", NoParams(), now: Self.at(3)).actions == [.fail([3], .unavailable(retryAfter: 1, detail: "authd is stopping"))])
     }
+
+    // MARK: What a device tells its hub
+
+    @Test("what a device tells its hub of a local caller, the hub takes: a name with a control character, or a path whose bytes are not UTF-8 and grow past 4096 bytes as they are read, is told as not known")
+    func forwardedCallerOfAProcess() throws {
+        func told(exe: String?, username: String? = "alice") throws -> ForwardedCaller {
+            let caller = ForwardedCaller(CallerIdentity(uid: 1000, gid: 1000, pid: 1, exe: exe, username: username, groups: []))
+            // Read at the hub as every forwarded call is.
+            let line = try WireCodec.requestLine(id: 1, method: LinkForward.name, params: LinkForward.Params(method: "hello", params: nil, caller: caller))
+            let (_, read) = try WireCodec.decodeForwarded(try WireCodec.decodeRequest(Array(line.dropLast())).get())
+            #expect(read == caller)
+            return caller
+        }
+        #expect(try told(exe: "/usr/bin/app").exe == "/usr/bin/app")
+        #expect(try told(exe: "/" + String(repeating: "x", count: 4095)).exe?.utf8.count == 4096)
+        // A path of PATH_MAX bytes that are not UTF-8, as Syscalls.readLink reads it: each byte
+        // becomes U+FFFD, three bytes.
+        let unreadable = String(decoding: [UInt8](repeating: 0xFF, count: 4096), as: UTF8.self)
+        #expect(try told(exe: unreadable).exe == nil)
+        #expect(try told(exe: "/tmp/app\nAUTHD_FORGED=1").exe == nil)
+        let named = try told(exe: "/usr/bin/app", username: "alice\u{7F}")
+        #expect(named.username == nil && named.exe == "/usr/bin/app" && named.uid == 1000)
+    }
 }

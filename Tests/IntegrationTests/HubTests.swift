@@ -407,6 +407,33 @@ struct HubTests {
         #expect(answers[3]?["error"]?["data"]?["reason"] == "auth.forbidden", "a machine method is not: \(lines)")
     }
 
+    @Test("a forwarded caller no process could be is refused, naming the field, and nothing is stored: a 600 KB exe (which would make every push of its event a line the account's other machines drop their link for), a long user or machine name, a control character")
+    func oversizedForwardedCaller() throws {
+        let rig = try HubRig()
+        let machine = try rig.handMadeMachine()
+        // Signed in: no longer a newcomer, its lines may be 1 MiB.
+        let signedIn = try rig.register(on: machine, phone: "+37251234567")
+        let session = try #require(signedIn["session"]?["token"])
+        let before = try rig.hub.storeRows("SELECT count(*), max(length(exe)) FROM sync_events")
+        // A read marker is a write any signed-in machine may make, end-to-end encryption or not.
+        let read: JSONValue = ["session": session, "conversation": "c", "up_to": 1]
+        for (caller, field) in [
+            (["uid": 1000, "exe": .string("/" + String(repeating: "x", count: 600_000))], "caller.exe"),
+            (["uid": 1000, "exe": .string("/" + String(repeating: "x", count: 4096))], "caller.exe"),
+            (["uid": 1000, "username": .string(String(repeating: "u", count: 257))], "caller.username"),
+            (["uid": 1000, "machine": .string(String(repeating: "m", count: 256))], "caller.machine"),
+            (["uid": 1000, "exe": "/usr/bin/app\n{\"jsonrpc\":\"2.0\"}"], "caller.exe"),
+        ] as [(JSONValue, String)] {
+            let answer = try machine.forward("sync.read", read, caller: caller)
+            #expect(answer["error"]?["data"]?["reason"] == "rpc.invalid_params" && answer["error"]?["data"]?["field"] == .string(field),
+                    "\(field): \(String(describing: answer["error"] ?? answer["result"]))")
+        }
+        #expect(try rig.hub.storeRows("SELECT count(*), max(length(exe)) FROM sync_events") == before, "nothing was stored")
+        // Within the limits the same call is served.
+        let fitting = try machine.forward("sync.read", read, caller: ["uid": 1000, "exe": .string("/" + String(repeating: "x", count: 4095))])
+        #expect(fitting["result"]?["moved"] == true, "\(fitting)")
+    }
+
     @Test("strangers cannot starve the hub: machines that have not signed in get a few connections per address, a pool of their own, short lines and a short time; signed-in machines and local users are served")
     func strangersCannotStarveTheHub() throws {
         let rig = try HubRig(hubConfig: "max_devices = 2\nnewcomers_per_address = 3\nmax_newcomers = 12\nnewcomer_timeout = 6s")

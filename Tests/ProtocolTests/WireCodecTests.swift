@@ -313,6 +313,39 @@ struct WireCodecTests {
         }
     }
 
+    @Test("a forwarded caller is held to what a process can be: exe at most 4096 bytes, username 256, machine 255, no control characters; the field is named", arguments: [
+        // The field, and its value: `filler` repeated, then `ending`.
+        ("exe", "x", 4096, "", nil),
+        ("exe", "x", 4097, "", "caller.exe"),
+        ("exe", "x", 600_000, "", "caller.exe"),
+        ("exe", "é", 2048, "", nil),
+        ("exe", "é", 2048, "x", "caller.exe"),
+        ("exe", "/usr/bin/app", 1, "\n{\"forged\":1}", "caller.exe"),
+        ("exe", "/usr/bin/app", 1, "\u{7F}", "caller.exe"),
+        ("exe", "/usr/bin/app", 1, "\u{85}", "caller.exe"),
+        ("username", "u", 256, "", nil),
+        ("username", "u", 257, "", "caller.username"),
+        ("username", "alice", 1, "\u{1B}[2J", "caller.username"),
+        ("machine", "m", 255, "", nil),
+        ("machine", "m", 256, "", "caller.machine"),
+        ("machine", "laptop", 1, "\t", "caller.machine"),
+    ] as [(String, String, Int, String, String?)])
+    func forwardedCallerLimits(field: String, filler: String, count: Int, ending: String, refused: String?) throws {
+        let value = String(repeating: filler, count: count) + ending
+        let params: JSONValue = ["method": "sync.read", "params": ["session": "s"], "caller": .object(["uid": 1000, field: .string(value)])]
+        let line = try WireCodec.encodeJSONText(["jsonrpc": "2.0", "id": 1, "method": "link.forward", "params": params])
+        // The same caller read from a line, and built in-process.
+        for request in [try WireCodec.decodeRequest(Array(line.utf8)).get(), Request(id: 1, method: LinkForward.name, params: params)] {
+            do {
+                let (_, read) = try WireCodec.decodeForwarded(request)
+                #expect(refused == nil, "\(field) of \(value.utf8.count) bytes is taken")
+                #expect([read.exe, read.username, read.machine].contains(value))
+            } catch {
+                #expect(error.code == .invalidParams && error.details["field"] == refused.map(JSONValue.string), "\(field): \(error)")
+            }
+        }
+    }
+
     @Test("the client side rejects lines that are not JSON-RPC")
     func incomingErrors() {
         for line in ["", "{}", #"{"jsonrpc":"2.0"}"#, #"{"jsonrpc":"1.0","id":1,"result":1}"#, "[1]"] {

@@ -5,9 +5,18 @@ import Protocol
 import Synchronization
 
 extension ForwardedCaller {
-    /// A process of this machine, as its hub is told of it: with the machine's name now.
+    /// A process of this machine, as its hub is told of it: with the machine's name now. A
+    /// value the hub would refuse (``ForwardedCaller/check()``) is told as not known, as an
+    /// executable that could not be read is: a file or host name may hold control characters,
+    /// and the bytes of a path that are not UTF-8 are read as U+FFFD, three bytes each, so even
+    /// a path within PATH_MAX may come out longer than ``ForwardedCaller/maxExeBytes``.
     init(_ peer: CallerIdentity) {
-        self.init(uid: peer.uid, username: peer.username, exe: peer.exe, machine: MachineName.current)
+        self.init(uid: peer.uid, username: Self.told(peer.username, maxBytes: Self.maxUsernameBytes),
+                  exe: Self.told(peer.exe, maxBytes: Self.maxExeBytes), machine: Self.told(MachineName.current, maxBytes: Self.maxMachineBytes))
+    }
+
+    private static func told(_ value: String?, maxBytes: Int) -> String? {
+        value.flatMap { fits($0, maxBytes: maxBytes) ? $0 : nil }
     }
 }
 

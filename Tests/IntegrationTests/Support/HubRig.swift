@@ -97,6 +97,16 @@ final class HubRig {
         return try client.result("account.register.verify", .object(params))
     }
 
+    /// Registers `phone` with `password` through a hand-made machine, as a process of it (uid
+    /// 1000): the verify result, whose session is bound to that machine.
+    func register(on machine: HandMadeMachine, phone: String, password: String = "a long enough passphrase") throws -> JSONValue {
+        let started = try machine.forward("account.register.start", ["phone": .string(phone)])
+        let flow = try #require(started["result"]?["flow"], "\(started)")
+        let code = try RegistrationTests.spooledCode(hub, to: phone)
+        let verified = try machine.forward("account.register.verify", ["flow": flow, "code": .string(code), "password": .string(password)])
+        return try #require(verified["result"], "\(verified)")
+    }
+
     /// Waits until `device`'s link reports `state` (at `url`, when given), at most `seconds`.
     static func waitForLink(_ device: DaemonHarness, state: String, url: String? = nil, seconds: Double = 15) throws {
         let client = try device.connect()
@@ -134,6 +144,9 @@ final class HubRig {
         private let process: Process
         private let input: Pipe
         private let output: Pipe
+        /// What `call` read past the answer it waited for.
+        private var unread: [UInt8] = []
+        private var lastID: Int64 = 0
 
         fileprivate init(process: Process, input: Pipe, output: Pipe) {
             self.process = process
@@ -149,34 +162,40 @@ final class HubRig {
             return try HubRig.readLines(output.fileHandleForReading.fileDescriptor, count: lines.count, seconds: seconds)
         }
 
-        /// What `call` read past the answer it returned.
-        private var buffered: [UInt8] = []
-        private var lastID: Int64 = 0
-
-        /// Sends one request as this machine and returns its answer, within `seconds`; what the
-        /// hub pushes meanwhile (a sync event of an account the machine signed in to) is passed
-        /// over. Not to be mixed with `exchange`.
-        func call(_ method: String, _ params: JSONValue, seconds: Double = 10) throws -> JSONValue {
-            lastID += 1
-            let request: JSONValue = ["jsonrpc": "2.0", "id": .integer(lastID), "method": .string(method), "params": params]
+        /// Writes `request` and reads until the answer with its id, within `seconds`, passing
+        /// over what the hub pushes meanwhile (`link.sync_event`, `link.sessions_ended`).
+        func call(_ request: JSONValue, seconds: Double = 10) throws -> JSONValue {
             try input.fileHandleForWriting.write(contentsOf: Data(try WireCodec.encodeJSONText(request).utf8 + [0x0A]))
-            let deadline = Date().addingTimeInterval(seconds)
             let fd = output.fileHandleForReading.fileDescriptor
+            let deadline = Date().addingTimeInterval(seconds)
             while true {
-                while let newline = buffered.firstIndex(of: 0x0A) {
-                    let line = Array(buffered[..<newline])
-                    buffered.removeFirst(newline + 1)
-                    let answer = try WireCodec.decode(JSONValue.self, from: Data(line))
-                    if answer["id"] == .integer(lastID) { return answer }
+                while let end = unread.firstIndex(of: 0x0A) {
+                    let line = Array(unread[..<end])
+                    unread.removeSubrange(...end)
+                    let message = try WireCodec.decode(JSONValue.self, from: Data(line))
+                    if message["method"] == nil && message["id"] == request["id"] { return message }
                 }
-                guard Date() < deadline else { throw HarnessError("no answer to \(method) within \(seconds) s") }
+                guard Date() < deadline else { throw HarnessError("no answer to \(request["method"] ?? .null) within \(seconds) s") }
                 var descriptor = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
                 guard poll(&descriptor, 1, 100) == 1 else { continue }
-                var chunk = [UInt8](repeating: 0, count: 16384)
-                let got = read(fd, &chunk, chunk.count)
-                guard got > 0 else { throw HarnessError("s_client ended before answering \(method)") }
-                buffered += chunk[0..<got]
+                var buffer = [UInt8](repeating: 0, count: 65536)
+                let got = read(fd, &buffer, buffer.count)
+                guard got > 0 else { throw HarnessError("s_client ended before the answer to \(request["method"] ?? .null)") }
+                unread += buffer[0..<got]
             }
+        }
+
+        /// `method` as a device's authd forwards it for `caller`, a process there; the answer.
+        func forward(_ method: String, _ params: JSONValue, caller: JSONValue = ["uid": 1000], seconds: Double = 10) throws -> JSONValue {
+            lastID += 1
+            return try call(["jsonrpc": "2.0", "id": .integer(lastID), "method": "link.forward",
+                             "params": ["method": .string(method), "params": params, "caller": caller]], seconds: seconds)
+        }
+
+        /// `method` with `params` as this machine itself (a link method); the answer.
+        func call(_ method: String, _ params: JSONValue, seconds: Double = 10) throws -> JSONValue {
+            lastID += 1
+            return try call(["jsonrpc": "2.0", "id": .integer(lastID), "method": .string(method), "params": params], seconds: seconds)
         }
 
         func close() {
