@@ -208,6 +208,53 @@ struct E2EESyncTests {
         #expect(events.first?["withheld"] == "e2ee.tampered" && events.first?["body"] == .null, "never shown to the other account: \(events)")
     }
 
+    @Test("only a machine that holds a session publishes its key: a stranger's well-signed statement is hub.not_signed_in and kept nowhere, and taken once that machine signs in; a device linked before it signed in has its key at the hub when its sign-in is answered")
+    func publishingNeedsASession() throws {
+        let rig = try HubRig()
+        let stranger = try rig.handMadeMachine(name: "stranger")
+        // The statement a device makes (PublishedDeviceKey), made here with the key of the
+        // stranger's certificate, so that only the missing session can be why it is refused.
+        let script = """
+            import base64, hashlib, json, sys
+            from cryptography.hazmat.primitives import hashes, serialization
+            from cryptography.hazmat.primitives.asymmetric import ec, utils
+            def b64(data):
+                return base64.urlsafe_b64encode(data).decode().rstrip('=')
+            with open(sys.argv[1], 'rb') as file:
+                key = serialization.load_pem_private_key(file.read(), password=None)
+            spki = key.public_key().public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
+            digits = base64.b32encode(hashlib.sha256(spki).digest()).decode().rstrip('=')
+            device_id = '-'.join(digits[i:i + 4] for i in range(0, len(digits), 4))
+            point = ec.generate_private_key(ec.SECP256R1()).public_key().public_numbers()
+            jwk = {'kty': 'EC', 'crv': 'P-256', 'x': b64(point.x.to_bytes(32, 'big')), 'y': b64(point.y.to_bytes(32, 'big')),
+                   'use': 'enc', 'alg': 'ECDH-ES+A256KW', 'kid': device_id}
+            signing_input = b64(json.dumps({'alg': 'ES256', 'kid': device_id, 'typ': 'authd-e2ee-key'}).encode()) + '.' + \\
+                b64(json.dumps({'device_id': device_id, 'jwk': jwk}).encode())
+            r, s = utils.decode_dss_signature(key.sign(signing_input.encode(), ec.ECDSA(hashes.SHA256())))
+            # The low S of the two that verify: authd takes no other (a signature has one spelling).
+            s = min(s, 0xFFFFFFFF00000000FFFFFFFFFFFFFFFFBCE6FAADA7179E84F3B9CAC2FC632551 - s)
+            statement = signing_input + '.' + b64(r.to_bytes(32, 'big') + s.to_bytes(32, 'big'))
+            print(json.dumps({'spki': b64(spki), 'statement': statement}))
+            """
+        let made = try DaemonHarness.run(["/usr/bin/python3", "-c", script, rig.directory + "/stranger.key"])
+        guard made.status == 0 else { throw HarnessError("the statement could not be made: \(made.stderr)") }
+        let statement = try WireCodec.decode(JSONValue.self, from: Data(made.stdout.utf8))
+        let refused = try stranger.call(["jsonrpc": "2.0", "id": 1, "method": "link.e2ee.publish", "params": statement])
+        #expect(refused["error"]?["data"]?["reason"] == "hub.not_signed_in", "\(refused)")
+        #expect(try rig.hub.storeRows("SELECT count(*) FROM device_e2ee_keys") == ["0"], "no row for a machine of no account")
+
+        _ = try rig.register(on: stranger, phone: "+37251234567")
+        let taken = try stranger.call(["jsonrpc": "2.0", "id": 2, "method": "link.e2ee.publish", "params": statement])
+        #expect(taken["result"]?["ok"] == true, "signed in, the same statement is taken: \(taken)")
+        #expect(try rig.hub.storeRows("SELECT count(*) FROM device_e2ee_keys") == ["1"])
+
+        // A real device: its link comes up before it signs in, and its key is at the hub as soon
+        // as the sign-in is answered, so that the account's other machines encrypt to it.
+        let device = try rig.startDevice()
+        _ = try rig.register(on: device, phone: "+37251234568")
+        #expect(try rig.hub.storeRows("SELECT count(*) FROM device_e2ee_keys WHERE device_id = '\(try Self.deviceID(device))'") == ["1"])
+    }
+
     @Test("an admin turns an account's encryption off and on: off, bodies travel in the clear and the hub keeps them; on again, they are sealed; admin accounts show says which")
     func accountSetting() throws {
         let pair = try SyncTests.Pair()

@@ -66,11 +66,26 @@ final class SyncCipher: Sendable {
     // MARK: This machine's key
 
     /// Tells the hub this machine's key-agreement key, signed by its device key (each time the
-    /// link comes up: a hub restored from a backup learns it again).
+    /// link comes up: a hub restored from a backup learns it again). The hub takes it only from
+    /// a machine that holds a session there (`hub.not_signed_in` otherwise): one whose link came
+    /// up before its first sign-in tells it after the sign-in (`signedIn()`).
     func publish() async throws {
         let statement = try PublishedDeviceKey.make(deviceID: deviceID, signingKey: identity.key, agreementKey: try identity.agreementKey.publicKey())
         _ = try await link.call(LinkE2EEPublish.self, .init(spki: Base64URL.encode(try identity.certificate.publicKeyInfo), statement: statement.statement))
         state.withLock { $0.published = true }
+    }
+
+    /// A sign-in on this machine was answered: tells the hub this machine's key unless the hub
+    /// has it already. Told before the sign-in's answer goes out, the key is at the hub before
+    /// anything the signed-in app does, and the account's other machines encrypt to this one
+    /// from their next send (what they sent before it had a key stays unreadable here).
+    func signedIn() async {
+        guard !state.withLock({ $0.published }) else { return }
+        do {
+            try await publish()
+        } catch {
+            logger.warning("sync: this machine's encryption key could not be told to the hub after a sign-in (\(error)); it is told again before the next send and when the link comes up")
+        }
     }
 
     // MARK: Sending

@@ -8,10 +8,10 @@ import Protocol
 extension MethodTable {
     mutating func registerFederationMethods(signIn: FederatedSignIn, remote: RemoteAccess, vault: TokenVault, config: ConfigHolder, events: EventBus) {
         announce("federation", "remote", "events")
-        // Not `remembers`: the provider holds a federated account's credential, so no password or
-        // finger of this machine could open the lock again; remembering it would arm a lock that
-        // nothing opens. The provider's sign-in lives in the token vault instead.
-        register(FederationLogin.self, home: .machine, access: .anyone, audit: { params, result in
+        // A sign-in, but not remembered: the provider holds a federated account's credential, so
+        // no password or finger of this machine could open the lock again; remembering it would
+        // arm a lock that nothing opens. The provider's sign-in lives in the token vault instead.
+        register(FederationLogin.self, home: .machine, access: .anyone, remembers: nil, audit: { params, result in
             ["provider": .string(result.provider), "flow": .string(params.flow ?? "code"), "account": .string(result.account.id),
              "created": .bool(result.created)]
         }) { params, context in

@@ -56,6 +56,10 @@ extension MethodTable {
     /// At a hub: each linked machine's cursor of the logs of the accounts it holds.
     mutating func registerLinkSyncMethods(log: SyncLog, keyBook: DeviceKeyBook, directory: any LinkedMachines) {
         register(LinkE2EEPublish.self, home: .link, access: .anyone) { params, machine in
+            // Only a machine of some account: a stranger's certificate would otherwise add a row
+            // for every key it made, for ever. A device whose link comes up before it signs in
+            // tells its key again after the sign-in (`SyncCipher.signedIn`).
+            try await directory.requireLiveSession(on: machine)
             guard let spki = Base64URL.decode(params.spki) else { throw InvalidParameter("Parameter 'spki' must be base64url.", field: "spki") }
             try await keyBook.publish(machine: machine, spki: spki, statement: params.statement)
             return Acknowledged()

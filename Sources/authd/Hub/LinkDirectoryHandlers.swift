@@ -7,6 +7,8 @@ import Protocol
 enum MachineAccessFailure: Error, Equatable, WireErrorConvertible {
     /// The machine holds no live device of the account (or named a device not its own).
     case notSignedIn
+    /// The machine holds no live session of any account: it has not signed in (or no longer is).
+    case holdsNoSession
     /// The device cannot do `operation` through its hub (the hub could not check it).
     case notOnDevice(operation: String)
 
@@ -15,6 +17,8 @@ enum MachineAccessFailure: Error, Equatable, WireErrorConvertible {
         case .notSignedIn:
             RPCError(code: .forbidden, reason: .hubNotSignedIn,
                      message: "This machine is not signed in to that account at the hub (or named a device that is not its own); sign in on it first.")
+        case .holdsNoSession:
+            RPCError(code: .forbidden, reason: .hubNotSignedIn, message: "This machine holds no session of any account at the hub; sign in on it first.")
         case .notOnDevice(let operation):
             .failure(.hubNotOnDevice, "This authd is a device of a hub and cannot \(operation): the hub holds the account and could not check it.",
                      details: ["operation": .string(operation)])
@@ -28,6 +32,13 @@ extension LinkedMachines {
     func signedInDevice(of machine: DeviceID, account: String) async throws -> String {
         guard let device = try await machineDevice(account: account, machine: machine), device.live else { throw MachineAccessFailure.notSignedIn }
         return device.id
+    }
+
+    /// At a hub: refuses (`hub.not_signed_in`) a machine that holds no live session (not ended,
+    /// expired or idle) of any account — what a machine must hold before the hub keeps
+    /// anything it says of itself.
+    func requireLiveSession(on machine: DeviceID) async throws {
+        guard try await !accounts(heldBy: machine).isEmpty else { throw MachineAccessFailure.holdsNoSession }
     }
 }
 

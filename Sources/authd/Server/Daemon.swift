@@ -173,7 +173,11 @@ final class Daemon: @unchecked Sendable {
             case .linked:
                 sync.resync()
                 Task {
-                    do { try await cipher?.publish() } catch {
+                    do {
+                        try await cipher?.publish()
+                    } catch let refusal as RPCError where refusal.reason == .hubNotSignedIn {
+                        logger.debug("sync: this machine holds no session at the hub yet; its encryption key is told after its first sign-in")
+                    } catch {
                         logger.warning("sync: this machine's encryption key could not be told to the hub (\(error)); it is told again before the next send")
                     }
                     await cursors?.resume()

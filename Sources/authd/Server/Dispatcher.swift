@@ -129,10 +129,8 @@ final class Dispatcher: Sendable {
             // Admitted before it waited (for a card, a PIN): it hands out nothing if the local
             // user's lock came meanwhile.
             if entry.rechecksUnlock, let refusal = await gate(request, entry, caller) { throw refusal }
-            // The one place that runs after a sign-in: the caller's local user remembers the
-            // account (its lock opens, when the proof may open it).
-            if let proof = entry.remembers, let (account, device) = invocation.signedIn, case .local(let peer) = caller {
-                try await services.localLock.remember(peer.uid, account: account, device: device, proof: proof)
+            if let (account, device) = invocation.signedIn, case .local(let peer) = caller {
+                try await signedIn(peer, account: account, device: device, entry)
             }
             // Fail closed: a result that cannot be recorded is not handed out. A change's own
             // transaction wrote its record already (and followers had it as it committed).
@@ -196,8 +194,8 @@ final class Dispatcher: Sendable {
         do {
             if let forwarding = entry.forwarding { caller = try await forwarding(caller) }
             let answer = try await link.forward(request.method, request.rawParams, caller: caller)
-            if case .success(let value) = answer, let proof = entry.remembers, let (account, device) = entry.signedInFromWire(value) {
-                try await services.localLock.remember(peer.uid, account: account, device: device, proof: proof)
+            if case .success(let value) = answer, let (account, device) = entry.signedInFromWire(value) {
+                try await signedIn(peer, account: account, device: device, entry)
             }
             outcome = answer.map { $0 as any Encodable & Sendable }
         } catch {
@@ -205,6 +203,16 @@ final class Dispatcher: Sendable {
         }
         log(request.method, .local(peer), outcome.map { _ in () }, started)
         return reply(request, outcome)
+    }
+
+    /// The one place that runs after a sign-in, made here or answered by the hub: the caller's
+    /// local user remembers the account (its lock opens, when the proof may open it), and on a
+    /// device the hub learns this machine's key if it has not yet (`SyncCipher.signedIn`).
+    private func signedIn(_ peer: CallerIdentity, account: String, device: String, _ entry: MethodTable.Entry) async throws {
+        if let proof = entry.remembers {
+            try await services.localLock.remember(peer.uid, account: account, device: device, proof: proof)
+        }
+        await services.cipher?.signedIn()
     }
 
     /// At the hub: unwraps a device's forwarded call and serves it like any other, with the

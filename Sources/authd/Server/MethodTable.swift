@@ -66,6 +66,10 @@ extension SignedIn: SignInResult {
     var signedInAccount: (account: String, device: String)? { (account.id, session.deviceID) }
 }
 
+extension FederationLogin.Result: SignInResult {
+    var signedInAccount: (account: String, device: String)? { (account.id, session.deviceID) }
+}
+
 extension LoginStep: SignInResult {
     /// Only a sign-in that completed (no second step pending).
     var signedInAccount: (account: String, device: String)? {
@@ -90,10 +94,11 @@ struct MethodTable: Sendable {
         /// refuses the answer.
         let rechecksUnlock: Bool
         /// A successful call signs an account in for the caller's local user: the dispatcher
-        /// has the lock remember it, with what the sign-in proved.
+        /// has the lock remember it, with what the sign-in proved. Nil for a method that signs
+        /// nothing in, or whose sign-in the lock does not remember (`federation.login`).
         let remembers: LocalLock.Proof?
         /// The account and device a result in its wire form signed in (nil for none): how a
-        /// device reads a sign-in its hub answered, to remember it as `remembers` says.
+        /// device reads a sign-in its hub answered, to run what follows a sign-in for it.
         let signedInFromWire: @Sendable (RawJSON) -> (account: String, device: String)?
         /// On a device: what this machine adds to the caller of an account call it forwards
         /// (a machine fact the hub's handler needs); nil for nothing.
@@ -114,7 +119,7 @@ struct MethodTable: Sendable {
     struct Invocation: Sendable {
         let result: any Encodable & Sendable
         let auditDetail: [String: JSONValue]
-        /// The account and device the call signed in, for `remembers`.
+        /// The account and device the call signed in, for what follows a sign-in (`Dispatcher`).
         let signedIn: (account: String, device: String)?
     }
 
@@ -183,10 +188,10 @@ struct MethodTable: Sendable {
     }
 
     /// Registers `M`, whose success signs an account in that the caller's local user remembers
-    /// (the lock is opened by what `remembers` proved).
+    /// (the lock is opened by what `remembers` proved; nil: a sign-in the lock does not remember).
     /// `forwarding`: see `Entry.forwarding`.
     mutating func register<M: RPCMethod, Context>(
-        _: M.Type, home: Home<Context>, access: Access, requiresUnlock: Bool = false, remembers: LocalLock.Proof,
+        _: M.Type, home: Home<Context>, access: Access, requiresUnlock: Bool = false, remembers: LocalLock.Proof?,
         audit: (@Sendable (M.Params, M.Result) -> [String: JSONValue])? = nil,
         forwarding: (@Sendable (ForwardedCaller) async throws -> ForwardedCaller)? = nil,
         _ handler: @escaping @Sendable (M.Params, Context) async throws -> M.Result
