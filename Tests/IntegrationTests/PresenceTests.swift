@@ -76,6 +76,48 @@ struct PresenceTests {
         #expect(try clientA.result("presence.audience", ["session": people.alice])["audience"] == [], "Bob blocked Alice: her pings never reach him")
         withExtendedLifetime(people) {}
     }
+
+    @Test("a machine's presence reports are writes of that machine: past [sync] machine_writes_per_minute one is rate.limited and Bob's log does not grow; and they need a live session, so once Alice's session there ends a report for her is hub.not_signed_in though the machine is still her device")
+    func reportsAreLimited() throws {
+        let rig = try HubRig(hubConfig: "[sync]\nmachine_writes_per_minute = 3")
+        let office = try #require(try rig.hub.connect().result("admin.hotspots.add", [
+            "name": "Office", "circle": ["lat": .double(Self.office.latitude), "lon": .double(Self.office.longitude), "radius_m": .double(Self.office.radius)],
+        ])["hotspot"]?["id"])
+        let machine = try rig.handMadeMachine(name: "alice")
+        let signedIn = try rig.register(on: machine, phone: "+37251234567")
+        let (alice, aliceAccount) = (try #require(signedIn["session"]?["token"]), try #require(signedIn["account"]?["id"]))
+        // Another account on the same machine: its link stays up when Alice's session ends.
+        _ = try rig.register(on: machine, phone: "+37251234569")
+        let b = try rig.startDevice()
+        let bobAccount = try #require(try rig.register(on: b, phone: "+37251234568", email: "bob@example.org")["account"]?["id"]?.stringValue)
+        #expect(try machine.forward("friends.add", ["session": alice, "email": "bob@example.org"])["result"]?["added"] == true)
+        #expect(try machine.forward("presence.settings", ["session": alice, "mode": "auto", "groups": ["friends"]])["result"]?["mode"] == "auto")
+        let pings = "SELECT count(*) FROM sync_events WHERE account_id = '\(bobAccount)' AND kind = 'presence'"
+
+        // In, out, in: each tells Bob. The fourth report is one write too many.
+        var id: Int64 = 100
+        func report(entered: Bool) throws -> JSONValue {
+            id += 1
+            return try machine.call(["jsonrpc": "2.0", "id": .integer(id), "method": "link.presence.report",
+                                     "params": ["account": aliceAccount, "hotspot": office, "entered": .bool(entered)]])
+        }
+        for entered in [true, false, true] {
+            #expect(try report(entered: entered)["result"]?["told"] == 1)
+        }
+        #expect(try rig.hub.storeRows(pings) == ["3"])
+        for entered in [false, true, false] {
+            let flooded = try report(entered: entered)
+            #expect(flooded["error"]?["data"]?["reason"] == "rate.limited" && flooded["error"]?["data"]?["scope"] == "machine"
+                    && (flooded["error"]?["data"]?["retry_after"]?.integerValue ?? 0) >= 1, "\(flooded)")
+        }
+        #expect(try rig.hub.storeRows(pings) == ["3"], "refused reports write nothing")
+
+        // Alice signs out there: the machine is still her device, but holds no session of hers.
+        #expect(try machine.forward("auth.logout", ["session": alice])["result"] != nil)
+        let ended = try report(entered: false)
+        #expect(ended["error"]?["data"]?["reason"] == "hub.not_signed_in", "\(ended)")
+        #expect(try rig.hub.storeRows(pings) == ["3"])
+    }
 }
 
 /// GeoClue2 for one machine: the project's python-dbusmock template

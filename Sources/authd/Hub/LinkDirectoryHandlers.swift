@@ -35,10 +35,16 @@ extension LinkedMachines {
     }
 
     /// At a hub: refuses (`hub.not_signed_in`) a machine that holds no live session (not ended,
-    /// expired or idle) of any account — what a machine must hold before the hub keeps
-    /// anything it says of itself.
-    func requireLiveSession(on machine: DeviceID) async throws {
-        guard try await !accounts(heldBy: machine).isEmpty else { throw MachineAccessFailure.holdsNoSession }
+    /// expired or idle) of `account`, or of any account when nil — what a machine must hold
+    /// before the hub keeps anything it says of itself or tells others for the account. A live
+    /// device is not enough: its sessions may all have ended.
+    func requireLiveSession(on machine: DeviceID, of account: String? = nil) async throws {
+        let held = try await accounts(heldBy: machine)
+        if let account {
+            guard held.contains(where: { $0.account == account }) else { throw MachineAccessFailure.notSignedIn }
+        } else {
+            guard !held.isEmpty else { throw MachineAccessFailure.holdsNoSession }
+        }
     }
 }
 

@@ -65,10 +65,13 @@ extension MethodTable {
     }
 
     /// At a hub: what the machines of an account ask for it (only for accounts they hold a live
-    /// session of).
-    mutating func registerLinkPresenceMethods(_ book: PresenceBook, directory: any LinkedMachines) {
+    /// session of). A report that changes where the person is writes to every friend's log, so
+    /// each report is a write of its machine (`limiter`, `[sync] machine_writes_per_minute`),
+    /// refused with `rate.limited` before anything is written.
+    mutating func registerLinkPresenceMethods(_ book: PresenceBook, directory: any LinkedMachines, limiter: SyncWriteLimiter) {
         register(LinkPresenceReport.self, home: .link, access: .anyone, audit: { _, result in ["told": .integer(Int64(result.told))] }) { params, machine in
-            _ = try await directory.signedInDevice(of: machine, account: params.account)
+            try await directory.requireLiveSession(on: machine, of: params.account)
+            try limiter.take(.device(machine))
             return LinkPresenceReport.Result(told: try await book.report(params.account, hotspot: params.hotspot, entered: params.entered, group: params.group,
                                                                              pinned: params.pinned))
         }

@@ -68,7 +68,7 @@ enum DispatchTable {
         // Friends, groups, hotspots and presence.
         let presence = PresenceBook(store: services.accountStore, config: services.config, now: services.now)
         table.registerPresenceMethods(PresenceService(book: presence, directory: machineAccounts, limiter: limiter))
-        if let home { table.registerLinkPresenceMethods(presence, directory: home) }
+        if let home { table.registerLinkPresenceMethods(presence, directory: home, limiter: sync.limiter) }
         table.registerMachinePresenceMethods(services.presence, directory: machineAccounts)
 
         // The person's desktop: prompts authd asks there, and their consents.
