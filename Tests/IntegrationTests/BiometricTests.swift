@@ -117,7 +117,7 @@ struct BiometricTests {
         #expect(cutOff == true, "another account's password proves nothing about this user")
     }
 
-    @Test("unlocked too, while fingerprints are cut off a sign-in to another account neither lifts the cut-off nor changes the remembered account; its own password lifts it")
+    @Test("unlocked too, while fingerprints are cut off a sign-in to another account neither lifts the cut-off nor changes the remembered account; its own password lifts it; once it is deactivated, another account takes its place and lifts it")
     func signInElsewhereKeepsCutOff() throws {
         let f = try FingerprintFixture()
         try f.register()
@@ -136,6 +136,16 @@ struct BiometricTests {
         #expect(try f.client.result("lock.status")["account"] == f.accountID, "nor does it become the account the lock opens with")
         _ = try f.client.result("auth.login", ["login": .string(FingerprintFixture.phone), "password": .string(FingerprintFixture.password)])
         #expect(try f.status()["cut_off"] == false, "the remembered account's own password")
+
+        // Cut off again, and the remembered account deactivated: nothing of it could lift the cut-off now.
+        try f.rig.setScript(Array(repeating: .noMatch, count: 5))
+        #expect(try f.client.exchange("auth.fast").reason == "biometric.cut_off")
+        _ = try f.client.result("account.deactivate", ["session": f.token, "password": .string(FingerprintFixture.password)])
+        _ = try f.client.result("auth.login", ["login": .string(other), "password": "someone else's passphrase", "device": ["key": "other"]])
+        #expect(try f.client.result("lock.status")["account"] != f.accountID, "the other account is remembered now")
+        let unlocked = try f.client.exchange("unlock", answers: ["password": "someone else's passphrase"])
+        #expect(unlocked.result?["method"] == "password", "\(unlocked.response)")
+        #expect(try f.status()["cut_off"] == false, "its password lifts the cut-off")
     }
 
     // MARK: Fingerprint unlock

@@ -150,12 +150,15 @@ final class LocalLock: Sendable {
     /// own. The same holds while fingerprints are cut off: the cut-off lifts with the remembered
     /// account's own password, which a sign-in to it also proves; another account's proves
     /// nothing (anyone at the keyboard could register one, and reset the count of fingers tried
-    /// at this user's `sudo` as often as they liked).
+    /// at this user's `sudo` as often as they liked). Unless the remembered account can no
+    /// longer prove anything here (deactivated, this machine removed from it, neither a password
+    /// nor a number for a code): then the new one is remembered, and its password lifts it.
     func remember(_ uid: UInt32, account: String, device: String, proof: Proof) async throws {
         let current = try await entry(uid)
         if current.account != account || proof == .code || proof == .passkey {
             if try await holds(current, uid: uid, at: seconds) { return }
-            if current.account != nil, try await store.read({ database in try BiometricService.settings(in: database, uid).gate.cutOff }) { return }
+            if let remembered = current.account, try await store.read({ database in try BiometricService.settings(in: database, uid).gate.cutOff }),
+               await canStillProve(remembered, uid: uid) { return }
         }
         let passwordProved = proof == .password && current.account == account
         let now = seconds
@@ -172,6 +175,19 @@ final class LocalLock: Sendable {
             }
         }
         entries.withLock { $0[uid] = Entry(account: account, locked: false, activeAt: now, persistedActiveAt: now) }
+    }
+
+    /// Whether `account` could still lift a fingerprint cut-off of `uid`: active, with a password
+    /// or a number a code could go to. While that cannot be known (the hub away), it could.
+    private func canStillProve(_ account: String, uid: UInt32) async -> Bool {
+        do {
+            guard try await directory.account(id: account).deactivatedAt == nil else { return false }
+            return try await unlockMethods(uid, account: account).canOpen
+        } catch is HubLinkFailure {
+            return true
+        } catch {
+            return false
+        }
     }
 
     /// The remembered sign-in of `uid`, if its credentials still hold: the account is active and
