@@ -64,10 +64,11 @@ public enum LinkSignInResume: RPCMethod {
         public var deviceID: String
         public var amr: [String]
         /// Base64url: the credential stamp the machine remembered with the sign-in. The hub
-        /// checks it, with the account and the device, in the same change that makes the session.
-        public var stamp: String
+        /// checks it, with the account and the device, in the same change that makes the session;
+        /// a machine that sends none (an older authd) resumes nothing.
+        public var stamp: String?
 
-        public init(account: String, deviceID: String, amr: [String], stamp: String) {
+        public init(account: String, deviceID: String, amr: [String], stamp: String?) {
             self.account = account
             self.deviceID = deviceID
             self.amr = amr

@@ -97,7 +97,8 @@ extension MethodTable {
         register(LinkSignInResume.self, home: .link, access: .anyone, audit: { _, _ in [:] }, auditRequest: { named($0.account) }) { params, machine in
             // A machine proves the person itself only with a finger (`auth.fast`).
             guard params.amr == ["fpt"] else { throw InvalidParameter("amr must be [\"fpt\"]", field: "amr") }
-            guard let stamp = Base64URL.decode(params.stamp) else { throw InvalidParameter("stamp must be base64url", field: "stamp") }
+            guard let sent = params.stamp else { return .init(signedIn: nil) }
+            guard let stamp = Base64URL.decode(sent) else { throw InvalidParameter("stamp must be base64url", field: "stamp") }
             guard try await ownDevice(machine, params.deviceID, of: params.account) else { return .init(signedIn: nil) }
             return .init(signedIn: try await directory.resumeSignIn(account: params.account, deviceID: params.deviceID, amr: params.amr, stamp: stamp))
         }
