@@ -12,8 +12,8 @@ struct OTPLogin: Sendable {
     /// When `start`, and `verify` refusing a wrong code, answer: this long after the request came,
     /// whether or not a code went out. Only a number with an account gets one, and a gateway
     /// takes its time (a program to run, an HTTP request): an answer that waited for it would
-    /// say who has an account. A gateway quicker than this has sent the code by the answer (the
-    /// spool always has); a slower one goes on after it.
+    /// say who has an account. So a real gateway sends beside the answer; the spool (a file
+    /// written here, well within this) has sent the code by the answer.
     static let answerAfter: Duration = CredentialPadding.delay
 
     /// The flow is the caller's that started it (`FlowOwner`): only it may verify the code.
@@ -29,27 +29,21 @@ struct OTPLogin: Sendable {
             let codes = self.codes
             sending = { _ = try? await codes.deliver(code: code, to: phone, flow: challenge) }
         }
-        await Self.answerOnTime(started: started, sending: sending)
+        await answerOnTime(started: started, sending: sending)
         return codes.info(challenge)
     }
 
-    /// Runs `sending` (when there is something to send), then returns `answerAfter` after
-    /// `started`, whether it is done by then or not.
-    private static func answerOnTime(started: ContinuousClock.Instant, sending: (@Sendable () async -> Void)?) async {
-        let deadline = started + answerAfter
+    /// Sends (when there is something to send), and returns `answerAfter` after `started`.
+    private func answerOnTime(started: ContinuousClock.Instant, sending: (@Sendable () async -> Void)?) async {
         if let sending {
-            let (done, finish) = AsyncStream.makeStream(of: Void.self)
-            Task {
+            if codes.sendsAtOnce {
                 await sending()
-                finish.finish()
+            } else {
+                // Not the request's task: its audit scope ends with the answer.
+                Task.detached { await sending() }
             }
-            Task {
-                try? await Task.sleep(until: deadline, clock: .continuous)
-                finish.finish()
-            }
-            for await _ in done {}
         }
-        try? await Task.sleep(until: deadline, clock: .continuous)
+        try? await Task.sleep(until: started + Self.answerAfter, clock: .continuous)
     }
 
     func verify(_ params: AuthOTPVerify.Params, caller: Caller) async throws -> SignedIn {
@@ -71,7 +65,7 @@ struct OTPLogin: Sendable {
                 let codes = self.codes
                 sending = { _ = try? await codes.deliver(code: replacementCode, to: phone, flow: challenge) }
             }
-            await Self.answerOnTime(started: started, sending: sending)
+            await answerOnTime(started: started, sending: sending)
             throw failure
         }
     }

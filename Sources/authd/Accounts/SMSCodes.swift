@@ -25,6 +25,10 @@ struct SMSCodes: Sendable {
         return OTPChallenge.Policy(codeLifetime: Int64(config.codeLifetimeSeconds), resendDelay: Int64(config.resendDelaySeconds))
     }
 
+    /// Whether the gateway hands a message over at once, on this machine (the spool: a file
+    /// written): sent before an answer that must not wait for a real gateway.
+    var sendsAtOnce: Bool { config.current.smsBackend == .spool }
+
     private var gateway: any SMSGateway {
         let config = config.current
         switch config.smsBackend {
