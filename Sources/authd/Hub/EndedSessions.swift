@@ -54,7 +54,9 @@ extension HubState {
         let ended = named.filter { here[$0.machine] != nil }
         guard !ended.isEmpty else { return }
         do {
-            tell(try await directory.endedSessions(ended.map { ($0.id, $0.cause) }), connections: connections, now: now, logger: logger)
+            // One notice per cause: what one read brings may be several changes (a logout, then a removal).
+            let read = try await directory.endedSessions(ended.map { ($0.id, $0.cause) })
+            for sessions in Dictionary(grouping: read, by: \.cause).values { tell(sessions, connections: connections, now: now, logger: logger) }
         } catch {
             logger.warning("hub: cannot read the \(ended.count) session(s) another replica ended; their machines learn of it at their next call: \(error)")
         }
