@@ -69,10 +69,17 @@ final class SyncCipher: Sendable {
     /// link comes up: a hub restored from a backup learns it again). The hub takes it only from
     /// a machine that holds a session there (`hub.not_signed_in` otherwise): one whose link came
     /// up before its first sign-in tells it after the sign-in (`signedIn()`).
+    /// A refused or failed telling counts as not told (a hub restored from a backup may have
+    /// refused it before this machine signed in there again).
     func publish() async throws {
-        let statement = try PublishedDeviceKey.make(deviceID: deviceID, signingKey: identity.key, agreementKey: try identity.agreementKey.publicKey())
-        _ = try await link.call(LinkE2EEPublish.self, .init(spki: Base64URL.encode(try identity.certificate.publicKeyInfo), statement: statement.statement))
-        state.withLock { $0.published = true }
+        do {
+            let statement = try PublishedDeviceKey.make(deviceID: deviceID, signingKey: identity.key, agreementKey: try identity.agreementKey.publicKey())
+            _ = try await link.call(LinkE2EEPublish.self, .init(spki: Base64URL.encode(try identity.certificate.publicKeyInfo), statement: statement.statement))
+            state.withLock { $0.published = true }
+        } catch {
+            state.withLock { $0.published = false }
+            throw error
+        }
     }
 
     /// A sign-in on this machine was answered: tells the hub this machine's key unless the hub

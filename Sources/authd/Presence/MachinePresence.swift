@@ -51,6 +51,8 @@ actor MachinePresence {
     private var answered: [String: Set<String>] = [:]
     /// Reports the home did not take yet, by account and hotspot; the newest wins.
     private var unsent: [String: LinkPresenceReport.Params] = [:]
+    /// Whether a flush is due after the home said to slow down (`rate.limited`).
+    private var retrying = false
     private var started = false
 
     init(home: any PresenceHome, watcher: any HotspotWatcher, events: EventBus, config: ConfigHolder, logger: Logger,
@@ -209,6 +211,11 @@ actor MachinePresence {
         }
     }
 
+    private func retryAfterLimit() async {
+        retrying = false
+        await flush()
+    }
+
     /// Sends what could not be sent before (the link came back).
     func flush() async {
         let waiting = unsent
@@ -222,6 +229,17 @@ actor MachinePresence {
             if let pinned = report.pinned { pointsTaken[report.account + " " + report.hotspot] = pinned }
         } catch is HubLinkFailure {
             unsent[report.account + " " + report.hotspot] = report
+        } catch let refusal as RPCError where refusal.reason == .rateLimited {
+            // This machine wrote too much at once: kept, and sent when the home says (a report
+            // that a person left a place must not be lost to the limit).
+            unsent[report.account + " " + report.hotspot] = report
+            guard !retrying else { return }
+            retrying = true
+            let seconds = min(max(refusal.details["retry_after"]?.integerValue ?? 1, 1), 3600)
+            Task { [weak self] in
+                try? await Task.sleep(for: .seconds(seconds))
+                await self?.retryAfterLimit()
+            }
         } catch {
             logger.warning("presence: the report of account \(report.account) was refused: \(error)")
         }
