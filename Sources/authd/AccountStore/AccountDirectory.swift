@@ -270,8 +270,8 @@ enum PINFactor: Sendable, Equatable {
     /// None: the password alone signs in.
     case none
     case enrolled
-    /// Switched off after `PINPolicy.totalFailureLimit` wrong PINs: neither the password alone
-    /// nor anything that stands for it signs in until a sign-in with an SMS code sets a new PIN.
+    /// Switched off after `PINPolicy.totalFailureLimit` wrong PINs: the password alone signs in
+    /// nowhere until a sign-in with an SMS code sets a new PIN.
     case switchedOff
 }
 
