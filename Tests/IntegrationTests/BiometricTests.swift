@@ -90,6 +90,19 @@ struct BiometricTests {
         #expect(try f.authLocalReason() == nil)
     }
 
+    /// Registers an account of someone else's at `f`'s keyboard (their phone, their password),
+    /// then signs in to it with its password; its phone number.
+    @discardableResult
+    static func anotherAccount(_ f: FingerprintFixture) throws -> String {
+        let other = "+37251234568"
+        let flow = try #require(try RegistrationTests.start(f.client, other)["result"]?["flow"])
+        let code = try RegistrationTests.spooledCode(f.daemon, to: other)
+        _ = try f.client.result("account.register.verify", ["flow": flow, "code": .string(code), "password": "someone else's passphrase",
+                                                             "device": ["key": "other", "name": "Other"]])
+        _ = try f.client.result("auth.login", ["login": .string(other), "password": "someone else's passphrase", "device": ["key": "other"]])
+        return other
+    }
+
     @Test("while locked, signing in to another account neither opens the lock nor lifts the fingerprint cut-off")
     func signInElsewhereKeepsLock() throws {
         let f = try FingerprintFixture()
@@ -102,12 +115,7 @@ struct BiometricTests {
         }
         #expect(try f.status()["cut_off"] == true)
         // Someone at the keyboard registers an account of their own (their phone), then signs in to it with its password.
-        let other = "+37251234568"
-        let flow = try #require(try RegistrationTests.start(f.client, other)["result"]?["flow"])
-        let code = try RegistrationTests.spooledCode(f.daemon, to: other)
-        _ = try f.client.result("account.register.verify", ["flow": flow, "code": .string(code), "password": "someone else's passphrase",
-                                                             "device": ["key": "other", "name": "Other"]])
-        _ = try f.client.result("auth.login", ["login": .string(other), "password": "someone else's passphrase", "device": ["key": "other"]])
+        try Self.anotherAccount(f)
         let lock = try f.client.result("lock.status")
         let authLocal = try f.authLocalReason()
         let cutOff = try f.status()["cut_off"]
@@ -126,12 +134,7 @@ struct BiometricTests {
         #expect(try f.client.exchange("auth.fast").reason == "biometric.cut_off")
         #expect(try !f.isLocked())
         // Someone at the unlocked keyboard registers an account of their own, then signs in to it with its password.
-        let other = "+37251234568"
-        let flow = try #require(try RegistrationTests.start(f.client, other)["result"]?["flow"])
-        let code = try RegistrationTests.spooledCode(f.daemon, to: other)
-        _ = try f.client.result("account.register.verify", ["flow": flow, "code": .string(code), "password": "someone else's passphrase",
-                                                             "device": ["key": "other", "name": "Other"]])
-        _ = try f.client.result("auth.login", ["login": .string(other), "password": "someone else's passphrase", "device": ["key": "other"]])
+        let other = try Self.anotherAccount(f)
         #expect(try f.status()["cut_off"] == true, "another account's password proves nothing about this user")
         #expect(try f.client.result("lock.status")["account"] == f.accountID, "nor does it become the account the lock opens with")
         _ = try f.client.result("auth.login", ["login": .string(FingerprintFixture.phone), "password": .string(FingerprintFixture.password)])
