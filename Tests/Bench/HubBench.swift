@@ -691,19 +691,7 @@ func syncFiguresAtScale(hub: Daemon, hubClient: Client, port: UInt16, pki: Bench
     }
     if let failed = failure.withLock({ $0 }) { throw BenchError(description: "registration: \(failed)") }
 
-    // Each device's key-agreement key, published as a device's authd does when its link comes up.
     var poller = LightDevicePoller(devices)
-    for device in devices { try device.publish() }
-    var published = 0
-    let publishDeadline = ContinuousClock.now + .seconds(60)
-    while published < devices.count {
-        guard ContinuousClock.now < publishDeadline else { throw BenchError(description: "only \(published) of \(devices.count) keys published in 60 s") }
-        try poller.poll(devices, milliseconds: 100) { _, line in
-            guard line.firstRange(of: Array(#""result""#.utf8)) != nil else { throw BenchError(description: "link.e2ee.publish: " + String(decoding: line, as: UTF8.self)) }
-            published += 1
-        }
-    }
-
     // Sign-ins, eight in flight (setup: Argon2id bounds it, not the link).
     var tokens = [String](repeating: "", count: devices.count)
     var nextLogin = 0, signedIn = 0
@@ -722,6 +710,20 @@ func syncFiguresAtScale(hub: Daemon, hubClient: Client, port: UInt16, pki: Bench
             tokens[index] = String(token)
             signedIn += 1
             if nextLogin < devices.count { try signIn() }
+        }
+    }
+
+    // Each device's key-agreement key, published as a device's authd does once it signed in
+    // (the hub takes it from no machine without a session).
+    for device in devices { try device.publish() }
+    var published = 0
+    let publishDeadline = ContinuousClock.now + .seconds(60)
+    while published < devices.count {
+        guard ContinuousClock.now < publishDeadline else { throw BenchError(description: "only \(published) of \(devices.count) keys published in 60 s") }
+        try poller.poll(devices, milliseconds: 100) { _, line in
+            guard line.firstRange(of: syncEventMethod) == nil else { return }
+            guard line.firstRange(of: Array(#""result""#.utf8)) != nil else { throw BenchError(description: "link.e2ee.publish: " + String(decoding: line, as: UTF8.self)) }
+            published += 1
         }
     }
     let setup = (ContinuousClock.now - setupStarted).milliseconds / 1000
