@@ -16,8 +16,8 @@ struct PresenceTests {
         let alice: JSONValue, bob: JSONValue, carol: JSONValue
         let aliceAccount: JSONValue, bobAccount: JSONValue
 
-        init(environmentA: [String: String] = [:], extraA: String = "") throws {
-            rig = try HubRig()
+        init(environmentA: [String: String] = [:], extraA: String = "", hubConfig: String = "") throws {
+            rig = try HubRig(hubConfig: hubConfig)
             (a, b, c) = (try rig.startDevice(extra: extraA, environment: environmentA), try rig.startDevice(), try rig.startDevice())
             let registeredA = try rig.register(on: a, phone: "+37251234567", email: "alice@example.org")
             let registeredB = try rig.register(on: b, phone: "+37251234568", email: "bob@example.org")
@@ -177,9 +177,9 @@ extension PresenceTests {
         let geoClue: GeoClueStandIn
         let office: JSONValue
 
-        init(geoClue: GeoClueStandIn) throws {
+        init(geoClue: GeoClueStandIn, hubConfig: String = "") throws {
             self.geoClue = geoClue
-            people = try People(environmentA: geoClue.environment, extraA: "[presence]\nenabled = yes\n[sync]\nwrites_per_minute = 100000")
+            people = try People(environmentA: geoClue.environment, extraA: "[presence]\nenabled = yes\n[sync]\nwrites_per_minute = 100000", hubConfig: hubConfig)
             let hubClient = try people.rig.hub.connect()
             office = try #require(try hubClient.result("admin.hotspots.add", [
                 "name": "Office", "circle": ["lat": .double(PresenceTests.office.latitude), "lon": .double(PresenceTests.office.longitude),
@@ -264,6 +264,28 @@ extension PresenceTests {
         while try !geoClue.calls().contains("Stop") && Date() < deadline { usleep(50_000) }
         let calls = try geoClue.calls()
         #expect(calls.contains("Stop"), "A stopped its GeoClue2 client: \(calls)")
+        withExtendedLifetime(located) {}
+    }
+
+    @Test("a report the hub limits is kept on the machine and sent once retry_after has passed: with A's writes used up, Bob still hears that Alice entered the Office")
+    func limitedReportIsKept() throws {
+        let located = try Located(geoClue: try GeoClueStandIn(), hubConfig: "[sync]\nmachine_writes_per_minute = 12")
+        let (people, geoClue) = (located.people, located.geoClue)
+        let clientA = try people.a.connect()
+        _ = try clientA.result("presence.settings", ["session": people.alice, "mode": "auto", "groups": ["friends"]])
+        _ = try located.machine(is: "reading")
+        let (watchB, _) = try SyncTests.subscribe(people.b, session: people.bob, ["kinds": ["presence"]])
+        // A's writes at the hub used up (its sync sends count against the same budget).
+        var limited: JSONValue?
+        for n in 0..<40 where limited == nil {
+            let sent = try clientA.call("sync.send", ["session": people.alice, "kind": "message", "conversation": "c", "body": ["n": .integer(Int64(n))]])
+            if sent.errorReason == "rate.limited" { limited = sent }
+        }
+        #expect(limited?["error"]?["data"]?["scope"] == "machine", "\(String(describing: limited))")
+
+        try geoClue.move(Self.office.latitude, Self.office.longitude)
+        let entered = try located.nextPing(watchB)
+        #expect(entered["state"] == "entered" && entered["email"] == "alice@example.org", "\(entered)")
         withExtendedLifetime(located) {}
     }
 
