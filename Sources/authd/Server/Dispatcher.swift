@@ -194,7 +194,7 @@ final class Dispatcher: Sendable {
         do {
             if let forwarding = entry.forwarding { caller = try await forwarding(caller) }
             let answer = try await link.forward(request.method, request.rawParams, caller: caller)
-            if case .success(let value) = answer, let (account, device) = entry.signedInFromWire(value) {
+            if case .success(let value) = answer, let (account, device) = entry.signedInFromWire?(value) {
                 try await signedIn(peer, account: account, device: device, entry)
             }
             outcome = answer.map { $0 as any Encodable & Sendable }

@@ -98,8 +98,9 @@ struct MethodTable: Sendable {
         /// nothing in, or whose sign-in the lock does not remember (`federation.login`).
         let remembers: LocalLock.Proof?
         /// The account and device a result in its wire form signed in (nil for none): how a
-        /// device reads a sign-in its hub answered, to run what follows a sign-in for it.
-        let signedInFromWire: @Sendable (RawJSON) -> (account: String, device: String)?
+        /// device reads a sign-in its hub answered, to run what follows a sign-in for it. Nil
+        /// for a method that signs nothing in: its answers are passed on unread.
+        let signedInFromWire: (@Sendable (RawJSON) -> (account: String, device: String)?)?
         /// On a device: what this machine adds to the caller of an account call it forwards
         /// (a machine fact the hub's handler needs); nil for nothing.
         let forwarding: (@Sendable (ForwardedCaller) async throws -> ForwardedCaller)?
@@ -141,7 +142,7 @@ struct MethodTable: Sendable {
         _ handler: @escaping @Sendable (M.Params, Context) async throws -> M.Result
     ) {
         precondition(requiresUnlock || !rechecksUnlock, "\(M.name): rechecksUnlock without requiresUnlock")
-        add(M.self, home: home, access: access, requiresUnlock: requiresUnlock, rechecksUnlock: rechecksUnlock, remembers: nil, signedIn: { _ in nil }, audit: audit,
+        add(M.self, home: home, access: access, requiresUnlock: requiresUnlock, rechecksUnlock: rechecksUnlock, remembers: nil, signedIn: nil, audit: audit,
             auditRequest: auditRequest, forwarding: nil, immediate: nil, handler)
     }
 
@@ -183,7 +184,7 @@ struct MethodTable: Sendable {
     mutating func registerImmediate<M: RPCMethod>(
         _: M.Type, home: Home<RequestContext>, access: Access, _ handler: @escaping @Sendable (M.Params, RequestContext) throws -> M.Result
     ) {
-        add(M.self, home: home, access: access, requiresUnlock: false, rechecksUnlock: false, remembers: nil, signedIn: { _ in nil }, audit: nil,
+        add(M.self, home: home, access: access, requiresUnlock: false, rechecksUnlock: false, remembers: nil, signedIn: nil, audit: nil,
             auditRequest: nil, forwarding: nil, immediate: handler) { params, context in try handler(params, context) }
     }
 
@@ -202,7 +203,7 @@ struct MethodTable: Sendable {
 
     private mutating func add<M: RPCMethod, Context>(
         _: M.Type, home: Home<Context>, access: Access, requiresUnlock: Bool, rechecksUnlock: Bool, remembers: LocalLock.Proof?,
-        signedIn: @escaping @Sendable (M.Result) -> (account: String, device: String)?,
+        signedIn: (@Sendable (M.Result) -> (account: String, device: String)?)?,
         audit: (@Sendable (M.Params, M.Result) -> [String: JSONValue])?,
         auditRequest: (@Sendable (M.Params) -> [String: JSONValue])?,
         forwarding: (@Sendable (ForwardedCaller) async throws -> ForwardedCaller)?,
@@ -223,8 +224,8 @@ struct MethodTable: Sendable {
                 return params.purpose
             }
         }
-        let signedInFromWire: @Sendable (RawJSON) -> (account: String, device: String)? = { value in
-            (try? value.decode(M.Result.self)).flatMap(signedIn)
+        let signedInFromWire = signedIn.map { signedIn in
+            { @Sendable (value: RawJSON) in (try? value.decode(M.Result.self)).flatMap(signedIn) }
         }
         let invocation: @Sendable (M.Params, M.Result) -> Invocation = { params, result in
             // What the result says wins over what the request said. When only one of them says
@@ -232,7 +233,7 @@ struct MethodTable: Sendable {
             let (fromRequest, fromResult) = (auditRequest?(params) ?? [:], audit?(params, result) ?? [:])
             let detail = fromRequest.isEmpty ? fromResult
                 : fromResult.isEmpty ? fromRequest : fromRequest.merging(fromResult) { _, resultSays in resultSays }
-            return Invocation(result: result, auditDetail: detail, signedIn: signedIn(result))
+            return Invocation(result: result, auditDetail: detail, signedIn: signedIn?(result))
         }
         // What both ways of running the handler start with: the caller's context, the typed params.
         let noParams = ParamsOfEmptyRequest<M.Params>()
