@@ -24,23 +24,20 @@ struct OTPLogin: Sendable {
         let (challenge, code) = try await codes.open(.login, for: phone, knowable: exists, owner: FlowOwner(caller))
         // Saying sms.undeliverable only for numbers with an account would tell who has one; a
         // failure is in the log, and the user can start again.
-        var sending: (@Sendable () async -> Void)?
-        if exists {
-            let codes = self.codes
-            sending = { _ = try? await codes.deliver(code: code, to: phone, flow: challenge) }
-        }
-        await answerOnTime(started: started, sending: sending)
+        await answerOnTime(started: started, sending: exists ? (code, phone, challenge) : nil)
         return codes.info(challenge)
     }
 
-    /// Sends (when there is something to send), and returns `answerAfter` after `started`.
-    private func answerOnTime(started: ContinuousClock.Instant, sending: (@Sendable () async -> Void)?) async {
-        if let sending {
+    /// Sends `code` (when there is one to send; a failure is logged, never told), and returns
+    /// `answerAfter` after `started`.
+    private func answerOnTime(started: ContinuousClock.Instant, sending: (code: String, phone: PhoneNumber, flow: OTPChallenge)?) async {
+        if let (code, phone, flow) = sending {
+            let codes = self.codes
             if codes.sendsAtOnce {
-                await sending()
+                _ = try? await codes.deliver(code: code, to: phone, flow: flow)
             } else {
                 // Not the request's task: its audit scope ends with the answer.
-                Task.detached { await sending() }
+                Task.detached { _ = try? await codes.deliver(code: code, to: phone, flow: flow) }
             }
         }
         try? await Task.sleep(until: started + Self.answerAfter, clock: .continuous)
@@ -60,12 +57,7 @@ struct OTPLogin: Sendable {
             // A failed delivery answers exactly like a sent code, and as soon (see start): the
             // caller must not learn from it that the number has an account. The failure is logged.
             let phone = try PhoneNumber.parse(challenge.phone, region: nil)
-            var sending: (@Sendable () async -> Void)?
-            if deliver {
-                let codes = self.codes
-                sending = { _ = try? await codes.deliver(code: replacementCode, to: phone, flow: challenge) }
-            }
-            await answerOnTime(started: started, sending: sending)
+            await answerOnTime(started: started, sending: deliver ? (replacementCode, phone, challenge) : nil)
             throw failure
         }
     }

@@ -80,7 +80,7 @@ extension MethodTable {
             // The stamp is what a remembered sign-in resumes with: only for a machine that holds
             // a live session of the account now (it remembers one just after signing in), never
             // for one that logged out and learns of a new password later.
-            let holds = try await directory.sessionHolders(of: [params.account])[params.account]?.contains { $0.machine == machine } ?? false
+            let holds = (try? await directory.requireLiveSession(on: machine, of: params.account)) != nil
             return .init(record: record, credentialStamp: holds ? try await directory.credentialStamp(account: params.account).map(Base64URL.encode) : nil)
         }
         register(LinkCredentialConfirm.self, home: .link, access: .anyone, audit: { _, _ in [:] },

@@ -158,7 +158,7 @@ final class LocalLock: Sendable {
         if current.account != account || proof == .code || proof == .passkey {
             if try await holds(current, uid: uid, at: seconds) { return }
             if let remembered = current.account, try await store.read({ database in try BiometricService.settings(in: database, uid).gate.cutOff }),
-               await canStillProve(remembered, uid: uid) { return }
+               await canStillProve(remembered) { return }
         }
         let passwordProved = proof == .password && current.account == account
         let now = seconds
@@ -177,12 +177,13 @@ final class LocalLock: Sendable {
         entries.withLock { $0[uid] = Entry(account: account, locked: false, activeAt: now, persistedActiveAt: now) }
     }
 
-    /// Whether `account` could still lift a fingerprint cut-off of `uid`: active, with a password
-    /// or a number a code could go to. While that cannot be known (the hub away), it could.
-    private func canStillProve(_ account: String, uid: UInt32) async -> Bool {
+    /// Whether `account` could still lift a fingerprint cut-off: active, with a password or a
+    /// number a code could go to (what could open a lock, the finger aside). While that cannot
+    /// be known (the hub away), it could.
+    private func canStillProve(_ account: String) async -> Bool {
         do {
             guard try await directory.account(id: account).deactivatedAt == nil else { return false }
-            return try await unlockMethods(uid, account: account).canOpen
+            return UnlockMethods(gate: BiometricGate(), credentials: try await directory.lockCredentials(account: account)).canOpen
         } catch is HubLinkFailure {
             return true
         } catch {
