@@ -239,12 +239,12 @@ struct E2EESyncTests {
         let made = try DaemonHarness.run(["/usr/bin/python3", "-c", script, rig.directory + "/stranger.key"])
         guard made.status == 0 else { throw HarnessError("the statement could not be made: \(made.stderr)") }
         let statement = try WireCodec.decode(JSONValue.self, from: Data(made.stdout.utf8))
-        let refused = try stranger.call(["jsonrpc": "2.0", "id": 1, "method": "link.e2ee.publish", "params": statement])
+        let refused = try stranger.call("link.e2ee.publish", statement)
         #expect(refused["error"]?["data"]?["reason"] == "hub.not_signed_in", "\(refused)")
         #expect(try rig.hub.storeRows("SELECT count(*) FROM device_e2ee_keys") == ["0"], "no row for a machine of no account")
 
         _ = try rig.register(on: stranger, phone: "+37251234567")
-        let taken = try stranger.call(["jsonrpc": "2.0", "id": 2, "method": "link.e2ee.publish", "params": statement])
+        let taken = try stranger.call("link.e2ee.publish", statement)
         #expect(taken["result"]?["ok"] == true, "signed in, the same statement is taken: \(taken)")
         #expect(try rig.hub.storeRows("SELECT count(*) FROM device_e2ee_keys") == ["1"])
 

@@ -62,7 +62,7 @@ struct HubDirectoryTests {
         var machine = try rig.handMadeMachine(name: "laptop")
         func call(_ method: String, _ params: JSONValue) throws -> JSONValue { try machine.call(method, params) }
         let caller: JSONValue = ["uid": 1000, "machine": "laptop"]
-        let login = try call("link.forward", ["method": "auth.login", "params": ["login": .string(Self.phone), "password": .string(Self.password)], "caller": caller])
+        let login = try machine.forward("auth.login", ["login": .string(Self.phone), "password": .string(Self.password)], caller: caller)
         let session = try #require(login["result"]?["session"], "\(login)")
         let device = try #require(session["device_id"])
         let stamp = try #require(try call("link.account", ["account": account])["result"]?["credential_stamp"], "signed in, the machine is given the stamp")
@@ -73,7 +73,7 @@ struct HubDirectoryTests {
         }
         func resumed(_ answer: JSONValue) -> Bool { answer["result"]?["signed_in"]?["session"] != nil }
 
-        _ = try call("link.forward", ["method": "auth.logout", "params": ["session": session["token"]!], "caller": caller])
+        _ = try machine.forward("auth.logout", ["session": session["token"]!], caller: caller)
         // Left without a session, its link is closed; it links again with the same key.
         machine.close()
         machine = try rig.handMadeMachine(name: "laptop")
@@ -244,9 +244,7 @@ struct HubDirectoryTests {
         let nonce = try #require(try WireCodec.decode(JSONValue.self, from: Data(claims))["nonce"])
 
         let intruder = try rig.handMadeMachine(name: "intruder")
-        let replay: JSONValue = ["jsonrpc": "2.0", "id": 1, "method": "link.signin.federated",
-                                 "params": ["provider": "test", "id_token": .string(idToken), "nonce": nonce, "device_name": "intruder"]]
-        let answer = try WireCodec.decode(JSONValue.self, from: Data(try intruder.exchange([try WireCodec.encodeJSONText(replay)])[0].utf8))
+        let answer = try intruder.call("link.signin.federated", ["provider": "test", "id_token": .string(idToken), "nonce": nonce, "device_name": "intruder"])
         #expect(answer["error"]?["data"]?["reason"] == "federation.id_token_invalid", "\(answer)")
         #expect(answer["error"]?["data"]?["check"] == "replay", "\(answer)")
         #expect(answer["result"] == nil, "no session for the intruder: \(answer)")

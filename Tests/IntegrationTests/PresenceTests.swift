@@ -95,11 +95,8 @@ struct PresenceTests {
         let pings = "SELECT count(*) FROM sync_events WHERE account_id = '\(bobAccount)' AND kind = 'presence'"
 
         // In, out, in: each tells Bob. The fourth report is one write too many.
-        var id: Int64 = 100
         func report(entered: Bool) throws -> JSONValue {
-            id += 1
-            return try machine.call(["jsonrpc": "2.0", "id": .integer(id), "method": "link.presence.report",
-                                     "params": ["account": aliceAccount, "hotspot": office, "entered": .bool(entered)]])
+            try machine.call("link.presence.report", ["account": aliceAccount, "hotspot": office, "entered": .bool(entered)])
         }
         for entered in [true, false, true] {
             #expect(try report(entered: entered)["result"]?["told"] == 1)

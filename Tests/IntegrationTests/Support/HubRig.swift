@@ -164,7 +164,7 @@ final class HubRig {
 
         /// Writes `request` and reads until the answer with its id, within `seconds`, passing
         /// over what the hub pushes meanwhile (`link.sync_event`, `link.sessions_ended`).
-        func call(_ request: JSONValue, seconds: Double = 10) throws -> JSONValue {
+        private func call(_ request: JSONValue, seconds: Double) throws -> JSONValue {
             try input.fileHandleForWriting.write(contentsOf: Data(try WireCodec.encodeJSONText(request).utf8 + [0x0A]))
             let fd = output.fileHandleForReading.fileDescriptor
             let deadline = Date().addingTimeInterval(seconds)
@@ -187,9 +187,7 @@ final class HubRig {
 
         /// `method` as a device's authd forwards it for `caller`, a process there; the answer.
         func forward(_ method: String, _ params: JSONValue, caller: JSONValue = ["uid": 1000], seconds: Double = 10) throws -> JSONValue {
-            lastID += 1
-            return try call(["jsonrpc": "2.0", "id": .integer(lastID), "method": "link.forward",
-                             "params": ["method": .string(method), "params": params, "caller": caller]], seconds: seconds)
+            try call("link.forward", ["method": .string(method), "params": params, "caller": caller], seconds: seconds)
         }
 
         /// `method` with `params` as this machine itself (a link method); the answer.
