@@ -87,7 +87,8 @@ run: build
 	  fi; \
 	else mkdir -p -m 0700 $(RUN_RUNTIME_DIR); fi; \
 	pids=""; pcsc_env=""; \
-	trap 'kill $$pids 2>/dev/null; wait 2>/dev/null' EXIT; trap 'exit 130' INT TERM; \
+	stop='trap "" INT TERM; if [ -z "$$stopped" ]; then kill $$pids 2>/dev/null; wait 2>/dev/null; stopped=1; fi'; \
+	trap "$$stop" EXIT; trap "$$stop; exit 130" INT TERM; \
 	if [ "$(VCARD)" != none ]; then \
 	  rm -rf $(VCARD_DIR) && mkdir -p -m 0700 $(VCARD_DIR)/reader.conf.d; \
 	  printf 'FRIENDLYNAME "Virtual PCD"\nDEVICENAME /dev/null:%s\nLIBPATH /usr/lib/pcsc/drivers/serial/libifdvpcd.so\nCHANNELID %s\n' \
@@ -137,7 +138,9 @@ run: build
 # HUB_DIR/start-hub), so the devices can be seen without it and relink when it is back. What
 # the machines hold is kept from one run to the next; FRESH=1 starts afresh. On the way out the
 # rig stops the devices and whichever hub its pid file names, and waits for it; a second SIGTERM
-# (make passes its own on) does not cut that short.
+# (make passes its own on) does not cut that short. Both recipes stop from the INT/TERM trap
+# itself, not only from the EXIT trap: a signal landing as the EXIT trap starts, before it ignores
+# signals, would run `exit 130` there and end the shell with nothing stopped.
 HUB_DIR  ?= $(RUN_RUNTIME_DIR)/authd-hub
 HUB_PORT ?= 17443
 FRESH    ?=
@@ -173,8 +176,8 @@ run-hub: build
 	printf '#!/bin/sh\n# Stops the hub of make run-hub alone; its devices keep running.\nkill "$$(cat %s/hub/authd.pid)" && rm -f %s/hub/authd.pid\n' $$dir $$dir > $$dir/stop-hub; \
 	chmod 0700 $$dir/start-hub $$dir/stop-hub; \
 	pids=""; \
-	stop='trap "" INT TERM; kill $$pids 2>/dev/null; h=$$(cat '$$dir'/hub/authd.pid 2>/dev/null); [ -z "$$h" ] || kill $$h 2>/dev/null; wait 2>/dev/null; n=150; while [ -n "$$h" ] && kill -0 $$h 2>/dev/null && [ $$n -gt 0 ]; do n=$$((n - 1)); sleep 0.1; done'; \
-	trap "$$stop" EXIT; trap 'exit 130' INT TERM; \
+	stop='trap "" INT TERM; if [ -z "$$stopped" ]; then kill $$pids 2>/dev/null; h=$$(cat '$$dir'/hub/authd.pid 2>/dev/null); [ -z "$$h" ] || kill $$h 2>/dev/null; wait 2>/dev/null; n=150; while [ -n "$$h" ] && kill -0 $$h 2>/dev/null && [ $$n -gt 0 ]; do n=$$((n - 1)); sleep 0.1; done; stopped=1; fi'; \
+	trap "$$stop" EXIT; trap "$$stop; exit 130" INT TERM; \
 	$$dir/start-hub & hub=$$!; \
 	tries=$$(( $(RUN_WAIT) * 10 )); \
 	until $$bin/authctl --socket $$dir/hub/authd.sock hub status >/dev/null 2>&1; do \
