@@ -303,6 +303,12 @@ private func forwardingFigures(hub: Daemon, port: UInt16, pki: BenchPKI) throws 
                                                       percentile(oneCore.agent, 0.5)))
     row("session.get device → hub → device", String(format: "p50 %.3f ms, p99 %.3f ms (target p50 ≤ 0.35 ms)", percentile(forwarded, 0.5), percentile(forwarded, 0.99)))
     row("  CPU per forwarded call: device, hub", String(format: "%.0f µs, %.0f µs (user and kernel)", cpu.0 / calls * 1e6, cpu.1 / calls * 1e6))
+    // Its control: the same calls with the bench, the device and the hub on one core (four
+    // wake-ups a call, each across cores otherwise). The hub serves the benches after this one.
+    for pid in [device.process.processIdentifier, hub.process.processIdentifier] { try pin(pid, to: "0") }
+    defer { try? pin(hub.process.processIdentifier, to: "0-\(ProcessInfo.processInfo.activeProcessorCount - 1)") }
+    let forwardedOneCore = try timed(deviceClient, #"{"session":"\#(forwardedToken)"}"#, count: 3000)
+    row("  the same, bench, device and hub on one core", String(format: "p50 %.3f ms, p99 %.3f ms", percentile(forwardedOneCore, 0.5), percentile(forwardedOneCore, 0.99)))
 }
 
 /// Sync through the hub: one account on two devices; an event sent on A, timed until B's
