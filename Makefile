@@ -86,8 +86,8 @@ run: build
 	    echo "make: $(RUN_RUNTIME_DIR) is not a directory of yours with mode 0700 (another user could have made it); remove it" >&2; exit 1; \
 	  fi; \
 	else mkdir -p -m 0700 $(RUN_RUNTIME_DIR); fi; \
-	pids=""; pcsc_env=""; \
-	stop='trap "" INT TERM; if [ -z "$$stopped" ]; then kill $$pids 2>/dev/null; wait 2>/dev/null; stopped=1; fi'; \
+	pids=""; pcsc_env=""; stopped=""; \
+	stop='trap "" INT TERM; if [ -z "$$stopped" ]; then kill $$pids 2>/dev/null; stopped=1; trap "exit 130" INT TERM; wait 2>/dev/null; fi'; \
 	trap "$$stop" EXIT; trap "$$stop; exit 130" INT TERM; \
 	if [ "$(VCARD)" != none ]; then \
 	  rm -rf $(VCARD_DIR) && mkdir -p -m 0700 $(VCARD_DIR)/reader.conf.d; \
@@ -140,7 +140,8 @@ run: build
 # rig stops the devices and whichever hub its pid file names, and waits for it; a second SIGTERM
 # (make passes its own on) does not cut that short. Both recipes stop from the INT/TERM trap
 # itself, not only from the EXIT trap: a signal landing as the EXIT trap starts, before it ignores
-# signals, would run `exit 130` there and end the shell with nothing stopped.
+# signals, would run `exit 130` there and end the shell with nothing stopped. (`make run` lets a
+# second Ctrl-C end its wait for what it stopped, once every process was told to stop.)
 HUB_DIR  ?= $(RUN_RUNTIME_DIR)/authd-hub
 HUB_PORT ?= 17443
 FRESH    ?=
@@ -175,7 +176,7 @@ run-hub: build
 	  $$dir $$dir $$dir $$dir $$bin $$dir > $$dir/start-hub; \
 	printf '#!/bin/sh\n# Stops the hub of make run-hub alone; its devices keep running.\nkill "$$(cat %s/hub/authd.pid)" && rm -f %s/hub/authd.pid\n' $$dir $$dir > $$dir/stop-hub; \
 	chmod 0700 $$dir/start-hub $$dir/stop-hub; \
-	pids=""; \
+	pids=""; stopped=""; \
 	stop='trap "" INT TERM; if [ -z "$$stopped" ]; then kill $$pids 2>/dev/null; h=$$(cat '$$dir'/hub/authd.pid 2>/dev/null); [ -z "$$h" ] || kill $$h 2>/dev/null; wait 2>/dev/null; n=150; while [ -n "$$h" ] && kill -0 $$h 2>/dev/null && [ $$n -gt 0 ]; do n=$$((n - 1)); sleep 0.1; done; stopped=1; fi'; \
 	trap "$$stop" EXIT; trap "$$stop; exit 130" INT TERM; \
 	$$dir/start-hub & hub=$$!; \
