@@ -296,18 +296,16 @@ private func forwardingFigures(hub: Daemon, port: UInt16, pki: BenchPKI) throws 
     let spread = try inTurn()
     row("  in turn with ssh-agent's trivial call", String(format: "session.get p50 %.3f ms, ssh-agent p50 %.3f ms", percentile(spread.sessionGet, 0.5),
                                                            percentile(spread.agent, 0.5)))
-    for pid in [getpid(), standalone.process.processIdentifier, agent.process.processIdentifier] { try pin(pid, to: "0") }
-    defer { try? pin(getpid(), to: "0-\(ProcessInfo.processInfo.activeProcessorCount - 1)") }
-    let oneCore = try inTurn()
+    let oneCore = try pinned([getpid(), standalone.process.processIdentifier, agent.process.processIdentifier], to: "0", inTurn)
     row("  the same, all three on one core", String(format: "session.get p50 %.3f ms, ssh-agent p50 %.3f ms", percentile(oneCore.sessionGet, 0.5),
                                                       percentile(oneCore.agent, 0.5)))
     row("session.get device → hub → device", String(format: "p50 %.3f ms, p99 %.3f ms (target p50 ≤ 0.35 ms)", percentile(forwarded, 0.5), percentile(forwarded, 0.99)))
     row("  CPU per forwarded call: device, hub", String(format: "%.0f µs, %.0f µs (user and kernel)", cpu.0 / calls * 1e6, cpu.1 / calls * 1e6))
     // Its control: the same calls with the bench, the device and the hub on one core (four
     // wake-ups a call, each across cores otherwise). The hub serves the benches after this one.
-    for pid in [device.process.processIdentifier, hub.process.processIdentifier] { try pin(pid, to: "0") }
-    defer { try? pin(hub.process.processIdentifier, to: "0-\(ProcessInfo.processInfo.activeProcessorCount - 1)") }
-    let forwardedOneCore = try timed(deviceClient, #"{"session":"\#(forwardedToken)"}"#, count: 3000)
+    let forwardedOneCore = try pinned([getpid(), device.process.processIdentifier, hub.process.processIdentifier], to: "0") {
+        try timed(deviceClient, #"{"session":"\#(forwardedToken)"}"#, count: 3000)
+    }
     row("  the same, bench, device and hub on one core", String(format: "p50 %.3f ms, p99 %.3f ms", percentile(forwardedOneCore, 0.5), percentile(forwardedOneCore, 0.99)))
 }
 
@@ -641,13 +639,16 @@ private func spooledCodes(in spool: String, to phones: [String]) throws -> [Stri
 /// machine of its own at the hub). An event sent by one device of an account is timed until the
 /// other reads it as `link.sync_event` (the send's own round trip included, as in
 /// `syncFigures`); then many senders at once, every delivery counted; and the hub's memory.
-/// `receivers`: the port the B devices link to (another replica of the same database); the A
+/// `receivers`: the daemon the B devices link to (another replica of the same database); the A
 /// devices, the registrations and the hub's figures are at `hub`. `label` starts each row.
-func syncFiguresAtScale(hub: Daemon, hubClient: Client, port: UInt16, pki: BenchPKI, receivers: UInt16? = nil,
+func syncFiguresAtScale(hub: Daemon, hubClient: Client, port: UInt16, pki: BenchPKI, receivers: Daemon? = nil,
                         label: String = "sync at 1,000 devices", accounts: Int = 500) throws {
     let password = "bench passphrase long enough"
     let phones = (0..<accounts).map { "+3725000\(1000 + $0)" }
     let setupStarted = ContinuousClock.now
+    let receiverPort = try receivers.map(hubPort)
+    /// What the daemon device `index` links to last said, for an error it answered the device.
+    func said(to index: Int) -> String { " — " + (index % 2 == 1 ? receivers ?? hub : hub).state }
 
     // The devices: one handshake after another (the hub lets 64 run at once from one address;
     // one at a time is fast enough here and keeps the setup simple).
@@ -657,7 +658,7 @@ func syncFiguresAtScale(hub: Daemon, hubClient: Client, port: UInt16, pki: Bench
         let key = try P256PrivateKey.generate()
         let certificate = try X509Certificate.selfSigned(commonName: "light device \(index)", key: key, serial: 10_000 + index, days: 2)
         let context = try TLSContext.client(certificate: certificate, key: key, trust: .certificateAuthority(file: pki.directory + "/ca.pem"))
-        devices.append(try LightDevice(port: index % 2 == 1 ? receivers ?? port : port, context: context, key: key))
+        devices.append(try LightDevice(port: index % 2 == 1 ? receiverPort ?? port : port, context: context, key: key))
     }
 
     // The accounts, at the hub's own socket: every start first (no hashing), the codes from the
@@ -702,6 +703,7 @@ func syncFiguresAtScale(hub: Daemon, hubClient: Client, port: UInt16, pki: Bench
     // does, each device tells its key-agreement key once its sign-in is answered (the hub takes
     // it from no machine without a session), and only then is it signed in for its user.
     var tokens = [String](repeating: "", count: devices.count)
+    var published = [Bool](repeating: false, count: devices.count)
     var nextLogin = 0, signedIn = 0
     func signIn() throws {
         try devices[nextLogin].forward("auth.login", #"{"login":"\#(phones[nextLogin / 2])","password":"\#(password)"}"#)
@@ -715,12 +717,14 @@ func syncFiguresAtScale(hub: Daemon, hubClient: Client, port: UInt16, pki: Bench
             guard line.firstRange(of: syncEventMethod) == nil else { return }
             let text = String(decoding: line, as: UTF8.self)
             guard tokens[index].isEmpty else {
-                guard line.firstRange(of: Array(#""result""#.utf8)) != nil else { throw BenchError(description: "link.e2ee.publish: " + text) }
+                guard !published[index] else { return }  // a notice: nothing more is answered to it here
+                guard line.firstRange(of: Array(#""result""#.utf8)) != nil else { throw BenchError(description: "link.e2ee.publish: " + text + said(to: index)) }
+                published[index] = true
                 signedIn += 1
                 if nextLogin < devices.count { try signIn() }
                 return
             }
-            guard let token = text.firstMatch(of: /"token":"(as1\.[^"]+)"/)?.output.1 else { throw BenchError(description: "auth.login: " + text) }
+            guard let token = text.firstMatch(of: /"token":"(as1\.[^"]+)"/)?.output.1 else { throw BenchError(description: "auth.login: " + text + said(to: index)) }
             tokens[index] = String(token)
             try devices[index].publish()
         }
@@ -769,7 +773,7 @@ func syncFiguresAtScale(hub: Daemon, hubClient: Client, port: UInt16, pki: Bench
         func handle(_ index: Int, _ line: [UInt8]) throws {
             guard line.firstRange(of: syncEventMethod) != nil, let number = benchSend(in: try readable(index, line)) else {
                 // Not an event: the answer to a send, which matters only when it is an error.
-                if line.firstRange(of: Array(#""error":"#.utf8)) != nil { throw BenchError(description: "sync.send: " + String(decoding: line, as: UTF8.self)) }
+                if line.firstRange(of: Array(#""error":"#.utf8)) != nil { throw BenchError(description: "sync.send: " + String(decoding: line, as: UTF8.self) + said(to: index)) }
                 return
             }
             guard number >= first, number < first + total else { return }
@@ -831,14 +835,42 @@ func syncFiguresAtScale(hub: Daemon, hubClient: Client, port: UInt16, pki: Bench
     row("  (setup: \(accounts) accounts, \(grouped(2 * accounts)) sign-ins; in all)", String(format: "%.0f s; %.0f s", setup, (ContinuousClock.now - setupStarted).milliseconds / 1000))
 }
 
-/// Pins every thread `pid` has now to `cores` (a list taskset(1) reads: `0`, `0-1`); threads it
-/// starts later inherit their starter's.
-func pin(_ pid: Int32, to cores: String) throws {
-    let taskset = Process()
-    taskset.executableURL = URL(fileURLWithPath: "/usr/bin/taskset")
-    taskset.arguments = ["--all-tasks", "--cpu-list", "--pid", cores, String(pid)]
-    taskset.standardOutput = FileHandle(forWritingAtPath: "/dev/null")
-    try taskset.run()
-    taskset.waitUntilExit()
-    guard taskset.terminationStatus == 0 else { throw BenchError(description: "taskset could not pin process \(pid) to cores \(cores)") }
+/// Runs `body` with every thread of `pids` on `cores` (a list taskset(1) reads: `0`, `0-1`;
+/// threads started meanwhile inherit their starter's), then gives each process back the cores
+/// it had. Each step is checked thread by thread: no later figure runs pinned without saying so.
+func pinned<T>(_ pids: [Int32], to cores: String, _ body: () throws -> T) throws -> T {
+    let had = try pids.map { pid in
+        guard let cores = allowedCores(pid, thread: pid) else { throw BenchError(description: "no process \(pid) to pin") }
+        return (pid, cores)
+    }
+    for pid in pids { try pin(pid, to: cores) }
+    let result = Result { try body() }
+    for (pid, cores) in had { try pin(pid, to: cores) }
+    return try result.get()
+}
+
+/// taskset stops at a thread that ends while it works: so every thread is checked afterwards,
+/// and taskset runs again (at most five times) while one is not on `cores`.
+private func pin(_ pid: Int32, to cores: String) throws {
+    for _ in 0..<5 {
+        let taskset = Process()
+        taskset.executableURL = URL(fileURLWithPath: "/usr/bin/taskset")
+        taskset.arguments = ["--all-tasks", "--cpu-list", "--pid", cores, String(pid)]
+        taskset.standardOutput = FileHandle(forWritingAtPath: "/dev/null")
+        taskset.standardError = FileHandle(forWritingAtPath: "/dev/null")
+        try taskset.run()
+        taskset.waitUntilExit()
+        let threads = ((try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []).compactMap { Int32($0) }
+        // A thread that ended meanwhile has no status to read, and needs no cores.
+        if threads.allSatisfy({ allowedCores(pid, thread: $0).map { $0 == cores } ?? true }) { return }
+    }
+    throw BenchError(description: "taskset could not put every thread of process \(pid) on cores \(cores)")
+}
+
+/// The cores a thread may run on, as /proc lists them (`0-1`); nil once it has ended.
+private func allowedCores(_ pid: Int32, thread: Int32) -> String? {
+    guard let file = FileHandle(forReadingAtPath: "/proc/\(pid)/task/\(thread)/status"),  // /proc says 0 bytes: read to its end
+          let line = String(decoding: file.readDataToEndOfFile(), as: UTF8.self).split(separator: "\n").first(where: { $0.hasPrefix("Cpus_allowed_list:") })
+    else { return nil }
+    return line.dropFirst("Cpus_allowed_list:".count).trimmingCharacters(in: .whitespaces)
 }

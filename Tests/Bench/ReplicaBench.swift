@@ -88,7 +88,7 @@ func postgresqlFigures() throws {
     try measure("2 replicas", [first, second])
     // 1,000 light devices of 500 accounts: each account's A linked to the first replica, its B to
     // the second, so every event crosses from one replica to the other.
-    try syncFiguresAtScale(hub: first, hubClient: try Client(first.socket), port: try hubPort(first), pki: pki, receivers: try hubPort(second),
+    try syncFiguresAtScale(hub: first, hubClient: try Client(first.socket), port: try hubPort(first), pki: pki, receivers: second,
                            label: "2 replicas, 1,000 devices")
     try failover(from: first, to: second, pki: pki)
 }

@@ -102,10 +102,13 @@ final class Daemon {
         close(notify)
     }
 
-    /// Whether it still runs, and the last lines it wrote: what a failed figure says of it.
+    /// Whether it still runs, the last lines it wrote and the last errors it logged: what a
+    /// failed figure says of it.
     var state: String {
-        let said = (try? String(contentsOfFile: directory + "/stderr.log", encoding: .utf8)) ?? ""
-        return (process.isRunning ? "running" : "exited (\(process.terminationStatus))") + ": " + said.split(separator: "\n").suffix(5).joined(separator: " / ")
+        let said = ((try? String(contentsOfFile: directory + "/stderr.log", encoding: .utf8)) ?? "").split(separator: "\n")
+        let errors = said.filter { $0.hasPrefix("authd: error: ") }.suffix(3)
+        return (process.isRunning ? "running" : "exited (\(process.terminationStatus))") + ": " + said.suffix(5).joined(separator: " / ")
+            + (errors.isEmpty ? "" : "; its last errors: " + errors.joined(separator: " / "))
     }
 
     func stop() {
