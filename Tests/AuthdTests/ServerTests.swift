@@ -25,6 +25,13 @@ private final class Observations: Sendable {
     let streamRan = Atomic<Int>(0)
 }
 
+/// A method that fails as a hub's database does: `sqlstate` is the error's code.
+private enum FailingStoreMethod: RPCMethod {
+    static let name = "test.failing_store"
+    struct Params: Codable, Sendable { let sqlstate: String }
+    struct Result: Codable, Sendable {}
+}
+
 /// A method that opens a stream and then fails: the stream must never start, and its source
 /// must be told (no follower left registered forever).
 private enum FailingStreamMethod: RPCMethod {
@@ -85,6 +92,10 @@ private struct InProcessServer {
                 throw error
             }
             return WaitMethod.Result()
+        }
+        table.register(FailingStoreMethod.self, home: .machine, access: .anyone) { params, _ in
+            throw PostgreSQLError(sqlstate: params.sqlstate, message: "duplicate key value violates unique constraint \"sessions_pkey\"",
+                                  sql: "INSERT INTO sessions (id) VALUES ($1)")
         }
         table.register(FailingStreamMethod.self, home: .machine, access: .anyone) { _, context in
             _ = try context.streams.open(onDrop: { observations.dropped.add(1, ordering: .relaxed) }) { _ in
@@ -299,6 +310,22 @@ struct ServerTests {
         }
         #expect(await audit.followerCount == 0)
         server.listener.stop()
+    }
+
+    @Test("a database error answered as internal is logged with its code; one with a wire form of its own is not logged as an error")
+    func databaseErrorsInTheLog() async throws {
+        let server = try await InProcessServer()
+        defer { server.listener.stop() }
+        let client = try server.connect()
+        defer { client.close() }
+        try client.send((#"{"jsonrpc":"2.0","id":1,"method":"test.failing_store","params":{"sqlstate":"23505"}}"# + "\n").utf8)
+        #expect(await receive(client).contains(#""reason":"internal""#))
+        let logged = server.logs.all.filter { $0.level == .error }.map(\.message)
+        #expect(logged.contains { $0.contains("test.failing_store failed: PostgreSQL error 23505") }, "\(logged)")
+        // A timeout has its own answer (hub.unavailable): nothing is left for the log to explain.
+        try client.send((#"{"jsonrpc":"2.0","id":2,"method":"test.failing_store","params":{"sqlstate":"57014"}}"# + "\n").utf8)
+        #expect(await receive(client).contains(#""reason":"hub.unavailable""#))
+        #expect(server.logs.all.filter { $0.level == .error }.count == logged.count)
     }
 
     @Test("admin methods are refused and audited for non-admins; invalid params are not audited")

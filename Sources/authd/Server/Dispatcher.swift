@@ -284,7 +284,12 @@ final class Dispatcher: Sendable {
     private func wireError(_ error: any Error, method: String) -> RPCError {
         switch error {
         case let error as RPCError: return error
-        case let error as any WireErrorConvertible: return error.rpcError
+        case let error as any WireErrorConvertible:
+            let wire = error.rpcError
+            // An error with no wire form of its own (a database error other than "away" or "too
+            // slow") is answered as internal: the log must say which, as the answer promises.
+            if wire.reason == .internal { logger.error("\(method) failed: \(error)", [("AUTHD_METHOD", method)]) }
+            return wire
         case is CancellationError: return .cancelled
         default:
             logger.error("\(method) failed: \(error)", [("AUTHD_METHOD", method)])
