@@ -63,7 +63,9 @@ func postgresqlFigures() throws {
     let credentials = pki.directory + "/credentials"
     try FileManager.default.createDirectory(atPath: credentials, withIntermediateDirectories: true)
     let key = (0..<32).map { _ in UInt8.random(in: 0...255) }
-    FileManager.default.createFile(atPath: credentials + "/authd.key", contents: Data(key), attributes: [.posixPermissions: 0o600])
+    guard FileManager.default.createFile(atPath: credentials + "/authd.key", contents: Data(key), attributes: [.posixPermissions: 0o600]) else {
+        throw BenchError(description: "cannot write the replicas' master key in \(credentials)")
+    }
     let environment = ["CREDENTIALS_DIRECTORY": credentials]
 
     func hub(database: String?, connections: Int? = nil) throws -> Daemon {
