@@ -282,19 +282,17 @@ final class Dispatcher: Sendable {
     }
 
     private func wireError(_ error: any Error, method: String) -> RPCError {
+        let wire: RPCError
         switch error {
         case let error as RPCError: return error
-        case let error as any WireErrorConvertible:
-            let wire = error.rpcError
-            // An error with no wire form of its own (a database error other than "away" or "too
-            // slow") is answered as internal: the log must say which, as the answer promises.
-            if wire.reason == .internal { logger.error("\(method) failed: \(error)", [("AUTHD_METHOD", method)]) }
-            return wire
+        case let error as any WireErrorConvertible: wire = error.rpcError
         case is CancellationError: return .cancelled
-        default:
-            logger.error("\(method) failed: \(error)", [("AUTHD_METHOD", method)])
-            return .internalError
+        default: wire = .internalError
         }
+        // An error answered as internal (one of no known kind, or a database error other than
+        // "away" or "too slow") is the log's to explain, as the answer promises.
+        if wire.reason == .internal { logger.error("\(method) failed: \(error)", [("AUTHD_METHOD", method)]) }
+        return wire
     }
 
     /// One debug line per request; built only when debug logging is on (the hot path pays nothing).
