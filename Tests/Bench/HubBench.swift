@@ -869,8 +869,5 @@ private func pin(_ pid: Int32, to cores: String) throws {
 
 /// The cores a thread may run on, as /proc lists them (`0-1`); nil once it has ended.
 private func allowedCores(_ pid: Int32, thread: Int32) -> String? {
-    guard let file = FileHandle(forReadingAtPath: "/proc/\(pid)/task/\(thread)/status"),  // /proc says 0 bytes: read to its end
-          let line = String(decoding: file.readDataToEndOfFile(), as: UTF8.self).split(separator: "\n").first(where: { $0.hasPrefix("Cpus_allowed_list:") })
-    else { return nil }
-    return line.dropFirst("Cpus_allowed_list:".count).trimmingCharacters(in: .whitespaces)
+    statusField("Cpus_allowed_list", of: "/proc/\(pid)/task/\(thread)").map(String.init)
 }

@@ -144,12 +144,18 @@ final class Daemon {
     }
 
     var residentBytes: Int64 {
-        guard let status = try? String(contentsOfFile: "/proc/\(process.processIdentifier)/status", encoding: .utf8),
-              let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }),
-              let kilobytes = Int64(line.split(separator: " ", omittingEmptySubsequences: true)[1])
-        else { return -1 }
+        guard let value = statusField("VmRSS", of: "/proc/\(process.processIdentifier)"),
+              let kilobytes = Int64(value.split(separator: " ")[0]) else { return -1 }
         return kilobytes * 1024
     }
+}
+
+/// A field of the `status` file of a process or thread (`/proc/PID`, `/proc/PID/task/TID`), its
+/// value without the padding (`24512 kB`, `0-1`); nil when there is no such file or field.
+func statusField(_ name: String, of directory: String) -> Substring? {
+    guard let status = try? String(contentsOfFile: directory + "/status", encoding: .utf8),
+          let line = status.split(separator: "\n").first(where: { $0.hasPrefix(name + ":") }) else { return nil }
+    return line.dropFirst(name.count + 1).drop { $0 == " " || $0 == "\t" }
 }
 
 /// A datagram socket for sd_notify, bound at `path`, with a 30 s receive timeout.
