@@ -156,8 +156,10 @@ struct MethodTable: Sendable {
         audit: (@Sendable (M.Params, M.Result) -> [String: JSONValue])? = nil,
         _ handler: @escaping @Sendable (Service, M.Params, Context) async throws -> M.Result
     ) {
+        // The name, not the metatype, goes into the closure: a metatype is not Sendable.
+        let name = M.name
         register(M.self, home: home, access: access, requiresUnlock: requiresUnlock, audit: audit) { params, context in
-            try await handler(try Self.served(service, M.name), params, context)
+            try await handler(try Self.served(service, name), params, context)
         }
     }
 
@@ -168,8 +170,9 @@ struct MethodTable: Sendable {
         forwarding: (@Sendable (ForwardedCaller) async throws -> ForwardedCaller)? = nil,
         _ handler: @escaping @Sendable (Service, M.Params, Context) async throws -> M.Result
     ) where M.Result: SignInResult {
+        let name = M.name
         register(M.self, home: home, access: access, remembers: remembers, audit: audit, forwarding: forwarding) { params, context in
-            try await handler(try Self.served(service, M.name), params, context)
+            try await handler(try Self.served(service, name), params, context)
         }
     }
 
