@@ -213,7 +213,7 @@ public struct ForwardedCaller: Codable, Sendable, Equatable {
     /// Whether `value` may stand in a field of at most `maxBytes`: no longer in UTF-8, and
     /// with no control character (C0, DEL or C1), which would let it forge a line of a log.
     public static func fits(_ value: String, maxBytes: Int) -> Bool {
-        value.utf8.count <= maxBytes && !value.unicodeScalars.contains { $0.properties.generalCategory == .control }
+        value.utf8.count <= maxBytes && !value.containsControlCharacter
     }
 
     /// Refuses a caller no process could be, naming the field (`caller.exe`,

@@ -358,4 +358,22 @@ struct WireCodecTests {
         #expect(Redaction.printable("a\nb\u{1b}[31m", limit: 20) == "a?b?[31m")
         #expect(Redaction.printable(String(repeating: "x", count: 100), limit: 10) == String(repeating: "x", count: 10) + "…")
     }
+
+    @Test("a control character is found from the bytes exactly where Unicode's general category says Cc")
+    func controlCharacters() {
+        // Every scalar alone, and between others whose UTF-8 ends or starts like a C1 character's
+        // (U+00C2 'Â' is 0xC3 0x82; U+0080 is 0xC2 0x80; U+00A0 is 0xC2 0xA0, not a control).
+        var wrong: [String] = []
+        for value in UInt32(0)...0x10FFFF {
+            guard let scalar = Unicode.Scalar(value) else { continue }
+            let control = scalar.properties.generalCategory == .control
+            for text in [String(Character(scalar)), "aÂ\(Character(scalar))\u{A0}b"] where text.containsControlCharacter != control {
+                wrong.append("U+" + String(value, radix: 16, uppercase: true))
+            }
+        }
+        #expect(wrong.isEmpty, "\(wrong.prefix(10))")
+        #expect(!"/usr/bin/authctl".containsControlCharacter)
+        #expect("c\u{85}d"[...].containsControlCharacter)
+        #expect(!"c\u{A0}\u{C2}d"[...].containsControlCharacter)
+    }
 }

@@ -16,7 +16,7 @@ enum PasswordPolicy {
             throw weak("too_short", "The password must have at least \(minimum) characters\(hasSecondFactor ? "" : " (8 once a PIN second factor is on)").")
         }
         guard length <= maximum else { throw weak("too_long", "The password must have at most \(maximum) characters.") }
-        guard !password.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
+        guard !password.containsControlCharacter else {
             throw weak("control", "The password must not contain control characters.")
         }
         let folded = password.lowercased()

@@ -134,7 +134,7 @@ enum IDTokenValidator {
             }
         }
         guard let subject = claims["sub"]?.stringValue, (1...255).contains(subject.utf8.count),
-              !subject.unicodeScalars.contains(where: { $0.properties.generalCategory == .control })
+              !subject.containsControlCharacter
         else { throw IDTokenFailure(check: "sub", description: "the ID token has no usable subject") }
         let email = claims["email"]?.stringValue.flatMap { $0.utf8.count <= 254 ? $0 : nil }
         let name = claims["name"]?.stringValue.flatMap { $0.utf8.count <= 256 ? $0 : nil }

@@ -18,7 +18,7 @@ enum MachineName {
     /// A name a person gave: 1–64 printable characters, no surrounding spaces.
     static func validate(_ name: String) throws(InvalidParameter) -> String {
         let trimmed = String(name.drop(while: \.isWhitespace).reversed().drop(while: \.isWhitespace).reversed())
-        guard (1...64).contains(trimmed.count), !trimmed.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
+        guard (1...64).contains(trimmed.count), !trimmed.containsControlCharacter else {
             throw InvalidParameter("Parameter 'name' must be 1–64 printable characters.", field: "name")
         }
         return trimmed

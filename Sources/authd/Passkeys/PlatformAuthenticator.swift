@@ -27,7 +27,7 @@ struct PlatformAuthenticator: Sendable {
     }
 
     static func label(_ text: String, field: String) throws(InvalidParameter) -> String {
-        guard (1...256).contains(text.count), !text.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
+        guard (1...256).contains(text.count), !text.containsControlCharacter else {
             throw InvalidParameter("Parameter '\(field)' must be 1–256 printable characters.", field: field)
         }
         return text

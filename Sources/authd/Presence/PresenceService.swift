@@ -155,7 +155,7 @@ struct PresenceService: Sendable {
     /// Group names: 1–64 printable characters.
     static func checkName(_ value: String, field: String) throws(InvalidParameter) {
         guard !value.isEmpty, value.unicodeScalars.count <= 64, value.first?.isWhitespace == false, value.last?.isWhitespace == false,
-              !value.unicodeScalars.contains(where: { $0.properties.generalCategory == .control })
+              !value.containsControlCharacter
         else { throw InvalidParameter("Parameter '\(field)' must be 1–64 printable characters, without spaces at either end.", field: field) }
     }
 }

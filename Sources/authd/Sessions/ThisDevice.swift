@@ -14,7 +14,7 @@ extension DeviceIdentity {
         }
         for (field, value) in [("device.key", description?.key), ("device.name", description?.name)] {
             if let value {
-                guard (1...128).contains(value.count), !value.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
+                guard (1...128).contains(value.count), !value.containsControlCharacter else {
                     throw InvalidParameter("Parameter '\(field)' must be 1–128 printable characters.", field: field)
                 }
             }

@@ -179,7 +179,7 @@ struct SyncService: Sendable {
     /// Conversation names and idempotency keys: 1–128 printable characters.
     static func checkName(_ value: String, field: String) throws(InvalidParameter) {
         guard !value.isEmpty, value.unicodeScalars.count <= 128,
-              !value.unicodeScalars.contains(where: { $0.properties.generalCategory == .control })
+              !value.containsControlCharacter
         else { throw InvalidParameter("Parameter '\(field)' must be 1–128 printable characters.", field: field) }
     }
 

@@ -148,7 +148,7 @@ struct Config: Equatable, Sendable {
     private static let passkeys = Section("passkeys", [
         .text("rp_id", \.passkeyRPID, "must be a domain name such as example.com (no scheme, no port)") { PasskeyScope.isDomain($0) },
         .text("rp_name", \.passkeyRPName, "must be 1–64 printable characters") { name in
-            (1...64).contains(name.count) && !name.unicodeScalars.contains { $0.properties.generalCategory == .control }
+            (1...64).contains(name.count) && !name.containsControlCharacter
         },
         .words("origins", \.passkeyOrigins, "must be space-separated origins such as https://example.com (http:// only for localhost)") { origins in
             !origins.isEmpty && origins.allSatisfy { PasskeyScope.Origin($0) != nil }

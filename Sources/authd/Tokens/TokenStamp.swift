@@ -52,15 +52,8 @@ struct TokenStamp: Sendable, Equatable {
     /// The one rule for a token's audience (`aud`) and nonce, whichever method asks: 1 to 256
     /// characters, no control characters. They end up in tokens and in the audit log.
     static func checkText(_ value: String, field: String) throws(InvalidParameter) {
-        guard !value.isEmpty, value.unicodeScalars.count <= 256, !value.unicodeScalars.contains(where: isControl) else {
+        guard !value.isEmpty, value.unicodeScalars.count <= 256, !value.containsControlCharacter else {
             throw InvalidParameter("Parameter '\(field)' must be 1–256 printable characters.", field: field)
         }
-    }
-
-    /// Whether `scalar` is a control character (general category Cc): U+0000–U+001F and
-    /// U+007F–U+009F, a set Unicode's stability policy fixes, so no property table is read for
-    /// every character of every audience.
-    static func isControl(_ scalar: Unicode.Scalar) -> Bool {
-        scalar.value < 0x20 || (0x7F...0x9F).contains(scalar.value)
     }
 }
