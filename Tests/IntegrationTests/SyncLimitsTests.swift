@@ -171,5 +171,8 @@ struct SyncLimitsTests {
         #expect(seen.contains("queued nobody"), "nobody's event was not held behind root's: \(seen)")
         #expect(!seen.contains("queued root 4"), "root's fourth waits for root's limit: \(seen)")
         #expect(seen.filter { $0.hasPrefix("queued root") } == seen.filter { $0.hasPrefix("queued root") }.sorted(), "each user's in order: \(seen)")
+        // The hub is back, and root's next send still goes behind root's own queued events.
+        let later = try byRoot("root later")
+        #expect(later["result"]?["queued"] == true, "behind root's queue, not past it: \(later)")
     }
 }

@@ -25,6 +25,11 @@ actor SyncOutbox {
     private var flushing = false
     /// Users the hub slowed down, and until when: their entries wait, nobody else's do.
     private var resting: [UInt32: ContinuousClock.Instant] = [:]
+    /// How many entries each local user has in the outbox. Only this actor writes the table, so
+    /// the counts are read from it once, before this actor's first write, and kept here after:
+    /// a send learns whether it must wait behind its user's entries without reading the table.
+    private var queued: [UInt32: Int]?
+    private var queuedLoading: Task<[UInt32: Int], any Error>?
 
     init(store: Store, sealer: Sealer, link: HubLink, cipher: SyncCipher, bus: SyncBus, logger: Logger, now: @escaping @Sendable () -> Date) {
         self.store = store
@@ -98,6 +103,7 @@ actor SyncOutbox {
         while true {
             let heads: [Head]
             do {
+                _ = try await queuedCounts()
                 heads = try await oldestOfEachUser()
             } catch {
                 logger.error("sync: the outbox cannot be read: \(error)")
@@ -134,6 +140,8 @@ actor SyncOutbox {
                         logger.error("sync: an event the hub has could not leave the outbox: \(error)")
                         return
                     }
+                    let left = (queued?[head.uid] ?? 1) - 1
+                    queued?[head.uid] = left > 0 ? left : nil
                     bus.sent(SyncBus.Sent(sessionHash: head.sessionHash, outboxID: head.id, outcome: outcome))
                 }
             }
@@ -238,13 +246,35 @@ actor SyncOutbox {
     }
 
     private func hasQueued(uid: UInt32) async throws -> Bool {
-        try await store.read { try $0.queryOne("SELECT 1 FROM sync_outbox WHERE uid = ? LIMIT 1", [.integer(Int64(uid))], row: { _ in true }) != nil }
+        try await queuedCounts()[uid] != nil
+    }
+
+    /// ``queued``, read from the table by the first caller (the others wait for that read); a
+    /// read that fails is tried again by the next caller.
+    private func queuedCounts() async throws -> [UInt32: Int] {
+        if let queued { return queued }
+        let loading = queuedLoading ?? Task { [store] in
+            try await store.read { database in
+                try database.query("SELECT uid, count(*) FROM sync_outbox GROUP BY uid") { (UInt32(truncatingIfNeeded: $0.int64(0)), Int($0.int64(1))) }
+            }.reduce(into: [:]) { $0[$1.0] = $1.1 }
+        }
+        queuedLoading = loading
+        do {
+            let counts = try await loading.value
+            if queued == nil { queued = counts }
+            return queued ?? counts
+        } catch {
+            queuedLoading = nil
+            throw error
+        }
     }
 
     private func queue(_ params: SyncSend.Params, key: String, body: String, caller: CallerIdentity) async throws -> Int64 {
         let sealed = try sealer.seal(SecretBytes(Array(params.session.utf8)), purpose: .syncOutboxSession, identity: "sync_outbox:\(key)")
         let now = Int64(now().timeIntervalSince1970)
-        return try await store.transaction { database in
+        // The counts are read before this write, or the read could count this entry twice.
+        _ = try await queuedCounts()
+        let id = try await store.transaction { database in
             try database.queryOne(
                 """
                 INSERT INTO sync_outbox (session_sealed, session_hash, uid, username, exe, kind, conversation, body, idempotency_key, queued_at)
@@ -254,6 +284,8 @@ actor SyncOutbox {
                  caller.exe.map(SQLValue.text) ?? .null, .text(params.kind), params.conversation.map(SQLValue.text) ?? .null,
                  .text(body), .text(key), .integer(now)]) { $0.int64(0) } ?? 0
         }
+        queued?[caller.uid, default: 0] += 1
+        return id
     }
 
     /// Each user's oldest entry, the users in the order of those entries.
