@@ -136,6 +136,33 @@ struct SyncCoreTests {
         #expect(positions == Array(3...11), "\(positions)")
     }
 
+    @Test("an observer of the bus hears only the events it wants, in order, and the others are not queued for it")
+    func observers() async throws {
+        let bus = SyncBus()
+        let settings = bus.observe { $0.event.kind == "presence.settings" }
+        let everything = bus.observe { _ in true }
+        func event(_ position: Int64, _ kind: String) -> SyncEvent {
+            SyncEvent(position: position, kind: kind, conversation: nil, body: .null, sender: SyncSender(machine: "m", deviceID: nil, exe: nil),
+                      at: "2026-11-26T00:00:00Z", idempotencyKey: nil)
+        }
+        // More refused events than the stream buffers: had they been queued, the wanted ones
+        // published last would have pushed the first wanted one out.
+        bus.publish(event(1, "presence.settings"), account: "a")
+        for position in 2...Int64(SyncBus.bufferedSignals + 10) { bus.publish(event(position, "message"), account: "a") }
+        bus.publish(event(Int64(SyncBus.bufferedSignals + 11), "presence.settings"), account: "b", users: [1000])
+        var heard: [SyncBus.Observed] = []
+        for await observed in settings {
+            heard.append(observed)
+            if heard.count == 2 { break }
+        }
+        #expect(heard.map(\.event.position) == [1, Int64(SyncBus.bufferedSignals + 11)])
+        #expect(heard.map(\.account) == ["a", "b"] && heard.last?.users == [1000])
+        var first: SyncBus.Observed?
+        for await observed in everything { first = observed; break }
+        // 1…1035 published; the newest 1,024 kept.
+        #expect(first?.event.position == 12, "the one taking every event keeps the newest it buffers")
+    }
+
     // MARK: Sizes and depths of what sync answers carry
 
     /// `depth` arrays around a number.

@@ -70,9 +70,9 @@ actor MachinePresence {
     func start(sync: SyncBus) {
         guard !started else { return }
         started = true
-        let observed = sync.observe()
+        let observed = sync.observe { $0.event.kind == "presence.settings" }
         Task { [weak self] in
-            for await item in observed where item.event.kind == "presence.settings" {
+            for await _ in observed {
                 await self?.reload()
             }
         }

@@ -13,9 +13,9 @@ struct DesktopDelivery: Sendable {
     let logger: Logger
 
     func start(sync: SyncBus, config: ConfigHolder) {
-        let observed = sync.observe()
+        let observed = sync.observe { config.current.syncDesktopNotifications && DesktopNotifications.kinds.contains($0.event.kind) }
         Task { [self] in
-            for await item in observed where config.current.syncDesktopNotifications && DesktopNotifications.kinds.contains(item.event.kind) {
+            for await item in observed {
                 await deliver(item)
             }
         }

@@ -37,9 +37,9 @@ final class DesktopNotifications: @unchecked Sendable {
 
     /// Follows every event `sync` hands out while the setting is on.
     func start(sync: SyncBus, config: ConfigHolder) {
-        let events = sync.observe()
+        let events = sync.observe { config.current.syncDesktopNotifications && Self.kinds.contains($0.event.kind) }
         Task { [self] in
-            for await observed in events where config.current.syncDesktopNotifications {
+            for await observed in events {
                 take(observed.event, of: observed.account)
             }
         }

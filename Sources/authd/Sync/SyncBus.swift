@@ -39,8 +39,13 @@ final class SyncBus: Sendable {
         let users: [UInt32]?
     }
 
-    /// Who hears every account's events (the desktop).
-    private let observers = Mutex<[AsyncStream<Observed>.Continuation]>([])
+    private struct Observer {
+        let wanted: @Sendable (Observed) -> Bool
+        let continuation: AsyncStream<Observed>.Continuation
+    }
+
+    /// Who hears every account's events (the desktop, presence).
+    private let observers = Mutex<[Observer]>([])
     private let nextID = Atomic<Int>(0)
 
     func subscribe(account: String) -> (id: Int, signals: AsyncStream<Signal>) {
@@ -54,16 +59,20 @@ final class SyncBus: Sendable {
         subscribers.withLock { $0.removeValue(forKey: id) }?.continuation.finish()
     }
 
-    /// Every committed event of every account, from now on, for the life of the daemon.
-    func observe() -> AsyncStream<Observed> {
+    /// Every committed event of every account that `wanted` takes, from now on, for the life of
+    /// the daemon. `wanted` runs in `publish`, on the publisher's thread (a look at the event's
+    /// kind and the configuration, no more): an event it refuses wakes no reader, which matters
+    /// at a hub, where every event of every account passes here.
+    func observe(where wanted: @escaping @Sendable (Observed) -> Bool) -> AsyncStream<Observed> {
         let (stream, continuation) = AsyncStream.makeStream(of: Observed.self, bufferingPolicy: .bufferingNewest(Self.bufferedSignals))
-        observers.withLock { $0.append(continuation) }
+        observers.withLock { $0.append(Observer(wanted: wanted, continuation: continuation)) }
         return stream
     }
 
     /// `users`: on a device, the local users the hub named (see ``Observed``).
     func publish(_ event: SyncEvent, account: String, users: [UInt32]? = nil) {
-        for observer in observers.withLock({ $0 }) { observer.yield(Observed(account: account, event: event, users: users)) }
+        let observed = Observed(account: account, event: event, users: users)
+        for observer in observers.withLock({ $0 }) where observer.wanted(observed) { observer.continuation.yield(observed) }
         for subscriber in subscribers.withLock({ Array($0.values) }) where subscriber.account == account {
             subscriber.continuation.yield(.event(event))
         }
