@@ -57,7 +57,7 @@ struct DeviceKeyBook: Sendable {
     /// What a send to `account` must be: encrypted or not, and to which devices (those not
     /// removed, with a published key); with the key each device signs with.
     func recipients(account: String) async throws -> (mode: E2EEMode, devices: [String: [UInt8]]) {
-        try await store.read { database in
+        try await store.readOnly { database in
             let mode = try Self.mode(account: account, in: database)
             var devices: [String: [UInt8]] = [:]
             for (id, spki) in try database.query(

@@ -428,7 +428,7 @@ struct SQLAccountDirectory: AccountDirectory {
     func sessionHolders(of accounts: Set<String>) async throws -> [String: [SessionHolder]] {
         guard !accounts.isEmpty else { return [:] }
         let (now, idleSince) = liveSince
-        let rows = try await store.read { database in
+        let rows = try await store.readOnly { database in
             // One read for all of them; each account by the devices' account index.
             try accounts.flatMap { account in
                 try Self.liveSessions(select: "d.account_id, d.device_key", where: "d.account_id = ?", [.text(account)], now: now, idleSince: idleSince,

@@ -99,6 +99,14 @@ final class Store: Sendable {
         return try readers.read(body)
     }
 
+    /// Runs `body`, which only reads, on the calling loop's reader when it can (`readHere`), else
+    /// on the store's queue (`read`): for a lookup on a request's path, which then neither wakes
+    /// the store's thread nor waits there behind a commit.
+    func readOnly<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
+        if let value = try readHere(body) { return value }
+        return try await read(body)
+    }
+
     /// Runs `body` against the database without a transaction (single reads; a single write
     /// commits with full durability).
     func read<T: Sendable>(_ body: sending (Database) throws -> T) async throws -> T {
