@@ -135,6 +135,10 @@ final class HubLink: @unchecked Sendable {
 
     var currentStatus: Status { published.withLock { $0 } }
 
+    /// The link's thread, for a task that takes what the link delivers (`Task(executorPreference:)`):
+    /// each notice then reaches it without waking another thread.
+    var taskExecutor: any TaskExecutor { loop }
+
     /// What runs for each notice (on the link's thread: hand anything slow on).
     func onNotice(_ handler: @escaping @Sendable (Notice) -> Void) {
         noticed.withLock { $0 = Callback(handler) }

@@ -152,10 +152,10 @@ final class Daemon: @unchecked Sendable {
             logger.notice("hub: serving devices on \(hubListener.address) (TLS 1.3), device id \(identity.id)", [("AUTHD_HUB_LISTEN", hubListener.address.description)])
         }
         // What the hub pushes is opened in the order it came (opening may wait for the account's
-        // keys), then handed to this machine's subscribers.
+        // keys), then handed to this machine's subscribers; on the link's thread, which reads it.
         let (pushedEvents, pushing) = AsyncStream.makeStream(of: LinkSyncEvent.Params.self, bufferingPolicy: .bufferingNewest(SyncBus.bufferedSignals))
         if let cipher {
-            Task { [sync = services.sync, cursors] in
+            Task(executorPreference: hub.link?.taskExecutor) { [sync = services.sync, cursors] in
                 for await pushed in pushedEvents {
                     sync.publish(await cipher.open(pushed.event, account: pushed.account), account: pushed.account, users: pushed.users ?? [])
                     await cursors?.took(pushed.event.position, account: pushed.account)
