@@ -32,6 +32,7 @@ final class TLSChannel: ByteChannel, @unchecked Sendable {
 
     /// A record may be followed by more, already in the socket or in the TLS library: read on.
     var shortReadDrains: Bool { false }
+    var gathersWrites: Bool { true }
 
     func write(_ bytes: UnsafeRawBufferPointer) throws(SystemError) -> Syscalls.IOResult {
         do {

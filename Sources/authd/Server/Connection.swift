@@ -10,6 +10,12 @@ protocol ByteChannel: Sendable {
     /// Whether a read that did not fill the buffer took everything there was (a socket's does;
     /// TLS hands over a record at a time).
     var shortReadDrains: Bool { get }
+    /// Whether what the connection's requests answer and are pushed in one round of its loop
+    /// waits for the round's end and leaves in one write (TLS: each write is a record of its own
+    /// and a TCP send; a hub's answers after a group commit and the events they push go
+    /// together). A Unix socket writes each line at once: a local client has one answer in a
+    /// round, which would only wait.
+    var gathersWrites: Bool { get }
     func write(_ bytes: UnsafeRawBufferPointer) throws(SystemError) -> Syscalls.IOResult
     /// After a read saw end of input: whether the peer is gone altogether, not just half-closed.
     func peerHasClosed() -> Bool
@@ -23,6 +29,7 @@ struct UnixSocketChannel: ByteChannel {
 
     func read(into buffer: UnsafeMutableRawBufferPointer) throws(SystemError) -> Syscalls.IOResult { try Syscalls.read(fd, into: buffer) }
     var shortReadDrains: Bool { true }
+    var gathersWrites: Bool { false }
     func write(_ bytes: UnsafeRawBufferPointer) throws(SystemError) -> Syscalls.IOResult { try Syscalls.send(fd, bytes) }
     func peerHasClosed() -> Bool { Syscalls.peerHasClosed(fd) }
     func close() { Syscalls.close(fd) }
@@ -56,6 +63,8 @@ final class Connection: StreamingConnection, @unchecked Sendable {
     /// The channel is registered with the loop until it closes; what the loop watches for.
     private var registered = false
     private var waitingToWrite = false
+    /// A flush waits for the end of the loop's round (`ByteChannel.gathersWrites`).
+    private var flushAtRoundEnd = false
     private var readSuspended = false
     /// What the loop was last told to watch for (`register` starts with input): most turns
     /// change nothing, and then the loop is not asked.
@@ -127,6 +136,13 @@ final class Connection: StreamingConnection, @unchecked Sendable {
         for action in actions {
             switch action {
             case .dispatch(let request, let key): dispatch(request, key: key)
+            case .flush where channel.gathersWrites:
+                guard !flushAtRoundEnd else { break }
+                flushAtRoundEnd = true
+                loop.afterRound { [self] in
+                    flushAtRoundEnd = false
+                    flush()
+                }
             case .flush: flush()
             case .pauseReading:
                 if !readSuspended { readSuspended = true; watch() }
