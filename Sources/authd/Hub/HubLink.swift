@@ -91,6 +91,8 @@ final class HubLink: @unchecked Sendable {
     private var machine: LinkMachine
     private var waiting: [Int64: CheckedContinuation<Result<Result<RawJSON, RPCError>, HubLinkFailure>, Never>] = [:]
     private var connection: LinkConnection?
+    /// Lines are queued and wait for the end of the loop's round to be written.
+    private var flushDue = false
     /// Numbers the attempts: a dial that ends after its attempt was given up (its deadline, a
     /// stop) is recognised, and its socket closed.
     private var attempt = 0
@@ -202,9 +204,16 @@ final class HubLink: @unchecked Sendable {
                 closeConnection()
             }
         }
-        // Written once the actions are done: a failed write is then one more event, not a
-        // change under the actions still in hand.
-        if queued { flush() }
+        // Written once the actions are done, and at the end of the loop's round: a failed write
+        // is then one more event, not a change under the actions still in hand, and the calls
+        // of one round leave in one write (a TLS record and a TCP send for them all).
+        if queued && !flushDue {
+            flushDue = true
+            loop.afterRound { [self] in
+                flushDue = false
+                flush()
+            }
+        }
         publish()
         schedule()
     }
