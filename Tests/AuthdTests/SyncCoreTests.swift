@@ -72,7 +72,39 @@ struct SyncCoreTests {
         #expect(keyed.count == 2 && keyed[0].event.position == keyed[1].event.position && keyed.filter { $0.duplicate }.count == 1)
         #expect(throws: (any Error).self) { try outcomes["unknown"]?.get() }
         #expect(try await log.append(account: account, try Self.draft("next"), from: Self.origin).event.position == 34, "the failed append left no gap")
-        #expect(!log.queue.isCommitting)
+        // The commit that answered the last append ends right after it answers, on the store's thread.
+        #expect(await eventually(seconds: 30) { !log.queue.isCommitting }, "no commit is left under way")
+    }
+
+    @Test("an append that fails after it wrote (here its event's insert, refused by a trigger) fails its whole batch: nothing of the batch is kept")
+    func failedWriteFailsTheBatch() async throws {
+        let fixture = try TestDirectory()
+        let account = try await fixture.register().account.id
+        let log = SyncLog(store: fixture.store, now: fixture.clock.closure)
+        // The head's upsert, the append's first write, succeeds; the event's insert then fails.
+        try await fixture.store.transaction { database in
+            try database.execute("CREATE TRIGGER refuse_boom BEFORE INSERT ON sync_events WHEN NEW.body LIKE '%boom%' BEGIN SELECT RAISE(ABORT, 'refused'); END")
+        }
+        let release = DispatchSemaphore(value: 0), holding = DispatchSemaphore(value: 0)
+        fixture.store.perform { _ in
+            holding.signal()
+            release.wait()
+        }
+        holding.wait()
+        let outcomes = try await withThrowingTaskGroup(of: Result<Appended, any Error>.self) { group in
+            for text in ["a", "b", "boom", "c"] {
+                group.addTask { await Self.outcome { try await log.append(account: account, try Self.draft(text), from: Self.origin) } }
+            }
+            _ = await eventually(seconds: 30) { log.queue.waitingCount >= 4 }
+            #expect(log.queue.waitingCount == 4, "the four appends wait for one commit")
+            release.signal()
+            var outcomes: [Result<Appended, any Error>] = []
+            for try await outcome in group { outcomes.append(outcome) }
+            return outcomes
+        }
+        #expect(outcomes.allSatisfy { (try? $0.get()) == nil }, "every append of the batch fails")
+        #expect(try await log.events(account: account, after: 0, limit: 10).page.events.isEmpty, "none of the batch's events was kept")
+        #expect(try await log.append(account: account, try Self.draft("next"), from: Self.origin).event.position == 1, "the head was not raised")
     }
 
     /// A log in memory the follower reads from.

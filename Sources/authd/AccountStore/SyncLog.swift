@@ -159,8 +159,12 @@ struct SyncLog: Sendable {
         }
     }
 
-    /// One batch of appends in one transaction, on the store's queue. Each append is its own
-    /// savepoint: one that fails (its account gone) fails alone.
+    /// One batch of appends in one transaction, on the store's queue. An append that fails
+    /// before it wrote anything (its account gone: the head's upsert, its first write, fails)
+    /// fails alone. On SQLite a failed statement undoes only itself and the transaction goes
+    /// on, so that needs nothing more, and an append that fails after a write fails the whole
+    /// batch. PostgreSQL aborts the transaction at any failed statement: there each append is
+    /// its own savepoint.
     private static func commit(_ batch: [Append], now: Int64, on connection: isolated StoreConnection) throws
         -> [Result<(event: SyncEvent, duplicate: Bool), any Error>] {
         try connection.transaction { database in
@@ -168,6 +172,14 @@ struct SyncLog: Sendable {
             // finds the first, as it would in the table.
             var earlier: [String: SyncEvent] = [:]
             return try batch.map { append -> Result<(event: SyncEvent, duplicate: Bool), any Error> in
+                if let sqlite = database.sqlite {
+                    let mark = sqlite.writeMark
+                    do {
+                        return .success(try Self.append(account: append.account, append.draft, from: append.origin, now: now, earlier: &earlier, in: database))
+                    } catch where sqlite.unchanged(since: mark) {
+                        return .failure(error)
+                    }
+                }
                 try database.execute("SAVEPOINT sync_append")
                 do {
                     let appended = try Self.append(account: append.account, append.draft, from: append.origin, now: now, earlier: &earlier, in: database)

@@ -170,6 +170,17 @@ final class SQLiteConnection {
 
     var changes: Int { Int(sqlite3_changes(handle)) }
 
+    /// Where the open transaction stands: rows written by the statements that completed on this
+    /// connection so far (a statement that fails undoes its writes and adds none).
+    var writeMark: Int64 { sqlite3_total_changes64(handle) }
+
+    /// Whether the transaction is still open and nothing was written in it since `mark`: what a
+    /// statement that failed since then leaves when it undid only itself (SQLite rolls the whole
+    /// transaction back on some errors, such as a full disk).
+    func unchanged(since mark: Int64) -> Bool {
+        sqlite3_get_autocommit(handle) == 0 && sqlite3_total_changes64(handle) == mark
+    }
+
     /// Runs `body` in a `BEGIN IMMEDIATE` transaction: committed if it returns, rolled back if it
     /// throws. All-or-nothing is how every state change in authd is made.
     func transaction<T>(_ body: () throws -> T) throws -> T {
