@@ -281,6 +281,19 @@ struct SyncCoreTests {
         }
     }
 
+    @Test("a device's own idempotency keys sort by the time they were made, differ when made at once, and pass the hub's rule for keys")
+    func idempotencyKeys() throws {
+        let times = [0, 1, 255, 256, 1_764_000_000_000, 1_764_000_000_001, 99_999_999_999_999].map { Date(timeIntervalSince1970: Double($0) / 1000) }
+        let keys = try times.map { try SyncOutbox.idempotencyKey(at: $0) }
+        #expect(keys == keys.sorted(), "in the order of their times: \(keys)")
+        let twins = try (0..<64).map { _ in try SyncOutbox.idempotencyKey(at: times[4]) }
+        #expect(Set(twins).count == twins.count, "keys made in the same millisecond differ")
+        for key in keys + twins {
+            #expect(key.hasPrefix("authd-") && key.utf8.count == 34)
+            _ = try SyncService.check(SyncSend.Params(session: "as1.x", kind: "message", conversation: nil, body: [:], idempotencyKey: key))
+        }
+    }
+
     @Test("an event stored too deep before the limit is served withheld, in its place, and every answer that carries it is written and read; the pages go on past it")
     func storedTooDeep() async throws {
         let fixture = try TestDirectory()

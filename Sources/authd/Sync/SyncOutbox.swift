@@ -45,7 +45,7 @@ actor SyncOutbox {
         let draft = try SyncService.check(params)
         // One key for the first attempt and any resend: a send whose answer was lost with the
         // link (the hub had stored it) is then the same event when the outbox sends it again.
-        let key = try params.idempotencyKey ?? "authd-" + Base64URL.encode(OpenSSL.randomBytes(16))
+        let key = try params.idempotencyKey ?? Self.idempotencyKey(at: now())
         var params = params
         params.idempotencyKey = key
         // Refused now what no link could carry, rather than answered `queued` and kept for ever.
@@ -62,6 +62,16 @@ actor SyncOutbox {
         logger.info("sync: the hub is away; an event was kept in the outbox", [("AUTHD_SYNC_OUTBOX_ID", String(id))])
         Task { await flush() }
         return SyncSend.Result(queuedAs: id)
+    }
+
+    /// The idempotency key of a send that came without one: `authd-`, the time in milliseconds
+    /// (12 hex digits) and 96 random bits. The time first, so that a machine's keys come in
+    /// order: the hub's index of keys takes each batch of them on its last page, not each on a
+    /// page of its own.
+    static func idempotencyKey(at time: Date) throws -> String {
+        let milliseconds = UInt64(max(0, time.timeIntervalSince1970 * 1000))
+        let hex = String(milliseconds, radix: 16)
+        return "authd-" + String(repeating: "0", count: max(0, 12 - hex.count)) + hex + Base64URL.encode(try OpenSSL.randomBytes(12))
     }
 
     /// Whether `params` goes to the hub as one line it reads: nested no deeper than a body may
