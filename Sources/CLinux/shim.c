@@ -79,6 +79,10 @@ int authd_malloc_map_from(size_t bytes) {
     return mallopt(M_MMAP_THRESHOLD, (int)bytes);
 }
 
+int authd_malloc_keep_free_top(size_t bytes) {
+    return mallopt(M_TRIM_THRESHOLD, (int)bytes);
+}
+
 int authd_malloc_trim(void) {
     return malloc_trim(0);
 }

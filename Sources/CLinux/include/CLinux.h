@@ -36,6 +36,11 @@ int authd_spawn_close_from(posix_spawn_file_actions_t *actions, int lowfd);
  * 1 on success. */
 int authd_malloc_map_from(size_t bytes);
 
+/* mallopt(M_TRIM_THRESHOLD, bytes): an arena gives the free memory at its top back to the
+ * system only once it reaches `bytes` (glibc's default stays at 128 KiB once the mapping
+ * threshold is fixed). 1 on success. */
+int authd_malloc_keep_free_top(size_t bytes);
+
 /* malloc_trim(0): return the free memory of every arena to the system; 1 when some was. */
 int authd_malloc_trim(void);
 

@@ -578,6 +578,14 @@ enum Syscalls {
         authd_malloc_map_from(bytes) == 1
     }
 
+    /// Makes each malloc arena keep up to `bytes` of free memory at its top rather than give it
+    /// back as soon as it passes 128 KiB, glibc's default once the mapping threshold is fixed.
+    /// The corresponding C function is `mallopt` with `M_TRIM_THRESHOLD`.
+    @discardableResult
+    static func keepFreeTop(upTo bytes: Int) -> Bool {
+        authd_malloc_keep_free_top(bytes) == 1
+    }
+
     /// Returns the free memory of every malloc arena to the system; true when some was.
     /// The corresponding C function is `malloc_trim` (with no padding kept).
     @discardableResult
