@@ -289,7 +289,7 @@ struct SyncCoreTests {
         let twins = try (0..<64).map { _ in try SyncOutbox.idempotencyKey(at: times[4]) }
         #expect(Set(twins).count == twins.count, "keys made in the same millisecond differ")
         for key in keys + twins {
-            #expect(key.hasPrefix("authd-") && key.utf8.count == 34)
+            #expect(key.hasPrefix("authd-") && key.utf8.count == 40)
             _ = try SyncService.check(SyncSend.Params(session: "as1.x", kind: "message", conversation: nil, body: [:], idempotencyKey: key))
         }
     }

@@ -31,9 +31,9 @@ struct TokenServiceTests {
 
     @Test("jti values are 128 bits, and none repeats across the draws of random bytes they come from")
     func uniqueIdentifiers() throws {
-        let identifiers = TokenStamp.RandomIdentifiers()
+        let identifiers = RandomIdentifiers()
         // Three draws and a bit: 256 identifiers come from each.
-        let count = 3 * TokenStamp.RandomIdentifiers.drawn / TokenStamp.RandomIdentifiers.size + 5
+        let count = 3 * RandomIdentifiers.drawn / RandomIdentifiers.size + 5
         let drawn = try (0..<count).map { _ in try identifiers.next() }
         #expect(drawn.allSatisfy { $0.count == 16 })
         #expect(Set(drawn).count == count)

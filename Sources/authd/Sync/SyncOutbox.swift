@@ -65,13 +65,13 @@ actor SyncOutbox {
     }
 
     /// The idempotency key of a send that came without one: `authd-`, the time in milliseconds
-    /// (12 hex digits) and 96 random bits. The time first, so that a machine's keys come in
+    /// (12 hex digits) and 128 random bits. The time first, so that a machine's keys come in
     /// order: the hub's index of keys takes each batch of them on its last page, not each on a
     /// page of its own.
     static func idempotencyKey(at time: Date) throws -> String {
         let milliseconds = UInt64(max(0, time.timeIntervalSince1970 * 1000))
         let hex = String(milliseconds, radix: 16)
-        return "authd-" + String(repeating: "0", count: max(0, 12 - hex.count)) + hex + Base64URL.encode(try OpenSSL.randomBytes(12))
+        return "authd-" + String(repeating: "0", count: max(0, 12 - hex.count)) + hex + Base64URL.encode(try RandomIdentifiers.shared.next())
     }
 
     /// Whether `params` goes to the hub as one line it reads: nested no deeper than a body may
