@@ -159,38 +159,18 @@ struct SyncLog: Sendable {
         }
     }
 
-    /// One batch of appends in one transaction, on the store's queue. An append that fails
-    /// before it wrote anything (its account gone: the head's upsert, its first write, fails)
-    /// fails alone. On SQLite a failed statement undoes only itself and the transaction goes
-    /// on, so that needs nothing more, and an append that fails after a write fails the whole
-    /// batch. PostgreSQL aborts the transaction at any failed statement: there each append is
-    /// its own savepoint.
+    /// One batch of appends in one transaction, on the store's queue. Each append is a part that
+    /// fails alone (`Database.failingAlone`): one whose account is gone fails at its first write,
+    /// the head's upsert. On SQLite an append that fails after a write fails the whole batch.
     private static func commit(_ batch: [Append], now: Int64, on connection: isolated StoreConnection) throws
         -> [Result<(event: SyncEvent, duplicate: Bool), any Error>] {
         try connection.transaction { database in
             // What this batch appended, by idempotency key: the same send twice in one batch
             // finds the first, as it would in the table.
             var earlier: [String: SyncEvent] = [:]
-            return try batch.map { append -> Result<(event: SyncEvent, duplicate: Bool), any Error> in
-                if let sqlite = database.sqlite {
-                    let mark = sqlite.writeMark
-                    do {
-                        return .success(try Self.append(account: append.account, append.draft, from: append.origin, now: now, earlier: &earlier, in: database))
-                    } catch where sqlite.unchanged(since: mark) {
-                        return .failure(error)
-                    }
-                }
-                try database.execute("SAVEPOINT sync_append")
-                do {
-                    let appended = try Self.append(account: append.account, append.draft, from: append.origin, now: now, earlier: &earlier, in: database)
-                    try database.execute("RELEASE sync_append")
-                    return .success(appended)
-                } catch let error as PostgreSQLError where error.isRetryable {
-                    throw error  // the whole batch runs again
-                } catch {
-                    try database.execute("ROLLBACK TO sync_append")
-                    try database.execute("RELEASE sync_append")
-                    return .failure(error)
+            return try batch.map { append in
+                try database.failingAlone {
+                    try Self.append(account: append.account, append.draft, from: append.origin, now: now, earlier: &earlier, in: database)
                 }
             }
         }

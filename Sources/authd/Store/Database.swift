@@ -111,6 +111,16 @@ final class Database {
         }
     }
 
+    /// Runs `body` in the open transaction as a part that may fail alone: its error is returned,
+    /// and the transaction goes on without what it wrote. An error the part cannot be undone from
+    /// alone is thrown, and fails the transaction. Each engine's way is in its own file.
+    func failingAlone<T>(_ body: () throws -> T) throws -> Result<T, any Error> {
+        switch engine {
+        case .sqlite(let connection): try connection.failingAlone(body)
+        case .postgresql(let connection): try connection.failingAlone(body)
+        }
+    }
+
     /// How many prepared statements are kept (tests).
     var cachedStatementCount: Int {
         switch engine {

@@ -266,6 +266,24 @@ final class PostgreSQLConnection {
         }
     }
 
+    /// `Database.failingAlone`. A failed statement aborts the whole transaction here, so the
+    /// part is a savepoint: what it did is rolled back and the transaction goes on. A
+    /// serialization failure is thrown (the whole transaction runs again).
+    func failingAlone<T>(_ body: () throws -> T) throws -> Result<T, any Error> {
+        try execute("SAVEPOINT part")
+        do {
+            let result = try body()
+            try execute("RELEASE part")
+            return .success(result)
+        } catch let error as PostgreSQLError where error.isRetryable {
+            throw error
+        } catch {
+            try execute("ROLLBACK TO part")
+            try execute("RELEASE part")
+            return .failure(error)
+        }
+    }
+
     /// Notifications that arrived on this connection (after `LISTEN`), read without waiting. A
     /// connection that broke is not made again here: its `LISTEN` would be gone with it.
     func notifications() throws -> [(channel: String, payload: String)] {

@@ -170,15 +170,17 @@ final class SQLiteConnection {
 
     var changes: Int { Int(sqlite3_changes(handle)) }
 
-    /// Where the open transaction stands: rows written by the statements that completed on this
-    /// connection so far (a statement that fails undoes its writes and adds none).
-    var writeMark: Int64 { sqlite3_total_changes64(handle) }
-
-    /// Whether the transaction is still open and nothing was written in it since `mark`: what a
-    /// statement that failed since then leaves when it undid only itself (SQLite rolls the whole
-    /// transaction back on some errors, such as a full disk).
-    func unchanged(since mark: Int64) -> Bool {
-        sqlite3_get_autocommit(handle) == 0 && sqlite3_total_changes64(handle) == mark
+    /// `Database.failingAlone`. A failed statement undoes only its own writes (and adds nothing
+    /// to the count of rows written) and the transaction goes on: a part that fails before it
+    /// wrote anything needs no savepoint. One that fails after a write, or whose error rolled
+    /// the whole transaction back (SQLite does on some, such as a full disk), is thrown.
+    func failingAlone<T>(_ body: () throws -> T) throws -> Result<T, any Error> {
+        let written = sqlite3_total_changes64(handle)
+        do {
+            return .success(try body())
+        } catch where sqlite3_get_autocommit(handle) == 0 && sqlite3_total_changes64(handle) == written {
+            return .failure(error)
+        }
     }
 
     /// Runs `body` in a `BEGIN IMMEDIATE` transaction: committed if it returns, rolled back if it
